@@ -1,0 +1,73 @@
+#include "cli/cli.h"
+
+#include "cli/commands.h"
+#include "ps/config.h"
+#include "util/error.h"
+
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace ps::app {
+namespace {
+
+    bool displayAvailable()
+    {
+        return std::getenv("DISPLAY") || std::getenv("WAYLAND_DISPLAY") || std::getenv("QT_QPA_PLATFORM");
+    }
+
+    void addGuiCommand(
+        CLI::App& app, Action& action, GuiRequest& request, const std::function<int(const GuiRequest&)>& launchGui)
+    {
+        auto* cmd = app.add_subcommand("gui", "Open the desktop application");
+        cmd->add_option("project", request.project, "Project file (.pstudio) to open")->check(CLI::ExistingFile);
+        cmd->add_option("--model", request.model, "Open a zoo model instead of a project");
+        cmd->add_option("--screenshot", request.screenshot, "Render the main window to a PNG and quit");
+        cmd->add_option("--width", request.width, "Window width for --screenshot")->check(CLI::Range(320, 8192));
+        cmd->add_option("--height", request.height, "Window height for --screenshot")->check(CLI::Range(240, 8192));
+        cmd->callback([&action, &request, launchGui] {
+            action = [&request, launchGui] {
+                if (!launchGui)
+                    throw Error("this build has no GUI (configure with PS_BUILD_GUI=ON and Qt 6 installed)");
+                return launchGui(request);
+            };
+        });
+    }
+
+} // namespace
+
+int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& launchGui)
+{
+    CLI::App app { "PipeStudio: plan, simulate and run pipeline-parallel training.\n"
+                   "Without a subcommand: the GUI when a display is available, else the headless demo.",
+        "pipestudio" };
+    app.set_version_flag("--version", std::string("pipestudio ") + PS_VERSION_STRING);
+    app.require_subcommand(0, 1);
+    Action action;
+    GuiRequest request;
+    addNewCommand(app, action);
+    addInfoCommand(app, action);
+    addZooCommand(app, action);
+    addDevicesCommand(app, action);
+    addDemoCommand(app, action);
+    addGuiCommand(app, action, request, launchGui);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        if (action)
+            return action();
+        if (launchGui && displayAvailable())
+            return launchGui(request);
+        fmt::print("No display found: running the headless demo (`pipestudio --help` lists the commands).\n\n");
+        return runDemo(std::filesystem::temp_directory_path() / "pipestudio-demo");
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "pipestudio: error: {}\n", e.what());
+        return 1;
+    }
+}
+
+} // namespace ps::app

@@ -1,0 +1,23 @@
+// The headless command-line twin of every GUI flow: `pipestudio <subcommand> ...`.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace ps::app {
+
+struct GuiRequest
+{
+    std::string project; // .pstudio to open, may be empty
+    std::string model; // zoo model to open instead, may be empty
+    std::string screenshot; // render the main window to this PNG and quit
+    int width = 1600;
+    int height = 1000;
+};
+
+// Parses argv and runs a subcommand. When the command asks for the GUI (no subcommand with a
+// display, or `gui`), `launchGui` is called; it is empty in builds without the GUI.
+int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& launchGui);
+
+} // namespace ps::app

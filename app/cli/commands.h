@@ -1,0 +1,22 @@
+// Internal to the CLI: each subcommand registers its options and its action with CLI11.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace ps::app {
+
+// The action to run after parsing; returns the process exit code.
+using Action = std::function<int()>;
+
+void addNewCommand(CLI::App& app, Action& action);
+void addInfoCommand(CLI::App& app, Action& action);
+void addZooCommand(CLI::App& app, Action& action);
+void addDevicesCommand(CLI::App& app, Action& action);
+void addDemoCommand(CLI::App& app, Action& action);
+
+// Runs the headless end-to-end demo; also what `pipestudio` does without a display.
+int runDemo(const std::string& directory);
+
+} // namespace ps::app

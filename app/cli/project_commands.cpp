@@ -1,0 +1,111 @@
+// `pipestudio new` and `pipestudio info`.
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "store/project_store.h"
+#include "zoo/model_config.h"
+
+#include <fmt/core.h>
+
+#include <memory>
+#include <optional>
+
+namespace ps::app {
+namespace {
+
+    // Options that override a zoo preset's configuration; unset ones keep the preset's value.
+    struct ModelOverrides
+    {
+        std::string model;
+        std::optional<std::int64_t> layers, decoderLayers, hidden, heads, headDim, ffn, seq, decoderSeq, vocab,
+            maxPositions, microBatch;
+        std::optional<double> dropout;
+    };
+
+    void addModelOptions(CLI::App* cmd, ModelOverrides& o)
+    {
+        cmd->add_option("--model,-m", o.model,
+               "Zoo model: gpt2-small|medium|large|xl, bert-base|large, "
+               "t5-small|base|large|3b, mlp")
+            ->required();
+        cmd->add_option("--layers", o.layers, "Transformer blocks (T5: encoder blocks)");
+        cmd->add_option("--decoder-layers", o.decoderLayers, "T5 decoder blocks");
+        cmd->add_option("--hidden", o.hidden, "Hidden size (d_model)");
+        cmd->add_option("--heads", o.heads, "Attention heads");
+        cmd->add_option("--head-dim", o.headDim, "Per-head dimension (default hidden/heads)");
+        cmd->add_option("--ffn", o.ffn, "Feed-forward inner size (default 4*hidden)");
+        cmd->add_option("--seq", o.seq, "Sequence length (T5: encoder length)");
+        cmd->add_option("--decoder-seq", o.decoderSeq, "T5 decoder length");
+        cmd->add_option("--vocab", o.vocab, "Vocabulary size (MLP: classes)");
+        cmd->add_option("--max-positions", o.maxPositions, "Learned position table size");
+        cmd->add_option("--micro-batch,-b", o.microBatch, "Samples per micro-batch");
+        cmd->add_option("--dropout", o.dropout, "Dropout probability (0 removes dropout nodes)");
+    }
+
+    ModelConfig resolveConfig(const ModelOverrides& o)
+    {
+        auto c = zooPreset(o.model);
+        const auto apply = [](auto& field, const auto& value) {
+            if (value)
+                field = *value;
+        };
+        apply(c.layers, o.layers);
+        apply(c.decoderLayers, o.decoderLayers);
+        apply(c.hidden, o.hidden);
+        apply(c.heads, o.heads);
+        apply(c.headDim, o.headDim);
+        apply(c.ffn, o.ffn);
+        apply(c.seq, o.seq);
+        apply(c.decoderSeq, o.decoderSeq);
+        apply(c.vocab, o.vocab);
+        apply(c.maxPositions, o.maxPositions);
+        apply(c.microBatch, o.microBatch);
+        apply(c.dropout, o.dropout);
+        // A sequence longer than the preset's position table grows the table, as a user would.
+        if (o.seq && !o.maxPositions && c.maxPositions > 0 && c.seq > c.maxPositions)
+            c.maxPositions = c.seq;
+        return c;
+    }
+
+} // namespace
+
+void addNewCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("new", "Create a project from a zoo model");
+    auto options = std::make_shared<ModelOverrides>();
+    auto output = std::make_shared<std::string>();
+    auto force = std::make_shared<bool>(false);
+    addModelOptions(cmd, *options);
+    cmd->add_option("-o,--output", *output, "Project file to write (.pstudio)")->required();
+    cmd->add_flag("--force", *force, "Replace the output file if it exists");
+    cmd->callback([&action, options, output, force] {
+        action = [options, output, force] {
+            const auto config = resolveConfig(*options);
+            const auto graph = buildZooModel(config);
+            writeNewProject(*output, graph, *force);
+            fmt::print("Created {}: {} with {} nodes, {} parameters\n", *output, config.name, graph.nodeCount(),
+                formatCount(static_cast<double>(graph.parameterCount())));
+            return 0;
+        };
+    });
+}
+
+void addInfoCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("info", "Summarize a project: nodes, parameters, FLOPs, memory, ops");
+    auto path = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    cmd->add_option("project", *path, "Project file (.pstudio)")->required();
+    cmd->add_flag("--json", *json, "Print JSON instead of text");
+    cmd->callback([&action, path, json] {
+        action = [path, json] {
+            const auto store = ProjectStore::open(*path, ProjectStore::Access::ReadOnly);
+            const auto summary = summarizeGraph(store.loadGraph());
+            fmt::print("{}",
+                *json ? summaryJson(summary, *path, store.schemaVersion())
+                      : summaryText(summary, *path, store.schemaVersion()));
+            return 0;
+        };
+    });
+}
+
+} // namespace ps::app

@@ -1,0 +1,35 @@
+#include "cli/report.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+namespace ps::app {
+
+std::string summaryText(const GraphSummary& s, const std::string& projectPath, int schemaVersion)
+{
+    std::string out;
+    out += fmt::format("Project        {} (schema {})\n", projectPath, schemaVersion);
+    out += fmt::format("Model          {} ({}), micro-batch {}\n", s.name, s.family, s.microBatch);
+    out += fmt::format("Graph          {} nodes, {} tensors, {} layers\n", s.nodeCount, s.tensorCount, s.layerCount);
+    out += fmt::format("Parameters     {} ({}; {} at fp32)\n", formatCount(static_cast<double>(s.parameterCount)),
+        s.parameterCount, formatBytes(static_cast<double>(s.parameterBytes)));
+    out += fmt::format("FLOPs/sample   forward {}, forward+backward {}\n", formatFlops(s.forwardFlopsPerSample),
+        formatFlops(s.forwardFlopsPerSample + s.backwardFlopsPerSample));
+    out += fmt::format("Memory/sample  {} saved for backward, {} of activations written\n",
+        formatBytes(static_cast<double>(s.activationBytesPerSample)),
+        formatBytes(static_cast<double>(s.outputBytesPerSample)));
+    out += "Ops            ";
+    for (std::size_t i = 0; i < s.opHistogram.size(); ++i)
+        out += fmt::format("{}{} {}", i ? ", " : "", s.opHistogram[i].first, s.opHistogram[i].second);
+    return out + "\n";
+}
+
+std::string summaryJson(const GraphSummary& s, const std::string& projectPath, int schemaVersion)
+{
+    auto j = nlohmann::ordered_json::parse(summaryToJson(s));
+    nlohmann::ordered_json out = { { "project", projectPath }, { "schema_version", schemaVersion } };
+    out.update(j);
+    return out.dump(2) + "\n";
+}
+
+} // namespace ps::app

@@ -1,0 +1,21 @@
+// pipestudio: the desktop GUI when started without a subcommand (and a display), otherwise the
+// headless CLI that runs every GUI flow.
+#include "cli/cli.h"
+#include "ps/config.h"
+
+#if PS_HAVE_GUI
+#include "app_launcher.h"
+#endif
+
+int main(int argc, char** argv)
+{
+#if PS_HAVE_GUI
+    const auto launch = [argc, argv](const ps::app::GuiRequest& request) {
+        return ps::gui::runApplication(
+            argc, argv, { request.project, request.model, request.screenshot, request.width, request.height });
+    };
+    return ps::app::runCli(argc, argv, launch);
+#else
+    return ps::app::runCli(argc, argv, {});
+#endif
+}

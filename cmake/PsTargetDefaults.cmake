@@ -1,0 +1,28 @@
+# Per-target defaults for PipeStudio's own targets (no directory-scope flags).
+function(ps_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>)
+  if(PS_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
+  if(PS_SANITIZE)
+    list(JOIN PS_SANITIZE "," _sanitizers)
+    target_compile_options(${target} PRIVATE -fsanitize=${_sanitizers} -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=${_sanitizers})
+  endif()
+endfunction()
+
+# ps_core must stay free of Qt and CUDA (ARCHITECTURE.md). Checked on the direct and transitive
+# link interface of the target at configure time; tests/core_purity checks the sources.
+function(ps_assert_no_qt_or_cuda target)
+  get_target_property(_libs ${target} LINK_LIBRARIES)
+  get_target_property(_ilibs ${target} INTERFACE_LINK_LIBRARIES)
+  foreach(_lib IN LISTS _libs _ilibs)
+    if(_lib MATCHES "^(Qt[56]?::|CUDA::|QCustomPlot)" OR _lib MATCHES "cuda|cupti|nccl")
+      message(FATAL_ERROR "${target} must not link Qt or CUDA, but links '${_lib}'")
+    endif()
+    if(TARGET ${_lib} AND _lib MATCHES "^ps_")
+      ps_assert_no_qt_or_cuda(${_lib})
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,230 @@
+#include "graph/op_cost.h"
+
+#include <unordered_set>
+
+namespace ps {
+namespace {
+
+    // Per-element FLOP counts of the non-matmul ops (forward, backward). Rough but consistent:
+    // e.g. layernorm reads x twice (mean, variance), then normalizes, scales and shifts.
+    struct ElementwiseFlops
+    {
+        double forward;
+        double backward;
+    };
+
+    ElementwiseFlops elementwiseFlops(OpType op)
+    {
+        switch (op) {
+        case OpType::BiasAdd:
+        case OpType::Add:
+            return { 1, 1 };
+        case OpType::Mul:
+            return { 1, 2 };
+        case OpType::Scale:
+        case OpType::Relu:
+            return { 1, 1 };
+        case OpType::Mask:
+            return { 1, 1 };
+        case OpType::Dropout:
+            return { 2, 1 };
+        case OpType::LayerNorm:
+            return { 8, 14 };
+        case OpType::RMSNorm:
+            return { 5, 10 };
+        case OpType::Softmax:
+            return { 5, 4 };
+        case OpType::Gelu:
+            return { 8, 13 };
+        case OpType::Tanh:
+            return { 4, 3 };
+        case OpType::CrossEntropy:
+            return { 5, 3 };
+        case OpType::Opaque:
+            return { 1, 2 };
+        default:
+            return { 0, 0 };
+        }
+    }
+
+    struct CostContext
+    {
+        const Graph& graph;
+        const std::vector<bool>& requiresGrad;
+        const std::vector<NodeId>& owners;
+    };
+
+    std::int64_t bytesOf(const Graph& g, TensorId id)
+    {
+        const auto& t = g.tensor(id);
+        return numBytes(t.shape, t.dtype);
+    }
+
+    bool isActivation(const Graph& g, TensorId id)
+    {
+        return g.tensor(id).kind == TensorKind::Activation;
+    }
+
+    void saveIfActivation(const Graph& g, OpCost& cost, TensorId id)
+    {
+        if (isActivation(g, id))
+            cost.savedTensors.push_back(id);
+    }
+
+    void addMatMulCost(const CostContext& ctx, const Node& node, OpCost& cost)
+    {
+        const auto& a = ctx.graph.tensor(node.inputs[0]);
+        const auto& out = ctx.graph.tensor(node.outputs[0]);
+        const double macs = static_cast<double>(numElements(out.shape)) * static_cast<double>(a.shape.back());
+        cost.forwardFlops = 2 * macs;
+        // dA = dY @ B^T needs B; dB = A^T @ dY needs A. Each is one more matmul of the same size.
+        if (ctx.requiresGrad[node.inputs[0].index()]) {
+            cost.backwardFlops += 2 * macs;
+            saveIfActivation(ctx.graph, cost, node.inputs[1]);
+        }
+        if (ctx.requiresGrad[node.inputs[1].index()]) {
+            cost.backwardFlops += 2 * macs;
+            saveIfActivation(ctx.graph, cost, node.inputs[0]);
+        }
+    }
+
+    void addSavedState(const CostContext& ctx, const Node& node, OpCost& cost)
+    {
+        const auto& g = ctx.graph;
+        const auto& x = g.tensor(node.inputs[0]);
+        const auto rows = x.shape.empty() ? 1 : numElements(x.shape) / x.shape.back();
+        switch (node.op) {
+        case OpType::LayerNorm:
+            saveIfActivation(g, cost, node.inputs[0]);
+            cost.savedExtraBytes += 2 * rows * 4; // mean, rstd (fp32)
+            break;
+        case OpType::RMSNorm:
+            saveIfActivation(g, cost, node.inputs[0]);
+            cost.savedExtraBytes += rows * 4; // rstd
+            break;
+        case OpType::Gelu:
+        case OpType::Mul:
+            for (auto in : node.inputs)
+                saveIfActivation(g, cost, in);
+            break;
+        case OpType::Softmax:
+        case OpType::Tanh:
+        case OpType::Relu:
+            saveIfActivation(g, cost, node.outputs[0]);
+            break;
+        case OpType::Dropout:
+            cost.savedExtraBytes += numElements(x.shape); // one-byte keep mask
+            break;
+        case OpType::CrossEntropy:
+            cost.savedExtraBytes += numBytes(x.shape, DType::F32); // softmax probabilities
+            cost.savedTensors.push_back(node.inputs[1]); // labels
+            break;
+        case OpType::Embedding:
+            cost.savedTensors.push_back(node.inputs[0]); // indices
+            break;
+        case OpType::Opaque:
+            for (auto in : node.inputs)
+                saveIfActivation(g, cost, in);
+            break;
+        default:
+            break;
+        }
+    }
+
+    OpCost nodeCost(const CostContext& ctx, const Node& node)
+    {
+        const auto& g = ctx.graph;
+        OpCost cost;
+        for (auto in : node.inputs) {
+            cost.bytesRead += bytesOf(g, in);
+            if (g.tensor(in).kind == TensorKind::Parameter && ctx.owners[in.index()] == node.id) {
+                cost.parameterCount += numElements(g.tensor(in).shape);
+                cost.parameterBytes += bytesOf(g, in);
+            }
+        }
+        if (!isViewOp(node.op)) {
+            for (auto out : node.outputs)
+                cost.outputBytes += bytesOf(g, out);
+            cost.bytesWritten = cost.outputBytes;
+        }
+        const bool anyGrad = !node.outputs.empty() && ctx.requiresGrad[node.outputs[0].index()];
+        if (node.op == OpType::MatMul) {
+            addMatMulCost(ctx, node, cost);
+        } else {
+            const auto [fwd, bwd] = elementwiseFlops(node.op);
+            const auto& x = g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]);
+            const auto n = static_cast<double>(
+                numElements(node.op == OpType::CrossEntropy ? x.shape : g.tensor(node.outputs[0]).shape));
+            cost.forwardFlops = fwd * n;
+            cost.backwardFlops = anyGrad ? bwd * n : 0;
+            if (node.op == OpType::Embedding && anyGrad)
+                cost.backwardFlops = n; // scatter-add into the table gradient
+            if (anyGrad)
+                addSavedState(ctx, node, cost);
+        }
+        if (node.op == OpType::Softmax || node.op == OpType::CrossEntropy)
+            cost.workspaceBytes = cost.outputBytes; // row-wise max/sum pass keeps a scratch copy
+        for (auto t : cost.savedTensors)
+            cost.savedBytes += bytesOf(g, t);
+        cost.savedBytes += cost.savedExtraBytes;
+        return cost;
+    }
+
+} // namespace
+
+std::vector<bool> tensorsRequiringGrad(const Graph& graph)
+{
+    std::vector<bool> needsGrad(graph.tensorCount(), false);
+    for (const auto& t : graph.tensors())
+        needsGrad[t.id.index()] = t.kind == TensorKind::Parameter;
+    for (const auto& n : graph.nodes()) {
+        bool any = false;
+        for (auto in : n.inputs)
+            any = any || needsGrad[in.index()];
+        for (auto out : n.outputs)
+            needsGrad[out.index()] = any;
+    }
+    return needsGrad;
+}
+
+std::vector<OpCost> computeOpCosts(const Graph& graph)
+{
+    const auto requiresGrad = tensorsRequiringGrad(graph);
+    const auto owners = graph.parameterOwners();
+    const CostContext ctx { graph, requiresGrad, owners };
+    std::vector<OpCost> costs;
+    costs.reserve(graph.nodeCount());
+    for (const auto& n : graph.nodes())
+        costs.push_back(nodeCost(ctx, n));
+    return costs;
+}
+
+TensorId storageRoot(const Graph& graph, TensorId id)
+{
+    for (;;) {
+        const auto& t = graph.tensor(id);
+        if (!t.producer.valid())
+            return id;
+        const auto& producer = graph.node(t.producer);
+        if (!isViewOp(producer.op) || producer.inputs.empty())
+            return id;
+        id = producer.inputs[0];
+    }
+}
+
+std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>& costs)
+{
+    std::unordered_set<TensorId> roots;
+    std::int64_t bytes = 0;
+    for (const auto& c : costs) {
+        bytes += c.savedExtraBytes;
+        for (auto t : c.savedTensors) {
+            const auto root = storageRoot(graph, t);
+            if (roots.insert(root).second)
+                bytes += numBytes(graph.tensor(root).shape, graph.tensor(root).dtype);
+        }
+    }
+    return bytes;
+}
+
+} // namespace ps

@@ -1,0 +1,46 @@
+// Per-op analytical formulas: FLOPs, bytes moved, output bytes, bytes saved for backward and
+// parameters owned, computed from the shapes in the graph.
+//
+// These are the ground truth the analytical profile (cost model) and the memory model build on.
+// Saved-for-backward follows what PyTorch autograd keeps (llm.c's per-layer table agrees): a
+// matmul keeps both operands, layernorm its input plus mean/rstd, softmax its output, GELU its
+// input, dropout a one-byte mask, residual adds and layout changes nothing.
+// Depends on: graph/graph.h only.
+#pragma once
+
+#include "graph/graph.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace ps {
+
+struct OpCost
+{
+    double forwardFlops = 0;
+    double backwardFlops = 0; // input gradients + weight gradients
+    std::int64_t bytesRead = 0; // forward pass, inputs incl. parameters
+    std::int64_t bytesWritten = 0; // forward pass; 0 for views
+    std::int64_t outputBytes = 0; // activation bytes produced; 0 for views
+    std::vector<TensorId> savedTensors; // activations this node keeps for backward
+    std::int64_t savedExtraBytes = 0; // internal state kept for backward (masks, mean/rstd, probs)
+    std::int64_t savedBytes = 0; // bytes of savedTensors + savedExtraBytes
+    std::int64_t workspaceBytes = 0; // transient scratch during the op
+    std::int64_t parameterCount = 0; // elements of the parameters this node owns
+    std::int64_t parameterBytes = 0;
+};
+
+// Which tensors need a gradient: parameters and every activation computed from one.
+[[nodiscard]] std::vector<bool> tensorsRequiringGrad(const Graph& graph);
+
+// Cost of every node, indexed by node id.
+[[nodiscard]] std::vector<OpCost> computeOpCosts(const Graph& graph);
+
+// The tensor whose storage `id` aliases (follows Reshape/Split/Slice views to their source).
+[[nodiscard]] TensorId storageRoot(const Graph& graph, TensorId id);
+
+// Activation bytes alive for backward for the whole graph: each storage counted once even when
+// several nodes save it, plus every node's internal state. One micro-batch.
+[[nodiscard]] std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>& costs);
+
+} // namespace ps

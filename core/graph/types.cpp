@@ -1,0 +1,197 @@
+#include "graph/types.h"
+
+#include "util/error.h"
+
+#include <array>
+#include <charconv>
+#include <utility>
+
+namespace ps {
+namespace {
+
+    constexpr std::array kDTypeNames = {
+        std::pair { DType::F32, std::string_view("f32") },
+        std::pair { DType::F16, std::string_view("f16") },
+        std::pair { DType::BF16, std::string_view("bf16") },
+        std::pair { DType::F64, std::string_view("f64") },
+        std::pair { DType::I64, std::string_view("i64") },
+        std::pair { DType::I32, std::string_view("i32") },
+        std::pair { DType::I8, std::string_view("i8") },
+        std::pair { DType::U8, std::string_view("u8") },
+        std::pair { DType::Bool, std::string_view("bool") },
+    };
+
+    constexpr std::array kKindNames = {
+        std::pair { TensorKind::Activation, std::string_view("activation") },
+        std::pair { TensorKind::Parameter, std::string_view("parameter") },
+        std::pair { TensorKind::Input, std::string_view("input") },
+        std::pair { TensorKind::Constant, std::string_view("constant") },
+    };
+
+    template <typename Table, typename Enum> std::string_view lookupName(const Table& table, Enum value)
+    {
+        for (const auto& [e, name] : table) {
+            if (e == value)
+                return name;
+        }
+        return "?";
+    }
+
+    template <typename Enum, typename Table> std::optional<Enum> lookupValue(const Table& table, std::string_view name)
+    {
+        for (const auto& [e, n] : table) {
+            if (n == name)
+                return e;
+        }
+        return std::nullopt;
+    }
+
+} // namespace
+
+const std::vector<OpTypeInfo>& allOpTypes()
+{
+    static const std::vector<OpTypeInfo> kOps = {
+        { OpType::Embedding, "Embedding", false },
+        { OpType::MatMul, "MatMul", false },
+        { OpType::BiasAdd, "BiasAdd", false },
+        { OpType::Add, "Add", false },
+        { OpType::Mul, "Mul", false },
+        { OpType::Scale, "Scale", false },
+        { OpType::LayerNorm, "LayerNorm", false },
+        { OpType::RMSNorm, "RMSNorm", false },
+        { OpType::Softmax, "Softmax", false },
+        { OpType::Gelu, "Gelu", false },
+        { OpType::Relu, "Relu", false },
+        { OpType::Tanh, "Tanh", false },
+        { OpType::Dropout, "Dropout", false },
+        { OpType::Mask, "Mask", false },
+        { OpType::Reshape, "Reshape", true },
+        { OpType::Transpose, "Transpose", false },
+        { OpType::Split, "Split", true },
+        { OpType::Slice, "Slice", true },
+        { OpType::Concat, "Concat", false },
+        { OpType::CrossEntropy, "CrossEntropy", false },
+        { OpType::Opaque, "Opaque", false },
+    };
+    return kOps;
+}
+
+std::string_view toString(DType dtype)
+{
+    return lookupName(kDTypeNames, dtype);
+}
+
+std::string_view toString(TensorKind kind)
+{
+    return lookupName(kKindNames, kind);
+}
+
+std::string_view toString(OpType op)
+{
+    for (const auto& info : allOpTypes()) {
+        if (info.type == op)
+            return info.name;
+    }
+    return "?";
+}
+
+bool isViewOp(OpType op)
+{
+    for (const auto& info : allOpTypes()) {
+        if (info.type == op)
+            return info.isView;
+    }
+    return false;
+}
+
+std::optional<DType> parseDType(std::string_view name)
+{
+    return lookupValue<DType>(kDTypeNames, name);
+}
+
+std::optional<TensorKind> parseTensorKind(std::string_view name)
+{
+    return lookupValue<TensorKind>(kKindNames, name);
+}
+
+std::optional<OpType> parseOpType(std::string_view name)
+{
+    for (const auto& info : allOpTypes()) {
+        if (info.name == name)
+            return info.type;
+    }
+    return std::nullopt;
+}
+
+std::int64_t bytesPerElement(DType dtype)
+{
+    switch (dtype) {
+    case DType::F64:
+    case DType::I64:
+        return 8;
+    case DType::F32:
+    case DType::I32:
+        return 4;
+    case DType::F16:
+    case DType::BF16:
+        return 2;
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool:
+        return 1;
+    }
+    return 0;
+}
+
+std::int64_t numElements(const Shape& shape)
+{
+    std::int64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    return n;
+}
+
+std::int64_t numBytes(const Shape& shape, DType dtype)
+{
+    return numElements(shape) * bytesPerElement(dtype);
+}
+
+std::string formatShape(const Shape& shape)
+{
+    std::string out = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i > 0)
+            out += ", ";
+        out += std::to_string(shape[i]);
+    }
+    return out + ")";
+}
+
+std::string joinShape(const Shape& shape)
+{
+    std::string out;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i > 0)
+            out += ',';
+        out += std::to_string(shape[i]);
+    }
+    return out;
+}
+
+Shape splitShape(std::string_view text)
+{
+    Shape shape;
+    while (!text.empty()) {
+        const auto comma = text.find(',');
+        const auto part = text.substr(0, comma);
+        std::int64_t value = 0;
+        const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+        if (ec != std::errc() || ptr != part.data() + part.size())
+            throw Error("malformed shape '" + std::string(text) + "'");
+        shape.push_back(value);
+        text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    }
+    return shape;
+}
+
+} // namespace ps

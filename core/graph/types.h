@@ -1,0 +1,78 @@
+// Value types of the graph IR: element types, tensor kinds, shapes and op types.
+//
+// Owns: the vocabulary shared by the IR, the zoo, importers and the cost model, with the names
+// used in project files. Depends on: the standard library only (no Qt, no CUDA).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ps {
+
+enum class DType : std::uint8_t { F32, F16, BF16, F64, I64, I32, I8, U8, Bool };
+
+enum class TensorKind : std::uint8_t {
+    Activation, // produced by a node; lives per micro-batch
+    Parameter, // trainable weight; gets a gradient and optimizer state
+    Input, // fed by the data loader (token ids, labels, masks)
+    Constant, // fixed data baked into the graph (position ids, bucket ids)
+};
+
+// Dimensions of a tensor, outermost first. A scalar has no dimensions.
+using Shape = std::vector<std::int64_t>;
+
+// The op set of the IR. Fine-grained on purpose: one node per matmul, bias add, norm, softmax,
+// activation, residual add, dropout and layout change, as DawnPiper's compiled graphs (section 3.1).
+enum class OpType : std::uint8_t {
+    Embedding, // (ids (...), table (V, C)) -> (..., C)
+    MatMul, // (a (..., M, K), b (..., K, N)) -> (..., M, N); attr trans_b
+    BiasAdd, // (x (..., N), bias (N)) -> x
+    Add, // broadcasting a + b (residual adds, position embeddings, attention bias)
+    Mul, // broadcasting a * b
+    Scale, // x * attr scale
+    LayerNorm, // (x, gamma (C), beta (C)) -> x, over the last dim
+    RMSNorm, // (x, gamma (C)) -> x, over the last dim (T5 layer norm)
+    Softmax, // over the last dim
+    Gelu,
+    Relu,
+    Tanh,
+    Dropout, // attr p
+    Mask, // attention scores with a causal mask (attr causal) and/or a padding mask input (B, T)
+    Reshape, // attr shape (one -1 allowed)
+    Transpose, // attr perm
+    Split, // attr axis, sizes; several outputs
+    Slice, // attr axis, start, end
+    Concat, // attr axis
+    CrossEntropy, // (logits (..., V), labels (...)) -> scalar mean loss
+    Opaque, // imported op with no mapping; costed from its shapes only
+};
+
+struct OpTypeInfo
+{
+    OpType type;
+    std::string_view name;
+    bool isView; // output aliases the input's storage: no bytes written, nothing to free
+};
+
+[[nodiscard]] std::string_view toString(DType dtype);
+[[nodiscard]] std::string_view toString(TensorKind kind);
+[[nodiscard]] std::string_view toString(OpType op);
+[[nodiscard]] std::optional<DType> parseDType(std::string_view name);
+[[nodiscard]] std::optional<TensorKind> parseTensorKind(std::string_view name);
+[[nodiscard]] std::optional<OpType> parseOpType(std::string_view name);
+[[nodiscard]] const std::vector<OpTypeInfo>& allOpTypes();
+[[nodiscard]] bool isViewOp(OpType op);
+
+[[nodiscard]] std::int64_t bytesPerElement(DType dtype);
+[[nodiscard]] std::int64_t numElements(const Shape& shape);
+[[nodiscard]] std::int64_t numBytes(const Shape& shape, DType dtype);
+// "(4, 1024, 768)"; "()" for a scalar.
+[[nodiscard]] std::string formatShape(const Shape& shape);
+// Inverse of the project-file form "4,1024,768" (empty string is a scalar).
+[[nodiscard]] std::string joinShape(const Shape& shape);
+[[nodiscard]] Shape splitShape(std::string_view text);
+
+} // namespace ps

@@ -1,0 +1,65 @@
+// The project file: one SQLite database per project (*.pstudio).
+//
+// Owns: the schema and its forward migrations, checks that a file is a PipeStudio project before
+// anything is written to it, and transactional save/load of the model graph (later: profiles,
+// cluster, plans, simulations, runs). WAL mode so the engine can append while the GUI reads.
+// Depends on: graph/, store/sqlite.h (no Qt, no CUDA).
+#pragma once
+
+#include "graph/graph.h"
+
+#include <filesystem>
+#include <memory>
+
+namespace ps {
+
+namespace sql {
+    class Database;
+}
+
+// PRAGMA application_id of every project file: "PStd".
+inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
+// Newest schema this build writes; older files are migrated forward when opened for writing.
+inline constexpr int kProjectSchemaVersion = 2;
+
+class ProjectStore
+{
+public:
+    enum class Access { ReadOnly, ReadWrite };
+
+    // Creates a new, empty project; fails if the file exists. `schemaVersion` below the newest is
+    // only for migration tests.
+    static ProjectStore create(const std::filesystem::path& path, int schemaVersion = kProjectSchemaVersion);
+    // Opens an existing project after verifyProjectFile(); with ReadWrite, migrates older schemas.
+    static ProjectStore open(const std::filesystem::path& path, Access access = Access::ReadWrite);
+
+    ProjectStore(ProjectStore&&) noexcept;
+    ProjectStore& operator=(ProjectStore&&) noexcept;
+    ~ProjectStore();
+
+    [[nodiscard]] const std::filesystem::path& path() const;
+    [[nodiscard]] int schemaVersion() const;
+    [[nodiscard]] bool hasModel() const;
+
+    // Replaces the stored model (graph, tensors, edges) in one transaction.
+    void saveGraph(const Graph& graph);
+    // Loads and validates the stored model; throws naming the file if there is none.
+    [[nodiscard]] Graph loadGraph() const;
+
+    // Names of the tables in the file (for tests and `info --tables`).
+    [[nodiscard]] std::vector<std::string> tableNames() const;
+
+private:
+    explicit ProjectStore(std::unique_ptr<sql::Database> db);
+    std::unique_ptr<sql::Database> m_db;
+};
+
+// Throws ps::Error with a message naming the file unless it is a readable PipeStudio project
+// this build can open. Reads only: the file is never modified.
+void verifyProjectFile(const std::filesystem::path& path);
+
+// Writes `graph` as a new project at `path` via a temporary file and an atomic rename, so a
+// failure leaves no half-written project. Refuses to replace an existing file unless `overwrite`.
+void writeNewProject(const std::filesystem::path& path, const Graph& graph, bool overwrite);
+
+} // namespace ps

@@ -1,0 +1,112 @@
+#include "store/schema.h"
+
+namespace ps::store {
+
+namespace {
+
+    // Version 1: the model graph. Node ids are positions in topological order.
+    constexpr std::string_view kVersion1 = R"sql(
+CREATE TABLE meta(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL);
+CREATE TABLE model(
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    name TEXT NOT NULL,
+    family TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    micro_batch INTEGER NOT NULL,
+    outputs TEXT NOT NULL);
+CREATE TABLE tensors(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    data BLOB);
+CREATE TABLE nodes(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    op TEXT NOT NULL,
+    opaque_type TEXT NOT NULL DEFAULT '',
+    scope TEXT NOT NULL,
+    layer INTEGER NOT NULL,
+    attrs_json TEXT NOT NULL);
+CREATE TABLE edges(
+    node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+    direction INTEGER NOT NULL CHECK (direction IN (0, 1)),
+    slot INTEGER NOT NULL,
+    tensor_id INTEGER NOT NULL REFERENCES tensors(id),
+    PRIMARY KEY (node_id, direction, slot)) WITHOUT ROWID;
+CREATE INDEX edges_by_tensor ON edges(tensor_id);
+)sql";
+
+    // Version 2: what profiling, planning, simulation and training write.
+    constexpr std::string_view kVersion2 = R"sql(
+CREATE TABLE profiles(
+    id INTEGER PRIMARY KEY,
+    node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+    device_kind TEXT NOT NULL,
+    micro_batch INTEGER NOT NULL,
+    forward_ns REAL NOT NULL,
+    backward_ns REAL NOT NULL,
+    output_bytes INTEGER NOT NULL,
+    saved_bytes INTEGER NOT NULL,
+    workspace_bytes INTEGER NOT NULL,
+    parameter_bytes INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (node_id, device_kind, micro_batch, source));
+CREATE TABLE cluster(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    json TEXT NOT NULL);
+CREATE TABLE plans(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    algorithm TEXT NOT NULL,
+    json TEXT NOT NULL,
+    iteration_ns REAL,
+    feasible INTEGER);
+CREATE TABLE simulations(
+    id INTEGER PRIMARY KEY,
+    plan_id INTEGER REFERENCES plans(id) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    json TEXT NOT NULL);
+CREATE TABLE runs(
+    id INTEGER PRIMARY KEY,
+    plan_id INTEGER REFERENCES plans(id) ON DELETE SET NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    json TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE run_metrics(
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    loss REAL,
+    step_ns REAL,
+    tokens_per_s REAL,
+    PRIMARY KEY (run_id, step)) WITHOUT ROWID;
+CREATE TABLE events(
+    id INTEGER PRIMARY KEY,
+    simulation_id INTEGER REFERENCES simulations(id) ON DELETE CASCADE,
+    run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+    device INTEGER NOT NULL,
+    stream TEXT NOT NULL,
+    action TEXT NOT NULL,
+    micro_batch INTEGER,
+    start_ns REAL NOT NULL,
+    end_ns REAL NOT NULL,
+    bytes INTEGER NOT NULL DEFAULT 0);
+)sql";
+
+} // namespace
+
+const std::vector<Migration>& projectMigrations()
+{
+    static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 } };
+    return kMigrations;
+}
+
+} // namespace ps::store

@@ -1,0 +1,44 @@
+// Internal to the zoo: per-family graph builders and the transformer pieces they share.
+#pragma once
+
+#include "graph/graph_builder.h"
+#include "zoo/model_config.h"
+
+#include <array>
+#include <string>
+
+namespace ps::zoo {
+
+Graph buildGpt2(const ModelConfig& config);
+Graph buildBert(const ModelConfig& config);
+Graph buildT5(const ModelConfig& config);
+Graph buildMlp(const ModelConfig& config);
+
+ModelInfo modelInfo(const ModelConfig& config);
+
+// x @ W (+ b) with W (in, out) and b (out) named "<name>.weight" / "<name>.bias".
+TensorId linear(GraphBuilder& b, TensorId x, std::int64_t out, bool bias, const std::string& name);
+TensorId layerNorm(GraphBuilder& b, TensorId x, const std::string& name);
+TensorId rmsNorm(GraphBuilder& b, TensorId x, const std::string& name);
+// Returns x unchanged when p == 0, so configurations without dropout have no dropout nodes.
+TensorId dropout(GraphBuilder& b, TensorId x, double p, const std::string& name);
+
+struct AttentionSpec
+{
+    std::int64_t heads = 1;
+    std::int64_t headDim = 1;
+    bool causal = false;
+    bool bias = true; // biases on the projections
+    bool scaleScores = true; // T5 folds 1/sqrt(d) into its initialisation and does not scale
+    double dropout = 0;
+    std::string fusedQkv; // non-empty: one projection of that name producing q, k and v (GPT-2)
+    std::array<std::string, 4> projections { "q", "k", "v", "o" };
+    TensorId positionBias; // (H, Tq, Tk) added to the scores (T5); invalid for none
+    TensorId paddingMask; // (B, Tk) (BERT); invalid for none
+};
+
+// Multi-head attention of queries from xq over keys/values from xkv (the same tensor for
+// self-attention). Returns the output projection, (B, Tq, C).
+TensorId attention(GraphBuilder& b, TensorId xq, TensorId xkv, const AttentionSpec& spec);
+
+} // namespace ps::zoo

@@ -1,0 +1,66 @@
+#include "local_devices.h"
+
+#include "cuda/cuda_probe.h"
+
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+namespace ps::engine {
+namespace {
+
+    std::string cpuModelName()
+    {
+        std::ifstream in("/proc/cpuinfo");
+        std::string line;
+        while (std::getline(in, line)) {
+            if (line.rfind("model name", 0) == 0) {
+                const auto colon = line.find(':');
+                if (colon != std::string::npos)
+                    return line.substr(line.find_first_not_of(' ', colon + 1));
+            }
+        }
+        return "CPU";
+    }
+
+    LocalDevice hostCpu()
+    {
+        LocalDevice cpu;
+        cpu.id = DeviceId(0);
+        cpu.kind = "cpu";
+        cpu.name = cpuModelName();
+        cpu.memoryBytes = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+        cpu.computeUnits = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+        cpu.detail = std::to_string(cpu.computeUnits) + " threads";
+        return cpu;
+    }
+
+} // namespace
+
+LocalDeviceReport probeLocalDevices()
+{
+    LocalDeviceReport report;
+    report.devices.push_back(hostCpu());
+    const auto gpus = cuda::probeGpus();
+    report.cudaBuilt = gpus.built;
+    report.cudaStatus = gpus.status;
+    for (const auto& g : gpus.devices) {
+        LocalDevice d;
+        d.id = DeviceId(static_cast<std::uint32_t>(report.devices.size()));
+        d.kind = "cuda";
+        d.name = g.name;
+        d.memoryBytes = g.memoryBytes;
+        d.computeUnits = g.multiprocessors;
+        d.detail = "sm_" + std::to_string(g.major) + std::to_string(g.minor);
+        report.devices.push_back(d);
+    }
+    return report;
+}
+
+SelfTestResult cudaSelfTest(int device)
+{
+    const auto r = cuda::runSaxpySelfTest(device);
+    return { r.ran, r.passed, r.message };
+}
+
+} // namespace ps::engine

@@ -1,0 +1,45 @@
+// The devices this machine can train on: the CPU (always) and CUDA GPUs (when the build has the
+// CUDA backend and a driver is present).
+//
+// Owns: device discovery and a CUDA self-test kernel. CUDA headers stay inside engine/cuda/*.
+// Depends on: core (ids) only at the API; no Qt.
+#pragma once
+
+#include "ids.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ps::engine {
+
+struct LocalDevice
+{
+    DeviceId id;
+    std::string kind; // "cpu" or "cuda"
+    std::string name; // "AMD EPYC 7B13", "NVIDIA H100 80GB HBM3"
+    std::int64_t memoryBytes = 0;
+    int computeUnits = 0; // CPU threads or CUDA SMs
+    std::string detail; // "sm_90", "2 threads"
+};
+
+struct LocalDeviceReport
+{
+    std::vector<LocalDevice> devices; // CPU first, then GPUs in CUDA order
+    bool cudaBuilt = false;
+    std::string cudaStatus; // "2 devices", "no driver (cudaErrorInsufficientDriver)", "built without CUDA"
+};
+
+[[nodiscard]] LocalDeviceReport probeLocalDevices();
+
+struct SelfTestResult
+{
+    bool ran = false; // false when there is no GPU to run on
+    bool passed = false;
+    std::string message;
+};
+
+// Runs a small saxpy kernel on GPU `device` and checks it against the CPU result.
+[[nodiscard]] SelfTestResult cudaSelfTest(int device);
+
+} // namespace ps::engine

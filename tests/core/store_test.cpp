@@ -1,0 +1,204 @@
+#include "store/project_store.h"
+#include "store/sqlite.h"
+#include "test_graphs.h"
+#include "util/error.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+using namespace ps;
+namespace fs = std::filesystem;
+
+namespace {
+
+class StoreTest : public ::testing::Test
+{
+protected:
+    void SetUp() override
+    {
+        m_dir = fs::temp_directory_path()
+            / ("ps_store_test_" + std::to_string(::getpid()) + "_"
+                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(m_dir);
+        fs::create_directories(m_dir);
+    }
+    void TearDown() override
+    {
+        fs::remove_all(m_dir);
+    }
+    fs::path file(const std::string& name) const
+    {
+        return m_dir / name;
+    }
+
+    fs::path m_dir;
+};
+
+std::string readAll(const fs::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    return { std::istreambuf_iterator<char>(in), {} };
+}
+
+void expectErrorContaining(const std::function<void()>& f, const std::string& fragment)
+{
+    try {
+        f();
+        FAIL() << "expected ps::Error containing '" << fragment << "'";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+}
+
+Graph smallGpt2()
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = 2;
+    c.seq = 32;
+    return buildZooModel(c);
+}
+
+} // namespace
+
+TEST_F(StoreTest, GraphRoundTripsExactly)
+{
+    const auto graph = smallGpt2();
+    writeNewProject(file("p.pstudio"), graph, false);
+    const auto store = ProjectStore::open(file("p.pstudio"), ProjectStore::Access::ReadOnly);
+    EXPECT_EQ(store.schemaVersion(), kProjectSchemaVersion);
+    EXPECT_TRUE(store.hasModel());
+    EXPECT_EQ(store.loadGraph(), graph);
+}
+
+TEST_F(StoreTest, HasEveryTable)
+{
+    writeNewProject(file("p.pstudio"), test::tinyMlp(), false);
+    const auto tables = ProjectStore::open(file("p.pstudio")).tableNames();
+    for (const char* t : { "meta", "model", "nodes", "tensors", "edges", "profiles", "cluster", "plans", "simulations",
+             "runs", "run_metrics", "events" })
+        EXPECT_NE(std::find(tables.begin(), tables.end(), t), tables.end()) << t;
+}
+
+TEST_F(StoreTest, RandomBytesAreRejectedAndUntouched)
+{
+    std::mt19937 rng(42);
+    std::string bytes(8192, '\0');
+    for (auto& c : bytes)
+        c = static_cast<char>(rng());
+    std::ofstream(file("random.pstudio"), std::ios::binary) << bytes;
+    expectErrorContaining([&] { (void)ProjectStore::open(file("random.pstudio")); }, "not an SQLite database");
+    EXPECT_EQ(readAll(file("random.pstudio")), bytes);
+    EXPECT_FALSE(fs::exists(file("random.pstudio-wal")));
+}
+
+TEST_F(StoreTest, ForeignSqliteIsRejectedAndUntouched)
+{
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file("foreign.db").c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE songs(title TEXT); INSERT INTO songs VALUES ('x');", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    const auto before = readAll(file("foreign.db"));
+    expectErrorContaining([&] { (void)ProjectStore::open(file("foreign.db")); }, "not a PipeStudio project");
+    EXPECT_EQ(readAll(file("foreign.db")), before);
+}
+
+TEST_F(StoreTest, TruncatedProjectIsReportedCorrupt)
+{
+    writeNewProject(file("p.pstudio"), smallGpt2(), false);
+    const auto bytes = readAll(file("p.pstudio"));
+    std::ofstream(file("cut.pstudio"), std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+    const auto before = readAll(file("cut.pstudio"));
+    EXPECT_THROW(
+        {
+            const auto store = ProjectStore::open(file("cut.pstudio"), ProjectStore::Access::ReadOnly);
+            (void)store.loadGraph();
+        },
+        Error);
+    EXPECT_EQ(readAll(file("cut.pstudio")), before);
+}
+
+TEST_F(StoreTest, NewerSchemaIsRefused)
+{
+    writeNewProject(file("p.pstudio"), test::tinyMlp(), false);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file("p.pstudio").c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    expectErrorContaining([&] { (void)ProjectStore::open(file("p.pstudio")); }, "newer PipeStudio (schema 99");
+}
+
+TEST_F(StoreTest, OlderSchemaMigratesForward)
+{
+    {
+        auto store = ProjectStore::create(file("old.pstudio"), 1);
+        store.saveGraph(test::tinyMlp());
+        EXPECT_EQ(store.schemaVersion(), 1);
+    }
+    const auto ro = ProjectStore::open(file("old.pstudio"), ProjectStore::Access::ReadOnly);
+    EXPECT_EQ(ro.schemaVersion(), 1); // reading never migrates
+    const auto rw = ProjectStore::open(file("old.pstudio"));
+    EXPECT_EQ(rw.schemaVersion(), kProjectSchemaVersion);
+    const auto tables = rw.tableNames();
+    EXPECT_NE(std::find(tables.begin(), tables.end(), "plans"), tables.end());
+    EXPECT_EQ(rw.loadGraph(), test::tinyMlp());
+}
+
+TEST_F(StoreTest, NewProjectRefusesToOverwrite)
+{
+    writeNewProject(file("p.pstudio"), test::tinyMlp(), false);
+    const auto before = readAll(file("p.pstudio"));
+    expectErrorContaining([&] { writeNewProject(file("p.pstudio"), smallGpt2(), false); }, "already exists");
+    EXPECT_EQ(readAll(file("p.pstudio")), before);
+    writeNewProject(file("p.pstudio"), smallGpt2(), true);
+    EXPECT_EQ(ProjectStore::open(file("p.pstudio")).loadGraph(), smallGpt2());
+}
+
+TEST_F(StoreTest, InvalidGraphLeavesNoFileBehind)
+{
+    Graph bad(ModelInfo { "bad", "test", "{}", 1 });
+    bad.addTensor({ TensorId(), "orphan", { 2 }, DType::F32, TensorKind::Activation, NodeId() });
+    EXPECT_THROW(writeNewProject(file("bad.pstudio"), bad, false), Error);
+    EXPECT_TRUE(fs::is_empty(m_dir));
+}
+
+TEST_F(StoreTest, FailedSaveKeepsThePreviousModel)
+{
+    writeNewProject(file("p.pstudio"), test::tinyMlp(), false);
+    auto store = ProjectStore::open(file("p.pstudio"));
+    // Two nodes with one name violate the UNIQUE constraint halfway through the write.
+    auto g = test::tinyMlp();
+    Graph dup(g.info());
+    for (auto t : g.tensors()) {
+        t.producer = NodeId();
+        dup.addTensor(t);
+    }
+    for (auto n : g.nodes()) {
+        n.name = n.id.value < 2 ? "same" : n.name;
+        dup.addNode(n);
+    }
+    dup.setOutputs(g.outputs());
+    EXPECT_THROW(store.saveGraph(dup), Error); // rejected by validation before any write
+    EXPECT_EQ(store.loadGraph(), test::tinyMlp());
+}
+
+TEST_F(StoreTest, MissingFileIsNamed)
+{
+    expectErrorContaining([&] { (void)ProjectStore::open(file("nope.pstudio")); }, "nope.pstudio': no such file");
+}
+
+TEST_F(StoreTest, TransactionRollsBackWhenNotCommitted)
+{
+    writeNewProject(file("p.pstudio"), test::tinyMlp(), false);
+    {
+        sql::Database db(file("p.pstudio"), sql::Database::Mode::ReadWrite);
+        sql::Transaction tx(db);
+        db.exec("DELETE FROM nodes");
+        // no commit: leaving the scope (as an exception would) rolls back
+    }
+    EXPECT_EQ(ProjectStore::open(file("p.pstudio")).loadGraph(), test::tinyMlp());
+}

@@ -1,0 +1,168 @@
+#include "graph/graph_summary.h"
+#include "graph/validate.h"
+#include "util/error.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+using namespace ps;
+
+namespace {
+
+// Exact parameter counts of the reference implementations (Hugging Face transformers:
+// GPT2LMHeadModel, BertForPreTraining, T5ForConditionalGeneration with tied embeddings),
+// next to the sizes the papers publish.
+struct Reference
+{
+    std::int64_t exact;
+    double published;
+};
+
+const std::map<std::string, Reference> kReferences = {
+    { "gpt2-small", { 124'439'808, 124e6 } },
+    { "gpt2-medium", { 354'823'168, 355e6 } },
+    { "gpt2-large", { 774'030'080, 774e6 } },
+    { "gpt2-xl", { 1'557'611'200, 1558e6 } },
+    { "bert-base", { 110'106'428, 110e6 } },
+    { "bert-large", { 336'226'108, 340e6 } },
+    { "t5-small", { 60'506'624, 60e6 } },
+    { "t5-base", { 222'903'552, 220e6 } },
+    { "t5-large", { 737'668'096, 770e6 } },
+    { "t5-3b", { 2'851'598'336, 2.8e9 } },
+};
+
+} // namespace
+
+class ZooPreset : public ::testing::TestWithParam<std::string>
+{
+};
+
+TEST_P(ZooPreset, ParameterCountMatchesReferenceExactly)
+{
+    const auto& name = GetParam();
+    const auto graph = buildZooModel(zooPreset(name));
+    const auto& ref = kReferences.at(name);
+    EXPECT_EQ(graph.parameterCount(), ref.exact);
+    // Published sizes are rounded in the papers (BERT-large's "340M" is 1.1% above its exact count).
+    EXPECT_NEAR(static_cast<double>(graph.parameterCount()) / ref.published, 1.0, 0.05);
+}
+
+TEST_P(ZooPreset, GraphIsValidAndFineGrained)
+{
+    auto config = zooPreset(GetParam());
+    config.seq = 64;
+    config.decoderSeq = 32;
+    const auto graph = buildZooModel(config);
+    const auto issues = validateGraph(graph);
+    EXPECT_TRUE(issues.empty()) << issues.front().message;
+    const auto summary = summarizeGraph(graph);
+    const auto blocks = config.layers + config.decoderLayers;
+    EXPECT_EQ(summary.layerCount, blocks);
+    const double perLayer = static_cast<double>(graph.nodeCount()) / static_cast<double>(blocks);
+    EXPECT_GE(perLayer, 20.0);
+    EXPECT_LE(perLayer, 45.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransformers, ZooPreset,
+    ::testing::Values("gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base", "bert-large", "t5-small",
+        "t5-base", "t5-large", "t5-3b"));
+
+TEST(Zoo, PublishedSizesWithinOnePercentWhereThePaperIsPrecise)
+{
+    for (const auto& [name, target] : std::map<std::string, double> {
+             { "gpt2-small", 124e6 }, { "gpt2-xl", 1558e6 }, { "bert-base", 110e6 }, { "gpt2-medium", 355e6 } }) {
+        const auto n = static_cast<double>(buildZooModel(zooPreset(name)).parameterCount());
+        EXPECT_LT(std::abs(n / target - 1.0), 0.01) << name;
+    }
+}
+
+TEST(Zoo, ConfigurableSizes)
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = 2;
+    c.hidden = 64;
+    c.heads = 4;
+    c.seq = 64;
+    c.vocab = 256;
+    c.microBatch = 8;
+    const auto g = buildZooModel(c);
+    // wte + wpe + 2 blocks of 12*C^2 + 13*C + ln_f
+    const std::int64_t expected = 256 * 64 + 1024 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64;
+    EXPECT_EQ(g.parameterCount(), expected);
+    EXPECT_EQ(g.tensor(g.node(NodeId(0)).outputs[0]).shape, (Shape { 8, 64, 64 }));
+    EXPECT_EQ(g.info().microBatch, 8);
+}
+
+TEST(Zoo, DropoutZeroRemovesDropoutNodes)
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = 1;
+    c.seq = 16;
+    const auto with = buildZooModel(c);
+    c.dropout = 0;
+    const auto without = buildZooModel(c);
+    EXPECT_EQ(with.nodeCount() - without.nodeCount(), 4U); // embedding + attn + 2 residual dropouts
+}
+
+TEST(Zoo, NodesCarryScopesAndLayers)
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = 2;
+    c.seq = 16;
+    const auto g = buildZooModel(c);
+    bool found = false;
+    for (const auto& n : g.nodes()) {
+        if (n.name == "h.1.attn.c_attn.matmul") {
+            found = true;
+            EXPECT_EQ(n.scope, "h.1.attn");
+            EXPECT_EQ(n.layer, 1);
+        }
+    }
+    EXPECT_TRUE(found);
+    EXPECT_EQ(g.nodes().back().op, OpType::CrossEntropy);
+}
+
+TEST(Zoo, MlpAndT5Shapes)
+{
+    const auto mlp = buildZooModel(zooPreset("mlp"));
+    EXPECT_EQ(mlp.parameterCount(), 8 * (1024 * 1024 + 1024) + 1024 * 10 + 10);
+    auto t5 = zooPreset("t5-small");
+    t5.seq = 32;
+    t5.decoderSeq = 8;
+    const auto g = buildZooModel(t5);
+    EXPECT_EQ(g.parameterCount(), 60'506'624); // relative buckets do not depend on lengths
+}
+
+TEST(Zoo, BadConfigurationsAreRejectedWithTheField)
+{
+    EXPECT_THROW((void)zooPreset("gpt5"), Error);
+    auto c = zooPreset("gpt2-small");
+    c.heads = 7;
+    try {
+        (void)buildZooModel(c);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("not divisible by heads"), std::string::npos);
+    }
+    c = zooPreset("bert-base");
+    c.seq = 1024;
+    EXPECT_THROW((void)buildZooModel(c), Error);
+    c = zooPreset("mlp");
+    c.microBatch = 0;
+    EXPECT_THROW((void)buildZooModel(c), Error);
+}
+
+TEST(Zoo, ConfigJsonRoundTrips)
+{
+    auto c = zooPreset("t5-3b");
+    c.microBatch = 3;
+    const auto back = modelConfigFromJson(modelConfigToJson(c));
+    EXPECT_EQ(back.hidden, 1024);
+    EXPECT_EQ(back.effectiveHeadDim(), 128);
+    EXPECT_EQ(back.microBatch, 3);
+    EXPECT_EQ(back.family, ModelFamily::T5);
+    EXPECT_THROW((void)modelConfigFromJson("[1,2]"), Error);
+}

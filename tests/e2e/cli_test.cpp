@@ -1,0 +1,193 @@
+// Runs the pipestudio executable as a user would and checks its output, exit codes and files.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result
+{
+    int exitCode = -1;
+    std::string output; // stdout and stderr together
+};
+
+Result run(const std::string& args)
+{
+    const std::string command = std::string(PS_CLI_PATH) + " " + args + " 2>&1";
+    Result r;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (!pipe)
+        return r;
+    std::array<char, 4096> buf {};
+    while (const auto n = std::fread(buf.data(), 1, buf.size(), pipe))
+        r.output.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+std::string readAll(const fs::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    return { std::istreambuf_iterator<char>(in), {} };
+}
+
+class Cli : public ::testing::Test
+{
+protected:
+    void SetUp() override
+    {
+        m_dir = fs::temp_directory_path()
+            / ("ps_cli_" + std::to_string(::getpid()) + "_"
+                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(m_dir);
+        fs::create_directories(m_dir);
+    }
+    void TearDown() override
+    {
+        fs::remove_all(m_dir);
+    }
+    std::string file(const std::string& name) const
+    {
+        return (m_dir / name).string();
+    }
+    nlohmann::json infoJson(const std::string& model)
+    {
+        const auto p = file(model + ".pstudio");
+        const auto created = run("new --model " + model + " -o " + p);
+        EXPECT_EQ(created.exitCode, 0) << created.output;
+        const auto info = run("info " + p + " --json");
+        EXPECT_EQ(info.exitCode, 0) << info.output;
+        return nlohmann::json::parse(info.output);
+    }
+
+    fs::path m_dir;
+};
+
+double relativeError(double value, double target)
+{
+    return std::abs(value / target - 1.0);
+}
+
+} // namespace
+
+TEST_F(Cli, VersionAndHelp)
+{
+    const auto v = run("--version");
+    EXPECT_EQ(v.exitCode, 0);
+    EXPECT_NE(v.output.find("pipestudio 0."), std::string::npos) << v.output;
+    for (const char* cmd : { "--help", "new --help", "info --help", "devices --help", "zoo --help", "demo --help" }) {
+        const auto h = run(cmd);
+        EXPECT_EQ(h.exitCode, 0) << cmd;
+        EXPECT_NE(h.output.find("Usage"), std::string::npos) << cmd << ": " << h.output;
+    }
+}
+
+TEST_F(Cli, Gpt2XlAndSmallParameterCounts)
+{
+    EXPECT_LT(relativeError(infoJson("gpt2-xl")["parameters"].get<double>(), 1558e6), 0.01);
+    EXPECT_LT(relativeError(infoJson("gpt2-small")["parameters"].get<double>(), 124e6), 0.01);
+}
+
+TEST_F(Cli, BertLargeAndT5_3bParameterCounts)
+{
+    // Exact reference counts (Hugging Face); "340M" and "~2.9B" are the papers' rounded figures.
+    const auto bert = infoJson("bert-large");
+    EXPECT_EQ(bert["parameters"].get<std::int64_t>(), 336'226'108);
+    EXPECT_LT(relativeError(bert["parameters"].get<double>(), 340e6), 0.015);
+    const auto t5 = infoJson("t5-3b");
+    EXPECT_EQ(t5["parameters"].get<std::int64_t>(), 2'851'598'336);
+    EXPECT_LT(relativeError(t5["parameters"].get<double>(), 2.9e9), 0.02);
+}
+
+TEST_F(Cli, InfoReportsEverythingTheIssueAsksFor)
+{
+    const auto created = run("new --model gpt2-medium --seq 512 --micro-batch 4 -o " + file("m.pstudio"));
+    ASSERT_EQ(created.exitCode, 0) << created.output;
+    const auto j = nlohmann::json::parse(run("info " + file("m.pstudio") + " --json").output);
+    EXPECT_EQ(j["micro_batch"], 4);
+    EXPECT_GT(j["nodes"].get<int>(), 24 * 20);
+    EXPECT_GT(j["forward_flops_per_sample"].get<double>(), 2 * 300e6 * 512);
+    EXPECT_GT(j["activation_bytes_per_sample"].get<double>(), 0);
+    EXPECT_EQ(j["op_histogram"]["Softmax"], 24);
+    const auto text = run("info " + file("m.pstudio"));
+    EXPECT_EQ(text.exitCode, 0);
+    EXPECT_NE(text.output.find("Parameters"), std::string::npos);
+    EXPECT_NE(text.output.find("MatMul"), std::string::npos);
+}
+
+TEST_F(Cli, RandomBytesFailCleanlyAndStayIdentical)
+{
+    std::mt19937 rng(7);
+    std::string bytes(4096, '\0');
+    for (auto& c : bytes)
+        c = static_cast<char>(rng());
+    std::ofstream(file("junk.pstudio"), std::ios::binary) << bytes;
+    const auto r = run("info " + file("junk.pstudio"));
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.output.find("junk.pstudio' is not a PipeStudio project"), std::string::npos) << r.output;
+    EXPECT_EQ(readAll(file("junk.pstudio")), bytes);
+}
+
+TEST_F(Cli, ForeignSqliteFailsCleanlyAndStaysIdentical)
+{
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file("other.sqlite").c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    const auto before = readAll(file("other.sqlite"));
+    const auto r = run("info " + file("other.sqlite"));
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.output.find("not a PipeStudio project"), std::string::npos) << r.output;
+    EXPECT_EQ(readAll(file("other.sqlite")), before);
+}
+
+TEST_F(Cli, BadArgumentsGiveClearErrors)
+{
+    const auto unknown = run("new --model gpt5 -o " + file("x.pstudio"));
+    EXPECT_NE(unknown.exitCode, 0);
+    EXPECT_NE(unknown.output.find("unknown zoo model 'gpt5'"), std::string::npos) << unknown.output;
+    EXPECT_FALSE(fs::exists(file("x.pstudio")));
+    const auto heads = run("new --model gpt2-small --heads 5 -o " + file("x.pstudio"));
+    EXPECT_NE(heads.exitCode, 0);
+    EXPECT_NE(heads.output.find("not divisible by heads"), std::string::npos) << heads.output;
+    EXPECT_NE(run("info").exitCode, 0);
+    EXPECT_NE(run("frobnicate").exitCode, 0);
+}
+
+TEST_F(Cli, NewRefusesToOverwriteWithoutForce)
+{
+    ASSERT_EQ(run("new --model mlp -o " + file("p.pstudio")).exitCode, 0);
+    const auto again = run("new --model mlp --layers 2 -o " + file("p.pstudio"));
+    EXPECT_NE(again.exitCode, 0);
+    EXPECT_NE(again.output.find("already exists"), std::string::npos);
+    EXPECT_EQ(run("new --model mlp --layers 2 --force -o " + file("p.pstudio")).exitCode, 0);
+    const auto j = nlohmann::json::parse(run("info --json " + file("p.pstudio")).output);
+    EXPECT_EQ(j["layers"], 2);
+}
+
+TEST_F(Cli, DemoRunsHeadless)
+{
+    const auto r = run("demo --dir " + file("demo"));
+    EXPECT_EQ(r.exitCode, 0) << r.output;
+    EXPECT_NE(r.output.find("identical after reload: yes"), std::string::npos) << r.output;
+    EXPECT_TRUE(fs::exists(file("demo") + "/gpt2-medium.pstudio"));
+}
+
+TEST_F(Cli, DevicesListsTheCpu)
+{
+    const auto r = run("devices --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["devices"][0]["kind"], "cpu");
+    EXPECT_EQ(j["profilers"][0]["name"], "cpu-timers");
+}
