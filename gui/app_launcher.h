@@ -1,0 +1,23 @@
+// Entry point of the desktop application, called by app/main.cpp. No Qt types in this header so
+// the app can include it without the gui target's compile definitions.
+#pragma once
+
+#include <string>
+
+namespace ps::gui {
+
+struct GuiOptions
+{
+    std::string project; // .pstudio to open on start
+    std::string model; // or a zoo model to open on start
+    std::string screenshot; // render the window to this PNG, then quit
+    int width = 1600;
+    int height = 1000;
+};
+
+int runApplication(int argc, char** argv, const GuiOptions& options);
+
+// Renders `window`-sized screenshot of a main window showing `options` (used by the docs and tests).
+bool renderScreenshot(const GuiOptions& options, std::string& error);
+
+} // namespace ps::gui

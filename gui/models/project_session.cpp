@@ -1,0 +1,88 @@
+#include "models/project_session.h"
+
+#include "store/project_store.h"
+
+#include <QFileInfo>
+
+#include <exception>
+
+namespace ps::gui {
+
+ProjectSession::ProjectSession(QObject* parent)
+    : QObject(parent)
+{
+}
+
+QString ProjectSession::displayName() const
+{
+    if (!m_graph)
+        return tr("No project");
+    const auto name = m_filePath.isEmpty() ? tr("Untitled") : QFileInfo(m_filePath).fileName();
+    return name + QStringLiteral(" — ") + QString::fromStdString(m_graph->info().name);
+}
+
+bool ProjectSession::newFromZoo(const ModelConfig& config)
+{
+    try {
+        setGraph(std::make_shared<const Graph>(buildZooModel(config)), QString(), true);
+        return true;
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+bool ProjectSession::open(const QString& path)
+{
+    try {
+        const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
+        setGraph(std::make_shared<const Graph>(store.loadGraph()), path, false);
+        return true;
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+bool ProjectSession::save()
+{
+    if (m_filePath.isEmpty()) {
+        Q_EMIT operationFailed(tr("The project has no file yet; use Save As."));
+        return false;
+    }
+    return saveAs(m_filePath);
+}
+
+bool ProjectSession::saveAs(const QString& path)
+{
+    if (!m_graph) {
+        Q_EMIT operationFailed(tr("There is no project to save."));
+        return false;
+    }
+    try {
+        writeNewProject(path.toStdString(), *m_graph, true);
+        setGraph(m_graph, path, false);
+        return true;
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+void ProjectSession::setGraph(std::shared_ptr<const Graph> graph, QString path, bool modified)
+{
+    const bool changedGraph = graph != m_graph;
+    m_graph = std::move(graph);
+    if (m_filePath != path) {
+        m_filePath = std::move(path);
+        Q_EMIT filePathChanged(m_filePath);
+    }
+    if (m_modified != modified) {
+        m_modified = modified;
+        Q_EMIT modifiedChanged(modified);
+    }
+    if (changedGraph)
+        Q_EMIT projectChanged();
+}
+
+} // namespace ps::gui

@@ -1,0 +1,60 @@
+// The document the main window edits: one project (graph + file), its dirty state and the
+// load/save flows. Views observe it; they never touch the store directly.
+#pragma once
+
+#include "graph/graph.h"
+#include "zoo/model_config.h"
+
+#include <QObject>
+#include <QString>
+
+#include <memory>
+
+namespace ps::gui {
+
+class ProjectSession : public QObject
+{
+    Q_OBJECT
+public:
+    explicit ProjectSession(QObject* parent = nullptr);
+
+    [[nodiscard]] std::shared_ptr<const Graph> graph() const
+    {
+        return m_graph;
+    }
+    [[nodiscard]] const QString& filePath() const
+    {
+        return m_filePath;
+    }
+    [[nodiscard]] bool isModified() const
+    {
+        return m_modified;
+    }
+    [[nodiscard]] bool hasProject() const
+    {
+        return m_graph != nullptr;
+    }
+    [[nodiscard]] QString displayName() const;
+
+    // Each returns false and emits operationFailed with a message naming the file on error;
+    // the current project is left as it was.
+    bool newFromZoo(const ModelConfig& config);
+    bool open(const QString& path);
+    bool save();
+    bool saveAs(const QString& path);
+
+Q_SIGNALS:
+    void projectChanged();
+    void modifiedChanged(bool modified);
+    void filePathChanged(const QString& path);
+    void operationFailed(const QString& message);
+
+private:
+    void setGraph(std::shared_ptr<const Graph> graph, QString path, bool modified);
+
+    std::shared_ptr<const Graph> m_graph;
+    QString m_filePath;
+    bool m_modified = false;
+};
+
+} // namespace ps::gui

@@ -1,0 +1,62 @@
+#include "views/new_model_dialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QSpinBox>
+
+namespace ps::gui {
+
+NewModelDialog::NewModelDialog(QWidget* parent)
+    : QDialog(parent)
+    , m_model(new QComboBox(this))
+    , m_layers(new QSpinBox(this))
+    , m_seq(new QSpinBox(this))
+    , m_microBatch(new QSpinBox(this))
+{
+    setWindowTitle(tr("New project from the model zoo"));
+    for (const auto& name : zooModelNames())
+        m_model->addItem(QString::fromStdString(name));
+    m_layers->setRange(1, 512);
+    m_seq->setRange(1, 65536);
+    m_microBatch->setRange(1, 4096);
+    auto* form = new QFormLayout(this);
+    form->addRow(tr("Model"), m_model);
+    form->addRow(tr("Layers"), m_layers);
+    form->addRow(tr("Sequence length"), m_seq);
+    form->addRow(tr("Micro-batch size"), m_microBatch);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+    form->addRow(buttons);
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    connect(m_model, &QComboBox::currentTextChanged, this, &NewModelDialog::loadPreset);
+    loadPreset();
+}
+
+void NewModelDialog::selectModel(const QString& name)
+{
+    m_model->setCurrentText(name);
+}
+
+void NewModelDialog::loadPreset()
+{
+    const auto preset = zooPreset(m_model->currentText().toStdString());
+    m_layers->setValue(static_cast<int>(preset.layers));
+    m_seq->setValue(static_cast<int>(preset.seq));
+    m_microBatch->setValue(static_cast<int>(preset.microBatch));
+}
+
+ModelConfig NewModelDialog::config() const
+{
+    auto c = zooPreset(m_model->currentText().toStdString());
+    if (c.decoderLayers == c.layers)
+        c.decoderLayers = m_layers->value();
+    c.layers = m_layers->value();
+    c.seq = m_seq->value();
+    if (c.maxPositions > 0 && c.seq > c.maxPositions)
+        c.maxPositions = c.seq;
+    c.microBatch = m_microBatch->value();
+    return c;
+}
+
+} // namespace ps::gui

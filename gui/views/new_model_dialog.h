@@ -1,0 +1,31 @@
+// File > New from zoo: pick a preset and override its sequence length, micro-batch and depth.
+#pragma once
+
+#include "zoo/model_config.h"
+
+#include <QDialog>
+
+class QComboBox;
+class QSpinBox;
+
+namespace ps::gui {
+
+class NewModelDialog : public QDialog
+{
+    Q_OBJECT
+public:
+    explicit NewModelDialog(QWidget* parent = nullptr);
+
+    [[nodiscard]] ModelConfig config() const;
+    void selectModel(const QString& name);
+
+private:
+    void loadPreset();
+
+    QComboBox* m_model;
+    QSpinBox* m_layers;
+    QSpinBox* m_seq;
+    QSpinBox* m_microBatch;
+};
+
+} // namespace ps::gui

@@ -1,0 +1,111 @@
+#include "app_launcher.h"
+#include "models/project_session.h"
+#include "plots/op_histogram_plot.h"
+#include "store/project_store.h"
+#include "views/main_window.h"
+#include "views/node_table_view.h"
+#include "views/summary_panel.h"
+#include "zoo/model_config.h"
+
+#include <QDir>
+#include <QDropEvent>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QSortFilterProxyModel>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QUrl>
+
+#include <gtest/gtest.h>
+
+using namespace ps;
+using namespace ps::gui;
+
+namespace {
+
+QString writeProject(const QTemporaryDir& dir, const std::string& model, int layers)
+{
+    auto c = zooPreset(model);
+    c.layers = layers;
+    c.seq = 64;
+    const auto path = dir.filePath(QString::fromStdString(model) + QStringLiteral(".pstudio"));
+    writeNewProject(path.toStdString(), buildZooModel(c), true);
+    return path;
+}
+
+void dropFile(QWidget* target, const QString& path)
+{
+    QMimeData mime;
+    mime.setUrls({ QUrl::fromLocalFile(path) });
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(target, &enter);
+    if (!enter.isAccepted())
+        return;
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(target, &drop);
+}
+
+} // namespace
+
+TEST(MainWindow, DropOpensAProjectAndFillsTheViews)
+{
+    QTemporaryDir dir;
+    const auto path = writeProject(dir, "gpt2-small", 2);
+    MainWindow window;
+    dropFile(&window, path);
+    ASSERT_TRUE(window.session()->hasProject());
+    EXPECT_EQ(window.session()->filePath(), path);
+    EXPECT_TRUE(window.windowTitle().contains(QStringLiteral("gpt2-small")));
+    EXPECT_EQ(window.nodeTable()->proxy()->rowCount(), static_cast<int>(window.session()->graph()->nodeCount()));
+    EXPECT_GT(window.summaryPanel()->histogram()->barCount(), 5);
+    EXPECT_EQ(window.recentFiles().front(), QFileInfo(path).absoluteFilePath());
+}
+
+TEST(MainWindow, DropIgnoresOtherFilesAndReportsBadProjects)
+{
+    QTemporaryDir dir;
+    MainWindow window;
+    const auto text = dir.filePath(QStringLiteral("notes.txt"));
+    QFile(text).open(QIODevice::WriteOnly);
+    dropFile(&window, text);
+    EXPECT_FALSE(window.session()->hasProject());
+
+    const auto bad = dir.filePath(QStringLiteral("bad.pstudio"));
+    QFile f(bad);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("garbage");
+    f.close();
+    dropFile(&window, bad);
+    EXPECT_FALSE(window.session()->hasProject());
+    EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("not a PipeStudio project")));
+}
+
+TEST(MainWindow, FilterBoxNarrowsTheTable)
+{
+    QTemporaryDir dir;
+    MainWindow window;
+    ASSERT_TRUE(window.openProject(writeProject(dir, "bert-base", 3)));
+    QTest::keyClicks(window.nodeTable()->filterEdit(), QStringLiteral("encoder.layer.1.attention"));
+    const auto rows = window.nodeTable()->proxy()->rowCount();
+    EXPECT_GT(rows, 10);
+    EXPECT_LT(rows, 40);
+}
+
+TEST(MainWindow, ScreenshotOfGpt2Medium)
+{
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    const auto path = QStringLiteral(PS_SCREENSHOT_DIR "/main_window.png");
+    GuiOptions options;
+    options.model = "gpt2-medium";
+    options.screenshot = path.toStdString();
+    std::string error;
+    ASSERT_TRUE(renderScreenshot(options, error)) << error;
+    const QImage image(path);
+    ASSERT_FALSE(image.isNull());
+    EXPECT_EQ(image.width(), 1600);
+    EXPECT_EQ(image.height(), 1000);
+}
