@@ -34,7 +34,6 @@ namespace {
         auto* getVersion = reinterpret_cast<GetVersion>(::dlsym(lib, "cuptiGetVersion"));
         std::uint32_t version = 0;
         const bool ok = getVersion && getVersion(&version) == 0;
-        ::dlclose(lib);
         const auto devices = engine::probeLocalDevices();
         const bool hasGpu = devices.devices.size() > 1;
         info.available = ok && hasGpu;
