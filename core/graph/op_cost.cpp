@@ -85,6 +85,33 @@ namespace {
         if (ctx.requiresGrad[node.inputs[1].index()]) {
             cost.backwardFlops += 2 * macs;
             saveIfActivation(ctx.graph, cost, node.inputs[0]);
+            // dW = A^T dY: with a parameter as B this is the weight gradient, and A is kept only for it.
+            if (ctx.graph.tensor(node.inputs[1]).kind == TensorKind::Parameter) {
+                cost.weightGradFlops += 2 * macs;
+                if (isActivation(ctx.graph, node.inputs[0]))
+                    cost.savedForWeightGrad.push_back(node.inputs[0]);
+            }
+        }
+    }
+
+    // Share of a non-matmul node's backward that produces parameter gradients: bias and table
+    // gradients are all of it; layernorm's gamma/beta reductions are 2 of its ~14 FLOPs per element.
+    double weightGradShare(const CostContext& ctx, const Node& node)
+    {
+        bool hasParam = false;
+        for (auto in : node.inputs)
+            hasParam = hasParam || ctx.graph.tensor(in).kind == TensorKind::Parameter;
+        if (!hasParam)
+            return 0;
+        switch (node.op) {
+        case OpType::BiasAdd:
+        case OpType::Embedding:
+            return 1.0;
+        case OpType::LayerNorm:
+        case OpType::RMSNorm:
+            return 2.0 / 14.0;
+        default:
+            return 0.5;
         }
     }
 
@@ -159,6 +186,7 @@ namespace {
             cost.backwardFlops = anyGrad ? bwd * n : 0;
             if (node.op == OpType::Embedding && anyGrad)
                 cost.backwardFlops = n; // scatter-add into the table gradient
+            cost.weightGradFlops = cost.backwardFlops * weightGradShare(ctx, node);
             if (anyGrad)
                 addSavedState(ctx, node, cost);
         }

@@ -19,10 +19,12 @@ struct OpCost
 {
     double forwardFlops = 0;
     double backwardFlops = 0; // input gradients + weight gradients
+    double weightGradFlops = 0; // the part of backwardFlops computing parameter gradients (ZB's W)
     std::int64_t bytesRead = 0; // forward pass, inputs incl. parameters
     std::int64_t bytesWritten = 0; // forward pass; 0 for views
     std::int64_t outputBytes = 0; // activation bytes produced; 0 for views
     std::vector<TensorId> savedTensors; // activations this node keeps for backward
+    std::vector<TensorId> savedForWeightGrad; // the subset only the weight gradient reads
     std::int64_t savedExtraBytes = 0; // internal state kept for backward (masks, mean/rstd, probs)
     std::int64_t savedBytes = 0; // bytes of savedTensors + savedExtraBytes
     std::int64_t workspaceBytes = 0; // transient scratch during the op

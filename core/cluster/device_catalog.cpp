@@ -1,0 +1,148 @@
+#include "cluster/device_catalog.h"
+
+#include "cluster/json_detail.h"
+#include "util/error.h"
+
+#include <algorithm>
+
+namespace ps {
+
+namespace detail {
+    extern const std::string_view kBuiltinDeviceCatalog;
+
+    nlohmann::ordered_json linkToJson(const LinkSpec& link)
+    {
+        return { { "kind", link.kind }, { "bandwidth", link.bandwidth }, { "latency", link.latencySeconds } };
+    }
+
+    LinkSpec linkFromJson(const nlohmann::json& j, const std::string& where)
+    {
+        if (!j.is_object())
+            throw Error(where + ": a link must be an object with kind and bandwidth");
+        return { j.value("kind", std::string("link")), j.value("bandwidth", 0.0), j.value("latency", 0.0) };
+    }
+
+    nlohmann::ordered_json deviceToJson(const DeviceSpec& d)
+    {
+        return { { "id", d.id }, { "name", d.name }, { "memory_bytes", d.memoryBytes },
+            { "flops",
+                { { "fp32", d.flopsFp32 }, { "tf32", d.flopsTf32 }, { "fp16", d.flopsFp16 },
+                    { "bf16", d.flopsBf16 } } },
+            { "memory_bandwidth", d.memoryBandwidth }, { "host_link", linkToJson(d.hostLink) },
+            { "peer_link", linkToJson(d.peerLink) }, { "measured", d.measured } };
+    }
+
+    DeviceSpec deviceFromJson(const nlohmann::json& j, const std::string& where)
+    {
+        if (!j.is_object() || !j.contains("id"))
+            throw Error(where + ": every device needs an \"id\"");
+        DeviceSpec d;
+        d.id = j.at("id").get<std::string>();
+        const auto at = where + ", device '" + d.id + "'";
+        d.name = j.value("name", d.id);
+        d.memoryBytes = j.value("memory_bytes", std::int64_t { 0 });
+        const auto flops = j.value("flops", nlohmann::json::object());
+        d.flopsFp32 = flops.value("fp32", 0.0);
+        d.flopsTf32 = flops.value("tf32", d.flopsFp32);
+        d.flopsFp16 = flops.value("fp16", d.flopsFp32);
+        d.flopsBf16 = flops.value("bf16", d.flopsFp32);
+        d.memoryBandwidth = j.value("memory_bandwidth", 0.0);
+        d.hostLink = linkFromJson(j.value("host_link", nlohmann::json::object()), at);
+        d.peerLink = linkFromJson(j.value("peer_link", nlohmann::json::object()), at);
+        d.measured = j.value("measured", false);
+        if (!d.measured && (d.memoryBytes <= 0 || d.flopsFp32 <= 0 || d.memoryBandwidth <= 0))
+            throw Error(at + ": memory_bytes, flops.fp32 and memory_bandwidth must be positive");
+        return d;
+    }
+} // namespace detail
+
+double DeviceSpec::peakFlops(MathMode mode) const
+{
+    switch (mode) {
+    case MathMode::Fp32:
+        return flopsFp32;
+    case MathMode::Tf32:
+        return flopsTf32;
+    case MathMode::Fp16:
+        return flopsFp16;
+    case MathMode::Bf16:
+        return flopsBf16;
+    }
+    return flopsFp32;
+}
+
+std::string_view toString(MathMode mode)
+{
+    switch (mode) {
+    case MathMode::Fp32:
+        return "fp32";
+    case MathMode::Tf32:
+        return "tf32";
+    case MathMode::Fp16:
+        return "fp16";
+    case MathMode::Bf16:
+        return "bf16";
+    }
+    return "fp32";
+}
+
+MathMode parseMathMode(std::string_view text)
+{
+    for (auto mode : { MathMode::Fp32, MathMode::Tf32, MathMode::Fp16, MathMode::Bf16 }) {
+        if (toString(mode) == text)
+            return mode;
+    }
+    throw Error("unknown math mode '" + std::string(text) + "' (fp32, tf32, fp16, bf16)");
+}
+
+const DeviceCatalog& DeviceCatalog::builtin()
+{
+    static const DeviceCatalog kCatalog = fromJson(detail::kBuiltinDeviceCatalog, "built-in device catalog");
+    return kCatalog;
+}
+
+DeviceCatalog DeviceCatalog::fromJson(std::string_view json, const std::string& source)
+{
+    const auto j = nlohmann::json::parse(json, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("devices") || !j["devices"].is_array())
+        throw Error(source + ": not a device catalog (expected {\"devices\": [...]})");
+    DeviceCatalog catalog;
+    for (const auto& d : j["devices"])
+        catalog.put(detail::deviceFromJson(d, source));
+    return catalog;
+}
+
+const DeviceSpec& DeviceCatalog::find(std::string_view id) const
+{
+    const auto it = std::find_if(m_devices.begin(), m_devices.end(), [id](const auto& d) { return d.id == id; });
+    if (it != m_devices.end())
+        return *it;
+    std::string known;
+    for (const auto& d : m_devices)
+        known += (known.empty() ? "" : ", ") + d.id;
+    throw Error("unknown device '" + std::string(id) + "' (catalog: " + known + ")");
+}
+
+void DeviceCatalog::put(DeviceSpec spec)
+{
+    const auto it = std::find_if(m_devices.begin(), m_devices.end(), [&](const auto& d) { return d.id == spec.id; });
+    if (it != m_devices.end())
+        *it = std::move(spec);
+    else
+        m_devices.push_back(std::move(spec));
+}
+
+std::string deviceSpecToJson(const DeviceSpec& spec)
+{
+    return detail::deviceToJson(spec).dump();
+}
+
+DeviceSpec deviceSpecFromJson(std::string_view json, const std::string& source)
+{
+    const auto j = nlohmann::json::parse(json, nullptr, false);
+    if (j.is_discarded())
+        throw Error(source + ": not valid JSON");
+    return detail::deviceFromJson(j, source);
+}
+
+} // namespace ps

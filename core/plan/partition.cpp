@@ -1,0 +1,174 @@
+#include "plan/partition.h"
+
+#include "graph/op_cost.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+#include <unordered_set>
+
+namespace ps {
+namespace {
+
+    std::size_t parseIndex(std::string_view part, std::string_view whole)
+    {
+        while (!part.empty() && part.front() == ' ')
+            part.remove_prefix(1);
+        while (!part.empty() && part.back() == ' ')
+            part.remove_suffix(1);
+        std::size_t value = 0;
+        const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+        if (ec != std::errc() || ptr != part.data() + part.size() || part.empty())
+            throw Error("cut list '" + std::string(whole) + "': '" + std::string(part) + "' is not a node index");
+        return value;
+    }
+
+    struct StageAccumulator
+    {
+        std::unordered_set<TensorId> rootsAll;
+        std::unordered_set<TensorId> rootsW;
+        std::unordered_set<TensorId> params;
+    };
+
+    void addSavedBytes(const Graph& g, const OpCost& c, StageAccumulator& acc, StageCost& stage, double scale)
+    {
+        stage.activationBytes += static_cast<double>(c.savedExtraBytes) * scale;
+        for (auto t : c.savedTensors) {
+            const auto root = storageRoot(g, t);
+            if (acc.rootsAll.insert(root).second)
+                stage.activationBytes +=
+                    static_cast<double>(numBytes(g.tensor(root).shape, g.tensor(root).dtype)) * scale;
+        }
+        for (auto t : c.savedForWeightGrad)
+            acc.rootsW.insert(storageRoot(g, t));
+    }
+
+    // Bytes of activations produced at or before `last` and read after it: what crosses the cut.
+    void addBoundaryTraffic(
+        const Graph& g, const std::vector<StageId>& stageOf, std::vector<StageCost>& stages, double scale)
+    {
+        const auto consumers = g.consumers();
+        const auto needsGrad = tensorsRequiringGrad(g);
+        for (const auto& t : g.tensors()) {
+            if (t.kind != TensorKind::Activation || !t.producer.valid())
+                continue;
+            const auto from = stageOf[t.producer.index()];
+            StageId lastUse = from;
+            for (auto n : consumers[t.id.index()])
+                lastUse = std::max(lastUse, stageOf[n.index()]);
+            const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * scale;
+            for (auto s = from.value; s < lastUse.value; ++s) { // relayed through every stage in between
+                stages[s].sendForwardBytes += bytes;
+                if (needsGrad[t.id.index()])
+                    stages[s + 1].sendBackwardBytes += bytes;
+            }
+        }
+    }
+
+} // namespace
+
+std::string Partition::cutsText() const
+{
+    std::string out;
+    for (std::size_t i = 1; i < stageStarts.size(); ++i)
+        out += (i > 1 ? "," : "") + std::to_string(stageStarts[i]);
+    return out;
+}
+
+Partition partitionFromCuts(std::string_view cuts, std::size_t nodeCount, int stages)
+{
+    Partition p { { 0 } };
+    std::string_view rest = cuts;
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        p.stageStarts.push_back(parseIndex(rest.substr(0, comma), cuts));
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    if (p.stageCount() != stages)
+        throw Error("cut list '" + std::string(cuts) + "' gives " + std::to_string(p.stageCount()) + " stages, but "
+            + std::to_string(stages) + " were asked for (give " + std::to_string(stages - 1) + " cuts)");
+    checkPartition(p, nodeCount);
+    return p;
+}
+
+void checkPartition(const Partition& p, std::size_t nodeCount)
+{
+    if (p.stageStarts.empty() || p.stageStarts.front() != 0)
+        throw Error("partition: the first stage must start at node 0");
+    if (static_cast<std::size_t>(p.stageCount()) > nodeCount)
+        throw Error("partition: " + std::to_string(p.stageCount()) + " stages cannot be cut from "
+            + std::to_string(nodeCount) + " nodes");
+    for (int s = 1; s < p.stageCount(); ++s) {
+        const auto cut = p.stageStarts[static_cast<std::size_t>(s)];
+        if (cut >= nodeCount)
+            throw Error("partition: cut " + std::to_string(cut) + " is past the last node ("
+                + std::to_string(nodeCount - 1) + ")");
+        if (cut <= p.stageStarts[static_cast<std::size_t>(s) - 1])
+            throw Error("partition: cuts must be strictly increasing; stage " + std::to_string(s - 1)
+                + " would be empty at cut " + std::to_string(cut));
+    }
+}
+
+Partition computeBalancedPartition(const std::vector<double>& nodeCost, int stages)
+{
+    if (stages < 1 || static_cast<std::size_t>(stages) > nodeCost.size())
+        throw Error(
+            "cannot split " + std::to_string(nodeCost.size()) + " nodes into " + std::to_string(stages) + " stages");
+    std::vector<double> prefix(nodeCost.size() + 1, 0);
+    std::partial_sum(nodeCost.begin(), nodeCost.end(), prefix.begin() + 1);
+    Partition p { { 0 } };
+    for (int s = 1; s < stages; ++s) {
+        // Cut where the prefix crosses s/S of the total, keeping room for the stages still to come.
+        const double target = prefix.back() * s / stages;
+        auto cut = static_cast<std::size_t>(std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin());
+        cut = std::clamp(cut, p.stageStarts.back() + 1, nodeCost.size() - static_cast<std::size_t>(stages - s));
+        p.stageStarts.push_back(cut);
+    }
+    return p;
+}
+
+std::vector<StageId> stageOfNodes(const Partition& p, std::size_t nodeCount)
+{
+    std::vector<StageId> stageOf(nodeCount);
+    for (int s = 0; s < p.stageCount(); ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        for (auto n = p.stageBegin(id); n < p.stageEnd(id, nodeCount); ++n)
+            stageOf[n] = id;
+    }
+    return stageOf;
+}
+
+std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile, const Partition& p, double mb)
+{
+    checkPartition(p, g.nodeCount());
+    const auto costs = computeOpCosts(g);
+    const auto stageOf = stageOfNodes(p, g.nodeCount());
+    const double scale =
+        mb / static_cast<double>(std::max<std::int64_t>(1, g.info().microBatch)) * activationScale(profile.setup);
+    std::vector<StageCost> stages(static_cast<std::size_t>(p.stageCount()));
+    std::vector<StageAccumulator> acc(stages.size());
+    for (const auto& n : g.nodes()) {
+        const auto s = stageOf[n.id.index()].index();
+        const auto& np = profile.nodes[n.id.index()];
+        stages[s].forwardNs += np.forwardNs.at(mb);
+        stages[s].backwardNs += np.backwardNs.at(mb);
+        stages[s].weightGradNs += np.weightGradNs.at(mb);
+        stages[s].workspaceBytes = std::max(stages[s].workspaceBytes, np.workspaceBytes.at(mb));
+        addSavedBytes(g, costs[n.id.index()], acc[s], stages[s], scale);
+        for (auto in : n.inputs) {
+            if (g.tensor(in).kind == TensorKind::Parameter && acc[s].params.insert(in).second)
+                stages[s].parameterCount += numElements(g.tensor(in).shape);
+        }
+    }
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        for (auto root : acc[s].rootsW)
+            stages[s].weightGradOnlyBytes +=
+                static_cast<double>(numBytes(g.tensor(root).shape, g.tensor(root).dtype)) * scale;
+        stages[s].weightGradOnlyBytes = std::min(stages[s].weightGradOnlyBytes, stages[s].activationBytes);
+    }
+    addBoundaryTraffic(g, stageOf, stages, scale);
+    return stages;
+}
+
+} // namespace ps

@@ -1,0 +1,61 @@
+// A pipeline partition: contiguous ranges of the node order, one per stage, and what each stage
+// costs (time, activation memory, parameters, bytes crossing its boundaries) under a profile.
+// Depends on: graph/, cost/profile.h.
+#pragma once
+
+#include "cost/profile.h"
+#include "graph/graph.h"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ps {
+
+struct Partition
+{
+    std::vector<std::size_t> stageStarts; // first node of each stage; stageStarts[0] == 0
+
+    [[nodiscard]] int stageCount() const
+    {
+        return static_cast<int>(stageStarts.size());
+    }
+    [[nodiscard]] std::size_t stageBegin(StageId s) const
+    {
+        return stageStarts[s.index()];
+    }
+    [[nodiscard]] std::size_t stageEnd(StageId s, std::size_t nodeCount) const
+    {
+        return s.index() + 1 < stageStarts.size() ? stageStarts[s.index() + 1] : nodeCount;
+    }
+    // The cut list as a user writes it: "12,24,36" (first node of stages 1..S-1).
+    [[nodiscard]] std::string cutsText() const;
+    bool operator==(const Partition&) const = default;
+};
+
+// Parses "12,24,36" for `stages` stages over `nodeCount` nodes; throws ps::Error explaining why a
+// cut list is impossible (wrong count, not increasing, an empty stage, out of range).
+[[nodiscard]] Partition partitionFromCuts(std::string_view cuts, std::size_t nodeCount, int stages);
+void checkPartition(const Partition& partition, std::size_t nodeCount);
+// Contiguous stages with forward+backward time as equal as a greedy prefix split gets.
+[[nodiscard]] Partition computeBalancedPartition(const std::vector<double>& nodeCost, int stages);
+[[nodiscard]] std::vector<StageId> stageOfNodes(const Partition& partition, std::size_t nodeCount);
+
+struct StageCost
+{
+    double forwardNs = 0; // one micro-batch
+    double backwardNs = 0; // input + weight gradients
+    double weightGradNs = 0; // part of backwardNs that zero-bubble schedules run as W
+    double activationBytes = 0; // kept from forward to backward, one micro-batch
+    double weightGradOnlyBytes = 0; // part of activationBytes only W reads (freed after W)
+    double workspaceBytes = 0; // largest transient scratch of one node
+    std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
+    double sendForwardBytes = 0; // activations to the next stage, one micro-batch
+    double sendBackwardBytes = 0; // gradients to the previous stage, one micro-batch
+};
+
+[[nodiscard]] std::vector<StageCost> computeStageCosts(
+    const Graph& graph, const Profile& profile, const Partition& partition, double microBatch);
+
+} // namespace ps

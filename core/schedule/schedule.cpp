@@ -1,0 +1,341 @@
+#include "schedule/schedule.h"
+
+#include "util/error.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <utility>
+
+namespace ps {
+namespace {
+
+    Action act(ActionType type, int stage, int mb)
+    {
+        return { type, StageId(static_cast<std::uint32_t>(stage)), MicroBatchId(static_cast<std::uint32_t>(mb)) };
+    }
+
+    Action optimizerStep(int stage)
+    {
+        return { ActionType::OptimizerStep, StageId(static_cast<std::uint32_t>(stage)), MicroBatchId() };
+    }
+
+    // Micro-batches grouped for kFkB: groups of k, the last one smaller when k does not divide M.
+    std::vector<std::vector<int>> groupsOf(int microBatches, int k)
+    {
+        std::vector<std::vector<int>> groups;
+        for (int first = 0; first < microBatches; first += k) {
+            groups.emplace_back();
+            for (int m = first; m < std::min(first + k, microBatches); ++m)
+                groups.back().push_back(m);
+        }
+        return groups;
+    }
+
+    // 1F1B over groups (DAPPLE / PipeDream-flush): warm-up of S-s-1 forward groups, then one
+    // forward and one backward group alternately, then the remaining backward groups. With groups
+    // of one micro-batch this is 1F1B; with groups of k it is kFkB (Ada-Grouper §3.2, "k copies of
+    // 1F1B interleaved"); with one group of M it is GPipe.
+    std::vector<Action> groupedOneFOneB(int stages, int stage, const std::vector<std::vector<int>>& groups)
+    {
+        const int count = static_cast<int>(groups.size());
+        const int warmup = std::min(stages - stage - 1, count);
+        std::vector<Action> seq;
+        const auto emit = [&](ActionType type, int g) {
+            for (int m : groups[static_cast<std::size_t>(g)])
+                seq.push_back(act(type, stage, m));
+        };
+        int f = 0;
+        int b = 0;
+        for (; f < warmup; ++f)
+            emit(ActionType::Forward, f);
+        for (; f < count; ++f, ++b) {
+            emit(ActionType::Forward, f);
+            emit(ActionType::Backward, b);
+        }
+        for (; b < count; ++b)
+            emit(ActionType::Backward, b);
+        return seq;
+    }
+
+    // ZB-H1 (Qi et al. 2023, §3.1): the warm-up of 1F1B (so the same activation memory) with B
+    // split into the input gradient B, which is all the previous stage waits for, and the weight
+    // gradient W, which can wait. Stage s holds up to s W passes back: the input-gradient chain
+    // reaches stage 0 without waiting behind W, and the held-back W's fill the cool-down. With
+    // F = B = W the bubble is (S-1)(F + B - W), a third of 1F1B's (the simulator tests check it).
+    std::vector<Action> zeroBubbleH1(int stages, int stage, int microBatches)
+    {
+        const int warmup = std::min(stages - stage - 1, microBatches);
+        const int delay = stage;
+        std::vector<Action> seq;
+        int f = 0;
+        int b = 0;
+        int w = 0;
+        const auto backward = [&] {
+            seq.push_back(act(ActionType::BackwardInput, stage, b++));
+            if (b - w > delay)
+                seq.push_back(act(ActionType::BackwardWeight, stage, w++));
+        };
+        for (; f < warmup; ++f)
+            seq.push_back(act(ActionType::Forward, stage, f));
+        for (; f < microBatches; ++f) {
+            seq.push_back(act(ActionType::Forward, stage, f));
+            backward();
+        }
+        while (b < microBatches)
+            backward();
+        while (w < microBatches)
+            seq.push_back(act(ActionType::BackwardWeight, stage, w++));
+        return seq;
+    }
+
+    // Megatron-LM's interleaved 1F1B: D devices, v chunks each (stage = chunk * D + device).
+    std::vector<Action> interleaved(int devices, int v, int device, int microBatches)
+    {
+        const int total = microBatches * v;
+        const int warmup = std::min((devices - device - 1) * 2 + (v - 1) * devices, total);
+        const auto chunkOf = [&](int k, bool forward) {
+            const int c = (k % (devices * v)) / devices;
+            return forward ? c : v - 1 - c;
+        };
+        const auto mbOf = [&](int k) { return (k / (devices * v)) * devices + k % devices; };
+        const auto step = [&](ActionType type, int k, bool forward) {
+            return act(type, chunkOf(k, forward) * devices + device, mbOf(k));
+        };
+        std::vector<Action> seq;
+        int f = 0;
+        int b = 0;
+        for (; f < warmup; ++f)
+            seq.push_back(step(ActionType::Forward, f, true));
+        for (; f < total; ++f, ++b) {
+            seq.push_back(step(ActionType::Forward, f, true));
+            seq.push_back(step(ActionType::Backward, b, false));
+        }
+        for (; b < total; ++b)
+            seq.push_back(step(ActionType::Backward, b, false));
+        return seq;
+    }
+
+    void checkSpec(const ScheduleSpec& s)
+    {
+        if (s.stages < 1)
+            throw Error("schedule: needs at least one stage, got " + std::to_string(s.stages));
+        if (s.microBatches < 1)
+            throw Error("schedule: needs at least one micro-batch, got " + std::to_string(s.microBatches));
+        if (s.kind == ScheduleKind::KFKB && (s.groupSize < 1 || s.groupSize > s.microBatches))
+            throw Error("schedule kfkb:" + std::to_string(s.groupSize)
+                + ": k must be between 1 and the number of "
+                  "micro-batches ("
+                + std::to_string(s.microBatches) + ")");
+        if (s.kind == ScheduleKind::Interleaved) {
+            if (s.virtualStages < 1 || s.stages % s.virtualStages != 0)
+                throw Error("schedule interleaved:" + std::to_string(s.virtualStages) + ": the "
+                    + std::to_string(s.stages) + " stages must divide evenly into chunks of "
+                    + std::to_string(s.virtualStages) + " per device");
+            if (s.microBatches % s.devices() != 0)
+                throw Error("schedule interleaved: micro-batches (" + std::to_string(s.microBatches)
+                    + ") must be a multiple of the devices (" + std::to_string(s.devices()) + ")");
+        }
+    }
+
+    constexpr std::array<std::pair<ActionType, std::string_view>, 12> kCodes = { {
+        { ActionType::SendForward, "SEND_F" },
+        { ActionType::RecvForward, "RECV_F" },
+        { ActionType::SendBackward, "SEND_B" },
+        { ActionType::RecvBackward, "RECV_B" },
+        { ActionType::SwapOut, "SWAP_OUT" },
+        { ActionType::SwapIn, "SWAP_IN" },
+        { ActionType::Recompute, "RECOMPUTE" },
+        { ActionType::OptimizerStep, "OPT_STEP" },
+        { ActionType::Forward, "F" },
+        { ActionType::Backward, "B" },
+        { ActionType::BackwardInput, "I" },
+        { ActionType::BackwardWeight, "W" },
+    } };
+
+} // namespace
+
+bool Schedule::splitBackward() const
+{
+    for (const auto& d : devices) {
+        for (const auto& a : d) {
+            if (a.type == ActionType::BackwardInput || a.type == ActionType::BackwardWeight)
+                return true;
+        }
+    }
+    return false;
+}
+
+std::size_t Schedule::actionCount() const
+{
+    std::size_t n = 0;
+    for (const auto& d : devices)
+        n += d.size();
+    return n;
+}
+
+ScheduleSpec parseScheduleSpec(std::string_view text, int stages, int microBatches)
+{
+    ScheduleSpec spec { ScheduleKind::OneFOneB, stages, microBatches, 1, 1 };
+    const auto colon = text.find(':');
+    const auto name = text.substr(0, colon);
+    int arg = 0;
+    if (colon != std::string_view::npos) {
+        const auto digits = text.substr(colon + 1);
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), arg);
+        if (ec != std::errc() || ptr != digits.data() + digits.size() || arg < 1)
+            throw Error("schedule '" + std::string(text) + "': expected a positive number after ':'");
+    }
+    if (name == "gpipe")
+        spec.kind = ScheduleKind::GPipe;
+    else if (name == "1f1b")
+        spec.kind = ScheduleKind::OneFOneB;
+    else if (name == "kfkb")
+        spec = { ScheduleKind::KFKB, stages, microBatches, arg > 0 ? arg : 2, 1 };
+    else if (name == "interleaved")
+        spec = { ScheduleKind::Interleaved, stages, microBatches, 1, arg > 0 ? arg : 2 };
+    else if (name == "pipedream")
+        spec.kind = ScheduleKind::PipeDream;
+    else if (name == "zb-h1" || name == "zbh1")
+        spec.kind = ScheduleKind::ZeroBubbleH1;
+    else
+        throw Error(
+            "unknown schedule '" + std::string(text) + "' (gpipe, 1f1b, kfkb:K, interleaved:V, zb-h1, pipedream)");
+    checkSpec(spec);
+    return spec;
+}
+
+std::string scheduleName(const ScheduleSpec& s)
+{
+    switch (s.kind) {
+    case ScheduleKind::GPipe:
+        return "gpipe";
+    case ScheduleKind::OneFOneB:
+        return "1f1b";
+    case ScheduleKind::KFKB:
+        return "kfkb:" + std::to_string(s.groupSize);
+    case ScheduleKind::Interleaved:
+        return "interleaved:" + std::to_string(s.virtualStages);
+    case ScheduleKind::PipeDream:
+        return "pipedream";
+    case ScheduleKind::ZeroBubbleH1:
+        return "zb-h1";
+    case ScheduleKind::Custom:
+        return "custom";
+    }
+    return "custom";
+}
+
+Schedule generateSchedule(const ScheduleSpec& spec)
+{
+    checkSpec(spec);
+    Schedule schedule { spec, std::vector<std::vector<Action>>(static_cast<std::size_t>(spec.devices())) };
+    const int S = spec.stages;
+    const int M = spec.microBatches;
+    for (int d = 0; d < spec.devices(); ++d) {
+        auto& seq = schedule.devices[static_cast<std::size_t>(d)];
+        switch (spec.kind) {
+        case ScheduleKind::GPipe:
+            seq = groupedOneFOneB(S, d, groupsOf(M, M));
+            break;
+        case ScheduleKind::OneFOneB:
+            seq = groupedOneFOneB(S, d, groupsOf(M, 1));
+            break;
+        case ScheduleKind::KFKB:
+            seq = groupedOneFOneB(S, d, groupsOf(M, spec.groupSize));
+            break;
+        case ScheduleKind::PipeDream:
+            // Same order as 1F1B; each backward is followed by its stage's weight update
+            // (no flush; weight stashing keeps the version each in-flight micro-batch used).
+            for (const auto& a : groupedOneFOneB(S, d, groupsOf(M, 1))) {
+                seq.push_back(a);
+                if (a.type == ActionType::Backward)
+                    seq.push_back({ ActionType::OptimizerStep, a.stage, a.microBatch });
+            }
+            break;
+        case ScheduleKind::ZeroBubbleH1:
+            seq = zeroBubbleH1(S, d, M);
+            break;
+        case ScheduleKind::Interleaved:
+            seq = interleaved(spec.devices(), spec.virtualStages, d, M);
+            break;
+        case ScheduleKind::Custom:
+            throw Error("schedule: custom schedules are imported, not generated");
+        }
+        if (spec.kind != ScheduleKind::PipeDream) {
+            for (int s = d; s < S; s += spec.devices())
+                seq.push_back(optimizerStep(s));
+        }
+    }
+    return schedule;
+}
+
+Schedule withCommunication(const Schedule& schedule)
+{
+    const int S = schedule.spec.stages;
+    Schedule out { schedule.spec, std::vector<std::vector<Action>>(schedule.devices.size()) };
+    for (std::size_t d = 0; d < schedule.devices.size(); ++d) {
+        auto& seq = out.devices[d];
+        for (const auto& a : schedule.devices[d]) {
+            const auto s = static_cast<int>(a.stage.value);
+            const bool isForward = a.type == ActionType::Forward;
+            const bool isGrad = a.type == ActionType::Backward || a.type == ActionType::BackwardInput;
+            if (isForward && s > 0)
+                seq.push_back({ ActionType::RecvForward, a.stage, a.microBatch });
+            if (isGrad && s < S - 1)
+                seq.push_back({ ActionType::RecvBackward, a.stage, a.microBatch });
+            seq.push_back(a);
+            if (isForward && s < S - 1)
+                seq.push_back({ ActionType::SendForward, a.stage, a.microBatch });
+            if (isGrad && s > 0)
+                seq.push_back({ ActionType::SendBackward, a.stage, a.microBatch });
+        }
+    }
+    return out;
+}
+
+std::string_view actionCode(ActionType type)
+{
+    for (const auto& [t, code] : kCodes) {
+        if (t == type)
+            return code;
+    }
+    return "?";
+}
+
+std::string formatAction(const Action& a)
+{
+    std::string out = std::to_string(a.stage.value) + std::string(actionCode(a.type));
+    if (a.microBatch.valid())
+        out += std::to_string(a.microBatch.value);
+    return out;
+}
+
+std::optional<Action> parseAction(std::string_view text)
+{
+    std::size_t i = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9')
+        ++i;
+    if (i == 0)
+        return std::nullopt;
+    std::uint32_t stage = 0;
+    std::from_chars(text.data(), text.data() + i, stage);
+    const auto rest = text.substr(i);
+    for (const auto& [type, code] : kCodes) { // longest codes first, so SEND_F wins over a bare F
+        if (rest.substr(0, code.size()) != code)
+            continue;
+        const auto digits = rest.substr(code.size());
+        Action a { type, StageId(stage), MicroBatchId() };
+        if (digits.empty())
+            return type == ActionType::OptimizerStep ? std::optional(a) : std::nullopt;
+        std::uint32_t mb = 0;
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), mb);
+        if (ec != std::errc() || ptr != digits.data() + digits.size())
+            return std::nullopt;
+        a.microBatch = MicroBatchId(mb);
+        return a;
+    }
+    return std::nullopt;
+}
+
+} // namespace ps

@@ -1,0 +1,91 @@
+// Pipeline schedules as data: per device an ordered list of actions. The same lists drive the
+// simulator and the engine, and round-trip through PyTorch pipelining's schedule CSV.
+//
+// Generators: GPipe, 1F1B (DAPPLE / PipeDream-flush), interleaved 1F1B (Megatron, v chunks per
+// device), kFkB (Ada-Grouper §3.2: k copies of 1F1B cross-merged; k=1 is 1F1B, k=M is GPipe),
+// PipeDream async 1F1B with weight stashing, and zero-bubble ZB-H1 (B split into input-gradient B
+// and weight-gradient W). Depends on: ids.h only.
+#pragma once
+
+#include "ids.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ps {
+
+enum class ActionType {
+    Forward, // F
+    Backward, // full backward (B)
+    BackwardInput, // input gradient only (zero-bubble B; PyTorch "I")
+    BackwardWeight, // weight gradient (zero-bubble W)
+    SendForward, // SEND_F: activations to the next stage
+    RecvForward, // RECV_F
+    SendBackward, // SEND_B: gradients to the previous stage
+    RecvBackward, // RECV_B
+    SwapOut, // SWAP_OUT: saved activations to host memory after F
+    SwapIn, // SWAP_IN: back before B
+    Recompute, // RECOMPUTE: rerun the dropped part of F before B
+    OptimizerStep, // OPT_STEP
+};
+
+struct Action
+{
+    ActionType type = ActionType::Forward;
+    StageId stage;
+    MicroBatchId microBatch; // invalid for OPT_STEP of a synchronous schedule
+
+    bool operator==(const Action&) const = default;
+};
+
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, KFKB, PipeDream, ZeroBubbleH1, Custom };
+
+struct ScheduleSpec
+{
+    ScheduleKind kind = ScheduleKind::OneFOneB;
+    int stages = 1; // model stages (chunks); devices = stages / virtualStages
+    int microBatches = 1; // M
+    int groupSize = 1; // kFkB k
+    int virtualStages = 1; // interleaved v: stages per device
+
+    [[nodiscard]] int devices() const
+    {
+        return kind == ScheduleKind::Interleaved ? stages / virtualStages : stages;
+    }
+    bool operator==(const ScheduleSpec&) const = default;
+};
+
+struct Schedule
+{
+    ScheduleSpec spec;
+    std::vector<std::vector<Action>> devices; // per device, in execution order
+
+    [[nodiscard]] DeviceId deviceOf(StageId stage) const
+    {
+        return DeviceId(stage.value % static_cast<std::uint32_t>(devices.size()));
+    }
+    [[nodiscard]] bool splitBackward() const; // has BackwardInput/BackwardWeight
+    [[nodiscard]] bool asyncWeights() const
+    {
+        return spec.kind == ScheduleKind::PipeDream;
+    }
+    [[nodiscard]] std::size_t actionCount() const;
+};
+
+// "gpipe", "1f1b", "kfkb:2", "interleaved:2", "zb-h1", "pipedream"; throws listing the forms.
+[[nodiscard]] ScheduleSpec parseScheduleSpec(std::string_view text, int stages, int microBatches);
+[[nodiscard]] std::string scheduleName(const ScheduleSpec& spec);
+
+// The compute actions (F, B or B/W, and OPT_STEP) of every device. Throws ps::Error for
+// impossible parameters (k > M, M not divisible by the devices for interleaved, ...).
+[[nodiscard]] Schedule generateSchedule(const ScheduleSpec& spec);
+// Adds SEND/RECV around the compute actions (lowering, as PyTorch's _add_send_recv).
+[[nodiscard]] Schedule withCommunication(const Schedule& schedule);
+
+[[nodiscard]] std::string_view actionCode(ActionType type); // "F", "I", "SEND_F", ...
+[[nodiscard]] std::string formatAction(const Action& action); // "1F3"
+[[nodiscard]] std::optional<Action> parseAction(std::string_view text);
+
+} // namespace ps

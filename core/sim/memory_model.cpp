@@ -1,0 +1,108 @@
+#include "sim/memory_model.h"
+
+#include <algorithm>
+
+namespace ps {
+namespace {
+
+    StageMemoryPlan planFor(const std::vector<StageMemoryPlan>& plans, std::size_t stage)
+    {
+        return stage < plans.size() ? plans[stage] : StageMemoryPlan {};
+    }
+
+    double keptBytes(const StageCost& c, const StageMemoryPlan& p)
+    {
+        return std::max(0.0, c.activationBytes - p.swappedBytes - p.recomputedBytes);
+    }
+
+    bool freesActivations(ActionType t)
+    {
+        return t == ActionType::Backward || t == ActionType::BackwardInput || t == ActionType::BackwardWeight;
+    }
+
+    // Bytes a backward-type action frees for its micro-batch: B frees everything; a split B frees
+    // what W does not read; W frees the rest.
+    double freedBy(ActionType t, const StageCost& c, double kept)
+    {
+        const double wOnly = std::min(c.weightGradOnlyBytes, kept);
+        if (t == ActionType::BackwardInput)
+            return kept - wOnly;
+        if (t == ActionType::BackwardWeight)
+            return wOnly;
+        return kept;
+    }
+
+} // namespace
+
+int inFlightMicroBatches(const ScheduleSpec& spec, int stage)
+{
+    const int S = spec.stages;
+    const int M = spec.microBatches;
+    switch (spec.kind) {
+    case ScheduleKind::GPipe:
+        return M;
+    case ScheduleKind::KFKB:
+        return std::min(spec.groupSize * (S - stage), M);
+    default: // 1F1B, PipeDream, ZB-H1 (W keeps only the weight-gradient inputs longer)
+        return std::min(S - stage, M);
+    }
+}
+
+int weightVersions(const ScheduleSpec& spec, int stage)
+{
+    return spec.kind == ScheduleKind::PipeDream ? std::min(spec.stages - stage, spec.microBatches) : 1;
+}
+
+std::vector<int> peakInFlightFromActions(const Schedule& schedule)
+{
+    std::vector<int> live(static_cast<std::size_t>(schedule.spec.stages), 0);
+    std::vector<int> peak(live.size(), 0);
+    for (const auto& device : schedule.devices) {
+        for (const auto& a : device) {
+            auto& l = live[a.stage.index()];
+            if (a.type == ActionType::Forward)
+                peak[a.stage.index()] = std::max(peak[a.stage.index()], ++l);
+            else if (a.type == ActionType::Backward || a.type == ActionType::BackwardInput)
+                --l; // after a split backward only W's inputs stay, counted in bytes not micro-batches
+        }
+    }
+    return peak;
+}
+
+std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const std::vector<StageCost>& stages,
+    const TrainingSetup& setup, const std::vector<StageMemoryPlan>& plans)
+{
+    const auto perParam = bytesPerParameter(setup);
+    std::vector<DeviceMemory> devices(schedule.devices.size());
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        auto& d = devices[schedule.deviceOf(StageId(static_cast<std::uint32_t>(s))).index()];
+        const auto params = static_cast<double>(stages[s].parameterCount);
+        d.parameters += params * (perParam.weights + perParam.masterWeights);
+        d.gradients += params * perParam.gradients;
+        d.optimizerStates += params * perParam.optimizerStates;
+        d.stashedWeights += params * perParam.weights * (weightVersions(schedule.spec, static_cast<int>(s)) - 1);
+        d.workspace = std::max(d.workspace, stages[s].workspaceBytes);
+    }
+    for (std::size_t dev = 0; dev < schedule.devices.size(); ++dev) {
+        double live = 0;
+        int liveCount = 0;
+        for (const auto& a : schedule.devices[dev]) {
+            const auto s = a.stage.index();
+            if (s >= stages.size())
+                continue;
+            const double kept = keptBytes(stages[s], planFor(plans, s));
+            if (a.type == ActionType::Forward) {
+                live += kept;
+                ++liveCount;
+                devices[dev].activations = std::max(devices[dev].activations, live);
+                devices[dev].peakInFlight = std::max(devices[dev].peakInFlight, liveCount);
+            } else if (freesActivations(a.type)) {
+                live -= freedBy(a.type, stages[s], kept);
+                liveCount -= a.type == ActionType::BackwardWeight ? 0 : 1;
+            }
+        }
+    }
+    return devices;
+}
+
+} // namespace ps

@@ -1,0 +1,60 @@
+// Per-device memory under a schedule: parameters, gradients, optimizer states, stashed weight
+// versions (PipeDream), activations of the micro-batches in flight, and workspace; with the
+// reductions swap and recompute decisions buy.
+//
+// In-flight counts follow the schedules (Ada-Grouper §3.2, DawnPiper §B.1): GPipe holds M,
+// 1F1B min(S-s, M), kFkB min(k(S-s), M); PipeDream stashes min(S-s, M) weight versions.
+// The exact count is read off the action list, so any imported schedule is modelled too.
+// Depends on: plan/partition.h, schedule/, cost/training_setup.h.
+#pragma once
+
+#include "cost/training_setup.h"
+#include "plan/partition.h"
+#include "schedule/schedule.h"
+
+#include <vector>
+
+namespace ps {
+
+// What the memory optimizer decided for one stage, per micro-batch.
+struct StageMemoryPlan
+{
+    double swappedBytes = 0; // saved activations moved to host after F and back before B
+    double recomputedBytes = 0; // saved activations dropped after F and recomputed before B
+    double recomputeNs = 0; // forward time of the recomputed part
+};
+
+struct DeviceMemory
+{
+    double parameters = 0; // weights the kernels read (+ fp32 master weights)
+    double gradients = 0;
+    double optimizerStates = 0;
+    double stashedWeights = 0; // older weight versions (PipeDream)
+    double activations = 0; // peak over the schedule of the in-flight micro-batches
+    double workspace = 0;
+    int peakInFlight = 0; // most micro-batches between F and B at once (summed over the device's stages)
+
+    [[nodiscard]] double staticBytes() const
+    {
+        return parameters + gradients + optimizerStates + stashedWeights + workspace;
+    }
+    [[nodiscard]] double total() const
+    {
+        return staticBytes() + activations;
+    }
+};
+
+// The closed-form in-flight count of stage `stage` (0-based) for generated schedules.
+[[nodiscard]] int inFlightMicroBatches(const ScheduleSpec& spec, int stage);
+// Weight versions stage `stage` keeps: 1, or min(S - s, M) under PipeDream's weight stashing.
+[[nodiscard]] int weightVersions(const ScheduleSpec& spec, int stage);
+// Peak number of micro-batches whose forward ran and whose (input-gradient) backward has not, per
+// stage, read off the action list.
+[[nodiscard]] std::vector<int> peakInFlightFromActions(const Schedule& schedule);
+
+// Memory of every device: static parts from the stages it hosts, activations from walking its
+// action list with each stage's kept bytes (activation bytes minus swapped and recomputed).
+[[nodiscard]] std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule,
+    const std::vector<StageCost>& stages, const TrainingSetup& setup, const std::vector<StageMemoryPlan>& plans = {});
+
+} // namespace ps

@@ -1,0 +1,373 @@
+#include "sim/simulator.h"
+
+#include "util/error.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace ps {
+namespace {
+
+    constexpr double kUnknown = -1;
+
+    struct Channel
+    {
+        double freeAtNs = 0;
+        const LinkSpec* link = nullptr;
+        const BandwidthTrace* trace = nullptr;
+    };
+
+    class Simulator
+    {
+    public:
+        explicit Simulator(const SimulationInput& in);
+        SimulationResult run();
+
+    private:
+        [[nodiscard]] std::size_t key(const Action& a) const
+        {
+            return a.stage.index() * m_microBatches + a.microBatch.index();
+        }
+        // Which arrival a blocked device waits for: forward and backward arrivals share keys.
+        [[nodiscard]] std::size_t waitKey(const Action& a) const
+        {
+            const bool backward = a.type == ActionType::SendBackward || a.type == ActionType::RecvBackward;
+            return 2 * key(a) + (backward ? 1 : 0) + 1;
+        }
+        [[nodiscard]] const StageCost& cost(StageId s) const
+        {
+            return m_in.stages[s.index()];
+        }
+        [[nodiscard]] StageMemoryPlan plan(StageId s) const
+        {
+            return s.index() < m_in.memoryPlans.size() ? m_in.memoryPlans[s.index()] : StageMemoryPlan {};
+        }
+        void setupChannels();
+        Channel& channel(std::size_t from, std::size_t to);
+        bool advance(std::size_t device); // runs until blocked; false if blocked at once
+        bool execute(std::size_t device, const Action& a); // false: blocked
+        void compute(std::size_t device, const Action& a, double durationNs, double readyNs = 0);
+        void send(std::size_t device, const Action& a);
+        void copy(std::size_t device, const Action& a);
+        double optimizerNs(StageId s) const;
+        void memory(std::size_t device, double timeNs, double delta);
+        void finish(SimulationResult& result);
+
+        const SimulationInput& m_in;
+        Schedule m_schedule;
+        std::size_t m_microBatches;
+        std::vector<std::size_t> m_next;
+        std::vector<double> m_computeFree, m_copyOutFree, m_copyInFree;
+        std::vector<double> m_fwdArrival, m_bwdArrival, m_swapOutEnd, m_swapInEnd;
+        std::vector<Channel> m_intra, m_inter;
+        std::vector<std::size_t> m_waitingOn; // waitKey of the arrival a device waits for, 0 if none
+        std::vector<std::vector<std::pair<double, double>>> m_memDeltas;
+        std::vector<double> m_busy;
+        std::vector<SimEvent> m_events;
+        std::vector<std::size_t> m_ready;
+    };
+
+    bool isLowered(const Schedule& s)
+    {
+        for (const auto& d : s.devices) {
+            for (const auto& a : d) {
+                if (a.type == ActionType::SendForward || a.type == ActionType::RecvForward
+                    || a.type == ActionType::SendBackward || a.type == ActionType::RecvBackward)
+                    return true;
+            }
+        }
+        return s.spec.stages == 1;
+    }
+
+    Simulator::Simulator(const SimulationInput& in)
+        : m_in(in)
+        , m_schedule(isLowered(in.schedule) ? in.schedule : withCommunication(in.schedule))
+        , m_microBatches(static_cast<std::size_t>(std::max(1, in.schedule.spec.microBatches)))
+    {
+        const auto devices = m_schedule.devices.size();
+        if (static_cast<int>(devices) > in.cluster.deviceCount())
+            throw Error("simulation: the schedule needs " + std::to_string(devices) + " devices but the cluster has "
+                + std::to_string(in.cluster.deviceCount()));
+        if (in.stages.size() != static_cast<std::size_t>(in.schedule.spec.stages))
+            throw Error("simulation: " + std::to_string(in.stages.size()) + " stage costs for a schedule of "
+                + std::to_string(in.schedule.spec.stages) + " stages");
+        const auto keys = static_cast<std::size_t>(in.schedule.spec.stages) * m_microBatches;
+        m_next.assign(devices, 0);
+        m_computeFree.assign(devices, 0);
+        m_copyOutFree.assign(devices, 0);
+        m_copyInFree.assign(devices, 0);
+        m_busy.assign(devices, 0);
+        m_waitingOn.assign(devices, 0);
+        m_memDeltas.resize(devices);
+        m_fwdArrival.assign(keys, kUnknown);
+        m_bwdArrival.assign(keys, kUnknown);
+        m_swapOutEnd.assign(keys, 0);
+        m_swapInEnd.assign(keys, 0);
+        m_events.reserve(m_schedule.actionCount());
+        setupChannels();
+    }
+
+    void Simulator::setupChannels()
+    {
+        const auto& c = m_in.cluster;
+        const auto devices = m_schedule.devices.size();
+        m_intra.assign(devices * devices, Channel { 0, &c.intraNode, c.intraTrace ? &*c.intraTrace : nullptr });
+        const auto nodes = static_cast<std::size_t>(c.nodes);
+        m_inter.assign(nodes * nodes, Channel { 0, &c.interNode, c.interTrace ? &*c.interTrace : nullptr });
+    }
+
+    Channel& Simulator::channel(std::size_t from, std::size_t to)
+    {
+        const auto& c = m_in.cluster;
+        const auto nodeA = static_cast<std::size_t>(c.nodeOf(DeviceId(static_cast<std::uint32_t>(from))));
+        const auto nodeB = static_cast<std::size_t>(c.nodeOf(DeviceId(static_cast<std::uint32_t>(to))));
+        if (nodeA == nodeB)
+            return m_intra[from * m_schedule.devices.size() + to];
+        return m_inter[nodeA * static_cast<std::size_t>(c.nodes) + nodeB]; // shared by all pairs across the nodes
+    }
+
+    void Simulator::memory(std::size_t device, double timeNs, double delta)
+    {
+        if (delta != 0)
+            m_memDeltas[device].emplace_back(timeNs, delta);
+    }
+
+    void Simulator::compute(std::size_t device, const Action& a, double durationNs, double readyNs)
+    {
+        const double start = std::max(m_computeFree[device], readyNs);
+        const double end = start + durationNs;
+        m_computeFree[device] = end;
+        m_busy[device] += durationNs;
+        m_events.push_back({ DeviceId(static_cast<std::uint32_t>(device)), Stream::Compute, a.type, a.stage,
+            a.microBatch, start, end, 0 });
+        const auto& c = cost(a.stage);
+        const auto p = plan(a.stage);
+        const double wOnly = std::min(c.weightGradOnlyBytes, c.activationBytes);
+        switch (a.type) {
+        case ActionType::Forward:
+            memory(device, start, c.activationBytes);
+            memory(device, end, -p.recomputedBytes); // dropped, recomputed before backward
+            break;
+        case ActionType::Recompute:
+            memory(device, start, p.recomputedBytes);
+            break;
+        case ActionType::Backward:
+            memory(device, end, -c.activationBytes);
+            break;
+        case ActionType::BackwardInput:
+            memory(device, end, -(c.activationBytes - wOnly));
+            break;
+        case ActionType::BackwardWeight:
+            memory(device, end, -wOnly);
+            break;
+        default:
+            break;
+        }
+    }
+
+    void Simulator::send(std::size_t device, const Action& a)
+    {
+        const bool forward = a.type == ActionType::SendForward;
+        const StageId peer(forward ? a.stage.value + 1 : a.stage.value - 1);
+        const auto to = m_schedule.deviceOf(peer).index();
+        const double bytes = forward ? cost(a.stage).sendForwardBytes : cost(a.stage).sendBackwardBytes;
+        double start = m_computeFree[device];
+        double end = start;
+        if (to != device && m_in.options.communication && bytes > 0) {
+            auto& ch = channel(device, to);
+            start = std::max(start, ch.freeAtNs);
+            const double startS = start * 1e-9 + ch.link->latencySeconds;
+            const double endS = ch.trace ? ch.trace->transferEnd(startS, bytes, ch.link->bandwidth)
+                                         : startS + bytes / ch.link->bandwidth;
+            end = endS * 1e9;
+            ch.freeAtNs = end;
+        }
+        m_events.push_back({ DeviceId(static_cast<std::uint32_t>(device)), Stream::Send, a.type, a.stage, a.microBatch,
+            start, end, bytes });
+        const Action arrival { a.type, peer, a.microBatch };
+        (forward ? m_fwdArrival : m_bwdArrival)[key(arrival)] = end;
+        if (m_waitingOn[to] == waitKey(arrival)) {
+            m_waitingOn[to] = 0;
+            m_ready.push_back(to);
+        }
+    }
+
+    void Simulator::copy(std::size_t device, const Action& a)
+    {
+        const auto p = plan(a.stage);
+        const bool out = a.type == ActionType::SwapOut;
+        auto& streamFree = out ? m_copyOutFree[device] : m_copyInFree[device];
+        const double ready = out ? m_computeFree[device] : std::max(m_computeFree[device], m_swapOutEnd[key(a)]);
+        const double start = std::max(streamFree, ready);
+        const double end = start + 1e9 * p.swappedBytes / m_in.cluster.device.hostLink.bandwidth;
+        streamFree = end;
+        (out ? m_swapOutEnd : m_swapInEnd)[key(a)] = end;
+        memory(device, out ? end : start, out ? -p.swappedBytes : p.swappedBytes);
+        m_events.push_back(
+            { DeviceId(static_cast<std::uint32_t>(device)), out ? Stream::CopyToHost : Stream::CopyFromHost, a.type,
+                a.stage, a.microBatch, start, end, p.swappedBytes });
+    }
+
+    double Simulator::optimizerNs(StageId s) const
+    {
+        if (!m_in.options.optimizerStep)
+            return 0;
+        // An elementwise update reads and writes every per-parameter byte once.
+        const double bytes = 2 * static_cast<double>(cost(s).parameterCount) * bytesPerParameter(m_in.setup).total();
+        return 1e9 * bytes / (m_in.cluster.device.memoryBandwidth * 0.7);
+    }
+
+    bool Simulator::execute(std::size_t device, const Action& a)
+    {
+        const auto& c = cost(a.stage);
+        switch (a.type) {
+        case ActionType::RecvForward:
+        case ActionType::RecvBackward: {
+            const double arrival = (a.type == ActionType::RecvForward ? m_fwdArrival : m_bwdArrival)[key(a)];
+            if (arrival == kUnknown) {
+                m_waitingOn[device] = waitKey(a);
+                return false;
+            }
+            m_computeFree[device] = std::max(m_computeFree[device], arrival);
+            return true;
+        }
+        case ActionType::SendForward:
+        case ActionType::SendBackward:
+            send(device, a);
+            return true;
+        case ActionType::SwapOut:
+        case ActionType::SwapIn:
+            copy(device, a);
+            return true;
+        case ActionType::Forward:
+            compute(device, a, c.forwardNs);
+            return true;
+        case ActionType::Recompute:
+            compute(device, a, plan(a.stage).recomputeNs);
+            return true;
+        case ActionType::Backward:
+            compute(device, a, c.backwardNs, m_swapInEnd[key(a)]);
+            return true;
+        case ActionType::BackwardInput:
+            compute(device, a, c.backwardNs - c.weightGradNs, m_swapInEnd[key(a)]);
+            return true;
+        case ActionType::BackwardWeight:
+            compute(device, a, c.weightGradNs);
+            return true;
+        case ActionType::OptimizerStep:
+            compute(device, a, optimizerNs(a.stage));
+            return true;
+        }
+        return true;
+    }
+
+    bool Simulator::advance(std::size_t device)
+    {
+        const auto& list = m_schedule.devices[device];
+        bool progressed = false;
+        while (m_next[device] < list.size() && execute(device, list[m_next[device]])) {
+            ++m_next[device];
+            progressed = true;
+        }
+        return progressed;
+    }
+
+    SimulationResult Simulator::run()
+    {
+        for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
+            m_ready.push_back(d);
+        while (!m_ready.empty()) {
+            const auto d = m_ready.back();
+            m_ready.pop_back();
+            advance(d);
+        }
+        for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
+            if (m_next[d] < m_schedule.devices[d].size())
+                throw Error("simulation deadlocked: device " + std::to_string(d) + " waits forever at "
+                    + formatAction(m_schedule.devices[d][m_next[d]]));
+        }
+        SimulationResult result;
+        finish(result);
+        return result;
+    }
+
+    void Simulator::finish(SimulationResult& r)
+    {
+        const auto& spec = m_schedule.spec;
+        r.scheduleName = scheduleName(spec);
+        r.stages = spec.stages;
+        r.microBatches = spec.microBatches;
+        r.microBatchSize = m_in.microBatchSize;
+        double first = std::numeric_limits<double>::infinity();
+        double last = 0;
+        for (const auto& e : m_events) {
+            first = std::min(first, e.startNs);
+            last = std::max(last, e.endNs);
+        }
+        r.iterationNs = m_events.empty() ? 0 : last - first;
+        r.steadyIterationNs = r.iterationNs;
+        if (m_schedule.asyncWeights() && spec.microBatches > 1) {
+            std::vector<double> backwardEnds; // stage 0's backward completions: one per micro-batch
+            for (const auto& e : m_events) {
+                if (e.stage.value == 0 && e.action == ActionType::Backward)
+                    backwardEnds.push_back(e.endNs);
+            }
+            std::sort(backwardEnds.begin(), backwardEnds.end());
+            r.steadyIterationNs =
+                (backwardEnds.back() - backwardEnds.front()) * spec.microBatches / (spec.microBatches - 1);
+        }
+        const auto memory = estimateDeviceMemory(m_schedule, m_in.stages, m_in.setup, m_in.memoryPlans);
+        double busy = 0;
+        for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
+            DeviceSimResult dev;
+            dev.busyNs = m_busy[d];
+            busy += m_busy[d];
+            dev.capacityBytes = static_cast<double>(m_in.cluster.device.memoryBytes);
+            dev.memory = memory[d];
+            auto& deltas = m_memDeltas[d];
+            std::stable_sort(
+                deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+            double level = memory[d].staticBytes();
+            dev.memoryCurve.push_back({ first == std::numeric_limits<double>::infinity() ? 0 : first, level });
+            dev.peakBytes = level;
+            for (const auto& [t, delta] : deltas) {
+                level += delta;
+                dev.memoryCurve.push_back({ t, level });
+                dev.peakBytes = std::max(dev.peakBytes, level);
+            }
+            dev.outOfMemory = dev.peakBytes > dev.capacityBytes;
+            r.anyOutOfMemory = r.anyOutOfMemory || dev.outOfMemory;
+            r.devices.push_back(std::move(dev));
+        }
+        const double span = r.iterationNs * static_cast<double>(m_schedule.devices.size());
+        r.bubbleFraction = span > 0 ? 1.0 - busy / span : 0;
+        const double perIteration = m_schedule.asyncWeights() ? r.steadyIterationNs : r.iterationNs;
+        r.samplesPerSecond = perIteration > 0 ? 1e9 * spec.microBatches * m_in.microBatchSize / perIteration : 0;
+        r.events = std::move(m_events);
+    }
+
+} // namespace
+
+SimulationResult simulate(const SimulationInput& input)
+{
+    input.cluster.check();
+    Simulator sim(input);
+    return sim.run();
+}
+
+std::string_view toString(Stream stream)
+{
+    switch (stream) {
+    case Stream::Compute:
+        return "compute";
+    case Stream::CopyToHost:
+        return "copy-d2h";
+    case Stream::CopyFromHost:
+        return "copy-h2d";
+    case Stream::Send:
+        return "send";
+    }
+    return "compute";
+}
+
+} // namespace ps

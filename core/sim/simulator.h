@@ -1,0 +1,91 @@
+// Event-driven simulation of one training iteration: the schedule's action lists executed over
+// a cluster. Each device has a compute stream and copy streams (to and from host, for swap);
+// transfers between stages occupy a directed channel (contention: FIFO per channel) with the
+// link's bandwidth, latency and optional bandwidth trace. Sends are asynchronous, receives block
+// (Ada-Grouper §5.3). Output: events, memory over time, iteration time, bubble fraction,
+// throughput, peak memory and an OOM flag per device.
+// Depends on: cluster/, plan/partition.h, schedule/, sim/memory_model.h.
+#pragma once
+
+#include "cluster/cluster.h"
+#include "sim/memory_model.h"
+
+#include <string>
+#include <vector>
+
+namespace ps {
+
+enum class Stream { Compute, CopyToHost, CopyFromHost, Send };
+
+struct SimEvent
+{
+    DeviceId device;
+    Stream stream = Stream::Compute;
+    ActionType action = ActionType::Forward;
+    StageId stage;
+    MicroBatchId microBatch;
+    double startNs = 0;
+    double endNs = 0;
+    double bytes = 0; // transferred bytes for Send and copy events
+};
+
+struct MemoryPoint
+{
+    double timeNs = 0;
+    double bytes = 0; // allocated on the device from this time on
+};
+
+struct DeviceSimResult
+{
+    double busyNs = 0; // compute stream busy time
+    double peakBytes = 0;
+    double capacityBytes = 0;
+    bool outOfMemory = false;
+    DeviceMemory memory; // breakdown at the peak (static parts + peak activations)
+    std::vector<MemoryPoint> memoryCurve;
+};
+
+struct SimulationOptions
+{
+    bool optimizerStep = true; // include OPT_STEP time
+    bool communication = true; // false: transfers take no time (analysis of pure compute balance)
+};
+
+struct SimulationResult
+{
+    std::string scheduleName;
+    int stages = 0;
+    int microBatches = 0;
+    double microBatchSize = 0;
+    double iterationNs = 0; // first action start to last action end
+    double steadyIterationNs = 0; // async schedules: time per M micro-batches in steady state
+    double bubbleFraction = 0; // mean idle share of the compute streams over the iteration
+    double samplesPerSecond = 0;
+    bool anyOutOfMemory = false;
+    std::vector<DeviceSimResult> devices;
+    std::vector<SimEvent> events;
+};
+
+struct SimulationInput
+{
+    const Schedule& schedule; // compute-only or lowered; lowered here if needed
+    const std::vector<StageCost>& stages;
+    const Cluster& cluster;
+    TrainingSetup setup;
+    double microBatchSize = 1;
+    std::vector<StageMemoryPlan> memoryPlans; // per stage; empty: keep every activation
+    SimulationOptions options;
+};
+
+// Throws ps::Error when the schedule deadlocks or does not fit the cluster (more devices than
+// the cluster has), naming the device and action.
+[[nodiscard]] SimulationResult simulate(const SimulationInput& input);
+
+// Chrome trace JSON (chrome://tracing, Perfetto): one process per device, one thread per stream.
+[[nodiscard]] std::string toChromeTrace(const SimulationResult& result);
+// Metrics (no events) as JSON, for the CLI and the project store.
+[[nodiscard]] std::string simulationSummaryJson(const SimulationResult& result);
+
+[[nodiscard]] std::string_view toString(Stream stream);
+
+} // namespace ps

@@ -1,0 +1,205 @@
+#include "schedule/schedule_validate.h"
+#include "sim/simulator.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace ps;
+
+namespace {
+
+constexpr double kMs = 1e6; // ns per ms
+
+// A cluster whose links move `bytesPerMs` bytes per millisecond and have no latency.
+Cluster testCluster(int devices, double bytesPerMs = 1e9)
+{
+    DeviceSpec d;
+    d.id = "test-gpu";
+    d.memoryBytes = 1LL << 40;
+    d.flopsFp32 = 1e12;
+    d.memoryBandwidth = 1e12;
+    d.hostLink = { "pcie", bytesPerMs * 1e3, 0 };
+    d.peerLink = { "link", bytesPerMs * 1e3, 0 };
+    return makeCluster(d, devices, 8);
+}
+
+std::vector<StageCost> equalStages(int S, double fMs, double bMs, double sendBytes = 0, double actBytes = 100)
+{
+    std::vector<StageCost> stages(static_cast<std::size_t>(S));
+    for (auto& s : stages) {
+        s.forwardNs = fMs * kMs;
+        s.backwardNs = bMs * kMs;
+        s.weightGradNs = bMs * kMs / 2;
+        s.activationBytes = actBytes;
+        s.sendForwardBytes = sendBytes;
+        s.sendBackwardBytes = sendBytes;
+    }
+    return stages;
+}
+
+SimulationResult run(
+    const ScheduleSpec& spec, const std::vector<StageCost>& stages, const Cluster& cluster, bool communication = true)
+{
+    const auto schedule = generateSchedule(spec);
+    SimulationInput in { schedule, stages, cluster, {}, 1.0, {}, { false, communication } };
+    return simulate(in);
+}
+
+using Spans = std::vector<std::pair<double, double>>;
+
+// Start and end (ms) of the device's compute actions, optimizer steps left out.
+Spans computeTimes(const SimulationResult& r, std::uint32_t device)
+{
+    Spans out;
+    for (const auto& e : r.events) {
+        if (e.device.value == device && e.stream == Stream::Compute && e.action != ActionType::OptimizerStep)
+            out.emplace_back(e.startNs / kMs, e.endNs / kMs);
+    }
+    return out;
+}
+
+void expectSpans(const Spans& actual, const Spans& expected)
+{
+    ASSERT_EQ(actual.size(), expected.size());
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+        EXPECT_NEAR(actual[i].first, expected[i].first, 1e-9) << "action " << i;
+        EXPECT_NEAR(actual[i].second, expected[i].second, 1e-9) << "action " << i;
+    }
+}
+
+} // namespace
+
+TEST(Simulator, BubbleFractionIsExactForGPipeAndOneFOneB)
+{
+    for (auto kind : { ScheduleKind::GPipe, ScheduleKind::OneFOneB }) {
+        for (int S : { 1, 2, 3, 4, 8 }) {
+            for (int M : { 1, 2, 4, 7, 16, 32 }) {
+                const auto r = run({ kind, S, M, 1, 1 }, equalStages(S, 1.0, 2.0), testCluster(S), false);
+                const double expected = static_cast<double>(S - 1) / (M + S - 1);
+                EXPECT_NEAR(r.bubbleFraction, expected, 1e-12) << "S=" << S << " M=" << M;
+                EXPECT_NEAR(r.iterationNs, (M + S - 1) * 3.0 * kMs, 1e-6);
+            }
+        }
+    }
+}
+
+TEST(Simulator, HandWorkedOneFOneBTwoStages)
+{
+    // S = 2, M = 2, F = 1 ms, B = 2 ms, free communication. Worked by hand:
+    // device 0: F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9]; device 1: F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7].
+    const auto r = run({ ScheduleKind::OneFOneB, 2, 2, 1, 1 }, equalStages(2, 1, 2), testCluster(2), false);
+    expectSpans(computeTimes(r, 0), { { 0, 1 }, { 1, 2 }, { 4, 6 }, { 7, 9 } });
+    expectSpans(computeTimes(r, 1), { { 1, 2 }, { 2, 4 }, { 4, 5 }, { 5, 7 } });
+    EXPECT_NEAR(r.iterationNs, 9 * kMs, 1e-3);
+}
+
+TEST(Simulator, SlowTransfersMakeTwoFTwoBFasterThanOneFOneB)
+{
+    // S = 2, M = 4, F = 1 ms, B = 2 ms, every transfer 1 ms on a FIFO link. Worked by hand:
+    // 1F1B  device 0: F0 [0,1] F1 [1,2] B0 [6,8] F2 [8,9] B1 [9,11] F3 [11,12] B2 [14,16] B3 [17,19]
+    // 2F2B  device 0: F0..F3 [0,4] B0 [7,9] B1 [9,11] B2 [13,15] B3 [15,17]
+    // (2F2B's second forward overlaps the first one's transfer, Ada-Grouper Fig. 2.)
+    const auto cluster = testCluster(2, 1000); // 1000 bytes per ms
+    const auto stages = equalStages(2, 1, 2, 1000); // 1000 bytes per transfer: 1 ms
+    const auto one = run({ ScheduleKind::OneFOneB, 2, 4, 1, 1 }, stages, cluster);
+    const auto two = run({ ScheduleKind::KFKB, 2, 4, 2, 1 }, stages, cluster);
+    expectSpans(computeTimes(one, 0),
+        { { 0, 1 }, { 1, 2 }, { 6, 8 }, { 8, 9 }, { 9, 11 }, { 11, 12 }, { 14, 16 }, { 17, 19 } });
+    expectSpans(
+        computeTimes(two, 0), { { 0, 1 }, { 1, 2 }, { 2, 3 }, { 3, 4 }, { 7, 9 }, { 9, 11 }, { 13, 15 }, { 15, 17 } });
+    EXPECT_NEAR(one.iterationNs, 19 * kMs, 1e-3);
+    EXPECT_NEAR(two.iterationNs, 17 * kMs, 1e-3);
+    // Without transfer time both take (M + S - 1)(F + B) = 15 ms.
+    EXPECT_NEAR(run({ ScheduleKind::OneFOneB, 2, 4, 1, 1 }, stages, cluster, false).iterationNs, 15 * kMs, 1e-3);
+    EXPECT_NEAR(run({ ScheduleKind::KFKB, 2, 4, 2, 1 }, stages, cluster, false).iterationNs, 15 * kMs, 1e-3);
+}
+
+TEST(Simulator, PeakMemoryFollowsInFlightMicroBatches)
+{
+    const int S = 4;
+    const int M = 8;
+    for (const auto& spec : { ScheduleSpec { ScheduleKind::GPipe, S, M, 1, 1 },
+             ScheduleSpec { ScheduleKind::OneFOneB, S, M, 1, 1 }, ScheduleSpec { ScheduleKind::KFKB, S, M, 2, 1 } }) {
+        const auto r = run(spec, equalStages(S, 1, 2, 0, 1000), testCluster(S), false);
+        for (int s = 0; s < S; ++s) {
+            const auto& d = r.devices[static_cast<std::size_t>(s)];
+            EXPECT_EQ(d.memory.peakInFlight, inFlightMicroBatches(spec, s)) << scheduleName(spec) << " stage " << s;
+            EXPECT_DOUBLE_EQ(d.peakBytes, 1000.0 * inFlightMicroBatches(spec, s))
+                << scheduleName(spec) << " stage " << s;
+        }
+    }
+}
+
+TEST(Simulator, FlagsOutOfMemoryPerDevice)
+{
+    auto cluster = testCluster(2);
+    cluster.device.memoryBytes = 1500;
+    const auto r = run({ ScheduleKind::OneFOneB, 2, 4, 1, 1 }, equalStages(2, 1, 2, 0, 1000), cluster, false);
+    EXPECT_TRUE(r.devices[0].outOfMemory); // two micro-batches in flight: 2000 bytes
+    EXPECT_FALSE(r.devices[1].outOfMemory); // one: 1000 bytes
+    EXPECT_TRUE(r.anyOutOfMemory);
+}
+
+TEST(Simulator, ZeroBubbleFillsTheCoolDown)
+{
+    // F = 1, B = 1 (input) + 1 (weight): 1F1B takes 3M + 3(S-1); ZB-H1's bubble is (S-1)(F+B-W),
+    // a third of it (Qi et al. 2023, §3.1), so 3M + (S-1).
+    for (int S : { 2, 4, 8 }) {
+        for (int M : { 8, 16 }) {
+            const auto stages = equalStages(S, 1, 2);
+            const auto f1b = run({ ScheduleKind::OneFOneB, S, M, 1, 1 }, stages, testCluster(S), false);
+            const auto zb = run({ ScheduleKind::ZeroBubbleH1, S, M, 1, 1 }, stages, testCluster(S), false);
+            EXPECT_NEAR(f1b.iterationNs, (3 * M + 3 * (S - 1)) * kMs, 1e-3);
+            EXPECT_NEAR(zb.iterationNs, (3 * M + (S - 1)) * kMs, 1e-3) << "S=" << S << " M=" << M;
+        }
+    }
+}
+
+TEST(Simulator, PipeDreamSteadyStateHasNoFlush)
+{
+    const auto stages = equalStages(4, 1, 2);
+    const auto f1b = run({ ScheduleKind::OneFOneB, 4, 16, 1, 1 }, stages, testCluster(4), false);
+    const auto async = run({ ScheduleKind::PipeDream, 4, 16, 1, 1 }, stages, testCluster(4), false);
+    EXPECT_NEAR(async.steadyIterationNs, 16 * 3 * kMs, 1e-6); // one F + B per micro-batch, no bubble
+    EXPECT_GT(async.samplesPerSecond, f1b.samplesPerSecond);
+}
+
+TEST(Simulator, BandwidthTraceSlowsTransfers)
+{
+    auto cluster = testCluster(2, 1000);
+    const auto stages = equalStages(2, 1, 2, 1000);
+    const auto base = run({ ScheduleKind::OneFOneB, 2, 1, 1, 1 }, stages, cluster);
+    cluster.intraTrace = BandwidthTrace { { { 0.0, 0.5 } }, 0 };
+    const auto slow = run({ ScheduleKind::OneFOneB, 2, 1, 1, 1 }, stages, cluster);
+    EXPECT_NEAR(slow.iterationNs - base.iterationNs, 2 * kMs, 1e-3); // two 1 ms transfers take 2 ms each
+
+    const BandwidthTrace preempted { { { 0.0, 1.0 }, { 1.0, 0.0 }, { 2.0, 1.0 } }, 0 };
+    EXPECT_DOUBLE_EQ(preempted.transferEnd(0.5, 1000, 1000), 2.5); // 0.5 s moved, 1 s stalled, 0.5 s more
+    const BandwidthTrace dead { { { 0.0, 1.0 }, { 1.0, 0.0 } }, 0 };
+    EXPECT_THROW((void)dead.transferEnd(0.5, 1000, 1000), Error);
+}
+
+TEST(Simulator, BadInputIsRejectedNotHung)
+{
+    auto cluster = testCluster(2);
+    cluster.intraNode.bandwidth = 0;
+    EXPECT_THROW(cluster.check(), Error);
+    EXPECT_THROW((void)run({ ScheduleKind::OneFOneB, 2, 2, 1, 1 }, equalStages(2, 1, 2), cluster), Error);
+    EXPECT_THROW((void)run({ ScheduleKind::OneFOneB, 4, 2, 1, 1 }, equalStages(4, 1, 2), testCluster(2)), Error);
+}
+
+TEST(Simulator, ChromeTraceHasOneEventPerComputeAction)
+{
+    const auto r = run({ ScheduleKind::OneFOneB, 2, 3, 1, 1 }, equalStages(2, 1, 2, 1000), testCluster(2, 1000));
+    const auto trace = nlohmann::json::parse(toChromeTrace(r));
+    int compute = 0;
+    for (const auto& e : trace["traceEvents"]) {
+        if (e["ph"] == "X" && e["cat"] == "compute")
+            ++compute;
+    }
+    EXPECT_EQ(compute, 2 * 3 * 2 + 2); // F and B per stage and micro-batch, one optimizer step per device
+    const auto summary = nlohmann::json::parse(simulationSummaryJson(r));
+    EXPECT_EQ(summary["schedule"], "1f1b");
+    EXPECT_EQ(summary["devices"].size(), 2U);
+}
