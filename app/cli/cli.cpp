@@ -51,6 +51,8 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addZooCommand(app, action);
     addDevicesCommand(app, action);
     addDemoCommand(app, action);
+    addEstimateCommand(app, action);
+    addSimulateCommand(app, action);
     addGuiCommand(app, action, request, launchGui);
     try {
         app.parse(argc, argv);

@@ -15,6 +15,8 @@ void addInfoCommand(CLI::App& app, Action& action);
 void addZooCommand(CLI::App& app, Action& action);
 void addDevicesCommand(CLI::App& app, Action& action);
 void addDemoCommand(CLI::App& app, Action& action);
+void addEstimateCommand(CLI::App& app, Action& action);
+void addSimulateCommand(CLI::App& app, Action& action);
 
 // Runs the headless end-to-end demo; also what `pipestudio` does without a display.
 int runDemo(const std::string& directory);

@@ -6,10 +6,14 @@
 // Depends on: graph/, store/sqlite.h (no Qt, no CUDA).
 #pragma once
 
+#include "cluster/cluster.h"
+#include "cost/profile.h"
 #include "graph/graph.h"
+#include "sim/simulator.h"
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace ps {
 
@@ -20,7 +24,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 2;
+inline constexpr int kProjectSchemaVersion = 3;
 
 class ProjectStore
 {
@@ -45,6 +49,17 @@ public:
     void saveGraph(const Graph& graph);
     // Loads and validates the stored model; throws naming the file if there is none.
     [[nodiscard]] Graph loadGraph() const;
+
+    // Replaces the rows of `profile`'s device kind and source: each node at two micro-batch sizes,
+    // which is what the linear model needs.
+    void saveProfile(const Profile& profile, double microBatchA, double microBatchB);
+    // The profile of `deviceKind` from `source`, or nullopt if none was saved.
+    [[nodiscard]] std::optional<Profile> loadProfile(const std::string& deviceKind, const std::string& source) const;
+    void saveCluster(const Cluster& cluster);
+    [[nodiscard]] std::vector<Cluster> loadClusters() const;
+    // Stores a simulation's metrics and events; returns its id.
+    std::int64_t saveSimulation(const SimulationResult& result, const std::string& configJson);
+    [[nodiscard]] std::int64_t simulationCount() const;
 
     // Names of the tables in the file (for tests and `info --tables`).
     [[nodiscard]] std::vector<std::string> tableNames() const;

@@ -101,11 +101,17 @@ CREATE TABLE events(
     bytes INTEGER NOT NULL DEFAULT 0);
 )sql";
 
+    // Version 3: the zero-bubble weight-gradient share of backward, and an index for profile lookups.
+    constexpr std::string_view kVersion3 = R"sql(
+ALTER TABLE profiles ADD COLUMN weight_grad_ns REAL NOT NULL DEFAULT 0;
+CREATE INDEX profiles_by_device ON profiles(device_kind, source, micro_batch);
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
-    static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 } };
+    static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 } };
     return kMigrations;
 }
 

@@ -1,6 +1,11 @@
 // Building gpt2-xl's graph and saving/loading it as a project.
 //   build/release/tests/bench/core_bench
+#include "cluster/cluster.h"
+#include "cost/profile.h"
 #include "graph/graph_summary.h"
+#include "plan/partition.h"
+#include "schedule/schedule_validate.h"
+#include "sim/simulator.h"
 #include "store/project_store.h"
 #include "zoo/model_config.h"
 
@@ -55,5 +60,48 @@ void BM_LoadProject_Gpt2Xl(benchmark::State& state)
     std::filesystem::remove(path);
 }
 BENCHMARK(BM_LoadProject_Gpt2Xl)->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+namespace {
+
+// Simulator throughput: gpt2-xl on 8 x A100-40GB, 64 micro-batches. "events" counts the actions
+// executed (compute, send, receive), the unit of the 5 M events/s goal.
+void BM_Simulate_Gpt2Xl(benchmark::State& state, const char* scheduleText)
+{
+    const auto graph = ps::buildZooModel(ps::zooPreset("gpt2-xl"));
+    const auto& a100 = ps::DeviceCatalog::builtin().find("a100-40gb");
+    const auto profile = ps::estimateProfile(graph, a100, {});
+    std::vector<double> cost;
+    for (const auto& n : profile.nodes)
+        cost.push_back(n.forwardNs.at(1) + n.backwardNs.at(1));
+    const auto partition = ps::computeBalancedPartition(cost, 8);
+    const auto stages = ps::computeStageCosts(graph, profile, partition, 1);
+    const auto spec = ps::parseScheduleSpec(scheduleText, 8, 64);
+    const auto schedule = ps::withCommunication(ps::generateSchedule(spec));
+    const auto cluster = ps::makeCluster(a100, spec.devices());
+    const ps::SimulationInput input { schedule, stages, cluster, {}, 1, {}, {} };
+    std::size_t actions = 0;
+    for (auto _ : state) {
+        auto result = ps::simulate(input);
+        actions += schedule.actionCount();
+        benchmark::DoNotOptimize(result);
+    }
+    state.counters["events/s"] = benchmark::Counter(static_cast<double>(actions), benchmark::Counter::kIsRate);
+    state.counters["actions"] = static_cast<double>(schedule.actionCount());
+}
+BENCHMARK_CAPTURE(BM_Simulate_Gpt2Xl, 1f1b, "1f1b")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Simulate_Gpt2Xl, kfkb4, "kfkb:4")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Simulate_Gpt2Xl, zb_h1, "zb-h1")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Simulate_Gpt2Xl, interleaved2, "interleaved:2")->Unit(benchmark::kMicrosecond);
+
+void BM_GenerateAndValidate(benchmark::State& state)
+{
+    for (auto _ : state) {
+        const auto schedule = ps::withCommunication(ps::generateSchedule({ ps::ScheduleKind::OneFOneB, 8, 64, 1, 1 }));
+        benchmark::DoNotOptimize(ps::validateSchedule(schedule));
+    }
+}
+BENCHMARK(BM_GenerateAndValidate)->Unit(benchmark::kMicrosecond);
 
 } // namespace

@@ -1,4 +1,7 @@
+#include "plan/partition.h"
+#include "sim/simulator.h"
 #include "store/project_store.h"
+#include "store/schema.h"
 #include "store/sqlite.h"
 #include "test_graphs.h"
 #include "util/error.h"
@@ -201,4 +204,46 @@ TEST_F(StoreTest, TransactionRollsBackWhenNotCommitted)
         // no commit: leaving the scope (as an exception would) rolls back
     }
     EXPECT_EQ(ProjectStore::open(file("p.pstudio")).loadGraph(), test::tinyMlp());
+}
+
+TEST(Schema, MigrationsReachTheCurrentVersionInOrder)
+{
+    const auto& migrations = store::projectMigrations();
+    ASSERT_FALSE(migrations.empty());
+    for (std::size_t i = 0; i < migrations.size(); ++i)
+        EXPECT_EQ(migrations[i].toVersion, static_cast<int>(i) + 1);
+    EXPECT_EQ(migrations.back().toVersion, kProjectSchemaVersion);
+}
+
+TEST_F(StoreTest, ProfilesClustersAndSimulationsRoundTrip)
+{
+    const auto graph = smallGpt2();
+    writeNewProject(file("p.pstudio"), graph, false);
+    auto store = ProjectStore::open(file("p.pstudio"));
+    const auto& a100 = DeviceCatalog::builtin().find("a100-40gb");
+    const auto profile = estimateProfile(graph, a100, {});
+    store.saveProfile(profile, 1, 8);
+    store.saveProfile(profile, 1, 8); // replaces, does not duplicate
+    const auto loaded = store.loadProfile("a100-40gb", "analytical");
+    ASSERT_TRUE(loaded.has_value());
+    ASSERT_EQ(loaded->nodes.size(), profile.nodes.size());
+    for (std::size_t n = 0; n < profile.nodes.size(); ++n) {
+        EXPECT_NEAR(loaded->nodes[n].forwardNs.at(4), profile.nodes[n].forwardNs.at(4), 1e-6);
+        EXPECT_NEAR(loaded->nodes[n].weightGradNs.at(4), profile.nodes[n].weightGradNs.at(4), 1e-6);
+        EXPECT_EQ(loaded->nodes[n].parameterCount, profile.nodes[n].parameterCount);
+    }
+    EXPECT_FALSE(store.loadProfile("h100-80gb", "analytical").has_value());
+
+    const auto cluster = makeCluster(a100, 4);
+    store.saveCluster(cluster);
+    store.saveCluster(cluster);
+    ASSERT_EQ(store.loadClusters().size(), 1U);
+    EXPECT_EQ(store.loadClusters().front(), cluster);
+
+    const auto partition = computeBalancedPartition(std::vector<double>(graph.nodeCount(), 1.0), 2);
+    const auto stages = computeStageCosts(graph, profile, partition, 1);
+    const auto schedule = generateSchedule({ ScheduleKind::OneFOneB, 2, 4, 1, 1 });
+    const auto result = simulate({ schedule, stages, cluster, {}, 1, {}, {} });
+    EXPECT_EQ(store.saveSimulation(result, "{}"), 1);
+    EXPECT_EQ(store.simulationCount(), 1);
 }

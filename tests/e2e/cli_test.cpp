@@ -191,3 +191,50 @@ TEST_F(Cli, DevicesListsTheCpu)
     EXPECT_EQ(j["devices"][0]["kind"], "cpu");
     EXPECT_EQ(j["profilers"][0]["name"], "cpu-timers");
 }
+
+TEST_F(Cli, EstimateAndSimulateAPlan)
+{
+    const auto p = file("m.pstudio");
+    ASSERT_EQ(run("new --model gpt2-small --seq 256 --micro-batch 2 -o " + p).exitCode, 0);
+    const auto est = run("estimate " + p + " --device a100-40gb --micro-batch 4 --json");
+    ASSERT_EQ(est.exitCode, 0) << est.output;
+    EXPECT_GT(nlohmann::json::parse(est.output)["forward_ms"].get<double>(), 0);
+
+    const auto trace = file("trace.json");
+    const auto sim =
+        run("simulate " + p + " --stages 4 --schedule kfkb:2 --micro-batches 8 --device a100-40gb --json --trace "
+            + trace + " --csv " + file("schedule.csv"));
+    ASSERT_EQ(sim.exitCode, 0) << sim.output;
+    const auto j = nlohmann::json::parse(sim.output);
+    EXPECT_EQ(j["schedule"], "kfkb:2");
+    EXPECT_EQ(j["devices"].size(), 4U);
+    EXPECT_GT(j["iteration_ms"].get<double>(), 0);
+    std::ifstream in(trace);
+    const auto chrome = nlohmann::json::parse(in);
+    EXPECT_GT(chrome["traceEvents"].size(), 4U * 8 * 2);
+    EXPECT_TRUE(fs::exists(file("schedule.csv")));
+
+    // The same cuts from the CLI give the same iteration time on a second run.
+    const auto cuts = j["cuts"].get<std::string>();
+    const auto again = nlohmann::json::parse(
+        run("simulate " + p + " --stages 4 --schedule kfkb:2 --micro-batches 8 --json --no-save --cuts " + cuts)
+            .output);
+    EXPECT_DOUBLE_EQ(again["iteration_ms"].get<double>(), j["iteration_ms"].get<double>());
+}
+
+TEST_F(Cli, SimulateRejectsImpossiblePlans)
+{
+    const auto p = file("m.pstudio");
+    ASSERT_EQ(run("new --model mlp -o " + p).exitCode, 0);
+    const auto cuts = run("simulate " + p + " --stages 4 --cuts 3,2,1");
+    EXPECT_NE(cuts.exitCode, 0);
+    EXPECT_NE(cuts.output.find("strictly increasing"), std::string::npos) << cuts.output;
+    const auto k = run("simulate " + p + " --stages 2 --schedule kfkb:9 --micro-batches 4");
+    EXPECT_NE(k.exitCode, 0);
+    EXPECT_NE(k.output.find("k must be between 1 and the number of micro-batches"), std::string::npos) << k.output;
+    std::ofstream(file("c.json"))
+        << R"({"device": "a100-40gb", "nodes": 2, "devices_per_node": 1, "inter_node": {"bandwidth": 0}})";
+    const auto link = run("simulate " + p + " --stages 2 --cluster " + file("c.json"));
+    EXPECT_NE(link.exitCode, 0);
+    EXPECT_NE(link.output.find("zero or invalid bandwidth"), std::string::npos) << link.output;
+}

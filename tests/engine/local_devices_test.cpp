@@ -1,3 +1,5 @@
+#include "cluster/cluster.h"
+#include "cpu_probe.h"
 #include "local_devices.h"
 
 #include <gtest/gtest.h>
@@ -25,4 +27,15 @@ TEST(GpuSelfTest, SaxpyMatchesCpu)
     const auto r = cudaSelfTest(0);
     EXPECT_TRUE(r.ran);
     EXPECT_TRUE(r.passed) << r.message;
+}
+
+TEST(CpuProbe, MeasuresPositiveRates)
+{
+    const auto cpu = ps::engine::measureCpuDevice(1);
+    EXPECT_EQ(cpu.id, "cpu");
+    EXPECT_FALSE(cpu.measured); // filled in, usable for planning
+    EXPECT_GT(cpu.flopsFp32, 1e8); // any CPU of this century does more than 0.1 GFLOP/s
+    EXPECT_GT(cpu.memoryBandwidth, 1e8);
+    EXPECT_GT(cpu.memoryBytes, 0);
+    EXPECT_NO_THROW(ps::makeCluster(cpu, 2).check());
 }

@@ -1,0 +1,226 @@
+// `pipestudio estimate` and `pipestudio simulate`.
+#include "cli/commands.h"
+#include "cluster/cluster.h"
+#include "cost/profile.h"
+#include "cpu_probe.h"
+#include "graph/graph_summary.h"
+#include "plan/partition.h"
+#include "schedule/schedule_validate.h"
+#include "sim/simulator.h"
+#include "store/project_store.h"
+#include "util/error.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+
+namespace ps::app {
+namespace {
+
+    struct DeviceOptions
+    {
+        std::string device = "a100-40gb";
+        std::string catalog; // optional JSON catalog overriding the built-in one
+        bool mixedPrecision = false;
+        bool tf32 = false;
+        std::string optimizer = "adam";
+    };
+
+    void addDeviceOptions(CLI::App* cmd, DeviceOptions& o)
+    {
+        cmd->add_option("--device,-d", o.device, "Catalog device (a100-40gb, h100-80gb, ..., or cpu: measured now)");
+        cmd->add_option("--catalog", o.catalog, "Device catalog JSON to use instead of the built-in one")
+            ->check(CLI::ExistingFile);
+        cmd->add_flag("--mixed-precision", o.mixedPrecision, "fp16 compute with fp32 master weights");
+        cmd->add_flag("--tf32", o.tf32, "Run fp32 matmuls on TF32 tensor cores");
+        cmd->add_option("--optimizer", o.optimizer, "adam | sgd-momentum | sgd");
+    }
+
+    std::string readFile(const std::string& path)
+    {
+        std::ifstream in(path, std::ios::binary);
+        if (!in)
+            throw Error("cannot read '" + path + "'");
+        std::ostringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+
+    DeviceSpec resolveDevice(const DeviceOptions& o)
+    {
+        const auto catalog =
+            o.catalog.empty() ? DeviceCatalog::builtin() : DeviceCatalog::fromJson(readFile(o.catalog), o.catalog);
+        const auto& spec = catalog.find(o.device);
+        return spec.measured ? engine::measureCpuDevice() : spec;
+    }
+
+    CostModelOptions costOptions(const DeviceOptions& o)
+    {
+        CostModelOptions c;
+        c.setup = { o.mixedPrecision, parseOptimizer(o.optimizer), o.tf32 };
+        return c;
+    }
+
+    std::vector<double> nodeTimes(const Profile& profile, double mb)
+    {
+        std::vector<double> t;
+        for (const auto& n : profile.nodes)
+            t.push_back(n.forwardNs.at(mb) + n.backwardNs.at(mb));
+        return t;
+    }
+
+    int estimate(const std::string& path, const DeviceOptions& o, double mb, bool json)
+    {
+        auto store = ProjectStore::open(path);
+        const auto graph = store.loadGraph();
+        const auto device = resolveDevice(o);
+        const auto profile = estimateProfile(graph, device, costOptions(o));
+        store.saveProfile(profile, 1, mb == 1 ? 2 : mb);
+        double fwd = 0;
+        double bwd = 0;
+        double saved = 0;
+        for (const auto& n : profile.nodes) {
+            fwd += n.forwardNs.at(mb);
+            bwd += n.backwardNs.at(mb);
+            saved += n.savedBytes.at(mb);
+        }
+        const auto perParam = bytesPerParameter(profile.setup);
+        const double modelBytes = static_cast<double>(graph.parameterCount()) * perParam.total();
+        if (json) {
+            const nlohmann::ordered_json j = { { "device", device.id }, { "micro_batch", mb },
+                { "source", profile.source }, { "forward_ms", fwd / 1e6 }, { "backward_ms", bwd / 1e6 },
+                { "saved_activation_bytes", saved }, { "model_state_bytes", modelBytes },
+                { "bytes_per_parameter", perParam.total() }, { "nodes", profile.nodes.size() } };
+            fmt::print("{}\n", j.dump(2));
+            return 0;
+        }
+        fmt::print("Analytical profile of {} on {} (micro-batch {:g}), saved to {}\n", graph.info().name, device.name,
+            mb, path);
+        fmt::print("  forward  {:10.3f} ms   backward {:10.3f} ms per micro-batch\n", fwd / 1e6, bwd / 1e6);
+        fmt::print("  activations saved for backward {}; weights+grads+optimizer {} ({:g} B/parameter)\n",
+            formatBytes(saved), formatBytes(modelBytes), perParam.total());
+        return 0;
+    }
+
+    struct SimulateOptions
+    {
+        std::string project;
+        int stages = 4;
+        std::string cuts = "auto";
+        std::string schedule = "1f1b";
+        int microBatches = 8;
+        double microBatchSize = 0; // 0: the project's
+        int devicesPerNode = 8;
+        std::string clusterFile;
+        std::string trace;
+        std::string csv;
+        bool json = false;
+        bool noSave = false;
+        bool noComm = false;
+    };
+
+    Cluster buildCluster(const SimulateOptions& s, const DeviceOptions& o, int devices)
+    {
+        if (!s.clusterFile.empty())
+            return clusterFromJson(readFile(s.clusterFile), s.clusterFile);
+        return makeCluster(resolveDevice(o), devices, s.devicesPerNode);
+    }
+
+    void printResult(const SimulationResult& r, const Partition& p, const std::vector<StageCost>& stages)
+    {
+        fmt::print("{} over {} stages, {} micro-batches of {:g}; cuts {}\n", r.scheduleName, r.stages, r.microBatches,
+            r.microBatchSize, p.cutsText().empty() ? "-" : p.cutsText());
+        fmt::print("iteration {:.3f} ms, bubble {:.1f}%, {:.1f} samples/s{}\n", r.iterationNs / 1e6,
+            100 * r.bubbleFraction, r.samplesPerSecond, r.anyOutOfMemory ? ", OUT OF MEMORY" : "");
+        fmt::print(
+            "{:>6} {:>10} {:>10} {:>12} {:>12} {:>9}\n", "stage", "F ms", "B ms", "send MiB", "peak", "in flight");
+        for (std::size_t s = 0; s < stages.size(); ++s) {
+            const auto& d = r.devices[s % r.devices.size()];
+            fmt::print("{:>6} {:>10.3f} {:>10.3f} {:>12.2f} {:>12} {:>9}{}\n", s, stages[s].forwardNs / 1e6,
+                stages[s].backwardNs / 1e6, stages[s].sendForwardBytes / (1 << 20), formatBytes(d.peakBytes),
+                d.memory.peakInFlight,
+                d.outOfMemory ? "  OOM: " + formatBytes(d.peakBytes - d.capacityBytes) + " over" : "");
+        }
+    }
+
+    int simulateCommand(const SimulateOptions& s, const DeviceOptions& o)
+    {
+        auto store = ProjectStore::open(s.project);
+        const auto graph = store.loadGraph();
+        const double mb = s.microBatchSize > 0 ? s.microBatchSize : static_cast<double>(graph.info().microBatch);
+        const auto spec = parseScheduleSpec(s.schedule, s.stages, s.microBatches);
+        const auto cluster = buildCluster(s, o, spec.devices());
+        const auto profile = estimateProfile(graph, cluster.device, costOptions(o));
+        const auto partition = s.cuts == "auto" ? computeBalancedPartition(nodeTimes(profile, mb), s.stages)
+                                                : partitionFromCuts(s.cuts, graph.nodeCount(), s.stages);
+        const auto stages = computeStageCosts(graph, profile, partition, mb);
+        const auto schedule = withCommunication(generateSchedule(spec));
+        validateScheduleOrThrow(schedule);
+        const SimulationInput input { schedule, stages, cluster, profile.setup, mb, {}, { true, !s.noComm } };
+        const auto result = simulate(input);
+        if (!s.trace.empty())
+            std::ofstream(s.trace) << toChromeTrace(result);
+        if (!s.csv.empty())
+            std::ofstream(s.csv) << scheduleToCsv(schedule);
+        const nlohmann::ordered_json config = { { "cuts", partition.cutsText() }, { "device", cluster.device.id },
+            { "cluster", nlohmann::json::parse(clusterToJson(cluster)) } };
+        if (!s.noSave) {
+            store.saveCluster(cluster);
+            store.saveSimulation(result, config.dump());
+        }
+        if (s.json) {
+            auto j = nlohmann::ordered_json::parse(simulationSummaryJson(result));
+            j["cuts"] = partition.cutsText();
+            fmt::print("{}\n", j.dump(2));
+        } else {
+            printResult(result, partition, stages);
+        }
+        return 0;
+    }
+
+} // namespace
+
+void addEstimateCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("estimate", "Analytical per-node profile on a catalog device, saved to the project");
+    auto path = std::make_shared<std::string>();
+    auto device = std::make_shared<DeviceOptions>();
+    auto mb = std::make_shared<double>(1);
+    auto json = std::make_shared<bool>(false);
+    cmd->add_option("project", *path, "Project file (.pstudio)")->required();
+    addDeviceOptions(cmd, *device);
+    cmd->add_option("--micro-batch,-b", *mb, "Micro-batch size to report")->check(CLI::PositiveNumber);
+    cmd->add_flag("--json", *json, "Print JSON");
+    cmd->callback([&action, path, device, mb, json] { action = [=] { return estimate(*path, *device, *mb, *json); }; });
+}
+
+void addSimulateCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("simulate", "Simulate one iteration of a pipeline plan");
+    auto s = std::make_shared<SimulateOptions>();
+    auto device = std::make_shared<DeviceOptions>();
+    cmd->add_option("project", s->project, "Project file (.pstudio)")->required();
+    cmd->add_option("--stages,-s", s->stages, "Pipeline stages")->check(CLI::Range(1, 4096));
+    cmd->add_option("--cuts", s->cuts, "auto, or the first node of stages 1..S-1 (\"12,24,36\")");
+    cmd->add_option("--schedule", s->schedule, "gpipe | 1f1b | kfkb:K | interleaved:V | zb-h1 | pipedream");
+    cmd->add_option("--micro-batches,-m", s->microBatches, "Micro-batches per iteration (M)")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--micro-batch,-b", s->microBatchSize, "Samples per micro-batch (default: the project's)");
+    cmd->add_option("--devices-per-node", s->devicesPerNode, "Devices per node of the generated cluster");
+    cmd->add_option("--cluster", s->clusterFile, "Cluster JSON (nodes, links, bandwidth traces)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--trace", s->trace, "Write a Chrome trace JSON (opens in Perfetto)");
+    cmd->add_option("--csv", s->csv, "Write the schedule as PyTorch pipelining CSV");
+    cmd->add_flag("--json", s->json, "Print JSON");
+    cmd->add_flag("--no-save", s->noSave, "Do not store the simulation in the project");
+    cmd->add_flag("--no-comm", s->noComm, "Transfers take no time");
+    addDeviceOptions(cmd, *device);
+    cmd->callback([&action, s, device] { action = [=] { return simulateCommand(*s, *device); }; });
+}
+
+} // namespace ps::app
