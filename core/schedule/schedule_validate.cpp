@@ -70,10 +70,12 @@ namespace {
             if (s > 0)
                 deps.emplace_back(lowered ? ActionType::RecvForward : ActionType::Forward, lowered ? s : s - 1, m);
             break;
-        case ActionType::Backward:
-        case ActionType::BackwardInput:
         case ActionType::SwapOut:
         case ActionType::Recompute:
+            deps.emplace_back(ActionType::Forward, s, m);
+            break;
+        case ActionType::Backward:
+        case ActionType::BackwardInput:
             deps.emplace_back(ActionType::Forward, s, m);
             if (s < last && lowered)
                 deps.emplace_back(ActionType::RecvBackward, s, m);
@@ -89,6 +91,9 @@ namespace {
             break;
         case ActionType::SendForward:
             deps.emplace_back(ActionType::Forward, s, m);
+            break;
+        case ActionType::SwapIn:
+            deps.emplace_back(ActionType::SwapOut, s, m);
             break;
         case ActionType::SendBackward:
             deps.emplace_back(split ? ActionType::BackwardInput : ActionType::Backward, s, m);

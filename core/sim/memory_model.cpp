@@ -32,7 +32,71 @@ namespace {
         return kept;
     }
 
+    bool isBackwardStart(ActionType t)
+    {
+        return t == ActionType::Backward || t == ActionType::BackwardInput;
+    }
+
+    bool isComputeAction(ActionType t)
+    {
+        return t == ActionType::Forward || t == ActionType::Backward || t == ActionType::BackwardInput
+            || t == ActionType::BackwardWeight || t == ActionType::OptimizerStep;
+    }
+
+    // Just after the last compute action before `index`: the swap-in then overlaps the wait for
+    // the gradient (and the transfers) instead of stalling the backward that needs it.
+    std::size_t prefetchPoint(const std::vector<Action>& seq, std::size_t index)
+    {
+        for (std::size_t i = index; i-- > 0;) {
+            if (isComputeAction(seq[i].type))
+                return i + 1;
+        }
+        return 0;
+    }
+
 } // namespace
+
+bool hasMemoryActions(const Schedule& schedule)
+{
+    for (const auto& d : schedule.devices) {
+        for (const auto& a : d) {
+            if (a.type == ActionType::SwapOut || a.type == ActionType::SwapIn || a.type == ActionType::Recompute)
+                return true;
+        }
+    }
+    return false;
+}
+
+Schedule withMemoryActions(const Schedule& schedule, const std::vector<StageMemoryPlan>& plans)
+{
+    Schedule out { schedule.spec, {} };
+    for (const auto& device : schedule.devices) {
+        std::vector<Action> seq;
+        for (const auto& a : device) {
+            const auto p = planFor(plans, a.stage.index());
+            if (isBackwardStart(a.type)) {
+                if (p.swappedBytes > 0) {
+                    auto at = prefetchPoint(seq, seq.size());
+                    // Never before this micro-batch's own SWAP_OUT.
+                    for (std::size_t i = 0; i < seq.size(); ++i) {
+                        if (seq[i].type == ActionType::SwapOut && seq[i].stage == a.stage
+                            && seq[i].microBatch == a.microBatch)
+                            at = std::max(at, i + 1);
+                    }
+                    seq.insert(
+                        seq.begin() + static_cast<std::ptrdiff_t>(at), { ActionType::SwapIn, a.stage, a.microBatch });
+                }
+                if (p.recomputedBytes > 0 || p.recomputeNs > 0)
+                    seq.push_back({ ActionType::Recompute, a.stage, a.microBatch });
+            }
+            seq.push_back(a);
+            if (a.type == ActionType::Forward && p.swappedBytes > 0)
+                seq.push_back({ ActionType::SwapOut, a.stage, a.microBatch });
+        }
+        out.devices.push_back(std::move(seq));
+    }
+    return out;
+}
 
 int inFlightMicroBatches(const ScheduleSpec& spec, int stage)
 {

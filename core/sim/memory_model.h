@@ -44,6 +44,12 @@ struct DeviceMemory
     }
 };
 
+// Inserts the memory-optimization actions a plan needs: SWAP_OUT right after a stage's F,
+// SWAP_IN one compute action before its B (so the copy overlaps compute), RECOMPUTE right
+// before its B. Stages whose plan is empty are left as they are.
+[[nodiscard]] Schedule withMemoryActions(const Schedule& schedule, const std::vector<StageMemoryPlan>& plans);
+[[nodiscard]] bool hasMemoryActions(const Schedule& schedule);
+
 // The closed-form in-flight count of stage `stage` (0-based) for generated schedules.
 [[nodiscard]] int inFlightMicroBatches(const ScheduleSpec& spec, int stage);
 // Weight versions stage `stage` keeps: 1, or min(S - s, M) under PipeDream's weight stashing.

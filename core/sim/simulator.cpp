@@ -79,9 +79,18 @@ namespace {
         return s.spec.stages == 1;
     }
 
+    // Lowers communication and inserts the memory plan's swap/recompute actions when missing.
+    Schedule prepare(const SimulationInput& in)
+    {
+        auto s = isLowered(in.schedule) ? in.schedule : withCommunication(in.schedule);
+        const bool planned = std::any_of(in.memoryPlans.begin(), in.memoryPlans.end(),
+            [](const StageMemoryPlan& p) { return p.swappedBytes > 0 || p.recomputedBytes > 0 || p.recomputeNs > 0; });
+        return planned && !hasMemoryActions(s) ? withMemoryActions(s, in.memoryPlans) : s;
+    }
+
     Simulator::Simulator(const SimulationInput& in)
         : m_in(in)
-        , m_schedule(isLowered(in.schedule) ? in.schedule : withCommunication(in.schedule))
+        , m_schedule(prepare(in))
         , m_microBatches(static_cast<std::size_t>(std::max(1, in.schedule.spec.microBatches)))
     {
         const auto devices = m_schedule.devices.size();
@@ -145,8 +154,9 @@ namespace {
         const double wOnly = std::min(c.weightGradOnlyBytes, c.activationBytes);
         switch (a.type) {
         case ActionType::Forward:
-            memory(device, start, c.activationBytes);
-            memory(device, end, -p.recomputedBytes); // dropped, recomputed before backward
+            // Counted when the forward that produces them finishes (transients are workspace);
+            // the recomputed part is dropped right away and rebuilt before backward.
+            memory(device, end, c.activationBytes - p.recomputedBytes);
             break;
         case ActionType::Recompute:
             memory(device, start, p.recomputedBytes);
