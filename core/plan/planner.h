@@ -1,0 +1,77 @@
+// Partition search: where to cut the pipeline and what to swap or recompute so every stage fits
+// and the slowest stage is as fast as possible.
+//
+// Algorithms: DawnPiper's binary partitioning (BiPar + AdjacentPartition over the cut positions
+// between the compute- and memory-balanced ones, Theorem 4.1, Algorithm 1, appendix B), PipeDream's
+// dynamic program (memory-unaware as in its paper, and a memory-checked variant), GPipe's equal
+// number of layers per stage (torchgpipe's balance by count), compute-balanced, memory-balanced
+// (Algorithm 2, generalised: equal per-device peak under the schedule) and an exact exhaustive
+// search for small graphs. All return the same Plan value.
+// Depends on: plan/stage_model.h.
+#pragma once
+
+#include "plan/stage_model.h"
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ps {
+
+enum class PlanAlgorithm { DawnPiper, PipeDream, PipeDreamMemory, GPipe, ComputeBalanced, MemoryBalanced, Exhaustive };
+
+struct PlannerOptions
+{
+    PlanAlgorithm algorithm = PlanAlgorithm::DawnPiper;
+    PlannerLimits limits;
+    std::function<void(double)> progress; // fraction done, from the calling thread
+    const std::atomic<bool>* cancel = nullptr; // set to stop; the search returns "cancelled"
+    std::size_t maxCandidates = 48; // DawnPiper: cut positions tried per boundary
+    std::size_t widenCandidates = 2; // DawnPiper: nodes added on both sides of [rho_cb, rho_mb]
+    std::size_t refineReach = 4; // DawnPiper: nodes each cut may slide in the refinement pass (0: off)
+};
+
+struct Plan
+{
+    std::string algorithm;
+    Partition partition;
+    ScheduleSpec schedule;
+    double microBatch = 1;
+    std::vector<StageEvaluation> stages;
+    double slowestStageNs = 0; // the objective: max over stages of time incl. memory-optimization overhead
+    bool feasible = false;
+    std::string reason; // why not feasible: the stage and how many bytes over, or "cancelled"
+    double searchSeconds = 0;
+
+    [[nodiscard]] std::vector<StageMemoryPlan> memoryPlans() const;
+};
+
+[[nodiscard]] std::string_view toString(PlanAlgorithm algorithm);
+[[nodiscard]] PlanAlgorithm parsePlanAlgorithm(std::string_view text);
+[[nodiscard]] const std::vector<PlanAlgorithm>& allPlanAlgorithms();
+
+// Runs one algorithm. Never throws for an infeasible problem: the Plan says why.
+[[nodiscard]] Plan findPlan(const StageModel& model, const PlannerOptions& options);
+// Evaluates given cuts with the memory optimizer (the editor and the baselines use this).
+[[nodiscard]] Plan evaluatePlan(const StageModel& model, const Partition& partition, const std::string& algorithm);
+
+[[nodiscard]] std::string planToJson(const Plan& plan);
+
+} // namespace ps
+
+namespace ps {
+
+struct MaxBatchResult
+{
+    int microBatch = 0; // 0: not even micro-batch 1 fits
+    Plan plan; // the plan at that size
+};
+
+// The largest micro-batch size for which `options.algorithm` finds a feasible plan: doubling,
+// then bisection, using the profile's linear model for every size (DawnPiper §5.2's metric).
+[[nodiscard]] MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule,
+    const Cluster& cluster, const PlannerOptions& options, int upperLimit = 1 << 14);
+
+} // namespace ps

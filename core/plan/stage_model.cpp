@@ -1,0 +1,290 @@
+#include "plan/stage_model.h"
+
+#include "graph/op_cost.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+namespace ps {
+namespace {
+
+    constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+    std::vector<double> prefixSums(const std::vector<double>& v)
+    {
+        std::vector<double> p(v.size() + 1, 0);
+        for (std::size_t i = 0; i < v.size(); ++i)
+            p[i + 1] = p[i] + v[i];
+        return p;
+    }
+
+    // The peak the simulator sees for one stage under a plan: the other in-flight micro-batches
+    // hold their kept bytes, the newest one its full activations, one more is being swapped back.
+    double peakUnderPlan(double staticBytes, double act, int inFlight, const StageMemoryPlan& p)
+    {
+        const double kept = std::max(0.0, act - p.swappedBytes - p.recomputedBytes);
+        return staticBytes + inFlight * kept + 2 * p.swappedBytes + p.recomputedBytes;
+    }
+
+} // namespace
+
+StageModel::StageModel(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule, const Cluster& cluster,
+    double microBatch, const PlannerLimits& limits)
+    : m_graph(graph)
+    , m_profile(profile)
+    , m_schedule(schedule)
+    , m_cluster(cluster)
+    , m_microBatch(microBatch)
+    , m_limits(limits)
+    , m_capacity(
+          limits.memoryLimitBytes > 0 ? limits.memoryLimitBytes : static_cast<double>(cluster.device.memoryBytes))
+    , m_scale(microBatch / static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch))
+          * activationScale(profile.setup))
+{
+    if (schedule.kind == ScheduleKind::Interleaved)
+        throw Error("planner: interleaved schedules place several stages per device; plan with 1f1b and interleave "
+                    "in simulate");
+    if (profile.nodes.size() != graph.nodeCount())
+        throw Error("planner: the profile has " + std::to_string(profile.nodes.size()) + " nodes, the graph "
+            + std::to_string(graph.nodeCount()));
+    precomputeNodes();
+    precomputeCuts();
+}
+
+void StageModel::precomputeNodes()
+{
+    m_costs = computeOpCosts(m_graph);
+    m_root.resize(m_graph.tensorCount());
+    for (const auto& t : m_graph.tensors())
+        m_root[t.id.index()] = storageRoot(m_graph, t.id);
+    std::vector<double> compute;
+    std::vector<double> params;
+    std::vector<double> saved;
+    for (const auto& n : m_graph.nodes()) {
+        const auto& p = m_profile.nodes[n.id.index()];
+        m_nodeFwd.push_back(p.forwardNs.at(m_microBatch));
+        m_nodeBwd.push_back(p.backwardNs.at(m_microBatch));
+        m_nodeW.push_back(p.weightGradNs.at(m_microBatch));
+        compute.push_back(m_nodeFwd.back() + m_nodeBwd.back());
+        params.push_back(static_cast<double>(m_costs[n.id.index()].parameterCount));
+        saved.push_back(static_cast<double>(m_costs[n.id.index()].savedBytes) * m_scale);
+    }
+    m_prefixCompute = prefixSums(compute);
+    m_prefixParams = prefixSums(params);
+    m_prefixSaved = prefixSums(saved);
+    m_stamp.assign(m_graph.tensorCount(), 0);
+}
+
+void StageModel::precomputeCuts()
+{
+    // A tensor produced by node p and last read by node q crosses every cut c with p < c <= q.
+    const auto consumers = m_graph.consumers();
+    std::vector<double> diff(m_graph.nodeCount() + 2, 0);
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind != TensorKind::Activation || !t.producer.valid())
+            continue;
+        std::size_t last = t.producer.index();
+        for (auto n : consumers[t.id.index()])
+            last = std::max(last, n.index());
+        const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
+        diff[t.producer.index() + 1] += bytes;
+        diff[last + 1] -= bytes;
+    }
+    m_cutBytes.assign(m_graph.nodeCount() + 1, 0);
+    double running = 0;
+    for (std::size_t c = 0; c <= m_graph.nodeCount(); ++c) {
+        running += diff[c];
+        m_cutBytes[c] = running;
+    }
+}
+
+double StageModel::computeNs(std::size_t begin, std::size_t end) const
+{
+    return m_prefixCompute[end] - m_prefixCompute[begin];
+}
+
+double StageModel::cutBytes(std::size_t cut) const
+{
+    return cut == 0 || cut >= m_cutBytes.size() - 1 ? 0 : m_cutBytes[cut];
+}
+
+double StageModel::staticBytesFor(double parameterCount, int stage) const
+{
+    const auto b = bytesPerParameter(m_profile.setup);
+    const double versions = weightVersions(m_schedule, stage);
+    return parameterCount * (b.weights + b.masterWeights + b.gradients + b.optimizerStates)
+        + parameterCount * b.weights * (versions - 1);
+}
+
+double StageModel::approxMemoryBytes(std::size_t begin, std::size_t end, int stage) const
+{
+    const double params = m_prefixParams[end] - m_prefixParams[begin];
+    const double act = m_prefixSaved[end] - m_prefixSaved[begin];
+    return staticBytesFor(params, stage) + inFlightMicroBatches(m_schedule, stage) * act;
+}
+
+StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int stage) const
+{
+    StageEvaluation e;
+    auto& c = e.cost;
+    const auto gen = ++m_generation;
+    for (std::size_t n = begin; n < end; ++n) {
+        c.forwardNs += m_nodeFwd[n];
+        c.backwardNs += m_nodeBwd[n];
+        c.weightGradNs += m_nodeW[n];
+        const auto& oc = m_costs[n];
+        c.workspaceBytes = std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale);
+        c.activationBytes += static_cast<double>(oc.savedExtraBytes) * m_scale;
+        for (auto t : oc.savedTensors) {
+            const auto root = m_root[t.index()];
+            if (m_stamp[root.index()] != gen) {
+                m_stamp[root.index()] = gen;
+                const auto& rt = m_graph.tensor(root);
+                c.activationBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale;
+            }
+        }
+        for (auto in : m_graph.nodes()[n].inputs) {
+            const auto& t = m_graph.tensor(in);
+            if (t.kind == TensorKind::Parameter && m_stamp[in.index()] != gen) {
+                m_stamp[in.index()] = gen;
+                c.parameterCount += numElements(t.shape);
+            }
+        }
+    }
+    c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
+    c.sendBackwardBytes = begin > 0 ? cutBytes(begin) : 0;
+    e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage) + c.workspaceBytes;
+    const int inFlight = inFlightMicroBatches(m_schedule, stage);
+    e.peakBytes = peakUnderPlan(e.staticBytes, c.activationBytes, inFlight, {});
+    e.timeNs = c.forwardNs + c.backwardNs;
+    e.fits = e.peakBytes <= m_capacity;
+    if (!e.fits)
+        optimizeMemory(begin, end, stage, e);
+    return e;
+}
+
+std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::size_t end) const
+{
+    // Per storage: the last node of the stage that saves it (its backward use comes first).
+    std::unordered_map<std::uint32_t, std::size_t> position; // root -> index in roots
+    std::vector<std::size_t> lastSaver;
+    std::vector<TensorId> roots;
+    for (std::size_t n = begin; n < end; ++n) {
+        for (auto t : m_costs[n].savedTensors) {
+            const auto root = m_root[t.index()];
+            const auto [it, inserted] = position.try_emplace(root.value, roots.size());
+            if (inserted) {
+                roots.push_back(root);
+                lastSaver.push_back(n);
+            } else {
+                lastSaver[it->second] = n;
+            }
+        }
+    }
+    std::vector<double> fwdEnd(end - begin + 1, 0); // fwdEnd[i]: forward time through node begin+i-1
+    for (std::size_t n = begin; n < end; ++n)
+        fwdEnd[n - begin + 1] = fwdEnd[n - begin] + m_nodeFwd[n];
+    std::vector<double> bwdAfter(end - begin + 1, 0); // backward time of the nodes after index i
+    for (std::size_t i = end - begin; i-- > 0;)
+        bwdAfter[i] = bwdAfter[i + 1] + m_nodeBwd[begin + i];
+    std::vector<SavedTensorInfo> out;
+    for (std::size_t i = 0; i < roots.size(); ++i) {
+        const auto& t = m_graph.tensor(roots[i]);
+        const auto local = lastSaver[i] - begin;
+        SavedTensorInfo s;
+        s.bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
+        s.forwardEndNs = fwdEnd[local + 1];
+        s.backwardUseNs = fwdEnd.back() + bwdAfter[local + 1];
+        const bool producedHere = t.producer.valid() && t.producer.index() >= begin && t.producer.index() < end;
+        s.recomputeNs = producedHere ? m_nodeFwd[t.producer.index()] : kInfinity;
+        out.push_back(s);
+    }
+    return out;
+}
+
+// Capuchin's policy as DawnPiper uses it (§4.3): swap while transfers hide behind compute, then
+// take swap or recompute by smaller overhead, best memory saving per second first, until the
+// stage fits. O(n log n) in the number of saved storages.
+void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const
+{
+    const int inFlight = inFlightMicroBatches(m_schedule, stage);
+    const double period = e.cost.forwardNs + e.cost.backwardNs; // one micro-batch per period in steady state
+    // In the warm-up forwards run back to back, so a swap-out only frees memory before the peak if
+    // the copy stream keeps up with the forwards: the hidden budget is one forward per micro-batch.
+    const double swapBudget = e.cost.forwardNs;
+    const double gap = (inFlight - 1) * period; // other micro-batches run between a F and its B
+    const double hostBandwidth = m_cluster.device.hostLink.bandwidth;
+    auto candidates = savedTensors(begin, end);
+    const auto freeTime = [&](const SavedTensorInfo& s) {
+        const double swap = 1e9 * s.bytes / hostBandwidth;
+        return s.backwardUseNs + gap - s.forwardEndNs - 2 * swap;
+    };
+    std::sort(
+        candidates.begin(), candidates.end(), [&](const auto& a, const auto& b) { return freeTime(a) > freeTime(b); });
+    StageMemoryPlan plan;
+    double overhead = 0;
+    double streamBusy = 0; // copy-stream time per micro-batch already used
+    const auto peak = [&] { return peakUnderPlan(e.staticBytes, e.cost.activationBytes, inFlight, plan); };
+    std::vector<bool> used(candidates.size(), false);
+    for (std::size_t i = 0; i < candidates.size() && peak() > m_capacity && m_limits.allowSwap && inFlight > 2; ++i) {
+        const double swap = 1e9 * candidates[i].bytes / hostBandwidth;
+        if (freeTime(candidates[i]) < 0 || streamBusy + swap > swapBudget)
+            continue;
+        plan.swappedBytes += candidates[i].bytes;
+        streamBusy += swap;
+        used[i] = true;
+    }
+    // What remains: the cheaper of a stalled swap and a recompute, most bytes saved per second first.
+    struct Choice
+    {
+        std::size_t index;
+        bool swap;
+        double cost;
+        double saving;
+    };
+    std::vector<Choice> choices;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+        if (used[i])
+            continue;
+        const auto& s = candidates[i];
+        // A swap past the copy budget would not free memory before the peak: not a candidate.
+        const bool swapFits = streamBusy + 1e9 * s.bytes / hostBandwidth <= swapBudget;
+        const double swapCost =
+            m_limits.allowSwap && inFlight > 2 && swapFits ? std::max(0.0, -freeTime(s)) : kInfinity;
+        const double recomputeCost = m_limits.allowRecompute ? s.recomputeNs : kInfinity;
+        const bool swap = swapCost <= recomputeCost;
+        const double cost = std::min(swapCost, recomputeCost);
+        const double saving = s.bytes * (swap ? inFlight - 2 : inFlight - 1);
+        if (std::isfinite(cost) && saving > 0)
+            choices.push_back({ i, swap, cost, saving });
+    }
+    std::sort(choices.begin(), choices.end(), [](const Choice& a, const Choice& b) {
+        return a.saving * b.cost > b.saving * a.cost; // saving/cost descending without dividing by 0
+    });
+    for (const auto& ch : choices) {
+        if (peak() <= m_capacity)
+            break;
+        const auto& s = candidates[ch.index];
+        if (ch.swap && streamBusy + 1e9 * s.bytes / hostBandwidth > swapBudget)
+            continue; // earlier choices used up the copy budget
+        if (ch.swap) {
+            plan.swappedBytes += s.bytes;
+            streamBusy += 1e9 * s.bytes / hostBandwidth;
+        } else {
+            plan.recomputedBytes += s.bytes;
+            plan.recomputeNs += s.recomputeNs;
+        }
+        overhead += ch.cost;
+    }
+    e.memoryPlan = plan;
+    e.overheadNs = overhead;
+    e.timeNs = period + overhead;
+    e.peakBytes = peak();
+    e.fits = e.peakBytes <= m_capacity;
+    e.overBytes = e.fits ? 0 : e.peakBytes - m_capacity;
+}
+
+} // namespace ps

@@ -1,0 +1,112 @@
+// What the planners ask of a candidate stage: its time, its memory on the device under the
+// schedule, and what the memory optimizer must do to make it fit.
+//
+// A StageModel precomputes per-node quantities at one micro-batch size so that any contiguous
+// node range can be evaluated in time linear in its length (saved storages deduplicated as in
+// computeStageCosts) and the bytes crossing any cut in O(1).
+// Depends on: plan/partition.h, sim/memory_model.h, cluster/.
+#pragma once
+
+#include "cluster/cluster.h"
+#include "graph/op_cost.h"
+#include "plan/partition.h"
+#include "sim/memory_model.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace ps {
+
+struct PlannerLimits
+{
+    double memoryLimitBytes = 0; // per device; 0: the device's capacity
+    bool allowSwap = true;
+    bool allowRecompute = true;
+};
+
+// One saved storage of a stage: the candidates of the memory optimizer (DawnPiper §4.3).
+struct SavedTensorInfo
+{
+    double bytes = 0; // one micro-batch
+    double forwardEndNs = 0; // when its last forward use ends, from the stage's start
+    double backwardUseNs = 0; // when backward first needs it
+    double recomputeNs = 0; // forward time of its producer (Capuchin's recompute cost)
+};
+
+struct StageEvaluation
+{
+    StageCost cost;
+    double staticBytes = 0; // parameters, gradients, optimizer states, stashed weights, workspace
+    double peakBytes = 0; // with the memory plan applied
+    double timeNs = 0; // forward + backward per micro-batch + memory-optimization overhead
+    double overheadNs = 0;
+    StageMemoryPlan memoryPlan;
+    bool fits = false;
+    double overBytes = 0; // when it does not fit even after optimization
+};
+
+class StageModel
+{
+public:
+    StageModel(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule, const Cluster& cluster,
+        double microBatch, const PlannerLimits& limits);
+
+    [[nodiscard]] std::size_t nodeCount() const
+    {
+        return m_nodeFwd.size();
+    }
+    [[nodiscard]] double capacityBytes() const
+    {
+        return m_capacity;
+    }
+    // Nodes [begin, end) as stage `stage` (0-based) of the pipeline.
+    [[nodiscard]] StageEvaluation evaluate(std::size_t begin, std::size_t end, int stage) const;
+    // Forward+backward time of nodes [begin, end), no memory optimization (prefix sums).
+    [[nodiscard]] double computeNs(std::size_t begin, std::size_t end) const;
+    // Memory of nodes [begin, end) as stage `stage`, no optimization: parameters and activations
+    // from prefix sums (shared storages may count twice; used to place balanced cuts).
+    [[nodiscard]] double approxMemoryBytes(std::size_t begin, std::size_t end, int stage) const;
+    // Activation bytes crossing a cut before node `cut`, one micro-batch, forward direction.
+    [[nodiscard]] double cutBytes(std::size_t cut) const;
+    [[nodiscard]] int stages() const
+    {
+        return m_schedule.stages;
+    }
+    [[nodiscard]] const ScheduleSpec& schedule() const
+    {
+        return m_schedule;
+    }
+    [[nodiscard]] double microBatch() const
+    {
+        return m_microBatch;
+    }
+    [[nodiscard]] const Graph& graph() const
+    {
+        return m_graph;
+    }
+
+private:
+    void precomputeNodes();
+    void precomputeCuts();
+    [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
+    void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
+    [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
+
+    const Graph& m_graph;
+    const Profile& m_profile;
+    ScheduleSpec m_schedule;
+    const Cluster& m_cluster;
+    double m_microBatch;
+    PlannerLimits m_limits;
+    double m_capacity;
+    double m_scale; // graph micro-batch -> planned micro-batch, times the precision's activation scale
+    std::vector<OpCost> m_costs;
+    std::vector<TensorId> m_root; // storage root per tensor
+    std::vector<double> m_nodeFwd, m_nodeBwd, m_nodeW; // ns at m_microBatch
+    std::vector<double> m_prefixCompute, m_prefixParams, m_prefixSaved;
+    std::vector<double> m_cutBytes; // index c: bytes crossing the cut before node c
+    mutable std::vector<std::uint32_t> m_stamp; // per tensor: last evaluation that counted it
+    mutable std::uint32_t m_generation = 0;
+};
+
+} // namespace ps
