@@ -53,6 +53,8 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addDemoCommand(app, action);
     addEstimateCommand(app, action);
     addSimulateCommand(app, action);
+    addPlanCommand(app, action);
+    addMaxBatchCommand(app, action);
     addGuiCommand(app, action, request, launchGui);
     try {
         app.parse(argc, argv);

@@ -1,5 +1,6 @@
 // `pipestudio estimate` and `pipestudio simulate`.
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "cpu_probe.h"
@@ -21,58 +22,6 @@
 
 namespace ps::app {
 namespace {
-
-    struct DeviceOptions
-    {
-        std::string device = "a100-40gb";
-        std::string catalog; // optional JSON catalog overriding the built-in one
-        bool mixedPrecision = false;
-        bool tf32 = false;
-        std::string optimizer = "adam";
-    };
-
-    void addDeviceOptions(CLI::App* cmd, DeviceOptions& o)
-    {
-        cmd->add_option("--device,-d", o.device, "Catalog device (a100-40gb, h100-80gb, ..., or cpu: measured now)");
-        cmd->add_option("--catalog", o.catalog, "Device catalog JSON to use instead of the built-in one")
-            ->check(CLI::ExistingFile);
-        cmd->add_flag("--mixed-precision", o.mixedPrecision, "fp16 compute with fp32 master weights");
-        cmd->add_flag("--tf32", o.tf32, "Run fp32 matmuls on TF32 tensor cores");
-        cmd->add_option("--optimizer", o.optimizer, "adam | sgd-momentum | sgd");
-    }
-
-    std::string readFile(const std::string& path)
-    {
-        std::ifstream in(path, std::ios::binary);
-        if (!in)
-            throw Error("cannot read '" + path + "'");
-        std::ostringstream s;
-        s << in.rdbuf();
-        return s.str();
-    }
-
-    DeviceSpec resolveDevice(const DeviceOptions& o)
-    {
-        const auto catalog =
-            o.catalog.empty() ? DeviceCatalog::builtin() : DeviceCatalog::fromJson(readFile(o.catalog), o.catalog);
-        const auto& spec = catalog.find(o.device);
-        return spec.measured ? engine::measureCpuDevice() : spec;
-    }
-
-    CostModelOptions costOptions(const DeviceOptions& o)
-    {
-        CostModelOptions c;
-        c.setup = { o.mixedPrecision, parseOptimizer(o.optimizer), o.tf32 };
-        return c;
-    }
-
-    std::vector<double> nodeTimes(const Profile& profile, double mb)
-    {
-        std::vector<double> t;
-        for (const auto& n : profile.nodes)
-            t.push_back(n.forwardNs.at(mb) + n.backwardNs.at(mb));
-        return t;
-    }
 
     int estimate(const std::string& path, const DeviceOptions& o, double mb, bool json)
     {

@@ -21,6 +21,9 @@ namespace {
     {
     };
 
+    std::vector<std::size_t> memoryBalancedStarts(
+        const StageModel& m, std::size_t b, std::size_t e, int first, int last);
+
     class Search
     {
     public:
@@ -119,25 +122,11 @@ namespace {
             return lo > b + 1 && worst(lo - 1) < worst(lo) ? lo - 1 : lo;
         }
 
-        // Cut where the left group's per-stage memory (with its copies, eq. 2) meets the right's.
+        // The memory-balanced position (Algorithm 2): where the memory-balanced partition of the
+        // sub-problem puts the first stage of the right group.
         std::size_t memoryBalanced(std::size_t b, std::size_t e, int left, int mid, int right) const
         {
-            const auto perStage = [&](std::size_t from, std::size_t to, int first, int last) {
-                double mem = 0;
-                for (int x = first; x <= last; ++x)
-                    mem = std::max(mem, m_model.approxMemoryBytes(from, to, x));
-                return mem / (last - first + 1);
-            };
-            std::size_t lo = b + 1;
-            std::size_t hi = e - 1;
-            while (lo < hi) {
-                const auto c = (lo + hi) / 2;
-                if (perStage(b, c, left, mid) >= perStage(c, e, mid + 1, right))
-                    hi = c;
-                else
-                    lo = c + 1;
-            }
-            return lo;
+            return memoryBalancedStarts(m_model, b, e, left, right)[static_cast<std::size_t>(mid - left + 1)];
         }
 
         SubResult single(std::size_t b, std::size_t e, int stage) const
@@ -261,6 +250,65 @@ namespace {
         return starts;
     }
 
+    // ---- Greedy bisection on the slowest-stage time, with the memory optimizer in the loop: each
+    // stage takes the longest run of nodes that fits and stays under the target. Stage time and
+    // memory grow with the run, so the smallest target that places every node is the optimum for
+    // contiguous cuts under this model. DawnPiper falls back to it when no cut in Theorem 4.1's
+    // intervals fits (the theorem assumes memory optimization is equally available everywhere, but
+    // a last stage with one micro-batch in flight cannot trade much).
+
+    std::vector<std::size_t> greedyFill(const StageModel& m, double target)
+    {
+        const auto n = m.nodeCount();
+        const int S = m.stages();
+        const auto ok = [&](std::size_t b, std::size_t e, int x) {
+            const auto ev = m.evaluate(b, e, x);
+            return ev.fits && ev.timeNs <= target;
+        };
+        std::vector<std::size_t> starts { 0 };
+        std::size_t b = 0;
+        for (int x = 0; x < S - 1; ++x) {
+            const auto room = n - static_cast<std::size_t>(S - 1 - x);
+            if (b + 1 > room || !ok(b, b + 1, x))
+                return {};
+            std::size_t lo = b + 1; // fits
+            std::size_t hi = room + 1; // first that does not (or past the room)
+            while (hi - lo > 1) {
+                const auto mid = lo + (hi - lo) / 2;
+                (ok(b, mid, x) ? lo : hi) = mid;
+            }
+            starts.push_back(lo);
+            b = lo;
+        }
+        return ok(b, n, S - 1) ? starts : std::vector<std::size_t> {};
+    }
+
+    std::vector<std::size_t> greedyBisection(const Search& s)
+    {
+        const auto& m = s.m_model;
+        double lo = 0;
+        double hi = 0;
+        for (int x = 0; x < m.stages(); ++x) {
+            const auto ev = m.evaluate(0, m.nodeCount(), x);
+            hi = std::max(hi, ev.timeNs * 2);
+        }
+        auto best = greedyFill(m, hi);
+        if (best.empty())
+            return {};
+        for (int i = 0; i < 40; ++i) {
+            s.checkCancel();
+            const double target = (lo + hi) / 2;
+            auto starts = greedyFill(m, target);
+            if (starts.empty()) {
+                lo = target;
+            } else {
+                hi = target;
+                best = std::move(starts);
+            }
+        }
+        return best;
+    }
+
     // ---- PipeDream's dynamic program (Narayanan et al. 2019, §3.1): minimise the slowest stage.
 
     std::vector<std::size_t> pipeDreamCuts(const Search& s, bool memoryChecked)
@@ -325,35 +373,41 @@ namespace {
         return starts;
     }
 
-    // ---- Memory-balanced (Algorithm 2, generalised): smallest per-device peak reachable by
-    // filling stages greedily, found by bisection on the target.
+    // ---- Memory-balanced (Algorithm 2, generalised): the smallest per-device peak reachable by
+    // filling stages greedily in order, found by bisection on the target. Over nodes [b, e) and
+    // stages first..last, so DawnPiper can ask for the memory-balanced cut of any sub-problem.
 
-    std::vector<std::size_t> memoryBalancedCuts(const StageModel& m)
+    std::vector<std::size_t> memoryBalancedStarts(
+        const StageModel& m, std::size_t b, std::size_t e, int first, int last)
     {
-        const auto n = m.nodeCount();
-        const auto S = m.stages();
+        const int count = last - first + 1;
         const auto fill = [&](double target) {
-            std::vector<std::size_t> starts { 0 };
-            std::size_t b = 0;
-            for (int x = 0; x < S - 1; ++x) {
-                std::size_t e = b + 1;
-                while (e < n - static_cast<std::size_t>(S - 1 - x) && m.approxMemoryBytes(b, e + 1, x) <= target)
-                    ++e;
-                starts.push_back(e);
-                b = e;
+            std::vector<std::size_t> starts { b };
+            std::size_t from = b;
+            for (int x = first; x < last; ++x) {
+                std::size_t to = from + 1;
+                const auto room = e - static_cast<std::size_t>(last - x);
+                while (to < room && m.approxMemoryBytes(from, to + 1, x) <= target)
+                    ++to;
+                starts.push_back(to);
+                from = to;
             }
-            const bool ok = m.approxMemoryBytes(b, n, S - 1) <= target;
-            return std::make_pair(ok, starts);
+            return std::make_pair(m.approxMemoryBytes(from, e, last) <= target, starts);
         };
         double lo = 0;
         double hi = 0;
-        for (int x = 0; x < S; ++x)
-            hi = std::max(hi, m.approxMemoryBytes(0, n, x));
-        for (int i = 0; i < 60; ++i) {
-            const double midTarget = (lo + hi) / 2;
-            (fill(midTarget).first ? hi : lo) = midTarget;
+        for (int x = first; x <= last; ++x)
+            hi = std::max(hi, m.approxMemoryBytes(b, e, x));
+        for (int i = 0; i < 50 && count > 1; ++i) {
+            const double target = (lo + hi) / 2;
+            (fill(target).first ? hi : lo) = target;
         }
         return fill(hi).second;
+    }
+
+    std::vector<std::size_t> memoryBalancedCuts(const StageModel& m)
+    {
+        return memoryBalancedStarts(m, 0, m.nodeCount(), 0, m.stages() - 1);
     }
 
     // ---- Exhaustive: every cut combination, pruned by the best slowest stage so far.
@@ -422,11 +476,24 @@ namespace {
         case PlanAlgorithm::DawnPiper: {
             DawnPiper d(m, o);
             const auto r = d.solve();
-            // No feasible cut in BiPar's intervals: refine from the compute-balanced split instead.
-            auto starts = r.time < kInfinity ? withZero(r.cuts)
-                                             : computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts;
-            starts = o.refineReach > 0 ? refineBoundaries(s, std::move(starts), o.refineReach) : starts;
-            return scoreOf(m, starts).overBytes == 0 ? starts : std::vector<std::size_t> {};
+            // BiPar's answer, refined by sliding cuts; plus the same refinement from the greedy
+            // bisection and the baselines' partitions, for the cases where Theorem 4.1's conditions
+            // do not hold (e.g. a last stage with one micro-batch in flight cannot trade memory for
+            // recompute, so the optimum leaves [rho_mb, rho_cb]). The best plan that fits wins.
+            std::vector<std::vector<std::size_t>> seeds { r.time < kInfinity ? withZero(r.cuts)
+                                                                             : std::vector<std::size_t> {},
+                greedyBisection(s), equalLayerCuts(m), memoryBalancedCuts(m),
+                computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts };
+            std::vector<std::size_t> best;
+            for (auto& seed : seeds) {
+                if (seed.empty())
+                    continue;
+                if (o.refineReach > 0)
+                    seed = refineBoundaries(s, std::move(seed), o.refineReach);
+                if (scoreOf(m, seed).overBytes == 0 && (best.empty() || scoreOf(m, seed) < scoreOf(m, best)))
+                    best = seed;
+            }
+            return best;
         }
         case PlanAlgorithm::PipeDream:
         case PlanAlgorithm::PipeDreamMemory: {

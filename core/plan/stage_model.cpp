@@ -207,8 +207,35 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
 
 // Capuchin's policy as DawnPiper uses it (§4.3): swap while transfers hide behind compute, then
 // take swap or recompute by smaller overhead, best memory saving per second first, until the
-// stage fits. O(n log n) in the number of saved storages.
+// stage fits. O(n log n) in the number of saved storages. Because a swapped byte saves less at
+// the peak than a recomputed one (one copy is in transit and one is being prefetched), the
+// recompute-only policy is tried as well and the cheaper plan that fits is kept.
 void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const
+{
+    const auto candidates = savedTensors(begin, end);
+    StageEvaluation best = e;
+    bool haveBest = false;
+    for (const bool useSwap : { true, false }) {
+        if ((useSwap && !m_limits.allowSwap) || (!useSwap && !m_limits.allowRecompute))
+            continue;
+        StageEvaluation trial = e;
+        applyPolicy(candidates, stage, useSwap, trial);
+        const bool better = !haveBest || (trial.fits && !best.fits)
+            || (trial.fits == best.fits
+                && (trial.fits ? trial.overheadNs < best.overheadNs : trial.overBytes < best.overBytes));
+        if (better) {
+            best = trial;
+            haveBest = true;
+        }
+    }
+    if (haveBest) {
+        e = best;
+    } else {
+        e.overBytes = e.peakBytes - m_capacity;
+    }
+}
+
+void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const
 {
     const int inFlight = inFlightMicroBatches(m_schedule, stage);
     const double period = e.cost.forwardNs + e.cost.backwardNs; // one micro-batch per period in steady state
@@ -217,7 +244,7 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
     const double swapBudget = e.cost.forwardNs;
     const double gap = (inFlight - 1) * period; // other micro-batches run between a F and its B
     const double hostBandwidth = m_cluster.device.hostLink.bandwidth;
-    auto candidates = savedTensors(begin, end);
+    const bool swapAllowed = useSwap && m_limits.allowSwap && inFlight > 2;
     const auto freeTime = [&](const SavedTensorInfo& s) {
         const double swap = 1e9 * s.bytes / hostBandwidth;
         return s.backwardUseNs + gap - s.forwardEndNs - 2 * swap;
@@ -229,7 +256,7 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
     double streamBusy = 0; // copy-stream time per micro-batch already used
     const auto peak = [&] { return peakUnderPlan(e.staticBytes, e.cost.activationBytes, inFlight, plan); };
     std::vector<bool> used(candidates.size(), false);
-    for (std::size_t i = 0; i < candidates.size() && peak() > m_capacity && m_limits.allowSwap && inFlight > 2; ++i) {
+    for (std::size_t i = 0; i < candidates.size() && peak() > m_capacity && swapAllowed; ++i) {
         const double swap = 1e9 * candidates[i].bytes / hostBandwidth;
         if (freeTime(candidates[i]) < 0 || streamBusy + swap > swapBudget)
             continue;
@@ -252,8 +279,7 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
         const auto& s = candidates[i];
         // A swap past the copy budget would not free memory before the peak: not a candidate.
         const bool swapFits = streamBusy + 1e9 * s.bytes / hostBandwidth <= swapBudget;
-        const double swapCost =
-            m_limits.allowSwap && inFlight > 2 && swapFits ? std::max(0.0, -freeTime(s)) : kInfinity;
+        const double swapCost = swapAllowed && swapFits ? std::max(0.0, -freeTime(s)) : kInfinity;
         const double recomputeCost = m_limits.allowRecompute ? s.recomputeNs : kInfinity;
         const bool swap = swapCost <= recomputeCost;
         const double cost = std::min(swapCost, recomputeCost);

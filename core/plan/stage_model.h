@@ -90,6 +90,7 @@ private:
     void precomputeCuts();
     [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
     void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
+    void applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
 
     const Graph& m_graph;

@@ -150,3 +150,29 @@ std::int64_t ProjectStore::simulationCount() const
 }
 
 } // namespace ps
+
+namespace ps {
+
+std::int64_t ProjectStore::savePlan(const Plan& plan, const std::string& name)
+{
+    sql::Statement st(*m_db,
+        "INSERT INTO plans(name, created_at, algorithm, json, iteration_ns, feasible) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    st.bind(1, name).bind(2, nowUtc()).bind(3, plan.algorithm).bind(4, planToJson(plan));
+    st.bind(5, plan.slowestStageNs).bind(6, std::int64_t { plan.feasible ? 1 : 0 }).execute();
+    return m_db->lastInsertRowId();
+}
+
+std::vector<ProjectStore::PlanRow> ProjectStore::loadPlans() const
+{
+    std::vector<PlanRow> rows;
+    sql::Statement st(*m_db,
+        "SELECT id, name, algorithm, json, iteration_ns, feasible FROM plans "
+        "ORDER BY feasible DESC, iteration_ns ASC, id ASC");
+    while (st.step())
+        rows.push_back({ st.columnInt(0), st.columnText(1), st.columnText(2), st.columnText(3), st.columnDouble(4),
+            st.columnInt(5) != 0 });
+    return rows;
+}
+
+} // namespace ps

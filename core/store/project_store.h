@@ -9,6 +9,7 @@
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "graph/graph.h"
+#include "plan/planner.h"
 #include "sim/simulator.h"
 
 #include <filesystem>
@@ -60,6 +61,19 @@ public:
     // Stores a simulation's metrics and events; returns its id.
     std::int64_t saveSimulation(const SimulationResult& result, const std::string& configJson);
     [[nodiscard]] std::int64_t simulationCount() const;
+    // Stores a plan (its JSON, predicted slowest stage and feasibility); returns its id.
+    std::int64_t savePlan(const Plan& plan, const std::string& name);
+    struct PlanRow
+    {
+        std::int64_t id = 0;
+        std::string name;
+        std::string algorithm;
+        std::string json;
+        double slowestStageNs = 0;
+        bool feasible = false;
+    };
+    // Stored plans, fastest feasible first.
+    [[nodiscard]] std::vector<PlanRow> loadPlans() const;
 
     // Names of the tables in the file (for tests and `info --tables`).
     [[nodiscard]] std::vector<std::string> tableNames() const;

@@ -4,6 +4,7 @@
 #include "cost/profile.h"
 #include "graph/graph_summary.h"
 #include "plan/partition.h"
+#include "plan/planner.h"
 #include "schedule/schedule_validate.h"
 #include "sim/simulator.h"
 #include "store/project_store.h"
@@ -103,5 +104,59 @@ void BM_GenerateAndValidate(benchmark::State& state)
     }
 }
 BENCHMARK(BM_GenerateAndValidate)->Unit(benchmark::kMicrosecond);
+
+} // namespace
+
+namespace {
+
+// Partition search on gpt2-xl, 8 stages, 1F1B with 16 micro-batches of 4 on 8 x A100-40GB.
+// "quality" is the slowest stage of the plan over DawnPiper's (1.0 = as good).
+void BM_Plan_Gpt2Xl(benchmark::State& state, ps::PlanAlgorithm algorithm)
+{
+    static const auto graph = ps::buildZooModel(ps::zooPreset("gpt2-xl"));
+    const auto& a100 = ps::DeviceCatalog::builtin().find("a100-40gb");
+    static const auto profile = ps::estimateProfile(graph, a100, {});
+    const auto cluster = ps::makeCluster(a100, 8);
+    const ps::StageModel model(graph, profile, { ps::ScheduleKind::OneFOneB, 8, 16, 1, 1 }, cluster, 4, {});
+    ps::PlannerOptions o;
+    o.algorithm = algorithm;
+    ps::Plan plan;
+    for (auto _ : state)
+        plan = ps::findPlan(model, o);
+    o.algorithm = ps::PlanAlgorithm::DawnPiper;
+    const auto reference = ps::findPlan(model, o);
+    state.counters["quality"] = plan.slowestStageNs / reference.slowestStageNs;
+    state.counters["feasible"] = plan.feasible ? 1 : 0;
+}
+BENCHMARK_CAPTURE(BM_Plan_Gpt2Xl, dawnpiper, ps::PlanAlgorithm::DawnPiper)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan_Gpt2Xl, pipedream, ps::PlanAlgorithm::PipeDream)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan_Gpt2Xl, pipedream_mem, ps::PlanAlgorithm::PipeDreamMemory)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan_Gpt2Xl, gpipe, ps::PlanAlgorithm::GPipe)->Unit(benchmark::kMillisecond);
+
+// Where the exhaustive search finishes: gpt2 with 2 blocks (about 70 nodes), 3 stages.
+void BM_Plan_SmallGpt2(benchmark::State& state, ps::PlanAlgorithm algorithm)
+{
+    auto c = ps::zooPreset("gpt2-small");
+    c.layers = 2;
+    c.seq = 512;
+    c.microBatch = 8;
+    static const auto graph = ps::buildZooModel(c);
+    const auto& a100 = ps::DeviceCatalog::builtin().find("a100-40gb");
+    static const auto profile = ps::estimateProfile(graph, a100, {});
+    const auto cluster = ps::makeCluster(a100, 3);
+    const ps::StageModel model(graph, profile, { ps::ScheduleKind::OneFOneB, 3, 6, 1, 1 }, cluster, 8, {});
+    ps::PlannerOptions o;
+    o.algorithm = algorithm;
+    ps::Plan plan;
+    for (auto _ : state)
+        plan = ps::findPlan(model, o);
+    o.algorithm = ps::PlanAlgorithm::Exhaustive;
+    const auto exact = ps::findPlan(model, o);
+    state.counters["vs_exhaustive"] = plan.slowestStageNs / exact.slowestStageNs;
+    state.counters["nodes"] = static_cast<double>(graph.nodeCount());
+}
+BENCHMARK_CAPTURE(BM_Plan_SmallGpt2, dawnpiper, ps::PlanAlgorithm::DawnPiper)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan_SmallGpt2, pipedream, ps::PlanAlgorithm::PipeDream)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan_SmallGpt2, exhaustive, ps::PlanAlgorithm::Exhaustive)->Unit(benchmark::kMillisecond);
 
 } // namespace

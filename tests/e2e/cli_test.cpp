@@ -238,3 +238,37 @@ TEST_F(Cli, SimulateRejectsImpossiblePlans)
     EXPECT_NE(link.exitCode, 0);
     EXPECT_NE(link.output.find("zero or invalid bandwidth"), std::string::npos) << link.output;
 }
+
+TEST_F(Cli, PlanAndMaxBatch)
+{
+    const auto p = file("m.pstudio");
+    ASSERT_EQ(run("new --model gpt2-small --seq 512 --micro-batch 8 -o " + p).exitCode, 0);
+    const auto planned =
+        run("plan " + p + " --algo all --stages 4 --schedule 1f1b --micro-batches 8 --memory-limit 6GiB --json");
+    ASSERT_EQ(planned.exitCode, 0) << planned.output;
+    const auto plans = nlohmann::json::parse(planned.output);
+    ASSERT_GE(plans.size(), 6U);
+    for (const auto& plan : plans) {
+        if (plan["feasible"].get<bool>()) {
+            EXPECT_FALSE(plan["simulation"]["out_of_memory"].get<bool>()) << plan["algorithm"];
+        } else {
+            EXPECT_FALSE(plan["reason"].get<std::string>().empty());
+        }
+        EXPECT_GT(plan["plan_id"].get<int>(), 0);
+    }
+    const auto text =
+        run("plan " + p + " --algo dawnpiper --stages 4 --micro-batches 8 --no-swap --no-recompute --no-save");
+    EXPECT_EQ(text.exitCode, 0) << text.output;
+    EXPECT_NE(text.output.find("dawnpiper"), std::string::npos);
+
+    const auto mb = run("maxbatch " + p + " --stages 4 --device a100-40gb --upper-limit 256 --json");
+    ASSERT_EQ(mb.exitCode, 0) << mb.output;
+    const auto rows = nlohmann::json::parse(mb.output);
+    EXPECT_EQ(rows[0]["algorithm"], "dawnpiper (swap+recompute)");
+    EXPECT_GE(rows[0]["max_micro_batch"].get<int>(), rows[1]["max_micro_batch"].get<int>());
+
+    const auto bad = run("plan " + p + " --algo magic");
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("unknown planning algorithm 'magic'"), std::string::npos);
+    EXPECT_NE(run("plan " + p + " --memory-limit lots").exitCode, 0);
+}

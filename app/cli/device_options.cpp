@@ -1,0 +1,77 @@
+#include "cli/device_options.h"
+
+#include "cpu_probe.h"
+#include "util/error.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace ps::app {
+
+void addDeviceOptions(CLI::App* cmd, DeviceOptions& o)
+{
+    cmd->add_option("--device,-d", o.device, "Catalog device (a100-40gb, h100-80gb, ..., or cpu: measured now)");
+    cmd->add_option("--catalog", o.catalog, "Device catalog JSON to use instead of the built-in one")
+        ->check(CLI::ExistingFile);
+    cmd->add_flag("--mixed-precision", o.mixedPrecision, "fp16 compute with fp32 master weights");
+    cmd->add_flag("--tf32", o.tf32, "Run fp32 matmuls on TF32 tensor cores");
+    cmd->add_option("--optimizer", o.optimizer, "adam | sgd-momentum | sgd");
+}
+
+std::string readFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw Error("cannot read '" + path + "'");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+DeviceSpec resolveDevice(const DeviceOptions& o)
+{
+    const auto catalog =
+        o.catalog.empty() ? DeviceCatalog::builtin() : DeviceCatalog::fromJson(readFile(o.catalog), o.catalog);
+    const auto& spec = catalog.find(o.device);
+    return spec.measured ? engine::measureCpuDevice() : spec;
+}
+
+CostModelOptions costOptions(const DeviceOptions& o)
+{
+    CostModelOptions c;
+    c.setup = { o.mixedPrecision, parseOptimizer(o.optimizer), o.tf32 };
+    return c;
+}
+
+std::vector<double> nodeTimes(const Profile& profile, double mb)
+{
+    std::vector<double> t;
+    for (const auto& n : profile.nodes)
+        t.push_back(n.forwardNs.at(mb) + n.backwardNs.at(mb));
+    return t;
+}
+
+double parseBytes(const std::string& text)
+{
+    std::size_t used = 0;
+    double value = 0;
+    try {
+        value = std::stod(text, &used);
+    } catch (const std::exception&) {
+        throw Error("'" + text + "' is not a size (examples: 30GiB, 512MiB, 4e9)");
+    }
+    const auto unit = text.substr(used);
+    const double scale = unit.empty() || unit == "B" ? 1
+        : unit == "KiB"                              ? 1024.0
+        : unit == "MiB"                              ? 1024.0 * 1024
+        : unit == "GiB"                              ? 1024.0 * 1024 * 1024
+        : unit == "KB"                               ? 1e3
+        : unit == "MB"                               ? 1e6
+        : unit == "GB"                               ? 1e9
+                                                     : -1;
+    if (scale < 0 || value <= 0)
+        throw Error("'" + text + "' is not a size (examples: 30GiB, 512MiB, 4e9)");
+    return value * scale;
+}
+
+} // namespace ps::app

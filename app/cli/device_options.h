@@ -1,0 +1,33 @@
+// Internal to the CLI: device, precision and optimizer options shared by the planning commands.
+#pragma once
+
+#include "cluster/device_catalog.h"
+#include "cost/profile.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace ps::app {
+
+struct DeviceOptions
+{
+    std::string device = "a100-40gb";
+    std::string catalog; // optional JSON catalog overriding the built-in one
+    bool mixedPrecision = false;
+    bool tf32 = false;
+    std::string optimizer = "adam";
+};
+
+void addDeviceOptions(CLI::App* cmd, DeviceOptions& options);
+// The catalog entry, or the measured CPU for `cpu`.
+DeviceSpec resolveDevice(const DeviceOptions& options);
+CostModelOptions costOptions(const DeviceOptions& options);
+std::string readFile(const std::string& path);
+// Forward + backward time of every node at micro-batch `mb`.
+std::vector<double> nodeTimes(const Profile& profile, double mb);
+// "30GiB", "512MiB", "4e9" -> bytes; throws ps::Error on anything else.
+double parseBytes(const std::string& text);
+
+} // namespace ps::app
