@@ -246,4 +246,18 @@ TEST_F(StoreTest, ProfilesClustersAndSimulationsRoundTrip)
     const auto result = simulate({ schedule, stages, cluster, {}, 1, {}, {} });
     EXPECT_EQ(store.saveSimulation(result, "{}"), 1);
     EXPECT_EQ(store.simulationCount(), 1);
+
+    const StageModel model(graph, profile, {ScheduleKind::OneFOneB, 2, 4, 1, 1}, cluster, 1, {});
+    auto slow = evaluatePlan(model, Partition {{0, 5}}, "manual");
+    auto fast = findPlan(model, {});
+    auto broken = slow;
+    broken.feasible = false;
+    store.savePlan(slow, "lopsided");
+    store.savePlan(broken, "broken");
+    store.savePlan(fast, "dawnpiper");
+    const auto plans = store.loadPlans();
+    ASSERT_EQ(plans.size(), 3U);
+    EXPECT_EQ(plans[0].name, "dawnpiper"); // feasible and fastest first
+    EXPECT_EQ(plans[2].name, "broken");
+    EXPECT_LT(plans[0].slowestStageNs, plans[1].slowestStageNs);
 }
