@@ -82,7 +82,9 @@ void StageModel::precomputeCuts()
 {
     // A tensor produced by node p and last read by node q crosses every cut c with p < c <= q.
     const auto consumers = m_graph.consumers();
+    const auto needsGrad = tensorsRequiringGrad(m_graph);
     std::vector<double> diff(m_graph.nodeCount() + 2, 0);
+    std::vector<double> gradDiff(m_graph.nodeCount() + 2, 0);
     for (const auto& t : m_graph.tensors()) {
         if (t.kind != TensorKind::Activation || !t.producer.valid())
             continue;
@@ -92,12 +94,20 @@ void StageModel::precomputeCuts()
         const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
         diff[t.producer.index() + 1] += bytes;
         diff[last + 1] -= bytes;
+        if (needsGrad[t.id.index()]) { // its gradient flows back across the same cuts
+            gradDiff[t.producer.index() + 1] += bytes;
+            gradDiff[last + 1] -= bytes;
+        }
     }
     m_cutBytes.assign(m_graph.nodeCount() + 1, 0);
+    m_cutGradBytes.assign(m_graph.nodeCount() + 1, 0);
     double running = 0;
+    double runningGrad = 0;
     for (std::size_t c = 0; c <= m_graph.nodeCount(); ++c) {
         running += diff[c];
+        runningGrad += gradDiff[c];
         m_cutBytes[c] = running;
+        m_cutGradBytes[c] = runningGrad;
     }
 }
 
@@ -131,6 +141,7 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
     StageEvaluation e;
     auto& c = e.cost;
     const auto gen = ++m_generation;
+    std::vector<TensorId> weightGradRoots;
     for (std::size_t n = begin; n < end; ++n) {
         c.forwardNs += m_nodeFwd[n];
         c.backwardNs += m_nodeBwd[n];
@@ -153,9 +164,19 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
                 c.parameterCount += numElements(t.shape);
             }
         }
+        for (auto t : oc.savedForWeightGrad)
+            weightGradRoots.push_back(m_root[t.index()]);
     }
+    // Storages only W reads (counted once), as computeStageCosts does.
+    std::sort(weightGradRoots.begin(), weightGradRoots.end());
+    weightGradRoots.erase(std::unique(weightGradRoots.begin(), weightGradRoots.end()), weightGradRoots.end());
+    for (auto root : weightGradRoots) {
+        const auto& rt = m_graph.tensor(root);
+        c.weightGradOnlyBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale;
+    }
+    c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
-    c.sendBackwardBytes = begin > 0 ? cutBytes(begin) : 0;
+    c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
     e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage) + c.workspaceBytes;
     const int inFlight = inFlightMicroBatches(m_schedule, stage);
     e.peakBytes = peakUnderPlan(e.staticBytes, c.activationBytes, inFlight, {});

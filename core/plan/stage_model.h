@@ -106,6 +106,7 @@ private:
     std::vector<double> m_nodeFwd, m_nodeBwd, m_nodeW; // ns at m_microBatch
     std::vector<double> m_prefixCompute, m_prefixParams, m_prefixSaved;
     std::vector<double> m_cutBytes; // index c: bytes crossing the cut before node c
+    std::vector<double> m_cutGradBytes; // the part of m_cutBytes whose gradient flows back
     mutable std::vector<std::uint32_t> m_stamp; // per tensor: last evaluation that counted it
     mutable std::uint32_t m_generation = 0;
 };

@@ -247,8 +247,8 @@ TEST_F(StoreTest, ProfilesClustersAndSimulationsRoundTrip)
     EXPECT_EQ(store.saveSimulation(result, "{}"), 1);
     EXPECT_EQ(store.simulationCount(), 1);
 
-    const StageModel model(graph, profile, {ScheduleKind::OneFOneB, 2, 4, 1, 1}, cluster, 1, {});
-    auto slow = evaluatePlan(model, Partition {{0, 5}}, "manual");
+    const StageModel model(graph, profile, { ScheduleKind::OneFOneB, 2, 4, 1, 1 }, cluster, 1, {});
+    auto slow = evaluatePlan(model, Partition { { 0, 5 } }, "manual");
     auto fast = findPlan(model, {});
     auto broken = slow;
     broken.feasible = false;
