@@ -4,6 +4,7 @@
 #include "cost/profile.h"
 #include "graph/graph_summary.h"
 #include "plan/partition.h"
+#include "plan/plan_editor.h"
 #include "plan/planner.h"
 #include "schedule/schedule_validate.h"
 #include "sim/simulator.h"
@@ -158,5 +159,28 @@ void BM_Plan_SmallGpt2(benchmark::State& state, ps::PlanAlgorithm algorithm)
 BENCHMARK_CAPTURE(BM_Plan_SmallGpt2, dawnpiper, ps::PlanAlgorithm::DawnPiper)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Plan_SmallGpt2, pipedream, ps::PlanAlgorithm::PipeDream)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Plan_SmallGpt2, exhaustive, ps::PlanAlgorithm::Exhaustive)->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+namespace {
+
+// A boundary drag in the partition editor: move, re-run the memory optimizer and the simulator.
+// gpt2-shaped graph of about 5,000 nodes (166 blocks), 8 stages, 32 micro-batches (goal < 16 ms).
+void BM_EditorMoveBoundary_5000Nodes(benchmark::State& state)
+{
+    auto c = ps::zooPreset("gpt2-small");
+    c.layers = 166;
+    c.seq = 512;
+    static const auto graph = ps::buildZooModel(c);
+    const auto& a100 = ps::DeviceCatalog::builtin().find("a100-40gb");
+    static const auto profile = ps::estimateProfile(graph, a100, {});
+    ps::PlanEditor editor(graph, profile, a100, { ps::ScheduleKind::OneFOneB, 8, 32, 1, 1 }, 1);
+    const auto home = editor.partition().stageStarts[4];
+    int step = 0;
+    for (auto _ : state)
+        editor.moveBoundary(4, home + ((++step % 2) != 0 ? 7 : 0));
+    state.counters["nodes"] = static_cast<double>(graph.nodeCount());
+}
+BENCHMARK(BM_EditorMoveBoundary_5000Nodes)->Unit(benchmark::kMillisecond);
 
 } // namespace
