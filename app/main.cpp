@@ -11,8 +11,9 @@ int main(int argc, char** argv)
 {
 #if PS_HAVE_GUI
     const auto launch = [argc, argv](const ps::app::GuiRequest& request) {
-        return ps::gui::runApplication(
-            argc, argv, { request.project, request.model, request.screenshot, request.width, request.height });
+        return ps::gui::runApplication(argc, argv,
+            { request.project, request.model, request.screenshot, request.width, request.height, request.view,
+                request.microBatch });
     };
     return ps::app::runCli(argc, argv, launch);
 #else

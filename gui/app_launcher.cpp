@@ -1,12 +1,28 @@
 #include "app_launcher.h"
 
+#include "models/plan_session.h"
+#include "models/plans_model.h"
 #include "models/project_session.h"
+#include "models/stage_balance_model.h"
+#include "plots/partition_editor_plot.h"
+#include "plots/stage_balance_plot.h"
+#include "plots/timeline_plot.h"
+#include "store/project_store.h"
+#include "views/auto_search_dialog.h"
+#include "views/cluster_dock.h"
 #include "views/main_window.h"
+#include "views/plans_panel.h"
 
 #include <QApplication>
+#include <QDir>
+#include <QEventLoop>
+#include <QFile>
+#include <QHeaderView>
 #include <QIcon>
 #include <QPixmap>
+#include <QTableView>
 #include <QTimer>
+#include <QVBoxLayout>
 
 namespace ps::gui {
 namespace {
@@ -33,22 +49,116 @@ namespace {
 
 } // namespace
 
+namespace {
+
+    void settle()
+    {
+        // Let layouts settle and QCustomPlot's queued replots run before grabbing.
+        for (int i = 0; i < 5; ++i)
+            QApplication::processEvents();
+    }
+
+    bool savePng(QWidget& widget, const GuiOptions& options, std::string& error)
+    {
+        widget.resize(options.width, options.height);
+        widget.show();
+        settle();
+        if (!widget.grab().save(QString::fromStdString(options.screenshot), "PNG")) {
+            error = "cannot write screenshot '" + options.screenshot + "'";
+            return false;
+        }
+        return true;
+    }
+
+    // Plans to show in the plans view: the planner's algorithms and the hand-made start, saved
+    // with their simulations into a scratch project next to the screenshot.
+    QString projectWithPlans(PlanSession& session, const GuiOptions& options)
+    {
+        const QString path = QString::fromStdString(options.screenshot) + QStringLiteral(".pstudio");
+        writeNewProject(path.toStdString(), *session.graph(), true);
+        auto store = ProjectStore::open(path.toStdString());
+        const auto& editor = session.editor();
+        for (auto algo : { PlanAlgorithm::DawnPiper, PlanAlgorithm::PipeDream, PlanAlgorithm::GPipe,
+                 PlanAlgorithm::MemoryBalanced }) {
+            PlannerOptions o;
+            o.algorithm = algo;
+            const auto plan = findPlan(editor.model(), o);
+            session.applyPartition(plan.partition, QString());
+            auto named = session.snapshot().plan;
+            named.algorithm = plan.algorithm;
+            store.savePlan(named, plan.algorithm + " 1f1b", &session.snapshot().simulation);
+        }
+        return path;
+    }
+
+    bool renderView(MainWindow& window, const GuiOptions& options, std::string& error)
+    {
+        auto* session = window.planSession();
+        const auto& view = options.view;
+        if (view == "editor") {
+            PartitionEditorPlot w(session);
+            w.selectBoundary(2);
+            return savePng(w, options, error);
+        }
+        if (view == "balance") {
+            QWidget w;
+            auto* layout = new QVBoxLayout(&w);
+            layout->addWidget(new StageBalancePlot(window.stageBalance(), &w), 3);
+            auto* table = new QTableView(&w);
+            table->setModel(window.stageBalance());
+            table->verticalHeader()->setVisible(false);
+            layout->addWidget(table, 2);
+            return savePng(w, options, error);
+        }
+        if (view == "timeline") {
+            TimelinePlot w(session);
+            return savePng(w, options, error);
+        }
+        if (view == "cluster") {
+            ClusterDock w(session);
+            return savePng(w, options, error);
+        }
+        if (view == "plans") {
+            PlansModel model;
+            model.setProject(projectWithPlans(*session, options));
+            PlansPanel w(session, &model);
+            w.table()->selectRow(0);
+            const bool ok = savePng(w, options, error);
+            for (const char* suffix : { "", "-wal", "-shm" })
+                QFile::remove(model.projectPath() + QString::fromLatin1(suffix));
+            return ok;
+        }
+        if (view == "search") {
+            AutoSearchDialog dialog(session);
+            QEventLoop loop;
+            QObject::connect(&dialog, &AutoSearchDialog::searchFinished, &loop, &QEventLoop::quit);
+            auto request = dialog.request();
+            request.schedules = { { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, { ScheduleKind::KFKB, 4, 8, 2, 1 },
+                { ScheduleKind::ZeroBubbleH1, 4, 8, 1, 1 } };
+            dialog.start(request);
+            loop.exec();
+            return savePng(dialog, options, error);
+        }
+        if (view != "main") {
+            error = "unknown view '" + view + "' (main, editor, balance, timeline, plans, search, cluster)";
+            return false;
+        }
+        return savePng(window, options, error);
+    }
+
+} // namespace
+
 bool renderScreenshot(const GuiOptions& options, std::string& error)
 {
     MainWindow window;
     if (!loadInitial(window, options, error))
         return false;
-    window.resize(options.width, options.height);
-    window.show();
-    // Let layouts settle and QCustomPlot's queued replot run before grabbing.
-    for (int i = 0; i < 5; ++i)
-        QApplication::processEvents();
-    const auto pixmap = window.grab();
-    if (!pixmap.save(QString::fromStdString(options.screenshot), "PNG")) {
-        error = "cannot write screenshot '" + options.screenshot + "'";
-        return false;
+    if (options.microBatch > 0) {
+        auto setup = window.planSession()->setup();
+        setup.microBatch = options.microBatch;
+        window.planSession()->configure(setup);
     }
-    return true;
+    return renderView(window, options, error);
 }
 
 int runApplication(int argc, char** argv, const GuiOptions& options)

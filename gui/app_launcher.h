@@ -13,6 +13,8 @@ struct GuiOptions
     std::string screenshot; // render the window to this PNG, then quit
     int width = 1600;
     int height = 1000;
+    std::string view = "main"; // main | editor | balance | timeline | plans | search | cluster
+    double microBatch = 0; // 0: the model's
 };
 
 int runApplication(int argc, char** argv, const GuiOptions& options);

@@ -26,6 +26,9 @@ namespace {
         cmd->add_option("--screenshot", request.screenshot, "Render the main window to a PNG and quit");
         cmd->add_option("--width", request.width, "Window width for --screenshot")->check(CLI::Range(320, 8192));
         cmd->add_option("--height", request.height, "Window height for --screenshot")->check(CLI::Range(240, 8192));
+        cmd->add_option(
+            "--view", request.view, "With --screenshot: main, editor, balance, timeline, plans, search, cluster");
+        cmd->add_option("--micro-batch", request.microBatch, "Micro-batch size of the plan shown");
         cmd->callback([&action, &request, launchGui] {
             action = [&request, launchGui] {
                 if (!launchGui)

@@ -14,6 +14,8 @@ struct GuiRequest
     std::string screenshot; // render the main window to this PNG and quit
     int width = 1600;
     int height = 1000;
+    std::string view = "main";
+    double microBatch = 0;
 };
 
 // Parses argv and runs a subcommand. When the command asks for the GUI (no subcommand with a

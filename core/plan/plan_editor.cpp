@@ -26,6 +26,8 @@ PlanEditor::PlanEditor(const Graph& graph, const Profile& profile, DeviceSpec de
 void PlanEditor::rebuildModel()
 {
     m_cluster = makeCluster(m_device, m_schedule.devices());
+    if (m_limits.memoryLimitBytes > 0) // the simulator flags OOM against the same limit the planner used
+        m_cluster.device.memoryBytes = static_cast<std::int64_t>(m_limits.memoryLimitBytes);
     m_model = std::make_unique<StageModel>(m_graph, m_profile, m_schedule, m_cluster, m_microBatch, m_limits);
 }
 
@@ -75,6 +77,11 @@ void PlanEditor::setPartition(const Partition& partition)
 
 void PlanEditor::addStage()
 {
+    setPartition(withAddedStage());
+}
+
+Partition PlanEditor::withAddedStage() const
+{
     if (static_cast<std::size_t>(m_partition.stageCount()) >= m_graph.nodeCount())
         throw Error("partition editor: every node is already its own stage");
     const auto& stages = m_snapshot.plan.stages;
@@ -92,7 +99,7 @@ void PlanEditor::addStage()
         ++cut;
     auto next = m_partition;
     next.stageStarts.insert(next.stageStarts.begin() + static_cast<std::ptrdiff_t>(slowest) + 1, cut);
-    setPartition(next);
+    return next;
 }
 
 void PlanEditor::removeStage(int boundary)

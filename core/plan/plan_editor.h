@@ -60,6 +60,8 @@ public:
     // Splits the slowest stage at its compute midpoint / merges stage `boundary` into the one before.
     void addStage();
     void removeStage(int boundary);
+    // The partition addStage() would produce, without applying it (for undoable edits).
+    [[nodiscard]] Partition withAddedStage() const;
     void setSchedule(const ScheduleSpec& schedule);
     void setMicroBatch(double microBatch);
 

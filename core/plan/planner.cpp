@@ -681,3 +681,43 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
 }
 
 } // namespace ps
+
+namespace ps {
+
+std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
+    const std::function<void(double)>& progress, const std::atomic<bool>* cancel)
+{
+    std::vector<Plan> plans;
+    const double total = static_cast<double>(request.schedules.size() * request.algorithms.size());
+    std::size_t done = 0;
+    for (const auto& spec : request.schedules) {
+        const auto cluster = makeCluster(request.device, spec.devices());
+        const StageModel model(graph, profile, spec, cluster, request.microBatch, request.limits);
+        for (auto algorithm : request.algorithms) {
+            if (cancel && cancel->load())
+                break;
+            if (algorithm == PlanAlgorithm::Exhaustive && (graph.nodeCount() > 80 || spec.stages > 5))
+                continue;
+            PlannerOptions o;
+            o.algorithm = algorithm;
+            o.limits = request.limits;
+            o.cancel = cancel;
+            o.progress = [&](double f) {
+                if (progress)
+                    progress((static_cast<double>(done) + f) / total);
+            };
+            auto plan = findPlan(model, o);
+            if (plan.reason != "cancelled")
+                plans.push_back(std::move(plan));
+            ++done;
+        }
+    }
+    std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
+        if (a.feasible != b.feasible)
+            return a.feasible;
+        return a.slowestStageNs < b.slowestStageNs;
+    });
+    return plans;
+}
+
+} // namespace ps

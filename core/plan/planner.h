@@ -75,3 +75,21 @@ struct MaxBatchResult
     const Cluster& cluster, const PlannerOptions& options, int upperLimit = 1 << 14);
 
 } // namespace ps
+
+namespace ps {
+
+struct SearchRequest
+{
+    std::vector<ScheduleSpec> schedules; // e.g. 1f1b and kfkb:2..4
+    std::vector<PlanAlgorithm> algorithms;
+    double microBatch = 1;
+    PlannerLimits limits;
+    DeviceSpec device;
+};
+
+// Every (schedule, algorithm) pair, ranked: feasible plans first, fastest slowest stage first.
+// `progress` gets the overall fraction; a set `cancel` returns what finished so far.
+[[nodiscard]] std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
+    const std::function<void(double)>& progress = {}, const std::atomic<bool>* cancel = nullptr);
+
+} // namespace ps

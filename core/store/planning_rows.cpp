@@ -153,14 +153,29 @@ std::int64_t ProjectStore::simulationCount() const
 
 namespace ps {
 
-std::int64_t ProjectStore::savePlan(const Plan& plan, const std::string& name)
+std::int64_t ProjectStore::savePlan(const Plan& plan, const std::string& name, const SimulationResult* simulation)
 {
+    auto json = nlohmann::ordered_json::parse(planToJson(plan));
+    if (simulation)
+        json["simulation"] = nlohmann::ordered_json::parse(simulationSummaryJson(*simulation));
     sql::Statement st(*m_db,
         "INSERT INTO plans(name, created_at, algorithm, json, iteration_ns, feasible) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    st.bind(1, name).bind(2, nowUtc()).bind(3, plan.algorithm).bind(4, planToJson(plan));
+    st.bind(1, name).bind(2, nowUtc()).bind(3, plan.algorithm).bind(4, json.dump());
     st.bind(5, plan.slowestStageNs).bind(6, std::int64_t { plan.feasible ? 1 : 0 }).execute();
     return m_db->lastInsertRowId();
+}
+
+void ProjectStore::renamePlan(std::int64_t id, const std::string& name)
+{
+    sql::Statement st(*m_db, "UPDATE plans SET name = ?1 WHERE id = ?2");
+    st.bind(1, name).bind(2, id).execute();
+}
+
+void ProjectStore::deletePlan(std::int64_t id)
+{
+    sql::Statement st(*m_db, "DELETE FROM plans WHERE id = ?1");
+    st.bind(1, id).execute();
 }
 
 std::vector<ProjectStore::PlanRow> ProjectStore::loadPlans() const

@@ -62,7 +62,9 @@ public:
     std::int64_t saveSimulation(const SimulationResult& result, const std::string& configJson);
     [[nodiscard]] std::int64_t simulationCount() const;
     // Stores a plan (its JSON, predicted slowest stage and feasibility); returns its id.
-    std::int64_t savePlan(const Plan& plan, const std::string& name);
+    std::int64_t savePlan(const Plan& plan, const std::string& name, const SimulationResult* simulation = nullptr);
+    void renamePlan(std::int64_t id, const std::string& name);
+    void deletePlan(std::int64_t id);
     struct PlanRow
     {
         std::int64_t id = 0;

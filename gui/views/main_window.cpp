@@ -2,25 +2,41 @@
 
 #include "graph/graph_summary.h"
 #include "models/node_table_model.h"
+#include "models/plan_session.h"
+#include "models/plans_model.h"
 #include "models/project_session.h"
+#include "models/stage_balance_model.h"
 #include "models/summary_model.h"
+#include "plots/partition_editor_plot.h"
+#include "plots/stage_balance_plot.h"
+#include "plots/timeline_plot.h"
 #include "ps/config.h"
+#include "views/auto_search_dialog.h"
+#include "views/cluster_dock.h"
 #include "views/new_model_dialog.h"
 #include "views/node_table_view.h"
+#include "views/plans_panel.h"
 #include "views/summary_panel.h"
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHeaderView>
+#include <QItemSelectionModel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSettings>
-#include <QSplitter>
+#include <QSortFilterProxyModel>
 #include <QStatusBar>
+#include <QTableView>
+#include <QToolBar>
+#include <QUndoStack>
+#include <QVBoxLayout>
 
 namespace ps::gui {
 namespace {
@@ -36,27 +52,118 @@ MainWindow::MainWindow(QWidget* parent)
     , m_session(new ProjectSession(this))
     , m_nodeModel(new NodeTableModel(this))
     , m_summaryModel(new SummaryModel(this))
+    , m_planSession(new PlanSession(this))
+    , m_balanceModel(new StageBalanceModel(m_planSession, this))
+    , m_plansModel(new PlansModel(this))
 {
     setAcceptDrops(true);
     setupCentralWidget();
+    setupDocks();
     setupFileMenu();
+    setupPlanMenu();
     setupHelpMenu();
     connectSession();
+    connectSelection();
     updateTitle();
     statusBar()->showMessage(tr("Open a project, create one from the model zoo, or drop a .pstudio file here."));
 }
 
 void MainWindow::setupCentralWidget()
 {
-    auto* splitter = new QSplitter(Qt::Horizontal, this);
-    m_nodeTable = new NodeTableView(m_nodeModel, splitter);
-    m_summaryPanel = new SummaryPanel(m_summaryModel, splitter);
-    splitter->addWidget(m_nodeTable);
-    splitter->addWidget(m_summaryPanel);
-    splitter->setStretchFactor(0, 2);
-    splitter->setStretchFactor(1, 1);
-    splitter->setSizes({ 1000, 560 });
-    setCentralWidget(splitter);
+    m_editor = new PartitionEditorPlot(m_planSession, this);
+    setCentralWidget(m_editor);
+}
+
+void MainWindow::setupDocks()
+{
+    setDockNestingEnabled(true);
+    const auto dock = [this](const QString& title, QWidget* content, Qt::DockWidgetArea area) {
+        auto* d = new QDockWidget(title, this);
+        d->setObjectName(title);
+        d->setWidget(content);
+        addDockWidget(area, d);
+        return d;
+    };
+    m_nodeTable = new NodeTableView(m_nodeModel, this);
+    m_summaryPanel = new SummaryPanel(m_summaryModel, this);
+    m_clusterDock = new ClusterDock(m_planSession, this);
+    auto* nodes = dock(tr("Nodes"), m_nodeTable, Qt::LeftDockWidgetArea);
+    tabifyDockWidget(nodes, dock(tr("Summary"), m_summaryPanel, Qt::LeftDockWidgetArea));
+    tabifyDockWidget(nodes, dock(tr("Cluster"), m_clusterDock, Qt::LeftDockWidgetArea));
+    nodes->raise();
+
+    auto* balance = new QWidget(this);
+    auto* balanceLayout = new QVBoxLayout(balance);
+    balanceLayout->setContentsMargins(0, 0, 0, 0);
+    m_balancePlot = new StageBalancePlot(m_balanceModel, balance);
+    auto* balanceTable = new QTableView(balance);
+    balanceTable->setModel(m_balanceModel);
+    balanceTable->verticalHeader()->setVisible(false);
+    balanceLayout->addWidget(m_balancePlot, 3);
+    balanceLayout->addWidget(balanceTable, 2);
+    m_plansPanel = new PlansPanel(m_planSession, m_plansModel, this);
+    auto* balanceDock = dock(tr("Stage balance"), balance, Qt::RightDockWidgetArea);
+    tabifyDockWidget(balanceDock, dock(tr("Plans"), m_plansPanel, Qt::RightDockWidgetArea));
+    balanceDock->raise();
+    m_timeline = new TimelinePlot(m_planSession, this);
+    auto* timelineDock = dock(tr("Timeline and memory"), m_timeline, Qt::BottomDockWidgetArea);
+    resizeDocks({ nodes, balanceDock }, { 420, 560 }, Qt::Horizontal);
+    resizeDocks({ timelineDock }, { 300 }, Qt::Vertical);
+    connect(m_plansPanel, &PlansPanel::message, this, [this](const QString& m) { statusBar()->showMessage(m, 8000); });
+}
+
+void MainWindow::setupPlanMenu()
+{
+    auto* undo = m_planSession->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    auto* redo = m_planSession->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    auto* edit = menuBar()->addMenu(tr("&Edit"));
+    edit->addAction(undo);
+    edit->addAction(redo);
+    auto* plan = menuBar()->addMenu(tr("&Plan"));
+    auto* add = plan->addAction(tr("&Add stage"), m_planSession, &PlanSession::addStage);
+    auto* remove = plan->addAction(
+        tr("&Remove selected boundary"), this, [this] { m_planSession->removeStage(m_editor->selectedBoundary()); });
+    auto* search = plan->addAction(tr("Auto-&search…"), this, &MainWindow::openAutoSearch);
+    plan->addAction(
+        tr("Save plan…"), this, [this] { m_plansPanel->saveCurrent(tr("plan %1").arg(m_plansModel->rowCount() + 1)); });
+    auto* toolbar = addToolBar(tr("Plan"));
+    toolbar->setObjectName(QStringLiteral("planToolbar"));
+    for (auto* a : { undo, redo, add, remove, search })
+        toolbar->addAction(a);
+}
+
+void MainWindow::connectSelection()
+{
+    // Node table -> editor: show where the selected node is.
+    connect(m_nodeTable->table()->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+        [this](const QModelIndex& current) {
+            if (current.isValid())
+                m_editor->showNode(current.data(NodeTableModel::NodeIdRole).toInt());
+        });
+    // Editor -> node table: select the clicked node.
+    connect(m_editor, &PartitionEditorPlot::nodeClicked, this, [this](int node) {
+        const auto source = m_nodeModel->index(node, 0);
+        const auto proxied = m_nodeTable->proxy()->mapFromSource(source);
+        if (proxied.isValid()) {
+            m_nodeTable->table()->selectRow(proxied.row());
+            m_nodeTable->table()->scrollTo(proxied);
+        }
+    });
+    connect(m_planSession, &PlanSession::operationFailed, this, &MainWindow::showError);
+}
+
+void MainWindow::openAutoSearch()
+{
+    if (!m_planSession->hasPlan()) {
+        showError(tr("Open a model first."));
+        return;
+    }
+    auto* dialog = new AutoSearchDialog(m_planSession, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->resize(900, 700);
+    dialog->open();
 }
 
 void MainWindow::setupFileMenu()
@@ -94,6 +201,7 @@ void MainWindow::connectSession()
     connect(m_session, &ProjectSession::modifiedChanged, this, &MainWindow::updateTitle);
     connect(m_session, &ProjectSession::filePathChanged, this, [this](const QString& path) {
         updateTitle();
+        m_plansModel->setProject(path);
         if (!path.isEmpty())
             rememberRecent(path);
     });
@@ -138,6 +246,9 @@ void MainWindow::refreshViews()
     const auto graph = m_session->graph();
     m_nodeModel->setGraph(graph);
     m_summaryModel->setSummary(graph ? std::optional(summarizeGraph(*graph)) : std::nullopt);
+    auto setup = m_planSession->setup();
+    m_planSession->setModel(graph, setup);
+    m_plansModel->setProject(m_session->filePath());
     updateTitle();
 }
 

@@ -9,11 +9,19 @@ class QMenu;
 
 namespace ps::gui {
 
+class ClusterDock;
 class NodeTableModel;
 class NodeTableView;
+class PartitionEditorPlot;
+class PlanSession;
+class PlansModel;
+class PlansPanel;
 class ProjectSession;
+class StageBalanceModel;
+class StageBalancePlot;
 class SummaryModel;
 class SummaryPanel;
+class TimelinePlot;
 
 class MainWindow : public QMainWindow
 {
@@ -35,6 +43,31 @@ public:
         return m_summaryPanel;
     }
     [[nodiscard]] QStringList recentFiles() const;
+    [[nodiscard]] PlanSession* planSession() const
+    {
+        return m_planSession;
+    }
+    [[nodiscard]] PartitionEditorPlot* editor() const
+    {
+        return m_editor;
+    }
+    [[nodiscard]] StageBalanceModel* stageBalance() const
+    {
+        return m_balanceModel;
+    }
+    [[nodiscard]] TimelinePlot* timeline() const
+    {
+        return m_timeline;
+    }
+    [[nodiscard]] PlansPanel* plansPanel() const
+    {
+        return m_plansPanel;
+    }
+    [[nodiscard]] ClusterDock* clusterDock() const
+    {
+        return m_clusterDock;
+    }
+    void openAutoSearch();
 
     static bool isProjectFile(const QString& path);
 
@@ -45,6 +78,9 @@ protected:
 
 private:
     void setupCentralWidget();
+    void setupDocks();
+    void setupPlanMenu();
+    void connectSelection();
     void setupFileMenu();
     void setupHelpMenu();
     void connectSession();
@@ -61,8 +97,16 @@ private:
     ProjectSession* m_session;
     NodeTableModel* m_nodeModel;
     SummaryModel* m_summaryModel;
+    PlanSession* m_planSession;
+    StageBalanceModel* m_balanceModel;
+    PlansModel* m_plansModel;
     NodeTableView* m_nodeTable = nullptr;
     SummaryPanel* m_summaryPanel = nullptr;
+    PartitionEditorPlot* m_editor = nullptr;
+    StageBalancePlot* m_balancePlot = nullptr;
+    TimelinePlot* m_timeline = nullptr;
+    PlansPanel* m_plansPanel = nullptr;
+    ClusterDock* m_clusterDock = nullptr;
     QMenu* m_recentMenu = nullptr;
 };
 

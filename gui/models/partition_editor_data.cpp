@@ -1,0 +1,33 @@
+#include "models/partition_editor_data.h"
+
+#include "models/plan_session.h"
+
+namespace ps::gui {
+
+PartitionEditorData buildPartitionEditorData(const PlanSession& session)
+{
+    PartitionEditorData d;
+    if (!session.hasPlan())
+        return d;
+    constexpr double kGiB = 1024.0 * 1024 * 1024;
+    const auto& editor = session.editor();
+    const auto& model = editor.model();
+    const auto& profile = session.profile();
+    const double mb = editor.microBatch();
+    const auto& starts = editor.partition().stageStarts;
+    d.stageStarts = QVector<std::size_t>(starts.begin(), starts.end());
+    d.capacityGiB = model.capacityBytes() / kGiB;
+    const auto n = model.nodeCount();
+    std::size_t stage = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        while (stage + 1 < starts.size() && i >= starts[stage + 1])
+            ++stage;
+        d.nodeIndex.append(static_cast<double>(i));
+        d.forwardMs.append(profile.nodes[i].forwardNs.at(mb) / 1e6);
+        d.backwardMs.append(profile.nodes[i].backwardNs.at(mb) / 1e6);
+        d.stageMemoryGiB.append(model.approxMemoryBytes(starts[stage], i + 1, static_cast<int>(stage)) / kGiB);
+    }
+    return d;
+}
+
+} // namespace ps::gui

@@ -1,0 +1,155 @@
+#include "models/plan_session.h"
+
+#include "util/error.h"
+
+#include <QUndoCommand>
+
+namespace ps::gui {
+namespace {
+
+    class PartitionCommand : public QUndoCommand
+    {
+    public:
+        PartitionCommand(PlanSession* session, Partition before, Partition after, const QString& text)
+            : QUndoCommand(text)
+            , m_session(session)
+            , m_before(std::move(before))
+            , m_after(std::move(after))
+        {
+        }
+        void undo() override
+        {
+            m_session->restorePartition(m_before);
+        }
+        void redo() override
+        {
+            m_session->restorePartition(m_after);
+        }
+
+    private:
+        PlanSession* m_session;
+        Partition m_before;
+        Partition m_after;
+    };
+
+} // namespace
+
+PlanSession::PlanSession(QObject* parent)
+    : QObject(parent)
+    , m_undo(this)
+{
+}
+
+PlanSession::~PlanSession() = default;
+
+bool PlanSession::setModel(std::shared_ptr<const Graph> graph, const PlanSetup& setup)
+{
+    m_graph = std::move(graph);
+    m_undo.clear();
+    if (!m_graph) {
+        m_editor.reset();
+        Q_EMIT planChanged();
+        return true;
+    }
+    return configure(setup);
+}
+
+bool PlanSession::configure(const PlanSetup& setup)
+{
+    if (!m_graph)
+        return false;
+    try {
+        const auto& device = DeviceCatalog::builtin().find(setup.deviceId);
+        CostModelOptions options;
+        auto profile = estimateProfile(*m_graph, device, options);
+        const double mb = setup.microBatch > 0 ? setup.microBatch : static_cast<double>(m_graph->info().microBatch);
+        m_profile = std::move(profile); // the editor keeps a reference to m_profile
+        m_editor = std::make_unique<PlanEditor>(*m_graph, m_profile, device, setup.schedule, mb, setup.limits);
+        m_setup = setup;
+        m_undo.clear();
+        Q_EMIT planChanged();
+        return true;
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+const EditorSnapshot& PlanSession::snapshot() const
+{
+    if (!m_editor)
+        throw Error("no plan is open");
+    return m_editor->snapshot();
+}
+
+const PlanEditor& PlanSession::editor() const
+{
+    if (!m_editor)
+        throw Error("no plan is open");
+    return *m_editor;
+}
+
+std::size_t PlanSession::moveBoundary(int boundary, std::size_t node)
+{
+    if (!m_editor)
+        return node;
+    const auto [lo, hi] = m_editor->legalRange(boundary);
+    const auto snapped = std::clamp(node, lo, hi);
+    auto after = m_editor->partition();
+    if (after.stageStarts[static_cast<std::size_t>(boundary)] != snapped) {
+        const auto before = after;
+        after.stageStarts[static_cast<std::size_t>(boundary)] = snapped;
+        pushPartition(before, after, tr("Move boundary %1 to node %2").arg(boundary).arg(snapped));
+    }
+    return snapped;
+}
+
+void PlanSession::addStage()
+{
+    if (!m_editor)
+        return;
+    const auto before = m_editor->partition();
+    try {
+        pushPartition(before, m_editor->withAddedStage(), tr("Add stage"));
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+    }
+}
+
+void PlanSession::removeStage(int boundary)
+{
+    if (!m_editor || boundary < 1 || boundary >= m_editor->partition().stageCount())
+        return;
+    auto after = m_editor->partition();
+    after.stageStarts.erase(after.stageStarts.begin() + boundary);
+    pushPartition(m_editor->partition(), after, tr("Remove stage %1").arg(boundary));
+}
+
+void PlanSession::applyPartition(const Partition& partition, const QString& description)
+{
+    if (!m_editor)
+        return;
+    try {
+        checkPartition(partition, m_graph->nodeCount());
+        pushPartition(m_editor->partition(), partition, description);
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+    }
+}
+
+void PlanSession::pushPartition(const Partition& before, const Partition& after, const QString& text)
+{
+    m_undo.push(new PartitionCommand(this, before, after, text)); // redo() applies it
+}
+
+void PlanSession::restorePartition(const Partition& partition)
+{
+    try {
+        m_editor->setPartition(partition);
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+    }
+    Q_EMIT planChanged();
+}
+
+} // namespace ps::gui

@@ -1,0 +1,87 @@
+// The plan being edited in the planning studio: a core PlanEditor plus undo/redo. Every edit is
+// a command on the QUndoStack holding the partition before and after, so undo restores the exact
+// previous plan. Views read snapshot(); they never compute planning numbers themselves.
+#pragma once
+
+#include "plan/plan_editor.h"
+
+#include <QObject>
+#include <QUndoStack>
+
+#include <memory>
+
+namespace ps::gui {
+
+struct PlanSetup
+{
+    std::string deviceId = "a100-40gb";
+    ScheduleSpec schedule { ScheduleKind::OneFOneB, 4, 8, 1, 1 };
+    double microBatch = 0; // 0: the model's
+    PlannerLimits limits;
+
+    bool operator==(const PlanSetup& o) const
+    {
+        return deviceId == o.deviceId && schedule == o.schedule && microBatch == o.microBatch
+            && limits.memoryLimitBytes == o.limits.memoryLimitBytes && limits.allowSwap == o.limits.allowSwap
+            && limits.allowRecompute == o.limits.allowRecompute;
+    }
+};
+
+class PlanSession : public QObject
+{
+    Q_OBJECT
+public:
+    explicit PlanSession(QObject* parent = nullptr);
+    ~PlanSession() override;
+
+    // Builds the analytical profile for the setup's device and a balanced starting partition.
+    // Returns false and emits operationFailed when the setup is impossible.
+    bool setModel(std::shared_ptr<const Graph> graph, const PlanSetup& setup);
+    bool configure(const PlanSetup& setup);
+    [[nodiscard]] bool hasPlan() const
+    {
+        return m_editor != nullptr;
+    }
+    [[nodiscard]] const PlanSetup& setup() const
+    {
+        return m_setup;
+    }
+    [[nodiscard]] const EditorSnapshot& snapshot() const;
+    [[nodiscard]] const PlanEditor& editor() const;
+    [[nodiscard]] std::shared_ptr<const Graph> graph() const
+    {
+        return m_graph;
+    }
+    [[nodiscard]] const Profile& profile() const
+    {
+        return m_profile;
+    }
+    [[nodiscard]] QUndoStack* undoStack()
+    {
+        return &m_undo;
+    }
+
+    // Undoable edits. moveBoundary snaps into the legal range and returns where it landed.
+    std::size_t moveBoundary(int boundary, std::size_t node);
+    void addStage();
+    void removeStage(int boundary);
+    void applyPartition(const Partition& partition, const QString& description);
+
+    // Used by the undo commands: sets the partition without recording an edit.
+    void restorePartition(const Partition& partition);
+
+Q_SIGNALS:
+    void planChanged();
+    void operationFailed(const QString& message);
+
+private:
+    void pushPartition(const Partition& before, const Partition& after, const QString& text);
+
+    std::shared_ptr<const Graph> m_graph;
+    Profile m_profile;
+    PlanSetup m_setup;
+    std::unique_ptr<PlanEditor> m_editor;
+    QUndoStack m_undo;
+};
+
+} // namespace ps::gui

@@ -1,0 +1,61 @@
+#include "models/search_results_model.h"
+
+namespace ps::gui {
+
+SearchResultsModel::SearchResultsModel(QObject* parent)
+    : QAbstractTableModel(parent)
+{
+}
+
+void SearchResultsModel::setResults(std::vector<Plan> plans)
+{
+    beginResetModel();
+    m_plans = std::move(plans);
+    endResetModel();
+}
+
+int SearchResultsModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : static_cast<int>(m_plans.size());
+}
+
+int SearchResultsModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant SearchResultsModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid) || role != Qt::DisplayRole)
+        return {};
+    const auto& p = m_plans[static_cast<std::size_t>(index.row())];
+    switch (index.column()) {
+    case RankColumn:
+        return index.row() + 1;
+    case AlgorithmColumn:
+        return QString::fromStdString(p.algorithm);
+    case ScheduleColumn:
+        return QString::fromStdString(scheduleName(p.schedule));
+    case FeasibleColumn:
+        return p.feasible ? tr("yes") : tr("no");
+    case SlowestColumn:
+        return p.feasible ? QString::number(p.slowestStageNs / 1e6, 'f', 3) : QString();
+    case CutsColumn:
+        return QString::fromStdString(p.partition.cutsText());
+    case ReasonColumn:
+        return QString::fromStdString(p.reason);
+    default:
+        return {};
+    }
+}
+
+QVariant SearchResultsModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    static const char* const kNames[ColumnCount] = { "#", "Algorithm", "Schedule", "Feasible", "Slowest stage ms",
+        "Cuts", "Why not" };
+    return section >= 0 && section < ColumnCount ? tr(kNames[section]) : QVariant();
+}
+
+} // namespace ps::gui

@@ -1,0 +1,57 @@
+// The partition editor: per-node forward/backward bars along the graph order, the memory each
+// stage accumulates, stage regions, and stage boundaries as vertical lines the user drags (mouse,
+// or Left/Right on the selected boundary). Edits go to the PlanSession (undoable); the plot redraws
+// from the session's numbers.
+#pragma once
+
+#include <QWidget>
+
+class QCustomPlot;
+class QMouseEvent;
+
+namespace ps::gui {
+
+class PlanSession;
+
+class PartitionEditorPlot : public QWidget
+{
+    Q_OBJECT
+public:
+    explicit PartitionEditorPlot(PlanSession* session, QWidget* parent = nullptr);
+
+    // The same path a mouse drag takes: release boundary `boundary` at graph position `x`.
+    void dragBoundaryTo(int boundary, double x);
+    void selectBoundary(int boundary);
+    [[nodiscard]] int selectedBoundary() const
+    {
+        return m_selected;
+    }
+    // Highlights a node (from the node table).
+    void showNode(int node);
+    [[nodiscard]] QCustomPlot* plot() const
+    {
+        return m_plot;
+    }
+
+Q_SIGNALS:
+    void nodeClicked(int node);
+
+protected:
+    void keyPressEvent(QKeyEvent* event) override;
+
+private:
+    void setupAxes();
+    void rebuild();
+    void onPress(QMouseEvent* event);
+    void onMove(QMouseEvent* event);
+    void onRelease(QMouseEvent* event);
+    [[nodiscard]] int boundaryNear(double pixelX) const;
+
+    PlanSession* m_session;
+    QCustomPlot* m_plot;
+    int m_selected = -1;
+    int m_dragging = -1;
+    int m_highlight = -1;
+};
+
+} // namespace ps::gui

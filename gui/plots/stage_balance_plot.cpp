@@ -1,0 +1,119 @@
+// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
+#undef QT_NO_KEYWORDS
+#undef QT_NO_FOREACH
+#include "plots/stage_balance_plot.h"
+
+#include "graph/graph_summary.h"
+#include "models/stage_balance_model.h"
+
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+namespace ps::gui {
+namespace {
+
+    constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+} // namespace
+
+StageBalancePlot::StageBalancePlot(StageBalanceModel* model, QWidget* parent)
+    : QWidget(parent)
+    , m_model(model)
+    , m_plot(new QCustomPlot(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_plot);
+    m_plot->setAutoAddPlottableToLegend(false); // each axis rect has its own legend
+    m_plot->plotLayout()->clear();
+    m_compute = new QCPAxisRect(m_plot);
+    m_memory = new QCPAxisRect(m_plot);
+    m_plot->plotLayout()->addElement(0, 0, m_compute);
+    m_plot->plotLayout()->addElement(0, 1, m_memory);
+    m_compute->axis(QCPAxis::atLeft)->setLabel(tr("ms per micro-batch"));
+    m_memory->axis(QCPAxis::atLeft)->setLabel(tr("GiB at the peak"));
+    for (auto* rect : { m_compute, m_memory }) {
+        rect->axis(QCPAxis::atBottom)->setLabel(tr("stage"));
+        rect->insetLayout()->addElement(new QCPLegend, Qt::AlignTop | Qt::AlignRight);
+    }
+    connect(model, &QAbstractItemModel::modelReset, this, &StageBalancePlot::rebuild);
+    rebuild();
+}
+
+void StageBalancePlot::addStack(
+    QCPAxisRect* rect, const QList<int>& columns, const QStringList& names, const QList<QColor>& colors, double scale)
+{
+    auto* legend = qobject_cast<QCPLegend*>(rect->insetLayout()->elementAt(0));
+    QCPBars* below = nullptr;
+    for (int c = 0; c < columns.size(); ++c) {
+        auto* bars = new QCPBars(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        bars->setName(names[c]);
+        bars->setBrush(colors[c]);
+        bars->setPen(Qt::NoPen);
+        bars->setWidth(0.6);
+        for (int s = 0; s < m_model->rowCount(); ++s)
+            bars->addData(s, m_model->value(s, static_cast<StageBalanceModel::Column>(columns[c])) / scale);
+        if (below)
+            bars->moveAbove(below);
+        below = bars;
+        if (legend)
+            legend->addItem(new QCPPlottableLegendItem(legend, bars));
+    }
+}
+
+void StageBalancePlot::rebuild()
+{
+    m_plot->clearPlottables();
+    m_plot->clearItems();
+    for (auto* rect : { m_compute, m_memory }) {
+        if (auto* legend = qobject_cast<QCPLegend*>(rect->insetLayout()->elementAt(0)))
+            legend->clearItems();
+    }
+    using M = StageBalanceModel;
+    addStack(m_compute, { M::ForwardColumn, M::BackwardColumn, M::RecomputeColumn, M::SwapStallColumn },
+        { tr("forward"), tr("backward"), tr("recompute"), tr("swap stall") },
+        { QColor(79, 163, 224), QColor(240, 160, 60), QColor(150, 100, 200), QColor(200, 60, 60) }, 1.0);
+    addStack(m_memory,
+        { M::ParametersColumn, M::GradientsColumn, M::OptimizerColumn, M::ActivationsColumn, M::WorkspaceColumn },
+        { tr("parameters"), tr("gradients"), tr("optimizer"), tr("activations"), tr("workspace") },
+        { QColor(70, 110, 170), QColor(110, 160, 210), QColor(160, 200, 230), QColor(240, 160, 60),
+            QColor(180, 180, 180) },
+        kGiB);
+    const int stages = m_model->rowCount();
+    double maxTime = 0;
+    double maxMem = 0;
+    for (int s = 0; s < stages; ++s) {
+        maxTime = std::max(maxTime,
+            m_model->value(s, M::ForwardColumn) + m_model->value(s, M::BackwardColumn)
+                + m_model->value(s, M::RecomputeColumn) + m_model->value(s, M::SwapStallColumn));
+        maxMem =
+            std::max({ maxMem, m_model->value(s, M::PeakColumn) / kGiB, m_model->value(s, M::CapacityColumn) / kGiB });
+        // The device capacity over this stage's bar, and the overflow in red.
+        auto* cap = new QCPItemLine(m_plot);
+        cap->start->setAxes(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
+        cap->end->setAxes(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
+        cap->setClipAxisRect(m_memory);
+        cap->start->setCoords(s - 0.45, m_model->value(s, M::CapacityColumn) / kGiB);
+        cap->end->setCoords(s + 0.45, m_model->value(s, M::CapacityColumn) / kGiB);
+        cap->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
+        if (m_model->isOverCapacity(s)) {
+            auto* label = new QCPItemText(m_plot);
+            label->position->setAxes(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
+            label->setClipAxisRect(m_memory);
+            label->position->setCoords(s, m_model->value(s, M::PeakColumn) / kGiB * 1.04);
+            label->setColor(QColor(200, 30, 30));
+            label->setText(tr("+%1 over").arg(QString::fromStdString(formatBytes(m_model->value(s, M::OverColumn)))));
+        }
+    }
+    for (auto* rect : { m_compute, m_memory }) {
+        rect->axis(QCPAxis::atBottom)->setRange(-0.6, std::max(1, stages) - 0.4);
+        auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+        ticker->setTickStep(1);
+        rect->axis(QCPAxis::atBottom)->setTicker(ticker);
+    }
+    m_compute->axis(QCPAxis::atLeft)->setRange(0, std::max(1e-9, maxTime) * 1.2);
+    m_memory->axis(QCPAxis::atLeft)->setRange(0, std::max(1e-9, maxMem) * 1.2);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+} // namespace ps::gui

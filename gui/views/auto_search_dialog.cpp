@@ -1,0 +1,202 @@
+#include "views/auto_search_dialog.h"
+
+#include "models/plan_session.h"
+#include "models/search_results_model.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHeaderView>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTableView>
+#include <QThread>
+#include <QVBoxLayout>
+
+namespace ps::gui {
+
+AutoSearchDialog::AutoSearchDialog(PlanSession* session, QWidget* parent)
+    : QDialog(parent)
+    , m_session(session)
+    , m_results(new SearchResultsModel(this))
+{
+    setWindowTitle(tr("Auto-search partitions and schedules"));
+    setupForm();
+}
+
+AutoSearchDialog::~AutoSearchDialog()
+{
+    if (m_worker) {
+        m_cancelFlag->store(true);
+        m_worker->wait();
+    }
+}
+
+void AutoSearchDialog::setupForm()
+{
+    auto* form = new QFormLayout;
+    m_algorithm = new QComboBox(this);
+    m_algorithm->addItem(tr("all"));
+    for (auto a : allPlanAlgorithms())
+        m_algorithm->addItem(QString::fromUtf8(toString(a).data(), static_cast<qsizetype>(toString(a).size())));
+    m_device = new QComboBox(this);
+    for (const auto& d : DeviceCatalog::builtin().devices()) {
+        if (!d.measured)
+            m_device->addItem(QString::fromStdString(d.id));
+    }
+    m_device->setCurrentText(QString::fromStdString(m_session->setup().deviceId));
+    m_stages = new QSpinBox(this);
+    m_stages->setRange(1, 64);
+    m_stages->setValue(m_session->setup().schedule.stages);
+    m_schedule = new QComboBox(this);
+    m_schedule->addItems({ QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("zb-h1"),
+        QStringLiteral("pipedream"), QStringLiteral("kfkb (k range)") });
+    m_kMin = new QSpinBox(this);
+    m_kMax = new QSpinBox(this);
+    m_kMin->setRange(1, 64);
+    m_kMax->setRange(1, 64);
+    m_kMin->setValue(1);
+    m_kMax->setValue(4);
+    m_microBatches = new QSpinBox(this);
+    m_microBatches->setRange(1, 4096);
+    m_microBatches->setValue(m_session->setup().schedule.microBatches);
+    m_microBatch = new QDoubleSpinBox(this);
+    m_microBatch->setRange(1, 65536);
+    m_microBatch->setDecimals(0);
+    m_microBatch->setValue(m_session->hasPlan() ? m_session->editor().microBatch() : 1);
+    m_memoryGiB = new QDoubleSpinBox(this);
+    m_memoryGiB->setRange(0, 4096);
+    m_memoryGiB->setSpecialValueText(tr("device capacity"));
+    m_swap = new QCheckBox(tr("swap to host memory"), this);
+    m_recompute = new QCheckBox(tr("recompute"), this);
+    m_swap->setChecked(true);
+    m_recompute->setChecked(true);
+    form->addRow(tr("Algorithm"), m_algorithm);
+    form->addRow(tr("Device"), m_device);
+    form->addRow(tr("Stages"), m_stages);
+    form->addRow(tr("Schedule"), m_schedule);
+    form->addRow(tr("kFkB k from"), m_kMin);
+    form->addRow(tr("kFkB k to"), m_kMax);
+    form->addRow(tr("Micro-batches"), m_microBatches);
+    form->addRow(tr("Micro-batch size"), m_microBatch);
+    form->addRow(tr("Memory limit (GiB)"), m_memoryGiB);
+    form->addRow(tr("Memory optimization"), m_swap);
+    form->addRow(QString(), m_recompute);
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 1000);
+    m_table = new QTableView(this);
+    m_table->setModel(m_results);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_run = new QPushButton(tr("Run"), this);
+    m_cancel = new QPushButton(tr("Cancel"), this);
+    auto* apply = new QPushButton(tr("Apply to editor"), this);
+    m_cancel->setEnabled(false);
+    connect(m_run, &QPushButton::clicked, this, [this] { start(request()); });
+    connect(m_cancel, &QPushButton::clicked, this, &AutoSearchDialog::cancel);
+    connect(apply, &QPushButton::clicked, this, [this] {
+        const auto rows = m_table->selectionModel()->selectedRows();
+        applyResult(rows.isEmpty() ? 0 : rows.front().row());
+    });
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+    buttons->addButton(m_run, QDialogButtonBox::ActionRole);
+    buttons->addButton(m_cancel, QDialogButtonBox::ActionRole);
+    buttons->addButton(apply, QDialogButtonBox::ActionRole);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_table, 1);
+    layout->addWidget(buttons);
+}
+
+SearchRequest AutoSearchDialog::request() const
+{
+    SearchRequest r;
+    r.device = DeviceCatalog::builtin().find(m_device->currentText().toStdString());
+    r.microBatch = m_microBatch->value();
+    r.limits = { m_memoryGiB->value() * 1024.0 * 1024 * 1024, m_swap->isChecked(), m_recompute->isChecked() };
+    const int S = m_stages->value();
+    const int M = m_microBatches->value();
+    if (m_schedule->currentIndex() == 4) {
+        for (int k = m_kMin->value(); k <= std::min(m_kMax->value(), M); ++k)
+            r.schedules.push_back({ ScheduleKind::KFKB, S, M, k, 1 });
+    } else {
+        r.schedules.push_back(parseScheduleSpec(m_schedule->currentText().toStdString(), S, M));
+    }
+    if (m_algorithm->currentIndex() == 0)
+        r.algorithms = allPlanAlgorithms();
+    else
+        r.algorithms = { parsePlanAlgorithm(m_algorithm->currentText().toStdString()) };
+    return r;
+}
+
+void AutoSearchDialog::start(const SearchRequest& request)
+{
+    if (m_worker || !m_session->graph())
+        return;
+    m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
+    m_progress->setValue(0);
+    m_run->setEnabled(false);
+    m_cancel->setEnabled(true);
+    // The worker owns copies of everything it reads; results come back once, queued.
+    m_worker = QThread::create([this, graph = m_session->graph(), profile = m_session->profile(), request,
+                                   flag = m_cancelFlag] {
+        auto plans = searchPlans(
+            *graph, profile, request,
+            [this](double f) {
+                QMetaObject::invokeMethod(
+                    this, [this, f] { onProgress(f); }, Qt::QueuedConnection);
+            },
+            flag.get());
+        QMetaObject::invokeMethod(
+            this, [this, plans = std::move(plans)]() mutable { onFinished(std::move(plans)); }, Qt::QueuedConnection);
+    });
+    m_worker->start();
+}
+
+void AutoSearchDialog::cancel()
+{
+    if (m_cancelFlag)
+        m_cancelFlag->store(true);
+}
+
+void AutoSearchDialog::onProgress(double fraction)
+{
+    m_progress->setValue(static_cast<int>(fraction * 1000));
+}
+
+void AutoSearchDialog::onFinished(std::vector<Plan> plans)
+{
+    if (m_worker) {
+        m_worker->wait();
+        delete m_worker;
+        m_worker = nullptr;
+    }
+    m_results->setResults(std::move(plans));
+    m_progress->setValue(1000);
+    m_run->setEnabled(true);
+    m_cancel->setEnabled(false);
+    Q_EMIT searchFinished();
+}
+
+bool AutoSearchDialog::applyResult(int row)
+{
+    const auto& plans = m_results->results();
+    if (row < 0 || static_cast<std::size_t>(row) >= plans.size() || !plans[static_cast<std::size_t>(row)].feasible)
+        return false;
+    const auto& plan = plans[static_cast<std::size_t>(row)];
+    auto setup = m_session->setup();
+    setup.schedule = plan.schedule;
+    setup.microBatch = plan.microBatch;
+    setup.deviceId = m_device->currentText().toStdString();
+    if (!(setup == m_session->setup()) && !m_session->configure(setup))
+        return false;
+    m_session->applyPartition(plan.partition, tr("Apply %1 plan").arg(QString::fromStdString(plan.algorithm)));
+    return true;
+}
+
+} // namespace ps::gui

@@ -1,0 +1,116 @@
+#include "views/cluster_dock.h"
+
+#include "graph/graph_summary.h"
+#include "local_devices.h"
+#include "models/plan_session.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+
+namespace ps::gui {
+
+ClusterDock::ClusterDock(PlanSession* session, QWidget* parent)
+    : QWidget(parent)
+    , m_session(session)
+{
+    setupForm();
+    loadFromSession();
+    connect(session, &PlanSession::planChanged, this, &ClusterDock::loadFromSession);
+}
+
+void ClusterDock::setupForm()
+{
+    auto* form = new QFormLayout(this);
+    m_device = new QComboBox(this);
+    for (const auto& d : DeviceCatalog::builtin().devices()) {
+        if (!d.measured)
+            m_device->addItem(QString::fromStdString(d.name), QString::fromStdString(d.id));
+    }
+    m_stages = new QSpinBox(this);
+    m_stages->setRange(1, 64);
+    m_schedule = new QComboBox(this);
+    m_schedule->setEditable(true);
+    m_schedule->addItems({ QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("kfkb:2"),
+        QStringLiteral("kfkb:4"), QStringLiteral("zb-h1"), QStringLiteral("pipedream") });
+    m_microBatches = new QSpinBox(this);
+    m_microBatches->setRange(1, 4096);
+    m_microBatch = new QDoubleSpinBox(this);
+    m_microBatch->setRange(1, 65536);
+    m_microBatch->setDecimals(0);
+    m_memoryGiB = new QDoubleSpinBox(this);
+    m_memoryGiB->setRange(0, 4096);
+    m_memoryGiB->setSpecialValueText(tr("device capacity"));
+    m_swap = new QCheckBox(tr("swap"), this);
+    m_recompute = new QCheckBox(tr("recompute"), this);
+    m_profile = new QComboBox(this);
+    m_profile->addItem(tr("analytical estimate for the device"));
+    const auto local = engine::probeLocalDevices();
+    m_local = new QLabel(tr("This machine: %1 CPU thread(s); CUDA: %2")
+                             .arg(local.devices.front().computeUnits)
+                             .arg(QString::fromStdString(local.cudaStatus)),
+        this);
+    m_local->setWordWrap(true);
+    auto* apply = new QPushButton(tr("Apply"), this);
+    connect(apply, &QPushButton::clicked, this, &ClusterDock::apply);
+    form->addRow(tr("Device"), m_device);
+    form->addRow(tr("Stages (devices)"), m_stages);
+    form->addRow(tr("Schedule"), m_schedule);
+    form->addRow(tr("Micro-batches"), m_microBatches);
+    form->addRow(tr("Micro-batch size"), m_microBatch);
+    form->addRow(tr("Memory limit (GiB)"), m_memoryGiB);
+    form->addRow(tr("Memory optimization"), m_swap);
+    form->addRow(QString(), m_recompute);
+    form->addRow(tr("Profile"), m_profile);
+    form->addRow(m_local);
+    form->addRow(apply);
+}
+
+void ClusterDock::loadFromSession()
+{
+    const auto& s = m_session->setup();
+    m_device->setCurrentIndex(m_device->findData(QString::fromStdString(s.deviceId)));
+    m_stages->setValue(m_session->hasPlan() ? m_session->editor().partition().stageCount() : s.schedule.stages);
+    m_schedule->setCurrentText(QString::fromStdString(scheduleName(s.schedule)));
+    m_microBatches->setValue(s.schedule.microBatches);
+    m_microBatch->setValue(m_session->hasPlan() ? m_session->editor().microBatch() : std::max(1.0, s.microBatch));
+    m_memoryGiB->setValue(s.limits.memoryLimitBytes / (1024.0 * 1024 * 1024));
+    m_swap->setChecked(s.limits.allowSwap);
+    m_recompute->setChecked(s.limits.allowRecompute);
+}
+
+PlanSetup ClusterDock::setup() const
+{
+    PlanSetup s;
+    s.deviceId = m_device->currentData().toString().toStdString();
+    s.schedule = parseScheduleSpec(m_schedule->currentText().toStdString(), m_stages->value(), m_microBatches->value());
+    s.microBatch = m_microBatch->value();
+    s.limits = { m_memoryGiB->value() * 1024.0 * 1024 * 1024, m_swap->isChecked(), m_recompute->isChecked() };
+    return s;
+}
+
+bool ClusterDock::apply()
+{
+    try {
+        return m_session->configure(setup());
+    } catch (const std::exception& e) {
+        Q_EMIT m_session->operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+void ClusterDock::setDevice(const QString& id)
+{
+    m_device->setCurrentIndex(m_device->findData(id));
+}
+
+void ClusterDock::setStages(int stages)
+{
+    m_stages->setValue(stages);
+}
+
+} // namespace ps::gui

@@ -1,0 +1,47 @@
+// Cluster and device settings of the plan: catalog device and count (one per stage), schedule,
+// micro-batches, memory limit, whether swap/recompute may be used, and the profile source.
+#pragma once
+
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QSpinBox;
+
+namespace ps::gui {
+
+class PlanSession;
+struct PlanSetup;
+
+class ClusterDock : public QWidget
+{
+    Q_OBJECT
+public:
+    explicit ClusterDock(PlanSession* session, QWidget* parent = nullptr);
+
+    [[nodiscard]] PlanSetup setup() const;
+    // Applies the form to the session (rebuilds profile, partition and simulation).
+    bool apply();
+    void setDevice(const QString& id);
+    void setStages(int stages);
+
+private:
+    void setupForm();
+    void loadFromSession();
+
+    PlanSession* m_session;
+    QComboBox* m_device = nullptr;
+    QSpinBox* m_stages = nullptr;
+    QComboBox* m_schedule = nullptr;
+    QSpinBox* m_microBatches = nullptr;
+    QDoubleSpinBox* m_microBatch = nullptr;
+    QDoubleSpinBox* m_memoryGiB = nullptr;
+    QCheckBox* m_swap = nullptr;
+    QCheckBox* m_recompute = nullptr;
+    QComboBox* m_profile = nullptr;
+    QLabel* m_local = nullptr;
+};
+
+} // namespace ps::gui

@@ -1,0 +1,223 @@
+#include "models/node_table_model.h"
+#include "models/plan_session.h"
+#include "models/plans_model.h"
+#include "models/search_results_model.h"
+#include "models/stage_balance_model.h"
+#include "plots/partition_editor_plot.h"
+#include "plots/timeline_plot.h"
+#include "store/project_store.h"
+#include "views/auto_search_dialog.h"
+#include "views/main_window.h"
+#include "views/node_table_view.h"
+#include "views/plans_panel.h"
+#include "zoo/model_config.h"
+
+#include <QAbstractItemModelTester>
+#include <QElapsedTimer>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <gtest/gtest.h>
+
+using namespace ps;
+using namespace ps::gui;
+
+namespace {
+
+std::shared_ptr<const Graph> gpt2(int layers, int seq = 256)
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = layers;
+    c.seq = seq;
+    return std::make_shared<const Graph>(buildZooModel(c));
+}
+
+PlanSetup fourA100()
+{
+    PlanSetup s;
+    s.deviceId = "a100-40gb";
+    s.schedule = { ScheduleKind::OneFOneB, 4, 8, 1, 1 };
+    s.microBatch = 4;
+    return s;
+}
+
+} // namespace
+
+TEST(PlanningStudio, DraggingABoundaryUpdatesPlanBalanceAndSimulationLikeTheCli)
+{
+    PlanSession session;
+    StageBalanceModel balance(&session);
+    QAbstractItemModelTester tester(&balance, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    const auto graph = gpt2(4);
+    ASSERT_TRUE(session.setModel(graph, fourA100()));
+    PartitionEditorPlot editor(&session);
+    QSignalSpy changed(&session, &PlanSession::planChanged);
+    const auto before = session.editor().partition();
+    const double forwardBefore = balance.value(0, StageBalanceModel::ForwardColumn);
+    const double iterationBefore = session.snapshot().simulation.iterationNs;
+
+    // The line sits in the gap left of a stage's first node: x = node - 0.5.
+    editor.dragBoundaryTo(1, static_cast<double>(before.stageStarts[1]) + 19.5);
+    EXPECT_EQ(changed.count(), 1);
+    EXPECT_EQ(session.editor().partition().stageStarts[1], before.stageStarts[1] + 20);
+    EXPECT_GT(balance.value(0, StageBalanceModel::ForwardColumn), forwardBefore);
+    EXPECT_NE(session.snapshot().simulation.iterationNs, iterationBefore);
+
+    // The CLI's `simulate --cuts` path on the same cuts gives the same iteration time.
+    const auto& partition = session.editor().partition();
+    const auto stages = computeStageCosts(*graph, session.profile(), partition, 4);
+    const auto schedule = generateSchedule(fourA100().schedule);
+    const auto cli = simulate({ schedule, stages, session.editor().cluster(), {}, 4, {}, {} });
+    ASSERT_TRUE(session.snapshot().plan.feasible);
+    EXPECT_NEAR(session.snapshot().simulation.iterationNs, cli.iterationNs, 1e-6 * cli.iterationNs);
+    EXPECT_DOUBLE_EQ(balance.value(0, StageBalanceModel::ForwardColumn), stages[0].forwardNs / 1e6);
+}
+
+TEST(PlanningStudio, UndoRestoresTheExactPreviousPlan)
+{
+    PlanSession session;
+    ASSERT_TRUE(session.setModel(gpt2(4), fourA100()));
+    const auto original = session.editor().partition();
+    const auto originalTime = session.snapshot().simulation.iterationNs;
+    session.moveBoundary(2, original.stageStarts[2] - 15);
+    session.addStage();
+    EXPECT_EQ(session.editor().partition().stageCount(), 5);
+    session.undoStack()->undo();
+    session.undoStack()->undo();
+    EXPECT_EQ(session.editor().partition(), original);
+    EXPECT_DOUBLE_EQ(session.snapshot().simulation.iterationNs, originalTime);
+    session.undoStack()->redo();
+    EXPECT_EQ(session.editor().partition().stageStarts[2], original.stageStarts[2] - 15);
+}
+
+TEST(PlanningStudio, KeyboardNudgesTheSelectedBoundary)
+{
+    PlanSession session;
+    ASSERT_TRUE(session.setModel(gpt2(2), fourA100()));
+    PartitionEditorPlot editor(&session);
+    editor.selectBoundary(1);
+    const auto start = session.editor().partition().stageStarts[1];
+    QTest::keyClick(&editor, Qt::Key_Right);
+    EXPECT_EQ(session.editor().partition().stageStarts[1], start + 1);
+    QTest::keyClick(&editor, Qt::Key_Left, Qt::ShiftModifier);
+    EXPECT_EQ(session.editor().partition().stageStarts[1], start - 9);
+}
+
+TEST(PlanningStudio, OverCapacityStagesAreFlagged)
+{
+    PlanSession session;
+    StageBalanceModel balance(&session);
+    auto setup = fourA100();
+    setup.limits = { 5e8, false, false }; // 500 MB per device and no way to trade memory
+    ASSERT_TRUE(session.setModel(gpt2(4, 512), setup));
+    bool anyOver = false;
+    for (int s = 0; s < balance.rowCount(); ++s) {
+        anyOver = anyOver || balance.isOverCapacity(s);
+        if (balance.isOverCapacity(s)) {
+            EXPECT_GT(
+                balance.value(s, StageBalanceModel::PeakColumn), balance.value(s, StageBalanceModel::CapacityColumn));
+            EXPECT_TRUE(balance.index(s, StageBalanceModel::PeakColumn).data(Qt::ForegroundRole).isValid());
+        }
+    }
+    EXPECT_TRUE(anyOver);
+    EXPECT_FALSE(session.snapshot().plan.feasible);
+}
+
+TEST(PlanningStudio, CancelStopsASearchWithinOneSecond)
+{
+    PlanSession session;
+    auto setup = fourA100();
+    setup.schedule.stages = 8;
+    ASSERT_TRUE(session.setModel(std::make_shared<const Graph>(buildZooModel(zooPreset("gpt2-xl"))), setup));
+    AutoSearchDialog dialog(&session);
+    QSignalSpy finished(&dialog, &AutoSearchDialog::searchFinished);
+    SearchRequest request;
+    request.device = DeviceCatalog::builtin().find("a100-40gb");
+    request.microBatch = 4;
+    for (int k = 1; k <= 8; ++k)
+        request.schedules.push_back({ ScheduleKind::KFKB, 8, 16, k, 1 });
+    request.algorithms = allPlanAlgorithms();
+    dialog.start(request);
+    ASSERT_TRUE(dialog.isRunning());
+    QTest::qWait(50);
+    QElapsedTimer timer;
+    timer.start();
+    dialog.cancel();
+    ASSERT_TRUE(finished.wait(5000));
+    EXPECT_LT(timer.elapsed(), 1000);
+    EXPECT_FALSE(dialog.isRunning());
+    EXPECT_LT(dialog.results()->rowCount(), 8 * 6); // stopped early
+}
+
+TEST(PlanningStudio, SearchResultsApplyToTheEditor)
+{
+    PlanSession session;
+    ASSERT_TRUE(session.setModel(gpt2(4), fourA100()));
+    AutoSearchDialog dialog(&session);
+    QAbstractItemModelTester tester(dialog.results(), QAbstractItemModelTester::FailureReportingMode::Fatal);
+    QSignalSpy finished(&dialog, &AutoSearchDialog::searchFinished);
+    auto request = dialog.request();
+    request.algorithms = { PlanAlgorithm::DawnPiper, PlanAlgorithm::GPipe };
+    request.schedules = { { ScheduleKind::OneFOneB, 3, 6, 1, 1 } };
+    dialog.start(request);
+    ASSERT_TRUE(finished.wait(20000));
+    ASSERT_EQ(dialog.results()->rowCount(), 2);
+    const auto best = dialog.results()->results().front();
+    ASSERT_TRUE(dialog.applyResult(0));
+    EXPECT_EQ(session.editor().partition(), best.partition);
+    EXPECT_EQ(session.editor().schedule().stages, 3);
+}
+
+TEST(PlanningStudio, PlansPanelSavesComparesAppliesAndDeletes)
+{
+    QTemporaryDir dir;
+    const auto path = dir.filePath(QStringLiteral("p.pstudio"));
+    const auto graph = gpt2(4);
+    writeNewProject(path.toStdString(), *graph, false);
+    PlanSession session;
+    ASSERT_TRUE(session.setModel(graph, fourA100()));
+    PlansModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setProject(path);
+    PlansPanel panel(&session, &model);
+    const auto first = session.editor().partition();
+    ASSERT_TRUE(panel.saveCurrent(QStringLiteral("balanced")));
+    session.moveBoundary(1, first.stageStarts[1] + 30);
+    ASSERT_TRUE(panel.saveCurrent(QStringLiteral("lopsided")));
+    ASSERT_EQ(model.rowCount(), 2);
+    EXPECT_EQ(model.index(0, PlansModel::NameColumn).data().toString(), QStringLiteral("balanced")); // fastest first
+    EXPECT_GT(model.index(0, PlansModel::IterationColumn).data(PlansModel::ValueRole).toDouble(), 0);
+    const auto lines = panel.comparison(0, 1);
+    EXPECT_GT(lines.size(), PlansModel::ColumnCount);
+    EXPECT_NE(lines[PlansModel::CutsColumn][1], lines[PlansModel::CutsColumn][2]);
+    EXPECT_TRUE(model.setData(model.index(1, PlansModel::NameColumn), QStringLiteral("renamed")));
+    model.reload();
+    EXPECT_EQ(model.index(1, PlansModel::NameColumn).data().toString(), QStringLiteral("renamed"));
+    QSignalSpy messages(&panel, &PlansPanel::message);
+    panel.table()->selectionModel()->select(
+        model.index(0, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    ASSERT_EQ(panel.table()->selectionModel()->selectedRows().size(), 1);
+    ASSERT_TRUE(panel.applySelected()) << (messages.isEmpty() ? std::string()
+                                                              : messages.back().at(0).toString().toStdString());
+    EXPECT_EQ(session.editor().partition(), first);
+    ASSERT_TRUE(panel.deleteSelected());
+    EXPECT_EQ(model.rowCount(), 1);
+}
+
+TEST(PlanningStudio, NodeSelectionSyncsWithTheEditor)
+{
+    QTemporaryDir dir;
+    const auto path = dir.filePath(QStringLiteral("p.pstudio"));
+    writeNewProject(path.toStdString(), *gpt2(2), false);
+    MainWindow window;
+    ASSERT_TRUE(window.openProject(path));
+    ASSERT_TRUE(window.planSession()->hasPlan());
+    EXPECT_GT(window.timeline()->blockCount(), 0);
+    Q_EMIT window.editor()->nodeClicked(17);
+    const auto current = window.nodeTable()->table()->currentIndex();
+    ASSERT_TRUE(current.isValid());
+    EXPECT_EQ(current.data(NodeTableModel::NodeIdRole).toInt(), 17);
+}
