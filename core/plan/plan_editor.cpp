@@ -6,11 +6,17 @@
 
 namespace ps {
 
-PlanEditor::PlanEditor(const Graph& graph, const Profile& profile, DeviceSpec device, ScheduleSpec schedule,
+PlanEditor::PlanEditor(const Graph& graph, const Profile& profile, const DeviceSpec& device, ScheduleSpec schedule,
+    double microBatch, PlannerLimits limits)
+    : PlanEditor(graph, profile, makeCluster(device, 8), schedule, microBatch, limits) // 8 devices per node
+{
+}
+
+PlanEditor::PlanEditor(const Graph& graph, const Profile& profile, Cluster shape, ScheduleSpec schedule,
     double microBatch, PlannerLimits limits)
     : m_graph(graph)
     , m_profile(profile)
-    , m_device(std::move(device))
+    , m_shape(std::move(shape))
     , m_schedule(schedule)
     , m_microBatch(microBatch)
     , m_limits(limits)
@@ -25,7 +31,11 @@ PlanEditor::PlanEditor(const Graph& graph, const Profile& profile, DeviceSpec de
 
 void PlanEditor::rebuildModel()
 {
-    m_cluster = makeCluster(m_device, m_schedule.devices());
+    const int devices = m_schedule.devices();
+    m_cluster = m_shape;
+    m_cluster.devicesPerNode = std::max(1, std::min(m_cluster.devicesPerNode, devices));
+    m_cluster.nodes = (devices + m_cluster.devicesPerNode - 1) / m_cluster.devicesPerNode;
+    m_cluster.name = std::to_string(devices) + " x " + m_shape.device.id;
     if (m_limits.memoryLimitBytes > 0) // the simulator flags OOM against the same limit the planner used
         m_cluster.device.memoryBytes = static_cast<std::int64_t>(m_limits.memoryLimitBytes);
     m_model = std::make_unique<StageModel>(m_graph, m_profile, m_schedule, m_cluster, m_microBatch, m_limits);

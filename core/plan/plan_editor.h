@@ -21,9 +21,12 @@ struct EditorSnapshot
 class PlanEditor
 {
 public:
-    // `graph` and `profile` must outlive the editor. The cluster grows to one device per stage.
-    PlanEditor(const Graph& graph, const Profile& profile, DeviceSpec device, ScheduleSpec schedule, double microBatch,
+    // `graph` and `profile` must outlive the editor. `shape` gives the device kind, devices per
+    // node and links; the cluster grows to one device per pipeline device of the schedule.
+    PlanEditor(const Graph& graph, const Profile& profile, Cluster shape, ScheduleSpec schedule, double microBatch,
         PlannerLimits limits = {});
+    PlanEditor(const Graph& graph, const Profile& profile, const DeviceSpec& device, ScheduleSpec schedule,
+        double microBatch, PlannerLimits limits = {});
 
     [[nodiscard]] const Partition& partition() const
     {
@@ -71,7 +74,7 @@ private:
 
     const Graph& m_graph;
     const Profile& m_profile;
-    DeviceSpec m_device;
+    Cluster m_shape;
     ScheduleSpec m_schedule;
     double m_microBatch;
     PlannerLimits m_limits;

@@ -1,5 +1,6 @@
 #include "models/plan_session.h"
 
+#include "cpu_probe.h"
 #include "util/error.h"
 
 #include <QUndoCommand>
@@ -36,6 +37,7 @@ namespace {
 
 PlanSession::PlanSession(QObject* parent)
     : QObject(parent)
+    , m_profile(std::make_unique<Profile>())
     , m_undo(this)
 {
 }
@@ -59,12 +61,19 @@ bool PlanSession::configure(const PlanSetup& setup)
     if (!m_graph)
         return false;
     try {
-        const auto& device = DeviceCatalog::builtin().find(setup.deviceId);
-        CostModelOptions options;
-        auto profile = estimateProfile(*m_graph, device, options);
+        const auto device =
+            setup.deviceId == "cpu" ? engine::measureCpuDevice() : DeviceCatalog::builtin().find(setup.deviceId);
+        auto shape = makeCluster(device, std::max(1, setup.devicesPerNode), std::max(1, setup.devicesPerNode));
+        if (setup.intraNodeGBps > 0)
+            shape.intraNode.bandwidth = setup.intraNodeGBps * 1e9;
+        shape.interNode.bandwidth = setup.interNodeGBps * 1e9;
+        shape.check();
+        auto profile = std::make_unique<Profile>(estimateProfile(*m_graph, device, CostModelOptions {}));
         const double mb = setup.microBatch > 0 ? setup.microBatch : static_cast<double>(m_graph->info().microBatch);
-        m_profile = std::move(profile); // the editor keeps a reference to m_profile
-        m_editor = std::make_unique<PlanEditor>(*m_graph, m_profile, device, setup.schedule, mb, setup.limits);
+        // Build the new editor first: if the setup is impossible, the current plan stays.
+        auto editor = std::make_unique<PlanEditor>(*m_graph, *profile, shape, setup.schedule, mb, setup.limits);
+        m_editor = std::move(editor);
+        m_profile = std::move(profile);
         m_setup = setup;
         m_undo.clear();
         Q_EMIT planChanged();

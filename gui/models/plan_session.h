@@ -14,14 +14,18 @@ namespace ps::gui {
 
 struct PlanSetup
 {
-    std::string deviceId = "a100-40gb";
+    std::string deviceId = "a100-40gb"; // a catalog id, or "cpu" for this machine (measured)
+    int devicesPerNode = 8;
+    double intraNodeGBps = 0; // 0: the device's peer link
+    double interNodeGBps = 12.5; // 100 Gb/s Ethernet
     ScheduleSpec schedule { ScheduleKind::OneFOneB, 4, 8, 1, 1 };
     double microBatch = 0; // 0: the model's
     PlannerLimits limits;
 
     bool operator==(const PlanSetup& o) const
     {
-        return deviceId == o.deviceId && schedule == o.schedule && microBatch == o.microBatch
+        return deviceId == o.deviceId && devicesPerNode == o.devicesPerNode && intraNodeGBps == o.intraNodeGBps
+            && interNodeGBps == o.interNodeGBps && schedule == o.schedule && microBatch == o.microBatch
             && limits.memoryLimitBytes == o.limits.memoryLimitBytes && limits.allowSwap == o.limits.allowSwap
             && limits.allowRecompute == o.limits.allowRecompute;
     }
@@ -54,7 +58,7 @@ public:
     }
     [[nodiscard]] const Profile& profile() const
     {
-        return m_profile;
+        return *m_profile;
     }
     [[nodiscard]] QUndoStack* undoStack()
     {
@@ -78,7 +82,7 @@ private:
     void pushPartition(const Partition& before, const Partition& after, const QString& text);
 
     std::shared_ptr<const Graph> m_graph;
-    Profile m_profile;
+    std::unique_ptr<Profile> m_profile; // the editor refers to it; replaced together
     PlanSetup m_setup;
     std::unique_ptr<PlanEditor> m_editor;
     QUndoStack m_undo;

@@ -31,8 +31,16 @@ void ClusterDock::setupForm()
         if (!d.measured)
             m_device->addItem(QString::fromStdString(d.name), QString::fromStdString(d.id));
     }
+    m_device->addItem(tr("This machine's CPU (measured)"), QStringLiteral("cpu"));
     m_stages = new QSpinBox(this);
     m_stages->setRange(1, 64);
+    m_perNode = new QSpinBox(this);
+    m_perNode->setRange(1, 64);
+    m_intra = new QDoubleSpinBox(this);
+    m_intra->setRange(0, 10000);
+    m_intra->setSpecialValueText(tr("device's peer link"));
+    m_inter = new QDoubleSpinBox(this);
+    m_inter->setRange(0.01, 10000);
     m_schedule = new QComboBox(this);
     m_schedule->setEditable(true);
     m_schedule->addItems({ QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("kfkb:2"),
@@ -59,6 +67,9 @@ void ClusterDock::setupForm()
     connect(apply, &QPushButton::clicked, this, &ClusterDock::apply);
     form->addRow(tr("Device"), m_device);
     form->addRow(tr("Stages (devices)"), m_stages);
+    form->addRow(tr("Devices per node"), m_perNode);
+    form->addRow(tr("Intra-node link (GB/s)"), m_intra);
+    form->addRow(tr("Inter-node network (GB/s)"), m_inter);
     form->addRow(tr("Schedule"), m_schedule);
     form->addRow(tr("Micro-batches"), m_microBatches);
     form->addRow(tr("Micro-batch size"), m_microBatch);
@@ -75,6 +86,9 @@ void ClusterDock::loadFromSession()
     const auto& s = m_session->setup();
     m_device->setCurrentIndex(m_device->findData(QString::fromStdString(s.deviceId)));
     m_stages->setValue(m_session->hasPlan() ? m_session->editor().partition().stageCount() : s.schedule.stages);
+    m_perNode->setValue(s.devicesPerNode);
+    m_intra->setValue(s.intraNodeGBps);
+    m_inter->setValue(s.interNodeGBps);
     m_schedule->setCurrentText(QString::fromStdString(scheduleName(s.schedule)));
     m_microBatches->setValue(s.schedule.microBatches);
     m_microBatch->setValue(m_session->hasPlan() ? m_session->editor().microBatch() : std::max(1.0, s.microBatch));
@@ -87,6 +101,9 @@ PlanSetup ClusterDock::setup() const
 {
     PlanSetup s;
     s.deviceId = m_device->currentData().toString().toStdString();
+    s.devicesPerNode = m_perNode->value();
+    s.intraNodeGBps = m_intra->value();
+    s.interNodeGBps = m_inter->value();
     s.schedule = parseScheduleSpec(m_schedule->currentText().toStdString(), m_stages->value(), m_microBatches->value());
     s.microBatch = m_microBatch->value();
     s.limits = { m_memoryGiB->value() * 1024.0 * 1024 * 1024, m_swap->isChecked(), m_recompute->isChecked() };

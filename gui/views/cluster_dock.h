@@ -34,6 +34,9 @@ private:
     PlanSession* m_session;
     QComboBox* m_device = nullptr;
     QSpinBox* m_stages = nullptr;
+    QSpinBox* m_perNode = nullptr;
+    QDoubleSpinBox* m_intra = nullptr;
+    QDoubleSpinBox* m_inter = nullptr;
     QComboBox* m_schedule = nullptr;
     QSpinBox* m_microBatches = nullptr;
     QDoubleSpinBox* m_microBatch = nullptr;

@@ -221,3 +221,22 @@ TEST(PlanningStudio, NodeSelectionSyncsWithTheEditor)
     ASSERT_TRUE(current.isValid());
     EXPECT_EQ(current.data(NodeTableModel::NodeIdRole).toInt(), 17);
 }
+
+TEST(PlanningStudio, ClusterShapeReachesTheSimulation)
+{
+    PlanSession session;
+    auto setup = fourA100();
+    setup.devicesPerNode = 2; // 4 stages over 2 nodes: the middle cut crosses the network
+    setup.interNodeGBps = 0.5;
+    ASSERT_TRUE(session.setModel(gpt2(4), setup));
+    EXPECT_EQ(session.editor().cluster().nodes, 2);
+    const double slow = session.snapshot().simulation.iterationNs;
+    setup.interNodeGBps = 50;
+    ASSERT_TRUE(session.configure(setup));
+    EXPECT_LT(session.snapshot().simulation.iterationNs, slow);
+    QSignalSpy failed(&session, &PlanSession::operationFailed);
+    setup.deviceId = "tpu-v9";
+    EXPECT_FALSE(session.configure(setup));
+    EXPECT_EQ(failed.count(), 1);
+    EXPECT_TRUE(session.hasPlan()); // the previous plan stays
+}
