@@ -8,8 +8,13 @@ packages=(
   libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev libgl-dev libqcustomplot-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler
   clang-format
 )
+# Tests export real PyTorch modules to ONNX with Debian's torch (/usr/bin/python3).
+if [ "${PS_SKIP_TORCH:-0}" != "1" ]; then
+  packages+=(python3-torch python3-onnx python3-torchvision)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

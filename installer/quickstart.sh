@@ -8,7 +8,11 @@ cd "$(dirname "$0")/.."
 
 mode=${1:-run}
 jobs=$(nproc 2>/dev/null || echo 2)
-installer/deps.sh
+if [ "$mode" = "run" ]; then
+  PS_SKIP_TORCH=1 installer/deps.sh # torch only generates test fixtures
+else
+  installer/deps.sh
+fi
 
 case "$mode" in
   run)

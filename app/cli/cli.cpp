@@ -51,6 +51,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     GuiRequest request;
     addNewCommand(app, action);
     addInfoCommand(app, action);
+    addImportCommand(app, action);
     addZooCommand(app, action);
     addDevicesCommand(app, action);
     addDemoCommand(app, action);

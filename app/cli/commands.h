@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 
 void addNewCommand(CLI::App& app, Action& action);
 void addInfoCommand(CLI::App& app, Action& action);
+void addImportCommand(CLI::App& app, Action& action);
 void addZooCommand(CLI::App& app, Action& action);
 void addDevicesCommand(CLI::App& app, Action& action);
 void addDemoCommand(CLI::App& app, Action& action);

@@ -1,6 +1,7 @@
 // `pipestudio new` and `pipestudio info`.
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "onnx/onnx_import.h"
 #include "store/project_store.h"
 #include "zoo/model_config.h"
 
@@ -103,6 +104,48 @@ void addInfoCommand(CLI::App& app, Action& action)
             fmt::print("{}",
                 *json ? summaryJson(summary, *path, store.schemaVersion())
                       : summaryText(summary, *path, store.schemaVersion()));
+            return 0;
+        };
+    });
+}
+
+} // namespace ps::app
+
+namespace ps::app {
+
+void addImportCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("import", "Create a project from an ONNX model (torch.onnx.export, opsets 13-17)");
+    auto input = std::make_shared<std::string>();
+    auto output = std::make_shared<std::string>();
+    auto options = std::make_shared<OnnxImportOptions>();
+    auto force = std::make_shared<bool>(false);
+    auto noWeights = std::make_shared<bool>(false);
+    cmd->add_option("model", *input, "ONNX file")->required();
+    cmd->add_option("-o,--output", *output, "Project file to write (.pstudio)")->required();
+    cmd->add_option("--batch,-b", options->batch, "Size of the batch dimension")->check(CLI::PositiveNumber);
+    cmd->add_option("--seq", options->sequence, "Size of sequence-like dynamic dimensions")->check(CLI::PositiveNumber);
+    cmd->add_flag("--no-weights", *noWeights, "Do not store initializer values in the project");
+    cmd->add_flag("--force", *force, "Replace the output file if it exists");
+    cmd->callback([&action, input, output, options, force, noWeights] {
+        action = [=] {
+            auto o = *options;
+            o.keepWeights = !*noWeights;
+            const auto imported = importOnnx(*input, o);
+            writeNewProject(*output, imported.graph, *force);
+            const auto& r = imported.report;
+            fmt::print("Imported {} (opset {}): {} ONNX nodes, {} constants folded, {} graph nodes, {} parameters\n",
+                *input, r.opset, r.onnxNodes, r.foldedConstants, imported.graph.nodeCount(),
+                formatCount(static_cast<double>(imported.graph.parameterCount())));
+            for (const auto& [dim, size] : r.boundDims)
+                fmt::print("  bound {} = {}\n", dim, size);
+            if (!r.opaqueOps.empty()) {
+                std::string ops;
+                for (const auto& [op, count] : r.opaqueOps)
+                    ops += fmt::format("{}{} x{}", ops.empty() ? "" : ", ", op, count);
+                fmt::print("  costed from shapes only, not trainable by the engine yet: {}\n", ops);
+            }
+            fmt::print("Wrote {}\n", *output);
             return 0;
         };
     });

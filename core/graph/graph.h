@@ -8,8 +8,10 @@
 #include "graph/types.h"
 #include "ids.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <variant>
@@ -28,8 +30,16 @@ struct Tensor
     DType dtype = DType::F32;
     TensorKind kind = TensorKind::Activation;
     NodeId producer; // invalid unless kind == Activation
+    // Values of parameters and constants imported with the model (ONNX initializers), raw
+    // little-endian elements of `dtype`; null when the model came without weights (zoo).
+    std::shared_ptr<const std::vector<std::byte>> data;
 
-    bool operator==(const Tensor&) const = default;
+    bool operator==(const Tensor& o) const
+    {
+        const bool sameData = (!data && !o.data) || (data && o.data && *data == *o.data);
+        return id == o.id && name == o.name && shape == o.shape && dtype == o.dtype && kind == o.kind
+            && producer == o.producer && sameData;
+    }
 };
 
 inline constexpr std::int32_t kNoLayer = -1;

@@ -16,18 +16,19 @@ GraphBuilder::GraphBuilder(ModelInfo info, DType activationType)
 
 TensorId GraphBuilder::input(const std::string& name, Shape shape, DType dtype)
 {
-    return m_graph.addTensor({ TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Input, NodeId() });
+    return m_graph.addTensor({ TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Input, NodeId(), {} });
 }
 
 TensorId GraphBuilder::constant(const std::string& name, Shape shape, DType dtype)
 {
-    return m_graph.addTensor({ TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Constant, NodeId() });
+    return m_graph.addTensor(
+        { TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Constant, NodeId(), {} });
 }
 
 TensorId GraphBuilder::parameter(const std::string& name, Shape shape)
 {
     return m_graph.addTensor(
-        { TensorId(), qualified(name), std::move(shape), m_activationType, TensorKind::Parameter, NodeId() });
+        { TensorId(), qualified(name), std::move(shape), m_activationType, TensorKind::Parameter, NodeId(), {} });
 }
 
 TensorId GraphBuilder::op(OpType op, const std::string& name, std::vector<TensorId> inputs, Attributes attrs)
@@ -66,7 +67,7 @@ std::vector<TensorId> GraphBuilder::opMulti(
     for (std::size_t i = 0; i < shapes->size(); ++i) {
         const auto suffix = shapes->size() == 1 ? std::string() : ":" + std::to_string(i);
         node.outputs.push_back(m_graph.addTensor(
-            { TensorId(), node.name + suffix, (*shapes)[i], dtype, TensorKind::Activation, NodeId() }));
+            { TensorId(), node.name + suffix, (*shapes)[i], dtype, TensorKind::Activation, NodeId(), {} }));
     }
     auto outputs = node.outputs;
     m_graph.addNode(std::move(node));

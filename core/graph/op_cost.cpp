@@ -76,7 +76,12 @@ namespace {
         const auto& a = ctx.graph.tensor(node.inputs[0]);
         const auto& out = ctx.graph.tensor(node.outputs[0]);
         const double macs = static_cast<double>(numElements(out.shape)) * static_cast<double>(a.shape.back());
-        cost.forwardFlops = 2 * macs;
+        const double bias = node.inputs.size() > 2 ? static_cast<double>(numElements(out.shape)) : 0.0;
+        cost.forwardFlops = 2 * macs + bias;
+        if (node.inputs.size() > 2 && ctx.requiresGrad[node.inputs[2].index()]) { // bias gradient: a reduction
+            cost.backwardFlops += bias;
+            cost.weightGradFlops += bias;
+        }
         // dA = dY @ B^T needs B; dB = A^T @ dY needs A. Each is one more matmul of the same size.
         if (ctx.requiresGrad[node.inputs[0].index()]) {
             cost.backwardFlops += 2 * macs;
@@ -177,6 +182,18 @@ namespace {
         const bool anyGrad = !node.outputs.empty() && ctx.requiresGrad[node.outputs[0].index()];
         if (node.op == OpType::MatMul) {
             addMatMulCost(ctx, node, cost);
+        } else if (node.op == OpType::Opaque && node.opaqueType == "Conv" && node.inputs.size() >= 2) {
+            // Each output element is a dot product over C_in/groups x kernel positions.
+            const auto& w = g.tensor(node.inputs[1]).shape; // (C_out, C_in/groups, k...)
+            double perOutput = 1;
+            for (std::size_t d = 1; d < w.size(); ++d)
+                perOutput *= static_cast<double>(w[d]);
+            const double outputs = static_cast<double>(numElements(g.tensor(node.outputs[0]).shape));
+            cost.forwardFlops = 2 * outputs * perOutput;
+            cost.backwardFlops = anyGrad ? 2 * cost.forwardFlops : 0;
+            cost.weightGradFlops = anyGrad ? cost.forwardFlops : 0;
+            if (anyGrad)
+                addSavedState(ctx, node, cost);
         } else {
             const auto [fwd, bwd] = elementwiseFlops(node.op);
             const auto& x = g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]);

@@ -170,9 +170,14 @@ namespace {
             out.push_back(in[1]->shape[1]);
             return { out };
         }
-        case OpType::MatMul:
-            requireInputs(node, in, 2, 2);
-            return { matmulShape(node, in[0]->shape, in[1]->shape) };
+        case OpType::MatMul: {
+            // A third input is a bias over the last dimension (ONNX Gemm's C).
+            requireInputs(node, in, 2, 3);
+            auto out = matmulShape(node, in[0]->shape, in[1]->shape);
+            if (in.size() == 3)
+                requireLastDim(out, *in[2], "MatMul bias");
+            return { out };
+        }
         case OpType::BiasAdd:
             requireInputs(node, in, 2, 2);
             requireLastDim(in[0]->shape, *in[1], "BiasAdd");

@@ -28,7 +28,7 @@ using Shape = std::vector<std::int64_t>;
 // activation, residual add, dropout and layout change, as DawnPiper's compiled graphs (section 3.1).
 enum class OpType : std::uint8_t {
     Embedding, // (ids (...), table (V, C)) -> (..., C)
-    MatMul, // (a (..., M, K), b (..., K, N)) -> (..., M, N); attr trans_b
+    MatMul, // (a (..., M, K), b (..., K, N)[, bias (N)]) -> (..., M, N); attr trans_b
     BiasAdd, // (x (..., N), bias (N)) -> x
     Add, // broadcasting a + b (residual adds, position embeddings, attention bias)
     Mul, // broadcasting a * b

@@ -17,10 +17,16 @@ namespace {
 
     void writeTensors(sql::Database& db, const Graph& graph)
     {
-        sql::Statement st(db, "INSERT INTO tensors(id, name, kind, dtype, shape) VALUES (?1, ?2, ?3, ?4, ?5)");
+        sql::Statement st(
+            db, "INSERT INTO tensors(id, name, kind, dtype, shape, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
         for (const auto& t : graph.tensors()) {
             st.bind(1, std::int64_t { t.id.value }).bind(2, t.name).bind(3, toString(t.kind));
-            st.bind(4, toString(t.dtype)).bind(5, joinShape(t.shape)).execute();
+            st.bind(4, toString(t.dtype)).bind(5, joinShape(t.shape));
+            if (t.data)
+                st.bindBlob(6, *t.data);
+            else
+                st.bindNull(6);
+            st.execute();
         }
     }
 
@@ -61,12 +67,14 @@ namespace {
         t.kind = *kind;
         t.dtype = *dtype;
         t.shape = splitShape(st.columnText(4));
+        if (!st.columnIsNull(5))
+            t.data = std::make_shared<const std::vector<std::byte>>(st.columnBlob(5));
         return t;
     }
 
     void readTensors(sql::Database& db, Graph& graph)
     {
-        sql::Statement st(db, "SELECT id, name, kind, dtype, shape FROM tensors ORDER BY id");
+        sql::Statement st(db, "SELECT id, name, kind, dtype, shape, data FROM tensors ORDER BY id");
         for (std::int64_t expected = 0; st.step(); ++expected)
             graph.addTensor(readTensorRow(db, st, expected));
     }

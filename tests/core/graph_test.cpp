@@ -101,7 +101,7 @@ TEST(Validate, DetectsCycle)
 TEST(Validate, DetectsDanglingTensorAndReference)
 {
     auto dangling = rebuiltWith(test::tinyMlp(), [](auto& tensors, auto&) {
-        tensors.push_back({ TensorId(), "orphan", { 4, 16 }, DType::F32, TensorKind::Activation, NodeId() });
+        tensors.push_back({ TensorId(), "orphan", { 4, 16 }, DType::F32, TensorKind::Activation, NodeId(), {} });
     });
     EXPECT_TRUE(hasError(dangling, "'orphan' has no producing node"));
 

@@ -164,7 +164,7 @@ TEST_F(StoreTest, NewProjectRefusesToOverwrite)
 TEST_F(StoreTest, InvalidGraphLeavesNoFileBehind)
 {
     Graph bad(ModelInfo { "bad", "test", "{}", 1 });
-    bad.addTensor({ TensorId(), "orphan", { 2 }, DType::F32, TensorKind::Activation, NodeId() });
+    bad.addTensor({ TensorId(), "orphan", { 2 }, DType::F32, TensorKind::Activation, NodeId(), {} });
     EXPECT_THROW(writeNewProject(file("bad.pstudio"), bad, false), Error);
     EXPECT_TRUE(fs::is_empty(m_dir));
 }

@@ -1,0 +1,510 @@
+#include "onnx/onnx_import.h"
+
+#include "graph/shape_inference.h"
+#include "graph/validate.h"
+#include "onnx/shape_folding.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace ps {
+namespace {
+
+    constexpr int kMinOpset = 13;
+    constexpr int kMaxOpset = 17;
+
+    std::optional<DType> dtypeOf(int elemType)
+    {
+        using T = onnx::TensorProto;
+        switch (elemType) {
+        case T::FLOAT:
+            return DType::F32;
+        case T::FLOAT16:
+            return DType::F16;
+        case T::BFLOAT16:
+            return DType::BF16;
+        case T::DOUBLE:
+            return DType::F64;
+        case T::INT64:
+            return DType::I64;
+        case T::INT32:
+            return DType::I32;
+        case T::INT8:
+            return DType::I8;
+        case T::UINT8:
+            return DType::U8;
+        case T::BOOL:
+            return DType::Bool;
+        default:
+            return std::nullopt;
+        }
+    }
+
+    bool isFloat(DType t)
+    {
+        return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
+    }
+
+    class Importer
+    {
+    public:
+        Importer(std::filesystem::path path, const OnnxImportOptions& options)
+            : m_path(std::move(path))
+            , m_options(options)
+        {
+        }
+
+        OnnxImport run();
+
+    private:
+        [[noreturn]] void fail(const std::string& what) const
+        {
+            throw Error("'" + m_path.string() + "': " + what);
+        }
+        void load();
+        void checkOpset();
+        void bindInputs();
+        void inferShapes();
+        void collectShapes();
+        std::vector<int> topologicalOrder() const;
+        void addInitializers();
+        void addConstant(const onnx::NodeProto& node);
+        void addInputs();
+        void addNode(const onnx::NodeProto& node, int index);
+        Node mapNode(const onnx::NodeProto& node, Node n) const;
+        TensorId tensorFor(const std::string& name, const onnx::NodeProto& user);
+        std::shared_ptr<const std::vector<std::byte>> rawData(const onnx::TensorProto& t) const;
+
+        std::filesystem::path m_path;
+        OnnxImportOptions m_options;
+        onnx::ModelProto m_model;
+        OnnxImport m_result;
+        std::unordered_map<std::string, std::pair<Shape, DType>> m_shapes;
+        std::unordered_map<std::string, TensorId> m_tensors;
+        std::set<std::string> m_bnStats; // initializers read only as BatchNormalization mean/var
+        std::set<std::string> m_nodeNames;
+        std::set<std::string> m_consumed; // tensor names some node or the graph output reads
+        onnx::ModelProto m_inferred; // the model with shape computations folded, after inference
+        std::unordered_map<std::string, onnximport::IntTensor> m_folded;
+    };
+
+    void Importer::load()
+    {
+        std::ifstream in(m_path, std::ios::binary);
+        if (!in)
+            fail("cannot be read (no such file or permission denied)");
+        std::ostringstream bytes;
+        bytes << in.rdbuf();
+        const auto data = bytes.str();
+        if (data.empty())
+            fail("is empty, not an ONNX model");
+        if (!m_model.ParseFromString(data))
+            fail("is not an ONNX model (the protobuf does not parse; truncated or another format?)");
+        if (m_model.ir_version() <= 0 || !m_model.has_graph() || m_model.graph().node_size() == 0)
+            fail("is a protobuf but not an ONNX model (no IR version or no graph nodes)");
+    }
+
+    void Importer::checkOpset()
+    {
+        for (const auto& o : m_model.opset_import()) {
+            if (o.domain().empty() || o.domain() == "ai.onnx")
+                m_result.report.opset = static_cast<int>(o.version());
+        }
+        const int opset = m_result.report.opset;
+        if (opset < kMinOpset || opset > kMaxOpset)
+            fail("uses ONNX opset " + std::to_string(opset) + "; PipeStudio imports opsets " + std::to_string(kMinOpset)
+                + "-" + std::to_string(kMaxOpset) + " (re-export with torch.onnx.export(..., opset_version=17))");
+    }
+
+    void Importer::bindInputs()
+    {
+        std::set<std::string> initializers;
+        for (const auto& i : m_model.graph().initializer())
+            initializers.insert(i.name());
+        for (auto& input : *m_model.mutable_graph()->mutable_input()) {
+            if (initializers.contains(input.name()) || !input.type().has_tensor_type())
+                continue;
+            int dynamic = 0;
+            for (auto& dim : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+                if (dim.has_dim_value() && dim.dim_value() > 0)
+                    continue;
+                const auto name = dim.dim_param();
+                std::string lower = name;
+                std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+                std::int64_t size = 0;
+                if (const auto it = m_options.dims.find(name); it != m_options.dims.end())
+                    size = it->second;
+                else if (lower.find("batch") != std::string::npos)
+                    size = m_options.batch;
+                else if (lower.find("seq") != std::string::npos)
+                    size = m_options.sequence;
+                else
+                    size = dynamic == 0 ? m_options.batch : m_options.sequence;
+                ++dynamic;
+                dim.set_dim_value(size);
+                m_result.report
+                    .boundDims[name.empty() ? input.name() + "[" + std::to_string(dynamic - 1) + "]" : name] = size;
+            }
+        }
+    }
+
+    void Importer::inferShapes()
+    {
+        const auto infer = [this](onnx::ModelProto& m) {
+            try {
+                const onnx::ShapeInferenceOptions options(false, 0, true);
+                onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
+            } catch (const std::exception& e) {
+                fail(std::string("shape inference failed: ") + e.what());
+            }
+        };
+        // The shape subgraphs torch emits for dynamic axes are evaluated with the bound sizes;
+        // the working copy's value_info then has every other shape.
+        m_folded = onnximport::foldShapeComputations(m_model, m_inferred, infer);
+    }
+
+    void Importer::collectShapes()
+    {
+        const auto add = [this](const onnx::ValueInfoProto& v) {
+            if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+                return;
+            const auto dtype = dtypeOf(v.type().tensor_type().elem_type());
+            Shape shape;
+            for (const auto& d : v.type().tensor_type().shape().dim()) {
+                if (!d.has_dim_value())
+                    return; // still symbolic: unknown
+                shape.push_back(d.dim_value());
+            }
+            m_shapes[v.name()] = { shape, dtype.value_or(DType::F32) };
+        };
+        const auto& g = m_inferred.graph();
+        for (const auto& v : g.input())
+            add(v);
+        for (const auto& v : g.value_info())
+            add(v);
+        for (const auto& v : g.output())
+            add(v);
+        for (const auto& t : m_model.graph().initializer())
+            m_shapes[t.name()] = { Shape(t.dims().begin(), t.dims().end()),
+                dtypeOf(t.data_type()).value_or(DType::F32) };
+        for (const auto& [name, value] : m_folded) {
+            if (!m_shapes.contains(name))
+                m_shapes[name] = { Shape(value.shape.begin(), value.shape.end()), DType::I64 };
+        }
+    }
+
+    // Kahn's order over the node list (exporters already emit one; a cycle is an error).
+    std::vector<int> Importer::topologicalOrder() const
+    {
+        const auto& g = m_model.graph();
+        std::unordered_map<std::string, int> producer;
+        for (int i = 0; i < g.node_size(); ++i) {
+            for (const auto& o : g.node(i).output())
+                producer[o] = i;
+        }
+        std::vector<std::vector<int>> next(static_cast<std::size_t>(g.node_size()));
+        std::vector<int> indegree(static_cast<std::size_t>(g.node_size()), 0);
+        for (int i = 0; i < g.node_size(); ++i) {
+            for (const auto& in : g.node(i).input()) {
+                if (const auto it = producer.find(in); it != producer.end()) {
+                    next[static_cast<std::size_t>(it->second)].push_back(i);
+                    ++indegree[static_cast<std::size_t>(i)];
+                }
+            }
+        }
+        std::vector<int> order;
+        std::vector<int> ready;
+        for (int i = g.node_size() - 1; i >= 0; --i) {
+            if (indegree[static_cast<std::size_t>(i)] == 0)
+                ready.push_back(i);
+        }
+        while (!ready.empty()) {
+            const int i = ready.back();
+            ready.pop_back();
+            order.push_back(i);
+            for (int j : next[static_cast<std::size_t>(i)]) {
+                if (--indegree[static_cast<std::size_t>(j)] == 0)
+                    ready.push_back(j);
+            }
+        }
+        if (order.size() != static_cast<std::size_t>(g.node_size())) {
+            for (int i = 0; i < g.node_size(); ++i) {
+                if (indegree[static_cast<std::size_t>(i)] > 0)
+                    fail("the graph has a cycle through node '" + g.node(i).name() + "' (" + g.node(i).op_type() + ")");
+            }
+        }
+        return order;
+    }
+
+    std::shared_ptr<const std::vector<std::byte>> Importer::rawData(const onnx::TensorProto& t) const
+    {
+        if (!m_options.keepWeights)
+            return nullptr;
+        std::vector<std::byte> bytes;
+        const auto copy = [&bytes](const void* p, std::size_t n) {
+            bytes.resize(n);
+            std::memcpy(bytes.data(), p, n);
+        };
+        if (t.has_raw_data())
+            copy(t.raw_data().data(), t.raw_data().size());
+        else if (t.float_data_size() > 0)
+            copy(t.float_data().data(), static_cast<std::size_t>(t.float_data_size()) * sizeof(float));
+        else if (t.int64_data_size() > 0)
+            copy(t.int64_data().data(), static_cast<std::size_t>(t.int64_data_size()) * sizeof(std::int64_t));
+        else if (t.int32_data_size() > 0)
+            copy(t.int32_data().data(), static_cast<std::size_t>(t.int32_data_size()) * sizeof(std::int32_t));
+        else if (t.data_location() == onnx::TensorProto::EXTERNAL)
+            return nullptr; // weights in a side file: plan without them
+        return std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+    }
+
+    void Importer::addInitializers()
+    {
+        // BatchNormalization's running mean and variance are buffers, not trainable parameters.
+        std::map<std::string, int> uses;
+        for (const auto& o : m_model.graph().output())
+            m_consumed.insert(o.name());
+        for (const auto& n : m_model.graph().node()) {
+            for (int i = 0; i < n.input_size(); ++i) {
+                ++uses[n.input(i)];
+                m_consumed.insert(n.input(i));
+                if (n.op_type() == "BatchNormalization" && i >= 3)
+                    m_bnStats.insert(n.input(i));
+            }
+        }
+        for (const auto& t : m_model.graph().initializer()) {
+            const auto dtype = dtypeOf(t.data_type());
+            if (!dtype)
+                fail("initializer '" + t.name() + "' has an unsupported element type " + std::to_string(t.data_type()));
+            const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name());
+            Tensor tensor { TensorId(), t.name(), Shape(t.dims().begin(), t.dims().end()), *dtype,
+                parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), rawData(t) };
+            m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));
+        }
+    }
+
+    void Importer::addConstant(const onnx::NodeProto& node)
+    {
+        for (const auto& a : node.attribute()) {
+            if (a.name() == "value" && a.has_t()) {
+                const auto& t = a.t();
+                const auto dtype = dtypeOf(t.data_type()).value_or(DType::F32);
+                const Shape shape(t.dims().begin(), t.dims().end());
+                // torch's constant folding turns slices of parameters (e.g. MultiheadAttention's
+                // in_proj_bias split into q, k, v) into Constant nodes: float tensors with more
+                // than one element are parameters; scalars (scales, epsilons) stay constants.
+                const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1;
+                Tensor tensor { TensorId(), node.output(0), shape, dtype,
+                    parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), rawData(t) };
+                m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));
+                ++m_result.report.foldedConstants;
+                return;
+            }
+        }
+        // value_float / value_ints ...: a scalar or small list; keep its inferred shape.
+        const auto it = m_shapes.find(node.output(0));
+        Tensor tensor { TensorId(), node.output(0), it != m_shapes.end() ? it->second.first : Shape {},
+            it != m_shapes.end() ? it->second.second : DType::F32, TensorKind::Constant, NodeId(), nullptr };
+        m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));
+        ++m_result.report.foldedConstants;
+    }
+
+    void Importer::addInputs()
+    {
+        for (const auto& input : m_model.graph().input()) {
+            if (m_tensors.contains(input.name()))
+                continue; // an initializer listed as input (older exporters)
+            const auto it = m_shapes.find(input.name());
+            if (it == m_shapes.end())
+                fail("input '" + input.name() + "' has a dimension that could not be bound (pass --batch/--seq)");
+            m_tensors[input.name()] = m_result.graph.addTensor({ TensorId(), input.name(), it->second.first,
+                it->second.second, TensorKind::Input, NodeId(), nullptr });
+        }
+    }
+
+    TensorId Importer::tensorFor(const std::string& name, const onnx::NodeProto& user)
+    {
+        const auto it = m_tensors.find(name);
+        if (it == m_tensors.end())
+            fail("node '" + user.name() + "' (" + user.op_type() + ") reads '" + name + "', which nothing produces");
+        return it->second;
+    }
+
+    // Scope from the exporter's node name ("/encoder/layers.0/self_attn/MatMul" -> encoder.layers.0.self_attn)
+    // and the transformer block index from a "layers.N"-like component.
+    std::pair<std::string, std::int32_t> scopeOf(const std::string& name)
+    {
+        std::vector<std::string> parts;
+        std::stringstream ss(name);
+        std::string part;
+        while (std::getline(ss, part, '/')) {
+            if (!part.empty())
+                parts.push_back(part);
+        }
+        if (parts.size() > 1)
+            parts.pop_back(); // the op itself
+        else
+            parts.clear();
+        std::string scope;
+        std::int32_t layer = kNoLayer;
+        for (const auto& p : parts) {
+            scope += (scope.empty() ? "" : ".") + p;
+            const auto dot = p.rfind('.');
+            if (dot != std::string::npos && dot + 1 < p.size()
+                && std::all_of(p.begin() + static_cast<std::ptrdiff_t>(dot) + 1, p.end(), ::isdigit))
+                layer = std::stoi(p.substr(dot + 1));
+        }
+        return { scope, layer };
+    }
+
+    Node Importer::mapNode(const onnx::NodeProto& node, Node n) const
+    {
+        const auto& op = node.op_type();
+        const auto intAttr = [&](const char* name, std::int64_t fallback) {
+            for (const auto& a : node.attribute()) {
+                if (a.name() == name)
+                    return a.i();
+            }
+            return fallback;
+        };
+        const auto floatAttr = [&](const char* name, float fallback) {
+            for (const auto& a : node.attribute()) {
+                if (a.name() == name)
+                    return a.f();
+            }
+            return fallback;
+        };
+        const auto rank = [&](std::size_t input) {
+            return input < n.inputs.size() ? m_result.graph.tensor(n.inputs[input]).shape.size() : 0;
+        };
+        if (op == "MatMul" && n.inputs.size() == 2) {
+            n.op = OpType::MatMul;
+        } else if (op == "Gemm" && intAttr("transA", 0) == 0 && floatAttr("alpha", 1) == 1
+            && floatAttr("beta", 1) == 1) {
+            n.op = OpType::MatMul;
+            if (intAttr("transB", 0) != 0)
+                n.attrs["trans_b"] = std::int64_t { 1 };
+        } else if ((op == "Add" || op == "Mul") && n.inputs.size() == 2) {
+            const bool bias =
+                op == "Add" && rank(1) == 1 && m_result.graph.tensor(n.inputs[1]).kind == TensorKind::Parameter;
+            n.op = bias ? OpType::BiasAdd : op == "Add" ? OpType::Add : OpType::Mul;
+        } else if (op == "Softmax"
+            && (intAttr("axis", -1) == -1 || intAttr("axis", -1) == static_cast<std::int64_t>(rank(0)) - 1)) {
+            n.op = OpType::Softmax;
+        } else if (op == "Relu" || op == "Tanh") {
+            n.op = op == "Relu" ? OpType::Relu : OpType::Tanh;
+        } else if (op == "LayerNormalization" && intAttr("axis", -1) == -1) {
+            n.op = OpType::LayerNorm;
+        } else if (op == "Transpose") {
+            n.op = OpType::Transpose;
+            for (const auto& a : node.attribute()) {
+                if (a.name() == "perm")
+                    n.attrs["perm"] = std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+            }
+        } else if (op == "Dropout" && n.outputs.size() == 1) {
+            n.op = OpType::Dropout;
+            n.inputs.resize(1); // ratio and training_mode are constants
+        }
+        return n;
+    }
+
+    void Importer::addNode(const onnx::NodeProto& node, int index)
+    {
+        if (node.op_type() == "Constant") {
+            addConstant(node);
+            return;
+        }
+        Node n;
+        n.name = node.name().empty() || m_nodeNames.contains(node.name()) ? node.op_type() + "_" + std::to_string(index)
+                                                                          : node.name();
+        m_nodeNames.insert(n.name);
+        std::tie(n.scope, n.layer) = scopeOf(node.name());
+        for (const auto& in : node.input()) {
+            if (!in.empty())
+                n.inputs.push_back(tensorFor(in, node));
+        }
+        std::vector<Tensor> outputs;
+        for (const auto& out : node.output()) {
+            if (out.empty())
+                continue;
+            const auto it = m_shapes.find(out);
+            if (it == m_shapes.end() && !m_consumed.contains(out))
+                continue; // an optional output nobody reads (BatchNormalization's running statistics)
+            if (it == m_shapes.end())
+                fail("node '" + n.name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out
+                    + "'");
+            outputs.push_back(
+                { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
+        }
+        n.op = OpType::Opaque;
+        n.opaqueType = node.op_type();
+        auto mapped = mapNode(node, n);
+        if (mapped.op != OpType::Opaque) {
+            // Keep the mapping only where the IR computes exactly what ONNX inferred.
+            std::vector<const Tensor*> in;
+            for (auto id : mapped.inputs)
+                in.push_back(&m_result.graph.tensor(id));
+            try {
+                const auto shapes = inferOutputShapes(mapped, in);
+                if (shapes && shapes->size() == outputs.size() && (*shapes)[0] == outputs[0].shape) {
+                    n = std::move(mapped);
+                    n.opaqueType.clear();
+                }
+            } catch (const Error&) { // keep it opaque
+            }
+        }
+        if (n.op == OpType::Opaque)
+            ++m_result.report.opaqueOps[node.op_type()];
+        for (auto& t : outputs) {
+            const auto name = t.name;
+            const auto id = m_result.graph.addTensor(std::move(t));
+            m_tensors[name] = id;
+            n.outputs.push_back(id);
+        }
+        m_result.graph.addNode(std::move(n));
+    }
+
+    OnnxImport Importer::run()
+    {
+        load();
+        checkOpset();
+        bindInputs();
+        const auto order = topologicalOrder();
+        inferShapes();
+        collectShapes();
+        m_result.report.onnxNodes = static_cast<std::size_t>(m_model.graph().node_size());
+        m_result.graph = Graph(ModelInfo { m_path.stem().string(), "onnx", "{}", m_options.batch });
+        addInitializers();
+        addInputs();
+        for (int i : order)
+            addNode(m_model.graph().node(i), i);
+        std::vector<TensorId> outputs;
+        for (const auto& o : m_model.graph().output())
+            outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
+        m_result.graph.setOutputs(std::move(outputs));
+        try {
+            validateGraphOrThrow(m_result.graph);
+        } catch (const Error& e) {
+            fail(e.what());
+        }
+        return std::move(m_result);
+    }
+
+} // namespace
+
+OnnxImport importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options)
+{
+    if (options.batch < 1 || options.sequence < 1)
+        throw Error("ONNX import: batch and sequence sizes must be positive");
+    Importer importer(path, options);
+    return importer.run();
+}
+
+} // namespace ps

@@ -1,0 +1,47 @@
+// ONNX import: a model exported by torch.onnx.export (opsets 13-17) becomes a fine-grained graph
+// with bound shapes and its initializers as parameters (with their values).
+//
+// Dynamic dimensions are bound from user-given sizes (batch, sequence), every tensor's shape comes
+// from ONNX's own shape inference, Constant nodes are folded into constant tensors, and ops the IR
+// knows (MatMul, Gemm, Add, Mul, Softmax, Relu, Tanh, LayerNormalization, Transpose, Dropout) map to
+// IR ops; the rest become opaque nodes costed from their shapes, listed in the report as ops the
+// engine cannot train. Depends on: graph/, Debian's libonnx (protobuf); no Qt, no CUDA.
+#pragma once
+
+#include "graph/graph.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ps {
+
+struct OnnxImportOptions
+{
+    std::int64_t batch = 1; // binds dims named like "batch" and the first dynamic dim of each input
+    std::int64_t sequence = 128; // binds dims named like "seq"/"sequence" and the second dynamic dim
+    std::map<std::string, std::int64_t> dims; // explicit bindings by dim_param name
+    bool keepWeights = true; // store initializer values in the graph (and the project)
+};
+
+struct OnnxImportReport
+{
+    int opset = 0;
+    std::size_t onnxNodes = 0;
+    std::size_t foldedConstants = 0;
+    std::map<std::string, std::int64_t> boundDims; // dim_param -> size
+    std::map<std::string, int> opaqueOps; // op type -> count: costed, not trainable by the engine
+};
+
+struct OnnxImport
+{
+    Graph graph;
+    OnnxImportReport report;
+};
+
+// Throws ps::Error with one line naming the file and the problem (not a model, unsupported opset,
+// a cycle through a named node, shape inference failure, unbound dimension).
+[[nodiscard]] OnnxImport importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options = {});
+
+} // namespace ps
