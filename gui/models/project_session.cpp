@@ -1,5 +1,6 @@
 #include "models/project_session.h"
 
+#include "onnx/onnx_import.h"
 #include "store/project_store.h"
 
 #include <QFileInfo>
@@ -37,6 +38,31 @@ bool ProjectSession::open(const QString& path)
     try {
         const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
         setGraph(std::make_shared<const Graph>(store.loadGraph()), path, false);
+        return true;
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+bool ProjectSession::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary)
+{
+    try {
+        OnnxImportOptions options;
+        options.batch = batch;
+        options.sequence = sequence;
+        auto imported = ps::importOnnx(path.toStdString(), options);
+        if (summary) {
+            QStringList opaque;
+            for (const auto& [op, count] : imported.report.opaqueOps)
+                opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
+            *summary = tr("Imported %1: %2 nodes (opset %3); costed from shapes only: %4")
+                           .arg(QFileInfo(path).fileName())
+                           .arg(imported.graph.nodeCount())
+                           .arg(imported.report.opset)
+                           .arg(opaque.isEmpty() ? tr("none") : opaque.join(QStringLiteral(", ")));
+        }
+        setGraph(std::make_shared<const Graph>(std::move(imported.graph)), QString(), true);
         return true;
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));

@@ -40,6 +40,8 @@ public:
     // the current project is left as it was.
     bool newFromZoo(const ModelConfig& config);
     bool open(const QString& path);
+    // Imports an ONNX file as a new, unsaved project; `summary` receives what the import did.
+    bool importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary = nullptr);
     bool save();
     bool saveAs(const QString& path);
 

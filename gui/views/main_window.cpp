@@ -26,6 +26,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QItemSelectionModel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -171,6 +172,7 @@ void MainWindow::setupFileMenu()
     auto* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&New from Model Zoo…"), QKeySequence::New, this, &MainWindow::newFromZoo);
     file->addAction(tr("&Open…"), QKeySequence::Open, this, &MainWindow::openWithDialog);
+    file->addAction(tr("&Import ONNX…"), this, &MainWindow::importWithDialog);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     file->addSeparator();
     file->addAction(tr("&Save"), QKeySequence::Save, this, [this] {
@@ -228,6 +230,32 @@ void MainWindow::openWithDialog()
     const auto path = QFileDialog::getOpenFileName(this, tr("Open project"), QString(), kProjectFilter);
     if (!path.isEmpty())
         openProject(path);
+}
+
+void MainWindow::importWithDialog()
+{
+    const auto path = QFileDialog::getOpenFileName(
+        this, tr("Import ONNX model"), QString(), tr("ONNX models (*.onnx);;All files (*)"));
+    if (path.isEmpty())
+        return;
+    bool ok = false;
+    const int batch = QInputDialog::getInt(
+        this, tr("Import ONNX"), tr("Batch size (dynamic batch dimensions)"), 1, 1, 1 << 20, 1, &ok);
+    if (!ok)
+        return;
+    const int seq = QInputDialog::getInt(
+        this, tr("Import ONNX"), tr("Sequence length (other dynamic dimensions)"), 128, 1, 1 << 20, 1, &ok);
+    if (ok)
+        importOnnx(path, batch, seq);
+}
+
+bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)
+{
+    QString summary;
+    if (!m_session->importOnnx(path, batch, sequence, &summary))
+        return false;
+    statusBar()->showMessage(summary);
+    return true;
 }
 
 void MainWindow::saveAs()
@@ -298,10 +326,16 @@ bool MainWindow::isProjectFile(const QString& path)
     return path.endsWith(QStringLiteral(".pstudio"), Qt::CaseInsensitive);
 }
 
+bool MainWindow::isOnnxFile(const QString& path)
+{
+    return path.endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive);
+}
+
 void MainWindow::dragEnterEvent(QDragEnterEvent* event)
 {
     const auto urls = event->mimeData()->urls();
-    if (!urls.isEmpty() && urls.front().isLocalFile() && isProjectFile(urls.front().toLocalFile()))
+    if (!urls.isEmpty() && urls.front().isLocalFile()
+        && (isProjectFile(urls.front().toLocalFile()) || isOnnxFile(urls.front().toLocalFile())))
         event->acceptProposedAction();
 }
 
@@ -311,7 +345,11 @@ void MainWindow::dropEvent(QDropEvent* event)
     if (urls.isEmpty() || !urls.front().isLocalFile())
         return;
     event->acceptProposedAction();
-    openProject(urls.front().toLocalFile());
+    const auto path = urls.front().toLocalFile();
+    if (isOnnxFile(path))
+        importOnnx(path); // batch 1, sequence 128; File > Import ONNX asks for sizes
+    else
+        openProject(path);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)

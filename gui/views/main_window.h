@@ -30,6 +30,8 @@ public:
     explicit MainWindow(QWidget* parent = nullptr);
 
     bool openProject(const QString& path);
+    // Imports an ONNX model (File > Import ONNX, or a dropped .onnx file).
+    bool importOnnx(const QString& path, std::int64_t batch = 1, std::int64_t sequence = 128);
     [[nodiscard]] ProjectSession* session() const
     {
         return m_session;
@@ -70,6 +72,7 @@ public:
     void openAutoSearch();
 
     static bool isProjectFile(const QString& path);
+    static bool isOnnxFile(const QString& path);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -87,6 +90,7 @@ private:
 
     void newFromZoo();
     void openWithDialog();
+    void importWithDialog();
     void saveAs();
     void refreshViews();
     void updateTitle();

@@ -3,6 +3,7 @@
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "graph/graph_summary.h"
+#include "onnx/onnx_import.h"
 #include "plan/partition.h"
 #include "plan/plan_editor.h"
 #include "plan/planner.h"
@@ -14,6 +15,8 @@
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
+#include <fstream>
+#include <onnx/onnx_pb.h>
 #include <unistd.h>
 
 namespace {
@@ -182,5 +185,68 @@ void BM_EditorMoveBoundary_5000Nodes(benchmark::State& state)
     state.counters["nodes"] = static_cast<double>(graph.nodeCount());
 }
 BENCHMARK(BM_EditorMoveBoundary_5000Nodes)->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+namespace {
+
+// A 10,000-node ONNX graph: 2,500 blocks of MatMul (64 x 64 weights) + bias Add + Relu + residual
+// Add on a (8, 64) activation, written once, imported per iteration (goal: under 1 s).
+std::filesystem::path tenThousandNodeOnnx()
+{
+    const auto path = std::filesystem::temp_directory_path() / ("ps_bench_10k_" + std::to_string(::getpid()) + ".onnx");
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    auto* in = g->add_input();
+    in->set_name("x");
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int d : { 8, 64 })
+        in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    std::string x = "x";
+    const auto node = [g](const char* op, std::vector<std::string> inputs, const std::string& out) {
+        auto* n = g->add_node();
+        n->set_op_type(op);
+        n->set_name(out);
+        for (auto& i : inputs)
+            n->add_input(i);
+        n->add_output(out);
+    };
+    const auto weight = [g](const std::string& name, std::vector<int> dims) {
+        auto* t = g->add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto::FLOAT);
+        int count = 1;
+        for (int d : dims) {
+            t->add_dims(d);
+            count *= d;
+        }
+        t->mutable_raw_data()->assign(static_cast<std::size_t>(count) * 4, '\0');
+    };
+    for (int b = 0; b < 2500; ++b) {
+        const auto p = "b" + std::to_string(b);
+        weight(p + ".w", { 64, 64 });
+        weight(p + ".bias", { 64 });
+        node("MatMul", { x, p + ".w" }, p + ".mm");
+        node("Add", { p + ".mm", p + ".bias" }, p + ".biased");
+        node("Relu", { p + ".biased" }, p + ".relu");
+        node("Add", { x, p + ".relu" }, p + ".out");
+        x = p + ".out";
+    }
+    g->add_output()->set_name(x);
+    std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+    return path;
+}
+
+void BM_ImportOnnx_10000Nodes(benchmark::State& state)
+{
+    static const auto path = tenThousandNodeOnnx();
+    std::size_t nodes = 0;
+    for (auto _ : state)
+        nodes = ps::importOnnx(path).graph.nodeCount();
+    state.counters["nodes"] = static_cast<double>(nodes);
+}
+BENCHMARK(BM_ImportOnnx_10000Nodes)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 } // namespace

@@ -109,3 +109,17 @@ TEST(MainWindow, ScreenshotOfGpt2Medium)
     EXPECT_EQ(image.width(), 1600);
     EXPECT_EQ(image.height(), 1000);
 }
+
+TEST(MainWindow, DropImportsAnOnnxModel)
+{
+    const char* dir = std::getenv("PS_ONNX_FIXTURES");
+    const auto file = QString::fromLocal8Bit(dir ? dir : "") + QStringLiteral("/resnet18-op17.onnx");
+    if (!dir || !QFile::exists(file))
+        GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
+    MainWindow window;
+    dropFile(&window, file);
+    ASSERT_TRUE(window.session()->hasProject());
+    EXPECT_EQ(window.session()->graph()->parameterCount(), 11'689'512);
+    EXPECT_TRUE(window.session()->isModified()); // imported, not saved yet
+    EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("Imported resnet18-op17.onnx")));
+}
