@@ -135,6 +135,41 @@ namespace {
         }
         if (op == "Cast" || op == "Identity")
             return in(0);
+        if (op == "Reshape") {
+            IntTensor out = in(0);
+            out.shape = in(1).values;
+            const auto total = static_cast<std::int64_t>(out.values.size());
+            std::int64_t known = 1;
+            for (std::size_t i = 0; i < out.shape.size(); ++i) {
+                if (out.shape[i] == 0 && i < in(0).shape.size())
+                    out.shape[i] = in(0).shape[i];
+                if (out.shape[i] != -1)
+                    known *= out.shape[i];
+            }
+            for (auto& d : out.shape) {
+                if (d == -1 && known > 0)
+                    d = total / known;
+            }
+            return out;
+        }
+        if (op == "ConstantOfShape") {
+            std::int64_t fill = 0;
+            for (const auto& a : n.attribute()) {
+                if (a.name() == "value" && a.has_t()) {
+                    const auto v = fromProto(a.t());
+                    if (!v || v->values.empty())
+                        return std::nullopt; // a float fill: not an integer computation
+                    fill = v->values.front();
+                }
+            }
+            IntTensor out { in(0).values, {} };
+            const auto count =
+                std::accumulate(out.shape.begin(), out.shape.end(), std::int64_t { 1 }, std::multiplies<>());
+            if (count > 4096)
+                return std::nullopt;
+            out.values.assign(static_cast<std::size_t>(count), fill);
+            return out;
+        }
         if (op == "Slice")
             return slice(n, k);
         if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal")
