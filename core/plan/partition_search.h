@@ -1,0 +1,63 @@
+// Internal to the planner: the search helpers and baseline partitioners DawnPiper and the
+// public entry points share (plan/planner.h is the API).
+#pragma once
+
+#include "plan/planner.h"
+
+#include <limits>
+#include <vector>
+
+namespace ps::detail {
+
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Thrown inside a search when its cancel flag is set; findPlan turns it into "cancelled".
+struct Cancelled
+{
+};
+
+class Search
+{
+public:
+    Search(const StageModel& model, const PlannerOptions& options)
+        : m_model(model)
+        , m_options(options)
+    {
+    }
+    void checkCancel() const
+    {
+        if (m_options.cancel && m_options.cancel->load(std::memory_order_relaxed))
+            throw Cancelled {};
+    }
+    void report(double fraction) const
+    {
+        if (m_options.progress)
+            m_options.progress(fraction);
+    }
+    const StageModel& m_model;
+    const PlannerOptions& m_options;
+};
+
+// Sum of bytes over capacity (0 when every stage fits) and the slowest stage, compared in that order.
+struct Score
+{
+    double overBytes;
+    double slowestNs;
+    bool operator<(const Score& o) const
+    {
+        return overBytes != o.overBytes ? overBytes < o.overBytes : slowestNs < o.slowestNs;
+    }
+};
+
+Score scoreOf(const StageModel& m, const std::vector<std::size_t>& starts);
+// Hill-climbs over moves of one cut or of a run of neighbouring cuts by up to `reach` nodes.
+std::vector<std::size_t> refineBoundaries(const Search& search, std::vector<std::size_t> starts, std::size_t reach);
+std::vector<std::size_t> greedyBisection(const Search& search);
+std::vector<std::size_t> pipeDreamCuts(const Search& search, bool memoryChecked);
+std::vector<std::size_t> equalLayerCuts(const StageModel& m);
+std::vector<std::size_t> memoryBalancedStarts(const StageModel& m, std::size_t b, std::size_t e, int first, int last);
+std::vector<std::size_t> memoryBalancedCuts(const StageModel& m);
+std::vector<std::size_t> exhaustiveStarts(const Search& search);
+std::vector<double> nodeComputeTimes(const StageModel& m);
+
+} // namespace ps::detail
