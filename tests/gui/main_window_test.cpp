@@ -112,9 +112,10 @@ TEST(MainWindow, ScreenshotOfGpt2Medium)
 
 TEST(MainWindow, DropImportsAnOnnxModel)
 {
-    const char* dir = std::getenv("PS_ONNX_FIXTURES");
-    const auto file = QString::fromLocal8Bit(dir ? dir : "") + QStringLiteral("/resnet18-op17.onnx");
-    if (!dir || !QFile::exists(file))
+    // Written by the onnx_fixtures CTest fixture (tests/data/make_onnx_fixtures.py).
+    const char* env = std::getenv("PS_ONNX_FIXTURES");
+    const auto file = QString::fromLocal8Bit(env ? env : PS_ONNX_FIXTURES_DIR) + QStringLiteral("/resnet18-op17.onnx");
+    if (!QFile::exists(file))
         GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
     MainWindow window;
     dropFile(&window, file);
