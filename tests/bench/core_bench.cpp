@@ -113,6 +113,19 @@ BENCHMARK(BM_GenerateAndValidate)->Unit(benchmark::kMicrosecond);
 
 namespace {
 
+// Times `algorithm` on `model`; returns its plan and, untimed, the plan of `reference`.
+std::pair<ps::Plan, ps::Plan> timePlan(
+    benchmark::State& state, const ps::StageModel& model, ps::PlanAlgorithm algorithm, ps::PlanAlgorithm reference)
+{
+    ps::PlannerOptions o;
+    o.algorithm = algorithm;
+    ps::Plan plan;
+    for (auto _ : state)
+        plan = ps::findPlan(model, o);
+    o.algorithm = reference;
+    return { plan, ps::findPlan(model, o) };
+}
+
 // Partition search on gpt2-xl, 8 stages, 1F1B with 16 micro-batches of 4 on 8 x A100-40GB.
 // "quality" is the slowest stage of the plan over DawnPiper's (1.0 = as good).
 void BM_Plan_Gpt2Xl(benchmark::State& state, ps::PlanAlgorithm algorithm)
@@ -122,13 +135,7 @@ void BM_Plan_Gpt2Xl(benchmark::State& state, ps::PlanAlgorithm algorithm)
     static const auto profile = ps::estimateProfile(graph, a100, {});
     const auto cluster = ps::makeCluster(a100, 8);
     const ps::StageModel model(graph, profile, { ps::ScheduleKind::OneFOneB, 8, 16, 1, 1 }, cluster, 4, {});
-    ps::PlannerOptions o;
-    o.algorithm = algorithm;
-    ps::Plan plan;
-    for (auto _ : state)
-        plan = ps::findPlan(model, o);
-    o.algorithm = ps::PlanAlgorithm::DawnPiper;
-    const auto reference = ps::findPlan(model, o);
+    const auto [plan, reference] = timePlan(state, model, algorithm, ps::PlanAlgorithm::DawnPiper);
     state.counters["quality"] = plan.slowestStageNs / reference.slowestStageNs;
     state.counters["feasible"] = plan.feasible ? 1 : 0;
 }
@@ -149,13 +156,7 @@ void BM_Plan_SmallGpt2(benchmark::State& state, ps::PlanAlgorithm algorithm)
     static const auto profile = ps::estimateProfile(graph, a100, {});
     const auto cluster = ps::makeCluster(a100, 3);
     const ps::StageModel model(graph, profile, { ps::ScheduleKind::OneFOneB, 3, 6, 1, 1 }, cluster, 8, {});
-    ps::PlannerOptions o;
-    o.algorithm = algorithm;
-    ps::Plan plan;
-    for (auto _ : state)
-        plan = ps::findPlan(model, o);
-    o.algorithm = ps::PlanAlgorithm::Exhaustive;
-    const auto exact = ps::findPlan(model, o);
+    const auto [plan, exact] = timePlan(state, model, algorithm, ps::PlanAlgorithm::Exhaustive);
     state.counters["vs_exhaustive"] = plan.slowestStageNs / exact.slowestStageNs;
     state.counters["nodes"] = static_cast<double>(graph.nodeCount());
 }
