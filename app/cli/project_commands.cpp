@@ -134,8 +134,9 @@ void addImportCommand(CLI::App& app, Action& action)
             const auto imported = importOnnx(*input, o);
             writeNewProject(*output, imported.graph, *force);
             const auto& r = imported.report;
-            fmt::print("Imported {} (opset {}): {} ONNX nodes, {} constants folded, {} graph nodes, {} parameters\n",
-                *input, r.opset, r.onnxNodes, r.foldedConstants, imported.graph.nodeCount(),
+            fmt::print("Imported {} (opset {}): {} ONNX nodes, {} Constant and {} shape-computation nodes folded, {} "
+                       "graph nodes, {} parameters\n",
+                *input, r.opset, r.onnxNodes, r.foldedConstants, r.foldedShapeNodes, imported.graph.nodeCount(),
                 formatCount(static_cast<double>(imported.graph.parameterCount())));
             for (const auto& [dim, size] : r.boundDims)
                 fmt::print("  bound {} = {}\n", dim, size);

@@ -40,11 +40,35 @@ namespace {
             return { 4, 3 };
         case OpType::CrossEntropy:
             return { 5, 3 };
+        case OpType::Sub:
+        case OpType::Sqrt:
+            return { 1, 2 };
+        case OpType::Div:
+            return { 1, 3 };
+        case OpType::Pow:
+            return { 2, 3 };
+        case OpType::Erf:
+            return { 8, 4 };
+        case OpType::ReduceMean:
+        case OpType::MaxPool:
+        case OpType::GlobalAvgPool:
+            return { 1, 1 }; // per input element
+        case OpType::Expand:
+            return { 0, 1 }; // the backward sums the broadcast copies
+        case OpType::BatchNorm:
+            return { 8, 14 };
         case OpType::Opaque:
             return { 1, 2 };
         default:
             return { 0, 0 };
         }
+    }
+
+    // Reductions are costed per element read, everything else per element written.
+    bool costedPerInput(OpType op)
+    {
+        return op == OpType::CrossEntropy || op == OpType::ReduceMean || op == OpType::MaxPool
+            || op == OpType::GlobalAvgPool;
     }
 
     struct CostContext
@@ -114,6 +138,7 @@ namespace {
             return 1.0;
         case OpType::LayerNorm:
         case OpType::RMSNorm:
+        case OpType::BatchNorm:
             return 2.0 / 14.0;
         default:
             return 0.5;
@@ -134,8 +159,21 @@ namespace {
             saveIfActivation(g, cost, node.inputs[0]);
             cost.savedExtraBytes += rows * 4; // rstd
             break;
+        case OpType::BatchNorm:
+            saveIfActivation(g, cost, node.inputs[0]);
+            cost.savedExtraBytes += 2 * (x.shape.size() > 1 ? x.shape[1] : 1) * 4; // batch mean, rstd
+            break;
+        case OpType::Pow:
+        case OpType::Erf:
+        case OpType::MaxPool:
+            saveIfActivation(g, cost, node.inputs[0]);
+            break;
+        case OpType::Sqrt:
+            saveIfActivation(g, cost, node.outputs[0]);
+            break;
         case OpType::Gelu:
         case OpType::Mul:
+        case OpType::Div:
             for (auto in : node.inputs)
                 saveIfActivation(g, cost, in);
             break;
@@ -182,7 +220,7 @@ namespace {
         const bool anyGrad = !node.outputs.empty() && ctx.requiresGrad[node.outputs[0].index()];
         if (node.op == OpType::MatMul) {
             addMatMulCost(ctx, node, cost);
-        } else if (node.op == OpType::Opaque && node.opaqueType == "Conv" && node.inputs.size() >= 2) {
+        } else if (node.op == OpType::Conv) {
             // Each output element is a dot product over C_in/groups x kernel positions.
             const auto& w = g.tensor(node.inputs[1]).shape; // (C_out, C_in/groups, k...)
             double perOutput = 1;
@@ -192,13 +230,15 @@ namespace {
             cost.forwardFlops = 2 * outputs * perOutput;
             cost.backwardFlops = anyGrad ? 2 * cost.forwardFlops : 0;
             cost.weightGradFlops = anyGrad ? cost.forwardFlops : 0;
-            if (anyGrad)
-                addSavedState(ctx, node, cost);
+            if (anyGrad && isActivation(g, node.inputs[0])) { // kept for the weight gradient
+                cost.savedTensors.push_back(node.inputs[0]);
+                cost.savedForWeightGrad.push_back(node.inputs[0]);
+            }
         } else {
             const auto [fwd, bwd] = elementwiseFlops(node.op);
             const auto& x = g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]);
-            const auto n = static_cast<double>(
-                numElements(node.op == OpType::CrossEntropy ? x.shape : g.tensor(node.outputs[0]).shape));
+            const auto n =
+                static_cast<double>(numElements(costedPerInput(node.op) ? x.shape : g.tensor(node.outputs[0]).shape));
             cost.forwardFlops = fwd * n;
             cost.backwardFlops = anyGrad ? bwd * n : 0;
             if (node.op == OpType::Embedding && anyGrad)

@@ -159,6 +159,99 @@ namespace {
         return {};
     }
 
+    Shape reduceMeanShape(const Node& node, const Shape& in)
+    {
+        auto axes = node.intsAttr("axes");
+        if (axes.empty()) { // ONNX: all axes
+            for (std::size_t i = 0; i < in.size(); ++i)
+                axes.push_back(static_cast<std::int64_t>(i));
+        }
+        std::vector<bool> reduced(in.size(), false);
+        for (auto a : axes)
+            reduced[normalizeAxis(a, in.size(), "ReduceMean")] = true;
+        const bool keep = node.intAttr("keepdims", 1) != 0;
+        Shape out;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            if (!reduced[i])
+                out.push_back(in[i]);
+            else if (keep)
+                out.push_back(1);
+        }
+        return out;
+    }
+
+    Shape selectShape(const Node& node, const Shape& in)
+    {
+        const auto axis = normalizeAxis(node.intAttr("axis", 0), in.size(), "Select");
+        const auto index = node.intAttr("index", 0);
+        if (index < 0 || index >= in[axis])
+            throw Error("Select index " + std::to_string(index) + " is out of range for " + formatShape(in));
+        Shape out = in;
+        out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
+        return out;
+    }
+
+    // Spatial attributes of Conv and MaxPool: two entries (pads four: top, left, bottom, right).
+    std::vector<std::int64_t> spatialAttr(const Node& node, std::string_view key, std::size_t count, std::int64_t fill)
+    {
+        auto v = node.intsAttr(key);
+        if (v.empty())
+            v.assign(count, fill);
+        if (v.size() != count)
+            throw Error(std::string(toString(node.op)) + " attribute " + std::string(key) + " needs "
+                + std::to_string(count) + " entries, got " + std::to_string(v.size()));
+        return v;
+    }
+
+    std::int64_t windowOutput(std::int64_t size, std::int64_t kernel, std::int64_t stride, std::int64_t padBefore,
+        std::int64_t padAfter, std::int64_t dilation)
+    {
+        const auto span = dilation * (kernel - 1) + 1;
+        const auto padded = size + padBefore + padAfter;
+        if (stride < 1 || padded < span)
+            throw Error(
+                "window of " + std::to_string(span) + " does not fit a padded size of " + std::to_string(padded));
+        return (padded - span) / stride + 1;
+    }
+
+    Shape windowShape(const Node& node, const Shape& x, const std::vector<std::int64_t>& kernel, std::int64_t channels)
+    {
+        if (x.size() != 4)
+            throw Error(std::string(toString(node.op)) + " needs an (N, C, H, W) input, got " + formatShape(x));
+        const auto strides = spatialAttr(node, "strides", 2, 1);
+        const auto pads = spatialAttr(node, "pads", 4, 0);
+        const auto dilations = spatialAttr(node, "dilations", 2, 1);
+        return { x[0], channels, windowOutput(x[2], kernel[0], strides[0], pads[0], pads[2], dilations[0]),
+            windowOutput(x[3], kernel[1], strides[1], pads[1], pads[3], dilations[1]) };
+    }
+
+    Shape convShape(const Node& node, const Inputs& in)
+    {
+        const Shape& x = in[0]->shape;
+        const Shape& w = in[1]->shape;
+        const auto group = node.intAttr("group", 1);
+        if (w.size() != 4 || x.size() != 4 || group < 1 || x[1] != w[1] * group || w[0] % group != 0)
+            throw Error("Conv weight " + formatShape(w) + " does not fit input " + formatShape(x) + " with group "
+                + std::to_string(group));
+        if (in.size() == 3 && (in[2]->shape.size() != 1 || in[2]->shape[0] != w[0]))
+            throw Error(
+                "Conv bias " + formatShape(in[2]->shape) + " does not match " + std::to_string(w[0]) + " filters");
+        return windowShape(node, x, { w[2], w[3] }, w[0]);
+    }
+
+    Shape batchNormShape(const Inputs& in)
+    {
+        const Shape& x = in[0]->shape;
+        if (x.size() < 2)
+            throw Error("BatchNorm needs an (N, C, ...) input, got " + formatShape(x));
+        for (std::size_t i = 1; i < in.size(); ++i) {
+            if (in[i]->shape != Shape { x[1] })
+                throw Error("BatchNorm input '" + in[i]->name + "' has shape " + formatShape(in[i]->shape)
+                    + ", expected (" + std::to_string(x[1]) + ")");
+        }
+        return x;
+    }
+
     Shapes inferKnown(const Node& node, const Inputs& in)
     {
         switch (node.op) {
@@ -224,6 +317,44 @@ namespace {
         case OpType::CrossEntropy:
             requireInputs(node, in, 2, 2);
             return { crossEntropyShape(in) };
+        case OpType::Sub:
+        case OpType::Div:
+            requireInputs(node, in, 2, 2);
+            return { broadcastShapes(in[0]->shape, in[1]->shape) };
+        case OpType::Pow:
+        case OpType::Sqrt:
+        case OpType::Erf:
+            requireInputs(node, in, 1, 1);
+            return { in[0]->shape };
+        case OpType::ReduceMean:
+            requireInputs(node, in, 1, 1);
+            return { reduceMeanShape(node, in[0]->shape) };
+        case OpType::Select:
+            requireInputs(node, in, 1, 1);
+            return { selectShape(node, in[0]->shape) };
+        case OpType::Expand:
+            requireInputs(node, in, 1, 1);
+            return { broadcastShapes(in[0]->shape, node.intsAttr("shape")) };
+        case OpType::Conv:
+            requireInputs(node, in, 2, 3);
+            return { convShape(node, in) };
+        case OpType::BatchNorm:
+            requireInputs(node, in, 5, 5);
+            return { batchNormShape(in) };
+        case OpType::MaxPool: {
+            requireInputs(node, in, 1, 1);
+            const auto kernel = spatialAttr(node, "kernel", 2, 0);
+            if (kernel[0] < 1 || kernel[1] < 1)
+                throw Error("MaxPool needs a kernel attribute of two positive sizes");
+            return { windowShape(node, in[0]->shape, kernel, in[0]->shape.size() == 4 ? in[0]->shape[1] : 0) };
+        }
+        case OpType::GlobalAvgPool: {
+            requireInputs(node, in, 1, 1);
+            const Shape& x = in[0]->shape;
+            if (x.size() != 4)
+                throw Error("GlobalAvgPool needs an (N, C, H, W) input, got " + formatShape(x));
+            return { Shape { x[0], x[1], 1, 1 } };
+        }
         case OpType::Opaque:
             break;
         }

@@ -71,6 +71,18 @@ const std::vector<OpTypeInfo>& allOpTypes()
         { OpType::Slice, "Slice", true },
         { OpType::Concat, "Concat", false },
         { OpType::CrossEntropy, "CrossEntropy", false },
+        { OpType::Sub, "Sub", false },
+        { OpType::Div, "Div", false },
+        { OpType::Pow, "Pow", false },
+        { OpType::Sqrt, "Sqrt", false },
+        { OpType::Erf, "Erf", false },
+        { OpType::ReduceMean, "ReduceMean", false },
+        { OpType::Select, "Select", false },
+        { OpType::Expand, "Expand", false },
+        { OpType::Conv, "Conv", false },
+        { OpType::BatchNorm, "BatchNorm", false },
+        { OpType::MaxPool, "MaxPool", false },
+        { OpType::GlobalAvgPool, "GlobalAvgPool", false },
         { OpType::Opaque, "Opaque", false },
     };
     return kOps;

@@ -47,6 +47,19 @@ enum class OpType : std::uint8_t {
     Slice, // attr axis, start, end
     Concat, // attr axis
     CrossEntropy, // (logits (..., V), labels (...)) -> scalar mean loss
+    // Ops of traced models (ONNX decompositions and convolutional networks).
+    Sub, // broadcasting a - b
+    Div, // broadcasting a / b (LayerNorm decomposed below opset 17)
+    Pow, // x ^ attr exponent
+    Sqrt,
+    Erf, // GELU decomposed: 0.5 x (1 + erf(x / sqrt 2))
+    ReduceMean, // attr axes, keepdims
+    Select, // x[..., index, ...] on attr axis; the axis is removed (a class token)
+    Expand, // broadcast to attr shape
+    Conv, // (x (N, C, H, W), w (F, C / group, kH, kW)[, bias (F)]); attrs strides, pads, dilations, group
+    BatchNorm, // (x (N, C, ...), gamma (C), beta (C), running mean (C), running var (C)); attrs epsilon, momentum
+    MaxPool, // attrs kernel, strides, pads (top, left, bottom, right)
+    GlobalAvgPool, // (N, C, H, W) -> (N, C, 1, 1)
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

@@ -52,6 +52,34 @@ namespace {
         return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
     }
 
+    const onnx::AttributeProto* findAttr(const onnx::NodeProto& node, std::string_view name)
+    {
+        for (const auto& a : node.attribute()) {
+            if (a.name() == name)
+                return &a;
+        }
+        return nullptr;
+    }
+
+    std::int64_t intAttr(const onnx::NodeProto& node, std::string_view name, std::int64_t fallback)
+    {
+        const auto* a = findAttr(node, name);
+        return a != nullptr ? a->i() : fallback;
+    }
+
+    float floatAttr(const onnx::NodeProto& node, std::string_view name, float fallback)
+    {
+        const auto* a = findAttr(node, name);
+        return a != nullptr ? a->f() : fallback;
+    }
+
+    std::vector<std::int64_t> intsAttr(const onnx::NodeProto& node, std::string_view name)
+    {
+        const auto* a = findAttr(node, name);
+        return a != nullptr ? std::vector<std::int64_t>(a->ints().begin(), a->ints().end())
+                            : std::vector<std::int64_t> {};
+    }
+
     class Importer
     {
     public:
@@ -79,6 +107,11 @@ namespace {
         void addInputs();
         void addNode(const onnx::NodeProto& node, int index);
         Node mapNode(const onnx::NodeProto& node, Node n) const;
+        Node mapLayoutNode(const onnx::NodeProto& node, Node n) const;
+        Node mapConvNode(const onnx::NodeProto& node, Node n) const;
+        bool foldShapeNode(const onnx::NodeProto& node);
+        const std::vector<std::int64_t>* foldedInput(const onnx::NodeProto& node, int input) const;
+        std::optional<double> scalarConstant(TensorId id) const;
         TensorId tensorFor(const std::string& name, const onnx::NodeProto& user);
         std::shared_ptr<const std::vector<std::byte>> rawData(const onnx::TensorProto& t) const;
 
@@ -90,6 +123,7 @@ namespace {
         std::unordered_map<std::string, TensorId> m_tensors;
         std::set<std::string> m_bnStats; // initializers read only as BatchNormalization mean/var
         std::set<std::string> m_nodeNames;
+        std::unordered_map<std::string, std::int32_t> m_blocks; // block scope -> layer index
         std::set<std::string> m_consumed; // tensor names some node or the graph output reads
         onnx::ModelProto m_inferred; // the model with shape computations folded, after inference
         std::unordered_map<std::string, onnximport::IntTensor> m_folded;
@@ -338,8 +372,9 @@ namespace {
     }
 
     // Scope from the exporter's node name ("/encoder/layers.0/self_attn/MatMul" -> encoder.layers.0.self_attn)
-    // and the transformer block index from a "layers.N"-like component.
-    std::pair<std::string, std::int32_t> scopeOf(const std::string& name)
+    // and the block it belongs to: the scope up to its first component numbered like "layers.0",
+    // "h.3" or "encoder_layer_11" (the outermost, so ViT's "encoder_layer_0/ln_1" is block 0).
+    std::pair<std::string, std::string> scopeOf(const std::string& name)
     {
         std::vector<std::string> parts;
         std::stringstream ss(name);
@@ -353,66 +388,248 @@ namespace {
         else
             parts.clear();
         std::string scope;
-        std::int32_t layer = kNoLayer;
+        std::string block;
         for (const auto& p : parts) {
             scope += (scope.empty() ? "" : ".") + p;
-            const auto dot = p.rfind('.');
-            if (dot != std::string::npos && dot + 1 < p.size()
-                && std::all_of(p.begin() + static_cast<std::ptrdiff_t>(dot) + 1, p.end(), ::isdigit))
-                layer = std::stoi(p.substr(dot + 1));
+            const auto sep = p.find_last_of("._");
+            if (block.empty() && sep != std::string::npos && sep + 1 < p.size()
+                && std::all_of(p.begin() + static_cast<std::ptrdiff_t>(sep) + 1, p.end(), ::isdigit))
+                block = scope;
         }
-        return { scope, layer };
+        return { scope, block };
+    }
+
+    const std::vector<std::int64_t>* Importer::foldedInput(const onnx::NodeProto& node, int input) const
+    {
+        if (input >= node.input_size())
+            return nullptr;
+        const auto it = m_folded.find(node.input(input));
+        return it == m_folded.end() ? nullptr : &it->second.values;
+    }
+
+    // The value of a one-element constant (a Constant node's scalar or a folded integer).
+    std::optional<double> Importer::scalarConstant(TensorId id) const
+    {
+        const auto& t = m_result.graph.tensor(id);
+        if (t.kind != TensorKind::Constant || numElements(t.shape) != 1 || !t.data
+            || t.data->size() != static_cast<std::size_t>(bytesPerElement(t.dtype)))
+            return std::nullopt;
+        const auto* p = t.data->data();
+        switch (t.dtype) {
+        case DType::F32: {
+            float v = 0;
+            std::memcpy(&v, p, sizeof v);
+            return v;
+        }
+        case DType::F64: {
+            double v = 0;
+            std::memcpy(&v, p, sizeof v);
+            return v;
+        }
+        case DType::I64: {
+            std::int64_t v = 0;
+            std::memcpy(&v, p, sizeof v);
+            return static_cast<double>(v);
+        }
+        default:
+            return std::nullopt;
+        }
+    }
+
+    // Shape-like ops whose target comes from a folded input: the IR carries the ONNX-inferred
+    // output shape (or bounds) as attributes, and the constant inputs are dropped.
+    Node Importer::mapLayoutNode(const onnx::NodeProto& node, Node n) const
+    {
+        const auto& op = node.op_type();
+        const auto& outShape = m_shapes.at(node.output(0)).first;
+        const auto& inShape = m_result.graph.tensor(n.inputs[0]).shape;
+        if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+            if (op == "Reshape" && !foldedInput(node, 1))
+                return n;
+            n.op = OpType::Reshape;
+            n.attrs["shape"] = outShape;
+            n.inputs.resize(1);
+        } else if (op == "Expand" && foldedInput(node, 1)) {
+            n.op = OpType::Expand;
+            n.attrs["shape"] = *foldedInput(node, 1);
+            n.inputs.resize(1);
+        } else if (op == "Slice") {
+            const auto* starts = foldedInput(node, 1);
+            const auto* ends = foldedInput(node, 2);
+            const auto* axes = foldedInput(node, 3);
+            const auto* steps = foldedInput(node, 4);
+            if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || (node.input_size() > 3 && !axes)
+                || (node.input_size() > 4 && (!steps || steps->at(0) != 1)))
+                return n;
+            const auto rank = static_cast<std::int64_t>(inShape.size());
+            auto axis = axes ? axes->at(0) : 0;
+            axis = axis < 0 ? axis + rank : axis;
+            if (axis < 0 || axis >= rank)
+                return n;
+            const auto size = inShape[static_cast<std::size_t>(axis)];
+            const auto clampIndex = [size](std::int64_t i) {
+                return std::clamp(i < 0 ? i + size : i, std::int64_t { 0 }, size);
+            };
+            n.op = OpType::Slice;
+            n.attrs["axis"] = axis;
+            n.attrs["start"] = clampIndex(starts->at(0));
+            n.attrs["end"] = clampIndex(ends->at(0));
+            n.inputs.resize(1);
+        } else if (op == "Split") {
+            std::vector<std::int64_t> sizes = intsAttr(node, "split");
+            if (const auto* v = foldedInput(node, 1))
+                sizes = *v;
+            if (sizes.empty()) { // equal parts
+                const auto rank = static_cast<std::int64_t>(inShape.size());
+                auto axis = intAttr(node, "axis", 0);
+                axis = axis < 0 ? axis + rank : axis;
+                const auto parts = static_cast<std::int64_t>(node.output_size());
+                if (axis < 0 || axis >= rank || inShape[static_cast<std::size_t>(axis)] % parts != 0)
+                    return n;
+                sizes.assign(static_cast<std::size_t>(parts), inShape[static_cast<std::size_t>(axis)] / parts);
+            }
+            n.op = OpType::Split;
+            n.attrs["axis"] = intAttr(node, "axis", 0);
+            n.attrs["sizes"] = sizes;
+            n.inputs.resize(1);
+        } else if (op == "Concat") {
+            n.op = OpType::Concat;
+            n.attrs["axis"] = intAttr(node, "axis", 0);
+        } else if (op == "Transpose") {
+            n.op = OpType::Transpose;
+            n.attrs["perm"] = intsAttr(node, "perm");
+        } else if (op == "Gather" && n.inputs.size() == 2) {
+            const auto& data = m_result.graph.tensor(n.inputs[0]);
+            const auto* index = foldedInput(node, 1);
+            const auto axis = intAttr(node, "axis", 0);
+            if (data.kind == TensorKind::Parameter && data.shape.size() == 2 && axis == 0 && !index) {
+                n.op = OpType::Embedding; // (ids, table)
+                std::swap(n.inputs[0], n.inputs[1]);
+            } else if (index && index->size() == 1 && m_result.graph.tensor(n.inputs[1]).shape.empty()) {
+                const auto rank = static_cast<std::int64_t>(inShape.size());
+                const auto a = axis < 0 ? axis + rank : axis;
+                if (a < 0 || a >= rank)
+                    return n;
+                const auto size = inShape[static_cast<std::size_t>(a)];
+                n.op = OpType::Select;
+                n.attrs["axis"] = a;
+                n.attrs["index"] = index->at(0) < 0 ? index->at(0) + size : index->at(0);
+                n.inputs.resize(1);
+            }
+        }
+        return n;
+    }
+
+    Node Importer::mapConvNode(const onnx::NodeProto& node, Node n) const
+    {
+        const auto& op = node.op_type();
+        const auto* autoPad = findAttr(node, "auto_pad");
+        if (autoPad != nullptr && autoPad->s() != "NOTSET")
+            return n;
+        const auto copyInts = [&](const char* from, const char* to) {
+            if (auto v = intsAttr(node, from); !v.empty())
+                n.attrs[to] = std::move(v);
+        };
+        if (op == "Conv") {
+            n.op = OpType::Conv;
+            copyInts("strides", "strides");
+            copyInts("pads", "pads");
+            copyInts("dilations", "dilations");
+            n.attrs["group"] = intAttr(node, "group", 1);
+        } else if (op == "MaxPool" && intAttr(node, "ceil_mode", 0) == 0 && n.outputs.size() <= 1) {
+            n.op = OpType::MaxPool;
+            copyInts("kernel_shape", "kernel");
+            copyInts("strides", "strides");
+            copyInts("pads", "pads");
+            copyInts("dilations", "dilations");
+        } else if (op == "GlobalAveragePool") {
+            n.op = OpType::GlobalAvgPool;
+        } else if (op == "BatchNormalization" && n.inputs.size() == 5) {
+            n.op = OpType::BatchNorm;
+            n.attrs["epsilon"] = static_cast<double>(floatAttr(node, "epsilon", 1e-5F));
+            n.attrs["momentum"] = static_cast<double>(floatAttr(node, "momentum", 0.9F));
+        }
+        return n;
     }
 
     Node Importer::mapNode(const onnx::NodeProto& node, Node n) const
     {
         const auto& op = node.op_type();
-        const auto intAttr = [&](const char* name, std::int64_t fallback) {
-            for (const auto& a : node.attribute()) {
-                if (a.name() == name)
-                    return a.i();
-            }
-            return fallback;
-        };
-        const auto floatAttr = [&](const char* name, float fallback) {
-            for (const auto& a : node.attribute()) {
-                if (a.name() == name)
-                    return a.f();
-            }
-            return fallback;
-        };
         const auto rank = [&](std::size_t input) {
             return input < n.inputs.size() ? m_result.graph.tensor(n.inputs[input]).shape.size() : 0;
         };
+        const auto scalarSecond = [&]() -> std::optional<double> {
+            return n.inputs.size() == 2 ? scalarConstant(n.inputs[1]) : std::nullopt;
+        };
+        if (n.inputs.empty() || node.output_size() == 0)
+            return n;
         if (op == "MatMul" && n.inputs.size() == 2) {
             n.op = OpType::MatMul;
-        } else if (op == "Gemm" && intAttr("transA", 0) == 0 && floatAttr("alpha", 1) == 1
-            && floatAttr("beta", 1) == 1) {
+        } else if (op == "Gemm" && intAttr(node, "transA", 0) == 0 && floatAttr(node, "alpha", 1) == 1
+            && floatAttr(node, "beta", 1) == 1) {
             n.op = OpType::MatMul;
-            if (intAttr("transB", 0) != 0)
+            if (intAttr(node, "transB", 0) != 0)
                 n.attrs["trans_b"] = std::int64_t { 1 };
-        } else if ((op == "Add" || op == "Mul") && n.inputs.size() == 2) {
+        } else if ((op == "Mul" || op == "Div") && scalarSecond() && *scalarSecond() != 0) {
+            // x * c and x / c (attention's 1/sqrt(d), GELU's 1/sqrt 2 and 0.5) scale by a constant.
+            n.op = OpType::Scale;
+            n.attrs["scale"] = op == "Mul" ? *scalarSecond() : 1.0 / *scalarSecond();
+            n.inputs.resize(1);
+        } else if ((op == "Add" || op == "Mul" || op == "Sub" || op == "Div") && n.inputs.size() == 2) {
             const bool bias =
                 op == "Add" && rank(1) == 1 && m_result.graph.tensor(n.inputs[1]).kind == TensorKind::Parameter;
-            n.op = bias ? OpType::BiasAdd : op == "Add" ? OpType::Add : OpType::Mul;
+            n.op = bias       ? OpType::BiasAdd
+                : op == "Add" ? OpType::Add
+                : op == "Mul" ? OpType::Mul
+                : op == "Sub" ? OpType::Sub
+                              : OpType::Div;
+        } else if (op == "Pow" && scalarSecond()) {
+            n.op = OpType::Pow;
+            n.attrs["exponent"] = *scalarSecond();
+            n.inputs.resize(1);
+        } else if (op == "Sqrt" || op == "Erf" || op == "Relu" || op == "Tanh") {
+            n.op = op == "Sqrt" ? OpType::Sqrt : op == "Erf" ? OpType::Erf : op == "Relu" ? OpType::Relu : OpType::Tanh;
+        } else if (op == "ReduceMean" && n.inputs.size() == 1) {
+            n.op = OpType::ReduceMean;
+            n.attrs["axes"] = intsAttr(node, "axes");
+            n.attrs["keepdims"] = intAttr(node, "keepdims", 1);
         } else if (op == "Softmax"
-            && (intAttr("axis", -1) == -1 || intAttr("axis", -1) == static_cast<std::int64_t>(rank(0)) - 1)) {
+            && (intAttr(node, "axis", -1) == -1
+                || intAttr(node, "axis", -1) == static_cast<std::int64_t>(rank(0)) - 1)) {
             n.op = OpType::Softmax;
-        } else if (op == "Relu" || op == "Tanh") {
-            n.op = op == "Relu" ? OpType::Relu : OpType::Tanh;
-        } else if (op == "LayerNormalization" && intAttr("axis", -1) == -1) {
+        } else if (op == "LayerNormalization" && intAttr(node, "axis", -1) == -1) {
             n.op = OpType::LayerNorm;
-        } else if (op == "Transpose") {
-            n.op = OpType::Transpose;
-            for (const auto& a : node.attribute()) {
-                if (a.name() == "perm")
-                    n.attrs["perm"] = std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
-            }
+            n.attrs["epsilon"] = static_cast<double>(floatAttr(node, "epsilon", 1e-5F));
         } else if (op == "Dropout" && n.outputs.size() == 1) {
             n.op = OpType::Dropout;
             n.inputs.resize(1); // ratio and training_mode are constants
+        } else if (op == "Conv" || op == "MaxPool" || op == "GlobalAveragePool" || op == "BatchNormalization") {
+            return mapConvNode(node, std::move(n));
+        } else {
+            return mapLayoutNode(node, std::move(n));
         }
         return n;
+    }
+
+    // A node whose every output the shape folding evaluated (Shape, and integer ops on shapes and
+    // constants) becomes constant tensors holding those values.
+    bool Importer::foldShapeNode(const onnx::NodeProto& node)
+    {
+        if (node.output_size() == 0)
+            return false;
+        for (const auto& out : node.output()) {
+            if (!m_folded.contains(out))
+                return false;
+        }
+        for (const auto& out : node.output()) {
+            const auto& value = m_folded.at(out);
+            auto bytes = std::make_shared<std::vector<std::byte>>(value.values.size() * sizeof(std::int64_t));
+            std::memcpy(bytes->data(), value.values.data(), bytes->size());
+            m_tensors[out] = m_result.graph.addTensor({ TensorId(), out, Shape(value.shape.begin(), value.shape.end()),
+                DType::I64, TensorKind::Constant, NodeId(), std::move(bytes) });
+        }
+        ++m_result.report.foldedShapeNodes;
+        return true;
     }
 
     void Importer::addNode(const onnx::NodeProto& node, int index)
@@ -421,11 +638,17 @@ namespace {
             addConstant(node);
             return;
         }
+        if (foldShapeNode(node))
+            return;
         Node n;
         n.name = node.name().empty() || m_nodeNames.contains(node.name()) ? node.op_type() + "_" + std::to_string(index)
                                                                           : node.name();
         m_nodeNames.insert(n.name);
-        std::tie(n.scope, n.layer) = scopeOf(node.name());
+        // Layers are blocks in order of first appearance: encoder.layers.0, .1, then decoder.layers.0 ...
+        const auto [scope, block] = scopeOf(node.name());
+        n.scope = scope;
+        if (!block.empty())
+            n.layer = m_blocks.try_emplace(block, static_cast<std::int32_t>(m_blocks.size())).first->second;
         for (const auto& in : node.input()) {
             if (!in.empty())
                 n.inputs.push_back(tensorFor(in, node));
@@ -435,7 +658,7 @@ namespace {
             if (out.empty())
                 continue;
             const auto it = m_shapes.find(out);
-            if (it == m_shapes.end() && !m_consumed.contains(out))
+            if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
                 continue; // an optional output nobody reads (BatchNormalization's running statistics)
             if (it == m_shapes.end())
                 fail("node '" + n.name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out
@@ -445,6 +668,7 @@ namespace {
         }
         n.op = OpType::Opaque;
         n.opaqueType = node.op_type();
+        n.outputs.assign(outputs.size(), TensorId()); // the mapping looks at how many outputs are read
         auto mapped = mapNode(node, n);
         if (mapped.op != OpType::Opaque) {
             // Keep the mapping only where the IR computes exactly what ONNX inferred.
@@ -462,6 +686,7 @@ namespace {
         }
         if (n.op == OpType::Opaque)
             ++m_result.report.opaqueOps[node.op_type()];
+        n.outputs.clear();
         for (auto& t : outputs) {
             const auto name = t.name;
             const auto id = m_result.graph.addTensor(std::move(t));

@@ -3,8 +3,10 @@
 //
 // Dynamic dimensions are bound from user-given sizes (batch, sequence), every tensor's shape comes
 // from ONNX's own shape inference, Constant nodes are folded into constant tensors, and ops the IR
-// knows (MatMul, Gemm, Add, Mul, Softmax, Relu, Tanh, LayerNormalization, Transpose, Dropout) map to
-// IR ops; the rest become opaque nodes costed from their shapes, listed in the report as ops the
+// knows map to IR ops, including the decomposed forms torch emits (LayerNorm as ReduceMean/Sub/Pow/
+// Sqrt/Div, GELU via Erf, Gather embeddings, Conv/BatchNorm/pools, Reshape/Slice/Concat/Expand with
+// their folded shape inputs); integer shape computations are evaluated and folded into constants.
+// Anything else becomes an opaque node costed from its shapes, listed in the report as an op the
 // engine cannot train. Depends on: graph/, Debian's libonnx (protobuf); no Qt, no CUDA.
 #pragma once
 
@@ -29,7 +31,8 @@ struct OnnxImportReport
 {
     int opset = 0;
     std::size_t onnxNodes = 0;
-    std::size_t foldedConstants = 0;
+    std::size_t foldedConstants = 0; // Constant nodes
+    std::size_t foldedShapeNodes = 0; // integer shape computations evaluated at import (Shape, Gather, Concat ...)
     std::map<std::string, std::int64_t> boundDims; // dim_param -> size
     std::map<std::string, int> opaqueOps; // op type -> count: costed, not trainable by the engine
 };

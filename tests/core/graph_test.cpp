@@ -63,6 +63,44 @@ TEST(ShapeInference, MatMulBroadcastAndTranspose)
     EXPECT_THROW(b.op(OpType::MatMul, "bad", { q, q }), Error);
 }
 
+TEST(ShapeInference, ConvolutionalAndReductionOps)
+{
+    GraphBuilder b(ModelInfo { "t", "test", "{}", 2 });
+    const auto x = b.input("x", { 2, 3, 64, 64 }, DType::F32);
+    // resnet18's stem: 7x7 stride 2 pad 3 -> 32x32; max pool 3x3 stride 2 pad 1 -> 16x16.
+    const auto c = b.op(OpType::Conv, "conv", { x, b.parameter("w", { 64, 3, 7, 7 }) },
+        { { "strides", Shape { 2, 2 } }, { "pads", Shape { 3, 3, 3, 3 } } });
+    EXPECT_EQ(b.shape(c), (Shape { 2, 64, 32, 32 }));
+    const auto bn = b.op(OpType::BatchNorm, "bn",
+        { c, b.parameter("g", { 64 }), b.parameter("b", { 64 }), b.constant("m", { 64 }, DType::F32),
+            b.constant("v", { 64 }, DType::F32) });
+    const auto p = b.op(OpType::MaxPool, "pool", { bn },
+        { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } });
+    EXPECT_EQ(b.shape(p), (Shape { 2, 64, 16, 16 }));
+    // Grouped conv: 64 channels in 4 groups of 16.
+    const auto g = b.op(OpType::Conv, "grouped", { p, b.parameter("wg", { 32, 16, 3, 3 }) },
+        { { "group", std::int64_t { 4 } }, { "pads", Shape { 1, 1, 1, 1 } } });
+    EXPECT_EQ(b.shape(g), (Shape { 2, 32, 16, 16 }));
+    EXPECT_EQ(b.shape(b.op(OpType::GlobalAvgPool, "gap", { g })), (Shape { 2, 32, 1, 1 }));
+    EXPECT_THROW(b.op(OpType::Conv, "bad", { p, b.parameter("wb", { 8, 3, 3, 3 }) }), Error);
+    EXPECT_THROW(b.op(OpType::MaxPool, "nokernel", { p }), Error);
+
+    const auto t = b.input("t", { 2, 5, 8 }, DType::F32);
+    EXPECT_EQ(b.shape(b.op(OpType::ReduceMean, "mean", { t }, { { "axes", Shape { -1 } } })), (Shape { 2, 5, 1 }));
+    EXPECT_EQ(
+        b.shape(b.op(OpType::ReduceMean, "all", { t }, { { "axes", Shape {} }, { "keepdims", std::int64_t { 0 } } })),
+        Shape {});
+    EXPECT_EQ(b.shape(b.op(
+                  OpType::Select, "cls", { t }, { { "axis", std::int64_t { 1 } }, { "index", std::int64_t { 0 } } })),
+        (Shape { 2, 8 }));
+    EXPECT_THROW(
+        b.op(OpType::Select, "far", { t }, { { "axis", std::int64_t { 1 } }, { "index", std::int64_t { 5 } } }), Error);
+    const auto token = b.parameter("token", { 1, 1, 8 });
+    EXPECT_EQ(
+        b.shape(b.op(OpType::Expand, "expand", { token }, { { "shape", Shape { 2, 1, 8 } } })), (Shape { 2, 1, 8 }));
+    EXPECT_EQ(b.shape(b.op(OpType::Div, "div", { t, b.op(OpType::Sqrt, "sqrt", { t }) })), (Shape { 2, 5, 8 }));
+}
+
 TEST(ShapeInference, ErrorsNameTheProblem)
 {
     GraphBuilder b(ModelInfo { "t", "test", "{}", 2 });

@@ -47,6 +47,27 @@ TEST(OpCost, LayerNormAndDropoutState)
     EXPECT_EQ(costs[1].parameterCount, 16);
 }
 
+TEST(OpCost, ConvFlopsAndWeightGradient)
+{
+    GraphBuilder b(ModelInfo { "t", "test", "{}", 2 });
+    const auto x = b.input("x", { 2, 3, 8, 8 }, DType::F32);
+    auto h =
+        b.op(OpType::Conv, "conv1", { x, b.parameter("w1", { 4, 3, 3, 3 }) }, { { "pads", Shape { 1, 1, 1, 1 } } });
+    h = b.op(OpType::Relu, "relu", { h });
+    h = b.op(OpType::Conv, "conv2", { h, b.parameter("w2", { 6, 4, 3, 3 }) });
+    const auto g = b.finish({ h });
+    const auto costs = computeOpCosts(g);
+    // conv2: 2 x 6 x 6 x 6 outputs, each a 4 x 3 x 3 dot product.
+    const double flops = 2.0 * (2 * 6 * 6 * 6) * (4 * 3 * 3);
+    EXPECT_DOUBLE_EQ(costs[2].forwardFlops, flops);
+    EXPECT_DOUBLE_EQ(costs[2].backwardFlops, 2 * flops);
+    EXPECT_DOUBLE_EQ(costs[2].weightGradFlops, flops);
+    ASSERT_EQ(costs[2].savedForWeightGrad.size(), 1U); // the relu output, kept for dW
+    EXPECT_EQ(costs[2].savedForWeightGrad[0], g.node(NodeId(1)).outputs[0]);
+    EXPECT_TRUE(costs[0].savedTensors.empty()); // conv1 reads the data input: nothing to keep
+    EXPECT_EQ(costs[0].parameterCount, 4 * 3 * 3 * 3);
+}
+
 TEST(OpCost, ViewsWriteNothing)
 {
     GraphBuilder b(ModelInfo { "t", "test", "{}", 2 });

@@ -5,7 +5,8 @@ ONNX for PipeStudio's importer tests, with a manifest of what the import must re
     /usr/bin/python3 tests/data/make_onnx_fixtures.py OUTPUT_DIR [--small]
 
 For every module and opset 13 and 17: <name>-op<opset>.onnx, and manifest.json with the parameter
-count (sum of p.numel()), the ONNX node count, how many of those are Constant nodes, and the shape
+count (sum of p.numel()), the ONNX node count, how many of those are Constant nodes and integer
+shape computations, and the shape
 of the first output for the bound batch/sequence sizes.
 """
 import json
@@ -40,6 +41,20 @@ def modules(small):
             {"input": {0: "batch"}}
 
 
+def shape_nodes(graph):
+    """Nodes computing only from shapes and integer constants (Shape -> Gather -> Unsqueeze -> Concat
+    ...): what the importer must fold into constants. Counted here independently of the importer."""
+    static = {n.output[0] for n in graph.node if n.op_type == "Constant"}
+    static |= {i.name for i in graph.initializer if i.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
+    count = 0
+    for n in graph.node:
+        inputs = [i for i in n.input if i]
+        if n.op_type != "Constant" and (n.op_type == "Shape" or (inputs and all(i in static for i in inputs))):
+            static.update(n.output)
+            count += 1
+    return count
+
+
 def export(name, module, args, axes, opset, out_dir):
     module.eval()
     # Distinct random values everywhere: the exporter merges initializers with equal contents
@@ -64,6 +79,7 @@ def export(name, module, args, axes, opset, out_dir):
         "parameters": sum(p.numel() for p in module.parameters()),
         "onnx_nodes": len(model.graph.node),
         "constant_nodes": sum(1 for n in model.graph.node if n.op_type == "Constant"),
+        "shape_nodes": shape_nodes(model.graph),
         "output_shape": list(out.shape),
         "input_shapes": [list(a.shape) for a in args],
     }
