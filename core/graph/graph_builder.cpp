@@ -4,6 +4,7 @@
 #include "graph/validate.h"
 #include "util/error.h"
 
+#include <cstring>
 #include <utility>
 
 namespace ps {
@@ -23,6 +24,17 @@ TensorId GraphBuilder::constant(const std::string& name, Shape shape, DType dtyp
 {
     return m_graph.addTensor(
         { TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Constant, NodeId(), {} });
+}
+
+TensorId GraphBuilder::constant(const std::string& name, Shape shape, const std::vector<std::int64_t>& values)
+{
+    if (numElements(shape) != static_cast<std::int64_t>(values.size()))
+        throw Error("constant '" + qualified(name) + "' of shape " + formatShape(shape) + " given "
+            + std::to_string(values.size()) + " values");
+    auto bytes = std::make_shared<std::vector<std::byte>>(values.size() * sizeof(std::int64_t));
+    std::memcpy(bytes->data(), values.data(), bytes->size());
+    return m_graph.addTensor({ TensorId(), qualified(name), std::move(shape), DType::I64, TensorKind::Constant,
+        NodeId(), std::move(bytes) });
 }
 
 TensorId GraphBuilder::parameter(const std::string& name, Shape shape)

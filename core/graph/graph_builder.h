@@ -19,6 +19,8 @@ public:
 
     TensorId input(const std::string& name, Shape shape, DType dtype);
     TensorId constant(const std::string& name, Shape shape, DType dtype);
+    // An int64 constant with its values (position ids, relative-position buckets), row-major.
+    TensorId constant(const std::string& name, Shape shape, const std::vector<std::int64_t>& values);
     TensorId parameter(const std::string& name, Shape shape);
 
     // Adds a node named "<scope>.<name>" and returns its single output.

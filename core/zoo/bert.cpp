@@ -29,7 +29,7 @@ namespace {
     TensorId embeddings(GraphBuilder& b, const ModelConfig& c, TensorId ids, TensorId types, TensorId& wordTable)
     {
         ScopeGuard scope(b, "embeddings");
-        const auto positions = b.constant("position_ids", { c.seq }, DType::I64);
+        const auto positions = b.constant("position_ids", { c.seq }, arange(c.seq));
         wordTable = b.parameter("word_embeddings.weight", { c.vocab, c.hidden });
         const auto posTable = b.parameter("position_embeddings.weight", { c.maxPositions, c.hidden });
         const auto typeTable = b.parameter("token_type_embeddings.weight", { 2, c.hidden });

@@ -40,7 +40,7 @@ Graph buildGpt2(const ModelConfig& c)
     GraphBuilder b(modelInfo(c));
     const auto ids = b.input("input_ids", { c.microBatch, c.seq }, DType::I64);
     const auto labels = b.input("labels", { c.microBatch, c.seq }, DType::I64);
-    const auto positions = b.constant("position_ids", { c.seq }, DType::I64);
+    const auto positions = b.constant("position_ids", { c.seq }, arange(c.seq));
     const auto wte = b.parameter("wte.weight", { c.vocab, c.hidden });
     const auto wpe = b.parameter("wpe.weight", { c.maxPositions, c.hidden });
 

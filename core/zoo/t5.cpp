@@ -4,6 +4,7 @@
 #include "zoo/zoo_builders.h"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace ps::zoo {
 namespace {
@@ -29,10 +30,38 @@ namespace {
         return spec;
     }
 
-    // (Tq, Tk) bucket ids -> (H, Tq, Tk) bias, owned by block 0's self-attention.
-    TensorId relativeBias(GraphBuilder& b, const ModelConfig& c, std::int64_t length)
+    // T5's bucket of a relative position (Raffel et al. 2020; HF _relative_position_bucket): exact
+    // buckets for small distances, logarithmic ones up to max_distance 128; the encoder tells
+    // directions apart with half the buckets each, the causal decoder only looks back.
+    std::int64_t relativeBucket(std::int64_t relative, bool causal, std::int64_t buckets)
     {
-        const auto buckets = b.constant("relative_position_buckets", { length, length }, DType::I64);
+        constexpr double kMaxDistance = 128;
+        std::int64_t bucket = 0;
+        if (!causal) {
+            buckets /= 2;
+            bucket += relative > 0 ? buckets : 0;
+            relative = std::abs(relative);
+        } else {
+            relative = -std::min<std::int64_t>(relative, 0);
+        }
+        const auto exact = buckets / 2;
+        if (relative < exact)
+            return bucket + relative;
+        const auto large = exact
+            + static_cast<std::int64_t>(std::log(static_cast<double>(relative) / static_cast<double>(exact))
+                / std::log(kMaxDistance / static_cast<double>(exact)) * static_cast<double>(buckets - exact));
+        return bucket + std::min(large, buckets - 1);
+    }
+
+    // (Tq, Tk) bucket ids -> (H, Tq, Tk) bias, owned by block 0's self-attention.
+    TensorId relativeBias(GraphBuilder& b, const ModelConfig& c, std::int64_t length, bool causal)
+    {
+        std::vector<std::int64_t> ids;
+        for (std::int64_t q = 0; q < length; ++q) {
+            for (std::int64_t k = 0; k < length; ++k)
+                ids.push_back(relativeBucket(k - q, causal, c.relativeBuckets));
+        }
+        const auto buckets = b.constant("relative_position_buckets", { length, length }, ids);
         const auto table = b.parameter("relative_attention_bias.weight", { c.relativeBuckets, c.heads });
         const auto bias = b.op(OpType::Embedding, "relative_attention_bias", { buckets, table });
         return b.op(
@@ -73,7 +102,7 @@ namespace {
             ScopeGuard block(b, "block." + std::to_string(i));
             if (i == 0) {
                 ScopeGuard owner(b, "layer.0.SelfAttention");
-                bias = relativeBias(b, c, s.length);
+                bias = relativeBias(b, c, s.length, s.causal);
             }
             auto self = t5Attention(c, s.causal);
             self.positionBias = bias;

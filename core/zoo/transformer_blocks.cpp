@@ -44,6 +44,14 @@ ModelInfo modelInfo(const ModelConfig& config)
     return { config.name, std::string(toString(config.family)), modelConfigToJson(config), config.microBatch };
 }
 
+std::vector<std::int64_t> arange(std::int64_t n)
+{
+    std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+        v[static_cast<std::size_t>(i)] = i;
+    return v;
+}
+
 TensorId linear(GraphBuilder& b, TensorId x, std::int64_t out, bool bias, const std::string& name)
 {
     const auto in = b.shape(x).back();

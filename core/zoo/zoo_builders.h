@@ -17,6 +17,9 @@ Graph buildMlp(const ModelConfig& config);
 ModelInfo modelInfo(const ModelConfig& config);
 
 // x @ W (+ b) with W (in, out) and b (out) named "<name>.weight" / "<name>.bias".
+// 0, 1, ..., n - 1 (position ids).
+std::vector<std::int64_t> arange(std::int64_t n);
+
 TensorId linear(GraphBuilder& b, TensorId x, std::int64_t out, bool bias, const std::string& name);
 TensorId layerNorm(GraphBuilder& b, TensorId x, const std::string& name);
 TensorId rmsNorm(GraphBuilder& b, TensorId x, const std::string& name);

@@ -1,0 +1,180 @@
+#include "cpu/kernel_impl.h"
+
+#include <cblas.h>
+#include <cstring>
+
+namespace ps::engine {
+namespace detail {
+
+    std::vector<std::int64_t> stridesOf(const Shape& shape)
+    {
+        std::vector<std::int64_t> s(shape.size(), 1);
+        for (std::size_t i = shape.size(); i-- > 1;)
+            s[i - 1] = s[i] * shape[i];
+        return s;
+    }
+
+    namespace {
+        // Strides of `operand` aligned to the trailing dims of `out`; 0 where it broadcasts.
+        std::vector<std::int64_t> broadcastStrides(const Shape& out, const Shape& operand)
+        {
+            const auto own = stridesOf(operand);
+            std::vector<std::int64_t> s(out.size(), 0);
+            const auto offset = out.size() - operand.size();
+            for (std::size_t i = 0; i < operand.size(); ++i)
+                s[offset + i] = operand[i] == 1 ? 0 : own[i];
+            return s;
+        }
+    } // namespace
+
+    void forEachBroadcast(const Shape& out, const Shape& a, const Shape& b,
+        const std::function<void(std::int64_t, std::int64_t, std::int64_t)>& fn)
+    {
+        const auto sa = broadcastStrides(out, a);
+        const auto sb = broadcastStrides(out, b);
+        const auto total = numElements(out);
+        std::vector<std::int64_t> index(out.size(), 0);
+        std::int64_t ia = 0;
+        std::int64_t ib = 0;
+        for (std::int64_t i = 0; i < total; ++i) {
+            fn(i, ia, ib);
+            for (std::size_t d = out.size(); d-- > 0;) { // odometer
+                ++index[d];
+                ia += sa[d];
+                ib += sb[d];
+                if (index[d] < out[d])
+                    break;
+                ia -= sa[d] * out[d];
+                ib -= sb[d] * out[d];
+                index[d] = 0;
+            }
+        }
+    }
+
+    NdArray reduceToShape(const NdArray& grad, const Shape& target, Allocator& allocator)
+    {
+        if (grad.shape() == target)
+            return grad;
+        auto out = NdArray::zeros(allocator, target);
+        float* o = out.f32();
+        const float* g = grad.f32();
+        forEachBroadcast(
+            grad.shape(), target, target, [&](std::int64_t i, std::int64_t it, std::int64_t) { o[it] += g[i]; });
+        return out;
+    }
+
+    NdArray gradOrZeros(const NdArray& grad, const Shape& shape, Allocator& allocator)
+    {
+        return grad.defined() ? grad : NdArray::zeros(allocator, shape);
+    }
+
+} // namespace detail
+
+bool isSupportedOnCpu(OpType op)
+{
+    return op != OpType::Opaque;
+}
+
+void setComputeThreads(int threads)
+{
+    if (threads > 0)
+        openblas_set_num_threads(threads);
+}
+
+namespace {
+
+    enum class Family { Math, Nn, Layout, Conv };
+
+    Family familyOf(const Node& node)
+    {
+        switch (node.op) {
+        case OpType::MatMul:
+        case OpType::BiasAdd:
+        case OpType::Add:
+        case OpType::Sub:
+        case OpType::Mul:
+        case OpType::Div:
+        case OpType::Scale:
+        case OpType::Pow:
+        case OpType::Sqrt:
+        case OpType::Erf:
+        case OpType::Relu:
+        case OpType::Tanh:
+        case OpType::Gelu:
+        case OpType::ReduceMean:
+            return Family::Math;
+        case OpType::Embedding:
+        case OpType::LayerNorm:
+        case OpType::RMSNorm:
+        case OpType::Softmax:
+        case OpType::Mask:
+        case OpType::Dropout:
+        case OpType::CrossEntropy:
+            return Family::Nn;
+        case OpType::Reshape:
+        case OpType::Transpose:
+        case OpType::Split:
+        case OpType::Slice:
+        case OpType::Concat:
+        case OpType::Select:
+        case OpType::Expand:
+            return Family::Layout;
+        case OpType::Conv:
+        case OpType::BatchNorm:
+        case OpType::MaxPool:
+        case OpType::GlobalAvgPool:
+            return Family::Conv;
+        case OpType::Opaque:
+            break;
+        }
+        throw Error("node '" + node.name + "': the CPU engine cannot run " + node.opaqueType
+            + " (imported without a mapping to an IR op)");
+    }
+
+} // namespace
+
+void runForward(const Node& node, NodeValues& values, KernelContext& ctx)
+{
+    ctx.allocator.setOwner(node.name);
+    switch (familyOf(node)) {
+    case Family::Math:
+        detail::mathForward(node, values, ctx);
+        break;
+    case Family::Nn:
+        detail::nnForward(node, values, ctx);
+        break;
+    case Family::Layout:
+        detail::layoutForward(node, values, ctx);
+        break;
+    case Family::Conv:
+        detail::convForward(node, values, ctx);
+        break;
+    }
+    ctx.allocator.setOwner("");
+}
+
+std::vector<NdArray> runBackward(const Node& node, const NodeValues& values, const std::vector<NdArray>& gradOut,
+    const std::vector<bool>& needGrad, KernelContext& ctx)
+{
+    ctx.allocator.setOwner(node.name + " (backward)");
+    std::vector<NdArray> gradIn(values.in.size());
+    detail::Backward b { gradOut, needGrad, gradIn };
+    switch (familyOf(node)) {
+    case Family::Math:
+        detail::mathBackward(node, values, b, ctx);
+        break;
+    case Family::Nn:
+        detail::nnBackward(node, values, b, ctx);
+        break;
+    case Family::Layout:
+        detail::layoutBackward(node, values, b, ctx);
+        break;
+    case Family::Conv:
+        detail::convBackward(node, values, b, ctx);
+        break;
+    }
+    ctx.allocator.setOwner("");
+    return gradIn;
+}
+
+} // namespace ps::engine

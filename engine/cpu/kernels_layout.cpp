@@ -1,0 +1,245 @@
+// Layout ops: Reshape (a view), Transpose, Split, Slice, Concat, Select and Expand.
+#include "cpu/kernel_impl.h"
+
+#include <cstring>
+
+namespace ps::engine::detail {
+namespace {
+
+    std::size_t axisOf(const Node& node, const char* key, std::int64_t fallback, std::size_t rank)
+    {
+        const auto a = node.intAttr(key, fallback);
+        return static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
+    }
+
+    // Views a shape as (outer, shape[axis], inner).
+    struct AxisView
+    {
+        std::int64_t outer = 1, length = 1, inner = 1;
+    };
+
+    AxisView axisView(const Shape& s, std::size_t axis)
+    {
+        AxisView v;
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            if (i < axis)
+                v.outer *= s[i];
+            else if (i == axis)
+                v.length = s[i];
+            else
+                v.inner *= s[i];
+        }
+        return v;
+    }
+
+    // Copies `count` positions along the axis: src[:, srcStart + k, :] -> dst[:, dstStart + k, :].
+    void copyAxis(const NdArray& src, std::int64_t srcStart, NdArray& dst, std::int64_t dstStart, std::int64_t count,
+        std::size_t axis)
+    {
+        const auto s = axisView(src.shape(), axis);
+        const auto d = axisView(dst.shape(), axis);
+        const auto bytes = static_cast<std::size_t>(count * s.inner) * sizeof(float);
+        for (std::int64_t o = 0; o < s.outer; ++o)
+            std::memcpy(dst.f32() + (o * d.length + dstStart) * d.inner,
+                src.f32() + (o * s.length + srcStart) * s.inner, bytes);
+    }
+
+    NdArray transpose(const NdArray& x, const std::vector<std::int64_t>& perm, KernelContext& ctx)
+    {
+        const auto& in = x.shape();
+        Shape outShape;
+        for (auto p : perm)
+            outShape.push_back(in[static_cast<std::size_t>(p)]);
+        auto out = NdArray::empty(ctx.allocator, outShape);
+        const auto inStrides = stridesOf(in);
+        std::vector<std::int64_t> strides; // input stride of each output dim
+        for (auto p : perm)
+            strides.push_back(inStrides[static_cast<std::size_t>(p)]);
+        const auto rank = outShape.size();
+        const auto innerLen = rank == 0 ? 1 : outShape.back();
+        const bool contiguousInner = rank > 0 && strides.back() == 1;
+        const auto rows = rank == 0 ? 1 : out.numel() / innerLen;
+        std::vector<std::int64_t> index(rank, 0);
+        std::int64_t offset = 0;
+        const float* src = x.f32();
+        float* dst = out.f32();
+        for (std::int64_t r = 0; r < rows; ++r) {
+            if (contiguousInner) {
+                std::memcpy(dst + r * innerLen, src + offset, static_cast<std::size_t>(innerLen) * sizeof(float));
+            } else {
+                for (std::int64_t j = 0; j < innerLen; ++j)
+                    dst[r * innerLen + j] = src[offset + j * strides.back()];
+            }
+            for (std::size_t d = rank - 1; d-- > 0;) { // odometer over all but the last dim
+                ++index[d];
+                offset += strides[d];
+                if (index[d] < outShape[d])
+                    break;
+                offset -= strides[d] * outShape[d];
+                index[d] = 0;
+            }
+        }
+        return out;
+    }
+
+} // namespace
+
+void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
+{
+    const auto& x = v.in[0];
+    const auto rank = x.shape().size();
+    switch (node.op) {
+    case OpType::Reshape: {
+        Shape shape = node.intsAttr("shape");
+        std::int64_t known = 1;
+        for (auto d : shape)
+            known *= d == -1 ? 1 : d;
+        for (auto& d : shape) {
+            if (d == -1)
+                d = x.numel() / known;
+        }
+        v.out = { x.view(shape) };
+        return;
+    }
+    case OpType::Transpose:
+        v.out = { transpose(x, node.intsAttr("perm"), ctx) };
+        return;
+    case OpType::Split: {
+        const auto axis = axisOf(node, "axis", -1, rank);
+        std::int64_t start = 0;
+        v.out.clear();
+        for (auto size : node.intsAttr("sizes")) {
+            auto shape = x.shape();
+            shape[axis] = size;
+            auto part = NdArray::empty(ctx.allocator, shape);
+            copyAxis(x, start, part, 0, size, axis);
+            v.out.push_back(part);
+            start += size;
+        }
+        return;
+    }
+    case OpType::Slice: {
+        const auto axis = axisOf(node, "axis", 0, rank);
+        const auto start = node.intAttr("start", 0);
+        const auto end = std::min(node.intAttr("end", x.shape()[axis]), x.shape()[axis]);
+        auto shape = x.shape();
+        shape[axis] = end - start;
+        auto out = NdArray::empty(ctx.allocator, shape);
+        copyAxis(x, start, out, 0, end - start, axis);
+        v.out = { out };
+        return;
+    }
+    case OpType::Concat: {
+        const auto axis = axisOf(node, "axis", 0, rank);
+        auto shape = x.shape();
+        shape[axis] = 0;
+        for (const auto& in : v.in)
+            shape[axis] += in.shape()[axis];
+        auto out = NdArray::empty(ctx.allocator, shape);
+        std::int64_t at = 0;
+        for (const auto& in : v.in) {
+            copyAxis(in, 0, out, at, in.shape()[axis], axis);
+            at += in.shape()[axis];
+        }
+        v.out = { out };
+        return;
+    }
+    case OpType::Select: {
+        const auto axis = axisOf(node, "axis", 0, rank);
+        auto kept = x.shape();
+        kept[axis] = 1;
+        auto out = NdArray::empty(ctx.allocator, kept);
+        copyAxis(x, node.intAttr("index", 0), out, 0, 1, axis);
+        Shape shape = x.shape();
+        shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
+        v.out = { out.view(shape) };
+        return;
+    }
+    case OpType::Expand: {
+        const auto target = node.intsAttr("shape");
+        const auto r = std::max(target.size(), rank);
+        Shape shape(r, 1);
+        for (std::size_t i = 0; i < r; ++i) {
+            const auto a = i < r - rank ? 1 : x.shape()[i - (r - rank)];
+            const auto b = i < r - target.size() ? 1 : target[i - (r - target.size())];
+            shape[i] = a == 1 ? b : a;
+        }
+        auto out = NdArray::empty(ctx.allocator, shape);
+        const float* src = x.f32();
+        float* dst = out.f32();
+        forEachBroadcast(
+            shape, x.shape(), x.shape(), [&](std::int64_t i, std::int64_t ia, std::int64_t) { dst[i] = src[ia]; });
+        v.out = { out };
+        return;
+    }
+    default:
+        throw Error("node '" + node.name + "': not a layout op");
+    }
+}
+
+void layoutBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+{
+    const auto& x = v.in[0];
+    const auto rank = x.shape().size();
+    switch (node.op) {
+    case OpType::Reshape:
+        g.gradIn[0] = g.gradOut[0].view(x.shape());
+        return;
+    case OpType::Transpose: {
+        const auto perm = node.intsAttr("perm");
+        std::vector<std::int64_t> inverse(perm.size());
+        for (std::size_t i = 0; i < perm.size(); ++i)
+            inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+        g.gradIn[0] = transpose(g.gradOut[0], inverse, ctx);
+        return;
+    }
+    case OpType::Split: {
+        const auto axis = axisOf(node, "axis", -1, rank);
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        std::int64_t start = 0;
+        for (std::size_t i = 0; i < v.out.size(); ++i) {
+            const auto part = gradOrZeros(g.gradOut[i], v.out[i].shape(), ctx.allocator);
+            copyAxis(part, 0, dx, start, part.shape()[axis], axis);
+            start += part.shape()[axis];
+        }
+        g.gradIn[0] = dx;
+        return;
+    }
+    case OpType::Slice:
+    case OpType::Select: {
+        const auto axis = axisOf(node, "axis", 0, rank);
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        auto part = g.gradOut[0];
+        if (node.op == OpType::Select) {
+            auto kept = x.shape();
+            kept[axis] = 1;
+            part = part.view(kept);
+        }
+        const auto start = node.op == OpType::Select ? node.intAttr("index", 0) : node.intAttr("start", 0);
+        copyAxis(part, 0, dx, start, part.shape()[axis], axis);
+        g.gradIn[0] = dx;
+        return;
+    }
+    case OpType::Concat: {
+        const auto axis = axisOf(node, "axis", 0, rank);
+        std::int64_t at = 0;
+        for (std::size_t i = 0; i < v.in.size(); ++i) {
+            const auto len = v.in[i].shape()[axis];
+            if (g.needGrad[i]) {
+                auto part = NdArray::empty(ctx.allocator, v.in[i].shape());
+                copyAxis(g.gradOut[0], at, part, 0, len, axis);
+                g.gradIn[i] = part;
+            }
+            at += len;
+        }
+        return;
+    }
+    case OpType::Expand:
+        g.gradIn[0] = reduceToShape(g.gradOut[0], x.shape(), ctx.allocator);
+        return;
+    default:
+        throw Error("node '" + node.name + "': not a layout op");
+    }
+}
+
+} // namespace ps::engine::detail

@@ -1,0 +1,454 @@
+// MatMul (OpenBLAS sgemm, batched and broadcast), broadcasting binary ops, activations, ReduceMean.
+#include "cpu/kernel_impl.h"
+
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+
+namespace ps::engine::detail {
+namespace {
+
+    // ---- MatMul: a (..., M, K) x b (..., K, N) (or b (..., N, K) with trans_b) [+ bias (N)] ----
+
+    struct MatMulDims
+    {
+        std::int64_t m, k, n;
+        bool transB;
+        Shape batch; // broadcast batch dims of the output
+        Shape batchA, batchB;
+    };
+
+    MatMulDims matmulDims(const Node& node, const Shape& a, const Shape& b, const Shape& out)
+    {
+        MatMulDims d {};
+        d.transB = node.intAttr("trans_b", 0) != 0;
+        d.m = a[a.size() - 2];
+        d.k = a.back();
+        d.n = out.back();
+        d.batch.assign(out.begin(), out.end() - 2);
+        d.batchA.assign(a.begin(), a.end() - 2);
+        d.batchB.assign(b.begin(), b.end() - 2);
+        return d;
+    }
+
+    // Calls fn(batch index, offset of A's matrix, offset of B's matrix) for every output matrix.
+    template <typename Fn> void forEachMatrix(const MatMulDims& d, Fn&& fn)
+    {
+        const auto aSize = d.m * d.k;
+        const auto bSize = d.k * d.n;
+        forEachBroadcast(d.batch, d.batchA, d.batchB,
+            [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { fn(i, ia * aSize, ib * bSize); });
+    }
+
+    void matmulForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& a = v.in[0];
+        const auto& b = v.in[1];
+        auto outShape = a.shape();
+        outShape.back() = node.intAttr("trans_b", 0) != 0 ? b.shape()[b.shape().size() - 2] : b.shape().back();
+        {
+            Shape batchA(a.shape().begin(), a.shape().end() - 2);
+            Shape batchB(b.shape().begin(), b.shape().end() - 2);
+            const auto rank = std::max(batchA.size(), batchB.size());
+            Shape batch(rank, 1);
+            for (std::size_t i = 0; i < rank; ++i) {
+                const auto da = i < rank - batchA.size() ? 1 : batchA[i - (rank - batchA.size())];
+                const auto db = i < rank - batchB.size() ? 1 : batchB[i - (rank - batchB.size())];
+                batch[i] = std::max(da, db);
+            }
+            batch.push_back(a.shape()[a.shape().size() - 2]);
+            batch.push_back(outShape.back());
+            outShape = batch;
+        }
+        auto out = NdArray::empty(ctx.allocator, outShape);
+        const auto d = matmulDims(node, a.shape(), b.shape(), outShape);
+        const auto trans = d.transB ? CblasTrans : CblasNoTrans;
+        const auto ldb = d.transB ? d.k : d.n;
+        if (d.batchB.empty() || numElements(d.batchB) == 1) {
+            // One GEMM over all rows of A: (rows, K) x (K, N).
+            const auto rows = numElements(outShape) / d.n;
+            if (numElements(d.batchA) * d.m == rows) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, trans, static_cast<int>(rows), static_cast<int>(d.n),
+                    static_cast<int>(d.k), 1.0F, a.f32(), static_cast<int>(d.k), b.f32(), static_cast<int>(ldb), 0.0F,
+                    out.f32(), static_cast<int>(d.n));
+            } else { // A broadcast against a batched B of size 1: still one matrix per output batch
+                forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans, static_cast<int>(d.m), static_cast<int>(d.n),
+                        static_cast<int>(d.k), 1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob,
+                        static_cast<int>(ldb), 0.0F, out.f32() + i * d.m * d.n, static_cast<int>(d.n));
+                });
+            }
+        } else {
+            forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, trans, static_cast<int>(d.m), static_cast<int>(d.n),
+                    static_cast<int>(d.k), 1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob,
+                    static_cast<int>(ldb), 0.0F, out.f32() + i * d.m * d.n, static_cast<int>(d.n));
+            });
+        }
+        if (v.in.size() == 3) { // Gemm's bias over the last dim
+            const float* bias = v.in[2].f32();
+            float* o = out.f32();
+            const auto rows = out.numel() / d.n;
+            for (std::int64_t r = 0; r < rows; ++r) {
+                for (std::int64_t j = 0; j < d.n; ++j)
+                    o[r * d.n + j] += bias[j];
+            }
+        }
+        v.out = { out };
+    }
+
+    void matmulBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+    {
+        const auto& a = v.in[0];
+        const auto& b = v.in[1];
+        const auto& dy = g.gradOut[0];
+        const auto d = matmulDims(node, a.shape(), b.shape(), dy.shape());
+        const bool flat = d.batchB.empty() && numElements(d.batchA) * d.m == dy.numel() / d.n;
+        if (g.needGrad[0]) {
+            auto da = NdArray::zeros(ctx.allocator, a.shape());
+            // dA = dY B^T (B (K, N)) or dY B (B (N, K)).
+            const auto transB = d.transB ? CblasNoTrans : CblasTrans;
+            const auto ldb = d.transB ? d.k : d.n;
+            if (flat) {
+                const auto rows = dy.numel() / d.n;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, transB, static_cast<int>(rows), static_cast<int>(d.k),
+                    static_cast<int>(d.n), 1.0F, dy.f32(), static_cast<int>(d.n), b.f32(), static_cast<int>(ldb), 0.0F,
+                    da.f32(), static_cast<int>(d.k));
+            } else {
+                forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, transB, static_cast<int>(d.m), static_cast<int>(d.k),
+                        static_cast<int>(d.n), 1.0F, dy.f32() + i * d.m * d.n, static_cast<int>(d.n), b.f32() + ob,
+                        static_cast<int>(ldb), 1.0F, da.f32() + oa, static_cast<int>(d.k));
+                });
+            }
+            g.gradIn[0] = da;
+        }
+        if (g.needGrad[1]) {
+            auto db = NdArray::zeros(ctx.allocator, b.shape());
+            // dB = A^T dY (K, N), or dY^T A (N, K) with trans_b.
+            if (flat) {
+                const auto rows = dy.numel() / d.n;
+                if (d.transB)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.n), static_cast<int>(d.k),
+                        static_cast<int>(rows), 1.0F, dy.f32(), static_cast<int>(d.n), a.f32(), static_cast<int>(d.k),
+                        0.0F, db.f32(), static_cast<int>(d.k));
+                else
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.k), static_cast<int>(d.n),
+                        static_cast<int>(rows), 1.0F, a.f32(), static_cast<int>(d.k), dy.f32(), static_cast<int>(d.n),
+                        0.0F, db.f32(), static_cast<int>(d.n));
+            } else {
+                forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                    const float* dyi = dy.f32() + i * d.m * d.n;
+                    if (d.transB)
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.n),
+                            static_cast<int>(d.k), static_cast<int>(d.m), 1.0F, dyi, static_cast<int>(d.n),
+                            a.f32() + oa, static_cast<int>(d.k), 1.0F, db.f32() + ob, static_cast<int>(d.k));
+                    else
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.k),
+                            static_cast<int>(d.n), static_cast<int>(d.m), 1.0F, a.f32() + oa, static_cast<int>(d.k),
+                            dyi, static_cast<int>(d.n), 1.0F, db.f32() + ob, static_cast<int>(d.n));
+                });
+            }
+            g.gradIn[1] = db;
+        }
+        if (v.in.size() == 3 && g.needGrad[2])
+            g.gradIn[2] = reduceToShape(dy, v.in[2].shape(), ctx.allocator);
+    }
+
+    // ---- Broadcasting binary ops ----
+
+    Shape broadcast(const Shape& a, const Shape& b)
+    {
+        const auto rank = std::max(a.size(), b.size());
+        Shape out(rank, 1);
+        for (std::size_t i = 0; i < rank; ++i) {
+            const auto da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+            const auto db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+            out[i] = da == 1 ? db : da;
+        }
+        return out;
+    }
+
+    bool isSuffixOf(const Shape& b, const Shape& out)
+    {
+        return b.size() <= out.size()
+            && std::equal(b.begin(), b.end(), out.end() - static_cast<std::ptrdiff_t>(b.size()));
+    }
+
+    template <typename Op> NdArray binary(const NdArray& a, const NdArray& b, KernelContext& ctx, Op op)
+    {
+        const auto shape = broadcast(a.shape(), b.shape());
+        auto out = NdArray::empty(ctx.allocator, shape);
+        float* o = out.f32();
+        const float* x = a.f32();
+        const float* y = b.f32();
+        const auto n = out.numel();
+        if (a.shape() == shape && isSuffixOf(b.shape(), shape)) { // same shape, or a bias / row broadcast
+            const auto nb = b.numel();
+#pragma omp parallel for if (n > 65536)
+            for (std::int64_t i = 0; i < n; ++i)
+                o[i] = op(x[i], y[i % nb]);
+        } else if (b.shape() == shape && isSuffixOf(a.shape(), shape)) {
+            const auto na = a.numel();
+#pragma omp parallel for if (n > 65536)
+            for (std::int64_t i = 0; i < n; ++i)
+                o[i] = op(x[i % na], y[i]);
+        } else {
+            forEachBroadcast(shape, a.shape(), b.shape(),
+                [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { o[i] = op(x[ia], y[ib]); });
+        }
+        return out;
+    }
+
+    // d(out)/d(a) and d(out)/d(b) elementwise, then summed back to each operand's shape.
+    template <typename Da, typename Db>
+    void binaryBackward(const NodeValues& v, Backward& g, KernelContext& ctx, Da da, Db db)
+    {
+        const auto& dy = g.gradOut[0];
+        const float* x = v.in[0].f32();
+        const float* y = v.in[1].f32();
+        const float* gy = dy.f32();
+        for (int side = 0; side < 2; ++side) {
+            if (!g.needGrad[static_cast<std::size_t>(side)])
+                continue;
+            auto full = NdArray::empty(ctx.allocator, dy.shape());
+            float* o = full.f32();
+            forEachBroadcast(
+                dy.shape(), v.in[0].shape(), v.in[1].shape(), [&](std::int64_t i, std::int64_t ia, std::int64_t ib) {
+                    o[i] = gy[i] * (side == 0 ? da(x[ia], y[ib]) : db(x[ia], y[ib]));
+                });
+            g.gradIn[static_cast<std::size_t>(side)] =
+                reduceToShape(full, v.in[static_cast<std::size_t>(side)].shape(), ctx.allocator);
+        }
+    }
+
+    // ---- Unary ops ----
+
+    template <typename Op> NdArray unary(const NdArray& a, KernelContext& ctx, Op op)
+    {
+        auto out = NdArray::empty(ctx.allocator, a.shape());
+        float* o = out.f32();
+        const float* x = a.f32();
+        const auto n = a.numel();
+#pragma omp parallel for if (n > 65536)
+        for (std::int64_t i = 0; i < n; ++i)
+            o[i] = op(x[i]);
+        return out;
+    }
+
+    // dx = dy * f'(x, y) where y is the forward output.
+    template <typename Op>
+    NdArray unaryGrad(const NdArray& dy, const NdArray& x, const NdArray& y, KernelContext& ctx, Op op)
+    {
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        float* o = out.f32();
+        const float* gx = dy.f32();
+        const float* xs = x.f32();
+        const float* ys = y.f32();
+        const auto n = x.numel();
+#pragma omp parallel for if (n > 65536)
+        for (std::int64_t i = 0; i < n; ++i)
+            o[i] = gx[i] * op(xs[i], ys[i]);
+        return out;
+    }
+
+    constexpr float kSqrt2OverPi = 0.7978845608028654F;
+    constexpr float kGeluCubic = 0.044715F;
+    constexpr float kInvSqrt2 = 0.7071067811865476F;
+    constexpr float kTwoOverSqrtPi = 1.1283791670955126F;
+
+    bool tanhGelu(const Node& node)
+    {
+        const auto it = node.attrs.find("approximate");
+        return it != node.attrs.end() && std::holds_alternative<std::string>(it->second)
+            && std::get<std::string>(it->second) == "tanh";
+    }
+
+    // ---- ReduceMean ----
+
+    bool isReducedAxis(const Node& node, std::size_t axis, std::size_t rank)
+    {
+        const auto axes = node.intsAttr("axes");
+        if (axes.empty())
+            return true;
+        for (auto a : axes) {
+            if (static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a) == axis)
+                return true;
+        }
+        return false;
+    }
+
+    // keepdims shape of the reduction (1 on reduced axes).
+    Shape keptShape(const Node& node, const Shape& in)
+    {
+        auto axes = node.intsAttr("axes");
+        Shape kept = in;
+        if (axes.empty()) {
+            std::fill(kept.begin(), kept.end(), 1);
+            return kept;
+        }
+        for (auto a : axes)
+            kept[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(in.size()) : a)] = 1;
+        return kept;
+    }
+
+} // namespace
+
+void mathForward(const Node& node, NodeValues& v, KernelContext& ctx)
+{
+    const auto& x = v.in[0];
+    switch (node.op) {
+    case OpType::MatMul:
+        matmulForward(node, v, ctx);
+        return;
+    case OpType::BiasAdd:
+    case OpType::Add:
+        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a + b; }) };
+        return;
+    case OpType::Sub:
+        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a - b; }) };
+        return;
+    case OpType::Mul:
+        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a * b; }) };
+        return;
+    case OpType::Div:
+        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a / b; }) };
+        return;
+    case OpType::Scale: {
+        const auto s = static_cast<float>(node.floatAttr("scale", 1.0));
+        v.out = { unary(x, ctx, [s](float a) { return a * s; }) };
+        return;
+    }
+    case OpType::Pow: {
+        const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
+        v.out = { unary(x, ctx, [e](float a) { return e == 2.0F ? a * a : std::pow(a, e); }) };
+        return;
+    }
+    case OpType::Sqrt:
+        v.out = { unary(x, ctx, [](float a) { return std::sqrt(a); }) };
+        return;
+    case OpType::Erf:
+        v.out = { unary(x, ctx, [](float a) { return std::erf(a); }) };
+        return;
+    case OpType::Relu:
+        v.out = { unary(x, ctx, [](float a) { return a > 0 ? a : 0.0F; }) };
+        return;
+    case OpType::Tanh:
+        v.out = { unary(x, ctx, [](float a) { return std::tanh(a); }) };
+        return;
+    case OpType::Gelu:
+        if (tanhGelu(node))
+            v.out = { unary(x, ctx,
+                [](float a) { return 0.5F * a * (1.0F + std::tanh(kSqrt2OverPi * (a + kGeluCubic * a * a * a))); }) };
+        else
+            v.out = { unary(x, ctx, [](float a) { return 0.5F * a * (1.0F + std::erf(a * kInvSqrt2)); }) };
+        return;
+    case OpType::ReduceMean: {
+        const auto kept = keptShape(node, x.shape());
+        auto sum = reduceToShape(x, kept, ctx.allocator);
+        if (sum.f32() == x.f32())
+            sum = sum.clone();
+        const float scale = static_cast<float>(numElements(kept)) / static_cast<float>(x.numel());
+        for (std::int64_t i = 0; i < sum.numel(); ++i)
+            sum.f32()[i] *= scale;
+        const bool keep = node.intAttr("keepdims", 1) != 0;
+        Shape outShape;
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+            const bool reduced = kept[i] == 1 && (x.shape()[i] != 1 || isReducedAxis(node, i, kept.size()));
+            if (keep || !reduced)
+                outShape.push_back(kept[i]);
+        }
+        v.out = { sum.view(outShape) };
+        return;
+    }
+    default:
+        throw Error("node '" + node.name + "': not a math op");
+    }
+}
+
+void mathBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+{
+    const auto& dy = g.gradOut[0];
+    const auto& x = v.in[0];
+    switch (node.op) {
+    case OpType::MatMul:
+        matmulBackward(node, v, g, ctx);
+        return;
+    case OpType::BiasAdd:
+    case OpType::Add:
+    case OpType::Sub:
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (!g.needGrad[i])
+                continue;
+            auto r = reduceToShape(dy, v.in[i].shape(), ctx.allocator);
+            if (node.op == OpType::Sub && i == 1) {
+                r = r.clone();
+                for (std::int64_t j = 0; j < r.numel(); ++j)
+                    r.f32()[j] = -r.f32()[j];
+            }
+            g.gradIn[i] = r;
+        }
+        return;
+    case OpType::Mul:
+        binaryBackward(
+            v, g, ctx, [](float, float b) { return b; }, [](float a, float) { return a; });
+        return;
+    case OpType::Div:
+        binaryBackward(
+            v, g, ctx, [](float, float b) { return 1.0F / b; }, [](float a, float b) { return -a / (b * b); });
+        return;
+    case OpType::Scale: {
+        const auto s = static_cast<float>(node.floatAttr("scale", 1.0));
+        g.gradIn[0] = unaryGrad(dy, x, x, ctx, [s](float, float) { return s; });
+        return;
+    }
+    case OpType::Pow: {
+        const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
+        g.gradIn[0] =
+            unaryGrad(dy, x, x, ctx, [e](float a, float) { return e == 2.0F ? 2.0F * a : e * std::pow(a, e - 1.0F); });
+        return;
+    }
+    case OpType::Sqrt:
+        g.gradIn[0] = unaryGrad(dy, x, v.out[0], ctx, [](float, float y) { return 0.5F / y; });
+        return;
+    case OpType::Erf:
+        g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) { return kTwoOverSqrtPi * std::exp(-a * a); });
+        return;
+    case OpType::Relu:
+        g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) { return a > 0 ? 1.0F : 0.0F; });
+        return;
+    case OpType::Tanh:
+        g.gradIn[0] = unaryGrad(dy, x, v.out[0], ctx, [](float, float y) { return 1.0F - y * y; });
+        return;
+    case OpType::Gelu:
+        if (tanhGelu(node))
+            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
+                const float inner = kSqrt2OverPi * (a + kGeluCubic * a * a * a);
+                const float t = std::tanh(inner);
+                return 0.5F * (1.0F + t)
+                    + 0.5F * a * (1.0F - t * t) * kSqrt2OverPi * (1.0F + 3.0F * kGeluCubic * a * a);
+            });
+        else
+            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
+                return 0.5F * (1.0F + std::erf(a * kInvSqrt2))
+                    + a * 0.5F * kTwoOverSqrtPi * kInvSqrt2 * std::exp(-0.5F * a * a);
+            });
+        return;
+    case OpType::ReduceMean: {
+        const auto kept = keptShape(node, x.shape());
+        const auto keptGrad = dy.view(kept);
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        const float scale = static_cast<float>(numElements(kept)) / static_cast<float>(x.numel());
+        const float* gy = keptGrad.f32();
+        float* o = out.f32();
+        forEachBroadcast(
+            x.shape(), kept, kept, [&](std::int64_t i, std::int64_t ik, std::int64_t) { o[i] = gy[ik] * scale; });
+        g.gradIn[0] = out;
+        return;
+    }
+    default:
+        throw Error("node '" + node.name + "': not a math op");
+    }
+}
+
+} // namespace ps::engine::detail

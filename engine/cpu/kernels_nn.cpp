@@ -1,0 +1,323 @@
+// Embedding, normalizations, softmax with masks, dropout and the cross-entropy loss.
+#include "cpu/kernel_impl.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace ps::engine::detail {
+namespace {
+
+    std::int64_t lastDim(const NdArray& a)
+    {
+        return a.shape().empty() ? 1 : a.shape().back();
+    }
+
+    // ---- LayerNorm (gamma, beta) and RMSNorm (gamma) over the last dim; saves mean and rstd ----
+
+    void normForward(const Node& node, NodeValues& v, KernelContext& ctx, bool rms)
+    {
+        const auto& x = v.in[0];
+        const auto c = lastDim(x);
+        const auto rows = x.numel() / c;
+        const auto eps = static_cast<float>(node.floatAttr("epsilon", 1e-5));
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        auto mean = NdArray::empty(ctx.allocator, { rows });
+        auto rstd = NdArray::empty(ctx.allocator, { rows });
+        const float* gamma = v.in[1].f32();
+        const float* beta = !rms && v.in.size() > 2 ? v.in[2].f32() : nullptr;
+#pragma omp parallel for if (rows > 64)
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* xr = x.f32() + r * c;
+            double mu = 0;
+            if (!rms) {
+                for (std::int64_t j = 0; j < c; ++j)
+                    mu += xr[j];
+                mu /= static_cast<double>(c);
+            }
+            double var = 0;
+            for (std::int64_t j = 0; j < c; ++j)
+                var += (xr[j] - mu) * (xr[j] - mu);
+            const auto rs = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(c) + eps));
+            mean.f32()[r] = static_cast<float>(mu);
+            rstd.f32()[r] = rs;
+            float* o = out.f32() + r * c;
+            for (std::int64_t j = 0; j < c; ++j)
+                o[j] = (xr[j] - static_cast<float>(mu)) * rs * gamma[j] + (beta ? beta[j] : 0.0F);
+        }
+        v.out = { out };
+        v.saved = { mean, rstd };
+    }
+
+    void normBackward(const NodeValues& v, Backward& g, KernelContext& ctx, bool rms)
+    {
+        const auto& x = v.in[0];
+        const auto& dy = g.gradOut[0];
+        const auto c = lastDim(x);
+        const auto rows = x.numel() / c;
+        const float* gamma = v.in[1].f32();
+        const float* mean = v.saved[0].f32();
+        const float* rstd = v.saved[1].f32();
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        auto dgamma = NdArray::zeros(ctx.allocator, v.in[1].shape());
+        NdArray dbeta = !rms && v.in.size() > 2 ? NdArray::zeros(ctx.allocator, v.in[2].shape()) : NdArray();
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* xr = x.f32() + r * c;
+            const float* gr = dy.f32() + r * c;
+            float* o = dx.f32() + r * c;
+            double sumG = 0; // sum of dxhat
+            double sumGX = 0; // sum of dxhat * xhat
+            for (std::int64_t j = 0; j < c; ++j) {
+                const float xhat = (xr[j] - mean[r]) * rstd[r];
+                const float dxhat = gr[j] * gamma[j];
+                sumG += dxhat;
+                sumGX += dxhat * xhat;
+                dgamma.f32()[j] += gr[j] * xhat;
+                if (dbeta.defined())
+                    dbeta.f32()[j] += gr[j];
+            }
+            const auto mg = static_cast<float>(sumG / static_cast<double>(c));
+            const auto mgx = static_cast<float>(sumGX / static_cast<double>(c));
+            for (std::int64_t j = 0; j < c; ++j) {
+                const float xhat = (xr[j] - mean[r]) * rstd[r];
+                o[j] = rstd[r] * (gr[j] * gamma[j] - (rms ? 0.0F : mg) - xhat * mgx);
+            }
+        }
+        if (g.needGrad[0])
+            g.gradIn[0] = dx;
+        if (g.needGrad[1])
+            g.gradIn[1] = dgamma;
+        if (dbeta.defined() && g.needGrad[2])
+            g.gradIn[2] = dbeta;
+    }
+
+    // ---- Softmax over the last dim ----
+
+    void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c)
+    {
+#pragma omp parallel for if (rows > 64)
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* xr = x + r * c;
+            float* yr = y + r * c;
+            float m = -std::numeric_limits<float>::infinity();
+            for (std::int64_t j = 0; j < c; ++j)
+                m = std::max(m, xr[j]);
+            double sum = 0;
+            for (std::int64_t j = 0; j < c; ++j) {
+                yr[j] = std::exp(xr[j] - m);
+                sum += yr[j];
+            }
+            const auto inv = static_cast<float>(1.0 / sum);
+            for (std::int64_t j = 0; j < c; ++j)
+                yr[j] *= inv;
+        }
+    }
+
+    // ---- Mask: causal (key j visible to query i when j <= i + Tk - Tq) and padding (0 = masked) ----
+
+    template <typename Fn> void forEachMasked(const NodeValues& v, bool causal, Fn&& fn)
+    {
+        const auto& s = v.in[0].shape();
+        const auto tk = s.back();
+        const auto tq = s[s.size() - 2];
+        const auto perBatch = numElements(s) / (s.size() > 2 ? s[0] : 1);
+        const auto total = numElements(s);
+        const std::int64_t* pad = v.in.size() > 1 ? v.in[1].i64() : nullptr;
+        const float* padF = v.in.size() > 1 && v.in[1].dtype() == DType::F32 ? v.in[1].f32() : nullptr;
+        for (std::int64_t i = 0; i < total; ++i) {
+            const auto j = i % tk;
+            const auto q = (i / tk) % tq;
+            bool masked = causal && j > q + tk - tq;
+            if (!masked && v.in.size() > 1) {
+                const auto b = i / perBatch;
+                masked = padF ? padF[b * tk + j] == 0.0F : pad[b * tk + j] == 0;
+            }
+            fn(i, masked);
+        }
+    }
+
+    // ---- Cross-entropy: mean over rows whose label is not negative (PyTorch's ignore_index -100) ----
+
+    void crossEntropyForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& logits = v.in[0];
+        const auto& labels = v.in[1];
+        const auto c = lastDim(logits);
+        const auto rows = logits.numel() / c;
+        auto probs = NdArray::empty(ctx.allocator, logits.shape());
+        softmaxRows(logits.f32(), probs.f32(), rows, c);
+        double loss = 0;
+        std::int64_t counted = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const auto label = labels.i64()[r];
+            if (label < 0)
+                continue;
+            if (label >= c)
+                throw Error("node '" + node.name + "': label " + std::to_string(label) + " is out of range for "
+                    + std::to_string(c) + " classes");
+            loss -= std::log(std::max(probs.f32()[r * c + label], std::numeric_limits<float>::min()));
+            ++counted;
+        }
+        auto out = NdArray::empty(ctx.allocator, {});
+        out.f32()[0] = counted > 0 ? static_cast<float>(loss / static_cast<double>(counted)) : 0.0F;
+        auto count = NdArray::empty(ctx.allocator, {});
+        count.f32()[0] = static_cast<float>(counted);
+        v.out = { out };
+        v.saved = { probs, count };
+    }
+
+} // namespace
+
+void nnForward(const Node& node, NodeValues& v, KernelContext& ctx)
+{
+    const auto& x = v.in[0];
+    switch (node.op) {
+    case OpType::Embedding: {
+        const auto& table = v.in[1];
+        const auto vocab = table.shape()[0];
+        const auto c = table.shape()[1];
+        auto shape = x.shape();
+        shape.push_back(c);
+        auto out = NdArray::empty(ctx.allocator, shape);
+        for (std::int64_t i = 0; i < x.numel(); ++i) {
+            const auto id = x.i64()[i];
+            if (id < 0 || id >= vocab)
+                throw Error("node '" + node.name + "': id " + std::to_string(id) + " is outside the table of "
+                    + std::to_string(vocab) + " rows");
+            std::memcpy(out.f32() + i * c, table.f32() + id * c, static_cast<std::size_t>(c) * sizeof(float));
+        }
+        v.out = { out };
+        return;
+    }
+    case OpType::LayerNorm:
+    case OpType::RMSNorm:
+        normForward(node, v, ctx, node.op == OpType::RMSNorm);
+        return;
+    case OpType::Softmax: {
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        softmaxRows(x.f32(), out.f32(), x.numel() / lastDim(x), lastDim(x));
+        v.out = { out };
+        return;
+    }
+    case OpType::Mask: {
+        auto out = x.clone();
+        float* o = out.f32();
+        forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
+            if (masked)
+                o[i] = -std::numeric_limits<float>::infinity();
+        });
+        v.out = { out };
+        return;
+    }
+    case OpType::Dropout: {
+        const auto p = node.floatAttr("p", 0.0);
+        if (!ctx.training || p <= 0) {
+            v.out = { x };
+            return;
+        }
+        auto mask = NdArray::empty(ctx.allocator, x.shape());
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        const auto keep = static_cast<float>(1.0 / (1.0 - p));
+        std::uniform_real_distribution<double> uniform(0.0, 1.0);
+        for (std::int64_t i = 0; i < x.numel(); ++i) {
+            mask.f32()[i] = uniform(ctx.rng) >= p ? keep : 0.0F;
+            out.f32()[i] = x.f32()[i] * mask.f32()[i];
+        }
+        v.out = { out };
+        v.saved = { mask };
+        return;
+    }
+    case OpType::CrossEntropy:
+        crossEntropyForward(node, v, ctx);
+        return;
+    default:
+        throw Error("node '" + node.name + "': not an nn op");
+    }
+}
+
+void nnBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+{
+    const auto& dy = g.gradOut[0];
+    const auto& x = v.in[0];
+    switch (node.op) {
+    case OpType::Embedding: {
+        if (!g.needGrad[1])
+            return;
+        auto dt = NdArray::zeros(ctx.allocator, v.in[1].shape());
+        const auto c = v.in[1].shape()[1];
+        for (std::int64_t i = 0; i < x.numel(); ++i) {
+            float* row = dt.f32() + x.i64()[i] * c;
+            const float* gr = dy.f32() + i * c;
+            for (std::int64_t j = 0; j < c; ++j)
+                row[j] += gr[j];
+        }
+        g.gradIn[1] = dt;
+        return;
+    }
+    case OpType::LayerNorm:
+    case OpType::RMSNorm:
+        normBackward(v, g, ctx, node.op == OpType::RMSNorm);
+        return;
+    case OpType::Softmax: {
+        const auto& y = v.out[0];
+        const auto c = lastDim(y);
+        const auto rows = y.numel() / c;
+        auto dx = NdArray::empty(ctx.allocator, y.shape());
+#pragma omp parallel for if (rows > 64)
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* yr = y.f32() + r * c;
+            const float* gr = dy.f32() + r * c;
+            double dot = 0;
+            for (std::int64_t j = 0; j < c; ++j)
+                dot += yr[j] * gr[j];
+            float* o = dx.f32() + r * c;
+            for (std::int64_t j = 0; j < c; ++j)
+                o[j] = yr[j] * (gr[j] - static_cast<float>(dot));
+        }
+        g.gradIn[0] = dx;
+        return;
+    }
+    case OpType::Mask: {
+        auto dx = dy.clone();
+        float* o = dx.f32();
+        forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
+            if (masked)
+                o[i] = 0.0F;
+        });
+        g.gradIn[0] = dx;
+        return;
+    }
+    case OpType::Dropout: {
+        if (v.saved.empty()) {
+            g.gradIn[0] = dy;
+            return;
+        }
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            dx.f32()[i] = dy.f32()[i] * v.saved[0].f32()[i];
+        g.gradIn[0] = dx;
+        return;
+    }
+    case OpType::CrossEntropy: {
+        const auto& probs = v.saved[0];
+        const auto counted = v.saved[1].f32()[0];
+        const auto c = lastDim(probs);
+        const auto rows = probs.numel() / c;
+        auto dx = NdArray::empty(ctx.allocator, probs.shape());
+        const float scale = counted > 0 ? dy.f32()[0] / counted : 0.0F;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const auto label = v.in[1].i64()[r];
+            float* o = dx.f32() + r * c;
+            const float* p = probs.f32() + r * c;
+            for (std::int64_t j = 0; j < c; ++j)
+                o[j] = label < 0 ? 0.0F : (p[j] - (j == label ? 1.0F : 0.0F)) * scale;
+        }
+        g.gradIn[0] = dx;
+        return;
+    }
+    default:
+        throw Error("node '" + node.name + "': not an nn op");
+    }
+}
+
+} // namespace ps::engine::detail

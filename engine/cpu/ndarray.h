@@ -1,0 +1,91 @@
+// Values on a device: n-dimensional arrays of fp32 (activations, parameters, gradients) or int64
+// (token ids, labels), and the allocator that accounts for them.
+//
+// Owns: the byte budget of one device (capacity, current, peak) and the out-of-memory error that
+// names the node asking. Arrays share storage by reference count (views share it with a new shape).
+// Depends on: core (Shape, DType, ps::Error); no Qt, no CUDA.
+#pragma once
+
+#include "graph/types.h"
+#include "util/error.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace ps::engine {
+
+// Thrown when an allocation would pass the device's capacity. The message names the device, the
+// node (or optimizer state) asking, the request and the usage.
+class OutOfMemoryError : public Error
+{
+public:
+    using Error::Error;
+};
+
+class Allocator
+{
+public:
+    // `capacity` 0: unlimited (only peak accounting).
+    explicit Allocator(std::string device = "cpu", std::int64_t capacity = 0);
+
+    [[nodiscard]] const std::string& device() const;
+    [[nodiscard]] std::int64_t capacity() const;
+    [[nodiscard]] std::int64_t current() const;
+    [[nodiscard]] std::int64_t peak() const;
+    void resetPeak();
+
+    // The node whose work the next allocations are for ("" outside node execution).
+    void setOwner(std::string_view owner);
+
+    struct State;
+    [[nodiscard]] const std::shared_ptr<State>& state() const
+    {
+        return m_state;
+    }
+
+private:
+    std::shared_ptr<State> m_state;
+};
+
+class NdArray
+{
+public:
+    NdArray() = default;
+    // Uninitialized, or zero-filled, storage from `allocator`.
+    static NdArray empty(Allocator& allocator, Shape shape, DType dtype = DType::F32);
+    static NdArray zeros(Allocator& allocator, Shape shape, DType dtype = DType::F32);
+
+    [[nodiscard]] bool defined() const
+    {
+        return m_storage != nullptr;
+    }
+    [[nodiscard]] const Shape& shape() const
+    {
+        return m_shape;
+    }
+    [[nodiscard]] DType dtype() const
+    {
+        return m_dtype;
+    }
+    [[nodiscard]] std::int64_t numel() const;
+    [[nodiscard]] std::int64_t bytes() const;
+    [[nodiscard]] float* f32();
+    [[nodiscard]] const float* f32() const;
+    [[nodiscard]] std::int64_t* i64();
+    [[nodiscard]] const std::int64_t* i64() const;
+    // Same storage, another shape of the same element count.
+    [[nodiscard]] NdArray view(Shape shape) const;
+    // A deep copy on the same allocator.
+    [[nodiscard]] NdArray clone() const;
+
+private:
+    struct Storage;
+    std::shared_ptr<Storage> m_storage;
+    Shape m_shape;
+    DType m_dtype = DType::F32;
+};
+
+} // namespace ps::engine

@@ -1,0 +1,257 @@
+#include "executor.h"
+
+#include "graph/op_cost.h"
+
+#include <cstring>
+
+namespace ps::engine {
+namespace {
+
+    enum class Init { Normal, Ones, Zeros };
+
+    // How a parameter without values starts, from the first node that reads it.
+    Init initFor(const Graph& g, TensorId id, const std::vector<std::vector<NodeId>>& consumers)
+    {
+        for (auto n : consumers[id.index()]) {
+            const auto& node = g.node(n);
+            const auto slot =
+                static_cast<std::size_t>(std::find(node.inputs.begin(), node.inputs.end(), id) - node.inputs.begin());
+            switch (node.op) {
+            case OpType::LayerNorm:
+            case OpType::RMSNorm:
+            case OpType::BatchNorm:
+                return slot == 1 ? Init::Ones : Init::Zeros;
+            case OpType::BiasAdd:
+                return Init::Zeros;
+            case OpType::MatMul:
+            case OpType::Conv:
+                return slot == 2 ? Init::Zeros : Init::Normal;
+            default:
+                return Init::Normal;
+            }
+        }
+        return Init::Normal;
+    }
+
+} // namespace
+
+GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options)
+    : m_graph(std::move(graph))
+    , m_options(options)
+    , m_allocator("cpu", options.capacityBytes)
+    , m_rng(options.seed)
+{
+    for (const auto& n : m_graph.nodes()) {
+        if (!isSupportedOnCpu(n.op))
+            throw Error(
+                "node '" + n.name + "' (" + n.opaqueType + ") has no CPU kernel: the engine cannot train this graph");
+    }
+    m_requiresGrad = tensorsRequiringGrad(m_graph);
+    m_values.resize(m_graph.tensorCount());
+    m_grads.resize(m_graph.tensorCount());
+    m_nodeValues.resize(m_graph.nodeCount());
+    initialize();
+}
+
+NdArray GraphExecutor::fromGraphData(const Tensor& t)
+{
+    const auto n = numElements(t.shape);
+    const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
+    auto a = NdArray::empty(m_allocator, t.shape, isFloat ? DType::F32 : DType::I64);
+    const auto* p = t.data->data();
+    const auto expect = static_cast<std::size_t>(numBytes(t.shape, t.dtype));
+    if (t.data->size() != expect)
+        throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
+            + std::to_string(expect) + " for " + formatShape(t.shape));
+    for (std::int64_t i = 0; i < n; ++i) {
+        switch (t.dtype) {
+        case DType::F32:
+            std::memcpy(a.f32() + i, p + i * 4, 4);
+            break;
+        case DType::F64: {
+            double d = 0;
+            std::memcpy(&d, p + i * 8, 8);
+            a.f32()[i] = static_cast<float>(d);
+            break;
+        }
+        case DType::I64:
+            std::memcpy(a.i64() + i, p + i * 8, 8);
+            break;
+        case DType::I32: {
+            std::int32_t v = 0;
+            std::memcpy(&v, p + i * 4, 4);
+            a.i64()[i] = v;
+            break;
+        }
+        default:
+            throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
+                + "; the CPU engine reads f32, f64, i64, i32");
+        }
+    }
+    return a;
+}
+
+void GraphExecutor::initialize()
+{
+    const auto consumers = m_graph.consumers();
+    std::normal_distribution<float> normal(0.0F, 0.02F);
+    m_allocator.setOwner("parameters");
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind == TensorKind::Parameter) {
+            if (t.data) {
+                m_values[t.id.index()] = fromGraphData(t);
+                continue;
+            }
+            auto a = NdArray::empty(m_allocator, t.shape);
+            const auto init = initFor(m_graph, t.id, consumers);
+            for (std::int64_t i = 0; i < a.numel(); ++i)
+                a.f32()[i] = init == Init::Normal ? normal(m_rng) : init == Init::Ones ? 1.0F : 0.0F;
+            m_values[t.id.index()] = a;
+        } else if (t.kind == TensorKind::Constant) {
+            if (!t.data)
+                throw Error("constant '" + t.name
+                    + "' has no values in the project (imported without weights, or a "
+                      "zoo project from an older PipeStudio: create it again)");
+            m_values[t.id.index()] = fromGraphData(t);
+        }
+    }
+    m_allocator.setOwner("");
+}
+
+void GraphExecutor::setInput(const std::string& name, NdArray value)
+{
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind != TensorKind::Input || t.name != name)
+            continue;
+        const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
+        if (value.shape() != t.shape || (value.dtype() == DType::F32) != isFloat)
+            throw Error("input '" + name + "' expects " + formatShape(t.shape) + " " + std::string(toString(t.dtype))
+                + ", got " + formatShape(value.shape()) + " " + std::string(toString(value.dtype())));
+        m_values[t.id.index()] = std::move(value);
+        return;
+    }
+    throw Error("the graph has no input named '" + name + "'");
+}
+
+std::vector<std::string> GraphExecutor::inputNames() const
+{
+    std::vector<std::string> names;
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind == TensorKind::Input)
+            names.push_back(t.name);
+    }
+    return names;
+}
+
+float GraphExecutor::forward()
+{
+    KernelContext ctx { m_allocator, m_rng, m_options.training };
+    for (const auto& node : m_graph.nodes()) {
+        auto& nv = m_nodeValues[node.id.index()];
+        nv.in.clear();
+        for (auto in : node.inputs) {
+            const auto& value = m_values[in.index()];
+            if (!value.defined())
+                throw Error("node '" + node.name + "' reads '" + m_graph.tensor(in).name
+                    + "', which has no value (an input not fed?)");
+            nv.in.push_back(value);
+        }
+        runForward(node, nv, ctx);
+        for (std::size_t i = 0; i < node.outputs.size(); ++i)
+            m_values[node.outputs[i].index()] = nv.out[i];
+    }
+    const auto& out = m_values[m_graph.outputs().front().index()];
+    return out.numel() > 0 ? out.f32()[0] : 0.0F;
+}
+
+void GraphExecutor::backward()
+{
+    KernelContext ctx { m_allocator, m_rng, m_options.training };
+    std::vector<NdArray> grads(m_graph.tensorCount()); // activation gradients of this pass
+    const auto loss = m_graph.outputs().front();
+    m_allocator.setOwner("loss gradient");
+    grads[loss.index()] = NdArray::empty(m_allocator, m_graph.tensor(loss).shape);
+    for (std::int64_t i = 0; i < grads[loss.index()].numel(); ++i)
+        grads[loss.index()].f32()[i] = 1.0F;
+    const auto nodes = m_graph.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+        const auto& node = *it;
+        std::vector<NdArray> gradOut;
+        bool any = false;
+        for (auto out : node.outputs) {
+            gradOut.push_back(grads[out.index()]);
+            any = any || grads[out.index()].defined();
+            grads[out.index()] = NdArray(); // consumed: free as we go
+        }
+        if (!any)
+            continue;
+        std::vector<bool> need;
+        for (auto in : node.inputs)
+            need.push_back(m_requiresGrad[in.index()]);
+        auto gradIn = runBackward(node, m_nodeValues[node.id.index()], gradOut, need, ctx);
+        m_nodeValues[node.id.index()] = NodeValues();
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            if (!need[i] || !gradIn[i].defined())
+                continue;
+            const auto id = node.inputs[i];
+            auto& slot = m_graph.tensor(id).kind == TensorKind::Parameter ? m_grads[id.index()] : grads[id.index()];
+            if (!slot.defined()) {
+                slot = m_graph.tensor(id).kind == TensorKind::Parameter ? gradIn[i].clone() : gradIn[i];
+            } else { // a second consumer (residual branch, tied weight): out of place, views share storage
+                auto sum = NdArray::empty(m_allocator, slot.shape());
+                for (std::int64_t j = 0; j < sum.numel(); ++j)
+                    sum.f32()[j] = slot.f32()[j] + gradIn[i].f32()[j];
+                slot = sum;
+            }
+        }
+    }
+    m_allocator.setOwner("");
+}
+
+void GraphExecutor::releaseActivations()
+{
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind == TensorKind::Activation)
+            m_values[t.id.index()] = NdArray();
+    }
+    for (auto& nv : m_nodeValues)
+        nv = NodeValues();
+}
+
+void GraphExecutor::zeroGrad()
+{
+    for (auto& g : m_grads)
+        g = NdArray();
+}
+
+std::vector<TensorId> GraphExecutor::parameterIds() const
+{
+    std::vector<TensorId> ids;
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind == TensorKind::Parameter)
+            ids.push_back(t.id);
+    }
+    return ids;
+}
+
+NdArray& GraphExecutor::parameter(TensorId id)
+{
+    return m_values[id.index()];
+}
+
+NdArray& GraphExecutor::gradient(TensorId id)
+{
+    if (!m_grads[id.index()].defined()) {
+        m_allocator.setOwner("gradients");
+        m_grads[id.index()] = NdArray::zeros(m_allocator, m_graph.tensor(id).shape);
+        m_allocator.setOwner("");
+    }
+    return m_grads[id.index()];
+}
+
+const NdArray& GraphExecutor::value(TensorId id) const
+{
+    return m_values[id.index()];
+}
+
+} // namespace ps::engine

@@ -1,0 +1,75 @@
+// Runs a graph on the CPU backend for training: forward over the node order keeping each node's
+// values for the micro-batch, then backward in reverse, accumulating parameter gradients across
+// micro-batches until zeroGrad.
+//
+// Parameters come from the graph's values when it carries them (ONNX initializers, checkpoints)
+// and from a seeded initialisation otherwise: N(0, 0.02) for weights and tables, ones for norm
+// scales, zeros for biases and norm shifts (GPT-2's scheme).
+// Depends on: core (Graph, op_cost's requires-grad analysis), cpu/kernels.h; no Qt, no CUDA.
+#pragma once
+
+#include "cpu/kernels.h"
+#include "graph/graph.h"
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ps::engine {
+
+struct ExecutorOptions
+{
+    std::uint64_t seed = 0; // parameter initialisation and dropout masks
+    std::int64_t capacityBytes = 0; // device memory budget; 0: unlimited
+    bool training = true; // dropout and batch statistics on
+};
+
+class GraphExecutor
+{
+public:
+    explicit GraphExecutor(Graph graph, ExecutorOptions options = {});
+
+    [[nodiscard]] const Graph& graph() const
+    {
+        return m_graph;
+    }
+    [[nodiscard]] Allocator& allocator()
+    {
+        return m_allocator;
+    }
+
+    // Feeds an Input tensor of the graph (by its name); shape and dtype must match.
+    void setInput(const std::string& name, NdArray value);
+    [[nodiscard]] std::vector<std::string> inputNames() const;
+
+    // Runs every node; returns the first graph output's value as a float (the loss).
+    float forward();
+    // Backpropagates from the first graph output (a scalar loss) and adds into the gradients.
+    void backward();
+    // Drops the micro-batch's activations (after backward, or to evaluate without one).
+    void releaseActivations();
+    void zeroGrad();
+
+    [[nodiscard]] std::vector<TensorId> parameterIds() const;
+    [[nodiscard]] NdArray& parameter(TensorId id);
+    [[nodiscard]] NdArray& gradient(TensorId id);
+    // The value of any tensor after forward (activations until releaseActivations).
+    [[nodiscard]] const NdArray& value(TensorId id) const;
+
+private:
+    void initialize();
+    [[nodiscard]] NdArray fromGraphData(const Tensor& t);
+
+    Graph m_graph;
+    ExecutorOptions m_options;
+    Allocator m_allocator;
+    std::mt19937_64 m_rng;
+    std::vector<bool> m_requiresGrad;
+    std::vector<NdArray> m_values; // by tensor id: parameters, constants, inputs, activations
+    std::vector<NdArray> m_grads; // by tensor id: parameter gradients (accumulated)
+    std::vector<NodeValues> m_nodeValues; // by node id, for backward
+};
+
+} // namespace ps::engine

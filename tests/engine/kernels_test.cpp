@@ -1,0 +1,224 @@
+// Every CPU kernel's backward against central finite differences of its forward, on small random
+// inputs: L = sum(out * R) for a fixed random R, so dL/dout = R.
+#include "cpu/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace ps;
+using namespace ps::engine;
+
+namespace {
+
+struct Case
+{
+    Node node;
+    std::vector<NdArray> inputs;
+    std::vector<bool> differentiable;
+};
+
+class KernelGrad : public ::testing::Test
+{
+protected:
+    NdArray random(Shape shape, float lo = -1.0F, float hi = 1.0F)
+    {
+        auto a = NdArray::empty(m_alloc, std::move(shape));
+        std::uniform_real_distribution<float> u(lo, hi);
+        for (std::int64_t i = 0; i < a.numel(); ++i)
+            a.f32()[i] = u(m_data);
+        return a;
+    }
+    NdArray ints(Shape shape, std::int64_t bound)
+    {
+        auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
+        std::uniform_int_distribution<std::int64_t> u(0, bound - 1);
+        for (std::int64_t i = 0; i < a.numel(); ++i)
+            a.i64()[i] = u(m_data);
+        return a;
+    }
+    static Node node(OpType op, Attributes attrs = {})
+    {
+        Node n;
+        n.name = std::string(toString(op)) + "_under_test";
+        n.op = op;
+        n.attrs = std::move(attrs);
+        return n;
+    }
+
+    // Forward with the dropout stream re-seeded, so every evaluation draws the same mask.
+    std::vector<NdArray> forward(const Node& n, const std::vector<NdArray>& in, NodeValues& v)
+    {
+        std::mt19937_64 rng(7);
+        KernelContext ctx { m_alloc, rng, true };
+        v = NodeValues();
+        v.in = in;
+        runForward(n, v, ctx);
+        return v.out;
+    }
+
+    double objective(const Node& n, const std::vector<NdArray>& in, const std::vector<NdArray>& weights)
+    {
+        NodeValues v;
+        const auto out = forward(n, in, v);
+        double sum = 0;
+        for (std::size_t k = 0; k < out.size(); ++k) {
+            for (std::int64_t i = 0; i < out[k].numel(); ++i)
+                sum += static_cast<double>(out[k].f32()[i]) * weights[k].f32()[i];
+        }
+        return sum;
+    }
+
+    void check(const Case& c, double tolerance = 2e-2)
+    {
+        NodeValues v;
+        std::vector<NdArray> in;
+        for (const auto& a : c.inputs)
+            in.push_back(a.clone());
+        const auto out = forward(c.node, in, v);
+        std::vector<NdArray> weights;
+        for (const auto& o : out)
+            weights.push_back(random(o.shape()));
+        std::mt19937_64 rng(7);
+        KernelContext ctx { m_alloc, rng, true };
+        const auto grads = runBackward(c.node, v, weights, c.differentiable, ctx);
+        for (std::size_t k = 0; k < in.size(); ++k) {
+            if (!c.differentiable[k])
+                continue;
+            ASSERT_TRUE(grads[k].defined()) << c.node.name << " input " << k;
+            ASSERT_EQ(grads[k].shape(), in[k].shape()) << c.node.name << " input " << k;
+            double worst = 0;
+            double scale = 1e-3;
+            for (std::int64_t i = 0; i < in[k].numel(); ++i) {
+                const float keep = in[k].f32()[i];
+                const float h = 1e-2F * std::max(1.0F, std::abs(keep));
+                in[k].f32()[i] = keep + h;
+                const double up = objective(c.node, in, weights);
+                in[k].f32()[i] = keep - h;
+                const double down = objective(c.node, in, weights);
+                in[k].f32()[i] = keep;
+                const double numeric = (up - down) / (2.0 * h);
+                worst = std::max(worst, std::abs(numeric - grads[k].f32()[i]));
+                scale = std::max(scale, std::abs(numeric));
+            }
+            EXPECT_LT(worst / scale, tolerance)
+                << c.node.name << " input " << k << ": max error " << worst << " against gradients up to " << scale;
+        }
+    }
+
+    Allocator m_alloc;
+    std::mt19937_64 m_data { 42 };
+};
+
+} // namespace
+
+TEST_F(KernelGrad, MatMulVariants)
+{
+    check({ node(OpType::MatMul), { random({ 2, 3, 4 }), random({ 4, 5 }) }, { true, true } });
+    check({ node(OpType::MatMul, { { "trans_b", std::int64_t { 1 } } }),
+        { random({ 2, 2, 3, 4 }), random({ 2, 2, 5, 4 }) }, { true, true } });
+    check({ node(OpType::MatMul, { { "trans_b", std::int64_t { 1 } } }),
+        { random({ 3, 4 }), random({ 5, 4 }), random({ 5 }) }, { true, true, true } });
+    check({ node(OpType::MatMul), { random({ 2, 3, 4 }), random({ 1, 4, 2 }) }, { true, true } }); // broadcast batch
+}
+
+TEST_F(KernelGrad, BroadcastingBinaryOps)
+{
+    check({ node(OpType::BiasAdd), { random({ 2, 3, 4 }), random({ 4 }) }, { true, true } });
+    check({ node(OpType::Add), { random({ 2, 3, 4 }), random({ 3, 4 }) }, { true, true } });
+    check({ node(OpType::Sub), { random({ 2, 3, 4 }), random({ 2, 3, 1 }) }, { true, true } });
+    check({ node(OpType::Mul), { random({ 2, 1, 4 }), random({ 3, 1 }) }, { true, true } });
+    check({ node(OpType::Div), { random({ 2, 3 }), random({ 2, 3 }, 0.5F, 2.0F) }, { true, true } });
+}
+
+TEST_F(KernelGrad, Activations)
+{
+    check({ node(OpType::Scale, { { "scale", 0.125 } }), { random({ 3, 4 }) }, { true } });
+    check({ node(OpType::Pow, { { "exponent", 2.0 } }), { random({ 3, 4 }) }, { true } });
+    check({ node(OpType::Pow, { { "exponent", 3.0 } }), { random({ 3, 4 }) }, { true } });
+    check({ node(OpType::Sqrt), { random({ 3, 4 }, 0.5F, 2.0F) }, { true } });
+    check({ node(OpType::Erf), { random({ 3, 4 }) }, { true } });
+    check({ node(OpType::Relu), { random({ 3, 4 }, 0.1F, 1.0F) }, { true } });
+    check({ node(OpType::Tanh), { random({ 3, 4 }) }, { true } });
+    check({ node(OpType::Gelu, { { "approximate", std::string("tanh") } }), { random({ 3, 4 }, -3.0F, 3.0F) },
+        { true } });
+    check({ node(OpType::Gelu), { random({ 3, 4 }, -3.0F, 3.0F) }, { true } });
+    check({ node(OpType::ReduceMean, { { "axes", Shape { -1 } } }), { random({ 2, 3, 4 }) }, { true } });
+    check({ node(OpType::ReduceMean, { { "axes", Shape { 0, 2 } }, { "keepdims", std::int64_t { 0 } } }),
+        { random({ 2, 3, 4 }) }, { true } });
+}
+
+TEST_F(KernelGrad, NormalizationSoftmaxMaskDropoutLoss)
+{
+    check({ node(OpType::LayerNorm, { { "epsilon", 1e-5 } }), { random({ 2, 3, 8 }), random({ 8 }), random({ 8 }) },
+        { true, true, true } });
+    check({ node(OpType::RMSNorm, { { "epsilon", 1e-6 } }), { random({ 2, 3, 8 }), random({ 8 }) }, { true, true } });
+    check({ node(OpType::Softmax), { random({ 2, 3, 5 }) }, { true } });
+    check({ node(OpType::Mask, { { "causal", std::int64_t { 1 } } }), { random({ 2, 2, 4, 4 }) }, { true } });
+    check({ node(OpType::Dropout, { { "p", 0.3 } }), { random({ 4, 6 }) }, { true } });
+    check({ node(OpType::CrossEntropy), { random({ 2, 3, 7 }, -2.0F, 2.0F), ints({ 2, 3 }, 7) }, { true, false } });
+    check({ node(OpType::Embedding), { ints({ 2, 5 }, 6), random({ 6, 4 }) }, { false, true } });
+}
+
+TEST_F(KernelGrad, LayoutOps)
+{
+    check({ node(OpType::Reshape, { { "shape", Shape { 4, -1 } } }), { random({ 2, 3, 4 }) }, { true } });
+    check({ node(OpType::Transpose, { { "perm", Shape { 0, 2, 1, 3 } } }), { random({ 2, 3, 4, 2 }) }, { true } });
+    check({ node(OpType::Transpose, { { "perm", Shape { 2, 0, 1 } } }), { random({ 2, 3, 4 }) }, { true } });
+    check({ node(OpType::Split, { { "axis", std::int64_t { -1 } }, { "sizes", Shape { 2, 3, 1 } } }),
+        { random({ 2, 3, 6 }) }, { true } });
+    check({ node(OpType::Slice,
+                { { "axis", std::int64_t { 1 } }, { "start", std::int64_t { 1 } }, { "end", std::int64_t { 3 } } }),
+        { random({ 2, 4, 3 }) }, { true } });
+    check({ node(OpType::Concat, { { "axis", std::int64_t { 1 } } }), { random({ 2, 1, 3 }), random({ 2, 4, 3 }) },
+        { true, true } });
+    check({ node(OpType::Select, { { "axis", std::int64_t { 1 } }, { "index", std::int64_t { 2 } } }),
+        { random({ 2, 4, 3 }) }, { true } });
+    check({ node(OpType::Expand, { { "shape", Shape { 3, 2, 4 } } }), { random({ 1, 2, 4 }) }, { true } });
+}
+
+TEST_F(KernelGrad, ConvolutionalOps)
+{
+    check({ node(OpType::Conv, { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } }),
+        { random({ 2, 3, 6, 5 }), random({ 4, 3, 3, 3 }), random({ 4 }) }, { true, true, true } });
+    check({ node(OpType::Conv, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1 } } }),
+        { random({ 1, 4, 6, 6 }), random({ 6, 2, 2, 3 }) }, { true, true } });
+    auto bn = node(OpType::BatchNorm, { { "epsilon", 1e-5 } });
+    check({ bn, { random({ 3, 2, 3, 3 }), random({ 2 }), random({ 2 }), random({ 2 }), random({ 2 }, 0.5F, 1.0F) },
+        { true, true, true, false, false } });
+    check({ node(OpType::MaxPool,
+                { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } }),
+        { random({ 2, 2, 5, 5 }) }, { true } });
+    check({ node(OpType::GlobalAvgPool), { random({ 2, 3, 4, 4 }) }, { true } });
+}
+
+TEST(EngineAllocator, OutOfMemoryNamesTheNode)
+{
+    Allocator alloc("cpu", 4096);
+    std::mt19937_64 rng(1);
+    KernelContext ctx { alloc, rng, true };
+    const auto a = NdArray::zeros(alloc, { 16, 16 }); // 1 KiB each
+    const auto b = NdArray::zeros(alloc, { 16, 16 });
+    EXPECT_EQ(alloc.current(), 2048);
+    Node n;
+    n.name = "h.0.attn.scores";
+    n.op = OpType::MatMul;
+    NodeValues first { { a, b }, {}, {} };
+    runForward(n, first, ctx); // 3 KiB in use
+    NodeValues second { { a, b }, {}, {} };
+    runForward(n, second, ctx); // exactly the capacity
+    EXPECT_EQ(alloc.peak(), 4096);
+    n.name = "lm_head";
+    NodeValues third { { a, b }, {}, {} };
+    try {
+        runForward(n, third, ctx);
+        FAIL() << "expected out of memory";
+    } catch (const OutOfMemoryError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("out of memory on cpu"), std::string::npos) << what;
+        EXPECT_NE(what.find("node 'lm_head'"), std::string::npos) << what;
+    }
+    first = NodeValues(); // freeing gives the bytes back
+    EXPECT_EQ(alloc.current(), 3072);
+}
