@@ -2,6 +2,7 @@
 
 #include "graph/op_cost.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace ps::engine {
@@ -95,6 +96,9 @@ void GraphExecutor::initialize()
 {
     const auto consumers = m_graph.consumers();
     std::normal_distribution<float> normal(0.0F, 0.02F);
+    std::int32_t layers = 0;
+    for (const auto& n : m_graph.nodes())
+        layers = std::max(layers, n.layer + 1);
     m_allocator.setOwner("parameters");
     for (const auto& t : m_graph.tensors()) {
         if (t.kind == TensorKind::Parameter) {
@@ -104,8 +108,11 @@ void GraphExecutor::initialize()
             }
             auto a = NdArray::empty(m_allocator, t.shape);
             const auto init = initFor(m_graph, t.id, consumers);
+            // GPT-2 scales the residual projections' init by 1/sqrt(2 * layers) (Radford et al. 2019, 2.3).
+            const bool residual = t.name.ends_with("c_proj.weight") && layers > 0;
+            const float scale = residual ? 1.0F / std::sqrt(2.0F * static_cast<float>(layers)) : 1.0F;
             for (std::int64_t i = 0; i < a.numel(); ++i)
-                a.f32()[i] = init == Init::Normal ? normal(m_rng) : init == Init::Ones ? 1.0F : 0.0F;
+                a.f32()[i] = init == Init::Normal ? scale * normal(m_rng) : init == Init::Ones ? 1.0F : 0.0F;
             m_values[t.id.index()] = a;
         } else if (t.kind == TensorKind::Constant) {
             if (!t.data)

@@ -34,6 +34,11 @@ public:
     {
         return m_steps;
     }
+    // The learning rate of the next steps (a schedule sets it before each step).
+    void setLearningRate(double lr)
+    {
+        m_config.lr = lr;
+    }
     [[nodiscard]] const OptimizerConfig& config() const
     {
         return m_config;

@@ -59,6 +59,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addSimulateCommand(app, action);
     addPlanCommand(app, action);
     addMaxBatchCommand(app, action);
+    addTrainCommand(app, action);
     addGuiCommand(app, action, request, launchGui);
     try {
         app.parse(argc, argv);

@@ -25,7 +25,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 3;
+inline constexpr int kProjectSchemaVersion = 4;
 
 class ProjectStore
 {
@@ -76,6 +76,33 @@ public:
     };
     // Stored plans, fastest feasible first.
     [[nodiscard]] std::vector<PlanRow> loadPlans() const;
+
+    // Training runs: a row per run (its options as JSON), per-step metrics, checkpoints.
+    struct RunMetric
+    {
+        std::int64_t step = 0;
+        double loss = 0;
+        double stepNs = 0;
+        double tokensPerSecond = 0;
+    };
+    std::int64_t beginRun(const std::string& json);
+    void appendRunMetrics(std::int64_t runId, const std::vector<RunMetric>& metrics);
+    // status: "finished", "interrupted" or "failed" (with the error).
+    void endRun(std::int64_t runId, const std::string& status, const std::string& error = {});
+    [[nodiscard]] std::vector<RunMetric> loadRunMetrics(std::int64_t runId) const;
+    [[nodiscard]] std::string runStatus(std::int64_t runId) const;
+    // Parameter values (fp32 bytes by tensor id) at `step`; one transaction.
+    std::int64_t saveCheckpoint(
+        std::int64_t runId, std::int64_t step, const std::vector<std::pair<TensorId, std::vector<std::byte>>>& tensors);
+    struct Checkpoint
+    {
+        std::int64_t id = 0;
+        std::int64_t runId = 0;
+        std::int64_t step = 0;
+        std::vector<std::pair<TensorId, std::vector<std::byte>>> tensors;
+    };
+    // The newest checkpoint, or nullopt.
+    [[nodiscard]] std::optional<Checkpoint> latestCheckpoint() const;
 
     // Names of the tables in the file (for tests and `info --tables`).
     [[nodiscard]] std::vector<std::string> tableNames() const;

@@ -107,11 +107,26 @@ ALTER TABLE profiles ADD COLUMN weight_grad_ns REAL NOT NULL DEFAULT 0;
 CREATE INDEX profiles_by_device ON profiles(device_kind, source, micro_batch);
 )sql";
 
+    // Version 4: training checkpoints (parameter values by tensor id, fp32 little endian).
+    constexpr std::string_view kVersion4 = R"sql(
+CREATE TABLE checkpoints(
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    created_at TEXT NOT NULL);
+CREATE TABLE checkpoint_tensors(
+    checkpoint_id INTEGER NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,
+    tensor_id INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (checkpoint_id, tensor_id)) WITHOUT ROWID;
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
-    static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 } };
+    static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 },
+        { 4, kVersion4 } };
     return kMigrations;
 }
 

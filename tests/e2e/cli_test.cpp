@@ -272,3 +272,61 @@ TEST_F(Cli, PlanAndMaxBatch)
     EXPECT_NE(bad.output.find("unknown planning algorithm 'magic'"), std::string::npos);
     EXPECT_NE(run("plan " + p + " --memory-limit lots").exitCode, 0);
 }
+
+namespace {
+
+std::int64_t countRows(const std::string& path, const std::string& sql)
+{
+    sqlite3* db = nullptr;
+    std::int64_t n = -1;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+        sqlite3_stmt* st = nullptr;
+        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
+}
+
+} // namespace
+
+TEST_F(Cli, TrainWritesMetricsCheckpointsAndResumes)
+{
+    const auto p = file("tiny.pstudio");
+    ASSERT_EQ(run("new -m gpt2-small --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 256 --max-positions 16 -b 2 "
+                  "--dropout 0.1 -o "
+                  + p)
+                  .exitCode,
+        0);
+    const auto first = run("train " + p + " --steps 3 --seed 1");
+    ASSERT_EQ(first.exitCode, 0) << first.output;
+    EXPECT_NE(first.output.find("step     3  loss"), std::string::npos) << first.output;
+    EXPECT_NE(first.output.find("tokens/s"), std::string::npos) << first.output;
+    EXPECT_NE(first.output.find("/usr/share/common-licenses"), std::string::npos) << first.output; // default corpus
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM run_metrics"), 3);
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM checkpoints WHERE step = 3"), 1);
+    const auto resumed =
+        run("train " + p + " --steps 2 --resume --micro-batch 4 --data-format random --optimizer sgd --lr 0.01");
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("step     5  loss"), std::string::npos) << resumed.output;
+    EXPECT_EQ(countRows(p, "SELECT max(step) FROM checkpoints"), 5);
+}
+
+TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
+{
+    const auto p = file("oom.pstudio");
+    ASSERT_EQ(
+        run("new -m gpt2-small --layers 1 --hidden 64 --heads 2 --seq 64 --vocab 256 --max-positions 64 -b 8 -o " + p)
+            .exitCode,
+        0);
+    const auto r = run("train " + p + " --steps 1 --memory 2MiB --data-format random");
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.output.find("out of memory on cpu"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("node '"), std::string::npos) << r.output;
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
+    const auto bad = run("train " + p + " --steps 1 --data " + file("missing.txt"));
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("missing.txt"), std::string::npos) << bad.output;
+}

@@ -1,0 +1,46 @@
+// End-to-end training on the CPU backend: a small GPT learns byte-level Shakespeare.
+#include "trainer.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+using namespace ps;
+using namespace ps::engine;
+
+TEST(Trainer, SmallGptLearnsShakespeareBytes)
+{
+    const std::filesystem::path shakespeare = PS_SOURCE_DIR "/../shared/data/tinyshakespeare.txt";
+    const bool haveShakespeare = std::filesystem::exists(shakespeare);
+    if (!haveShakespeare)
+        std::cout << "[ NOTE ] " << shakespeare
+                  << " not found (no ../shared): training on /usr/share/common-licenses\n";
+    ModelConfig c = zooPreset("gpt2-small");
+    c.layers = 2;
+    c.hidden = 64;
+    c.heads = 4;
+    c.seq = 64;
+    c.vocab = 256;
+    c.maxPositions = 64;
+    c.microBatch = 32;
+    c.dropout = 0;
+    TrainOptions o;
+    // Runs of this size sit on the unigram plateau (3.31 nats) for a seed-dependent while, in the
+    // engine and in PyTorch alike (measured over seeds: 2.3-2.9 after 200 steps at lr 3e-3 in both);
+    // lr 2e-3 escapes it earlier. The seed is fixed, so the run is the same on every machine.
+    o.optimizer.lr = 2e-3;
+    o.seed = 2;
+    Trainer trainer(
+        buildZooModel(c), haveShakespeare ? TokenData::fromTextFile(shakespeare) : TokenData::defaultCorpus(), o);
+    const auto first = trainer.step();
+    EXPECT_GT(first.loss, 5.0); // ln 256 = 5.55 for an untrained byte model
+    double last10 = 0;
+    for (int step = 2; step <= 200; ++step) {
+        const auto r = trainer.step();
+        if (step > 190)
+            last10 += r.loss / 10;
+    }
+    std::cout << "[ NOTE ] loss " << first.loss << " -> " << last10 << " (mean of steps 191-200)\n";
+    EXPECT_LT(last10, 2.5);
+}
