@@ -60,6 +60,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addPlanCommand(app, action);
     addMaxBatchCommand(app, action);
     addTrainCommand(app, action);
+    addProfileCommand(app, action);
     addGuiCommand(app, action, request, launchGui);
     try {
         app.parse(argc, argv);

@@ -21,6 +21,7 @@ void addSimulateCommand(CLI::App& app, Action& action);
 void addPlanCommand(CLI::App& app, Action& action);
 void addMaxBatchCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
+void addProfileCommand(CLI::App& app, Action& action);
 
 // Runs the headless end-to-end demo; also what `pipestudio` does without a display.
 int runDemo(const std::string& directory);

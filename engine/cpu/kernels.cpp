@@ -1,5 +1,6 @@
 #include "cpu/kernel_impl.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cstring>
 
@@ -58,6 +59,19 @@ namespace detail {
         auto out = NdArray::zeros(allocator, target);
         float* o = out.f32();
         const float* g = grad.f32();
+        const auto& gs = grad.shape();
+        if (target.size() <= gs.size()
+            && std::equal(target.begin(), target.end(), gs.end() - static_cast<std::ptrdiff_t>(target.size()))) {
+            // A bias or a broadcast row: sum the leading rows.
+            const auto n = out.numel();
+            const auto rows = grad.numel() / std::max<std::int64_t>(n, 1);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const float* gr = g + r * n;
+                for (std::int64_t j = 0; j < n; ++j)
+                    o[j] += gr[j];
+            }
+            return out;
+        }
         forEachBroadcast(
             grad.shape(), target, target, [&](std::int64_t i, std::int64_t it, std::int64_t) { o[it] += g[i]; });
         return out;

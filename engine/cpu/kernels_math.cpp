@@ -185,12 +185,10 @@ namespace {
         const auto n = out.numel();
         if (a.shape() == shape && isSuffixOf(b.shape(), shape)) { // same shape, or a bias / row broadcast
             const auto nb = b.numel();
-#pragma omp parallel for if (n > 65536)
             for (std::int64_t i = 0; i < n; ++i)
                 o[i] = op(x[i], y[i % nb]);
         } else if (b.shape() == shape && isSuffixOf(a.shape(), shape)) {
             const auto na = a.numel();
-#pragma omp parallel for if (n > 65536)
             for (std::int64_t i = 0; i < n; ++i)
                 o[i] = op(x[i % na], y[i]);
         } else {
@@ -230,7 +228,6 @@ namespace {
         float* o = out.f32();
         const float* x = a.f32();
         const auto n = a.numel();
-#pragma omp parallel for if (n > 65536)
         for (std::int64_t i = 0; i < n; ++i)
             o[i] = op(x[i]);
         return out;
@@ -246,10 +243,22 @@ namespace {
         const float* xs = x.f32();
         const float* ys = y.f32();
         const auto n = x.numel();
-#pragma omp parallel for if (n > 65536)
         for (std::int64_t i = 0; i < n; ++i)
             o[i] = gx[i] * op(xs[i], ys[i]);
         return out;
+    }
+
+    // tanh with one expf: an odd Taylor polynomial below 0.1 (error < 1e-10), (1 - e) / (1 + e) with
+    // e = exp(-2|x|) above; about four times faster than std::tanh here, within float rounding.
+    inline float fastTanh(float x)
+    {
+        const float a = std::abs(x);
+        if (a < 0.1F) {
+            const float x2 = x * x;
+            return x * (1.0F + x2 * (-1.0F / 3.0F + x2 * (2.0F / 15.0F - x2 * (17.0F / 315.0F))));
+        }
+        const float e = std::exp(-2.0F * std::min(a, 10.0F));
+        return std::copysign((1.0F - e) / (1.0F + e), x);
     }
 
     constexpr float kSqrt2OverPi = 0.7978845608028654F;
@@ -424,7 +433,7 @@ void mathBackward(const Node& node, const NodeValues& v, Backward& g, KernelCont
         if (tanhGelu(node))
             g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
                 const float inner = kSqrt2OverPi * (a + kGeluCubic * a * a * a);
-                const float t = std::tanh(inner);
+                const float t = fastTanh(inner);
                 return 0.5F * (1.0F + t)
                     + 0.5F * a * (1.0F - t * t) * kSqrt2OverPi * (1.0F + 3.0F * kGeluCubic * a * a);
             });

@@ -26,7 +26,6 @@ namespace {
         auto rstd = NdArray::empty(ctx.allocator, { rows });
         const float* gamma = v.in[1].f32();
         const float* beta = !rms && v.in.size() > 2 ? v.in[2].f32() : nullptr;
-#pragma omp parallel for if (rows > 64)
         for (std::int64_t r = 0; r < rows; ++r) {
             const float* xr = x.f32() + r * c;
             double mu = 0;
@@ -95,7 +94,6 @@ namespace {
 
     void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c)
     {
-#pragma omp parallel for if (rows > 64)
         for (std::int64_t r = 0; r < rows; ++r) {
             const float* xr = x + r * c;
             float* yr = y + r * c;
@@ -120,19 +118,22 @@ namespace {
         const auto& s = v.in[0].shape();
         const auto tk = s.back();
         const auto tq = s[s.size() - 2];
-        const auto perBatch = numElements(s) / (s.size() > 2 ? s[0] : 1);
-        const auto total = numElements(s);
-        const std::int64_t* pad = v.in.size() > 1 ? v.in[1].i64() : nullptr;
-        const float* padF = v.in.size() > 1 && v.in[1].dtype() == DType::F32 ? v.in[1].f32() : nullptr;
-        for (std::int64_t i = 0; i < total; ++i) {
-            const auto j = i % tk;
-            const auto q = (i / tk) % tq;
-            bool masked = causal && j > q + tk - tq;
-            if (!masked && v.in.size() > 1) {
-                const auto b = i / perBatch;
-                masked = padF ? padF[b * tk + j] == 0.0F : pad[b * tk + j] == 0;
+        const auto batches = s.size() > 2 ? s[0] : 1;
+        const auto perBatch = numElements(s) / batches;
+        const bool padded = v.in.size() > 1;
+        const std::int64_t* pad = padded && v.in[1].dtype() == DType::I64 ? v.in[1].i64() : nullptr;
+        const float* padF = padded && v.in[1].dtype() == DType::F32 ? v.in[1].f32() : nullptr;
+        std::int64_t i = 0;
+        for (std::int64_t b = 0; b < batches; ++b) {
+            for (std::int64_t row = 0; row < perBatch / tk; ++row) {
+                const auto q = row % tq;
+                for (std::int64_t j = 0; j < tk; ++j, ++i) {
+                    bool masked = causal && j > q + tk - tq;
+                    if (!masked && padded)
+                        masked = padF ? padF[b * tk + j] == 0.0F : pad[b * tk + j] == 0;
+                    fn(i, masked);
+                }
             }
-            fn(i, masked);
         }
     }
 
@@ -263,7 +264,6 @@ void nnBackward(const Node& node, const NodeValues& v, Backward& g, KernelContex
         const auto c = lastDim(y);
         const auto rows = y.numel() / c;
         auto dx = NdArray::empty(ctx.allocator, y.shape());
-#pragma omp parallel for if (rows > 64)
         for (std::int64_t r = 0; r < rows; ++r) {
             const float* yr = y.f32() + r * c;
             const float* gr = dy.f32() + r * c;

@@ -5,9 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace ps::engine {
 
+// Freed blocks are kept by size and handed out again, as PyTorch's caching allocators do: a
+// training step allocates the same sizes every micro-batch, and returning large blocks to the
+// system each time costs a page fault per 4 KiB on the next step.
 struct Allocator::State
 {
     std::string device;
@@ -16,6 +21,40 @@ struct Allocator::State
     std::int64_t peak = 0;
     std::string owner;
     std::mutex mutex;
+    std::unordered_map<std::size_t, std::vector<std::byte*>> cache; // by rounded size
+    std::size_t cachedBytes = 0;
+
+    ~State()
+    {
+        for (auto& [size, blocks] : cache) {
+            for (auto* b : blocks)
+                std::free(b);
+        }
+    }
+
+    std::byte* take(std::size_t rounded)
+    {
+        const std::lock_guard lock(mutex);
+        auto it = cache.find(rounded);
+        if (it == cache.end() || it->second.empty())
+            return nullptr;
+        auto* b = it->second.back();
+        it->second.pop_back();
+        cachedBytes -= rounded;
+        return b;
+    }
+
+    void give(std::byte* b, std::size_t rounded)
+    {
+        constexpr std::size_t kMaxCached = std::size_t { 4 } << 30;
+        const std::lock_guard lock(mutex);
+        if (cachedBytes + rounded > kMaxCached) {
+            std::free(b);
+            return;
+        }
+        cache[rounded].push_back(b);
+        cachedBytes += rounded;
+    }
 };
 
 namespace {
@@ -43,8 +82,10 @@ struct NdArray::Storage
             state->peak = std::max(state->peak, state->current);
         }
         // 64-byte alignment for vector loads; at least one line so empty arrays have an address.
-        const auto rounded = static_cast<std::size_t>((std::max<std::int64_t>(size, 1) + 63) / 64 * 64);
-        data = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+        rounded = static_cast<std::size_t>((std::max<std::int64_t>(size, 1) + 63) / 64 * 64);
+        data = state->take(rounded);
+        if (data == nullptr)
+            data = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
         if (data == nullptr) {
             release();
             throw OutOfMemoryError(fmt::format("out of host memory on {} allocating {} for {}", state->device,
@@ -53,7 +94,7 @@ struct NdArray::Storage
     }
     ~Storage()
     {
-        std::free(data);
+        state->give(data, rounded);
         release();
     }
     Storage(const Storage&) = delete;
@@ -67,6 +108,7 @@ struct NdArray::Storage
 
     std::shared_ptr<Allocator::State> state;
     std::int64_t size;
+    std::size_t rounded = 0;
     std::byte* data = nullptr;
 };
 

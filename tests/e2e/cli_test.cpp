@@ -330,3 +330,20 @@ TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
     EXPECT_NE(bad.exitCode, 0);
     EXPECT_NE(bad.output.find("missing.txt"), std::string::npos) << bad.output;
 }
+
+TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
+{
+    const auto p = file("prof.pstudio");
+    ASSERT_EQ(
+        run("new -m gpt2-small --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 256 --max-positions 16 -b 4 -o " + p)
+            .exitCode,
+        0);
+    const auto r = run("profile " + p + " --repeats 2 --warmup 1");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    EXPECT_NE(r.output.find("measured training step"), std::string::npos) << r.output;
+    const auto nodes = countRows(p, "SELECT count(*) FROM nodes");
+    EXPECT_GT(nodes, 20);
+    EXPECT_EQ(
+        countRows(p, "SELECT count(*) FROM profiles WHERE source = 'measured-cpu' AND device_kind = 'cpu'"), 2 * nodes);
+    EXPECT_EQ(countRows(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
+}

@@ -1,0 +1,189 @@
+#include "cpu_profiler.h"
+
+#include "executor.h"
+#include "graph/op_cost.h"
+#include "optimizer.h"
+#include "util/error.h"
+
+#include <chrono>
+
+namespace ps::profiler {
+namespace {
+
+    using Clock = std::chrono::steady_clock;
+
+    double nanosSince(Clock::time_point start)
+    {
+        return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    }
+
+    // Rows of the smallest embedding table an int input feeds (token ids must index it); 2 otherwise.
+    std::int64_t idBound(const Graph& g, TensorId id)
+    {
+        std::int64_t bound = 0;
+        for (const auto& n : g.nodes()) {
+            if (n.op == OpType::Embedding && n.inputs[0] == id) {
+                const auto rows = g.tensor(n.inputs[1]).shape[0];
+                bound = bound == 0 ? rows : std::min(bound, rows);
+            }
+            if (n.op == OpType::CrossEntropy && n.inputs[1] == id) {
+                const auto classes = g.tensor(n.inputs[0]).shape.back();
+                bound = bound == 0 ? classes : std::min(bound, classes);
+            }
+        }
+        return bound > 0 ? bound : 2;
+    }
+
+    void feedRandomInputs(engine::GraphExecutor& ex, std::mt19937_64& rng)
+    {
+        const auto& g = ex.graph();
+        for (const auto& t : g.tensors()) {
+            if (t.kind != TensorKind::Input)
+                continue;
+            const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
+            auto a = engine::NdArray::empty(ex.allocator(), t.shape, isFloat ? DType::F32 : DType::I64);
+            if (isFloat) {
+                std::normal_distribution<float> normal(0.0F, 1.0F);
+                for (std::int64_t i = 0; i < a.numel(); ++i)
+                    a.f32()[i] = normal(rng);
+            } else {
+                std::uniform_int_distribution<std::int64_t> u(0, idBound(g, t.id) - 1);
+                for (std::int64_t i = 0; i < a.numel(); ++i)
+                    a.i64()[i] = u(rng);
+            }
+            ex.setInput(t.name, a);
+        }
+    }
+
+    engine::NdArray filled(engine::Allocator& alloc, const Shape& shape, float value)
+    {
+        auto a = engine::NdArray::empty(alloc, shape);
+        for (std::int64_t i = 0; i < a.numel(); ++i)
+            a.f32()[i] = value;
+        return a;
+    }
+
+    template <typename Fn> SampleStats timeRepeats(const CpuProfileOptions& o, Fn&& fn)
+    {
+        for (int i = 0; i < o.warmup; ++i)
+            fn();
+        std::vector<double> samples;
+        for (int i = 0; i < o.repeats; ++i) {
+            const auto start = Clock::now();
+            fn();
+            samples.push_back(nanosSince(start));
+        }
+        return summarizeSamples(std::move(samples));
+    }
+
+} // namespace
+
+CpuProfileRun measureOnCpu(
+    const Graph& graph, const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress)
+{
+    if (options.repeats < 1 || options.warmup < 0)
+        throw Error("profiling needs at least one repeat");
+    engine::setComputeThreads(options.threads);
+    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true });
+    std::mt19937_64 rng(options.seed + 11);
+    feedRandomInputs(ex, rng);
+    const auto requiresGrad = tensorsRequiringGrad(graph);
+    const auto costs = computeOpCosts(graph);
+    const bool trainable = !graph.outputs().empty() && graph.tensor(graph.outputs().front()).shape.empty();
+
+    CpuProfileRun run;
+    run.microBatch = graph.info().microBatch;
+    // Whole steps first (the reference the per-node sum is checked against).
+    {
+        engine::Optimizer adamw(ex, engine::OptimizerConfig {});
+        run.stepNs = timeRepeats(options, [&] {
+            ex.zeroGrad();
+            (void)ex.forward();
+            if (trainable) {
+                ex.backward();
+                adamw.step();
+            }
+            ex.releaseActivations();
+        });
+    }
+    (void)ex.forward(); // every tensor's value, as the nodes' inputs
+    auto& alloc = ex.allocator();
+    std::mt19937_64 dropout(options.seed + 17);
+    engine::KernelContext ctx { alloc, dropout, true };
+    for (const auto& node : graph.nodes()) {
+        NodeMeasurement m;
+        std::vector<engine::NdArray> inputs;
+        for (auto in : node.inputs)
+            inputs.push_back(ex.value(in));
+        engine::NodeValues kept;
+        m.forwardNs = timeRepeats(options, [&] {
+            engine::NodeValues v;
+            v.in = inputs;
+            const auto before = alloc.current();
+            alloc.resetPeak();
+            engine::runForward(node, v, ctx);
+            const auto retained = alloc.current() - before;
+            m.savedBytes = 0;
+            for (const auto& s : v.saved)
+                m.savedBytes += s.bytes();
+            m.outputBytes = std::max<std::int64_t>(0, retained - m.savedBytes);
+            m.workspaceBytes = alloc.peak() - alloc.current();
+            kept = std::move(v);
+        });
+        std::vector<bool> need;
+        bool any = false;
+        for (auto in : node.inputs) {
+            need.push_back(requiresGrad[in.index()]);
+            any = any || requiresGrad[in.index()];
+        }
+        if (any && trainable) {
+            std::vector<engine::NdArray> gradOut;
+            for (const auto& out : kept.out)
+                gradOut.push_back(filled(alloc, out.shape(), 1e-3F));
+            m.backwardNs = timeRepeats(options, [&] { (void)engine::runBackward(node, kept, gradOut, need, ctx); });
+        }
+        // Saved for backward: the activations the op formulas keep (inputs or outputs, counted as the
+        // analytical profile counts them) plus what the kernel really stored besides them.
+        const auto& cost = costs[node.id.index()];
+        m.savedBytes += cost.savedBytes - cost.savedExtraBytes;
+        run.nodeSumNs += m.forwardNs.median + (m.backwardNs.count > 0 ? m.backwardNs.median : 0.0);
+        run.nodes.push_back(m);
+        if (progress)
+            progress(run.nodes.size(), graph.nodeCount());
+    }
+    return run;
+}
+
+Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b)
+{
+    if (a.nodes.size() != graph.nodeCount() || b.nodes.size() != graph.nodeCount())
+        throw Error("profile runs do not match the graph's " + std::to_string(graph.nodeCount()) + " nodes");
+    const auto costs = computeOpCosts(graph);
+    Profile p;
+    p.deviceKind = "cpu";
+    p.source = "measured-cpu";
+    const auto ma = static_cast<double>(a.microBatch);
+    const auto mb = static_cast<double>(b.microBatch);
+    const auto line = [&](double va, double vb) {
+        return ma == mb ? LinearModel { 0, va / ma } : LinearModel::through(ma, va, mb, vb);
+    };
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        const auto& x = a.nodes[i];
+        const auto& y = b.nodes[i];
+        NodeProfile n;
+        n.forwardNs = line(x.forwardNs.median, y.forwardNs.median);
+        const double bx = x.backwardNs.count > 0 ? x.backwardNs.median : 0.0;
+        const double by = y.backwardNs.count > 0 ? y.backwardNs.median : 0.0;
+        n.backwardNs = line(bx, by);
+        const double share = costs[i].backwardFlops > 0 ? costs[i].weightGradFlops / costs[i].backwardFlops : 0.0;
+        n.weightGradNs = line(bx * share, by * share);
+        n.outputBytes = line(static_cast<double>(x.outputBytes), static_cast<double>(y.outputBytes));
+        n.savedBytes = line(static_cast<double>(x.savedBytes), static_cast<double>(y.savedBytes));
+        n.workspaceBytes = line(static_cast<double>(x.workspaceBytes), static_cast<double>(y.workspaceBytes));
+        n.parameterCount = costs[i].parameterCount;
+        p.nodes.push_back(n);
+    }
+    return p;
+}
+
+} // namespace ps::profiler

@@ -1,0 +1,51 @@
+// The CPU profiler: every node's forward and backward on the CPU backend, in isolation, with
+// warm-up and repeats (median and spread), on inputs from a real forward pass; plus a measured
+// full training step to check the per-node sum against. Writes profile rows with source
+// "measured-cpu" for device kind "cpu".
+// Depends on: engine (executor, kernels, optimizer), core (Profile, op costs); no Qt, no CUDA.
+#pragma once
+
+#include "cost/profile.h"
+#include "sample_stats.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ps::profiler {
+
+struct CpuProfileOptions
+{
+    int warmup = 2;
+    int repeats = 5;
+    std::uint64_t seed = 0;
+    int threads = 0; // BLAS threads; 0: OpenBLAS's default
+};
+
+struct NodeMeasurement
+{
+    SampleStats forwardNs;
+    SampleStats backwardNs; // zero samples when no input needs a gradient
+    std::int64_t outputBytes = 0; // new bytes the outputs hold (views: none)
+    std::int64_t savedBytes = 0; // activations kept for backward plus the kernel's own state (masks, statistics)
+    std::int64_t workspaceBytes = 0; // transient peak above what the node keeps
+};
+
+struct CpuProfileRun
+{
+    std::int64_t microBatch = 0;
+    std::vector<NodeMeasurement> nodes; // by node id
+    SampleStats stepNs; // whole training steps: forward, backward and an AdamW update
+    double nodeSumNs = 0; // sum over nodes of median forward + backward
+};
+
+// Throws ps::Error naming the node when one cannot run on the CPU backend. `progress` gets
+// (nodes done, nodes total).
+[[nodiscard]] CpuProfileRun measureOnCpu(const Graph& graph, const CpuProfileOptions& options,
+    const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// Linear models through two runs of the same graph at different micro-batch sizes (or one run,
+// proportional to the micro-batch). The weight-gradient share of backward follows the op formulas.
+[[nodiscard]] Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b);
+
+} // namespace ps::profiler

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Side-by-side training-step benchmark: PipeStudio's CPU engine against PyTorch on the same
+machine, model shape, batch and thread count (GPT-2 layout, byte vocabulary, AdamW, fp32).
+
+    /usr/bin/python3 tests/bench/train_step_vs_torch.py PIPESTUDIO [--layers 4 --hidden 256 --heads 4
+        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE]
+
+Prints the median step time of each (the first two steps are warm-up and not counted) and the
+ratio engine / PyTorch (below 1: the engine is faster).
+"""
+import argparse
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "engine"))
+from torch_reference import gpt2_loss  # noqa: E402
+
+
+def torch_steps(a, data):
+    torch.manual_seed(0)
+    torch.set_num_threads(a.threads)
+    h, layers = a.hidden, a.layers
+    p = {}
+
+    def param(*shape, std=0.02, value=None):
+        t = torch.full(shape, value) if value is not None else torch.randn(*shape) * std
+        return t.requires_grad_(True)
+    p["wte.weight"], p["wpe.weight"] = param(256, h), param(a.seq, h)
+    for i in range(layers):
+        for ln in ("ln_1", "ln_2"):
+            p[f"h.{i}.{ln}.weight"], p[f"h.{i}.{ln}.bias"] = param(h, value=1.0), param(h, value=0.0)
+        p[f"h.{i}.attn.c_attn.weight"], p[f"h.{i}.attn.c_attn.bias"] = param(h, 3 * h), param(3 * h, value=0.0)
+        p[f"h.{i}.attn.c_proj.weight"] = param(h, h, std=0.02 / math.sqrt(2 * layers))
+        p[f"h.{i}.attn.c_proj.bias"] = param(h, value=0.0)
+        p[f"h.{i}.mlp.c_fc.weight"], p[f"h.{i}.mlp.c_fc.bias"] = param(h, 4 * h), param(4 * h, value=0.0)
+        p[f"h.{i}.mlp.c_proj.weight"] = param(4 * h, h, std=0.02 / math.sqrt(2 * layers))
+        p[f"h.{i}.mlp.c_proj.bias"] = param(h, value=0.0)
+    p["ln_f.weight"], p["ln_f.bias"] = param(h, value=1.0), param(h, value=0.0)
+    opt = torch.optim.AdamW(p.values(), lr=1e-3, weight_decay=0.01)
+    rng = np.random.default_rng(0)
+    times = []
+    for _ in range(a.steps):
+        start = time.perf_counter()
+        o = rng.integers(0, len(data) - a.seq - 1, a.batch)
+        ids = torch.tensor(np.stack([data[i:i + a.seq] for i in o]))
+        labels = torch.tensor(np.stack([data[i + 1:i + a.seq + 1] for i in o]))
+        loss = gpt2_loss(p, ids, labels, {"layers": layers, "hidden": h, "heads": a.heads})
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+    return times[2:]
+
+
+def engine_steps(a):
+    with tempfile.TemporaryDirectory() as d:
+        project = os.path.join(d, "bench.pstudio")
+        subprocess.run([a.pipestudio, "new", "-m", "gpt2-small", "--layers", str(a.layers), "--hidden", str(a.hidden),
+                        "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", "256", "--max-positions", str(a.seq),
+                        "-b", str(a.batch), "--dropout", "0", "-o", project], check=True, capture_output=True)
+        out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps), "--threads", str(a.threads),
+                              "--data", a.data], check=True, capture_output=True, text=True).stdout
+    ms = [float(m) for m in re.findall(r"tokens/s\s+([0-9.]+) ms", out)]
+    return [t / 1e3 for t in ms[2:]]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pipestudio")
+    for name, default in (("layers", 4), ("hidden", 256), ("heads", 4), ("seq", 256), ("batch", 8), ("threads", 2),
+                          ("steps", 8)):
+        ap.add_argument("--" + name, type=int, default=default)
+    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    a = ap.parse_args()
+    data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)
+    env = f"{a.layers} layers, {a.hidden} hidden, {a.heads} heads, seq {a.seq}, batch {a.batch}, {a.threads} threads"
+    engine = statistics.median(engine_steps(a))
+    reference = statistics.median(torch_steps(a, data))
+    print(f"GPT {env}; median of {a.steps - 2} steps after 2 warm-up")
+    print(f"  PipeStudio CPU engine: {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s")
+    print(f"  PyTorch {torch.__version__:<12}  {reference * 1e3:8.1f} ms/step  {a.seq * a.batch / reference:8.0f} tokens/s")
+    print(f"  ratio engine / PyTorch: {engine / reference:.2f}")
+
+
+if __name__ == "__main__":
+    main()

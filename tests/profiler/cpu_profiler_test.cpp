@@ -1,0 +1,66 @@
+// The CPU profiler on a small GPT: a measurement for every node at two micro-batch sizes, stored
+// as measured-cpu rows and read back.
+#include "cpu_profiler.h"
+#include "store/project_store.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+using namespace ps;
+namespace fs = std::filesystem;
+
+TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
+{
+    ModelConfig c = zooPreset("gpt2-small");
+    c.layers = 1;
+    c.hidden = 32;
+    c.heads = 2;
+    c.seq = 16;
+    c.vocab = 256;
+    c.maxPositions = 16;
+    c.dropout = 0.1;
+    profiler::CpuProfileOptions o { 1, 3, 0, 1 };
+    c.microBatch = 2;
+    const auto small = buildZooModel(c);
+    const auto a = profiler::measureOnCpu(small, o);
+    c.microBatch = 8;
+    const auto b = profiler::measureOnCpu(buildZooModel(c), o);
+    ASSERT_EQ(a.nodes.size(), small.nodeCount());
+    EXPECT_GT(a.stepNs.median, 0);
+    EXPECT_GT(a.nodeSumNs, 0);
+    for (std::size_t i = 0; i < small.nodeCount(); ++i) {
+        const auto& node = small.nodes()[i];
+        EXPECT_EQ(a.nodes[i].forwardNs.count, 3U) << node.name;
+        EXPECT_GT(a.nodes[i].forwardNs.median, 0) << node.name;
+        // Every node of this graph leads to the loss through parameters: each has a backward.
+        EXPECT_EQ(a.nodes[i].backwardNs.count, 3U) << node.name;
+        if (node.op == OpType::MatMul || node.op == OpType::Softmax) { // real outputs, growing with the batch
+            EXPECT_EQ(b.nodes[i].outputBytes, 4 * a.nodes[i].outputBytes) << node.name;
+        }
+        if (node.op == OpType::Reshape) {
+            EXPECT_EQ(a.nodes[i].outputBytes, 0) << node.name; // a view
+        }
+        if (node.op == OpType::Dropout) {
+            EXPECT_GT(a.nodes[i].savedBytes, 0) << node.name; // the mask
+        }
+    }
+    const auto profile = profiler::toProfile(small, a, b);
+    const auto path = fs::temp_directory_path() / ("ps_cpu_profile_" + std::to_string(::getpid()) + ".pstudio");
+    fs::remove(path);
+    writeNewProject(path, small, false);
+    {
+        auto store = ProjectStore::open(path);
+        store.saveProfile(profile, 2, 8);
+        const auto loaded = store.loadProfile("cpu", "measured-cpu");
+        ASSERT_TRUE(loaded.has_value());
+        ASSERT_EQ(loaded->nodes.size(), small.nodeCount());
+        for (std::size_t i = 0; i < small.nodeCount(); ++i) {
+            EXPECT_NEAR(loaded->nodes[i].forwardNs.at(2), a.nodes[i].forwardNs.median, 1.0);
+            EXPECT_NEAR(loaded->nodes[i].forwardNs.at(8), b.nodes[i].forwardNs.median, 1.0);
+        }
+    }
+    fs::remove(path);
+}
