@@ -7,7 +7,8 @@ ONNX for PipeStudio's importer tests, with a manifest of what the import must re
 For every module and opset 13 and 17: <name>-op<opset>.onnx, and manifest.json with the parameter
 count (sum of p.numel()), the ONNX node count, how many of those are Constant nodes and integer
 shape computations, and the shape
-of the first output for the bound batch/sequence sizes.
+of the first output for the bound batch/sequence sizes; <name>-op<opset>.in.bin and .out.bin hold
+the inputs and torch's output in eval mode (float32, row-major).
 """
 import json
 import os
@@ -73,6 +74,13 @@ def export(name, module, args, axes, opset, out_dir):
     onnx.checker.check_model(model)
     with torch.no_grad():
         out = module(*args)
+    # The inputs and torch's output (eval mode), for the engine's forward check.
+    stem = os.path.join(out_dir, f"{name}-op{opset}")
+    with open(stem + ".in.bin", "wb") as f:
+        for a in args:
+            f.write(a.detach().numpy().astype("float32").tobytes())
+    with open(stem + ".out.bin", "wb") as f:
+        f.write(out.detach().numpy().astype("float32").tobytes())
     return {
         "file": os.path.basename(path),
         "opset": opset,

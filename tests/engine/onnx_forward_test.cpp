@@ -1,0 +1,62 @@
+// Imported ONNX models run forward on the CPU engine with their own weights and give torch's output:
+// the decomposed ops (LayerNorm pieces, Erf GELU, in-projection slices, Conv/BatchNorm/pools) mean
+// what ONNX means.
+#include "executor.h"
+#include "onnx/onnx_import.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace ps;
+using namespace ps::engine;
+namespace fs = std::filesystem;
+
+TEST(OnnxForward, ImportedModulesMatchTorchOutputs)
+{
+    const char* dir = std::getenv("PS_ONNX_FIXTURES");
+    if (!dir || !fs::exists(fs::path(dir) / "manifest.json"))
+        GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
+    const auto manifest = nlohmann::json::parse(std::ifstream(fs::path(dir) / "manifest.json"));
+    int checked = 0;
+    for (const auto& e : manifest) {
+        const auto name = e["name"].get<std::string>();
+        if (name == "vit_b_16")
+            continue; // 86M parameters at 224x224: the import test covers its structure
+        const auto stem = fs::path(dir) / (name + "-op" + std::to_string(e["opset"].get<int>()));
+        if (!fs::exists(stem.string() + ".in.bin"))
+            GTEST_SKIP() << "fixtures from an older script: rebuild them";
+        const auto input = e["input_shapes"][0];
+        OnnxImportOptions o;
+        o.batch = input[0].get<std::int64_t>();
+        o.sequence = input.size() > 2 ? input[1].get<std::int64_t>() : 1;
+        auto imported = importOnnx(fs::path(dir) / e["file"].get<std::string>(), o);
+        GraphExecutor ex(std::move(imported.graph), ExecutorOptions { 0, 0, false });
+        std::ifstream in(stem.string() + ".in.bin", std::ios::binary);
+        const std::vector<std::string> names { "input", "input2" };
+        for (std::size_t i = 0; i < e["input_shapes"].size(); ++i) {
+            const auto shape = e["input_shapes"][i].get<Shape>();
+            auto a = NdArray::empty(ex.allocator(), shape);
+            in.read(reinterpret_cast<char*>(a.f32()), a.bytes());
+            ex.setInput(names[i], a);
+        }
+        (void)ex.forward();
+        const auto& out = ex.value(ex.graph().outputs().front());
+        std::vector<float> expected(static_cast<std::size_t>(out.numel()));
+        std::ifstream(stem.string() + ".out.bin", std::ios::binary)
+            .read(reinterpret_cast<char*>(expected.data()), out.bytes());
+        double diff = 0;
+        double scale = 0;
+        for (std::int64_t i = 0; i < out.numel(); ++i) {
+            diff = std::max(diff, static_cast<double>(std::abs(out.f32()[i] - expected[static_cast<std::size_t>(i)])));
+            scale = std::max(scale, static_cast<double>(std::abs(expected[static_cast<std::size_t>(i)])));
+        }
+        EXPECT_LT(diff / scale, 1e-4) << stem.filename() << ": max difference " << diff << " at output scale " << scale;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 8);
+}
