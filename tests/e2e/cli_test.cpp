@@ -347,3 +347,22 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
         countRows(p, "SELECT count(*) FROM profiles WHERE source = 'measured-cpu' AND device_kind = 'cpu'"), 2 * nodes);
     EXPECT_EQ(countRows(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
 }
+
+TEST_F(Cli, TrainCheckpointsOnCtrlC)
+{
+    const auto p = file("sigint.pstudio");
+    ASSERT_EQ(
+        run("new -m gpt2-small --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 256 --max-positions 16 -b 2 -o " + p)
+            .exitCode,
+        0);
+    // Start a long run, interrupt it once it has printed a few steps, and collect its exit status.
+    const std::string script = "bash -c '" + std::string(PS_CLI_PATH) + " train " + p + " --steps 1000000 > "
+        + file("log") + " 2>&1 & pid=$!; for i in $(seq 100); do grep -q \"step     3\" " + file("log")
+        + " 2>/dev/null && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo $? > " + file("status") + "'";
+    ASSERT_EQ(std::system(script.c_str()), 0);
+    EXPECT_EQ(readAll(file("status")), "130\n") << readAll(file("log"));
+    EXPECT_NE(readAll(file("log")).find("Interrupted at step"), std::string::npos) << readAll(file("log"));
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM runs WHERE status = 'interrupted'"), 1);
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM checkpoints"), 1);
+    EXPECT_GE(countRows(p, "SELECT step FROM checkpoints"), 3);
+}

@@ -1,0 +1,90 @@
+// Token data: text as bytes, uint16/uint32 token files, windows with next-token labels, and errors
+// that name the file.
+#include "data.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace ps;
+using namespace ps::engine;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name)
+{
+    const auto dir = fs::temp_directory_path() / ("ps_data_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    return dir / name;
+}
+
+} // namespace
+
+TEST(TokenData, TextBytesAndNextTokenLabels)
+{
+    const auto p = scratch("t.txt");
+    std::ofstream(p) << "abcdefgh";
+    const auto d = TokenData::fromTextFile(p);
+    EXPECT_EQ(d.vocab(), 256);
+    EXPECT_EQ(d.size(), 8);
+    std::mt19937_64 rng(1);
+    std::int64_t ids[2 * 4];
+    std::int64_t labels[2 * 4];
+    d.sample(rng, 2, 4, ids, labels);
+    for (int b = 0; b < 2; ++b) {
+        for (int t = 0; t < 4; ++t) {
+            EXPECT_GE(ids[b * 4 + t], 'a');
+            EXPECT_EQ(labels[b * 4 + t], ids[b * 4 + t] + 1); // consecutive letters: the next byte
+        }
+    }
+    EXPECT_THROW(d.sample(rng, 1, 8, ids, labels), Error); // a window needs seq + 1 tokens
+}
+
+TEST(TokenData, Uint16AndUint32Files)
+{
+    const auto p16 = scratch("t.u16");
+    {
+        std::ofstream out(p16, std::ios::binary);
+        for (std::uint16_t t : { 1, 300, 65535 })
+            out.write(reinterpret_cast<const char*>(&t), 2);
+    }
+    const auto d = TokenData::fromTokenFile(p16, 2, 65536);
+    EXPECT_EQ(d.size(), 3);
+    std::mt19937_64 rng(1);
+    std::int64_t ids[2];
+    std::int64_t labels[2];
+    d.sample(rng, 1, 2, ids, labels);
+    EXPECT_EQ(ids[0], 1);
+    EXPECT_EQ(ids[1], 300);
+    EXPECT_EQ(labels[1], 65535);
+    try {
+        (void)TokenData::fromTokenFile(p16, 2, 1000);
+        FAIL() << "expected a vocabulary error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("t.u16"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("65535"), std::string::npos) << e.what();
+    }
+    const auto p32 = scratch("t.u32");
+    {
+        std::ofstream out(p32, std::ios::binary);
+        for (std::uint32_t t : { 70000U, 5U })
+            out.write(reinterpret_cast<const char*>(&t), 4);
+        out.write("x", 1); // a torn last token
+    }
+    EXPECT_THROW((void)TokenData::fromTokenFile(p32, 4, 100000), Error);
+    EXPECT_THROW((void)TokenData::fromTextFile(scratch("missing.txt")), Error);
+    fs::remove_all(p16.parent_path());
+}
+
+TEST(TokenData, DefaultCorpusIsDebiansLicenses)
+{
+    if (!fs::is_directory("/usr/share/common-licenses"))
+        GTEST_SKIP() << "not a Debian system";
+    const auto d = TokenData::defaultCorpus();
+    EXPECT_GT(d.size(), 100000);
+    EXPECT_NE(d.source().find("common-licenses"), std::string::npos);
+}
