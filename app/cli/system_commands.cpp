@@ -5,6 +5,7 @@
 #include "local_devices.h"
 #include "profiler_backends.h"
 #include "store/project_store.h"
+#include "trainer.h"
 #include "zoo/model_config.h"
 
 #include <fmt/core.h>
@@ -86,7 +87,7 @@ void addDevicesCommand(CLI::App& app, Action& action)
 
 void addDemoCommand(CLI::App& app, Action& action)
 {
-    auto* cmd = app.add_subcommand("demo", "Headless end-to-end demo: build, save, reopen and summarize a model");
+    auto* cmd = app.add_subcommand("demo", "Headless end-to-end demo: build, save, reopen and summarize a model, then train a small one on the CPU");
     auto dir = std::make_shared<std::string>((std::filesystem::temp_directory_path() / "pipestudio-demo").string());
     cmd->add_option("--dir", *dir, "Where to write the demo project");
     cmd->callback([&action, dir] { action = [dir] { return runDemo(*dir); }; });
@@ -123,7 +124,33 @@ int runDemo(const std::string& directory)
     const auto devices = engine::probeLocalDevices();
     fmt::print(
         "\nLocal devices: {} CPU thread(s); CUDA: {}\n", devices.devices.front().computeUnits, devices.cudaStatus);
-    return loaded == graph ? 0 : 1;
+
+    auto small = zooPreset("gpt2-small");
+    small.layers = 2;
+    small.hidden = 64;
+    small.heads = 4;
+    small.seq = 64;
+    small.vocab = 256;
+    small.maxPositions = 64;
+    small.microBatch = 16;
+    small.dropout = 0;
+    auto corpus = engine::TokenData::defaultCorpus();
+    fmt::print(
+        "\n5. Training a 2-layer, 64-wide GPT on this CPU for 40 steps ({}; `pipestudio train`)\n", corpus.source());
+    engine::TrainOptions options;
+    options.optimizer.lr = 2e-3;
+    engine::Trainer trainer(buildZooModel(small), std::move(corpus), options);
+    double first = 0;
+    double last = 0;
+    for (int step = 1; step <= 40; ++step) {
+        const auto r = trainer.step();
+        first = step == 1 ? r.loss : first;
+        last = r.loss;
+        if (step == 1 || step % 10 == 0)
+            fmt::print("   step {:>3}  loss {:.3f}  {:>7.0f} tokens/s\n", step, r.loss, r.tokensPerSecond);
+    }
+    fmt::print("   loss {:.2f} -> {:.2f} nats\n", first, last);
+    return loaded == graph && last < first ? 0 : 1;
 }
 
 } // namespace ps::app

@@ -181,6 +181,7 @@ TEST_F(Cli, DemoRunsHeadless)
     EXPECT_EQ(r.exitCode, 0) << r.output;
     EXPECT_NE(r.output.find("identical after reload: yes"), std::string::npos) << r.output;
     EXPECT_TRUE(fs::exists(file("demo") + "/gpt2-medium.pstudio"));
+    EXPECT_NE(r.output.find("5. Training a 2-layer"), std::string::npos) << r.output; // exit 0 means the loss fell
 }
 
 TEST_F(Cli, DevicesListsTheCpu)
