@@ -87,7 +87,8 @@ void addDevicesCommand(CLI::App& app, Action& action)
 
 void addDemoCommand(CLI::App& app, Action& action)
 {
-    auto* cmd = app.add_subcommand("demo", "Headless end-to-end demo: build, save, reopen and summarize a model, then train a small one on the CPU");
+    auto* cmd = app.add_subcommand("demo",
+        "Headless end-to-end demo: build, save, reopen and summarize a model, then train a small one on the CPU");
     auto dir = std::make_shared<std::string>((std::filesystem::temp_directory_path() / "pipestudio-demo").string());
     cmd->add_option("--dir", *dir, "Where to write the demo project");
     cmd->callback([&action, dir] { action = [dir] { return runDemo(*dir); }; });

@@ -68,7 +68,17 @@ bool PlanSession::configure(const PlanSetup& setup)
             shape.intraNode.bandwidth = setup.intraNodeGBps * 1e9;
         shape.interNode.bandwidth = setup.interNodeGBps * 1e9;
         shape.check();
-        auto profile = std::make_unique<Profile>(estimateProfile(*m_graph, device, CostModelOptions {}));
+        std::unique_ptr<Profile> profile;
+        if (setup.profileSource == "analytical") {
+            profile = std::make_unique<Profile>(estimateProfile(*m_graph, device, CostModelOptions {}));
+        } else {
+            const auto it = std::find_if(m_stored.begin(), m_stored.end(),
+                [&](const Profile& p) { return p.source == setup.profileSource && p.deviceKind == setup.deviceId; });
+            if (it == m_stored.end() || it->nodes.size() != m_graph->nodeCount())
+                throw Error("the project has no " + setup.profileSource + " profile for device '" + setup.deviceId
+                    + "' (measure one with `pipestudio profile --device cpu`, then plan on the device 'cpu')");
+            profile = std::make_unique<Profile>(*it);
+        }
         const double mb = setup.microBatch > 0 ? setup.microBatch : static_cast<double>(m_graph->info().microBatch);
         // Build the new editor first: if the setup is impossible, the current plan stays.
         auto editor = std::make_unique<PlanEditor>(*m_graph, *profile, shape, setup.schedule, mb, setup.limits);
@@ -82,6 +92,11 @@ bool PlanSession::configure(const PlanSetup& setup)
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
         return false;
     }
+}
+
+void PlanSession::setStoredProfiles(std::vector<Profile> profiles)
+{
+    m_stored = std::move(profiles);
 }
 
 const EditorSnapshot& PlanSession::snapshot() const

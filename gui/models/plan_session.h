@@ -21,13 +21,14 @@ struct PlanSetup
     ScheduleSpec schedule { ScheduleKind::OneFOneB, 4, 8, 1, 1 };
     double microBatch = 0; // 0: the model's
     PlannerLimits limits;
+    std::string profileSource = "analytical"; // or a stored profile's source ("measured-cpu")
 
     bool operator==(const PlanSetup& o) const
     {
-        return deviceId == o.deviceId && devicesPerNode == o.devicesPerNode && intraNodeGBps == o.intraNodeGBps
-            && interNodeGBps == o.interNodeGBps && schedule == o.schedule && microBatch == o.microBatch
-            && limits.memoryLimitBytes == o.limits.memoryLimitBytes && limits.allowSwap == o.limits.allowSwap
-            && limits.allowRecompute == o.limits.allowRecompute;
+        return profileSource == o.profileSource && deviceId == o.deviceId && devicesPerNode == o.devicesPerNode
+            && intraNodeGBps == o.intraNodeGBps && interNodeGBps == o.interNodeGBps && schedule == o.schedule
+            && microBatch == o.microBatch && limits.memoryLimitBytes == o.limits.memoryLimitBytes
+            && limits.allowSwap == o.limits.allowSwap && limits.allowRecompute == o.limits.allowRecompute;
     }
 };
 
@@ -41,6 +42,13 @@ public:
     // Builds the analytical profile for the setup's device and a balanced starting partition.
     // Returns false and emits operationFailed when the setup is impossible.
     bool setModel(std::shared_ptr<const Graph> graph, const PlanSetup& setup);
+    // Profiles stored in the project (`pipestudio profile`); a setup may plan with one of them
+    // instead of the analytical estimate.
+    void setStoredProfiles(std::vector<Profile> profiles);
+    [[nodiscard]] const std::vector<Profile>& storedProfiles() const
+    {
+        return m_stored;
+    }
     bool configure(const PlanSetup& setup);
     [[nodiscard]] bool hasPlan() const
     {
@@ -83,6 +91,7 @@ private:
 
     std::shared_ptr<const Graph> m_graph;
     std::unique_ptr<Profile> m_profile; // the editor refers to it; replaced together
+    std::vector<Profile> m_stored;
     PlanSetup m_setup;
     std::unique_ptr<PlanEditor> m_editor;
     QUndoStack m_undo;

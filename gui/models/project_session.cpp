@@ -25,6 +25,7 @@ QString ProjectSession::displayName() const
 bool ProjectSession::newFromZoo(const ModelConfig& config)
 {
     try {
+        m_profiles.clear();
         setGraph(std::make_shared<const Graph>(buildZooModel(config)), QString(), true);
         return true;
     } catch (const std::exception& e) {
@@ -37,7 +38,12 @@ bool ProjectSession::open(const QString& path)
 {
     try {
         const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
-        setGraph(std::make_shared<const Graph>(store.loadGraph()), path, false);
+        auto graph = std::make_shared<const Graph>(store.loadGraph());
+        std::vector<Profile> profiles;
+        if (auto measured = store.loadProfile("cpu", "measured-cpu"))
+            profiles.push_back(std::move(*measured));
+        m_profiles = std::move(profiles);
+        setGraph(std::move(graph), path, false);
         return true;
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
@@ -62,6 +68,7 @@ bool ProjectSession::importOnnx(const QString& path, std::int64_t batch, std::in
                            .arg(imported.report.opset)
                            .arg(opaque.isEmpty() ? tr("none") : opaque.join(QStringLiteral(", ")));
         }
+        m_profiles.clear();
         setGraph(std::make_shared<const Graph>(std::move(imported.graph)), QString(), true);
         return true;
     } catch (const std::exception& e) {

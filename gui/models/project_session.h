@@ -2,6 +2,7 @@
 // load/save flows. Views observe it; they never touch the store directly.
 #pragma once
 
+#include "cost/profile.h"
 #include "graph/graph.h"
 #include "zoo/model_config.h"
 
@@ -44,6 +45,11 @@ public:
     bool importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary = nullptr);
     bool save();
     bool saveAs(const QString& path);
+    // Measured profiles stored in the opened project file (none for a new or imported project).
+    [[nodiscard]] const std::vector<Profile>& storedProfiles() const
+    {
+        return m_profiles;
+    }
 
 Q_SIGNALS:
     void projectChanged();
@@ -57,6 +63,7 @@ private:
     std::shared_ptr<const Graph> m_graph;
     QString m_filePath;
     bool m_modified = false;
+    std::vector<Profile> m_profiles;
 };
 
 } // namespace ps::gui

@@ -56,7 +56,7 @@ void ClusterDock::setupForm()
     m_swap = new QCheckBox(tr("swap"), this);
     m_recompute = new QCheckBox(tr("recompute"), this);
     m_profile = new QComboBox(this);
-    m_profile->addItem(tr("analytical estimate for the device"));
+    m_profile->addItem(tr("analytical estimate for the device"), QStringLiteral("analytical"));
     const auto local = engine::probeLocalDevices();
     m_local = new QLabel(tr("This machine: %1 CPU thread(s); CUDA: %2")
                              .arg(local.devices.front().computeUnits)
@@ -95,6 +95,15 @@ void ClusterDock::loadFromSession()
     m_memoryGiB->setValue(s.limits.memoryLimitBytes / (1024.0 * 1024 * 1024));
     m_swap->setChecked(s.limits.allowSwap);
     m_recompute->setChecked(s.limits.allowRecompute);
+    // Stored measured profiles of the project, offered next to the estimate.
+    m_profile->clear();
+    m_profile->addItem(tr("analytical estimate for the device"), QStringLiteral("analytical"));
+    for (const auto& p : m_session->storedProfiles()) {
+        m_profile->addItem(tr("%1 on %2 (pipestudio profile)")
+                               .arg(QString::fromStdString(p.source), QString::fromStdString(p.deviceKind)),
+            QString::fromStdString(p.source));
+    }
+    m_profile->setCurrentIndex(std::max(0, m_profile->findData(QString::fromStdString(s.profileSource))));
 }
 
 PlanSetup ClusterDock::setup() const
@@ -107,6 +116,7 @@ PlanSetup ClusterDock::setup() const
     s.schedule = parseScheduleSpec(m_schedule->currentText().toStdString(), m_stages->value(), m_microBatches->value());
     s.microBatch = m_microBatch->value();
     s.limits = { m_memoryGiB->value() * 1024.0 * 1024 * 1024, m_swap->isChecked(), m_recompute->isChecked() };
+    s.profileSource = m_profile->currentData().toString().toStdString();
     return s;
 }
 
@@ -123,6 +133,14 @@ bool ClusterDock::apply()
 void ClusterDock::setDevice(const QString& id)
 {
     m_device->setCurrentIndex(m_device->findData(id));
+}
+
+bool ClusterDock::setProfileSource(const QString& source)
+{
+    const int index = m_profile->findData(source);
+    if (index >= 0)
+        m_profile->setCurrentIndex(index);
+    return index >= 0;
 }
 
 void ClusterDock::setStages(int stages)

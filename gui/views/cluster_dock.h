@@ -26,6 +26,8 @@ public:
     bool apply();
     void setDevice(const QString& id);
     void setStages(int stages);
+    // Selects a profile source offered in the combo ("analytical", "measured-cpu"); false if absent.
+    bool setProfileSource(const QString& source);
 
 private:
     void setupForm();

@@ -275,6 +275,10 @@ void MainWindow::refreshViews()
     m_nodeModel->setGraph(graph);
     m_summaryModel->setSummary(graph ? std::optional(summarizeGraph(*graph)) : std::nullopt);
     auto setup = m_planSession->setup();
+    m_planSession->setStoredProfiles(m_session->storedProfiles());
+    const auto& stored = m_session->storedProfiles();
+    if (std::none_of(stored.begin(), stored.end(), [&](const Profile& p) { return p.source == setup.profileSource; }))
+        setup.profileSource = "analytical"; // the new project has no such profile
     m_planSession->setModel(graph, setup);
     m_plansModel->setProject(m_session->filePath());
     updateTitle();

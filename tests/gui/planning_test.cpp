@@ -1,3 +1,4 @@
+#include "cpu_profiler.h"
 #include "models/node_table_model.h"
 #include "models/plan_session.h"
 #include "models/plans_model.h"
@@ -7,6 +8,7 @@
 #include "plots/timeline_plot.h"
 #include "store/project_store.h"
 #include "views/auto_search_dialog.h"
+#include "views/cluster_dock.h"
 #include "views/main_window.h"
 #include "views/node_table_view.h"
 #include "views/plans_panel.h"
@@ -239,4 +241,42 @@ TEST(PlanningStudio, ClusterShapeReachesTheSimulation)
     EXPECT_FALSE(session.configure(setup));
     EXPECT_EQ(failed.count(), 1);
     EXPECT_TRUE(session.hasPlan()); // the previous plan stays
+}
+
+TEST(PlanningStudio, PlansWithTheProjectsMeasuredCpuProfile)
+{
+    QTemporaryDir dir;
+    const auto path = dir.filePath(QStringLiteral("measured.pstudio"));
+    ModelConfig c = zooPreset("gpt2-small");
+    c.layers = 2;
+    c.hidden = 32;
+    c.heads = 2;
+    c.seq = 16;
+    c.vocab = 256;
+    c.maxPositions = 16;
+    c.microBatch = 4;
+    const auto graph = buildZooModel(c);
+    writeNewProject(path.toStdString(), graph, false);
+    profiler::CpuProfileOptions options { 0, 1, 0, 1 };
+    const auto run = profiler::measureOnCpu(graph, options);
+    const auto measured = profiler::toProfile(graph, run, run);
+    ProjectStore::open(path.toStdString()).saveProfile(measured, 4, 4);
+
+    MainWindow window;
+    ASSERT_TRUE(window.openProject(path));
+    auto* dock = window.clusterDock();
+    dock->setDevice(QStringLiteral("cpu"));
+    ASSERT_TRUE(dock->setProfileSource(QStringLiteral("measured-cpu")));
+    ASSERT_TRUE(dock->apply());
+    auto* plan = window.planSession();
+    EXPECT_EQ(plan->profile().source, "measured-cpu");
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i)
+        EXPECT_NEAR(plan->profile().nodes[i].forwardNs.at(4), run.nodes[i].forwardNs.median, 1.0);
+    // Not measured on an A100: planning there with it is refused and the plan stays.
+    dock->setDevice(QStringLiteral("a100-40gb"));
+    EXPECT_FALSE(dock->apply());
+    EXPECT_EQ(plan->profile().source, "measured-cpu");
+    ASSERT_TRUE(dock->setProfileSource(QStringLiteral("analytical")));
+    ASSERT_TRUE(dock->apply());
+    EXPECT_EQ(plan->profile().source, "analytical");
 }
