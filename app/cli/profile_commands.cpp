@@ -24,18 +24,6 @@ namespace {
         bool json = false;
     };
 
-    Graph graphAt(const Graph& stored, std::int64_t microBatch)
-    {
-        if (microBatch == stored.info().microBatch)
-            return stored;
-        if (stored.info().family == "onnx")
-            throw Error("the imported model was traced at micro-batch " + std::to_string(stored.info().microBatch)
-                + "; profile it at that size (import again with --batch for another)");
-        auto config = modelConfigFromJson(stored.info().configJson);
-        config.microBatch = microBatch;
-        return buildZooModel(config);
-    }
-
     int runProfile(const ProfileCommandOptions& o)
     {
         if (o.device != "cpu")
@@ -53,7 +41,7 @@ namespace {
         profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, o.threads };
         std::vector<profiler::CpuProfileRun> runs;
         for (auto b : sizes) {
-            const auto graph = graphAt(stored, b);
+            const auto graph = buildAtMicroBatch(stored, b);
             if (!o.json)
                 fmt::print("Profiling {} nodes at micro-batch {} ({} repeats after {} warm-up)\n", graph.nodeCount(), b,
                     o.repeats, o.warmup);

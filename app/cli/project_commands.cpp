@@ -25,7 +25,7 @@ namespace {
     void addModelOptions(CLI::App* cmd, ModelOverrides& o)
     {
         cmd->add_option("--model,-m", o.model,
-               "Zoo model: gpt2-small|medium|large|xl, bert-base|large, "
+               "Zoo model: gpt2-tiny|small|medium|large|xl, bert-base|large, "
                "t5-small|base|large|3b, mlp")
             ->required();
         cmd->add_option("--layers", o.layers, "Transformer blocks (T5: encoder blocks)");

@@ -126,15 +126,8 @@ int runDemo(const std::string& directory)
     fmt::print(
         "\nLocal devices: {} CPU thread(s); CUDA: {}\n", devices.devices.front().computeUnits, devices.cudaStatus);
 
-    auto small = zooPreset("gpt2-small");
-    small.layers = 2;
-    small.hidden = 64;
-    small.heads = 4;
-    small.seq = 64;
-    small.vocab = 256;
-    small.maxPositions = 64;
+    auto small = zooPreset("gpt2-tiny");
     small.microBatch = 16;
-    small.dropout = 0;
     auto corpus = engine::TokenData::defaultCorpus();
     fmt::print(
         "\n5. Training a 2-layer, 64-wide GPT on this CPU for 40 steps ({}; `pipestudio train`)\n", corpus.source());

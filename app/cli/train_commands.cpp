@@ -52,38 +52,21 @@ namespace {
     Graph trainingGraph(const ProjectStore& store, const TrainCommandOptions& o, std::int64_t& resumedStep)
     {
         auto graph = store.loadGraph();
-        if (o.microBatch > 0 && o.microBatch != graph.info().microBatch) {
-            if (graph.info().family == "onnx")
-                throw Error("the imported model was traced at micro-batch " + std::to_string(graph.info().microBatch)
-                    + "; import it again with --batch " + std::to_string(o.microBatch));
-            auto config = modelConfigFromJson(graph.info().configJson);
-            config.microBatch = o.microBatch;
-            graph = buildZooModel(config);
-        }
+        if (o.microBatch > 0)
+            graph = buildAtMicroBatch(graph, o.microBatch);
         resumedStep = 0;
         if (!o.resume)
             return graph;
         const auto checkpoint = store.latestCheckpoint();
         if (!checkpoint)
             throw Error("'" + o.project + "' has no checkpoint to resume from");
-        Graph withValues(graph.info());
-        for (auto t : graph.tensors()) {
-            for (const auto& [id, bytes] : checkpoint->tensors) {
-                if (id == t.id && t.kind == TensorKind::Parameter) {
-                    if (bytes.size() != static_cast<std::size_t>(numBytes(t.shape, DType::F32)))
-                        throw Error("checkpoint " + std::to_string(checkpoint->id) + " does not fit parameter '"
-                            + t.name + "'");
-                    t.data = std::make_shared<const std::vector<std::byte>>(bytes);
-                    t.dtype = DType::F32;
-                }
-            }
-            withValues.addTensor(std::move(t));
+        for (const auto& [id, bytes] : checkpoint->tensors) {
+            if (id.index() >= graph.tensorCount())
+                throw Error("checkpoint " + std::to_string(checkpoint->id) + " does not fit the project's model");
+            graph.setParameterValues(id, std::make_shared<const std::vector<std::byte>>(bytes));
         }
-        for (const auto& n : graph.nodes())
-            withValues.addNode(n);
-        withValues.setOutputs(graph.outputs());
         resumedStep = checkpoint->step;
-        return withValues;
+        return graph;
     }
 
     engine::TokenData trainingData(const TrainCommandOptions& o)

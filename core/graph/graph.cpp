@@ -61,6 +61,17 @@ NodeId Graph::addNode(Node node)
     return m_nodes.back().id;
 }
 
+void Graph::setParameterValues(TensorId id, std::shared_ptr<const std::vector<std::byte>> fp32)
+{
+    auto& t = m_tensors.at(id.index());
+    if (t.kind != TensorKind::Parameter)
+        throw Error("tensor '" + t.name + "' is not a parameter");
+    if (!fp32 || fp32->size() != static_cast<std::size_t>(numBytes(t.shape, DType::F32)))
+        throw Error("values for parameter '" + t.name + "' do not fit its shape " + formatShape(t.shape));
+    t.dtype = DType::F32;
+    t.data = std::move(fp32);
+}
+
 void Graph::setOutputs(std::vector<TensorId> outputs)
 {
     m_outputs = std::move(outputs);

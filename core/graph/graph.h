@@ -84,6 +84,9 @@ public:
     TensorId addTensor(Tensor tensor);
     NodeId addNode(Node node);
     void setOutputs(std::vector<TensorId> outputs);
+    // Gives a parameter fp32 values (a checkpoint's); throws ps::Error naming the tensor when it is
+    // not a parameter or the byte count does not fit its shape.
+    void setParameterValues(TensorId id, std::shared_ptr<const std::vector<std::byte>> fp32);
 
     [[nodiscard]] const ModelInfo& info() const
     {

@@ -5,22 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
-#include <ctime>
 #include <map>
 
 namespace ps {
 namespace {
-
-    std::string nowUtc()
-    {
-        const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-        std::tm tm {};
-        gmtime_r(&t, &tm);
-        char buf[32];
-        std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        return buf;
-    }
 
     struct ProfileRow
     {
@@ -45,7 +33,7 @@ void ProjectStore::saveProfile(const Profile& profile, double microBatchA, doubl
         "INSERT INTO profiles(node_id, device_kind, micro_batch, forward_ns, backward_ns, weight_grad_ns, "
         "output_bytes, saved_bytes, workspace_bytes, parameter_bytes, source, created_at) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
-    const auto created = nowUtc();
+    const auto created = sql::utcNow();
     constexpr double paramBytes = 4; // fp32 bytes per parameter, whatever the training precision
     for (std::size_t n = 0; n < profile.nodes.size(); ++n) {
         const auto& p = profile.nodes[n];
@@ -126,7 +114,7 @@ std::int64_t ProjectStore::saveSimulation(const SimulationResult& result, const 
     auto summary = nlohmann::ordered_json::parse(simulationSummaryJson(result));
     summary["config"] = nlohmann::json::parse(configJson, nullptr, false);
     sql::Statement sim(*m_db, "INSERT INTO simulations(plan_id, created_at, json) VALUES (NULL, ?1, ?2)");
-    sim.bind(1, nowUtc()).bind(2, summary.dump()).execute();
+    sim.bind(1, sql::utcNow()).bind(2, summary.dump()).execute();
     const auto id = m_db->lastInsertRowId();
     sql::Statement ev(*m_db,
         "INSERT INTO events(simulation_id, device, stream, action, micro_batch, start_ns, end_ns, bytes) "
@@ -161,7 +149,7 @@ std::int64_t ProjectStore::savePlan(const Plan& plan, const std::string& name, c
     sql::Statement st(*m_db,
         "INSERT INTO plans(name, created_at, algorithm, json, iteration_ns, feasible) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    st.bind(1, name).bind(2, nowUtc()).bind(3, plan.algorithm).bind(4, json.dump());
+    st.bind(1, name).bind(2, sql::utcNow()).bind(3, plan.algorithm).bind(4, json.dump());
     st.bind(5, plan.slowestStageNs).bind(6, std::int64_t { plan.feasible ? 1 : 0 }).execute();
     return m_db->lastInsertRowId();
 }

@@ -3,28 +3,12 @@
 #include "store/sqlite.h"
 #include "util/error.h"
 
-#include <chrono>
-#include <ctime>
-
 namespace ps {
-namespace {
-
-    std::string utcNow()
-    {
-        const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-        std::tm tm {};
-        gmtime_r(&t, &tm);
-        char buf[32];
-        std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        return buf;
-    }
-
-} // namespace
 
 std::int64_t ProjectStore::beginRun(const std::string& json)
 {
     sql::Statement st(*m_db, "INSERT INTO runs(started_at, status, json) VALUES (?1, 'running', ?2)");
-    st.bind(1, utcNow()).bind(2, json).execute();
+    st.bind(1, sql::utcNow()).bind(2, json).execute();
     return m_db->lastInsertRowId();
 }
 
@@ -43,7 +27,7 @@ void ProjectStore::appendRunMetrics(std::int64_t runId, const std::vector<RunMet
 void ProjectStore::endRun(std::int64_t runId, const std::string& status, const std::string& error)
 {
     sql::Statement st(*m_db, "UPDATE runs SET ended_at = ?1, status = ?2, error = ?3 WHERE id = ?4");
-    st.bind(1, utcNow()).bind(2, status).bind(3, error).bind(4, runId).execute();
+    st.bind(1, sql::utcNow()).bind(2, status).bind(3, error).bind(4, runId).execute();
 }
 
 std::vector<ProjectStore::RunMetric> ProjectStore::loadRunMetrics(std::int64_t runId) const
@@ -71,7 +55,7 @@ std::int64_t ProjectStore::saveCheckpoint(
 {
     sql::Transaction tx(*m_db);
     sql::Statement head(*m_db, "INSERT INTO checkpoints(run_id, step, created_at) VALUES (?1, ?2, ?3)");
-    head.bind(1, runId).bind(2, step).bind(3, utcNow()).execute();
+    head.bind(1, runId).bind(2, step).bind(3, sql::utcNow()).execute();
     const auto id = m_db->lastInsertRowId();
     sql::Statement row(*m_db, "INSERT INTO checkpoint_tensors(checkpoint_id, tensor_id, data) VALUES (?1, ?2, ?3)");
     for (const auto& [tensor, bytes] : tensors) {

@@ -4,6 +4,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <ctime>
+
 namespace ps::sql {
 
 Statement::Statement(Database& db, std::string_view sql)
@@ -188,6 +191,16 @@ void Transaction::commit()
 {
     m_db.exec("COMMIT");
     m_done = true;
+}
+
+std::string utcNow()
+{
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm {};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
 }
 
 } // namespace ps::sql

@@ -97,4 +97,7 @@ private:
     bool m_done = false;
 };
 
+// "2026-11-22T13:04:05Z": the timestamps project rows carry.
+[[nodiscard]] std::string utcNow();
+
 } // namespace ps::sql

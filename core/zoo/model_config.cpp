@@ -68,9 +68,23 @@ namespace {
         return c;
     }
 
+    // A byte-level GPT (vocabulary 256) small enough to train on a CPU in seconds: the engine's
+    // demo, its convergence and PyTorch reference tests.
+    ModelConfig gpt2Tiny()
+    {
+        ModelConfig c = gpt2("gpt2-tiny", 2, 64, 4);
+        c.vocab = 256;
+        c.maxPositions = 64;
+        c.seq = 64;
+        c.microBatch = 8;
+        c.dropout = 0;
+        return c;
+    }
+
     std::vector<ModelConfig> presets()
     {
         return {
+            gpt2Tiny(),
             gpt2("gpt2-small", 12, 768, 12),
             gpt2("gpt2-medium", 24, 1024, 16),
             gpt2("gpt2-large", 36, 1280, 20),
@@ -207,6 +221,18 @@ Graph buildZooModel(const ModelConfig& config)
         return zoo::buildMlp(config);
     }
     throw Error("unknown model family");
+}
+
+Graph buildAtMicroBatch(const Graph& graph, std::int64_t microBatch)
+{
+    if (microBatch == graph.info().microBatch)
+        return graph;
+    if (graph.info().family == "onnx")
+        throw Error("the imported model '" + graph.info().name + "' was traced at micro-batch "
+            + std::to_string(graph.info().microBatch) + "; import it again with --batch " + std::to_string(microBatch));
+    auto config = modelConfigFromJson(graph.info().configJson);
+    config.microBatch = microBatch;
+    return buildZooModel(config);
 }
 
 } // namespace ps

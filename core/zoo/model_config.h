@@ -50,7 +50,7 @@ struct ModelConfig
 
 [[nodiscard]] std::string_view toString(ModelFamily family);
 
-// Names of the presets: gpt2-small ... t5-3b, mlp.
+// Names of the presets: gpt2-tiny (byte-level, CPU-sized), gpt2-small ... t5-3b, mlp.
 [[nodiscard]] std::vector<std::string> zooModelNames();
 // Throws ps::Error listing the valid names when `name` is unknown.
 [[nodiscard]] ModelConfig zooPreset(std::string_view name);
@@ -61,5 +61,8 @@ void checkModelConfig(const ModelConfig& config);
 
 // Builds the op graph for a configuration; the result is validated.
 [[nodiscard]] Graph buildZooModel(const ModelConfig& config);
+// The same zoo model at another micro-batch size (the graph's own when equal). Throws ps::Error for
+// an imported graph, whose shapes were traced at one size.
+[[nodiscard]] Graph buildAtMicroBatch(const Graph& graph, std::int64_t microBatch);
 
 } // namespace ps

@@ -173,3 +173,15 @@ TEST(Validate, WarnsAboutUnusedActivation)
     EXPECT_EQ(issues[0].severity, GraphIssue::Severity::Warning);
     EXPECT_NE(issues[0].message.find("split:1"), std::string::npos);
 }
+
+TEST(Graph, ParameterValuesMustFitTheParameter)
+{
+    GraphBuilder b(ModelInfo { "t", "test", "{}", 2 });
+    const auto x = b.input("x", { 2, 4 }, DType::F32);
+    const auto w = b.parameter("w", { 4, 3 });
+    auto g = b.finish({ b.op(OpType::MatMul, "proj", { x, w }) });
+    g.setParameterValues(w, std::make_shared<const std::vector<std::byte>>(4 * 3 * 4));
+    EXPECT_EQ(g.tensor(w).data->size(), 48U);
+    EXPECT_THROW(g.setParameterValues(w, std::make_shared<const std::vector<std::byte>>(8)), Error);
+    EXPECT_THROW(g.setParameterValues(x, std::make_shared<const std::vector<std::byte>>(32)), Error);
+}

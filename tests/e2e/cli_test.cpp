@@ -295,7 +295,7 @@ std::int64_t countRows(const std::string& path, const std::string& sql)
 TEST_F(Cli, TrainWritesMetricsCheckpointsAndResumes)
 {
     const auto p = file("tiny.pstudio");
-    ASSERT_EQ(run("new -m gpt2-small --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 256 --max-positions 16 -b 2 "
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 --seq 16 -b 2 "
                   "--dropout 0.1 -o "
                   + p)
                   .exitCode,
@@ -318,10 +318,7 @@ TEST_F(Cli, TrainWritesMetricsCheckpointsAndResumes)
 TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
 {
     const auto p = file("oom.pstudio");
-    ASSERT_EQ(
-        run("new -m gpt2-small --layers 1 --hidden 64 --heads 2 --seq 64 --vocab 256 --max-positions 64 -b 8 -o " + p)
-            .exitCode,
-        0);
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 -b 8 -o " + p).exitCode, 0);
     const auto r = run("train " + p + " --steps 1 --memory 2MiB --data-format random");
     EXPECT_NE(r.exitCode, 0);
     EXPECT_NE(r.output.find("out of memory on cpu"), std::string::npos) << r.output;
@@ -335,10 +332,7 @@ TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
 TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
 {
     const auto p = file("prof.pstudio");
-    ASSERT_EQ(
-        run("new -m gpt2-small --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 256 --max-positions 16 -b 4 -o " + p)
-            .exitCode,
-        0);
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 --seq 16 -b 4 -o " + p).exitCode, 0);
     const auto r = run("profile " + p + " --repeats 2 --warmup 1");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     EXPECT_NE(r.output.find("measured training step"), std::string::npos) << r.output;
@@ -352,10 +346,7 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
 TEST_F(Cli, TrainCheckpointsOnCtrlC)
 {
     const auto p = file("sigint.pstudio");
-    ASSERT_EQ(
-        run("new -m gpt2-small --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 256 --max-positions 16 -b 2 -o " + p)
-            .exitCode,
-        0);
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 --seq 16 -b 2 -o " + p).exitCode, 0);
     // Start a long run, interrupt it once it has printed a few steps, and collect its exit status.
     const std::string script = "bash -c '" + std::string(PS_CLI_PATH) + " train " + p + " --steps 1000000 > "
         + file("log") + " 2>&1 & pid=$!; for i in $(seq 100); do grep -q \"step     3\" " + file("log")

@@ -247,13 +247,8 @@ TEST(PlanningStudio, PlansWithTheProjectsMeasuredCpuProfile)
 {
     QTemporaryDir dir;
     const auto path = dir.filePath(QStringLiteral("measured.pstudio"));
-    ModelConfig c = zooPreset("gpt2-small");
-    c.layers = 2;
-    c.hidden = 32;
-    c.heads = 2;
+    ModelConfig c = zooPreset("gpt2-tiny");
     c.seq = 16;
-    c.vocab = 256;
-    c.maxPositions = 16;
     c.microBatch = 4;
     const auto graph = buildZooModel(c);
     writeNewProject(path.toStdString(), graph, false);

@@ -14,13 +14,9 @@ namespace fs = std::filesystem;
 
 TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
 {
-    ModelConfig c = zooPreset("gpt2-small");
+    ModelConfig c = zooPreset("gpt2-tiny");
     c.layers = 1;
-    c.hidden = 32;
-    c.heads = 2;
     c.seq = 16;
-    c.vocab = 256;
-    c.maxPositions = 16;
     c.dropout = 0.1;
     profiler::CpuProfileOptions o { 1, 3, 0, 1 };
     c.microBatch = 2;
