@@ -2,8 +2,10 @@
 
 #include "graph/op_cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 namespace ps::engine {
 namespace {
@@ -36,16 +38,18 @@ namespace {
 
 } // namespace
 
-GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options)
+GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options, const Backend& backend)
     : m_graph(std::move(graph))
     , m_options(options)
-    , m_allocator("cpu", options.capacityBytes)
+    , m_backend(backend)
+    , m_allocator(std::string(backend.name()), options.capacityBytes)
     , m_rng(options.seed)
 {
     for (const auto& n : m_graph.nodes()) {
-        if (!isSupportedOnCpu(n.op))
-            throw Error(
-                "node '" + n.name + "' (" + n.opaqueType + ") has no CPU kernel: the engine cannot train this graph");
+        if (!m_backend.supports(n.op))
+            throw Error("node '" + n.name + "' ("
+                + (n.op == OpType::Opaque ? n.opaqueType : std::string(toString(n.op))) + ") has no "
+                + std::string(m_backend.name()) + " kernel: the engine cannot train this graph");
     }
     m_requiresGrad = tensorsRequiringGrad(m_graph);
     m_values.resize(m_graph.tensorCount());
@@ -58,38 +62,43 @@ NdArray GraphExecutor::fromGraphData(const Tensor& t)
 {
     const auto n = numElements(t.shape);
     const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
-    auto a = NdArray::empty(m_allocator, t.shape, isFloat ? DType::F32 : DType::I64);
+    const auto dtype = isFloat ? DType::F32 : DType::I64;
     const auto* p = t.data->data();
     const auto expect = static_cast<std::size_t>(numBytes(t.shape, t.dtype));
     if (t.data->size() != expect)
         throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
             + std::to_string(expect) + " for " + formatShape(t.shape));
+    // Converted on the host to the engine's f32 / i64, then one copy to the device.
+    std::vector<std::byte> host(static_cast<std::size_t>(numBytes(t.shape, dtype)));
+    auto* h = host.data();
     for (std::int64_t i = 0; i < n; ++i) {
         switch (t.dtype) {
         case DType::F32:
-            std::memcpy(a.f32() + i, p + i * 4, 4);
+            std::memcpy(h + i * 4, p + i * 4, 4);
             break;
         case DType::F64: {
             double d = 0;
             std::memcpy(&d, p + i * 8, 8);
-            a.f32()[i] = static_cast<float>(d);
+            const auto f = static_cast<float>(d);
+            std::memcpy(h + i * 4, &f, 4);
             break;
         }
         case DType::I64:
-            std::memcpy(a.i64() + i, p + i * 8, 8);
+            std::memcpy(h + i * 8, p + i * 8, 8);
             break;
         case DType::I32: {
             std::int32_t v = 0;
             std::memcpy(&v, p + i * 4, 4);
-            a.i64()[i] = v;
+            const std::int64_t wide = v;
+            std::memcpy(h + i * 8, &wide, 8);
             break;
         }
         default:
             throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
-                + "; the CPU engine reads f32, f64, i64, i32");
+                + "; the engine reads f32, f64, i64, i32");
         }
     }
-    return a;
+    return m_backend.fromHost(m_allocator, t.shape, dtype, host);
 }
 
 void GraphExecutor::initialize()
@@ -106,14 +115,15 @@ void GraphExecutor::initialize()
                 m_values[t.id.index()] = fromGraphData(t);
                 continue;
             }
-            auto a = NdArray::empty(m_allocator, t.shape);
             const auto init = initFor(m_graph, t.id, consumers);
             // GPT-2 scales the residual projections' init by 1/sqrt(2 * layers) (Radford et al. 2019, 2.3).
             const bool residual = t.name.ends_with("c_proj.weight") && layers > 0;
             const float scale = residual ? 1.0F / std::sqrt(2.0F * static_cast<float>(layers)) : 1.0F;
-            for (std::int64_t i = 0; i < a.numel(); ++i)
-                a.f32()[i] = init == Init::Normal ? scale * normal(m_rng) : init == Init::Ones ? 1.0F : 0.0F;
-            m_values[t.id.index()] = a;
+            std::vector<float> host(static_cast<std::size_t>(numElements(t.shape)));
+            for (auto& x : host) // one draw per element in order: the values do not depend on the backend
+                x = init == Init::Normal ? scale * normal(m_rng) : init == Init::Ones ? 1.0F : 0.0F;
+            m_values[t.id.index()] =
+                m_backend.fromHost(m_allocator, t.shape, DType::F32, std::as_bytes(std::span(host)));
         } else if (t.kind == TensorKind::Constant) {
             if (!t.data)
                 throw Error("constant '" + t.name
@@ -163,12 +173,22 @@ float GraphExecutor::forward()
                     + "', which has no value (an input not fed?)");
             nv.in.push_back(value);
         }
-        runForward(node, nv, ctx);
+        m_backend.forward(node, nv, ctx);
         for (std::size_t i = 0; i < node.outputs.size(); ++i)
             m_values[node.outputs[i].index()] = nv.out[i];
     }
     const auto& out = m_values[m_graph.outputs().front().index()];
-    return out.numel() > 0 ? out.f32()[0] : 0.0F;
+    if (out.numel() == 0)
+        return 0.0F;
+    const auto bytes = m_backend.toHost(out);
+    if (out.dtype() == DType::I64) {
+        std::int64_t first = 0;
+        std::memcpy(&first, bytes.data(), sizeof first);
+        return static_cast<float>(first);
+    }
+    float first = 0;
+    std::memcpy(&first, bytes.data(), sizeof first);
+    return first;
 }
 
 void GraphExecutor::backward()
@@ -177,9 +197,8 @@ void GraphExecutor::backward()
     std::vector<NdArray> grads(m_graph.tensorCount()); // activation gradients of this pass
     const auto loss = m_graph.outputs().front();
     m_allocator.setOwner("loss gradient");
-    grads[loss.index()] = NdArray::empty(m_allocator, m_graph.tensor(loss).shape);
-    for (std::int64_t i = 0; i < grads[loss.index()].numel(); ++i)
-        grads[loss.index()].f32()[i] = 1.0F;
+    grads[loss.index()] = m_backend.zeros(m_allocator, m_graph.tensor(loss).shape);
+    m_backend.fill(grads[loss.index()], 1.0F);
     const auto nodes = m_graph.nodes();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
         const auto& node = *it;
@@ -195,21 +214,19 @@ void GraphExecutor::backward()
         std::vector<bool> need;
         for (auto in : node.inputs)
             need.push_back(m_requiresGrad[in.index()]);
-        auto gradIn = runBackward(node, m_nodeValues[node.id.index()], gradOut, need, ctx);
+        auto gradIn = m_backend.backward(node, m_nodeValues[node.id.index()], gradOut, need, ctx);
         m_nodeValues[node.id.index()] = NodeValues();
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             if (!need[i] || !gradIn[i].defined())
                 continue;
             const auto id = node.inputs[i];
             auto& slot = m_graph.tensor(id).kind == TensorKind::Parameter ? m_grads[id.index()] : grads[id.index()];
-            if (!slot.defined()) {
-                slot = m_graph.tensor(id).kind == TensorKind::Parameter ? gradIn[i].clone() : gradIn[i];
-            } else { // a second consumer (residual branch, tied weight): out of place, views share storage
-                auto sum = NdArray::empty(m_allocator, slot.shape());
-                for (std::int64_t j = 0; j < sum.numel(); ++j)
-                    sum.f32()[j] = slot.f32()[j] + gradIn[i].f32()[j];
-                slot = sum;
-            }
+            if (!slot.defined()) // a parameter's gradient outlives the pass: its own buffer
+                slot = m_graph.tensor(id).kind == TensorKind::Parameter
+                    ? m_backend.copyTo(gradIn[i], m_backend, m_allocator)
+                    : gradIn[i];
+            else // a second consumer (residual branch, tied weight): out of place, views share storage
+                slot = m_backend.add(slot, gradIn[i], m_allocator);
         }
     }
     m_allocator.setOwner("");
@@ -250,7 +267,7 @@ NdArray& GraphExecutor::gradient(TensorId id)
 {
     if (!m_grads[id.index()].defined()) {
         m_allocator.setOwner("gradients");
-        m_grads[id.index()] = NdArray::zeros(m_allocator, m_graph.tensor(id).shape);
+        m_grads[id.index()] = m_backend.zeros(m_allocator, m_graph.tensor(id).shape);
         m_allocator.setOwner("");
     }
     return m_grads[id.index()];

@@ -1,14 +1,15 @@
-// Runs a graph on the CPU backend for training: forward over the node order keeping each node's
-// values for the micro-batch, then backward in reverse, accumulating parameter gradients across
-// micro-batches until zeroGrad.
+// Runs a graph on a device backend (the CPU one by default) for training: forward over the node
+// order keeping each node's values for the micro-batch, then backward in reverse, accumulating
+// parameter gradients across micro-batches until zeroGrad.
 //
 // Parameters come from the graph's values when it carries them (ONNX initializers, checkpoints)
 // and from a seeded initialisation otherwise: N(0, 0.02) for weights and tables, ones for norm
 // scales, zeros for biases and norm shifts (GPT-2's scheme).
-// Depends on: core (Graph, op_cost's requires-grad analysis), cpu/kernels.h; no Qt, no CUDA.
+// Values live on the backend's device and are read and written only through the backend.
+// Depends on: core (Graph, op_cost's requires-grad analysis), backend.h; no Qt, no CUDA.
 #pragma once
 
-#include "cpu/kernels.h"
+#include "backend.h"
 #include "graph/graph.h"
 
 #include <cstdint>
@@ -29,7 +30,8 @@ struct ExecutorOptions
 class GraphExecutor
 {
 public:
-    explicit GraphExecutor(Graph graph, ExecutorOptions options = {});
+    // Throws ps::Error naming the first node the backend has no kernel for.
+    explicit GraphExecutor(Graph graph, ExecutorOptions options = {}, const Backend& backend = cpuBackend());
 
     [[nodiscard]] const Graph& graph() const
     {
@@ -38,6 +40,10 @@ public:
     [[nodiscard]] Allocator& allocator()
     {
         return m_allocator;
+    }
+    [[nodiscard]] const Backend& backend() const
+    {
+        return m_backend;
     }
 
     // Feeds an Input tensor of the graph (by its name); shape and dtype must match.
@@ -64,6 +70,7 @@ private:
 
     Graph m_graph;
     ExecutorOptions m_options;
+    const Backend& m_backend;
     Allocator m_allocator;
     std::mt19937_64 m_rng;
     std::vector<bool> m_requiresGrad;

@@ -1,7 +1,5 @@
 #include "optimizer.h"
 
-#include <cmath>
-
 namespace ps::engine {
 
 Optimizer::Optimizer(GraphExecutor& executor, OptimizerConfig config)
@@ -13,12 +11,13 @@ Optimizer::Optimizer(GraphExecutor& executor, OptimizerConfig config)
         throw Error("unknown optimizer '" + m_config.kind + "' (adamw or sgd)");
     if (!(m_config.lr > 0))
         throw Error("the learning rate must be positive, got " + std::to_string(m_config.lr));
+    const auto& backend = m_executor.backend();
     m_executor.allocator().setOwner("optimizer state");
     for (auto id : m_params) {
         const auto& shape = m_executor.parameter(id).shape();
-        m_first.push_back(NdArray::zeros(m_executor.allocator(), shape));
+        m_first.push_back(backend.zeros(m_executor.allocator(), shape));
         if (m_config.kind == "adamw")
-            m_second.push_back(NdArray::zeros(m_executor.allocator(), shape));
+            m_second.push_back(backend.zeros(m_executor.allocator(), shape));
     }
     m_executor.allocator().setOwner("");
 }
@@ -26,38 +25,19 @@ Optimizer::Optimizer(GraphExecutor& executor, OptimizerConfig config)
 void Optimizer::step(float gradScale)
 {
     ++m_steps;
-    const auto lr = static_cast<float>(m_config.lr);
-    const auto wd = static_cast<float>(m_config.weightDecay);
-    const auto b1 = static_cast<float>(m_config.beta1);
-    const auto b2 = static_cast<float>(m_config.beta2);
-    const auto eps = static_cast<float>(m_config.eps);
-    const auto correction1 = 1.0F - std::pow(b1, static_cast<float>(m_steps));
-    const auto correction2Sqrt = std::sqrt(1.0F - std::pow(b2, static_cast<float>(m_steps)));
-    const auto momentum = static_cast<float>(m_config.momentum);
+    const auto& backend = m_executor.backend();
+    const AdamWUpdate adamw { static_cast<float>(m_config.lr), static_cast<float>(m_config.beta1),
+        static_cast<float>(m_config.beta2), static_cast<float>(m_config.eps), static_cast<float>(m_config.weightDecay),
+        gradScale, m_steps };
+    const SgdUpdate sgd { static_cast<float>(m_config.lr), static_cast<float>(m_config.momentum),
+        static_cast<float>(m_config.weightDecay), gradScale, m_steps == 1 };
     for (std::size_t k = 0; k < m_params.size(); ++k) {
         auto& p = m_executor.parameter(m_params[k]);
         const auto& g = m_executor.gradient(m_params[k]);
-        float* w = p.f32();
-        const float* gr = g.f32();
-        float* m = m_first[k].f32();
-        const auto n = p.numel();
-        if (m_config.kind == "adamw") {
-            float* v = m_second[k].f32();
-            for (std::int64_t i = 0; i < n; ++i) { // torch.optim.AdamW (decoupled decay, then Adam)
-                const float gi = gr[i] * gradScale;
-                w[i] *= 1.0F - lr * wd;
-                m[i] = b1 * m[i] + (1.0F - b1) * gi;
-                v[i] = b2 * v[i] + (1.0F - b2) * gi * gi;
-                const float denom = std::sqrt(v[i]) / correction2Sqrt + eps;
-                w[i] -= lr / correction1 * m[i] / denom;
-            }
-        } else {
-            for (std::int64_t i = 0; i < n; ++i) { // torch.optim.SGD (dampening 0, buffer = g on step 1)
-                const float gi = gr[i] * gradScale + wd * w[i];
-                m[i] = m_steps == 1 ? gi : momentum * m[i] + gi;
-                w[i] -= lr * m[i];
-            }
-        }
+        if (m_config.kind == "adamw")
+            backend.adamw(p, g, m_first[k], m_second[k], adamw);
+        else
+            backend.sgd(p, g, m_first[k], sgd);
     }
 }
 

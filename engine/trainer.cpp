@@ -1,8 +1,10 @@
 #include "trainer.h"
 
+#include "cpu/kernels.h"
+
 #include <chrono>
 #include <cmath>
-#include <cstring>
+#include <span>
 
 namespace ps::engine {
 namespace {
@@ -76,12 +78,17 @@ StepResult Trainer::step()
     m_executor->zeroGrad();
     double loss = 0;
     for (std::int64_t k = 0; k < m_options.accumulation; ++k) {
-        m_executor->allocator().setOwner("input batch");
-        auto ids = NdArray::empty(m_executor->allocator(), { m_batch, m_seq }, DType::I64);
-        auto labels = NdArray::empty(m_executor->allocator(), { m_batch, m_seq }, DType::I64);
-        m_data.sample(m_sampler, m_batch, m_seq, ids.i64(), labels.i64());
-        m_executor->setInput("input_ids", ids);
-        m_executor->setInput("labels", labels);
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(m_batch * m_seq)); // (B, T) on the host
+        std::vector<std::int64_t> labels(ids.size());
+        m_data.sample(m_sampler, m_batch, m_seq, ids.data(), labels.data());
+        const auto& backend = m_executor->backend();
+        auto& allocator = m_executor->allocator();
+        allocator.setOwner("input batch");
+        auto idsOnDevice = backend.fromHost(allocator, { m_batch, m_seq }, DType::I64, std::as_bytes(std::span(ids)));
+        auto labelsOnDevice =
+            backend.fromHost(allocator, { m_batch, m_seq }, DType::I64, std::as_bytes(std::span(labels)));
+        m_executor->setInput("input_ids", std::move(idsOnDevice));
+        m_executor->setInput("labels", std::move(labelsOnDevice));
         loss += m_executor->forward();
         m_executor->backward();
         m_executor->releaseActivations();
@@ -99,10 +106,7 @@ std::vector<std::pair<TensorId, std::vector<std::byte>>> Trainer::parameterBytes
 {
     std::vector<std::pair<TensorId, std::vector<std::byte>>> out;
     for (auto id : m_executor->parameterIds()) {
-        const auto& p = m_executor->parameter(id);
-        std::vector<std::byte> bytes(static_cast<std::size_t>(p.bytes()));
-        std::memcpy(bytes.data(), p.f32(), bytes.size());
-        out.emplace_back(id, std::move(bytes));
+        out.emplace_back(id, m_executor->backend().toHost(m_executor->parameter(id)));
     }
     return out;
 }

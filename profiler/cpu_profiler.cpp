@@ -1,11 +1,14 @@
 #include "cpu_profiler.h"
 
+#include "cpu/kernels.h"
 #include "executor.h"
 #include "graph/op_cost.h"
 #include "optimizer.h"
 #include "util/error.h"
 
 #include <chrono>
+#include <span>
+#include <vector>
 
 namespace ps::profiler {
 namespace {
@@ -41,25 +44,29 @@ namespace {
             if (t.kind != TensorKind::Input)
                 continue;
             const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
-            auto a = engine::NdArray::empty(ex.allocator(), t.shape, isFloat ? DType::F32 : DType::I64);
+            const auto n = static_cast<std::size_t>(numElements(t.shape));
             if (isFloat) {
                 std::normal_distribution<float> normal(0.0F, 1.0F);
-                for (std::int64_t i = 0; i < a.numel(); ++i)
-                    a.f32()[i] = normal(rng);
+                std::vector<float> host(n);
+                for (auto& x : host)
+                    x = normal(rng);
+                ex.setInput(
+                    t.name, ex.backend().fromHost(ex.allocator(), t.shape, DType::F32, std::as_bytes(std::span(host))));
             } else {
                 std::uniform_int_distribution<std::int64_t> u(0, idBound(g, t.id) - 1);
-                for (std::int64_t i = 0; i < a.numel(); ++i)
-                    a.i64()[i] = u(rng);
+                std::vector<std::int64_t> host(n);
+                for (auto& x : host)
+                    x = u(rng);
+                ex.setInput(
+                    t.name, ex.backend().fromHost(ex.allocator(), t.shape, DType::I64, std::as_bytes(std::span(host))));
             }
-            ex.setInput(t.name, a);
         }
     }
 
-    engine::NdArray filled(engine::Allocator& alloc, const Shape& shape, float value)
+    engine::NdArray filled(const engine::Backend& backend, engine::Allocator& alloc, const Shape& shape, float value)
     {
-        auto a = engine::NdArray::empty(alloc, shape);
-        for (std::int64_t i = 0; i < a.numel(); ++i)
-            a.f32()[i] = value;
+        auto a = backend.zeros(alloc, shape);
+        backend.fill(a, value);
         return a;
     }
 
@@ -108,6 +115,7 @@ CpuProfileRun measureOnCpu(
     }
     (void)ex.forward(); // every tensor's value, as the nodes' inputs
     auto& alloc = ex.allocator();
+    const auto& backend = ex.backend();
     std::mt19937_64 dropout(options.seed + 17);
     engine::KernelContext ctx { alloc, dropout, true };
     for (const auto& node : graph.nodes()) {
@@ -121,7 +129,7 @@ CpuProfileRun measureOnCpu(
             v.in = inputs;
             const auto before = alloc.current();
             alloc.resetPeak();
-            engine::runForward(node, v, ctx);
+            backend.forward(node, v, ctx);
             const auto retained = alloc.current() - before;
             m.savedBytes = 0;
             for (const auto& s : v.saved)
@@ -139,8 +147,8 @@ CpuProfileRun measureOnCpu(
         if (any && trainable) {
             std::vector<engine::NdArray> gradOut;
             for (const auto& out : kept.out)
-                gradOut.push_back(filled(alloc, out.shape(), 1e-3F));
-            m.backwardNs = timeRepeats(options, [&] { (void)engine::runBackward(node, kept, gradOut, need, ctx); });
+                gradOut.push_back(filled(backend, alloc, out.shape(), 1e-3F));
+            m.backwardNs = timeRepeats(options, [&] { (void)backend.backward(node, kept, gradOut, need, ctx); });
         }
         // Saved for backward: the activations the op formulas keep (inputs or outputs, counted as the
         // analytical profile counts them) plus what the kernel really stored besides them.

@@ -305,6 +305,18 @@ PlanAlgorithm parsePlanAlgorithm(std::string_view text)
         + "' (dawnpiper, pipedream, pipedream-mem, gpipe, compute-balanced, memory-balanced, exhaustive)");
 }
 
+namespace {
+
+    nlohmann::ordered_json tensorIds(const std::vector<TensorId>& ids)
+    {
+        auto out = nlohmann::ordered_json::array();
+        for (auto id : ids)
+            out.push_back(id.value);
+        return out;
+    }
+
+} // namespace
+
 std::string planToJson(const Plan& plan)
 {
     nlohmann::ordered_json stages = nlohmann::ordered_json::array();
@@ -312,7 +324,9 @@ std::string planToJson(const Plan& plan)
         stages.push_back({ { "time_ms", s.timeNs / 1e6 }, { "overhead_ms", s.overheadNs / 1e6 },
             { "peak_bytes", s.peakBytes }, { "fits", s.fits }, { "parameters", s.cost.parameterCount },
             { "activation_bytes", s.cost.activationBytes }, { "swapped_bytes", s.memoryPlan.swappedBytes },
-            { "recomputed_bytes", s.memoryPlan.recomputedBytes }, { "send_bytes", s.cost.sendForwardBytes } });
+            { "recomputed_bytes", s.memoryPlan.recomputedBytes }, { "send_bytes", s.cost.sendForwardBytes },
+            { "swapped_tensors", tensorIds(s.memoryPlan.swappedTensors) },
+            { "recomputed_tensors", tensorIds(s.memoryPlan.recomputedTensors) } });
     }
     const nlohmann::ordered_json j = { { "algorithm", plan.algorithm }, { "schedule", scheduleName(plan.schedule) },
         { "stages", plan.schedule.stages }, { "micro_batches", plan.schedule.microBatches },

@@ -216,6 +216,7 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
         const auto& t = m_graph.tensor(roots[i]);
         const auto local = lastSaver[i] - begin;
         SavedTensorInfo s;
+        s.root = roots[i];
         s.bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
         s.forwardEndNs = fwdEnd[local + 1];
         s.backwardUseNs = fwdEnd.back() + bwdAfter[local + 1];
@@ -282,6 +283,7 @@ void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage,
         if (freeTime(candidates[i]) < 0 || streamBusy + swap > swapBudget)
             continue;
         plan.swappedBytes += candidates[i].bytes;
+        plan.swappedTensors.push_back(candidates[i].root);
         streamBusy += swap;
         used[i] = true;
     }
@@ -319,9 +321,11 @@ void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage,
             continue; // earlier choices used up the copy budget
         if (ch.swap) {
             plan.swappedBytes += s.bytes;
+            plan.swappedTensors.push_back(s.root);
             streamBusy += 1e9 * s.bytes / hostBandwidth;
         } else {
             plan.recomputedBytes += s.bytes;
+            plan.recomputedTensors.push_back(s.root);
             plan.recomputeNs += s.recomputeNs;
         }
         overhead += ch.cost;

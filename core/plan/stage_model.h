@@ -27,6 +27,7 @@ struct PlannerLimits
 // One saved storage of a stage: the candidates of the memory optimizer (DawnPiper §4.3).
 struct SavedTensorInfo
 {
+    TensorId root; // the storage
     double bytes = 0; // one micro-batch
     double forwardEndNs = 0; // when its last forward use ends, from the stage's start
     double backwardUseNs = 0; // when backward first needs it

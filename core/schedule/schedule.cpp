@@ -229,7 +229,7 @@ std::string scheduleName(const ScheduleSpec& s)
 Schedule generateSchedule(const ScheduleSpec& spec)
 {
     checkSpec(spec);
-    Schedule schedule { spec, std::vector<std::vector<Action>>(static_cast<std::size_t>(spec.devices())) };
+    Schedule schedule { spec, std::vector<std::vector<Action>>(static_cast<std::size_t>(spec.devices())), {} };
     const int S = spec.stages;
     const int M = spec.microBatches;
     for (int d = 0; d < spec.devices(); ++d) {
@@ -270,10 +270,82 @@ Schedule generateSchedule(const ScheduleSpec& spec)
     return schedule;
 }
 
+namespace {
+
+    // Whether `a` may run once the actions marked in `done` have: the previous stage's forward of the
+    // micro-batch before a forward, the next stage's backward before an input-gradient backward.
+    bool dependenciesDone(const Action& a, int stages, const std::vector<std::vector<char>>& forwardDone,
+        const std::vector<std::vector<char>>& backwardDone)
+    {
+        const auto s = static_cast<int>(a.stage.value);
+        if (a.type == ActionType::Forward)
+            return s == 0 || forwardDone[static_cast<std::size_t>(s - 1)][a.microBatch.index()] != 0;
+        if (a.type == ActionType::Backward || a.type == ActionType::BackwardInput)
+            return s == stages - 1 || backwardDone[static_cast<std::size_t>(s + 1)][a.microBatch.index()] != 0;
+        return true;
+    }
+
+} // namespace
+
+Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stageDevices)
+{
+    const int S = perStage.spec.stages;
+    if (static_cast<int>(perStage.devices.size()) != S || static_cast<int>(stageDevices.size()) != S)
+        throw Error("schedule: a stage-to-device map needs one device per stage (" + std::to_string(S) + ")");
+    std::uint32_t deviceCount = 0;
+    for (auto d : stageDevices)
+        deviceCount = std::max(deviceCount, d.value + 1);
+    std::vector<char> used(deviceCount, 0);
+    for (auto d : stageDevices)
+        used[d.index()] = 1;
+    for (std::uint32_t d = 0; d < deviceCount; ++d) {
+        if (used[d] == 0)
+            throw Error("schedule: device " + std::to_string(d) + " has no stage in the stage-to-device map");
+    }
+    const auto M = static_cast<std::size_t>(perStage.spec.microBatches);
+    std::vector<std::vector<char>> fwd(static_cast<std::size_t>(S), std::vector<char>(M, 0));
+    std::vector<std::vector<char>> bwd = fwd;
+    std::vector<std::size_t> next(static_cast<std::size_t>(S), 0);
+    Schedule out { perStage.spec, std::vector<std::vector<Action>>(deviceCount), stageDevices };
+    std::size_t remaining = perStage.actionCount();
+    while (remaining > 0) {
+        bool progressed = false;
+        for (std::uint32_t d = 0; d < deviceCount; ++d) {
+            int pick = -1; // one action per device per round, as if each took one time unit
+            for (int s = 0; s < S; ++s) {
+                const auto& list = perStage.devices[static_cast<std::size_t>(s)];
+                const auto i = next[static_cast<std::size_t>(s)];
+                if (stageDevices[static_cast<std::size_t>(s)].value != d || i >= list.size()
+                    || !dependenciesDone(list[i], S, fwd, bwd))
+                    continue;
+                const bool backward = list[i].type != ActionType::Forward;
+                if (pick < 0
+                    || (backward
+                        && perStage.devices[static_cast<std::size_t>(pick)][next[static_cast<std::size_t>(pick)]].type
+                            == ActionType::Forward))
+                    pick = s;
+            }
+            if (pick < 0)
+                continue;
+            const auto& a = perStage.devices[static_cast<std::size_t>(pick)][next[static_cast<std::size_t>(pick)]++];
+            out.devices[d].push_back(a);
+            if (a.type == ActionType::Forward)
+                fwd[a.stage.index()][a.microBatch.index()] = 1;
+            if (a.type == ActionType::Backward || a.type == ActionType::BackwardInput)
+                bwd[a.stage.index()][a.microBatch.index()] = 1;
+            --remaining;
+            progressed = true;
+        }
+        if (!progressed)
+            throw Error("schedule: the stage-to-device map deadlocks this schedule");
+    }
+    return out;
+}
+
 Schedule withCommunication(const Schedule& schedule)
 {
     const int S = schedule.spec.stages;
-    Schedule out { schedule.spec, std::vector<std::vector<Action>>(schedule.devices.size()) };
+    Schedule out { schedule.spec, std::vector<std::vector<Action>>(schedule.devices.size()), schedule.stageDevices };
     for (std::size_t d = 0; d < schedule.devices.size(); ++d) {
         auto& seq = out.devices[d];
         for (const auto& a : schedule.devices[d]) {

@@ -61,9 +61,14 @@ struct Schedule
 {
     ScheduleSpec spec;
     std::vector<std::vector<Action>> devices; // per device, in execution order
+    // The device of every stage; empty: stage % devices (one stage per device, or interleaved's
+    // round robin). FTPipe's Mixed-pipe places non-adjacent stages on one device.
+    std::vector<DeviceId> stageDevices;
 
     [[nodiscard]] DeviceId deviceOf(StageId stage) const
     {
+        if (!stageDevices.empty())
+            return stageDevices[stage.index()];
         return DeviceId(stage.value % static_cast<std::uint32_t>(devices.size()));
     }
     [[nodiscard]] bool splitBackward() const; // has BackwardInput/BackwardWeight
@@ -81,6 +86,11 @@ struct Schedule
 // The compute actions (F, B or B/W, and OPT_STEP) of every device. Throws ps::Error for
 // impossible parameters (k > M, M not divisible by the devices for interleaved, ...).
 [[nodiscard]] Schedule generateSchedule(const ScheduleSpec& spec);
+// Places the stages of a one-stage-per-device schedule on devices by `stageDevices` (one entry
+// per stage, every device in 0..D-1 used): each device's list merges its stages' lists in an order
+// the dependencies allow (a forward after the previous stage's, a backward after the next stage's),
+// backward first when both are ready. Throws ps::Error for a map of the wrong size or an unused device.
+[[nodiscard]] Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stageDevices);
 // Adds SEND/RECV around the compute actions (lowering, as PyTorch's _add_send_recv).
 [[nodiscard]] Schedule withCommunication(const Schedule& schedule);
 

@@ -69,7 +69,7 @@ bool hasMemoryActions(const Schedule& schedule)
 
 Schedule withMemoryActions(const Schedule& schedule, const std::vector<StageMemoryPlan>& plans)
 {
-    Schedule out { schedule.spec, {} };
+    Schedule out { schedule.spec, {}, schedule.stageDevices };
     for (const auto& device : schedule.devices) {
         std::vector<Action> seq;
         for (const auto& a : device) {

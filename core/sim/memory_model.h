@@ -22,6 +22,10 @@ struct StageMemoryPlan
     double swappedBytes = 0; // saved activations moved to host after F and back before B
     double recomputedBytes = 0; // saved activations dropped after F and recomputed before B
     double recomputeNs = 0; // forward time of the recomputed part
+    // Which saved storages (their root tensors) the bytes above are: what the engine swaps and
+    // drops. Empty with non-zero bytes for plans stored before the tensors were recorded.
+    std::vector<TensorId> swappedTensors;
+    std::vector<TensorId> recomputedTensors;
 };
 
 struct DeviceMemory

@@ -1,19 +1,14 @@
-// Internal to the CPU kernels: the per-family entry points runForward/runBackward dispatch to, and
-// the broadcasting helpers they share.
+// Internal to the CPU backend: the per-family registration of its kernels (one forward and one
+// backward function per op, in kernels_math/nn/layout/conv.cpp) and the broadcasting helpers they
+// share.
 #pragma once
 
-#include "cpu/kernels.h"
+#include "backend.h"
 
+#include <cstdint>
 #include <functional>
 
 namespace ps::engine::detail {
-
-struct Backward
-{
-    const std::vector<NdArray>& gradOut;
-    const std::vector<bool>& needGrad;
-    std::vector<NdArray>& gradIn;
-};
 
 // For every element of `out`: the flat offsets into operands of shapes `a` and `b` broadcast to it.
 void forEachBroadcast(const Shape& out, const Shape& a, const Shape& b,
@@ -24,13 +19,13 @@ void forEachBroadcast(const Shape& out, const Shape& a, const Shape& b,
 // A zero array where a gradient is undefined (an unused output).
 [[nodiscard]] NdArray gradOrZeros(const NdArray& grad, const Shape& shape, Allocator& allocator);
 
-void mathForward(const Node& node, NodeValues& v, KernelContext& ctx);
-void mathBackward(const Node& node, const NodeValues& v, Backward& b, KernelContext& ctx);
-void nnForward(const Node& node, NodeValues& v, KernelContext& ctx);
-void nnBackward(const Node& node, const NodeValues& v, Backward& b, KernelContext& ctx);
-void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx);
-void layoutBackward(const Node& node, const NodeValues& v, Backward& b, KernelContext& ctx);
-void convForward(const Node& node, NodeValues& v, KernelContext& ctx);
-void convBackward(const Node& node, const NodeValues& v, Backward& b, KernelContext& ctx);
+// MatMul, the broadcasting binary ops, activations, ReduceMean.
+void registerMathKernels(KernelTable& table);
+// Embedding, normalizations, Softmax, Mask, Dropout, CrossEntropy.
+void registerNnKernels(KernelTable& table);
+// Reshape, Transpose, Split, Slice, Concat, Select, Expand.
+void registerLayoutKernels(KernelTable& table);
+// Conv, BatchNorm, MaxPool, GlobalAvgPool.
+void registerConvKernels(KernelTable& table);
 
 } // namespace ps::engine::detail

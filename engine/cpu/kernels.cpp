@@ -1,8 +1,10 @@
+// The broadcasting helpers the CPU kernels share, and the BLAS thread setting.
+#include "cpu/kernels.h"
+
 #include "cpu/kernel_impl.h"
 
 #include <algorithm>
 #include <cblas.h>
-#include <cstring>
 
 namespace ps::engine {
 namespace detail {
@@ -84,111 +86,10 @@ namespace detail {
 
 } // namespace detail
 
-bool isSupportedOnCpu(OpType op)
-{
-    return op != OpType::Opaque;
-}
-
 void setComputeThreads(int threads)
 {
     if (threads > 0)
         openblas_set_num_threads(threads);
-}
-
-namespace {
-
-    enum class Family { Math, Nn, Layout, Conv };
-
-    Family familyOf(const Node& node)
-    {
-        switch (node.op) {
-        case OpType::MatMul:
-        case OpType::BiasAdd:
-        case OpType::Add:
-        case OpType::Sub:
-        case OpType::Mul:
-        case OpType::Div:
-        case OpType::Scale:
-        case OpType::Pow:
-        case OpType::Sqrt:
-        case OpType::Erf:
-        case OpType::Relu:
-        case OpType::Tanh:
-        case OpType::Gelu:
-        case OpType::ReduceMean:
-            return Family::Math;
-        case OpType::Embedding:
-        case OpType::LayerNorm:
-        case OpType::RMSNorm:
-        case OpType::Softmax:
-        case OpType::Mask:
-        case OpType::Dropout:
-        case OpType::CrossEntropy:
-            return Family::Nn;
-        case OpType::Reshape:
-        case OpType::Transpose:
-        case OpType::Split:
-        case OpType::Slice:
-        case OpType::Concat:
-        case OpType::Select:
-        case OpType::Expand:
-            return Family::Layout;
-        case OpType::Conv:
-        case OpType::BatchNorm:
-        case OpType::MaxPool:
-        case OpType::GlobalAvgPool:
-            return Family::Conv;
-        case OpType::Opaque:
-            break;
-        }
-        throw Error("node '" + node.name + "': the CPU engine cannot run " + node.opaqueType
-            + " (imported without a mapping to an IR op)");
-    }
-
-} // namespace
-
-void runForward(const Node& node, NodeValues& values, KernelContext& ctx)
-{
-    ctx.allocator.setOwner(node.name);
-    switch (familyOf(node)) {
-    case Family::Math:
-        detail::mathForward(node, values, ctx);
-        break;
-    case Family::Nn:
-        detail::nnForward(node, values, ctx);
-        break;
-    case Family::Layout:
-        detail::layoutForward(node, values, ctx);
-        break;
-    case Family::Conv:
-        detail::convForward(node, values, ctx);
-        break;
-    }
-    ctx.allocator.setOwner("");
-}
-
-std::vector<NdArray> runBackward(const Node& node, const NodeValues& values, const std::vector<NdArray>& gradOut,
-    const std::vector<bool>& needGrad, KernelContext& ctx)
-{
-    ctx.allocator.setOwner(node.name + " (backward)");
-    std::vector<NdArray> gradIn(values.in.size());
-    detail::Backward b { gradOut, needGrad, gradIn };
-    switch (familyOf(node)) {
-    case Family::Math:
-        detail::mathBackward(node, values, b, ctx);
-        break;
-    case Family::Nn:
-        detail::nnBackward(node, values, b, ctx);
-        break;
-    case Family::Layout:
-        detail::layoutBackward(node, values, b, ctx);
-        break;
-    case Family::Conv:
-        detail::convBackward(node, values, b, ctx);
-        break;
-    }
-    ctx.allocator.setOwner("");
-    return gradIn;
 }
 
 } // namespace ps::engine

@@ -90,7 +90,7 @@ namespace {
         return d;
     }
 
-    void convForwardImpl(const Node& node, NodeValues& v, KernelContext& ctx)
+    void convForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         const auto& weight = v.in[1];
@@ -116,7 +116,7 @@ namespace {
         v.out = { out };
     }
 
-    void convBackwardImpl(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+    void convBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         const auto& weight = v.in[1];
@@ -213,7 +213,7 @@ namespace {
         v.saved = { mean, rstd };
     }
 
-    void batchNormBackward(const NodeValues& v, Backward& g, KernelContext& ctx)
+    void batchNormBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         const auto& dy = g.gradOut[0];
@@ -258,19 +258,11 @@ namespace {
             g.gradIn[2] = dbeta;
     }
 
-} // namespace
+    // ---- MaxPool (the argmax of each window saved for backward) and GlobalAvgPool ----
 
-void convForward(const Node& node, NodeValues& v, KernelContext& ctx)
-{
-    const auto& x = v.in[0];
-    switch (node.op) {
-    case OpType::Conv:
-        convForwardImpl(node, v, ctx);
-        return;
-    case OpType::BatchNorm:
-        batchNormForward(node, v, ctx);
-        return;
-    case OpType::MaxPool: {
+    void maxPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
         const auto k = node.intsAttr("kernel");
         const auto w = windowOf(node, x.shape(), k[0], k[1]);
         const auto planes = x.shape()[0] * x.shape()[1];
@@ -300,38 +292,12 @@ void convForward(const Node& node, NodeValues& v, KernelContext& ctx)
         }
         v.out = { out };
         v.saved = { argmax };
-        return;
     }
-    case OpType::GlobalAvgPool: {
-        const auto planes = x.shape()[0] * x.shape()[1];
-        const auto area = x.shape()[2] * x.shape()[3];
-        auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], 1, 1 });
-        for (std::int64_t pl = 0; pl < planes; ++pl) {
-            double sum = 0;
-            for (std::int64_t s = 0; s < area; ++s)
-                sum += x.f32()[pl * area + s];
-            out.f32()[pl] = static_cast<float>(sum / static_cast<double>(area));
-        }
-        v.out = { out };
-        return;
-    }
-    default:
-        throw Error("node '" + node.name + "': not a convolutional op");
-    }
-}
 
-void convBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
-{
-    const auto& x = v.in[0];
-    const auto& dy = g.gradOut[0];
-    switch (node.op) {
-    case OpType::Conv:
-        convBackwardImpl(node, v, g, ctx);
-        return;
-    case OpType::BatchNorm:
-        batchNormBackward(v, g, ctx);
-        return;
-    case OpType::MaxPool: {
+    void maxPoolBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto& dy = g.gradOut[0];
         auto dx = NdArray::zeros(ctx.allocator, x.shape());
         const auto& argmax = v.saved[0];
         const auto planes = x.shape()[0] * x.shape()[1];
@@ -345,9 +311,27 @@ void convBackward(const Node& node, const NodeValues& v, Backward& g, KernelCont
             }
         }
         g.gradIn[0] = dx;
-        return;
     }
-    case OpType::GlobalAvgPool: {
+
+    void globalAvgPoolForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto planes = x.shape()[0] * x.shape()[1];
+        const auto area = x.shape()[2] * x.shape()[3];
+        auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], 1, 1 });
+        for (std::int64_t pl = 0; pl < planes; ++pl) {
+            double sum = 0;
+            for (std::int64_t s = 0; s < area; ++s)
+                sum += x.f32()[pl * area + s];
+            out.f32()[pl] = static_cast<float>(sum / static_cast<double>(area));
+        }
+        v.out = { out };
+    }
+
+    void globalAvgPoolBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto& dy = g.gradOut[0];
         auto dx = NdArray::empty(ctx.allocator, x.shape());
         const auto planes = x.shape()[0] * x.shape()[1];
         const auto area = x.shape()[2] * x.shape()[3];
@@ -356,11 +340,16 @@ void convBackward(const Node& node, const NodeValues& v, Backward& g, KernelCont
                 dx.f32()[pl * area + s] = dy.f32()[pl] / static_cast<float>(area);
         }
         g.gradIn[0] = dx;
-        return;
     }
-    default:
-        throw Error("node '" + node.name + "': not a convolutional op");
-    }
+
+} // namespace
+
+void registerConvKernels(KernelTable& table)
+{
+    table.add(OpType::Conv, { convForward, convBackward });
+    table.add(OpType::BatchNorm, { batchNormForward, batchNormBackward });
+    table.add(OpType::MaxPool, { maxPoolForward, maxPoolBackward });
+    table.add(OpType::GlobalAvgPool, { globalAvgPoolForward, globalAvgPoolBackward });
 }
 
 } // namespace ps::engine::detail

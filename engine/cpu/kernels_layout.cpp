@@ -1,6 +1,7 @@
 // Layout ops: Reshape (a view), Transpose, Split, Slice, Concat, Select and Expand.
 #include "cpu/kernel_impl.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ps::engine::detail {
@@ -82,14 +83,11 @@ namespace {
         return out;
     }
 
-} // namespace
+    // ---- Forward and backward of each op ----
 
-void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
-{
-    const auto& x = v.in[0];
-    const auto rank = x.shape().size();
-    switch (node.op) {
-    case OpType::Reshape: {
+    void reshapeForward(const Node& node, NodeValues& v, KernelContext&)
+    {
+        const auto& x = v.in[0];
         Shape shape = node.intsAttr("shape");
         std::int64_t known = 1;
         for (auto d : shape)
@@ -99,13 +97,31 @@ void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
                 d = x.numel() / known;
         }
         v.out = { x.view(shape) };
-        return;
     }
-    case OpType::Transpose:
-        v.out = { transpose(x, node.intsAttr("perm"), ctx) };
-        return;
-    case OpType::Split: {
-        const auto axis = axisOf(node, "axis", -1, rank);
+
+    void reshapeBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext&)
+    {
+        g.gradIn[0] = g.gradOut[0].view(v.in[0].shape());
+    }
+
+    void transposeForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { transpose(v.in[0], node.intsAttr("perm"), ctx) };
+    }
+
+    void transposeBackward(const Node& node, const NodeValues&, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto perm = node.intsAttr("perm");
+        std::vector<std::int64_t> inverse(perm.size());
+        for (std::size_t i = 0; i < perm.size(); ++i)
+            inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+        g.gradIn[0] = transpose(g.gradOut[0], inverse, ctx);
+    }
+
+    void splitForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", -1, x.shape().size());
         std::int64_t start = 0;
         v.out.clear();
         for (auto size : node.intsAttr("sizes")) {
@@ -116,10 +132,26 @@ void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
             v.out.push_back(part);
             start += size;
         }
-        return;
     }
-    case OpType::Slice: {
-        const auto axis = axisOf(node, "axis", 0, rank);
+
+    void splitBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", -1, x.shape().size());
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        std::int64_t start = 0;
+        for (std::size_t i = 0; i < v.out.size(); ++i) {
+            const auto part = gradOrZeros(g.gradOut[i], v.out[i].shape(), ctx.allocator);
+            copyAxis(part, 0, dx, start, part.shape()[axis], axis);
+            start += part.shape()[axis];
+        }
+        g.gradIn[0] = dx;
+    }
+
+    void sliceForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
         const auto start = node.intAttr("start", 0);
         const auto end = std::min(node.intAttr("end", x.shape()[axis]), x.shape()[axis]);
         auto shape = x.shape();
@@ -127,11 +159,34 @@ void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
         auto out = NdArray::empty(ctx.allocator, shape);
         copyAxis(x, start, out, 0, end - start, axis);
         v.out = { out };
-        return;
     }
-    case OpType::Concat: {
-        const auto axis = axisOf(node, "axis", 0, rank);
-        auto shape = x.shape();
+
+    // Slice and Select: the output gradient lands in zeros at the positions forward took.
+    void takenBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx, bool select)
+    {
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        auto part = g.gradOut[0];
+        if (select) {
+            auto kept = x.shape();
+            kept[axis] = 1;
+            part = part.view(kept);
+        }
+        const auto start = select ? node.intAttr("index", 0) : node.intAttr("start", 0);
+        copyAxis(part, 0, dx, start, part.shape()[axis], axis);
+        g.gradIn[0] = dx;
+    }
+
+    void sliceBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        takenBackward(node, v, g, ctx, false);
+    }
+
+    void concatForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto axis = axisOf(node, "axis", 0, v.in[0].shape().size());
+        auto shape = v.in[0].shape();
         shape[axis] = 0;
         for (const auto& in : v.in)
             shape[axis] += in.shape()[axis];
@@ -142,10 +197,27 @@ void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
             at += in.shape()[axis];
         }
         v.out = { out };
-        return;
     }
-    case OpType::Select: {
-        const auto axis = axisOf(node, "axis", 0, rank);
+
+    void concatBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto axis = axisOf(node, "axis", 0, v.in[0].shape().size());
+        std::int64_t at = 0;
+        for (std::size_t i = 0; i < v.in.size(); ++i) {
+            const auto len = v.in[i].shape()[axis];
+            if (g.needGrad[i]) {
+                auto part = NdArray::empty(ctx.allocator, v.in[i].shape());
+                copyAxis(g.gradOut[0], at, part, 0, len, axis);
+                g.gradIn[i] = part;
+            }
+            at += len;
+        }
+    }
+
+    void selectForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
         auto kept = x.shape();
         kept[axis] = 1;
         auto out = NdArray::empty(ctx.allocator, kept);
@@ -153,9 +225,17 @@ void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
         Shape shape = x.shape();
         shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
         v.out = { out.view(shape) };
-        return;
     }
-    case OpType::Expand: {
+
+    void selectBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        takenBackward(node, v, g, ctx, true);
+    }
+
+    void expandForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto rank = x.shape().size();
         const auto target = node.intsAttr("shape");
         const auto r = std::max(target.size(), rank);
         Shape shape(r, 1);
@@ -170,76 +250,24 @@ void layoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
         forEachBroadcast(
             shape, x.shape(), x.shape(), [&](std::int64_t i, std::int64_t ia, std::int64_t) { dst[i] = src[ia]; });
         v.out = { out };
-        return;
     }
-    default:
-        throw Error("node '" + node.name + "': not a layout op");
-    }
-}
 
-void layoutBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+    void expandBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = reduceToShape(g.gradOut[0], v.in[0].shape(), ctx.allocator);
+    }
+
+} // namespace
+
+void registerLayoutKernels(KernelTable& table)
 {
-    const auto& x = v.in[0];
-    const auto rank = x.shape().size();
-    switch (node.op) {
-    case OpType::Reshape:
-        g.gradIn[0] = g.gradOut[0].view(x.shape());
-        return;
-    case OpType::Transpose: {
-        const auto perm = node.intsAttr("perm");
-        std::vector<std::int64_t> inverse(perm.size());
-        for (std::size_t i = 0; i < perm.size(); ++i)
-            inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
-        g.gradIn[0] = transpose(g.gradOut[0], inverse, ctx);
-        return;
-    }
-    case OpType::Split: {
-        const auto axis = axisOf(node, "axis", -1, rank);
-        auto dx = NdArray::empty(ctx.allocator, x.shape());
-        std::int64_t start = 0;
-        for (std::size_t i = 0; i < v.out.size(); ++i) {
-            const auto part = gradOrZeros(g.gradOut[i], v.out[i].shape(), ctx.allocator);
-            copyAxis(part, 0, dx, start, part.shape()[axis], axis);
-            start += part.shape()[axis];
-        }
-        g.gradIn[0] = dx;
-        return;
-    }
-    case OpType::Slice:
-    case OpType::Select: {
-        const auto axis = axisOf(node, "axis", 0, rank);
-        auto dx = NdArray::zeros(ctx.allocator, x.shape());
-        auto part = g.gradOut[0];
-        if (node.op == OpType::Select) {
-            auto kept = x.shape();
-            kept[axis] = 1;
-            part = part.view(kept);
-        }
-        const auto start = node.op == OpType::Select ? node.intAttr("index", 0) : node.intAttr("start", 0);
-        copyAxis(part, 0, dx, start, part.shape()[axis], axis);
-        g.gradIn[0] = dx;
-        return;
-    }
-    case OpType::Concat: {
-        const auto axis = axisOf(node, "axis", 0, rank);
-        std::int64_t at = 0;
-        for (std::size_t i = 0; i < v.in.size(); ++i) {
-            const auto len = v.in[i].shape()[axis];
-            if (g.needGrad[i]) {
-                auto part = NdArray::empty(ctx.allocator, v.in[i].shape());
-                copyAxis(g.gradOut[0], at, part, 0, len, axis);
-                g.gradIn[i] = part;
-            }
-            at += len;
-        }
-        return;
-    }
-    case OpType::Expand:
-        g.gradIn[0] = reduceToShape(g.gradOut[0], x.shape(), ctx.allocator);
-        return;
-    default:
-        throw Error("node '" + node.name + "': not a layout op");
-    }
+    table.add(OpType::Reshape, { reshapeForward, reshapeBackward });
+    table.add(OpType::Transpose, { transposeForward, transposeBackward });
+    table.add(OpType::Split, { splitForward, splitBackward });
+    table.add(OpType::Slice, { sliceForward, sliceBackward });
+    table.add(OpType::Concat, { concatForward, concatBackward });
+    table.add(OpType::Select, { selectForward, selectBackward });
+    table.add(OpType::Expand, { expandForward, expandBackward });
 }
 
 } // namespace ps::engine::detail

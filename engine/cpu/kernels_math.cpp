@@ -97,7 +97,7 @@ namespace {
         v.out = { out };
     }
 
-    void matmulBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
+    void matmulBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& a = v.in[0];
         const auto& b = v.in[1];
@@ -200,7 +200,7 @@ namespace {
 
     // d(out)/d(a) and d(out)/d(b) elementwise, then summed back to each operand's shape.
     template <typename Da, typename Db>
-    void binaryBackward(const NodeValues& v, Backward& g, KernelContext& ctx, Da da, Db db)
+    void binaryBackward(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, Da da, Db db)
     {
         const auto& dy = g.gradOut[0];
         const float* x = v.in[0].f32();
@@ -301,58 +301,165 @@ namespace {
         return kept;
     }
 
-} // namespace
+    // ---- Forward and backward of each op ----
 
-void mathForward(const Node& node, NodeValues& v, KernelContext& ctx)
-{
-    const auto& x = v.in[0];
-    switch (node.op) {
-    case OpType::MatMul:
-        matmulForward(node, v, ctx);
-        return;
-    case OpType::BiasAdd:
-    case OpType::Add:
-        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a + b; }) };
-        return;
-    case OpType::Sub:
-        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a - b; }) };
-        return;
-    case OpType::Mul:
-        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a * b; }) };
-        return;
-    case OpType::Div:
-        v.out = { binary(x, v.in[1], ctx, [](float a, float b) { return a / b; }) };
-        return;
-    case OpType::Scale: {
+    void addForward(const Node&, NodeValues& v, KernelContext& ctx) // Add and BiasAdd
+    {
+        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a + b; }) };
+    }
+
+    void subForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a - b; }) };
+    }
+
+    void mulForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a * b; }) };
+    }
+
+    void divForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a / b; }) };
+    }
+
+    // Add, BiasAdd and Sub: the output gradient summed back to each operand (negated for Sub's b).
+    void sumBackward(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, bool negateSecond)
+    {
+        const auto& dy = g.gradOut[0];
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (!g.needGrad[i])
+                continue;
+            auto r = reduceToShape(dy, v.in[i].shape(), ctx.allocator);
+            if (negateSecond && i == 1) {
+                r = r.clone();
+                for (std::int64_t j = 0; j < r.numel(); ++j)
+                    r.f32()[j] = -r.f32()[j];
+            }
+            g.gradIn[i] = r;
+        }
+    }
+
+    void addBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        sumBackward(v, g, ctx, false);
+    }
+
+    void subBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        sumBackward(v, g, ctx, true);
+    }
+
+    void mulBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        binaryBackward(
+            v, g, ctx, [](float, float b) { return b; }, [](float a, float) { return a; });
+    }
+
+    void divBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        binaryBackward(
+            v, g, ctx, [](float, float b) { return 1.0F / b; }, [](float a, float b) { return -a / (b * b); });
+    }
+
+    void scaleForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
         const auto s = static_cast<float>(node.floatAttr("scale", 1.0));
-        v.out = { unary(x, ctx, [s](float a) { return a * s; }) };
-        return;
+        v.out = { unary(v.in[0], ctx, [s](float a) { return a * s; }) };
     }
-    case OpType::Pow: {
+
+    void scaleBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto s = static_cast<float>(node.floatAttr("scale", 1.0));
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.in[0], ctx, [s](float, float) { return s; });
+    }
+
+    void powForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
         const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
-        v.out = { unary(x, ctx, [e](float a) { return e == 2.0F ? a * a : std::pow(a, e); }) };
-        return;
+        v.out = { unary(v.in[0], ctx, [e](float a) { return e == 2.0F ? a * a : std::pow(a, e); }) };
     }
-    case OpType::Sqrt:
-        v.out = { unary(x, ctx, [](float a) { return std::sqrt(a); }) };
-        return;
-    case OpType::Erf:
-        v.out = { unary(x, ctx, [](float a) { return std::erf(a); }) };
-        return;
-    case OpType::Relu:
-        v.out = { unary(x, ctx, [](float a) { return a > 0 ? a : 0.0F; }) };
-        return;
-    case OpType::Tanh:
-        v.out = { unary(x, ctx, [](float a) { return std::tanh(a); }) };
-        return;
-    case OpType::Gelu:
+
+    void powBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.in[0], ctx,
+            [e](float a, float) { return e == 2.0F ? 2.0F * a : e * std::pow(a, e - 1.0F); });
+    }
+
+    void sqrtForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return std::sqrt(a); }) };
+    }
+
+    void sqrtBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.out[0], ctx, [](float, float y) { return 0.5F / y; });
+    }
+
+    void erfForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return std::erf(a); }) };
+    }
+
+    void erfBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unaryGrad(
+            g.gradOut[0], v.in[0], v.in[0], ctx, [](float a, float) { return kTwoOverSqrtPi * std::exp(-a * a); });
+    }
+
+    void reluForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return a > 0 ? a : 0.0F; }) };
+    }
+
+    void reluBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] =
+            unaryGrad(g.gradOut[0], v.in[0], v.in[0], ctx, [](float a, float) { return a > 0 ? 1.0F : 0.0F; });
+    }
+
+    void tanhForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return std::tanh(a); }) };
+    }
+
+    void tanhBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.out[0], ctx, [](float, float y) { return 1.0F - y * y; });
+    }
+
+    void geluForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
         if (tanhGelu(node))
             v.out = { unary(x, ctx,
                 [](float a) { return 0.5F * a * (1.0F + std::tanh(kSqrt2OverPi * (a + kGeluCubic * a * a * a))); }) };
         else
             v.out = { unary(x, ctx, [](float a) { return 0.5F * a * (1.0F + std::erf(a * kInvSqrt2)); }) };
-        return;
-    case OpType::ReduceMean: {
+    }
+
+    void geluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& dy = g.gradOut[0];
+        const auto& x = v.in[0];
+        if (tanhGelu(node))
+            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
+                const float inner = kSqrt2OverPi * (a + kGeluCubic * a * a * a);
+                const float t = fastTanh(inner);
+                return 0.5F * (1.0F + t)
+                    + 0.5F * a * (1.0F - t * t) * kSqrt2OverPi * (1.0F + 3.0F * kGeluCubic * a * a);
+            });
+        else
+            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
+                return 0.5F * (1.0F + std::erf(a * kInvSqrt2))
+                    + a * 0.5F * kTwoOverSqrtPi * kInvSqrt2 * std::exp(-0.5F * a * a);
+            });
+    }
+
+    void reduceMeanForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
         const auto kept = keptShape(node, x.shape());
         auto sum = reduceToShape(x, kept, ctx.allocator);
         if (sum.f32() == x.f32())
@@ -368,84 +475,13 @@ void mathForward(const Node& node, NodeValues& v, KernelContext& ctx)
                 outShape.push_back(kept[i]);
         }
         v.out = { sum.view(outShape) };
-        return;
     }
-    default:
-        throw Error("node '" + node.name + "': not a math op");
-    }
-}
 
-void mathBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
-{
-    const auto& dy = g.gradOut[0];
-    const auto& x = v.in[0];
-    switch (node.op) {
-    case OpType::MatMul:
-        matmulBackward(node, v, g, ctx);
-        return;
-    case OpType::BiasAdd:
-    case OpType::Add:
-    case OpType::Sub:
-        for (std::size_t i = 0; i < 2; ++i) {
-            if (!g.needGrad[i])
-                continue;
-            auto r = reduceToShape(dy, v.in[i].shape(), ctx.allocator);
-            if (node.op == OpType::Sub && i == 1) {
-                r = r.clone();
-                for (std::int64_t j = 0; j < r.numel(); ++j)
-                    r.f32()[j] = -r.f32()[j];
-            }
-            g.gradIn[i] = r;
-        }
-        return;
-    case OpType::Mul:
-        binaryBackward(
-            v, g, ctx, [](float, float b) { return b; }, [](float a, float) { return a; });
-        return;
-    case OpType::Div:
-        binaryBackward(
-            v, g, ctx, [](float, float b) { return 1.0F / b; }, [](float a, float b) { return -a / (b * b); });
-        return;
-    case OpType::Scale: {
-        const auto s = static_cast<float>(node.floatAttr("scale", 1.0));
-        g.gradIn[0] = unaryGrad(dy, x, x, ctx, [s](float, float) { return s; });
-        return;
-    }
-    case OpType::Pow: {
-        const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
-        g.gradIn[0] =
-            unaryGrad(dy, x, x, ctx, [e](float a, float) { return e == 2.0F ? 2.0F * a : e * std::pow(a, e - 1.0F); });
-        return;
-    }
-    case OpType::Sqrt:
-        g.gradIn[0] = unaryGrad(dy, x, v.out[0], ctx, [](float, float y) { return 0.5F / y; });
-        return;
-    case OpType::Erf:
-        g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) { return kTwoOverSqrtPi * std::exp(-a * a); });
-        return;
-    case OpType::Relu:
-        g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) { return a > 0 ? 1.0F : 0.0F; });
-        return;
-    case OpType::Tanh:
-        g.gradIn[0] = unaryGrad(dy, x, v.out[0], ctx, [](float, float y) { return 1.0F - y * y; });
-        return;
-    case OpType::Gelu:
-        if (tanhGelu(node))
-            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
-                const float inner = kSqrt2OverPi * (a + kGeluCubic * a * a * a);
-                const float t = fastTanh(inner);
-                return 0.5F * (1.0F + t)
-                    + 0.5F * a * (1.0F - t * t) * kSqrt2OverPi * (1.0F + 3.0F * kGeluCubic * a * a);
-            });
-        else
-            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
-                return 0.5F * (1.0F + std::erf(a * kInvSqrt2))
-                    + a * 0.5F * kTwoOverSqrtPi * kInvSqrt2 * std::exp(-0.5F * a * a);
-            });
-        return;
-    case OpType::ReduceMean: {
+    void reduceMeanBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
         const auto kept = keptShape(node, x.shape());
-        const auto keptGrad = dy.view(kept);
+        const auto keptGrad = g.gradOut[0].view(kept);
         auto out = NdArray::empty(ctx.allocator, x.shape());
         const float scale = static_cast<float>(numElements(kept)) / static_cast<float>(x.numel());
         const float* gy = keptGrad.f32();
@@ -453,11 +489,26 @@ void mathBackward(const Node& node, const NodeValues& v, Backward& g, KernelCont
         forEachBroadcast(
             x.shape(), kept, kept, [&](std::int64_t i, std::int64_t ik, std::int64_t) { o[i] = gy[ik] * scale; });
         g.gradIn[0] = out;
-        return;
     }
-    default:
-        throw Error("node '" + node.name + "': not a math op");
-    }
+
+} // namespace
+
+void registerMathKernels(KernelTable& table)
+{
+    table.add(OpType::MatMul, { matmulForward, matmulBackward });
+    table.add(OpType::Add, { addForward, addBackward });
+    table.add(OpType::BiasAdd, { addForward, addBackward });
+    table.add(OpType::Sub, { subForward, subBackward });
+    table.add(OpType::Mul, { mulForward, mulBackward });
+    table.add(OpType::Div, { divForward, divBackward });
+    table.add(OpType::Scale, { scaleForward, scaleBackward });
+    table.add(OpType::Pow, { powForward, powBackward });
+    table.add(OpType::Sqrt, { sqrtForward, sqrtBackward });
+    table.add(OpType::Erf, { erfForward, erfBackward });
+    table.add(OpType::Relu, { reluForward, reluBackward });
+    table.add(OpType::Tanh, { tanhForward, tanhBackward });
+    table.add(OpType::Gelu, { geluForward, geluBackward });
+    table.add(OpType::ReduceMean, { reduceMeanForward, reduceMeanBackward });
 }
 
 } // namespace ps::engine::detail

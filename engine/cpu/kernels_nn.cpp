@@ -48,7 +48,7 @@ namespace {
         v.saved = { mean, rstd };
     }
 
-    void normBackward(const NodeValues& v, Backward& g, KernelContext& ctx, bool rms)
+    void normBackward(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, bool rms)
     {
         const auto& x = v.in[0];
         const auto& dy = g.gradOut[0];
@@ -167,13 +167,31 @@ namespace {
         v.saved = { probs, count };
     }
 
-} // namespace
+    void layerNormForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        normForward(node, v, ctx, false);
+    }
 
-void nnForward(const Node& node, NodeValues& v, KernelContext& ctx)
-{
-    const auto& x = v.in[0];
-    switch (node.op) {
-    case OpType::Embedding: {
+    void layerNormBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        normBackward(v, g, ctx, false);
+    }
+
+    void rmsNormForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        normForward(node, v, ctx, true);
+    }
+
+    void rmsNormBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        normBackward(v, g, ctx, true);
+    }
+
+    // ---- Embedding: rows of the table (V, C) by id ----
+
+    void embeddingForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
         const auto& table = v.in[1];
         const auto vocab = table.shape()[0];
         const auto c = table.shape()[1];
@@ -188,62 +206,14 @@ void nnForward(const Node& node, NodeValues& v, KernelContext& ctx)
             std::memcpy(out.f32() + i * c, table.f32() + id * c, static_cast<std::size_t>(c) * sizeof(float));
         }
         v.out = { out };
-        return;
     }
-    case OpType::LayerNorm:
-    case OpType::RMSNorm:
-        normForward(node, v, ctx, node.op == OpType::RMSNorm);
-        return;
-    case OpType::Softmax: {
-        auto out = NdArray::empty(ctx.allocator, x.shape());
-        softmaxRows(x.f32(), out.f32(), x.numel() / lastDim(x), lastDim(x));
-        v.out = { out };
-        return;
-    }
-    case OpType::Mask: {
-        auto out = x.clone();
-        float* o = out.f32();
-        forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
-            if (masked)
-                o[i] = -std::numeric_limits<float>::infinity();
-        });
-        v.out = { out };
-        return;
-    }
-    case OpType::Dropout: {
-        const auto p = node.floatAttr("p", 0.0);
-        if (!ctx.training || p <= 0) {
-            v.out = { x };
-            return;
-        }
-        auto mask = NdArray::empty(ctx.allocator, x.shape());
-        auto out = NdArray::empty(ctx.allocator, x.shape());
-        const auto keep = static_cast<float>(1.0 / (1.0 - p));
-        std::uniform_real_distribution<double> uniform(0.0, 1.0);
-        for (std::int64_t i = 0; i < x.numel(); ++i) {
-            mask.f32()[i] = uniform(ctx.rng) >= p ? keep : 0.0F;
-            out.f32()[i] = x.f32()[i] * mask.f32()[i];
-        }
-        v.out = { out };
-        v.saved = { mask };
-        return;
-    }
-    case OpType::CrossEntropy:
-        crossEntropyForward(node, v, ctx);
-        return;
-    default:
-        throw Error("node '" + node.name + "': not an nn op");
-    }
-}
 
-void nnBackward(const Node& node, const NodeValues& v, Backward& g, KernelContext& ctx)
-{
-    const auto& dy = g.gradOut[0];
-    const auto& x = v.in[0];
-    switch (node.op) {
-    case OpType::Embedding: {
+    void embeddingBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
         if (!g.needGrad[1])
             return;
+        const auto& x = v.in[0];
+        const auto& dy = g.gradOut[0];
         auto dt = NdArray::zeros(ctx.allocator, v.in[1].shape());
         const auto c = v.in[1].shape()[1];
         for (std::int64_t i = 0; i < x.numel(); ++i) {
@@ -253,13 +223,19 @@ void nnBackward(const Node& node, const NodeValues& v, Backward& g, KernelContex
                 row[j] += gr[j];
         }
         g.gradIn[1] = dt;
-        return;
     }
-    case OpType::LayerNorm:
-    case OpType::RMSNorm:
-        normBackward(v, g, ctx, node.op == OpType::RMSNorm);
-        return;
-    case OpType::Softmax: {
+
+    void softmaxForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        softmaxRows(x.f32(), out.f32(), x.numel() / lastDim(x), lastDim(x));
+        v.out = { out };
+    }
+
+    void softmaxBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& dy = g.gradOut[0];
         const auto& y = v.out[0];
         const auto c = lastDim(y);
         const auto rows = y.numel() / c;
@@ -275,30 +251,69 @@ void nnBackward(const Node& node, const NodeValues& v, Backward& g, KernelContex
                 o[j] = yr[j] * (gr[j] - static_cast<float>(dot));
         }
         g.gradIn[0] = dx;
-        return;
     }
-    case OpType::Mask: {
-        auto dx = dy.clone();
+
+    void maskForward(const Node& node, NodeValues& v, KernelContext&)
+    {
+        auto out = v.in[0].clone();
+        float* o = out.f32();
+        forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
+            if (masked)
+                o[i] = -std::numeric_limits<float>::infinity();
+        });
+        v.out = { out };
+    }
+
+    void maskBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext&)
+    {
+        auto dx = g.gradOut[0].clone();
         float* o = dx.f32();
         forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
             if (masked)
                 o[i] = 0.0F;
         });
         g.gradIn[0] = dx;
-        return;
     }
-    case OpType::Dropout: {
+
+    // ---- Dropout: an inverted-dropout mask (kept / (1 - p)) saved for backward ----
+
+    void dropoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto p = node.floatAttr("p", 0.0);
+        if (!ctx.training || p <= 0) {
+            v.out = { x };
+            return;
+        }
+        auto mask = NdArray::empty(ctx.allocator, x.shape());
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        const auto keep = static_cast<float>(1.0 / (1.0 - p));
+        std::uniform_real_distribution<double> uniform(0.0, 1.0);
+        for (std::int64_t i = 0; i < x.numel(); ++i) {
+            mask.f32()[i] = uniform(ctx.rng) >= p ? keep : 0.0F;
+            out.f32()[i] = x.f32()[i] * mask.f32()[i];
+        }
+        v.out = { out };
+        v.saved = { mask };
+    }
+
+    void dropoutBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& dy = g.gradOut[0];
         if (v.saved.empty()) {
             g.gradIn[0] = dy;
             return;
         }
+        const auto& x = v.in[0];
         auto dx = NdArray::empty(ctx.allocator, x.shape());
         for (std::int64_t i = 0; i < x.numel(); ++i)
             dx.f32()[i] = dy.f32()[i] * v.saved[0].f32()[i];
         g.gradIn[0] = dx;
-        return;
     }
-    case OpType::CrossEntropy: {
+
+    void crossEntropyBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& dy = g.gradOut[0];
         const auto& probs = v.saved[0];
         const auto counted = v.saved[1].f32()[0];
         const auto c = lastDim(probs);
@@ -313,11 +328,19 @@ void nnBackward(const Node& node, const NodeValues& v, Backward& g, KernelContex
                 o[j] = label < 0 ? 0.0F : (p[j] - (j == label ? 1.0F : 0.0F)) * scale;
         }
         g.gradIn[0] = dx;
-        return;
     }
-    default:
-        throw Error("node '" + node.name + "': not an nn op");
-    }
+
+} // namespace
+
+void registerNnKernels(KernelTable& table)
+{
+    table.add(OpType::Embedding, { embeddingForward, embeddingBackward });
+    table.add(OpType::LayerNorm, { layerNormForward, layerNormBackward });
+    table.add(OpType::RMSNorm, { rmsNormForward, rmsNormBackward });
+    table.add(OpType::Softmax, { softmaxForward, softmaxBackward });
+    table.add(OpType::Mask, { maskForward, maskBackward });
+    table.add(OpType::Dropout, { dropoutForward, dropoutBackward });
+    table.add(OpType::CrossEntropy, { crossEntropyForward, crossEntropyBackward });
 }
 
 } // namespace ps::engine::detail

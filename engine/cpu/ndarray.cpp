@@ -71,45 +71,60 @@ struct NdArray::Storage
     Storage(std::shared_ptr<Allocator::State> s, std::int64_t n)
         : state(std::move(s))
         , size(n)
-    {
-        {
-            const std::lock_guard lock(state->mutex);
-            if (state->capacity > 0 && state->current + size > state->capacity)
-                throw OutOfMemoryError(fmt::format("out of memory on {}: {} needs {} more, {} of {} in use",
-                    state->device, state->owner.empty() ? std::string("the engine") : "node '" + state->owner + "'",
-                    formatMiB(size), formatMiB(state->current), formatMiB(state->capacity)));
-            state->current += size;
-            state->peak = std::max(state->peak, state->current);
-        }
         // 64-byte alignment for vector loads; at least one line so empty arrays have an address.
-        rounded = static_cast<std::size_t>((std::max<std::int64_t>(size, 1) + 63) / 64 * 64);
-        data = state->take(rounded);
-        if (data == nullptr)
-            data = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
-        if (data == nullptr) {
-            release();
-            throw OutOfMemoryError(fmt::format("out of host memory on {} allocating {} for {}", state->device,
-                formatMiB(size), state->owner.empty() ? std::string("the engine") : "node '" + state->owner + "'"));
-        }
+        , rounded(static_cast<std::size_t>((std::max<std::int64_t>(n, 1) + 63) / 64 * 64))
+    {
+        data = acquire(*state);
     }
     ~Storage()
     {
-        state->give(data, rounded);
-        release();
+        if (data != nullptr) {
+            state->give(data, rounded);
+            unaccount(*state);
+        }
+        if (hostData != nullptr) {
+            host->give(hostData, rounded);
+            unaccount(*host);
+        }
     }
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
 
-    void release()
+    // Counts the bytes on `on` (throwing past its capacity) and returns a block for them.
+    std::byte* acquire(Allocator::State& on)
     {
-        const std::lock_guard lock(state->mutex);
-        state->current -= size;
+        {
+            const std::lock_guard lock(on.mutex);
+            if (on.capacity > 0 && on.current + size > on.capacity)
+                throw OutOfMemoryError(fmt::format("out of memory on {}: {} needs {} more, {} of {} in use", on.device,
+                    on.owner.empty() ? std::string("the engine") : "node '" + on.owner + "'", formatMiB(size),
+                    formatMiB(on.current), formatMiB(on.capacity)));
+            on.current += size;
+            on.peak = std::max(on.peak, on.current);
+        }
+        auto* block = on.take(rounded);
+        if (block == nullptr)
+            block = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+        if (block == nullptr) {
+            unaccount(on);
+            throw OutOfMemoryError(fmt::format("out of host memory on {} allocating {} for {}", on.device,
+                formatMiB(size), on.owner.empty() ? std::string("the engine") : "node '" + on.owner + "'"));
+        }
+        return block;
+    }
+
+    void unaccount(Allocator::State& on) const
+    {
+        const std::lock_guard lock(on.mutex);
+        on.current -= size;
     }
 
     std::shared_ptr<Allocator::State> state;
     std::int64_t size;
     std::size_t rounded = 0;
-    std::byte* data = nullptr;
+    std::byte* data = nullptr; // on the device; null while swapped out or dropped
+    std::shared_ptr<Allocator::State> host; // the host pool holding hostData
+    std::byte* hostData = nullptr;
 };
 
 Allocator::Allocator(std::string device, std::int64_t capacity)
@@ -181,23 +196,41 @@ std::int64_t NdArray::bytes() const
     return numBytes(m_shape, m_dtype);
 }
 
+namespace {
+
+    [[noreturn]] void notResident()
+    {
+        throw Error("internal: a kernel read a value that is swapped out or dropped (the memory plan released it "
+                    "before its last use)");
+    }
+
+} // namespace
+
 float* NdArray::f32()
 {
+    if (m_storage->data == nullptr)
+        notResident();
     return reinterpret_cast<float*>(m_storage->data);
 }
 
 const float* NdArray::f32() const
 {
+    if (m_storage->data == nullptr)
+        notResident();
     return reinterpret_cast<const float*>(m_storage->data);
 }
 
 std::int64_t* NdArray::i64()
 {
+    if (m_storage->data == nullptr)
+        notResident();
     return reinterpret_cast<std::int64_t*>(m_storage->data);
 }
 
 const std::int64_t* NdArray::i64() const
 {
+    if (m_storage->data == nullptr)
+        notResident();
     return reinterpret_cast<const std::int64_t*>(m_storage->data);
 }
 
@@ -214,10 +247,71 @@ NdArray NdArray::clone() const
 {
     NdArray a;
     a.m_storage = std::make_shared<Storage>(m_storage->state, m_storage->size);
+    if (m_storage->data == nullptr)
+        notResident();
     std::memcpy(a.m_storage->data, m_storage->data, static_cast<std::size_t>(m_storage->size));
     a.m_shape = m_shape;
     a.m_dtype = m_dtype;
     return a;
+}
+
+bool NdArray::resident() const
+{
+    return m_storage && m_storage->data != nullptr;
+}
+
+void NdArray::swapOut(Allocator& host)
+{
+    auto& s = *m_storage;
+    if (s.data == nullptr)
+        return; // already out (another view of the storage)
+    s.host = host.state();
+    s.hostData = s.acquire(*s.host);
+    std::memcpy(s.hostData, s.data, static_cast<std::size_t>(s.size));
+    s.state->give(s.data, s.rounded);
+    s.data = nullptr;
+    s.unaccount(*s.state);
+}
+
+void NdArray::swapIn()
+{
+    auto& s = *m_storage;
+    if (s.data != nullptr)
+        return;
+    if (s.hostData == nullptr)
+        throw Error("internal: swap-in of a value that was dropped, not swapped out");
+    s.data = s.acquire(*s.state);
+    std::memcpy(s.data, s.hostData, static_cast<std::size_t>(s.size));
+    s.host->give(s.hostData, s.rounded);
+    s.hostData = nullptr;
+    s.unaccount(*s.host);
+    s.host.reset();
+}
+
+void NdArray::drop()
+{
+    auto& s = *m_storage;
+    if (s.data == nullptr)
+        return;
+    s.state->give(s.data, s.rounded);
+    s.data = nullptr;
+    s.unaccount(*s.state);
+}
+
+void NdArray::refill(NdArray& fresh)
+{
+    auto& s = *m_storage;
+    auto& f = *fresh.m_storage;
+    if (s.data != nullptr || s.hostData != nullptr)
+        throw Error("internal: refill of a value that is not dropped");
+    if (f.size != s.size || f.state != s.state || f.data == nullptr)
+        throw Error("internal: recomputed value does not match the dropped one (" + formatShape(fresh.m_shape) + " vs "
+            + formatShape(m_shape) + ")");
+    // Take over the block and its accounting; the fresh storage is left empty and uncounted.
+    s.data = f.data;
+    s.rounded = f.rounded;
+    f.data = nullptr;
+    fresh = NdArray();
 }
 
 } // namespace ps::engine

@@ -81,6 +81,24 @@ public:
     // A deep copy on the same allocator.
     [[nodiscard]] NdArray clone() const;
 
+    // Storage-level residency, seen by every array sharing the storage (views, the node values that
+    // hold it): swap and recompute act on a storage, not on one reference to it.
+    [[nodiscard]] bool resident() const;
+    // Copies the data to `host` (a host pool's allocator) and frees the device bytes.
+    void swapOut(Allocator& host);
+    // Allocates on the device again (the capacity applies) and copies the host copy back.
+    void swapIn();
+    // Frees the device bytes without a copy (recompute will refill it).
+    void drop();
+    // Refills a dropped storage with `fresh`'s buffer (same byte size, same device); `fresh` is
+    // left undefined.
+    void refill(NdArray& fresh);
+    // True when both arrays share one storage.
+    [[nodiscard]] bool sameStorage(const NdArray& other) const
+    {
+        return m_storage == other.m_storage;
+    }
+
 private:
     struct Storage;
     std::shared_ptr<Storage> m_storage;

@@ -1,6 +1,6 @@
 // Every CPU kernel's backward against central finite differences of its forward, on small random
 // inputs: L = sum(out * R) for a fixed random R, so dL/dout = R.
-#include "cpu/kernels.h"
+#include "backend.h"
 
 #include <gtest/gtest.h>
 
@@ -54,7 +54,7 @@ protected:
         KernelContext ctx { m_alloc, rng, true };
         v = NodeValues();
         v.in = in;
-        runForward(n, v, ctx);
+        cpuBackend().forward(n, v, ctx);
         return v.out;
     }
 
@@ -82,7 +82,7 @@ protected:
             weights.push_back(random(o.shape()));
         std::mt19937_64 rng(7);
         KernelContext ctx { m_alloc, rng, true };
-        const auto grads = runBackward(c.node, v, weights, c.differentiable, ctx);
+        const auto grads = cpuBackend().backward(c.node, v, weights, c.differentiable, ctx);
         for (std::size_t k = 0; k < in.size(); ++k) {
             if (!c.differentiable[k])
                 continue;
@@ -205,14 +205,14 @@ TEST(EngineAllocator, OutOfMemoryNamesTheNode)
     n.name = "h.0.attn.scores";
     n.op = OpType::MatMul;
     NodeValues first { { a, b }, {}, {} };
-    runForward(n, first, ctx); // 3 KiB in use
+    cpuBackend().forward(n, first, ctx); // 3 KiB in use
     NodeValues second { { a, b }, {}, {} };
-    runForward(n, second, ctx); // exactly the capacity
+    cpuBackend().forward(n, second, ctx); // exactly the capacity
     EXPECT_EQ(alloc.peak(), 4096);
     n.name = "lm_head";
     NodeValues third { { a, b }, {}, {} };
     try {
-        runForward(n, third, ctx);
+        cpuBackend().forward(n, third, ctx);
         FAIL() << "expected out of memory";
     } catch (const OutOfMemoryError& e) {
         const std::string what = e.what();

@@ -1,0 +1,85 @@
+#include "backend.h"
+
+#include <string>
+
+namespace ps::engine {
+namespace {
+
+    std::size_t slotOf(OpType op)
+    {
+        return static_cast<std::size_t>(op);
+    }
+
+    // Attributes a device's allocations to a node while its kernel runs, and stops when it returns
+    // or throws (the next allocations are not the node's).
+    class OwnerScope
+    {
+    public:
+        OwnerScope(Allocator& allocator, std::string_view owner)
+            : m_allocator(allocator)
+        {
+            m_allocator.setOwner(owner);
+        }
+        ~OwnerScope()
+        {
+            m_allocator.setOwner("");
+        }
+        OwnerScope(const OwnerScope&) = delete;
+        OwnerScope& operator=(const OwnerScope&) = delete;
+
+    private:
+        Allocator& m_allocator;
+    };
+
+    const OpKernel& kernelFor(const Backend& backend, const Node& node)
+    {
+        if (const auto* k = backend.kernels().find(node.op))
+            return *k;
+        const bool opaque = node.op == OpType::Opaque;
+        const std::string op = opaque ? "Opaque type " + node.opaqueType : std::string(toString(node.op));
+        throw Error("node '" + node.name + "' (" + op + "): the " + std::string(backend.name())
+            + " backend has no kernel for it" + (opaque ? " (imported without a mapping to an IR op)" : ""));
+    }
+
+} // namespace
+
+void KernelTable::add(OpType op, OpKernel kernel)
+{
+    if (kernel.forward == nullptr || kernel.backward == nullptr)
+        throw Error("kernel table: " + std::string(toString(op)) + " needs both a forward and a backward kernel");
+    auto& slot = m_kernels.at(slotOf(op));
+    if (slot.forward != nullptr)
+        throw Error("kernel table: " + std::string(toString(op)) + " is registered twice");
+    slot = kernel;
+}
+
+const OpKernel* KernelTable::find(OpType op) const
+{
+    const auto& slot = m_kernels.at(slotOf(op));
+    return slot.forward != nullptr ? &slot : nullptr;
+}
+
+bool Backend::supports(OpType op) const
+{
+    return kernels().find(op) != nullptr;
+}
+
+void Backend::forward(const Node& node, NodeValues& values, KernelContext& ctx) const
+{
+    const auto& kernel = kernelFor(*this, node);
+    const OwnerScope owner(ctx.allocator, node.name);
+    kernel.forward(node, values, ctx);
+}
+
+std::vector<NdArray> Backend::backward(const Node& node, const NodeValues& values, const std::vector<NdArray>& gradOut,
+    const std::vector<bool>& needGrad, KernelContext& ctx) const
+{
+    const auto& kernel = kernelFor(*this, node);
+    const OwnerScope owner(ctx.allocator, node.name + " (backward)");
+    std::vector<NdArray> gradIn(values.in.size());
+    BackwardArgs args { gradOut, needGrad, gradIn };
+    kernel.backward(node, values, args, ctx);
+    return gradIn;
+}
+
+} // namespace ps::engine

@@ -1,0 +1,134 @@
+// The device backend interface: what the engine above the kernels may ask of a device. Buffers
+// come from a device's accounted allocator (capacity, peak); values move between host and device
+// and between devices only through copies here; ops run through the backend's kernel table (one
+// {forward, backward} entry per IR op, registered by the backend); the few elementwise updates the
+// runtime needs outside ops (gradient accumulation, optimizer updates) are backend calls too.
+// Nothing above a backend reads or writes the raw memory of a device buffer. Modelled on ggml's
+// backend interface (supports_op, buffer types, set/get tensor).
+//
+// The CPU backend (cpu/cpu_backend.h) is the first implementation; a CUDA backend registers its
+// own table against the same ops.
+// Depends on: core (Node, OpType), cpu/ndarray.h (arrays and the allocator); no Qt, no CUDA.
+#pragma once
+
+#include "cpu/ndarray.h"
+#include "graph/graph.h"
+
+#include <array>
+#include <cstddef>
+#include <random>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace ps::engine {
+
+struct KernelContext
+{
+    Allocator& allocator;
+    std::mt19937_64& rng; // dropout masks
+    bool training = true; // dropout active, batch norm on batch statistics
+};
+
+// One node's values for one micro-batch: inputs and outputs, and what forward saved besides them
+// (dropout mask, normalization statistics, softmax probabilities, pooling indices).
+struct NodeValues
+{
+    std::vector<NdArray> in;
+    std::vector<NdArray> out;
+    std::vector<NdArray> saved;
+};
+
+// What a backward kernel gets: one gradient per output (undefined: zero), which inputs need one,
+// and the slots it fills (one per input).
+struct BackwardArgs
+{
+    const std::vector<NdArray>& gradOut;
+    const std::vector<bool>& needGrad;
+    std::vector<NdArray>& gradIn;
+};
+
+using ForwardKernel = void (*)(const Node& node, NodeValues& values, KernelContext& ctx);
+using BackwardKernel = void (*)(const Node& node, const NodeValues& values, BackwardArgs& args, KernelContext& ctx);
+
+struct OpKernel
+{
+    ForwardKernel forward = nullptr;
+    BackwardKernel backward = nullptr;
+};
+
+// Per-op kernels of one backend, indexed by OpType.
+class KernelTable
+{
+public:
+    // Throws ps::Error if `op` already has an entry (one place per op).
+    void add(OpType op, OpKernel kernel);
+    // nullptr when the backend has no kernel for `op`.
+    [[nodiscard]] const OpKernel* find(OpType op) const;
+
+private:
+    std::array<OpKernel, static_cast<std::size_t>(OpType::Opaque) + 1> m_kernels {};
+};
+
+struct AdamWUpdate
+{
+    float lr = 1e-3F;
+    float beta1 = 0.9F;
+    float beta2 = 0.999F;
+    float eps = 1e-8F;
+    float weightDecay = 0.01F;
+    float gradScale = 1.0F; // applied to the gradient first (1 / accumulated micro-batches)
+    int step = 1; // 1-based, for the bias corrections
+};
+
+struct SgdUpdate
+{
+    float lr = 1e-3F;
+    float momentum = 0.9F;
+    float weightDecay = 0.0F;
+    float gradScale = 1.0F;
+    bool firstStep = true; // the momentum buffer starts as the gradient
+};
+
+class Backend
+{
+public:
+    virtual ~Backend() = default;
+
+    [[nodiscard]] virtual std::string_view name() const = 0; // "cpu", "cuda"
+    [[nodiscard]] virtual const KernelTable& kernels() const = 0;
+    [[nodiscard]] bool supports(OpType op) const;
+
+    // Runs a node through the kernel table; throws ps::Error naming the node when the backend has
+    // no kernel for its op. Allocations are attributed to the node (OOM messages name it).
+    void forward(const Node& node, NodeValues& values, KernelContext& ctx) const;
+    // gradOut has one entry per output (undefined: zero). Returns one gradient per input, defined
+    // where needGrad is true.
+    [[nodiscard]] std::vector<NdArray> backward(const Node& node, const NodeValues& values,
+        const std::vector<NdArray>& gradOut, const std::vector<bool>& needGrad, KernelContext& ctx) const;
+
+    // Buffers on a device (its allocator).
+    [[nodiscard]] virtual NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype = DType::F32) const = 0;
+    // A device buffer holding `bytes` (little-endian f32 or i64 elements of `shape`).
+    [[nodiscard]] virtual NdArray fromHost(
+        Allocator& allocator, const Shape& shape, DType dtype, std::span<const std::byte> bytes) const = 0;
+    // The buffer's bytes on the host.
+    [[nodiscard]] virtual std::vector<std::byte> toHost(const NdArray& array) const = 0;
+    // A copy of `array` (on this backend) into `target`'s memory (device to device, or to a host
+    // pool for swapping).
+    [[nodiscard]] virtual NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const = 0;
+
+    // dst += src (same shape); dst must not share storage with another live array.
+    virtual void accumulate(NdArray& dst, const NdArray& src) const = 0;
+    // A new buffer a + b (same shape), so views sharing a's storage stay intact.
+    [[nodiscard]] virtual NdArray add(const NdArray& a, const NdArray& b, Allocator& allocator) const = 0;
+    virtual void fill(NdArray& dst, float value) const = 0;
+    // torch.optim.AdamW / torch.optim.SGD update rules over one parameter.
+    virtual void adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const = 0;
+    virtual void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const = 0;
+};
+
+// The always-built CPU backend (OpenBLAS GEMMs).
+[[nodiscard]] const Backend& cpuBackend();
+
+} // namespace ps::engine

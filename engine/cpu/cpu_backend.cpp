@@ -1,0 +1,169 @@
+#include "cpu/cpu_backend.h"
+
+#include "cpu/kernel_impl.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace ps::engine {
+namespace {
+
+    void requireF32(const NdArray& a, const char* what)
+    {
+        if (!a.defined() || a.dtype() != DType::F32)
+            throw Error(std::string("cpu backend: ") + what + " needs a defined f32 array");
+    }
+
+    void requireSameSize(const NdArray& a, const NdArray& b, const char* what)
+    {
+        requireF32(a, what);
+        requireF32(b, what);
+        if (a.numel() != b.numel())
+            throw Error(std::string("cpu backend: ") + what + " of " + formatShape(a.shape()) + " and "
+                + formatShape(b.shape()) + ": the element counts differ");
+    }
+
+    const std::byte* bytesOf(const NdArray& a)
+    {
+        return a.dtype() == DType::F32 ? reinterpret_cast<const std::byte*>(a.f32())
+                                       : reinterpret_cast<const std::byte*>(a.i64());
+    }
+
+    std::byte* bytesOf(NdArray& a)
+    {
+        return a.dtype() == DType::F32 ? reinterpret_cast<std::byte*>(a.f32()) : reinterpret_cast<std::byte*>(a.i64());
+    }
+
+} // namespace
+
+CpuBackend::CpuBackend()
+{
+    detail::registerMathKernels(m_kernels);
+    detail::registerNnKernels(m_kernels);
+    detail::registerLayoutKernels(m_kernels);
+    detail::registerConvKernels(m_kernels);
+}
+
+NdArray CpuBackend::zeros(Allocator& allocator, const Shape& shape, DType dtype) const
+{
+    return NdArray::zeros(allocator, shape, dtype);
+}
+
+NdArray CpuBackend::fromHost(
+    Allocator& allocator, const Shape& shape, DType dtype, std::span<const std::byte> bytes) const
+{
+    const auto expect = static_cast<std::size_t>(numBytes(shape, dtype));
+    if (bytes.size() != expect)
+        throw Error("cpu backend: " + std::to_string(bytes.size()) + " bytes for " + formatShape(shape) + " "
+            + std::string(toString(dtype)) + ", expected " + std::to_string(expect));
+    auto a = NdArray::empty(allocator, shape, dtype);
+    if (!bytes.empty())
+        std::memcpy(bytesOf(a), bytes.data(), bytes.size());
+    return a;
+}
+
+std::vector<std::byte> CpuBackend::toHost(const NdArray& array) const
+{
+    if (!array.defined())
+        throw Error("cpu backend: toHost of an undefined array");
+    std::vector<std::byte> bytes(static_cast<std::size_t>(array.bytes()));
+    if (!bytes.empty())
+        std::memcpy(bytes.data(), bytesOf(array), bytes.size());
+    return bytes;
+}
+
+NdArray CpuBackend::copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const
+{
+    if (dynamic_cast<const CpuBackend*>(&target) == nullptr)
+        throw Error("cpu backend: copies to the " + std::string(target.name())
+            + " backend go through that backend (fromHost), not the cpu one");
+    if (!array.defined())
+        throw Error("cpu backend: copy of an undefined array");
+    auto out = NdArray::empty(allocator, array.shape(), array.dtype());
+    if (out.bytes() > 0)
+        std::memcpy(bytesOf(out), bytesOf(array), static_cast<std::size_t>(out.bytes()));
+    return out;
+}
+
+void CpuBackend::accumulate(NdArray& dst, const NdArray& src) const
+{
+    requireSameSize(dst, src, "accumulate");
+    float* d = dst.f32();
+    const float* s = src.f32();
+    const auto n = dst.numel();
+    for (std::int64_t i = 0; i < n; ++i)
+        d[i] += s[i];
+}
+
+NdArray CpuBackend::add(const NdArray& a, const NdArray& b, Allocator& allocator) const
+{
+    requireSameSize(a, b, "add");
+    auto sum = NdArray::empty(allocator, a.shape());
+    float* o = sum.f32();
+    const float* x = a.f32();
+    const float* y = b.f32();
+    const auto n = sum.numel();
+    for (std::int64_t i = 0; i < n; ++i)
+        o[i] = x[i] + y[i];
+    return sum;
+}
+
+void CpuBackend::fill(NdArray& dst, float value) const
+{
+    requireF32(dst, "fill");
+    float* d = dst.f32();
+    const auto n = dst.numel();
+    for (std::int64_t i = 0; i < n; ++i)
+        d[i] = value;
+}
+
+void CpuBackend::adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const
+{
+    requireSameSize(param, grad, "adamw");
+    requireSameSize(param, m, "adamw");
+    requireSameSize(param, v, "adamw");
+    const float lr = u.lr;
+    const float wd = u.weightDecay;
+    const float b1 = u.beta1;
+    const float b2 = u.beta2;
+    const float eps = u.eps;
+    const float correction1 = 1.0F - std::pow(b1, static_cast<float>(u.step));
+    const float correction2Sqrt = std::sqrt(1.0F - std::pow(b2, static_cast<float>(u.step)));
+    float* w = param.f32();
+    const float* gr = grad.f32();
+    float* mm = m.f32();
+    float* vv = v.f32();
+    const auto n = param.numel();
+    for (std::int64_t i = 0; i < n; ++i) { // torch.optim.AdamW (decoupled decay, then Adam)
+        const float gi = gr[i] * u.gradScale;
+        w[i] *= 1.0F - lr * wd;
+        mm[i] = b1 * mm[i] + (1.0F - b1) * gi;
+        vv[i] = b2 * vv[i] + (1.0F - b2) * gi * gi;
+        const float denom = std::sqrt(vv[i]) / correction2Sqrt + eps;
+        w[i] -= lr / correction1 * mm[i] / denom;
+    }
+}
+
+void CpuBackend::sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const
+{
+    requireSameSize(param, grad, "sgd");
+    requireSameSize(param, momentum, "sgd");
+    float* w = param.f32();
+    const float* gr = grad.f32();
+    float* m = momentum.f32();
+    const auto n = param.numel();
+    for (std::int64_t i = 0; i < n; ++i) { // torch.optim.SGD (dampening 0, buffer = g on step 1)
+        const float gi = gr[i] * u.gradScale + u.weightDecay * w[i];
+        m[i] = u.firstStep ? gi : u.momentum * m[i] + gi;
+        w[i] -= u.lr * m[i];
+    }
+}
+
+const Backend& cpuBackend()
+{
+    static const CpuBackend backend;
+    return backend;
+}
+
+} // namespace ps::engine

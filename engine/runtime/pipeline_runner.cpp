@@ -1,0 +1,436 @@
+#include "runtime/pipeline_runner.h"
+
+#include "util/error.h"
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <pthread.h>
+#include <sched.h>
+#include <thread>
+
+namespace ps::engine {
+
+// The gradients of parameters that several stages hold (tied weights), summed across those stages
+// in stage order before each synchronous update, so every copy receives the same update.
+class PipelineRunner::TiedGradients
+{
+public:
+    TiedGradients(const std::vector<std::unique_ptr<StageExecutor>>& stages, AbortSignal& abort)
+        : m_abort(abort)
+    {
+        std::map<std::uint32_t, std::vector<std::size_t>> holders;
+        for (std::size_t s = 0; s < stages.size(); ++s) {
+            for (auto id : stages[s]->parameterIds())
+                holders[id.value].push_back(s);
+        }
+        for (auto& [id, list] : holders) {
+            if (list.size() > 1)
+                m_holders[id] = list;
+        }
+    }
+
+    [[nodiscard]] bool any() const
+    {
+        return !m_holders.empty();
+    }
+
+    void reset()
+    {
+        const std::lock_guard lock(m_mutex);
+        m_deposits.clear();
+    }
+
+    // Copies the stage's final gradients of its tied parameters to the host.
+    void deposit(const StageExecutor& stage, const Backend& backend)
+    {
+        std::vector<std::pair<std::uint32_t, std::vector<std::byte>>> grads;
+        for (auto id : stage.parameterIds()) {
+            if (!m_holders.contains(id.value))
+                continue;
+            const auto& g = stage.gradient(id);
+            grads.emplace_back(id.value, g.defined() ? backend.toHost(g) : std::vector<std::byte>());
+        }
+        {
+            const std::lock_guard lock(m_mutex);
+            for (auto& [id, bytes] : grads)
+                m_deposits[id][stage.id().index()] = std::move(bytes);
+        }
+        m_ready.notify_all();
+    }
+
+    // Waits for every holder's deposit and gives the stage the sum (in stage order).
+    void apply(StageExecutor& stage, const Backend& backend, const Graph& graph)
+    {
+        for (auto id : stage.parameterIds()) {
+            const auto it = m_holders.find(id.value);
+            if (it == m_holders.end())
+                continue;
+            const auto n = static_cast<std::size_t>(numElements(graph.tensor(id).shape));
+            std::vector<float> sum(n, 0.0F);
+            std::unique_lock lock(m_mutex);
+            if (!m_abort.wait(m_ready, lock, [&] {
+                    const auto d = m_deposits.find(id.value);
+                    return d != m_deposits.end() && d->second.size() == it->second.size();
+                }))
+                throw Error("aborted while summing the gradients of tied parameter '" + graph.tensor(id).name + "'");
+            bool first = true;
+            for (const auto& [s, bytes] : m_deposits[id.value]) { // std::map: stage order
+                if (bytes.empty())
+                    continue;
+                const auto* g = reinterpret_cast<const float*>(bytes.data());
+                for (std::size_t i = 0; i < n; ++i)
+                    sum[i] = first ? g[i] : sum[i] + g[i];
+                first = false;
+            }
+            lock.unlock();
+            stage.allocator().setOwner("gradients");
+            stage.setGradient(id,
+                backend.fromHost(stage.allocator(), graph.tensor(id).shape, DType::F32,
+                    std::as_bytes(std::span<const float>(sum.data(), sum.size()))));
+            stage.allocator().setOwner("");
+        }
+    }
+
+private:
+    AbortSignal& m_abort;
+    std::map<std::uint32_t, std::vector<std::size_t>> m_holders; // tensor -> stages
+    std::mutex m_mutex;
+    std::condition_variable m_ready;
+    std::map<std::uint32_t, std::map<std::size_t, std::vector<std::byte>>> m_deposits;
+};
+
+namespace {
+
+    bool lowered(const Schedule& s)
+    {
+        for (const auto& d : s.devices) {
+            for (const auto& a : d) {
+                if (a.type == ActionType::SendForward || a.type == ActionType::RecvForward
+                    || a.type == ActionType::SendBackward || a.type == ActionType::RecvBackward)
+                    return true;
+            }
+        }
+        return false;
+    }
+
+    Stream streamOf(ActionType t)
+    {
+        switch (t) {
+        case ActionType::SendForward:
+        case ActionType::SendBackward:
+            return Stream::Send;
+        case ActionType::SwapOut:
+            return Stream::CopyToHost;
+        case ActionType::SwapIn:
+            return Stream::CopyFromHost;
+        default:
+            return Stream::Compute;
+        }
+    }
+
+    bool isCompute(ActionType t)
+    {
+        return t == ActionType::Forward || t == ActionType::Backward || t == ActionType::BackwardInput
+            || t == ActionType::BackwardWeight || t == ActionType::OptimizerStep || t == ActionType::Recompute;
+    }
+
+    void pinTo(const std::vector<int>& cores)
+    {
+        if (cores.empty())
+            return;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c : cores)
+            CPU_SET(c, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set); // best effort: a failure only unpins
+    }
+
+    std::int64_t messageBytes(const std::vector<NdArray>& message)
+    {
+        std::int64_t bytes = 0;
+        for (const auto& a : message)
+            bytes += a.defined() ? a.bytes() : 0;
+        return bytes;
+    }
+
+} // namespace
+
+PipelineRunner::PipelineRunner(
+    const Graph& graph, PipelineSpec spec, std::vector<RuntimeDevice>& devices, RunnerOptions options)
+    : m_graph(graph)
+    , m_spec(std::move(spec))
+    , m_devices(devices)
+    , m_options(std::move(options))
+    , m_abort(std::make_unique<AbortSignal>())
+{
+    checkPartition(m_spec.partition, graph.nodeCount());
+    const int S = m_spec.partition.stageCount();
+    if (m_spec.schedule.spec.stages != S)
+        throw Error("the schedule has " + std::to_string(m_spec.schedule.spec.stages) + " stages, the partition "
+            + std::to_string(S));
+    if (m_spec.schedule.devices.size() > devices.size())
+        throw Error("the schedule runs on " + std::to_string(m_spec.schedule.devices.size()) + " devices, only "
+            + std::to_string(devices.size()) + " given");
+    m_schedule = lowered(m_spec.schedule) ? m_spec.schedule : withCommunication(m_spec.schedule);
+    const bool async = m_schedule.asyncWeights();
+    for (int s = 0; s < S; ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        auto& dev = devices[m_schedule.deviceOf(id).index()];
+        const auto plan =
+            static_cast<std::size_t>(s) < m_spec.memory.size() ? m_spec.memory[id.index()] : StageMemoryPlan();
+        m_stages.push_back(std::make_unique<StageExecutor>(graph, id, m_spec.partition.stageBegin(id),
+            m_spec.partition.stageEnd(id, graph.nodeCount()), *dev.backend, *dev.memory, m_hostPool, plan,
+            m_options.seed));
+        m_stages.back()->setOptimizer(m_options.optimizer, async);
+    }
+    for (int s = 0; s + 1 < S; ++s) {
+        const StageId from(static_cast<std::uint32_t>(s));
+        const StageId to(static_cast<std::uint32_t>(s + 1));
+        auto& a = devices[m_schedule.deviceOf(from).index()];
+        auto& b = devices[m_schedule.deviceOf(to).index()];
+        m_forward.push_back(std::make_unique<InProcessChannel>(
+            "stage " + std::to_string(s) + " -> " + std::to_string(s + 1) + " (" + a.name + " -> " + b.name + ")",
+            *a.backend, *b.backend, *b.memory, *m_abort));
+        m_backward.push_back(std::make_unique<InProcessChannel>("stage " + std::to_string(s + 1) + " -> "
+                + std::to_string(s) + " gradients (" + b.name + " -> " + a.name + ")",
+            *b.backend, *a.backend, *a.memory, *m_abort));
+    }
+    m_tied = std::make_unique<TiedGradients>(m_stages, *m_abort);
+}
+
+PipelineRunner::~PipelineRunner() = default;
+
+void PipelineRunner::setParameter(TensorId id, std::span<const std::byte> bytes)
+{
+    for (auto& s : m_stages) {
+        const auto& ids = s->parameterIds();
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            s->setParameter(id, bytes);
+    }
+}
+
+std::vector<TensorId> PipelineRunner::parameterIds() const
+{
+    std::vector<TensorId> ids;
+    for (const auto& s : m_stages) {
+        for (auto id : s->parameterIds()) {
+            if (std::find(ids.begin(), ids.end(), id) == ids.end())
+                ids.push_back(id);
+        }
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+std::vector<std::byte> PipelineRunner::parameterBytes(TensorId id) const
+{
+    for (const auto& s : m_stages) {
+        const auto& ids = s->parameterIds();
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            return s->parameterBytes(id);
+    }
+    throw Error("no stage holds parameter '" + m_graph.tensor(id).name + "'");
+}
+
+std::vector<std::vector<std::byte>> PipelineRunner::optimizerState(TensorId id) const
+{
+    for (const auto& s : m_stages) {
+        const auto& ids = s->parameterIds();
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            return s->optimizerState(id);
+    }
+    throw Error("no stage holds parameter '" + m_graph.tensor(id).name + "'");
+}
+
+void PipelineRunner::setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps)
+{
+    for (auto& s : m_stages) {
+        const auto& ids = s->parameterIds();
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            s->setOptimizerState(id, state, steps);
+    }
+}
+
+Channel& PipelineRunner::channel(StageId from, StageId to)
+{
+    if (to.value == from.value + 1)
+        return *m_forward[from.index()];
+    if (from.value == to.value + 1)
+        return *m_backward[to.index()];
+    throw Error("no channel from stage " + std::to_string(from.value) + " to stage " + std::to_string(to.value));
+}
+
+IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, double lr, std::int64_t iteration)
+{
+    if (m_abort->aborted())
+        throw Error("the pipeline stopped after an earlier failure; start a new run");
+    const auto M = static_cast<std::size_t>(m_schedule.spec.microBatches);
+    if (batches.size() != M)
+        throw Error(
+            "the schedule has " + std::to_string(M) + " micro-batches, the data " + std::to_string(batches.size()));
+    m_iteration = iteration;
+    for (auto& s : m_stages)
+        s->beginIteration(iteration);
+    m_tied->reset();
+    m_deposited.assign(m_stages.size(), 0);
+    for (auto& d : m_devices)
+        d.memory->resetPeak();
+    IterationResult result;
+    result.microBatchLosses.assign(M, std::numeric_limits<double>::quiet_NaN());
+    result.deviceBusyNs.assign(m_schedule.devices.size(), 0);
+    std::vector<std::exception_ptr> errors(m_schedule.devices.size());
+    std::vector<std::vector<SimEvent>> events(m_schedule.devices.size());
+    m_start = std::chrono::steady_clock::now();
+    {
+        std::vector<std::jthread> workers;
+        for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
+            workers.emplace_back([&, d] {
+                pinTo(m_devices[d].cores);
+                IterationResult local;
+                try {
+                    runDevice(d, batches, lr, local);
+                } catch (...) {
+                    errors[d] = std::current_exception();
+                    m_abort->abort();
+                }
+                events[d] = std::move(local.events);
+                result.deviceBusyNs[d] = local.deviceBusyNs.empty() ? 0 : local.deviceBusyNs[0];
+                for (std::size_t m = 0; m < M; ++m) {
+                    if (!std::isnan(local.microBatchLosses[m]))
+                        result.microBatchLosses[m] = local.microBatchLosses[m];
+                }
+            });
+        }
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    for (auto& e : errors) {
+        if (e)
+            std::rethrow_exception(e);
+    }
+    for (auto& ev : events)
+        result.events.insert(result.events.end(), ev.begin(), ev.end());
+    double sum = 0;
+    for (double l : result.microBatchLosses)
+        sum += l;
+    result.loss = sum / static_cast<double>(M);
+    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
+        result.devicePeakBytes.push_back(m_devices[d].memory->peak());
+    std::int64_t total = 0;
+    for (const auto& c : m_forward)
+        total += c->bytesSent();
+    for (const auto& c : m_backward)
+        total += c->bytesSent();
+    result.transferredBytes = total - m_transferred;
+    m_transferred = total;
+    return result;
+}
+
+void PipelineRunner::runDevice(
+    std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result)
+{
+    result.microBatchLosses.assign(batches.size(), std::numeric_limits<double>::quiet_NaN());
+    result.deviceBusyNs.assign(1, 0);
+    const auto& list = m_schedule.devices[device];
+    for (const auto& a : list) {
+        if (m_abort->aborted())
+            return;
+        const auto start = std::chrono::steady_clock::now();
+        std::int64_t bytes = 0;
+        try {
+            bytes = runAction(device, a, batches, lr, result);
+        } catch (const OutOfMemoryError& e) {
+            throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
+                + formatAction(a) + ": " + e.what());
+        } catch (const std::exception& e) {
+            throw Error(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", " + formatAction(a)
+                + ": " + e.what());
+        }
+        const auto end = std::chrono::steady_clock::now();
+        const double startNs = std::chrono::duration<double, std::nano>(start - m_start).count();
+        const double endNs = std::chrono::duration<double, std::nano>(end - m_start).count();
+        if (isCompute(a.type))
+            result.deviceBusyNs[0] += endNs - startNs;
+        if (m_options.recordEvents && a.type != ActionType::RecvForward && a.type != ActionType::RecvBackward) {
+            auto& ev = result.events.emplace_back();
+            ev = SimEvent { DeviceId(static_cast<std::uint32_t>(device)), streamOf(a.type), a.type, a.stage,
+                a.microBatch, startNs, endNs, static_cast<double>(bytes) };
+        }
+    }
+}
+
+std::int64_t PipelineRunner::runAction(
+    std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result)
+{
+    auto& stage = *m_stages[a.stage.index()];
+    const auto mb = a.microBatch;
+    const StageId next(a.stage.value + 1);
+    const StageId prev(a.stage.value - 1);
+    switch (a.type) {
+    case ActionType::Forward:
+        stage.forward(mb, batches.at(mb.index()));
+        if (stage.hasLoss())
+            result.microBatchLosses[mb.index()] = stage.loss(mb).value_or(0.0);
+        break;
+    case ActionType::Backward:
+        stage.backward(mb, BackwardMode::Full);
+        break;
+    case ActionType::BackwardInput:
+        stage.backward(mb, BackwardMode::InputOnly);
+        break;
+    case ActionType::BackwardWeight:
+        stage.backwardWeight(mb);
+        break;
+    case ActionType::SendForward: {
+        auto message = stage.takeOutbound(mb);
+        const auto bytes = messageBytes(message);
+        channel(a.stage, next).send(mb, std::move(message));
+        return bytes;
+    }
+    case ActionType::RecvForward:
+        stage.receiveActivations(mb, channel(prev, a.stage).receive(mb));
+        break;
+    case ActionType::SendBackward: {
+        auto message = stage.takeInputGradients(mb);
+        const auto bytes = messageBytes(message);
+        channel(a.stage, prev).send(mb, std::move(message));
+        return bytes;
+    }
+    case ActionType::RecvBackward:
+        stage.receiveGradients(mb, channel(next, a.stage).receive(mb));
+        break;
+    case ActionType::SwapOut:
+        stage.swapOut(mb);
+        break;
+    case ActionType::SwapIn:
+        stage.swapIn(mb);
+        break;
+    case ActionType::Recompute:
+        stage.recompute(mb);
+        break;
+    case ActionType::OptimizerStep:
+        if (m_schedule.asyncWeights()) {
+            stage.optimizerStep(lr, 1.0F);
+            break;
+        }
+        if (m_tied->any()) {
+            // Every stage of this device is done with its backwards (OPT_STEPs come last): hand in
+            // all their tied gradients before waiting, so two devices never wait on each other.
+            for (auto& s : m_stages) {
+                if (m_schedule.deviceOf(s->id()).index() == device && !m_deposited[s->id().index()]) {
+                    m_tied->deposit(*s, *m_devices[device].backend);
+                    m_deposited[s->id().index()] = true;
+                }
+            }
+            m_tied->apply(stage, *m_devices[device].backend, m_graph);
+        }
+        stage.optimizerStep(lr, 1.0F / static_cast<float>(m_schedule.spec.microBatches));
+        break;
+    }
+    return 0;
+}
+
+} // namespace ps::engine

@@ -1,0 +1,121 @@
+// The schedule runner: one worker thread per device executes that device's action list from core's
+// Schedule exactly as the simulator reads it (F, B, I/W, SEND/RECV, SWAP_OUT/SWAP_IN, RECOMPUTE,
+// OPT_STEP), over stage executors holding the plan's node ranges, with in-process channels between
+// stages. Every action's start and end is recorded in the simulator's event format, so a measured
+// iteration lines up with a predicted one action by action.
+//
+// Synchronous schedules (GPipe, 1F1B, kFkB, interleaved, ZB-H1) accumulate gradients over the
+// M micro-batches and update once at OPT_STEP (gradient scale 1/M), which reproduces single-device
+// training with gradient accumulation. Tied parameters held by several stages get the sum of
+// their gradients before the update, so their copies stay equal. PipeDream updates a stage after
+// each of its backwards, with weight stashing (an update writes a new version; the in-flight
+// micro-batches keep the one their forward read); tied copies there update independently.
+// Depends on: runtime/stage_executor.h, runtime/channel.h, core (Schedule, Partition, SimEvent).
+#pragma once
+
+#include "plan/partition.h"
+#include "runtime/channel.h"
+#include "runtime/stage_executor.h"
+#include "schedule/schedule.h"
+#include "sim/simulator.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ps::engine {
+
+// A device the runtime runs stages on: its backend, its memory (capacity enforced by the
+// allocator) and, for CPU devices, the cores its worker is confined to.
+struct RuntimeDevice
+{
+    std::string name; // "cpu:0"
+    const Backend* backend = nullptr;
+    std::unique_ptr<Allocator> memory;
+    std::vector<int> cores; // empty: not pinned
+};
+
+// What to run: the stages' node ranges, the schedule's compute (and memory) actions per device with
+// its stage -> device map, and each stage's memory plan (which storages it swaps or recomputes).
+struct PipelineSpec
+{
+    Partition partition;
+    Schedule schedule;
+    std::vector<StageMemoryPlan> memory; // per stage; empty: keep everything
+};
+
+struct RunnerOptions
+{
+    std::uint64_t seed = 0; // dropout masks
+    StageOptimizerConfig optimizer;
+    bool recordEvents = true;
+};
+
+struct IterationResult
+{
+    double loss = 0; // mean over the micro-batches
+    std::vector<double> microBatchLosses;
+    double seconds = 0;
+    std::vector<SimEvent> events; // times from the iteration's start
+    std::vector<std::int64_t> devicePeakBytes;
+    std::vector<double> deviceBusyNs; // compute actions only
+    std::int64_t transferredBytes = 0;
+};
+
+class PipelineRunner
+{
+public:
+    // Throws ps::Error naming the stage or device for a spec that cannot run (a partition that does
+    // not match the graph, a schedule with more devices than given, a node without a kernel).
+    PipelineRunner(const Graph& graph, PipelineSpec spec, std::vector<RuntimeDevice>& devices, RunnerOptions options);
+    ~PipelineRunner();
+    PipelineRunner(const PipelineRunner&) = delete;
+    PipelineRunner& operator=(const PipelineRunner&) = delete;
+
+    // Parameter values (fp32 bytes by tensor id) for every stage holding the parameter.
+    void setParameter(TensorId id, std::span<const std::byte> bytes);
+    // A parameter's value from the first stage holding it.
+    [[nodiscard]] std::vector<std::byte> parameterBytes(TensorId id) const;
+    [[nodiscard]] std::vector<TensorId> parameterIds() const;
+    [[nodiscard]] std::vector<std::vector<std::byte>> optimizerState(TensorId id) const;
+    void setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps);
+
+    // One pass over every device's action list: `batches` holds the M micro-batches' data.
+    // Throws ps::Error naming device, stage and action when a worker fails (out of memory, ...).
+    IterationResult run(const std::vector<HostBatch>& batches, double lr, std::int64_t iteration);
+
+    [[nodiscard]] const Schedule& schedule() const
+    {
+        return m_schedule;
+    }
+    [[nodiscard]] const std::vector<std::unique_ptr<StageExecutor>>& stages() const
+    {
+        return m_stages;
+    }
+
+private:
+    class TiedGradients;
+    void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
+    std::int64_t runAction(
+        std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
+    [[nodiscard]] Channel& channel(StageId from, StageId to);
+
+    const Graph& m_graph;
+    PipelineSpec m_spec;
+    Schedule m_schedule; // lowered: with SEND/RECV
+    std::vector<RuntimeDevice>& m_devices;
+    RunnerOptions m_options;
+    Allocator m_hostPool { "host pool" };
+    std::vector<std::unique_ptr<StageExecutor>> m_stages;
+    std::vector<std::unique_ptr<Channel>> m_forward; // stage s -> s+1
+    std::vector<std::unique_ptr<Channel>> m_backward; // stage s+1 -> s
+    std::unique_ptr<AbortSignal> m_abort;
+    std::unique_ptr<TiedGradients> m_tied;
+    std::vector<char> m_deposited; // per stage: tied gradients handed in this iteration
+    std::int64_t m_transferred = 0; // channel bytes before this iteration
+    std::int64_t m_iteration = 0;
+    std::chrono::steady_clock::time_point m_start;
+};
+
+} // namespace ps::engine

@@ -1,0 +1,601 @@
+#include "runtime/stage_executor.h"
+
+#include "graph/op_cost.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+namespace ps::engine {
+
+struct StageExecutor::MicroBatch
+{
+    std::vector<NdArray> values; // by slot
+    std::vector<NodeValues> nodes; // by local node: what backward reads
+    std::vector<NdArray> grads; // by slot, during backward
+    std::vector<std::vector<NdArray>> gradOut; // by local node, kept from B to W
+    std::vector<char> weightPending; // by local node
+    std::vector<NdArray> received; // gradients of boundaryOut from the next stage
+    std::vector<NdArray> outbound; // activations for the next stage
+    std::vector<NdArray> inputGrads;
+    std::vector<TensorId> pendingSwap, pendingDrop; // wait until outbound is taken
+    std::vector<TensorId> dropped;
+    std::optional<double> loss;
+    bool forwardDone = false;
+    bool backwardDone = false;
+    bool inputGradsTaken = false;
+    int version = 0;
+};
+
+namespace {
+
+    std::uint64_t mix(std::uint64_t x)
+    {
+        x += 0x9E3779B97F4A7C15ULL; // splitmix64
+        x = (x ^ (x >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+        x = (x ^ (x >> 27U)) * 0x94D049BB133111EBULL;
+        return x ^ (x >> 31U);
+    }
+
+    // A constant's values as the engine's element type (f32 or i64) on the host.
+    std::vector<std::byte> hostValues(const Tensor& t, DType& engineType)
+    {
+        const auto n = static_cast<std::size_t>(numElements(t.shape));
+        const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
+        engineType = isFloat ? DType::F32 : DType::I64;
+        if (t.data->size() != static_cast<std::size_t>(numBytes(t.shape, t.dtype)))
+            throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
+                + std::to_string(numBytes(t.shape, t.dtype)) + " for " + formatShape(t.shape));
+        if (t.dtype == DType::F32 || t.dtype == DType::I64)
+            return *t.data;
+        std::vector<std::byte> out(n * (isFloat ? 4 : 8));
+        const auto* p = t.data->data();
+        for (std::size_t i = 0; i < n; ++i) {
+            if (t.dtype == DType::F64) {
+                double d = 0;
+                std::memcpy(&d, p + i * 8, 8);
+                const auto f = static_cast<float>(d);
+                std::memcpy(out.data() + i * 4, &f, 4);
+            } else if (t.dtype == DType::I32) {
+                std::int32_t v = 0;
+                std::memcpy(&v, p + i * 4, 4);
+                const std::int64_t w = v;
+                std::memcpy(out.data() + i * 8, &w, 8);
+            } else {
+                throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
+                    + "; the engine reads f32, f64, i64, i32");
+            }
+        }
+        return out;
+    }
+
+} // namespace
+
+StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, std::size_t end, const Backend& backend,
+    Allocator& device, Allocator& hostPool, StageMemoryPlan memory, std::uint64_t seed)
+    : m_graph(graph)
+    , m_id(id)
+    , m_begin(begin)
+    , m_end(end)
+    , m_backend(backend)
+    , m_device(device)
+    , m_hostPool(hostPool)
+    , m_memory(std::move(memory))
+    , m_seed(seed)
+{
+    if (begin >= end || end > graph.nodeCount())
+        throw Error("stage " + std::to_string(id.value) + ": empty or out-of-range node range [" + std::to_string(begin)
+            + ", " + std::to_string(end) + ")");
+    m_requiresGrad = tensorsRequiringGrad(graph);
+    m_slot.assign(graph.tensorCount(), -1);
+    m_paramIndex.assign(graph.tensorCount(), -1);
+    const auto addSlot = [&](TensorId t) {
+        if (m_slot[t.index()] < 0) {
+            m_slot[t.index()] = static_cast<int>(m_slotTensor.size());
+            m_slotTensor.push_back(t);
+        }
+    };
+    for (std::size_t n = begin; n < end; ++n) {
+        const auto& node = graph.nodes()[n];
+        if (!backend.supports(node.op))
+            throw Error("stage " + std::to_string(id.value) + ": node '" + node.name + "' (" + node.opaqueType
+                + ") has no " + std::string(backend.name()) + " kernel: the engine cannot train this graph");
+        for (auto t : node.inputs)
+            addSlot(t);
+        for (auto t : node.outputs)
+            addSlot(t);
+    }
+    buildBoundaries();
+    for (auto t : m_boundaryIn)
+        addSlot(t);
+    m_roots.resize(graph.tensorCount());
+    for (auto t : m_slotTensor)
+        m_roots[t.index()] = storageRoot(graph, t);
+    std::vector<TensorId> sorted = m_slotTensor;
+    std::sort(sorted.begin(), sorted.end());
+    m_constants.resize(m_slotTensor.size());
+    for (auto t : sorted) {
+        const auto& tensor = graph.tensor(t);
+        if (tensor.kind == TensorKind::Parameter) {
+            m_paramIndex[t.index()] = static_cast<int>(m_paramIds.size());
+            m_paramIds.push_back(t);
+        } else if (tensor.kind == TensorKind::Input) {
+            m_dataInputs.push_back(t);
+        } else if (tensor.kind == TensorKind::Constant) {
+            if (!tensor.data)
+                throw Error("constant '" + tensor.name + "' has no values in the project (create it again)");
+            DType type = DType::F32;
+            const auto bytes = hostValues(tensor, type);
+            m_device.setOwner("constants");
+            m_constants[static_cast<std::size_t>(slotOf(t))] = backend.fromHost(m_device, tensor.shape, type, bytes);
+        }
+    }
+    m_params.resize(m_paramIds.size());
+    m_grads.resize(m_paramIds.size());
+    if (!graph.outputs().empty()) {
+        const auto loss = graph.outputs().front();
+        const auto producer = graph.tensor(loss).producer;
+        if (producer.valid() && producer.index() >= begin && producer.index() < end)
+            m_lossSlot = slotOf(loss);
+    }
+    m_device.setOwner("");
+}
+
+StageExecutor::~StageExecutor() = default;
+
+void StageExecutor::buildBoundaries()
+{
+    const auto consumers = m_graph.consumers();
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind != TensorKind::Activation || !t.producer.valid())
+            continue;
+        std::size_t last = t.producer.index();
+        for (auto n : consumers[t.id.index()])
+            last = std::max(last, n.index());
+        if (t.producer.index() < m_begin && last >= m_begin)
+            m_boundaryIn.push_back(t.id);
+        if (t.producer.index() < m_end && last >= m_end)
+            m_boundaryOut.push_back(t.id);
+    }
+}
+
+void StageExecutor::setParameter(TensorId id, std::span<const std::byte> bytes)
+{
+    const auto k = m_paramIndex[id.index()];
+    if (k < 0)
+        throw Error(
+            "stage " + std::to_string(m_id.value) + " does not hold parameter '" + m_graph.tensor(id).name + "'");
+    m_device.setOwner("parameters");
+    m_params[static_cast<std::size_t>(k)] = m_backend.fromHost(m_device, m_graph.tensor(id).shape, DType::F32, bytes);
+    m_device.setOwner("");
+}
+
+std::vector<std::byte> StageExecutor::parameterBytes(TensorId id) const
+{
+    return m_backend.toHost(m_params[static_cast<std::size_t>(m_paramIndex[id.index()])]);
+}
+
+void StageExecutor::setOptimizer(const StageOptimizerConfig& config, bool weightStashing)
+{
+    if (config.kind != "adamw" && config.kind != "sgd")
+        throw Error("unknown optimizer '" + config.kind + "' (adamw or sgd)");
+    if (!(config.lr > 0))
+        throw Error("the learning rate must be positive, got " + std::to_string(config.lr));
+    m_optimizer = config;
+    m_weightStashing = weightStashing;
+    m_device.setOwner("optimizer state");
+    m_first.clear();
+    m_second.clear();
+    for (auto id : m_paramIds) {
+        m_first.push_back(m_backend.zeros(m_device, m_graph.tensor(id).shape));
+        if (config.kind == "adamw")
+            m_second.push_back(m_backend.zeros(m_device, m_graph.tensor(id).shape));
+    }
+    m_device.setOwner("");
+}
+
+std::vector<std::vector<std::byte>> StageExecutor::optimizerState(TensorId id) const
+{
+    const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    std::vector<std::vector<std::byte>> out { m_backend.toHost(m_first[k]) };
+    if (!m_second.empty())
+        out.push_back(m_backend.toHost(m_second[k]));
+    return out;
+}
+
+void StageExecutor::setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps)
+{
+    const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    const auto& shape = m_graph.tensor(id).shape;
+    if (state.size() != (m_second.empty() ? 1U : 2U))
+        throw Error("the checkpoint's optimizer state of '" + m_graph.tensor(id).name + "' is for another optimizer");
+    m_device.setOwner("optimizer state");
+    m_first[k] = m_backend.fromHost(m_device, shape, DType::F32, state[0]);
+    if (!m_second.empty())
+        m_second[k] = m_backend.fromHost(m_device, shape, DType::F32, state[1]);
+    m_device.setOwner("");
+    m_optimizerSteps = steps;
+}
+
+StageExecutor::MicroBatch& StageExecutor::state(MicroBatchId mb, const char* action)
+{
+    const auto it = m_microBatches.find(mb.value);
+    if (it == m_microBatches.end())
+        throw Error("stage " + std::to_string(m_id.value) + ": " + action + " of micro-batch "
+            + std::to_string(mb.value) + " before its forward");
+    return it->second;
+}
+
+std::uint64_t StageExecutor::nodeSeed(MicroBatchId mb, NodeId node) const
+{
+    return mix(mix(mix(m_seed ^ mix(static_cast<std::uint64_t>(m_iteration))) ^ mb.value) ^ node.value);
+}
+
+void StageExecutor::receiveActivations(MicroBatchId mb, std::vector<NdArray> values)
+{
+    auto& s = m_microBatches[mb.value];
+    s.values.resize(m_slotTensor.size());
+    if (values.size() != m_boundaryIn.size())
+        throw Error("stage " + std::to_string(m_id.value) + " received " + std::to_string(values.size())
+            + " activations, expected " + std::to_string(m_boundaryIn.size()));
+    for (std::size_t k = 0; k < values.size(); ++k)
+        s.values[static_cast<std::size_t>(slotOf(m_boundaryIn[k]))] = std::move(values[k]);
+}
+
+void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
+{
+    auto& s = m_microBatches[mb.value];
+    if (s.forwardDone)
+        throw Error("stage " + std::to_string(m_id.value) + ": second forward of micro-batch "
+            + std::to_string(mb.value) + " before its backward");
+    s.values.resize(m_slotTensor.size());
+    m_device.setOwner("input batch");
+    for (auto t : m_dataInputs) {
+        const auto& tensor = m_graph.tensor(t);
+        const auto it = std::find_if(
+            batch.inputs.begin(), batch.inputs.end(), [&](const auto& in) { return in.first == tensor.name; });
+        if (it == batch.inputs.end() || static_cast<std::int64_t>(it->second.size()) != numElements(tensor.shape))
+            throw Error("stage " + std::to_string(m_id.value) + ": the data has no input '" + tensor.name + "' of "
+                + formatShape(tensor.shape));
+        s.values[static_cast<std::size_t>(slotOf(t))] = m_backend.fromHost(m_device, tensor.shape, DType::I64,
+            std::as_bytes(std::span<const std::int64_t>(it->second.data(), it->second.size())));
+    }
+    m_device.setOwner("");
+    s.nodes.assign(m_end - m_begin, NodeValues());
+    std::mt19937_64 rng;
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        const auto& node = m_graph.nodes()[n];
+        auto& nv = s.nodes[n - m_begin];
+        for (auto in : node.inputs) {
+            const auto p = m_paramIndex[in.index()];
+            const auto& value = p >= 0                            ? m_params[static_cast<std::size_t>(p)]
+                : m_graph.tensor(in).kind == TensorKind::Constant ? m_constants[static_cast<std::size_t>(slotOf(in))]
+                                                                  : s.values[static_cast<std::size_t>(slotOf(in))];
+            if (!value.defined())
+                throw Error("stage " + std::to_string(m_id.value) + ": node '" + node.name + "' reads '"
+                    + m_graph.tensor(in).name + "', which has no value (not received or not fed)");
+            nv.in.push_back(value);
+        }
+        rng.seed(nodeSeed(mb, node.id));
+        KernelContext ctx { m_device, rng, true };
+        m_backend.forward(node, nv, ctx);
+        for (std::size_t i = 0; i < node.outputs.size(); ++i)
+            s.values[static_cast<std::size_t>(slotOf(node.outputs[i]))] = nv.out[i];
+    }
+    s.forwardDone = true;
+    s.version = m_version;
+    if (m_lossSlot >= 0) {
+        const auto bytes = m_backend.toHost(s.values[static_cast<std::size_t>(m_lossSlot)]);
+        float loss = 0;
+        std::memcpy(&loss, bytes.data(), sizeof(float));
+        s.loss = loss;
+    }
+    for (auto t : m_boundaryOut)
+        s.outbound.push_back(s.values[static_cast<std::size_t>(slotOf(t))]);
+    for (auto root : m_memory.recomputedTensors) {
+        const auto slot = root.index() < m_slot.size() ? slotOf(root) : -1;
+        const auto producer = m_graph.tensor(root).producer;
+        if (slot < 0 || !producer.valid() || producer.index() < m_begin || producer.index() >= m_end
+            || !s.values[static_cast<std::size_t>(slot)].defined())
+            continue; // not produced here: kept (recompute needs its producer on this stage)
+        s.pendingDrop.push_back(root);
+    }
+    if (m_boundaryOut.empty())
+        applyPending(s);
+    trackVersions();
+}
+
+std::vector<NdArray> StageExecutor::takeOutbound(MicroBatchId mb)
+{
+    auto& s = state(mb, "send");
+    auto out = std::move(s.outbound);
+    s.outbound.clear();
+    applyPending(s);
+    return out;
+}
+
+void StageExecutor::applyPending(MicroBatch& s)
+{
+    if (!s.outbound.empty())
+        return;
+    for (auto root : s.pendingDrop) {
+        s.values[static_cast<std::size_t>(slotOf(root))].drop();
+        s.dropped.push_back(root);
+    }
+    for (auto root : s.pendingSwap)
+        s.values[static_cast<std::size_t>(slotOf(root))].swapOut(m_hostPool);
+    s.pendingDrop.clear();
+    s.pendingSwap.clear();
+}
+
+std::optional<double> StageExecutor::loss(MicroBatchId mb) const
+{
+    const auto it = m_microBatches.find(mb.value);
+    return it == m_microBatches.end() ? std::nullopt : it->second.loss;
+}
+
+void StageExecutor::swapOut(MicroBatchId mb)
+{
+    auto& s = state(mb, "swap-out");
+    for (auto root : m_memory.swappedTensors) {
+        const auto slot = root.index() < m_slot.size() ? slotOf(root) : -1;
+        if (slot < 0 || !s.values[static_cast<std::size_t>(slot)].defined())
+            continue;
+        s.pendingSwap.push_back(root);
+    }
+    applyPending(s);
+}
+
+void StageExecutor::swapIn(MicroBatchId mb)
+{
+    auto& s = state(mb, "swap-in");
+    applyPending(s);
+    m_device.setOwner("swap-in");
+    for (auto root : m_memory.swappedTensors) {
+        const auto slot = root.index() < m_slot.size() ? slotOf(root) : -1;
+        if (slot >= 0 && s.values[static_cast<std::size_t>(slot)].defined())
+            s.values[static_cast<std::size_t>(slot)].swapIn();
+    }
+    m_device.setOwner("");
+}
+
+void StageExecutor::recompute(MicroBatchId mb)
+{
+    auto& s = state(mb, "recompute");
+    applyPending(s);
+    for (auto root : s.dropped)
+        refillDropped(s, mb, root);
+    s.dropped.clear();
+}
+
+void StageExecutor::refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root)
+{
+    auto array = s.values[static_cast<std::size_t>(slotOf(root))];
+    if (array.resident())
+        return;
+    const auto producer = m_graph.tensor(root).producer;
+    const auto& node = m_graph.node(producer);
+    const auto& kept = s.nodes[producer.index() - m_begin];
+    NodeValues fresh;
+    for (std::size_t j = 0; j < kept.in.size(); ++j) {
+        if (!kept.in[j].resident()) { // an input dropped too: recompute it first (a chain of drops)
+            const auto inRoot = m_roots[node.inputs[j].index()];
+            if (std::find(s.dropped.begin(), s.dropped.end(), inRoot) == s.dropped.end())
+                throw Error("stage " + std::to_string(m_id.value) + ": recompute of '" + node.name + "' reads '"
+                    + m_graph.tensor(node.inputs[j]).name + "', which is swapped out");
+            refillDropped(s, mb, inRoot);
+        }
+        fresh.in.push_back(kept.in[j]);
+    }
+    std::mt19937_64 rng(nodeSeed(mb, producer)); // the forward's dropout mask again
+    m_device.setOwner("recompute");
+    KernelContext ctx { m_device, rng, true };
+    m_backend.forward(node, fresh, ctx);
+    for (std::size_t k = 0; k < node.outputs.size(); ++k) {
+        if (node.outputs[k] == root)
+            array.refill(fresh.out[k]);
+    }
+    m_device.setOwner("");
+}
+
+void StageExecutor::receiveGradients(MicroBatchId mb, std::vector<NdArray> grads)
+{
+    auto& s = state(mb, "gradient receive");
+    if (grads.size() != m_boundaryOut.size())
+        throw Error("stage " + std::to_string(m_id.value) + " received " + std::to_string(grads.size())
+            + " gradients, expected " + std::to_string(m_boundaryOut.size()));
+    s.received = std::move(grads);
+}
+
+void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
+{
+    auto& s = state(mb, "backward");
+    if (!s.forwardDone || s.backwardDone)
+        throw Error("stage " + std::to_string(m_id.value) + ": backward of micro-batch " + std::to_string(mb.value)
+            + (s.backwardDone ? " twice" : " before its forward"));
+    // The memory plan's actions normally did this already; a plan without them still computes right.
+    swapIn(mb);
+    recompute(mb);
+    s.grads.assign(m_slotTensor.size(), NdArray());
+    s.gradOut.assign(m_end - m_begin, {});
+    s.weightPending.assign(m_end - m_begin, 0);
+    m_device.setOwner("loss gradient");
+    if (m_lossSlot >= 0) {
+        const float one = 1.0F;
+        s.grads[static_cast<std::size_t>(m_lossSlot)] =
+            m_backend.fromHost(m_device, m_graph.tensor(m_slotTensor[static_cast<std::size_t>(m_lossSlot)]).shape,
+                DType::F32, std::as_bytes(std::span<const float>(&one, 1)));
+    }
+    m_device.setOwner("");
+    if (!m_boundaryOut.empty() && s.received.size() != m_boundaryOut.size())
+        throw Error("stage " + std::to_string(m_id.value) + ": backward of micro-batch " + std::to_string(mb.value)
+            + " before its gradients arrived");
+    for (std::size_t k = 0; k < s.received.size(); ++k)
+        s.grads[static_cast<std::size_t>(slotOf(m_boundaryOut[k]))] = std::move(s.received[k]);
+    s.received.clear();
+    for (std::size_t i = m_end - m_begin; i-- > 0;)
+        runNodeBackward(s, i, mode);
+    for (auto t : m_boundaryIn)
+        s.inputGrads.push_back(m_requiresGrad[t.index()] ? s.grads[static_cast<std::size_t>(slotOf(t))] : NdArray());
+    s.grads.clear();
+    s.backwardDone = true;
+    const bool weightLeft = std::find(s.weightPending.begin(), s.weightPending.end(), 1) != s.weightPending.end();
+    if (!weightLeft && (m_boundaryIn.empty() || s.inputGradsTaken))
+        m_microBatches.erase(mb.value);
+}
+
+void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMode mode)
+{
+    const auto& node = m_graph.nodes()[m_begin + local];
+    std::vector<NdArray> gradOut;
+    bool any = false;
+    for (auto out : node.outputs) {
+        auto& g = s.grads[static_cast<std::size_t>(slotOf(out))];
+        gradOut.push_back(g);
+        any = any || g.defined();
+        g = NdArray(); // consumed: free as we go
+    }
+    if (!any) {
+        s.nodes[local] = NodeValues();
+        return;
+    }
+    std::vector<bool> need;
+    bool anyNeed = false;
+    bool weightLeft = false;
+    for (auto in : node.inputs) {
+        const bool isParam = m_paramIndex[in.index()] >= 0;
+        const bool wanted = m_requiresGrad[in.index()] && (mode == BackwardMode::Full || !isParam);
+        weightLeft = weightLeft || (mode == BackwardMode::InputOnly && isParam && m_requiresGrad[in.index()]);
+        need.push_back(wanted);
+        anyNeed = anyNeed || wanted;
+    }
+    if (anyNeed) {
+        std::mt19937_64 rng(0);
+        KernelContext ctx { m_device, rng, true };
+        auto gradIn = m_backend.backward(node, s.nodes[local], gradOut, need, ctx);
+        m_device.setOwner(node.name + " (backward)");
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            if (!need[i] || !gradIn[i].defined())
+                continue;
+            const auto id = node.inputs[i];
+            const auto p = m_paramIndex[id.index()];
+            if (p >= 0) {
+                accumulateParameterGradient(p, gradIn[i]);
+                continue;
+            }
+            auto& slot = s.grads[static_cast<std::size_t>(slotOf(id))];
+            // A second consumer (residual branch): out of place, views share storage.
+            slot = slot.defined() ? m_backend.add(slot, gradIn[i], m_device) : gradIn[i];
+        }
+        m_device.setOwner("");
+    }
+    if (weightLeft) {
+        s.gradOut[local] = std::move(gradOut);
+        s.weightPending[local] = 1;
+    } else {
+        s.nodes[local] = NodeValues();
+    }
+}
+
+void StageExecutor::backwardWeight(MicroBatchId mb)
+{
+    auto& s = state(mb, "weight gradient");
+    if (!s.backwardDone)
+        throw Error(
+            "stage " + std::to_string(m_id.value) + ": W of micro-batch " + std::to_string(mb.value) + " before its B");
+    for (std::size_t local = m_end - m_begin; local-- > 0;) {
+        if (s.weightPending[local] == 0)
+            continue;
+        const auto& node = m_graph.nodes()[m_begin + local];
+        std::vector<bool> need;
+        for (auto in : node.inputs)
+            need.push_back(m_paramIndex[in.index()] >= 0 && m_requiresGrad[in.index()]);
+        std::mt19937_64 rng(0);
+        KernelContext ctx { m_device, rng, true };
+        auto gradIn = m_backend.backward(node, s.nodes[local], s.gradOut[local], need, ctx);
+        m_device.setOwner(node.name + " (weight gradient)");
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            if (need[i] && gradIn[i].defined())
+                accumulateParameterGradient(m_paramIndex[node.inputs[i].index()], gradIn[i]);
+        }
+        m_device.setOwner("");
+        s.nodes[local] = NodeValues();
+        s.gradOut[local].clear();
+        s.weightPending[local] = 0;
+    }
+    if (m_boundaryIn.empty() || s.inputGradsTaken)
+        m_microBatches.erase(mb.value);
+}
+
+std::vector<NdArray> StageExecutor::takeInputGradients(MicroBatchId mb)
+{
+    auto& s = state(mb, "gradient send");
+    if (!s.backwardDone)
+        throw Error("stage " + std::to_string(m_id.value) + ": gradient send of micro-batch " + std::to_string(mb.value)
+            + " before its backward");
+    auto out = std::move(s.inputGrads);
+    s.inputGradsTaken = true;
+    if (std::find(s.weightPending.begin(), s.weightPending.end(), 1) == s.weightPending.end())
+        m_microBatches.erase(mb.value);
+    return out;
+}
+
+void StageExecutor::accumulateParameterGradient(int paramIndex, const NdArray& grad)
+{
+    auto& slot = m_grads[static_cast<std::size_t>(paramIndex)];
+    if (!slot.defined())
+        slot = m_backend.copyTo(grad, m_backend, m_device);
+    else
+        m_backend.accumulate(slot, grad);
+}
+
+const NdArray& StageExecutor::gradient(TensorId id) const
+{
+    return m_grads[static_cast<std::size_t>(m_paramIndex[id.index()])];
+}
+
+void StageExecutor::setGradient(TensorId id, NdArray grad)
+{
+    m_grads[static_cast<std::size_t>(m_paramIndex[id.index()])] = std::move(grad);
+}
+
+void StageExecutor::optimizerStep(double lr, float gradScale)
+{
+    if (m_first.size() != m_params.size())
+        throw Error("stage " + std::to_string(m_id.value) + ": optimizer step before setOptimizer");
+    ++m_optimizerSteps;
+    m_device.setOwner(m_weightStashing ? "stashed weights" : "gradients");
+    for (std::size_t k = 0; k < m_params.size(); ++k) {
+        if (!m_grads[k].defined()) // as GraphExecutor::gradient: a parameter no micro-batch reached
+            m_grads[k] = m_backend.zeros(m_device, m_params[k].shape());
+        if (m_weightStashing) // the in-flight micro-batches keep reading the version their forward used
+            m_params[k] = m_backend.copyTo(m_params[k], m_backend, m_device);
+        if (m_optimizer.kind == "adamw") {
+            m_backend.adamw(m_params[k], m_grads[k], m_first[k], m_second[k],
+                { static_cast<float>(lr), static_cast<float>(m_optimizer.beta1), static_cast<float>(m_optimizer.beta2),
+                    static_cast<float>(m_optimizer.eps), static_cast<float>(m_optimizer.weightDecay), gradScale,
+                    m_optimizerSteps });
+        } else {
+            m_backend.sgd(m_params[k], m_grads[k], m_first[k],
+                { static_cast<float>(lr), static_cast<float>(m_optimizer.momentum),
+                    static_cast<float>(m_optimizer.weightDecay), gradScale, m_optimizerSteps == 1 });
+        }
+        m_grads[k] = NdArray();
+    }
+    m_device.setOwner("");
+    ++m_version;
+    trackVersions();
+}
+
+void StageExecutor::trackVersions()
+{
+    std::vector<int> versions { m_version };
+    for (const auto& [id, s] : m_microBatches) {
+        if (s.forwardDone && std::find(versions.begin(), versions.end(), s.version) == versions.end())
+            versions.push_back(s.version);
+    }
+    m_peakVersions = std::max(m_peakVersions, static_cast<int>(versions.size()));
+}
+
+} // namespace ps::engine

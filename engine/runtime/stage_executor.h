@@ -1,0 +1,192 @@
+// One pipeline stage on one device: the nodes [begin, end) of the graph's order, the tensors that
+// cross its boundaries, its parameters, gradients and optimizer state, and the values of every
+// micro-batch between its forward and its backward (1F1B keeps several in flight).
+//
+// Boundaries: the stage receives every activation produced before `begin` and read at or after it
+// (a tensor read two stages later is relayed through the stage between, as the planner's cut
+// bytes count it) and sends on every activation produced before `end` and read after it. Graph
+// inputs (token ids, labels) come from the micro-batch's data on whichever stage reads them.
+// Tied parameters (GPT-2's wte read by the embedding and the lm_head) have a copy in each stage
+// that reads them; the runner sums their gradients across those stages before every update.
+//
+// Memory plans act on storages: a swapped storage is copied to the host pool after forward and
+// back before backward; a recomputed one is dropped after forward and refilled by re-running its
+// producer (and, recursively, any dropped producer input) before backward. Dropout masks are drawn
+// from a generator seeded by (run seed, iteration, micro-batch, node), so a recompute reproduces
+// them and the values do not depend on which stage or device ran the node.
+// Depends on: backend.h, core (Graph, StageMemoryPlan); no Qt, no CUDA.
+#pragma once
+
+#include "backend.h"
+#include "graph/graph.h"
+#include "sim/memory_model.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ps::engine {
+
+enum class BackwardMode { Full, InputOnly }; // InputOnly: zero-bubble's B; W follows later
+
+// One micro-batch's graph inputs on the host (token ids and labels by input name).
+struct HostBatch
+{
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> inputs;
+};
+
+struct StageOptimizerConfig
+{
+    std::string kind = "adamw"; // "adamw" or "sgd"
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weightDecay = 0.01;
+    double momentum = 0.9;
+};
+
+class StageExecutor
+{
+public:
+    StageExecutor(const Graph& graph, StageId id, std::size_t begin, std::size_t end, const Backend& backend,
+        Allocator& device, Allocator& hostPool, StageMemoryPlan memory, std::uint64_t seed);
+    ~StageExecutor();
+    StageExecutor(const StageExecutor&) = delete;
+    StageExecutor& operator=(const StageExecutor&) = delete;
+
+    [[nodiscard]] StageId id() const
+    {
+        return m_id;
+    }
+    [[nodiscard]] std::size_t begin() const
+    {
+        return m_begin;
+    }
+    [[nodiscard]] std::size_t end() const
+    {
+        return m_end;
+    }
+    // Activations received from the previous stage / sent to the next, in tensor-id order.
+    [[nodiscard]] const std::vector<TensorId>& boundaryIn() const
+    {
+        return m_boundaryIn;
+    }
+    [[nodiscard]] const std::vector<TensorId>& boundaryOut() const
+    {
+        return m_boundaryOut;
+    }
+    [[nodiscard]] const std::vector<TensorId>& parameterIds() const
+    {
+        return m_paramIds;
+    }
+    [[nodiscard]] bool hasLoss() const
+    {
+        return m_lossSlot >= 0;
+    }
+    [[nodiscard]] Allocator& allocator()
+    {
+        return m_device;
+    }
+
+    // Parameter values from the host (fp32 bytes), before the first forward.
+    void setParameter(TensorId id, std::span<const std::byte> bytes);
+    [[nodiscard]] std::vector<std::byte> parameterBytes(TensorId id) const;
+    void setOptimizer(const StageOptimizerConfig& config, bool weightStashing);
+    // Optimizer moments (AdamW m and v, SGD momentum) of a parameter, for checkpoints.
+    [[nodiscard]] std::vector<std::vector<std::byte>> optimizerState(TensorId id) const;
+    void setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps);
+    [[nodiscard]] int optimizerSteps() const
+    {
+        return m_optimizerSteps;
+    }
+
+    // The iteration the next forwards belong to (seeds the dropout masks).
+    void beginIteration(std::int64_t iteration)
+    {
+        m_iteration = iteration;
+    }
+    void receiveActivations(MicroBatchId mb, std::vector<NdArray> values);
+    void forward(MicroBatchId mb, const HostBatch& batch);
+    // The activations to send on (after forward); pending swaps and drops of them happen after.
+    [[nodiscard]] std::vector<NdArray> takeOutbound(MicroBatchId mb);
+    [[nodiscard]] std::optional<double> loss(MicroBatchId mb) const;
+
+    void receiveGradients(MicroBatchId mb, std::vector<NdArray> grads);
+    void backward(MicroBatchId mb, BackwardMode mode);
+    void backwardWeight(MicroBatchId mb);
+    // Gradients of boundaryIn() to send back (undefined where none flows).
+    [[nodiscard]] std::vector<NdArray> takeInputGradients(MicroBatchId mb);
+
+    void swapOut(MicroBatchId mb);
+    void swapIn(MicroBatchId mb);
+    void recompute(MicroBatchId mb);
+
+    // Gradient of a parameter as accumulated so far (undefined when no micro-batch reached it).
+    [[nodiscard]] const NdArray& gradient(TensorId id) const;
+    // Replaces a parameter's gradient (tied parameters: the sum over the stages sharing it).
+    void setGradient(TensorId id, NdArray grad);
+    // One update of every parameter with its gradient times gradScale, then gradients cleared.
+    void optimizerStep(double lr, float gradScale);
+
+    // Micro-batches between forward and the end of backward, and the most weight versions held at
+    // once (PipeDream's stash: the current one plus those older in-flight micro-batches read).
+    [[nodiscard]] std::size_t inFlight() const
+    {
+        return m_microBatches.size();
+    }
+    [[nodiscard]] int peakWeightVersions() const
+    {
+        return m_peakVersions;
+    }
+
+private:
+    struct MicroBatch;
+    [[nodiscard]] MicroBatch& state(MicroBatchId mb, const char* action);
+    [[nodiscard]] int slotOf(TensorId id) const
+    {
+        return m_slot[id.index()];
+    }
+    void buildBoundaries();
+    void runNodeBackward(MicroBatch& s, std::size_t local, BackwardMode mode);
+    void accumulateParameterGradient(int paramIndex, const NdArray& grad);
+    void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
+    void applyPending(MicroBatch& s);
+    [[nodiscard]] std::uint64_t nodeSeed(MicroBatchId mb, NodeId node) const;
+    void trackVersions();
+
+    const Graph& m_graph;
+    StageId m_id;
+    std::size_t m_begin;
+    std::size_t m_end;
+    const Backend& m_backend;
+    Allocator& m_device;
+    Allocator& m_hostPool;
+    StageMemoryPlan m_memory;
+    std::uint64_t m_seed;
+    std::int64_t m_iteration = 0;
+
+    std::vector<int> m_slot; // by tensor id: local value slot, -1 if the stage never touches it
+    std::vector<TensorId> m_slotTensor;
+    std::vector<bool> m_requiresGrad; // by tensor id
+    std::vector<TensorId> m_boundaryIn, m_boundaryOut, m_dataInputs;
+    std::vector<TensorId> m_roots; // by tensor id: storage root (views followed)
+    int m_lossSlot = -1;
+
+    std::vector<TensorId> m_paramIds;
+    std::vector<int> m_paramIndex; // by tensor id: index in m_paramIds, -1 otherwise
+    std::vector<NdArray> m_params, m_grads, m_first, m_second;
+    std::vector<NdArray> m_constants; // by slot
+    StageOptimizerConfig m_optimizer;
+    bool m_weightStashing = false;
+    int m_optimizerSteps = 0;
+    int m_version = 0;
+    int m_peakVersions = 1;
+
+    std::map<std::uint32_t, MicroBatch> m_microBatches; // by micro-batch id
+};
+
+} // namespace ps::engine

@@ -1,0 +1,201 @@
+#include "runtime/training_run.h"
+
+#include "cpu/kernels.h"
+#include "executor.h"
+#include "util/error.h"
+
+#include <charconv>
+#include <cmath>
+#include <thread>
+
+namespace ps::engine {
+namespace {
+
+    const Tensor* findInput(const Graph& g, const std::string& name)
+    {
+        for (const auto& t : g.tensors()) {
+            if (t.kind == TensorKind::Input && t.name == name)
+                return &t;
+        }
+        return nullptr;
+    }
+
+    std::int64_t tableRows(const Graph& g, TensorId ids)
+    {
+        for (const auto& n : g.nodes()) {
+            if (n.op == OpType::Embedding && n.inputs[0] == ids)
+                return g.tensor(n.inputs[1]).shape[0];
+        }
+        return 0;
+    }
+
+    int hardwareCores()
+    {
+        return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    }
+
+} // namespace
+
+int threadsPerDevice(std::size_t devices)
+{
+    return std::max(1, hardwareCores() / static_cast<int>(std::max<std::size_t>(devices, 1)));
+}
+
+std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memoryBytes)
+{
+    int count = 1;
+    const auto colon = spec.find(':');
+    const auto kind = spec.substr(0, colon);
+    if (kind != "cpu")
+        throw Error("device '" + std::string(spec) + "': this build runs pipelines on CPU devices (cpu or cpu:N)");
+    if (colon != std::string_view::npos) {
+        const auto digits = spec.substr(colon + 1);
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+        if (ec != std::errc() || ptr != digits.data() + digits.size() || count < 1 || count > 256)
+            throw Error("device '" + std::string(spec) + "': expected cpu:N with N between 1 and 256");
+    }
+    if (memoryBytes < 0)
+        throw Error("device memory must not be negative");
+    const int cores = hardwareCores();
+    const int share = threadsPerDevice(static_cast<std::size_t>(count));
+    std::vector<RuntimeDevice> devices;
+    for (int d = 0; d < count; ++d) {
+        RuntimeDevice dev;
+        dev.name = count == 1 && colon == std::string_view::npos ? "cpu" : "cpu:" + std::to_string(d);
+        dev.backend = &cpuBackend();
+        dev.memory = std::make_unique<Allocator>(dev.name, memoryBytes);
+        if (count > 1) { // one device uses the whole machine; several split it
+            for (int c = 0; c < share; ++c)
+                dev.cores.push_back((d * share + c) % cores);
+        }
+        devices.push_back(std::move(dev));
+    }
+    return devices;
+}
+
+Schedule runtimeSchedule(const RunConfig& config)
+{
+    auto schedule = generateSchedule(config.schedule);
+    if (!config.stageDevices.empty()) {
+        if (config.schedule.kind == ScheduleKind::Interleaved)
+            throw Error("interleaved schedules place their stages round robin; give no stage-to-device map");
+        schedule = placeStages(schedule, config.stageDevices);
+    }
+    const bool anyMemory = std::any_of(config.memory.begin(), config.memory.end(),
+        [](const StageMemoryPlan& p) { return !p.swappedTensors.empty() || !p.recomputedTensors.empty(); });
+    if (anyMemory) {
+        auto plans = config.memory;
+        for (auto& p : plans) { // the actions are inserted for the tensors the engine can act on
+            p.swappedBytes = p.swappedTensors.empty() ? 0 : std::max(p.swappedBytes, 1.0);
+            p.recomputedBytes = p.recomputedTensors.empty() ? 0 : std::max(p.recomputedBytes, 1.0);
+            if (p.recomputedTensors.empty())
+                p.recomputeNs = 0;
+        }
+        schedule = withMemoryActions(schedule, plans);
+    }
+    return schedule;
+}
+
+TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice> devices, RunConfig config)
+    : m_graph(std::move(graph))
+    , m_data(std::move(data))
+    , m_devices(std::move(devices))
+    , m_config(std::move(config))
+    , m_sampler(m_config.seed + 1)
+{
+    const auto* ids = findInput(m_graph, "input_ids");
+    const auto* labels = findInput(m_graph, "labels");
+    if (!ids || !labels || ids->shape.size() != 2 || labels->shape != ids->shape)
+        throw Error("model '" + m_graph.info().name
+            + "' is not a language model the trainer can feed: it needs int64 inputs 'input_ids' and 'labels' of "
+              "shape (batch, sequence)");
+    if (m_graph.outputs().empty() || !m_graph.tensor(m_graph.outputs().front()).shape.empty())
+        throw Error("model '" + m_graph.info().name + "' has no scalar loss output to train on");
+    const auto rows = tableRows(m_graph, ids->id);
+    if (rows > 0 && m_data.vocab() > rows)
+        throw Error("the data (" + m_data.source() + ") has a vocabulary of " + std::to_string(m_data.vocab())
+            + " tokens but the model's embedding has " + std::to_string(rows) + " rows");
+    m_batch = ids->shape[0];
+    m_seq = ids->shape[1];
+    setComputeThreads(threadsPerDevice(m_devices.size()));
+    PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
+    RunnerOptions options { m_config.seed, m_config.optimizer, true };
+    m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
+    // The same initial values as the single-device executor (graph values, else its seeded draws).
+    GraphExecutor init(m_graph, ExecutorOptions { m_config.seed, 0, true });
+    for (auto id : m_runner->parameterIds())
+        m_runner->setParameter(id, init.backend().toHost(init.parameter(id)));
+}
+
+double TrainingRun::learningRate(std::int64_t step) const
+{
+    const double peak = m_config.optimizer.lr;
+    if (step <= m_config.warmupSteps)
+        return peak * static_cast<double>(step) / static_cast<double>(m_config.warmupSteps);
+    if (m_config.decaySteps <= m_config.warmupSteps)
+        return peak;
+    const double progress = std::min(1.0,
+        static_cast<double>(step - m_config.warmupSteps)
+            / static_cast<double>(m_config.decaySteps - m_config.warmupSteps));
+    const double floor = peak * m_config.minLrRatio;
+    return floor + 0.5 * (peak - floor) * (1.0 + std::cos(3.141592653589793 * progress));
+}
+
+std::vector<HostBatch> TrainingRun::sampleStep()
+{
+    std::vector<HostBatch> batches(static_cast<std::size_t>(m_config.schedule.microBatches));
+    for (auto& b : batches) {
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(m_batch * m_seq));
+        std::vector<std::int64_t> labels(ids.size());
+        m_data.sample(m_sampler, m_batch, m_seq, ids.data(), labels.data());
+        b.inputs = { { "input_ids", std::move(ids) }, { "labels", std::move(labels) } };
+    }
+    return batches;
+}
+
+RunStepResult TrainingRun::step()
+{
+    const auto batches = sampleStep();
+    const double lr = learningRate(m_steps + 1);
+    auto r = m_runner->run(batches, lr, m_steps);
+    ++m_steps;
+    RunStepResult out;
+    out.step = m_steps;
+    out.loss = r.loss;
+    out.learningRate = lr;
+    out.seconds = r.seconds;
+    out.tokensPerSecond = static_cast<double>(tokensPerStep()) / r.seconds;
+    out.devicePeakBytes = std::move(r.devicePeakBytes);
+    out.deviceBusyNs = std::move(r.deviceBusyNs);
+    out.events = std::move(r.events);
+    out.transferredBytes = r.transferredBytes;
+    return out;
+}
+
+RunCheckpoint TrainingRun::checkpoint() const
+{
+    RunCheckpoint c;
+    c.step = m_steps;
+    c.optimizerSteps = m_runner->stages().front()->optimizerSteps();
+    for (auto id : m_runner->parameterIds()) {
+        c.parameters.emplace_back(id, m_runner->parameterBytes(id));
+        c.optimizerState.emplace_back(id, m_runner->optimizerState(id));
+    }
+    return c;
+}
+
+void TrainingRun::restore(const RunCheckpoint& checkpoint)
+{
+    for (const auto& [id, bytes] : checkpoint.parameters) {
+        if (id.index() >= m_graph.tensorCount() || m_graph.tensor(id).kind != TensorKind::Parameter)
+            throw Error("the checkpoint does not fit the project's model (tensor " + std::to_string(id.value) + ")");
+        m_runner->setParameter(id, bytes);
+    }
+    for (const auto& [id, state] : checkpoint.optimizerState)
+        m_runner->setOptimizerState(id, state, checkpoint.optimizerSteps);
+    for (std::int64_t s = m_steps; s < checkpoint.step; ++s)
+        (void)sampleStep(); // the data stream continues where the checkpointed run stopped
+    m_steps = checkpoint.step;
+}
+
+} // namespace ps::engine

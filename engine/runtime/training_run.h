@@ -1,0 +1,120 @@
+// A training run: the object `pipestudio train`, `pipestudio demo` and the GUI's launcher share.
+// It owns the token data, the devices, the pipeline runner over the plan's stages, the learning-rate
+// schedule and the step count; it produces one result per optimizer step and checkpoints that hold
+// parameters, optimizer moments and the step, so a resumed run continues the same learning-rate
+// schedule and Adam state. One device with one stage is the plain single-device path: there the M
+// micro-batches of a step are gradient accumulation, drawing the same data in the same order as
+// the pipeline does.
+// Depends on: runtime/pipeline_runner.h, data.h, executor.h (initial parameters); no Qt, no CUDA.
+#pragma once
+
+#include "data.h"
+#include "runtime/pipeline_runner.h"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ps::engine {
+
+// "cpu" (one device) or "cpu:N" (N devices, each confined to an equal share of the cores), each
+// with `memoryBytes` of capacity (0: unlimited). Throws ps::Error for other forms; CUDA devices
+// are not built yet.
+[[nodiscard]] std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memoryBytes);
+// BLAS threads per device for `devices` CPU devices on this machine (cores / devices, at least 1).
+[[nodiscard]] int threadsPerDevice(std::size_t devices);
+
+struct RunConfig
+{
+    ScheduleSpec schedule; // stages, micro-batches M, kind
+    Partition partition; // one range per stage
+    std::vector<DeviceId> stageDevices; // empty: stage % devices
+    std::vector<StageMemoryPlan> memory; // per stage; empty: keep everything
+    StageOptimizerConfig optimizer;
+    std::int64_t warmupSteps = 0;
+    std::int64_t decaySteps = 0; // cosine decay to lr * minLrRatio at this step; 0: constant
+    double minLrRatio = 0.1;
+    std::uint64_t seed = 0; // initialisation, dropout and sampling
+};
+
+struct RunStepResult
+{
+    std::int64_t step = 0;
+    double loss = 0;
+    double learningRate = 0;
+    double seconds = 0;
+    double tokensPerSecond = 0;
+    std::vector<std::int64_t> devicePeakBytes;
+    std::vector<double> deviceBusyNs;
+    std::vector<SimEvent> events;
+    std::int64_t transferredBytes = 0;
+};
+
+struct RunCheckpoint
+{
+    std::int64_t step = 0;
+    int optimizerSteps = 0;
+    std::vector<std::pair<TensorId, std::vector<std::byte>>> parameters;
+    // Per parameter: AdamW m and v (SGD: its momentum buffer).
+    std::vector<std::pair<TensorId, std::vector<std::vector<std::byte>>>> optimizerState;
+};
+
+class TrainingRun
+{
+public:
+    // Throws ps::Error when the graph is not a language model the data can feed, or the plan cannot
+    // run on the devices (naming the stage or device).
+    TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice> devices, RunConfig config);
+
+    RunStepResult step();
+    [[nodiscard]] double learningRate(std::int64_t step) const;
+    [[nodiscard]] std::int64_t stepsDone() const
+    {
+        return m_steps;
+    }
+    [[nodiscard]] std::int64_t tokensPerStep() const
+    {
+        return m_batch * m_seq * m_config.schedule.microBatches;
+    }
+    [[nodiscard]] RunCheckpoint checkpoint() const;
+    // Parameters, optimizer state and step count from a checkpoint; the sampler is advanced past the
+    // steps already taken so the data continues where the checkpointed run stopped.
+    void restore(const RunCheckpoint& checkpoint);
+
+    [[nodiscard]] PipelineRunner& runner()
+    {
+        return *m_runner;
+    }
+    [[nodiscard]] const Graph& graph() const
+    {
+        return m_graph;
+    }
+    [[nodiscard]] const std::vector<RuntimeDevice>& devices() const
+    {
+        return m_devices;
+    }
+    [[nodiscard]] const RunConfig& config() const
+    {
+        return m_config;
+    }
+
+private:
+    std::vector<HostBatch> sampleStep();
+
+    Graph m_graph;
+    TokenData m_data;
+    std::vector<RuntimeDevice> m_devices;
+    RunConfig m_config;
+    std::unique_ptr<PipelineRunner> m_runner;
+    std::mt19937_64 m_sampler;
+    std::int64_t m_batch = 0;
+    std::int64_t m_seq = 0;
+    std::int64_t m_steps = 0;
+};
+
+// The schedule a run executes: the generated compute actions, placed by the stage -> device map
+// when one is given, with the memory plans' SWAP/RECOMPUTE actions.
+[[nodiscard]] Schedule runtimeSchedule(const RunConfig& config);
+
+} // namespace ps::engine
