@@ -1,9 +1,14 @@
-// `pipestudio train`: trains the project's model on this machine's CPU, with per-step metrics and
-// checkpoints written to the project.
+// `pipestudio train`: trains the project's model on this machine, on one CPU device or as a
+// pipeline over several (the plan's stages, schedule and memory actions executed by the engine),
+// with per-step metrics, per-device peak memory, the measured timeline and checkpoints written to
+// the project; `--json` prints one JSON object per line for the GUI and scripts.
+// `pipestudio trace`: a run's measured timeline as a Chrome trace.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cluster/cluster.h"
+#include "plan/planner.h"
+#include "runtime/training_run.h"
 #include "store/project_store.h"
-#include "trainer.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
 
@@ -13,6 +18,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <optional>
 
 namespace ps::app {
 namespace {
@@ -27,7 +34,13 @@ namespace {
     struct TrainCommandOptions
     {
         std::string project;
-        std::string device = "cpu";
+        std::string device = "cpu"; // legacy single-device form
+        std::string devices; // cpu, cpu:N
+        int stages = 0; // 0: one per device
+        std::string schedule = "1f1b";
+        std::int64_t microBatches = 0; // 0: --accumulate
+        std::string plan; // stored plan id or "best"
+        std::string algorithm = "dawnpiper";
         std::int64_t steps = 200;
         std::int64_t microBatch = 0; // 0: the project's
         std::int64_t accumulate = 1;
@@ -39,33 +52,23 @@ namespace {
         double weightDecay = 0.01;
         double beta2 = 0.999;
         std::uint64_t seed = 0;
-        int threads = 0;
         std::string memory;
         std::int64_t checkpointEvery = 0;
         std::int64_t warmup = 0;
         bool cosine = false;
         bool resume = false;
+        bool json = false;
+        std::int64_t traceIterations = 3;
+        std::int64_t traceEvery = 50;
     };
 
     // The project's graph at the requested micro-batch (zoo models are rebuilt; imported graphs
-    // keep theirs), with the newest checkpoint's values when resuming.
-    Graph trainingGraph(const ProjectStore& store, const TrainCommandOptions& o, std::int64_t& resumedStep)
+    // keep theirs).
+    Graph trainingGraph(const ProjectStore& store, const TrainCommandOptions& o)
     {
         auto graph = store.loadGraph();
         if (o.microBatch > 0)
             graph = buildAtMicroBatch(graph, o.microBatch);
-        resumedStep = 0;
-        if (!o.resume)
-            return graph;
-        const auto checkpoint = store.latestCheckpoint();
-        if (!checkpoint)
-            throw Error("'" + o.project + "' has no checkpoint to resume from");
-        for (const auto& [id, bytes] : checkpoint->tensors) {
-            if (id.index() >= graph.tensorCount())
-                throw Error("checkpoint " + std::to_string(checkpoint->id) + " does not fit the project's model");
-            graph.setParameterValues(id, std::make_shared<const std::vector<std::byte>>(bytes));
-        }
-        resumedStep = checkpoint->step;
         return graph;
     }
 
@@ -83,48 +86,207 @@ namespace {
         throw Error("unknown --data-format '" + o.dataFormat + "' (text, u16, u32, random)");
     }
 
+    std::vector<TensorId> tensorList(const nlohmann::json& j)
+    {
+        std::vector<TensorId> out;
+        if (j.is_array()) {
+            for (const auto& v : j)
+                out.emplace_back(v.get<std::uint32_t>());
+        }
+        return out;
+    }
+
+    // A stored plan's cuts, schedule and memory actions, used as they are.
+    void applyStoredPlan(const ProjectStore& store, const std::string& which, const Graph& graph, engine::RunConfig& c,
+        std::int64_t& planId)
+    {
+        const auto plans = store.loadPlans();
+        if (plans.empty())
+            throw Error("'" + store.path().string() + "' has no stored plans (run `pipestudio plan` first)");
+        const ProjectStore::PlanRow* row = nullptr;
+        for (const auto& p : plans) {
+            if (which == "best" ? p.feasible : std::to_string(p.id) == which) {
+                row = &p;
+                break;
+            }
+        }
+        if (!row)
+            throw Error(
+                "'" + store.path().string() + "' has no " + (which == "best" ? "feasible plan" : "plan " + which));
+        planId = row->id;
+        const auto j = nlohmann::json::parse(row->json);
+        const int stages = j.value("stages", 1);
+        c.schedule = parseScheduleSpec(j.value("schedule", std::string("1f1b")), stages, j.value("micro_batches", 1));
+        c.partition = partitionFromCuts(j.value("cuts", std::string()), graph.nodeCount(), stages);
+        c.memory.clear();
+        for (const auto& s : j.value("stage_details", nlohmann::json::array())) {
+            StageMemoryPlan m;
+            m.swappedBytes = s.value("swapped_bytes", 0.0);
+            m.recomputedBytes = s.value("recomputed_bytes", 0.0);
+            m.swappedTensors = tensorList(s.value("swapped_tensors", nlohmann::json()));
+            m.recomputedTensors = tensorList(s.value("recomputed_tensors", nlohmann::json()));
+            c.memory.push_back(m);
+        }
+        if (j.contains("stage_devices")) {
+            for (const auto& d : j["stage_devices"])
+                c.stageDevices.emplace_back(d.get<std::uint32_t>());
+        }
+    }
+
+    // Cuts and memory plans from the planner for these devices, on the project's measured CPU
+    // profile when it has one (else the analytical estimate for this CPU).
+    void plannedCuts(const ProjectStore& store, const TrainCommandOptions& o, const Graph& graph, engine::RunConfig& c,
+        double memoryBytes)
+    {
+        if (c.schedule.stages == 1) {
+            c.partition = Partition { { 0 } };
+            return;
+        }
+        DeviceOptions d;
+        d.device = "cpu";
+        auto profile = store.loadProfile("cpu", "measured-cpu");
+        const auto cluster = makeCluster(resolveDevice(d), c.schedule.stages);
+        if (!profile)
+            profile = estimateProfile(graph, cluster.device, costOptions(d));
+        auto spec = c.schedule;
+        if (spec.kind == ScheduleKind::Interleaved)
+            spec = parseScheduleSpec("1f1b", spec.stages, spec.microBatches);
+        const StageModel model(
+            graph, *profile, spec, cluster, static_cast<double>(graph.info().microBatch), { memoryBytes, true, true });
+        PlannerOptions po;
+        po.algorithm = parsePlanAlgorithm(o.algorithm);
+        const auto plan = findPlan(model, po);
+        c.partition = plan.partition;
+        if (plan.feasible)
+            c.memory = plan.memoryPlans();
+    }
+
+    std::string scheduleLine(const engine::RunConfig& c, const std::vector<engine::RuntimeDevice>& devices)
+    {
+        return fmt::format("{} stage(s) on {} device(s), {} with {} micro-batch(es), cuts {}", c.schedule.stages,
+            devices.size(), scheduleName(c.schedule), c.schedule.microBatches,
+            c.partition.cutsText().empty() ? "-" : c.partition.cutsText());
+    }
+
+    nlohmann::json stepJson(const engine::RunStepResult& r, std::int64_t step)
+    {
+        return { { "step", step }, { "loss", r.loss }, { "lr", r.learningRate }, { "step_ms", r.seconds * 1e3 },
+            { "tokens_per_s", r.tokensPerSecond }, { "peak_bytes", r.devicePeakBytes },
+            { "busy_ms", [&] {
+                 std::vector<double> ms;
+                 for (double ns : r.deviceBusyNs)
+                     ms.push_back(ns / 1e6);
+                 return ms;
+             }() } };
+    }
+
+    // `index`: 1-based step of this run (a resumed run traces its own first steps too).
+    void record(ProjectStore& store, std::int64_t runId, const engine::RunStepResult& r, std::int64_t step,
+        std::int64_t index, const std::vector<engine::RuntimeDevice>& devices, const TrainCommandOptions& o)
+    {
+        store.appendRunMetrics(runId, { { step, r.loss, r.seconds * 1e9, r.tokensPerSecond } });
+        std::vector<ProjectStore::RunDeviceMetric> dm;
+        for (std::size_t d = 0; d < r.devicePeakBytes.size(); ++d)
+            dm.push_back({ step, static_cast<int>(d), devices[d].name, r.devicePeakBytes[d],
+                d < r.deviceBusyNs.size() ? r.deviceBusyNs[d] : 0 });
+        store.appendRunDeviceMetrics(runId, dm);
+        if (index <= o.traceIterations || (o.traceEvery > 0 && index % o.traceEvery == 0))
+            store.saveRunEvents(runId, step, r.events);
+    }
+
+    void saveCheckpoint(ProjectStore& store, std::int64_t runId, const engine::TrainingRun& run, std::int64_t step)
+    {
+        const auto c = run.checkpoint();
+        store.saveCheckpoint(runId, step, c.parameters, c.optimizerState, c.optimizerSteps);
+    }
+
     int runTrain(const TrainCommandOptions& o)
     {
-        if (o.device != "cpu")
-            throw Error("device '" + o.device + "': this build trains on the CPU backend only (--device cpu)");
         auto store = ProjectStore::open(o.project);
-        std::int64_t resumedStep = 0;
-        auto graph = trainingGraph(store, o, resumedStep);
-        engine::TrainOptions t;
-        t.accumulation = o.accumulate;
-        t.optimizer.kind = o.optimizer;
-        t.optimizer.lr = o.lr;
-        t.optimizer.weightDecay = o.weightDecay;
-        t.optimizer.beta2 = o.beta2;
-        t.warmupSteps = o.warmup;
-        t.decaySteps = o.cosine ? o.steps : 0;
-        t.seed = o.seed;
-        t.threads = o.threads;
-        t.capacityBytes = o.memory.empty() ? 0 : static_cast<std::int64_t>(parseBytes(o.memory));
+        auto graph = trainingGraph(store, o);
+        const auto deviceText = o.devices.empty() ? o.device : o.devices;
+        const double memoryBytes = o.memory.empty() ? 0 : parseBytes(o.memory);
+        auto devices = engine::makeDevices(deviceText, static_cast<std::int64_t>(memoryBytes));
+        engine::RunConfig c;
+        std::int64_t planId = 0;
+        if (!o.plan.empty()) {
+            applyStoredPlan(store, o.plan, graph, c, planId);
+        } else {
+            const int stages = o.stages > 0 ? o.stages : static_cast<int>(devices.size());
+            const auto M = static_cast<int>(o.microBatches > 0 ? o.microBatches : o.accumulate);
+            c.schedule = parseScheduleSpec(o.schedule, stages, M);
+            plannedCuts(store, o, graph, c, memoryBytes);
+        }
+        c.optimizer.kind = o.optimizer;
+        c.optimizer.lr = o.lr;
+        c.optimizer.weightDecay = o.weightDecay;
+        c.optimizer.beta2 = o.beta2;
+        c.warmupSteps = o.warmup;
+        c.seed = o.seed;
+        std::optional<ProjectStore::Checkpoint> checkpoint;
+        if (o.resume) {
+            checkpoint = store.latestCheckpoint();
+            if (!checkpoint)
+                throw Error("'" + o.project + "' has no checkpoint to resume from");
+        }
+        const std::int64_t resumedStep = checkpoint ? checkpoint->step : 0;
+        c.decaySteps = o.cosine ? resumedStep + o.steps : 0;
         auto data = trainingData(o);
         const auto source = data.source();
-        engine::Trainer trainer(std::move(graph), std::move(data), t);
-        const nlohmann::json config { { "device", o.device }, { "steps", o.steps }, { "micro_batch", o.microBatch },
-            { "accumulate", o.accumulate }, { "data", source }, { "optimizer", o.optimizer }, { "lr", o.lr },
-            { "weight_decay", o.weightDecay }, { "beta2", o.beta2 }, { "warmup", o.warmup }, { "cosine", o.cosine },
-            { "seed", o.seed }, { "threads", o.threads }, { "resumed_from_step", resumedStep } };
+        const auto deviceCount = devices.size();
+        engine::TrainingRun run(std::move(graph), std::move(data), std::move(devices), c);
+        bool moments = false;
+        if (checkpoint) {
+            for (const auto& [id, bytes] : checkpoint->tensors) {
+                if (id.index() >= run.graph().tensorCount())
+                    throw Error("checkpoint " + std::to_string(checkpoint->id) + " does not fit the project's model");
+            }
+            moments = run.restore(
+                { checkpoint->step, checkpoint->optimizerSteps, checkpoint->tensors, checkpoint->optimizerState });
+        }
+        const nlohmann::json config { { "devices", deviceText }, { "device_count", deviceCount },
+            { "stages", c.schedule.stages }, { "schedule", scheduleName(c.schedule) },
+            { "micro_batches", c.schedule.microBatches }, { "cuts", c.partition.cutsText() }, { "plan_id", planId },
+            { "steps", o.steps }, { "micro_batch", run.graph().info().microBatch }, { "data", source },
+            { "optimizer", o.optimizer }, { "lr", o.lr }, { "weight_decay", o.weightDecay }, { "beta2", o.beta2 },
+            { "warmup", o.warmup }, { "cosine", o.cosine }, { "seed", o.seed }, { "memory", o.memory },
+            { "resumed_from_step", resumedStep } };
         const auto runId = store.beginRun(config.dump());
-        fmt::print("Training {} on cpu: {} steps of {} tokens, data {}, run {}\n", o.project, o.steps,
-            trainer.tokensPerStep(), source, runId);
+        if (o.json) {
+            fmt::print("{}\n", nlohmann::json { { "run", runId }, { "config", config } }.dump());
+        } else {
+            fmt::print("Training {}: {} steps of {} tokens, data {}, run {}\n  {}\n", o.project, o.steps,
+                run.tokensPerStep(), source, runId, scheduleLine(c, run.devices()));
+            if (checkpoint)
+                fmt::print("  resumed from step {}{}\n", resumedStep,
+                    moments ? " with the optimizer's state" : " (parameters only: the optimizer starts fresh)");
+        }
+        std::fflush(stdout);
         g_interrupted = false;
         const auto previous = std::signal(SIGINT, onInterrupt);
         std::int64_t step = resumedStep;
+        double lastLoss = 0;
+        double tokensPerSecond = 0;
         try {
             for (std::int64_t i = 0; i < o.steps && !g_interrupted; ++i) {
-                const auto r = trainer.step();
-                step = resumedStep + r.step;
-                fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} tokens/s  {:7.1f} ms  peak {:.1f} MiB\n", step,
-                    r.loss, r.learningRate, r.tokensPerSecond, r.seconds * 1e3,
-                    static_cast<double>(r.peakBytes) / (1024.0 * 1024.0));
+                const auto r = run.step();
+                step = r.step;
+                lastLoss = r.loss;
+                tokensPerSecond = r.tokensPerSecond;
+                if (o.json) {
+                    fmt::print("{}\n", stepJson(r, step).dump());
+                } else {
+                    std::int64_t peak = 0;
+                    for (auto b : r.devicePeakBytes)
+                        peak = std::max(peak, b);
+                    fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} tokens/s  {:7.1f} ms  peak {:.1f} MiB\n",
+                        step, r.loss, r.learningRate, r.tokensPerSecond, r.seconds * 1e3,
+                        static_cast<double>(peak) / (1024.0 * 1024.0));
+                }
                 std::fflush(stdout);
-                store.appendRunMetrics(runId, { { step, r.loss, r.seconds * 1e9, r.tokensPerSecond } });
-                if (o.checkpointEvery > 0 && r.step % o.checkpointEvery == 0)
-                    store.saveCheckpoint(runId, step, trainer.parameterBytes());
+                record(store, runId, r, step, i + 1, run.devices(), o);
+                if (o.checkpointEvery > 0 && (i + 1) % o.checkpointEvery == 0)
+                    saveCheckpoint(store, runId, run, step);
             }
         } catch (const std::exception& e) {
             std::signal(SIGINT, previous);
@@ -132,11 +294,57 @@ namespace {
             throw;
         }
         std::signal(SIGINT, previous);
-        store.saveCheckpoint(runId, step, trainer.parameterBytes());
+        saveCheckpoint(store, runId, run, step);
         store.endRun(runId, g_interrupted ? "interrupted" : "finished");
-        fmt::print("{} at step {}; checkpoint saved to {} (run {})\n", g_interrupted ? "Interrupted" : "Finished", step,
-            o.project, runId);
+        if (o.json)
+            fmt::print("{}\n",
+                nlohmann::json { { "summary", true }, { "run", runId },
+                    { "status", g_interrupted ? "interrupted" : "finished" }, { "step", step }, { "loss", lastLoss },
+                    { "tokens_per_s", tokensPerSecond } }
+                    .dump());
+        else
+            fmt::print("{} at step {}; checkpoint saved to {} (run {})\n", g_interrupted ? "Interrupted" : "Finished",
+                step, o.project, runId);
         return g_interrupted ? 130 : 0;
+    }
+
+    struct TraceOptions
+    {
+        std::string project;
+        std::int64_t run = 0;
+        std::int64_t iteration = 0;
+        std::string output;
+    };
+
+    int runTrace(const TraceOptions& o)
+    {
+        const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
+        const auto runId = o.run > 0 ? o.run : store.latestRunId();
+        if (runId == 0)
+            throw Error("'" + o.project + "' has no training runs");
+        const auto iterations = store.runEventIterations(runId);
+        if (iterations.empty())
+            throw Error("run " + std::to_string(runId) + " of '" + o.project + "' stored no timeline");
+        const auto iteration = o.iteration > 0 ? o.iteration : iterations.front();
+        if (std::find(iterations.begin(), iterations.end(), iteration) == iterations.end())
+            throw Error(
+                "run " + std::to_string(runId) + " stored no timeline for iteration " + std::to_string(iteration));
+        SimulationResult r;
+        r.scheduleName = "measured run " + std::to_string(runId) + ", iteration " + std::to_string(iteration);
+        r.events = store.loadRunEvents(runId, iteration);
+        std::uint32_t devices = 0;
+        for (const auto& e : r.events) {
+            devices = std::max(devices, e.device.value + 1);
+            r.iterationNs = std::max(r.iterationNs, e.endNs);
+        }
+        r.devices.resize(devices);
+        std::ofstream out(o.output, std::ios::binary);
+        out << toChromeTrace(r);
+        if (!out)
+            throw Error("cannot write '" + o.output + "'");
+        fmt::print("Wrote {} events of run {} iteration {} ({} device(s)) to {}\n", r.events.size(), runId, iteration,
+            devices, o.output);
+        return 0;
     }
 
 } // namespace
@@ -144,9 +352,17 @@ namespace {
 void addTrainCommand(CLI::App& app, Action& action)
 {
     auto o = std::make_shared<TrainCommandOptions>();
-    auto* cmd = app.add_subcommand("train", "Train the project's model on this machine (CPU backend)");
+    auto* cmd = app.add_subcommand("train", "Train the project's model on this machine: one CPU device or a pipeline");
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
-    cmd->add_option("--device", o->device, "cpu");
+    cmd->add_option("--devices", o->devices, "cpu (one device) or cpu:N (N devices sharing the cores)");
+    cmd->add_option("--device", o->device, "Same as --devices (cpu)");
+    cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
+    cmd->add_option("--schedule", o->schedule, "gpipe | 1f1b | kfkb:K | interleaved:V | zb-h1 | pipedream");
+    cmd->add_option("--micro-batches", o->microBatches,
+           "Micro-batches per step (pipeline; on one stage: gradient accumulation, as --accumulate)")
+        ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
+    cmd->add_option("--plan", o->plan, "A stored plan's id, or 'best': its cuts, schedule and memory actions");
+    cmd->add_option("--algo", o->algorithm, "Planner for the cuts when no --plan is given (default dawnpiper)");
     cmd->add_option("--steps", o->steps, "Optimizer steps")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 40));
     cmd->add_option("--micro-batch", o->microBatch, "Samples per micro-batch (zoo models; default: the project's)")
@@ -162,15 +378,25 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_option("--weight-decay", o->weightDecay, "Weight decay");
     cmd->add_option("--beta2", o->beta2, "AdamW's second-moment decay (0.99 suits small models)");
     cmd->add_option("--seed", o->seed, "Seed of initialisation, dropout and sampling");
-    cmd->add_option("--threads", o->threads, "BLAS threads (0: OpenBLAS's default)");
-    cmd->add_option(
-        "--memory", o->memory, "Device memory budget, e.g. 2GiB (an allocation past it fails naming the node)");
+    cmd->add_option("--device-memory,--memory", o->memory,
+        "Memory capacity of each device, e.g. 512MiB (an allocation past it fails naming device, stage and node)");
     cmd->add_option(
         "--checkpoint-every", o->checkpointEvery, "Also checkpoint every N steps (always at the end and on Ctrl-C)");
-    cmd->add_flag("--resume", o->resume, "Start from the project's newest checkpoint");
+    cmd->add_flag("--resume", o->resume, "Continue from the project's newest checkpoint (parameters, optimizer, step)");
     cmd->add_option("--warmup", o->warmup, "Linear learning-rate warm-up steps");
     cmd->add_flag("--cosine", o->cosine, "Cosine decay to 10% of --lr over the run");
+    cmd->add_flag("--json", o->json, "One JSON object per line: the run, each step, a final summary");
+    cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps");
+    cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)");
     cmd->callback([o, &action] { action = [o] { return runTrain(*o); }; });
+
+    auto t = std::make_shared<TraceOptions>();
+    auto* trace = app.add_subcommand("trace", "Export a training run's measured timeline as a Chrome trace (Perfetto)");
+    trace->add_option("project", t->project, "Project file (.pstudio)")->required();
+    trace->add_option("--run", t->run, "Run id (default: the newest)");
+    trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)");
+    trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
+    trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
 }
 
 } // namespace ps::app

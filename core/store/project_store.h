@@ -25,7 +25,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 4;
+inline constexpr int kProjectSchemaVersion = 5;
 
 class ProjectStore
 {
@@ -91,16 +91,38 @@ public:
     void endRun(std::int64_t runId, const std::string& status, const std::string& error = {});
     [[nodiscard]] std::vector<RunMetric> loadRunMetrics(std::int64_t runId) const;
     [[nodiscard]] std::string runStatus(std::int64_t runId) const;
-    // Parameter values (fp32 bytes by tensor id) at `step`; one transaction.
-    std::int64_t saveCheckpoint(
-        std::int64_t runId, std::int64_t step, const std::vector<std::pair<TensorId, std::vector<std::byte>>>& tensors);
+    using TensorBytes = std::vector<std::pair<TensorId, std::vector<std::byte>>>;
+    // Per parameter: the optimizer's moment buffers (AdamW m and v; SGD momentum), fp32 bytes.
+    using OptimizerStateBytes = std::vector<std::pair<TensorId, std::vector<std::vector<std::byte>>>>;
+    // Parameter values (fp32 bytes by tensor id) at `step`, with the optimizer's state and step
+    // count when given; one transaction.
+    std::int64_t saveCheckpoint(std::int64_t runId, std::int64_t step, const TensorBytes& tensors,
+        const OptimizerStateBytes& optimizerState = {}, int optimizerSteps = 0);
     struct Checkpoint
     {
         std::int64_t id = 0;
         std::int64_t runId = 0;
         std::int64_t step = 0;
-        std::vector<std::pair<TensorId, std::vector<std::byte>>> tensors;
+        TensorBytes tensors;
+        OptimizerStateBytes optimizerState; // empty for checkpoints of older builds
+        int optimizerSteps = 0;
     };
+    // A run's measured timeline of one iteration (the simulator's event format).
+    void saveRunEvents(std::int64_t runId, std::int64_t iteration, const std::vector<SimEvent>& events);
+    [[nodiscard]] std::vector<std::int64_t> runEventIterations(std::int64_t runId) const;
+    [[nodiscard]] std::vector<SimEvent> loadRunEvents(std::int64_t runId, std::int64_t iteration) const;
+    struct RunDeviceMetric
+    {
+        std::int64_t step = 0;
+        int device = 0;
+        std::string name;
+        std::int64_t peakBytes = 0;
+        double busyNs = 0;
+    };
+    void appendRunDeviceMetrics(std::int64_t runId, const std::vector<RunDeviceMetric>& metrics);
+    [[nodiscard]] std::vector<RunDeviceMetric> loadRunDeviceMetrics(std::int64_t runId) const;
+    // The newest run's id, or 0 when the project has none.
+    [[nodiscard]] std::int64_t latestRunId() const;
     // The newest checkpoint, or nullopt.
     [[nodiscard]] std::optional<Checkpoint> latestCheckpoint() const;
 

@@ -50,17 +50,26 @@ std::string ProjectStore::runStatus(std::int64_t runId) const
     return st.columnText(0);
 }
 
-std::int64_t ProjectStore::saveCheckpoint(
-    std::int64_t runId, std::int64_t step, const std::vector<std::pair<TensorId, std::vector<std::byte>>>& tensors)
+std::int64_t ProjectStore::saveCheckpoint(std::int64_t runId, std::int64_t step, const TensorBytes& tensors,
+    const OptimizerStateBytes& optimizerState, int optimizerSteps)
 {
     sql::Transaction tx(*m_db);
-    sql::Statement head(*m_db, "INSERT INTO checkpoints(run_id, step, created_at) VALUES (?1, ?2, ?3)");
-    head.bind(1, runId).bind(2, step).bind(3, sql::utcNow()).execute();
+    sql::Statement head(
+        *m_db, "INSERT INTO checkpoints(run_id, step, created_at, optimizer_steps) VALUES (?1, ?2, ?3, ?4)");
+    head.bind(1, runId).bind(2, step).bind(3, sql::utcNow()).bind(4, std::int64_t { optimizerSteps }).execute();
     const auto id = m_db->lastInsertRowId();
     sql::Statement row(*m_db, "INSERT INTO checkpoint_tensors(checkpoint_id, tensor_id, data) VALUES (?1, ?2, ?3)");
     for (const auto& [tensor, bytes] : tensors) {
         row.bind(1, id).bind(2, static_cast<std::int64_t>(tensor.value)).bindBlob(3, bytes);
         row.execute();
+    }
+    sql::Statement state(
+        *m_db, "INSERT INTO checkpoint_optimizer(checkpoint_id, tensor_id, slot, data) VALUES (?1, ?2, ?3, ?4)");
+    for (const auto& [tensor, buffers] : optimizerState) {
+        for (std::size_t slot = 0; slot < buffers.size(); ++slot) {
+            state.bind(1, id).bind(2, static_cast<std::int64_t>(tensor.value));
+            state.bind(3, static_cast<std::int64_t>(slot)).bindBlob(4, buffers[slot]).execute();
+        }
     }
     tx.commit();
     return id;
@@ -68,16 +77,115 @@ std::int64_t ProjectStore::saveCheckpoint(
 
 std::optional<ProjectStore::Checkpoint> ProjectStore::latestCheckpoint() const
 {
-    sql::Statement head(*m_db, "SELECT id, run_id, step FROM checkpoints ORDER BY id DESC LIMIT 1");
+    sql::Statement head(*m_db, "SELECT id, run_id, step, optimizer_steps FROM checkpoints ORDER BY id DESC LIMIT 1");
     if (!head.step())
         return std::nullopt;
-    Checkpoint c { head.columnInt(0), head.columnInt(1), head.columnInt(2), {} };
+    Checkpoint c { head.columnInt(0), head.columnInt(1), head.columnInt(2), {}, {},
+        static_cast<int>(head.columnInt(3)) };
     sql::Statement rows(
         *m_db, "SELECT tensor_id, data FROM checkpoint_tensors WHERE checkpoint_id = ?1 ORDER BY tensor_id");
     rows.bind(1, c.id);
     while (rows.step())
         c.tensors.emplace_back(TensorId(static_cast<std::uint32_t>(rows.columnInt(0))), rows.columnBlob(1));
+    sql::Statement state(*m_db,
+        "SELECT tensor_id, slot, data FROM checkpoint_optimizer WHERE checkpoint_id = ?1 ORDER BY tensor_id, slot");
+    state.bind(1, c.id);
+    while (state.step()) {
+        const TensorId tensor(static_cast<std::uint32_t>(state.columnInt(0)));
+        if (c.optimizerState.empty() || c.optimizerState.back().first != tensor)
+            c.optimizerState.emplace_back(tensor, std::vector<std::vector<std::byte>>());
+        c.optimizerState.back().second.push_back(state.columnBlob(2));
+    }
     return c;
+}
+
+void ProjectStore::saveRunEvents(std::int64_t runId, std::int64_t iteration, const std::vector<SimEvent>& events)
+{
+    sql::Transaction tx(*m_db);
+    sql::Statement ev(*m_db,
+        "INSERT INTO events(run_id, iteration, device, stream, action, micro_batch, start_ns, end_ns, bytes) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    for (const auto& e : events) {
+        ev.bind(1, runId).bind(2, iteration).bind(3, std::int64_t { e.device.value }).bind(4, toString(e.stream));
+        ev.bind(5, std::to_string(e.stage.value) + std::string(actionCode(e.action)));
+        if (e.microBatch.valid())
+            ev.bind(6, std::int64_t { e.microBatch.value });
+        else
+            ev.bindNull(6);
+        ev.bind(7, e.startNs).bind(8, e.endNs).bind(9, static_cast<std::int64_t>(e.bytes)).execute();
+    }
+    tx.commit();
+}
+
+std::vector<std::int64_t> ProjectStore::runEventIterations(std::int64_t runId) const
+{
+    sql::Statement st(*m_db, "SELECT DISTINCT iteration FROM events WHERE run_id = ?1 ORDER BY iteration");
+    st.bind(1, runId);
+    std::vector<std::int64_t> out;
+    while (st.step())
+        out.push_back(st.columnInt(0));
+    return out;
+}
+
+std::vector<SimEvent> ProjectStore::loadRunEvents(std::int64_t runId, std::int64_t iteration) const
+{
+    sql::Statement st(*m_db,
+        "SELECT device, stream, action, micro_batch, start_ns, end_ns, bytes FROM events "
+        "WHERE run_id = ?1 AND iteration = ?2 ORDER BY start_ns");
+    st.bind(1, runId).bind(2, iteration);
+    std::vector<SimEvent> out;
+    while (st.step()) {
+        const auto mb = st.columnText(3);
+        const auto action = parseAction(st.columnText(2) + (mb.empty() ? std::string() : mb));
+        if (!action)
+            throw Error("'" + path().string() + "': run " + std::to_string(runId) + " has an event with action '"
+                + st.columnText(2) + "' this build does not know");
+        SimEvent e;
+        e.device = DeviceId(static_cast<std::uint32_t>(st.columnInt(0)));
+        const auto stream = st.columnText(1);
+        for (auto s : { Stream::Compute, Stream::CopyToHost, Stream::CopyFromHost, Stream::Send }) {
+            if (toString(s) == stream)
+                e.stream = s;
+        }
+        e.action = action->type;
+        e.stage = action->stage;
+        e.microBatch = action->microBatch;
+        e.startNs = st.columnDouble(4);
+        e.endNs = st.columnDouble(5);
+        e.bytes = st.columnDouble(6);
+        out.push_back(e);
+    }
+    return out;
+}
+
+void ProjectStore::appendRunDeviceMetrics(std::int64_t runId, const std::vector<RunDeviceMetric>& metrics)
+{
+    sql::Transaction tx(*m_db);
+    sql::Statement st(*m_db,
+        "INSERT OR REPLACE INTO run_devices(run_id, step, device, name, peak_bytes, busy_ns) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    for (const auto& m : metrics) {
+        st.bind(1, runId).bind(2, m.step).bind(3, std::int64_t { m.device }).bind(4, m.name);
+        st.bind(5, m.peakBytes).bind(6, m.busyNs).execute();
+    }
+    tx.commit();
+}
+
+std::vector<ProjectStore::RunDeviceMetric> ProjectStore::loadRunDeviceMetrics(std::int64_t runId) const
+{
+    sql::Statement st(*m_db,
+        "SELECT step, device, name, peak_bytes, busy_ns FROM run_devices WHERE run_id = ?1 ORDER BY step, device");
+    st.bind(1, runId);
+    std::vector<RunDeviceMetric> out;
+    while (st.step())
+        out.push_back({ st.columnInt(0), static_cast<int>(st.columnInt(1)), st.columnText(2), st.columnInt(3),
+            st.columnDouble(4) });
+    return out;
+}
+
+std::int64_t ProjectStore::latestRunId() const
+{
+    return m_db->queryInt("SELECT coalesce(max(id), 0) FROM runs");
 }
 
 } // namespace ps

@@ -121,12 +121,34 @@ CREATE TABLE checkpoint_tensors(
     PRIMARY KEY (checkpoint_id, tensor_id)) WITHOUT ROWID;
 )sql";
 
+    // Version 5: pipeline runs: optimizer state in checkpoints (so a resume continues Adam), the
+    // measured timeline's iteration, per-device measured peak memory and busy time per step.
+    constexpr std::string_view kVersion5 = R"sql(
+ALTER TABLE checkpoints ADD COLUMN optimizer_steps INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE checkpoint_optimizer(
+    checkpoint_id INTEGER NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,
+    tensor_id INTEGER NOT NULL,
+    slot INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (checkpoint_id, tensor_id, slot)) WITHOUT ROWID;
+ALTER TABLE events ADD COLUMN iteration INTEGER;
+CREATE INDEX events_by_run ON events(run_id, iteration);
+CREATE TABLE run_devices(
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    device INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    peak_bytes INTEGER NOT NULL,
+    busy_ns REAL NOT NULL,
+    PRIMARY KEY (run_id, step, device)) WITHOUT ROWID;
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
     static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 },
-        { 4, kVersion4 } };
+        { 4, kVersion4 }, { 5, kVersion5 } };
     return kMigrations;
 }
 

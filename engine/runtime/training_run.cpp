@@ -184,18 +184,25 @@ RunCheckpoint TrainingRun::checkpoint() const
     return c;
 }
 
-void TrainingRun::restore(const RunCheckpoint& checkpoint)
+bool TrainingRun::restore(const RunCheckpoint& checkpoint)
 {
     for (const auto& [id, bytes] : checkpoint.parameters) {
         if (id.index() >= m_graph.tensorCount() || m_graph.tensor(id).kind != TensorKind::Parameter)
             throw Error("the checkpoint does not fit the project's model (tensor " + std::to_string(id.value) + ")");
         m_runner->setParameter(id, bytes);
     }
-    for (const auto& [id, state] : checkpoint.optimizerState)
-        m_runner->setOptimizerState(id, state, checkpoint.optimizerSteps);
+    const auto slots = m_config.optimizer.kind == "adamw" ? 2U : 1U;
+    const bool sameOptimizer = !checkpoint.optimizerState.empty()
+        && std::all_of(checkpoint.optimizerState.begin(), checkpoint.optimizerState.end(),
+            [&](const auto& s) { return s.second.size() == slots; });
+    if (sameOptimizer) {
+        for (const auto& [id, state] : checkpoint.optimizerState)
+            m_runner->setOptimizerState(id, state, checkpoint.optimizerSteps);
+    }
     for (std::int64_t s = m_steps; s < checkpoint.step; ++s)
         (void)sampleStep(); // the data stream continues where the checkpointed run stopped
     m_steps = checkpoint.step;
+    return sameOptimizer;
 }
 
 } // namespace ps::engine

@@ -79,8 +79,9 @@ public:
     }
     [[nodiscard]] RunCheckpoint checkpoint() const;
     // Parameters, optimizer state and step count from a checkpoint; the sampler is advanced past the
-    // steps already taken so the data continues where the checkpointed run stopped.
-    void restore(const RunCheckpoint& checkpoint);
+    // steps already taken so the data continues where the checkpointed run stopped. Returns false
+    // when the optimizer state was not restored (none stored, or another optimizer's).
+    bool restore(const RunCheckpoint& checkpoint);
 
     [[nodiscard]] PipelineRunner& runner()
     {

@@ -214,7 +214,8 @@ TEST(Simulator, SwapAndRecomputeTradeTimeForMemory)
     const auto schedule = generateSchedule({ ScheduleKind::OneFOneB, S, M, 1, 1 });
 
     // Recompute 600 of stage 0's 1000 bytes at 0.5 ms each time: peak drops, time grows.
-    SimulationInput recompute { schedule, stages, cluster, {}, 1.0, { { 0, 600, 0.5 * kMs }, {} }, { false, false } };
+    SimulationInput recompute { schedule, stages, cluster, {}, 1.0, { { 0, 600, 0.5 * kMs, {}, {} }, {} },
+        { false, false } };
     const auto r = simulate(recompute);
     EXPECT_LT(r.devices[0].peakBytes, base.devices[0].peakBytes);
     EXPECT_GT(r.iterationNs, base.iterationNs);
@@ -225,7 +226,7 @@ TEST(Simulator, SwapAndRecomputeTradeTimeForMemory)
     // peak three of them are half on the host, 3 x 500 + 1000 + the prefetched 500 = 3000 < 4000.
     const auto deep = generateSchedule({ ScheduleKind::OneFOneB, 4, 8, 1, 1 });
     const auto deepStages = equalStages(4, 1, 2, 0, 1000);
-    const std::vector<StageMemoryPlan> plans { { 500, 0, 0 }, {}, {}, {} };
+    const std::vector<StageMemoryPlan> plans { { 500, 0, 0, {}, {} }, {}, {}, {} };
     SimulationInput swap { deep, deepStages, testCluster(4, 1000), {}, 1.0, plans, { false, false } };
     const auto w = simulate(swap);
     EXPECT_NEAR(w.devices[0].peakBytes, 3000, 1e-9);
