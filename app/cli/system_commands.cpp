@@ -4,8 +4,8 @@
 #include "graph/graph_summary.h"
 #include "local_devices.h"
 #include "profiler_backends.h"
+#include "runtime/training_run.h"
 #include "store/project_store.h"
-#include "trainer.h"
 #include "zoo/model_config.h"
 
 #include <fmt/core.h>
@@ -127,21 +127,27 @@ int runDemo(const std::string& directory)
         "\nLocal devices: {} CPU thread(s); CUDA: {}\n", devices.devices.front().computeUnits, devices.cudaStatus);
 
     auto small = zooPreset("gpt2-tiny");
-    small.microBatch = 16;
+    small.microBatch = 8;
     auto corpus = engine::TokenData::defaultCorpus();
-    fmt::print(
-        "\n5. Training a 2-layer, 64-wide GPT on this CPU for 40 steps ({}; `pipestudio train`)\n", corpus.source());
-    engine::TrainOptions options;
-    options.optimizer.lr = 2e-3;
-    engine::Trainer trainer(buildZooModel(small), std::move(corpus), options);
+    fmt::print("\n5. Training a 2-layer, 64-wide GPT on this CPU for 40 steps ({}), as a 2-stage 1F1B pipeline\n"
+               "   on two CPU devices with 2 micro-batches per step (`pipestudio train --devices cpu:2`)\n",
+        corpus.source());
+    const auto model = buildZooModel(small);
+    engine::RunConfig runConfig;
+    runConfig.schedule = parseScheduleSpec("1f1b", 2, 2);
+    runConfig.partition = computeBalancedPartition(std::vector<double>(model.nodeCount(), 1.0), 2);
+    runConfig.optimizer.lr = 2e-3;
+    engine::TrainingRun run(model, std::move(corpus), engine::makeDevices("cpu:2", 0), runConfig);
     double first = 0;
     double last = 0;
     for (int step = 1; step <= 40; ++step) {
-        const auto r = trainer.step();
+        const auto r = run.step();
         first = step == 1 ? r.loss : first;
         last = r.loss;
         if (step == 1 || step % 10 == 0)
-            fmt::print("   step {:>3}  loss {:.3f}  {:>7.0f} tokens/s\n", step, r.loss, r.tokensPerSecond);
+            fmt::print("   step {:>3}  loss {:.3f}  {:>7.0f} tokens/s  peak {} / {}\n", step, r.loss, r.tokensPerSecond,
+                formatBytes(static_cast<double>(r.devicePeakBytes[0])),
+                formatBytes(static_cast<double>(r.devicePeakBytes[1])));
     }
     fmt::print("   loss {:.2f} -> {:.2f} nats\n", first, last);
     return loaded == graph && last < first ? 0 : 1;

@@ -156,9 +156,15 @@ namespace {
         PlannerOptions po;
         po.algorithm = parsePlanAlgorithm(o.algorithm);
         const auto plan = findPlan(model, po);
-        c.partition = plan.partition;
-        if (plan.feasible)
+        if (plan.feasible) {
+            c.partition = plan.partition;
             c.memory = plan.memoryPlans();
+            return;
+        }
+        // Nothing fits: run the compute-balanced cuts, so the run fails where the memory really runs out.
+        c.partition = computeBalancedPartition(nodeTimes(*profile, model.microBatch()), c.schedule.stages);
+        fmt::print(stderr, "warning: {} finds no plan that fits ({}); running compute-balanced cuts\n", o.algorithm,
+            plan.reason);
     }
 
     std::string scheduleLine(const engine::RunConfig& c, const std::vector<engine::RuntimeDevice>& devices)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <sys/wait.h>
 
 namespace fs = std::filesystem;
@@ -313,6 +314,42 @@ TEST_F(Cli, TrainWritesMetricsCheckpointsAndResumes)
     ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("step     5  loss"), std::string::npos) << resumed.output;
     EXPECT_EQ(countRows(p, "SELECT max(step) FROM checkpoints"), 5);
+}
+
+TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
+{
+    const auto p = file("pipe.pstudio");
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    const auto r = run("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 3 --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    int steps = 0;
+    bool summary = false;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line); // every line is one JSON object
+        if (j.contains("step") && !j.contains("summary")) {
+            ++steps;
+            EXPECT_EQ(j["peak_bytes"].size(), 2U) << line;
+            EXPECT_GT(j["tokens_per_s"].get<double>(), 0) << line;
+        }
+        summary = summary || j.value("summary", false);
+    }
+    EXPECT_EQ(steps, 3);
+    EXPECT_TRUE(summary);
+    EXPECT_EQ(countRows(p, "SELECT count(*) FROM run_devices"), 6);
+    EXPECT_EQ(countRows(p, "SELECT count(DISTINCT iteration) FROM events WHERE run_id = 1"), 3);
+    EXPECT_GT(countRows(p, "SELECT count(*) FROM events WHERE run_id = 1 AND action LIKE '%W'"), 0);
+    const auto t = run("trace " + p + " -o " + file("trace.json"));
+    ASSERT_EQ(t.exitCode, 0) << t.output;
+    const auto trace = nlohmann::json::parse(readAll(file("trace.json")));
+    EXPECT_FALSE(trace.dump().empty());
+    const auto resumed = run("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 1 --resume");
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("with the optimizer's state"), std::string::npos) << resumed.output;
+    const auto oom = run("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB");
+    EXPECT_NE(oom.exitCode, 0);
+    EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
 }
 
 TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
