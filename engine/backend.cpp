@@ -68,7 +68,12 @@ void Backend::forward(const Node& node, NodeValues& values, KernelContext& ctx) 
 {
     const auto& kernel = kernelFor(*this, node);
     const OwnerScope owner(ctx.allocator, node.name);
-    kernel.forward(node, values, ctx);
+    try {
+        kernel.forward(node, values, ctx);
+    } catch (const NotResident& e) {
+        throw NotResident(std::string(e.what()) + " in the forward of node '" + node.name + "' ("
+            + std::string(toString(node.op)) + ")");
+    }
 }
 
 std::vector<NdArray> Backend::backward(const Node& node, const NodeValues& values, const std::vector<NdArray>& gradOut,
@@ -78,7 +83,12 @@ std::vector<NdArray> Backend::backward(const Node& node, const NodeValues& value
     const OwnerScope owner(ctx.allocator, node.name + " (backward)");
     std::vector<NdArray> gradIn(values.in.size());
     BackwardArgs args { gradOut, needGrad, gradIn };
-    kernel.backward(node, values, args, ctx);
+    try {
+        kernel.backward(node, values, args, ctx);
+    } catch (const NotResident& e) {
+        throw NotResident(std::string(e.what()) + " in the backward of node '" + node.name + "' ("
+            + std::string(toString(node.op)) + ")");
+    }
     return gradIn;
 }
 

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cluster/cluster.h"
+#include "graph/graph_summary.h"
 #include "plan/planner.h"
 #include "runtime/training_run.h"
 #include "store/project_store.h"
@@ -15,6 +16,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -192,9 +194,15 @@ namespace {
     {
         store.appendRunMetrics(runId, { { step, r.loss, r.seconds * 1e9, r.tokensPerSecond } });
         std::vector<ProjectStore::RunDeviceMetric> dm;
-        for (std::size_t d = 0; d < r.devicePeakBytes.size(); ++d)
+        for (std::size_t d = 0; d < r.devicePeakBytes.size(); ++d) {
+            nlohmann::ordered_json uses = nlohmann::ordered_json::object();
+            if (d < r.devicePeakByUse.size()) {
+                for (std::size_t u = 0; u < engine::kMemoryUses; ++u)
+                    uses[std::string(engine::toString(static_cast<engine::MemoryUse>(u)))] = r.devicePeakByUse[d][u];
+            }
             dm.push_back({ step, static_cast<int>(d), devices[d].name, r.devicePeakBytes[d],
-                d < r.deviceBusyNs.size() ? r.deviceBusyNs[d] : 0 });
+                d < r.deviceBusyNs.size() ? r.deviceBusyNs[d] : 0, uses.dump() });
+        }
         store.appendRunDeviceMetrics(runId, dm);
         if (index <= o.traceIterations || (o.traceEvery > 0 && index % o.traceEvery == 0))
             store.saveRunEvents(runId, step, r.events);
@@ -353,6 +361,145 @@ namespace {
         return 0;
     }
 
+    struct CompareOptions
+    {
+        std::string project;
+        std::int64_t run = 0;
+        bool json = false;
+    };
+
+    double median(std::vector<double> v)
+    {
+        if (v.empty())
+            return 0;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    }
+
+    // Predicted against measured for a finished run: the simulator fed with the project's measured
+    // CPU profile (else the analytical one) over the run's cuts and schedule, against the run's
+    // median step time, per-device peak memory and the actions of its last stored timeline.
+    int runCompare(const CompareOptions& o)
+    {
+        const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
+        const auto runId = o.run > 0 ? o.run : store.latestRunId();
+        if (runId == 0)
+            throw Error("'" + o.project + "' has no training runs");
+        const auto cfg = nlohmann::json::parse(store.runConfig(runId));
+        if (!cfg.contains("cuts"))
+            throw Error("run " + std::to_string(runId) + " was recorded by an older PipeStudio without its cuts");
+        auto graph = store.loadGraph();
+        const auto mb = cfg.value("micro_batch", graph.info().microBatch);
+        if (mb != graph.info().microBatch)
+            graph = buildAtMicroBatch(graph, mb);
+        engine::RunConfig c;
+        c.schedule = parseScheduleSpec(
+            cfg.value("schedule", std::string("1f1b")), cfg.value("stages", 1), cfg.value("micro_batches", 1));
+        c.partition = partitionFromCuts(cfg.value("cuts", std::string()), graph.nodeCount(), c.schedule.stages);
+        if (cfg.value("plan_id", 0) > 0) {
+            std::int64_t id = 0;
+            auto planned = c;
+            applyStoredPlan(store, std::to_string(cfg.value("plan_id", 0)), graph, planned, id);
+            c.memory = planned.memory;
+            c.stageDevices = planned.stageDevices;
+        }
+        DeviceOptions d;
+        d.device = "cpu";
+        auto profile = store.loadProfile("cpu", "measured-cpu");
+        const std::string source =
+            profile ? "measured-cpu" : "analytical (no measured profile: run `pipestudio profile`)";
+        const auto devices = cfg.value("device_count", static_cast<int>(c.schedule.devices()));
+        auto cluster = makeCluster(resolveDevice(d), devices);
+        if (!profile)
+            profile = estimateProfile(graph, cluster.device, costOptions(d));
+        const auto stages = computeStageCosts(graph, *profile, c.partition, static_cast<double>(mb));
+        const auto schedule = withCommunication(engine::runtimeSchedule(c));
+        const auto predicted =
+            simulate({ schedule, stages, cluster, profile->setup, static_cast<double>(mb), c.memory, { true, true } });
+        std::vector<double> stepNs;
+        for (const auto& m : store.loadRunMetrics(runId))
+            stepNs.push_back(m.stepNs);
+        if (stepNs.size() > 1)
+            stepNs.erase(stepNs.begin()); // the first step allocates and warms the caches
+        std::vector<std::int64_t> peak(static_cast<std::size_t>(devices), 0);
+        std::vector<std::string> peakUses(static_cast<std::size_t>(devices), "{}");
+        for (const auto& m : store.loadRunDeviceMetrics(runId)) {
+            const auto k = static_cast<std::size_t>(m.device);
+            if (m.device < devices && m.peakBytes > peak[k]) {
+                peak[k] = m.peakBytes;
+                peakUses[k] = m.peakByUse;
+            }
+        }
+        const double measuredNs = median(stepNs);
+        nlohmann::ordered_json j { { "run", runId }, { "profile", source }, { "schedule", scheduleName(c.schedule) },
+            { "predicted_iteration_ms", predicted.iterationNs / 1e6 }, { "measured_iteration_ms", measuredNs / 1e6 },
+            { "iteration_error", measuredNs > 0 ? predicted.iterationNs / measuredNs - 1 : 0 } };
+        auto devs = nlohmann::ordered_json::array();
+        for (std::size_t k = 0; k < peak.size() && k < predicted.devices.size(); ++k) {
+            // The model's breakdown at its peak against the allocator's at the measured one.
+            const auto& mem = predicted.devices[k].memory;
+            const auto measuredUses = nlohmann::json::parse(peakUses[k]);
+            const std::array<std::pair<const char*, double>, engine::kMemoryUses> modelled {
+                { { "parameters", mem.parameters + mem.stashedWeights }, { "gradients", mem.gradients },
+                    { "optimizer_states", mem.optimizerStates }, { "activations", mem.activations },
+                    { "workspace", mem.workspace }, { "messages", 0.0 } }
+            };
+            auto uses = nlohmann::ordered_json::object();
+            for (const auto& [name, bytes] : modelled)
+                uses[name] = { { "predicted_bytes", bytes }, { "measured_bytes", measuredUses.value(name, 0.0) } };
+            devs.push_back({ { "device", k }, { "predicted_peak_bytes", predicted.devices[k].peakBytes },
+                { "measured_peak_bytes", peak[k] },
+                { "peak_error", peak[k] > 0 ? predicted.devices[k].peakBytes / static_cast<double>(peak[k]) - 1 : 0 },
+                { "by_use", uses } });
+        }
+        j["devices"] = devs;
+        // Action by action over the last stored iteration.
+        const auto iterations = store.runEventIterations(runId);
+        auto actions = nlohmann::ordered_json::array();
+        if (!iterations.empty()) {
+            const auto measured = store.loadRunEvents(runId, iterations.back());
+            std::vector<std::pair<double, nlohmann::ordered_json>> diffs;
+            for (const auto& e : measured) {
+                for (const auto& p : predicted.events) {
+                    if (p.action == e.action && p.stage == e.stage && p.microBatch == e.microBatch
+                        && p.stream == e.stream) {
+                        const double m = (e.endNs - e.startNs) / 1e6;
+                        const double q = (p.endNs - p.startNs) / 1e6;
+                        diffs.push_back({ std::abs(m - q),
+                            { { "action", formatAction({ e.action, e.stage, e.microBatch }) },
+                                { "device", e.device.value }, { "measured_ms", m }, { "predicted_ms", q } } });
+                        break;
+                    }
+                }
+            }
+            std::sort(diffs.begin(), diffs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+            for (std::size_t k = 0; k < diffs.size() && k < 8; ++k)
+                actions.push_back(diffs[k].second);
+        }
+        j["largest_action_differences"] = actions;
+        if (o.json) {
+            fmt::print("{}\n", j.dump(2));
+            return 0;
+        }
+        fmt::print("run {} ({}), profile {}\n", runId, scheduleName(c.schedule), source);
+        fmt::print("iteration: predicted {:.2f} ms, measured {:.2f} ms (median), error {:+.1f}%\n",
+            predicted.iterationNs / 1e6, measuredNs / 1e6, 100 * j["iteration_error"].get<double>());
+        for (const auto& dv : devs) {
+            fmt::print("device {}: peak predicted {}, measured {}, error {:+.1f}%\n", dv["device"].get<int>(),
+                formatBytes(dv["predicted_peak_bytes"].get<double>()),
+                formatBytes(static_cast<double>(dv["measured_peak_bytes"].get<std::int64_t>())),
+                100 * dv["peak_error"].get<double>());
+            for (const auto& [name, u] : dv["by_use"].items())
+                fmt::print("  {:<17} predicted {:>10}  measured {:>10}\n", name,
+                    formatBytes(u["predicted_bytes"].get<double>()), formatBytes(u["measured_bytes"].get<double>()));
+        }
+        for (const auto& a : actions)
+            fmt::print("  {:>8} on device {}: measured {:.3f} ms, predicted {:.3f} ms\n",
+                a["action"].get<std::string>(), a["device"].get<int>(), a["measured_ms"].get<double>(),
+                a["predicted_ms"].get<double>());
+        return 0;
+    }
+
 } // namespace
 
 void addTrainCommand(CLI::App& app, Action& action)
@@ -403,6 +550,14 @@ void addTrainCommand(CLI::App& app, Action& action)
     trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)");
     trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
     trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
+
+    auto c = std::make_shared<CompareOptions>();
+    auto* compare = app.add_subcommand("compare",
+        "A training run's measured iteration time, peak memory and actions against the simulator's prediction");
+    compare->add_option("project", c->project, "Project file (.pstudio)")->required();
+    compare->add_option("--run", c->run, "Run id (default: the newest)");
+    compare->add_flag("--json", c->json, "Print JSON");
+    compare->callback([c, &action] { action = [c] { return runCompare(*c); }; });
 }
 
 } // namespace ps::app

@@ -1,5 +1,6 @@
 #include "graph/op_cost.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace ps {
@@ -310,6 +311,89 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
         }
     }
     return bytes;
+}
+
+GradientFlow gradientFlow(const Graph& graph)
+{
+    GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0) };
+    for (std::size_t n = 0; n < graph.nodeCount(); ++n) {
+        for (auto in : graph.nodes()[n].inputs)
+            flow.lastReader[in.index()] = std::max(flow.lastReader[in.index()], n + 1);
+    }
+    return flow;
+}
+
+std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end)
+{
+    return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
+}
+
+std::int64_t backwardWorkingBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
+{
+    const auto& requiresGrad = flow.requiresGrad;
+    const auto bytesOfTensor = [&](TensorId t) { return numBytes(graph.tensor(t).shape, graph.tensor(t).dtype); };
+    const auto isActivationGrad = [&](TensorId t) {
+        return requiresGrad[t.index()] && graph.tensor(t).kind != TensorKind::Parameter;
+    };
+    std::unordered_map<std::uint32_t, std::int64_t> live; // gradient bytes held, by tensor
+    std::int64_t held = 0;
+    const auto hold = [&](TensorId t, std::int64_t bytes) {
+        if (live.try_emplace(t.value, bytes).second)
+            held += bytes;
+    };
+    // The gradients the next stage sends back (values produced here and read after `end`), and
+    // the loss's own.
+    for (std::size_t n = begin; n < end; ++n) {
+        for (auto out : graph.nodes()[n].outputs) {
+            if (isActivationGrad(out) && flow.lastReader[out.index()] > end)
+                hold(out, bytesOfTensor(out));
+        }
+    }
+    for (auto out : graph.outputs()) {
+        const auto producer = graph.tensor(out).producer;
+        if (producer.valid() && producer.index() >= begin && producer.index() < end)
+            hold(out, std::max<std::int64_t>(bytesOfTensor(out), 4));
+    }
+    std::int64_t peak = held;
+    for (std::size_t n = end; n-- > begin;) {
+        const auto& node = graph.nodes()[n];
+        bool any = false;
+        for (auto out : node.outputs)
+            any = any || live.contains(out.value);
+        if (!any)
+            continue;
+        if (node.op == OpType::Reshape) { // a view of the output's gradient
+            const auto out = live.find(node.outputs[0].value);
+            const auto in = node.inputs[0];
+            if (out != live.end() && isActivationGrad(in) && !live.contains(in.value)) {
+                const auto bytes = out->second;
+                live.erase(out);
+                live.emplace(in.value, bytes);
+            }
+            continue;
+        }
+        std::int64_t fresh = 0;
+        for (auto in : node.inputs) {
+            if (!requiresGrad[in.index()])
+                continue;
+            fresh += bytesOfTensor(in); // parameter gradients too, until they are accumulated
+            if (graph.tensor(in).kind != TensorKind::Parameter && live.contains(in.value))
+                fresh += bytesOfTensor(in); // a second reader: the sum is out of place
+        }
+        peak = std::max(peak, held + fresh);
+        for (auto out : node.outputs) {
+            const auto it = live.find(out.value);
+            if (it != live.end()) {
+                held -= it->second;
+                live.erase(it);
+            }
+        }
+        for (auto in : node.inputs) {
+            if (isActivationGrad(in))
+                hold(in, bytesOfTensor(in));
+        }
+    }
+    return peak;
 }
 
 } // namespace ps

@@ -45,4 +45,22 @@ struct OpCost
 // several nodes save it, plus every node's internal state. One micro-batch.
 [[nodiscard]] std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>& costs);
 
+// Peak bytes of activation gradients alive during the backward of nodes [begin, end) for one
+// micro-batch: the gradients received for the range's outputs, each node's input gradients
+// (and its parameter gradients until they are accumulated) while its output gradients are still
+// held, and the out-of-place sum where a value has several readers. Reshape's gradient is a view.
+// What a stage's backward needs beyond its saved activations, the workspace of the memory model.
+[[nodiscard]] std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end);
+
+// What backwardWorkingBytes reads of the whole graph, computed once for the many ranges a planner
+// evaluates: which tensors need a gradient and the last node reading each.
+struct GradientFlow
+{
+    std::vector<bool> requiresGrad; // by tensor
+    std::vector<std::size_t> lastReader; // by tensor: node index + 1, 0 when nothing reads it
+};
+[[nodiscard]] GradientFlow gradientFlow(const Graph& graph);
+[[nodiscard]] std::int64_t backwardWorkingBytes(
+    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
+
 } // namespace ps

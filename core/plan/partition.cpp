@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <numeric>
 #include <unordered_set>
 
@@ -161,11 +162,31 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
                 stages[s].parameterCount += numElements(g.tensor(in).shape);
         }
     }
+    const auto flow = gradientFlow(g);
     for (std::size_t s = 0; s < stages.size(); ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        stages[s].workspaceBytes = std::max(stages[s].workspaceBytes,
+            static_cast<double>(backwardWorkingBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())))
+                * scale);
         for (auto root : acc[s].rootsW)
             stages[s].weightGradOnlyBytes +=
                 static_cast<double>(numBytes(g.tensor(root).shape, g.tensor(root).dtype)) * scale;
         stages[s].weightGradOnlyBytes = std::min(stages[s].weightGradOnlyBytes, stages[s].activationBytes);
+    }
+    std::map<std::uint32_t, int> holders;
+    for (const auto& a : acc) {
+        for (auto id : a.params)
+            ++holders[id.value];
+    }
+    const double gradientBytes = bytesPerParameter(profile.setup).gradients;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        for (auto id : acc[s].params) {
+            if (holders[id.value] > 1)
+                stages[s].tiedParameters.push_back(
+                    { id.value, static_cast<double>(numElements(g.tensor(id).shape)) * gradientBytes });
+        }
+        std::sort(stages[s].tiedParameters.begin(), stages[s].tiedParameters.end(),
+            [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
     }
     addBoundaryTraffic(g, stageOf, stages, scale);
     return stages;

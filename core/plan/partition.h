@@ -42,6 +42,14 @@ void checkPartition(const Partition& partition, std::size_t nodeCount);
 [[nodiscard]] Partition computeBalancedPartition(const std::vector<double>& nodeCost, int stages);
 [[nodiscard]] std::vector<StageId> stageOfNodes(const Partition& partition, std::size_t nodeCount);
 
+// A parameter that several stages read (GPT-2's wte: the embedding and the lm_head): each holds a
+// copy, and synchronous schedules sum its gradient across those stages before every update.
+struct TiedParameter
+{
+    std::uint32_t tensor = 0; // the parameter's tensor id, shared by the stages holding it
+    double gradientBytes = 0;
+};
+
 struct StageCost
 {
     double forwardNs = 0; // one micro-batch
@@ -53,6 +61,7 @@ struct StageCost
     std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
     double sendForwardBytes = 0; // activations to the next stage, one micro-batch
     double sendBackwardBytes = 0; // gradients to the previous stage, one micro-batch
+    std::vector<TiedParameter> tiedParameters; // held by other stages too
 };
 
 [[nodiscard]] std::vector<StageCost> computeStageCosts(

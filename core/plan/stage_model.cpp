@@ -57,6 +57,12 @@ StageModel::StageModel(const Graph& graph, const Profile& profile, const Schedul
 void StageModel::precomputeNodes()
 {
     m_costs = computeOpCosts(m_graph);
+    m_flow = gradientFlow(m_graph);
+    m_firstReader.assign(m_graph.tensorCount(), 0);
+    for (std::size_t n = m_graph.nodeCount(); n-- > 0;) {
+        for (auto in : m_graph.nodes()[n].inputs)
+            m_firstReader[in.index()] = n + 1;
+    }
     m_root.resize(m_graph.tensorCount());
     for (const auto& t : m_graph.tensors())
         m_root[t.id.index()] = storageRoot(m_graph, t.id);
@@ -162,6 +168,9 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
             if (t.kind == TensorKind::Parameter && m_stamp[in.index()] != gen) {
                 m_stamp[in.index()] = gen;
                 c.parameterCount += numElements(t.shape);
+                if (m_firstReader[in.index()] <= begin || m_flow.lastReader[in.index()] > end) // read elsewhere too
+                    c.tiedParameters.push_back({ in.value,
+                        static_cast<double>(numElements(t.shape)) * bytesPerParameter(m_profile.setup).gradients });
             }
         }
         for (auto t : oc.savedForWeightGrad)
@@ -175,6 +184,10 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
         c.weightGradOnlyBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale;
     }
     c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
+    std::sort(c.tiedParameters.begin(), c.tiedParameters.end(),
+        [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
+    c.workspaceBytes =
+        std::max(c.workspaceBytes, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale);
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
     e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage) + c.workspaceBytes;

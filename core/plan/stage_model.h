@@ -103,6 +103,8 @@ private:
     double m_capacity;
     double m_scale; // graph micro-batch -> planned micro-batch, times the precision's activation scale
     std::vector<OpCost> m_costs;
+    GradientFlow m_flow; // for the backward's working set (and last readers of parameters)
+    std::vector<std::size_t> m_firstReader; // by tensor: node index + 1 of its first reader
     std::vector<TensorId> m_root; // storage root per tensor
     std::vector<double> m_nodeFwd, m_nodeBwd, m_nodeW; // ns at m_microBatch
     std::vector<double> m_prefixCompute, m_prefixParams, m_prefixSaved;

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 namespace ps {
 namespace {
 
     constexpr double kUnknown = -1;
+    constexpr std::size_t kTiedWait = std::numeric_limits<std::size_t>::max(); // a waitKey no arrival has
 
     struct Channel
     {
@@ -50,6 +52,8 @@ namespace {
         void send(std::size_t device, const Action& a);
         void copy(std::size_t device, const Action& a);
         double optimizerNs(StageId s) const;
+        // When stage `s`'s tied gradients are summed (kUnknown: a holder has not handed in yet).
+        double tiedReadyNs(std::size_t device, StageId s);
         void memory(std::size_t device, double timeNs, double delta);
         void finish(SimulationResult& result);
 
@@ -61,6 +65,11 @@ namespace {
         std::vector<double> m_fwdArrival, m_bwdArrival, m_swapOutEnd, m_swapInEnd;
         std::vector<Channel> m_intra, m_inter;
         std::vector<std::size_t> m_waitingOn; // waitKey of the arrival a device waits for, 0 if none
+        // Tied parameters (synchronous schedules): their holders, and when each stage's device
+        // reached its first OPT_STEP and handed in its gradients.
+        std::map<std::uint32_t, std::vector<std::size_t>> m_tiedHolders;
+        std::vector<double> m_tiedArrival; // by stage
+        std::vector<char> m_handedIn; // by device
         std::vector<std::vector<std::pair<double, double>>> m_memDeltas;
         std::vector<double> m_busy;
         std::vector<SimEvent> m_events;
@@ -113,6 +122,14 @@ namespace {
         m_swapOutEnd.assign(keys, 0);
         m_swapInEnd.assign(keys, 0);
         m_events.reserve(m_schedule.actionCount());
+        m_tiedArrival.assign(in.stages.size(), kUnknown);
+        m_handedIn.assign(devices, 0);
+        if (!m_schedule.asyncWeights()) { // PipeDream updates each copy by itself, as the engine does
+            for (std::size_t st = 0; st < in.stages.size(); ++st) {
+                for (const auto& t : in.stages[st].tiedParameters)
+                    m_tiedHolders[t.tensor].push_back(st);
+            }
+        }
         setupChannels();
     }
 
@@ -227,6 +244,41 @@ namespace {
         return 1e9 * bytes / (m_in.cluster.device.memoryBandwidth * 0.7);
     }
 
+    double Simulator::tiedReadyNs(std::size_t device, StageId s)
+    {
+        if (!m_handedIn[device]) { // the device's backwards are done: every stage on it hands in
+            m_handedIn[device] = 1;
+            for (std::size_t st = 0; st < m_tiedArrival.size(); ++st) {
+                if (m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(st))).index() == device)
+                    m_tiedArrival[st] = m_computeFree[device];
+            }
+            for (std::size_t d = 0; d < m_waitingOn.size(); ++d) {
+                if (m_waitingOn[d] == kTiedWait) {
+                    m_waitingOn[d] = 0;
+                    m_ready.push_back(d);
+                }
+            }
+        }
+        double ready = 0;
+        for (const auto& t : cost(s).tiedParameters) {
+            const auto it = m_tiedHolders.find(t.tensor);
+            if (it == m_tiedHolders.end())
+                continue;
+            for (auto holder : it->second) {
+                if (m_tiedArrival[holder] == kUnknown)
+                    return kUnknown;
+                const auto other = m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(holder))).index();
+                double exchangeNs = 0;
+                if (other != device && m_in.options.communication) { // to the sum and back
+                    const auto& link = *channel(other, device).link;
+                    exchangeNs = 1e9 * (2 * link.latencySeconds + 2 * t.gradientBytes / link.bandwidth);
+                }
+                ready = std::max(ready, m_tiedArrival[holder] + exchangeNs);
+            }
+        }
+        return ready;
+    }
+
     bool Simulator::execute(std::size_t device, const Action& a)
     {
         const auto& c = cost(a.stage);
@@ -264,9 +316,23 @@ namespace {
         case ActionType::BackwardWeight:
             compute(device, a, c.weightGradNs);
             return true;
-        case ActionType::OptimizerStep:
-            compute(device, a, optimizerNs(a.stage));
+        case ActionType::OptimizerStep: {
+            if (m_tiedHolders.empty()) {
+                compute(device, a, optimizerNs(a.stage));
+                return true;
+            }
+            const double ready = tiedReadyNs(device, a.stage);
+            if (ready == kUnknown) {
+                m_waitingOn[device] = kTiedWait;
+                return false;
+            }
+            // The step starts when the device gets to it and includes the wait for the sum, as the
+            // engine records it.
+            const double start = m_computeFree[device];
+            compute(device, a, optimizerNs(a.stage), ready);
+            m_events.back().startNs = start;
             return true;
+        }
         }
         return true;
     }

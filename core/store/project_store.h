@@ -25,7 +25,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 5;
+inline constexpr int kProjectSchemaVersion = 6;
 
 class ProjectStore
 {
@@ -91,6 +91,8 @@ public:
     void endRun(std::int64_t runId, const std::string& status, const std::string& error = {});
     [[nodiscard]] std::vector<RunMetric> loadRunMetrics(std::int64_t runId) const;
     [[nodiscard]] std::string runStatus(std::int64_t runId) const;
+    // The options a run was started with (its JSON), or throws naming the file when there is no such run.
+    [[nodiscard]] std::string runConfig(std::int64_t runId) const;
     using TensorBytes = std::vector<std::pair<TensorId, std::vector<std::byte>>>;
     // Per parameter: the optimizer's moment buffers (AdamW m and v; SGD momentum), fp32 bytes.
     using OptimizerStateBytes = std::vector<std::pair<TensorId, std::vector<std::vector<std::byte>>>>;
@@ -118,6 +120,8 @@ public:
         std::string name;
         std::int64_t peakBytes = 0;
         double busyNs = 0;
+        // What the peak was for: a JSON object of bytes by use (parameters, gradients, ...).
+        std::string peakByUse = "{}";
     };
     void appendRunDeviceMetrics(std::int64_t runId, const std::vector<RunDeviceMetric>& metrics);
     [[nodiscard]] std::vector<RunDeviceMetric> loadRunDeviceMetrics(std::int64_t runId) const;

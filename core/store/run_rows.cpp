@@ -50,6 +50,15 @@ std::string ProjectStore::runStatus(std::int64_t runId) const
     return st.columnText(0);
 }
 
+std::string ProjectStore::runConfig(std::int64_t runId) const
+{
+    sql::Statement st(*m_db, "SELECT json FROM runs WHERE id = ?1");
+    st.bind(1, runId);
+    if (!st.step())
+        throw Error("'" + path().string() + "' has no run " + std::to_string(runId));
+    return st.columnText(0);
+}
+
 std::int64_t ProjectStore::saveCheckpoint(std::int64_t runId, std::int64_t step, const TensorBytes& tensors,
     const OptimizerStateBytes& optimizerState, int optimizerSteps)
 {
@@ -162,11 +171,11 @@ void ProjectStore::appendRunDeviceMetrics(std::int64_t runId, const std::vector<
 {
     sql::Transaction tx(*m_db);
     sql::Statement st(*m_db,
-        "INSERT OR REPLACE INTO run_devices(run_id, step, device, name, peak_bytes, busy_ns) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        "INSERT OR REPLACE INTO run_devices(run_id, step, device, name, peak_bytes, busy_ns, peak_by_use) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     for (const auto& m : metrics) {
         st.bind(1, runId).bind(2, m.step).bind(3, std::int64_t { m.device }).bind(4, m.name);
-        st.bind(5, m.peakBytes).bind(6, m.busyNs).execute();
+        st.bind(5, m.peakBytes).bind(6, m.busyNs).bind(7, m.peakByUse).execute();
     }
     tx.commit();
 }
@@ -174,12 +183,13 @@ void ProjectStore::appendRunDeviceMetrics(std::int64_t runId, const std::vector<
 std::vector<ProjectStore::RunDeviceMetric> ProjectStore::loadRunDeviceMetrics(std::int64_t runId) const
 {
     sql::Statement st(*m_db,
-        "SELECT step, device, name, peak_bytes, busy_ns FROM run_devices WHERE run_id = ?1 ORDER BY step, device");
+        "SELECT step, device, name, peak_bytes, busy_ns, peak_by_use FROM run_devices WHERE run_id = ?1 "
+        "ORDER BY step, device");
     st.bind(1, runId);
     std::vector<RunDeviceMetric> out;
     while (st.step())
         out.push_back({ st.columnInt(0), static_cast<int>(st.columnInt(1)), st.columnText(2), st.columnInt(3),
-            st.columnDouble(4) });
+            st.columnDouble(4), st.columnText(5) });
     return out;
 }
 

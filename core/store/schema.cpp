@@ -143,12 +143,17 @@ CREATE TABLE run_devices(
     PRIMARY KEY (run_id, step, device)) WITHOUT ROWID;
 )sql";
 
+    // Version 6: what each device's measured peak was for (bytes by use, a JSON object).
+    constexpr std::string_view kVersion6 = R"sql(
+ALTER TABLE run_devices ADD COLUMN peak_by_use TEXT NOT NULL DEFAULT '{}';
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
     static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 },
-        { 4, kVersion4 }, { 5, kVersion5 } };
+        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 } };
     return kMigrations;
 }
 

@@ -233,18 +233,17 @@ namespace {
         return out;
     }
 
-    // dx = dy * f'(x, y) where y is the forward output.
-    template <typename Op>
-    NdArray unaryGrad(const NdArray& dy, const NdArray& x, const NdArray& y, KernelContext& ctx, Op op)
+    // dx = dy * f'(k) with k the one value the backward keeps (the forward input or output, as
+    // op_cost's saved tensors say: the runtime releases everything else after forward).
+    template <typename Op> NdArray unaryGrad(const NdArray& dy, const NdArray& kept, KernelContext& ctx, Op op)
     {
-        auto out = NdArray::empty(ctx.allocator, x.shape());
+        auto out = NdArray::empty(ctx.allocator, dy.shape());
         float* o = out.f32();
         const float* gx = dy.f32();
-        const float* xs = x.f32();
-        const float* ys = y.f32();
-        const auto n = x.numel();
+        const float* ks = kept.f32();
+        const auto n = dy.numel();
         for (std::int64_t i = 0; i < n; ++i)
-            o[i] = gx[i] * op(xs[i], ys[i]);
+            o[i] = gx[i] * op(ks[i]);
         return out;
     }
 
@@ -368,10 +367,10 @@ namespace {
         v.out = { unary(v.in[0], ctx, [s](float a) { return a * s; }) };
     }
 
-    void scaleBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    void scaleBackward(const Node& node, const NodeValues&, BackwardArgs& g, KernelContext& ctx)
     {
         const auto s = static_cast<float>(node.floatAttr("scale", 1.0));
-        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.in[0], ctx, [s](float, float) { return s; });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], g.gradOut[0], ctx, [s](float) { return s; });
     }
 
     void powForward(const Node& node, NodeValues& v, KernelContext& ctx)
@@ -383,8 +382,8 @@ namespace {
     void powBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
-        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.in[0], ctx,
-            [e](float a, float) { return e == 2.0F ? 2.0F * a : e * std::pow(a, e - 1.0F); });
+        g.gradIn[0] = unaryGrad(
+            g.gradOut[0], v.in[0], ctx, [e](float a) { return e == 2.0F ? 2.0F * a : e * std::pow(a, e - 1.0F); });
     }
 
     void sqrtForward(const Node&, NodeValues& v, KernelContext& ctx)
@@ -394,7 +393,7 @@ namespace {
 
     void sqrtBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.out[0], ctx, [](float, float y) { return 0.5F / y; });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return 0.5F / y; });
     }
 
     void erfForward(const Node&, NodeValues& v, KernelContext& ctx)
@@ -404,8 +403,7 @@ namespace {
 
     void erfBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        g.gradIn[0] = unaryGrad(
-            g.gradOut[0], v.in[0], v.in[0], ctx, [](float a, float) { return kTwoOverSqrtPi * std::exp(-a * a); });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], ctx, [](float a) { return kTwoOverSqrtPi * std::exp(-a * a); });
     }
 
     void reluForward(const Node&, NodeValues& v, KernelContext& ctx)
@@ -415,8 +413,7 @@ namespace {
 
     void reluBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        g.gradIn[0] =
-            unaryGrad(g.gradOut[0], v.in[0], v.in[0], ctx, [](float a, float) { return a > 0 ? 1.0F : 0.0F; });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return y > 0 ? 1.0F : 0.0F; });
     }
 
     void tanhForward(const Node&, NodeValues& v, KernelContext& ctx)
@@ -426,7 +423,7 @@ namespace {
 
     void tanhBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], v.out[0], ctx, [](float, float y) { return 1.0F - y * y; });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return 1.0F - y * y; });
     }
 
     void geluForward(const Node& node, NodeValues& v, KernelContext& ctx)
@@ -444,14 +441,14 @@ namespace {
         const auto& dy = g.gradOut[0];
         const auto& x = v.in[0];
         if (tanhGelu(node))
-            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
+            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) {
                 const float inner = kSqrt2OverPi * (a + kGeluCubic * a * a * a);
                 const float t = fastTanh(inner);
                 return 0.5F * (1.0F + t)
                     + 0.5F * a * (1.0F - t * t) * kSqrt2OverPi * (1.0F + 3.0F * kGeluCubic * a * a);
             });
         else
-            g.gradIn[0] = unaryGrad(dy, x, x, ctx, [](float a, float) {
+            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) {
                 return 0.5F * (1.0F + std::erf(a * kInvSqrt2))
                     + a * 0.5F * kTwoOverSqrtPi * kInvSqrt2 * std::exp(-0.5F * a * a);
             });

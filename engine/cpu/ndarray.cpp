@@ -19,7 +19,8 @@ struct Allocator::State
     std::int64_t capacity = 0;
     std::int64_t current = 0;
     std::int64_t peak = 0;
-    std::string owner;
+    MemoryByUse byUse {};
+    MemoryByUse peakByUse {};
     std::mutex mutex;
     std::unordered_map<std::size_t, std::vector<std::byte*>> cache; // by rounded size
     std::size_t cachedBytes = 0;
@@ -59,6 +60,19 @@ struct Allocator::State
 
 namespace {
 
+    thread_local MemoryUse tCurrentUse = MemoryUse::Workspace;
+    // What the calling thread allocates for (a node, "parameters", ...): per thread, as a channel's
+    // sender allocates on the receiving device while that device's worker runs its own node.
+    thread_local std::string tOwner;
+
+    std::string ownerText()
+    {
+        return tOwner.empty() ? std::string("the engine") : "node '" + tOwner + "'";
+    }
+
+    constexpr std::array<std::string_view, kMemoryUses> kUseNames = { "parameters", "gradients", "optimizer_states",
+        "activations", "workspace", "messages" };
+
     std::string formatMiB(std::int64_t bytes)
     {
         return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -66,11 +80,28 @@ namespace {
 
 } // namespace
 
+std::string_view toString(MemoryUse use)
+{
+    return kUseNames[static_cast<std::size_t>(use)];
+}
+
+MemoryUseScope::MemoryUseScope(MemoryUse use)
+    : m_previous(tCurrentUse)
+{
+    tCurrentUse = use;
+}
+
+MemoryUseScope::~MemoryUseScope()
+{
+    tCurrentUse = m_previous;
+}
+
 struct NdArray::Storage
 {
     Storage(std::shared_ptr<Allocator::State> s, std::int64_t n)
         : state(std::move(s))
         , size(n)
+        , use(tCurrentUse)
         // 64-byte alignment for vector loads; at least one line so empty arrays have an address.
         , rounded(static_cast<std::size_t>((std::max<std::int64_t>(n, 1) + 63) / 64 * 64))
     {
@@ -97,18 +128,21 @@ struct NdArray::Storage
             const std::lock_guard lock(on.mutex);
             if (on.capacity > 0 && on.current + size > on.capacity)
                 throw OutOfMemoryError(fmt::format("out of memory on {}: {} needs {} more, {} of {} in use", on.device,
-                    on.owner.empty() ? std::string("the engine") : "node '" + on.owner + "'", formatMiB(size),
-                    formatMiB(on.current), formatMiB(on.capacity)));
+                    ownerText(), formatMiB(size), formatMiB(on.current), formatMiB(on.capacity)));
             on.current += size;
-            on.peak = std::max(on.peak, on.current);
+            on.byUse[static_cast<std::size_t>(use)] += size;
+            if (on.current > on.peak) {
+                on.peak = on.current;
+                on.peakByUse = on.byUse;
+            }
         }
         auto* block = on.take(rounded);
         if (block == nullptr)
             block = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
         if (block == nullptr) {
             unaccount(on);
-            throw OutOfMemoryError(fmt::format("out of host memory on {} allocating {} for {}", on.device,
-                formatMiB(size), on.owner.empty() ? std::string("the engine") : "node '" + on.owner + "'"));
+            throw OutOfMemoryError(
+                fmt::format("out of host memory on {} allocating {} for {}", on.device, formatMiB(size), ownerText()));
         }
         return block;
     }
@@ -117,10 +151,12 @@ struct NdArray::Storage
     {
         const std::lock_guard lock(on.mutex);
         on.current -= size;
+        on.byUse[static_cast<std::size_t>(use)] -= size;
     }
 
     std::shared_ptr<Allocator::State> state;
     std::int64_t size;
+    MemoryUse use;
     std::size_t rounded = 0;
     std::byte* data = nullptr; // on the device; null while swapped out or dropped
     std::shared_ptr<Allocator::State> host; // the host pool holding hostData
@@ -156,16 +192,22 @@ std::int64_t Allocator::peak() const
     return m_state->peak;
 }
 
+MemoryByUse Allocator::peakByUse() const
+{
+    const std::lock_guard lock(m_state->mutex);
+    return m_state->peakByUse;
+}
+
 void Allocator::resetPeak()
 {
     const std::lock_guard lock(m_state->mutex);
     m_state->peak = m_state->current;
+    m_state->peakByUse = m_state->byUse;
 }
 
 void Allocator::setOwner(std::string_view owner)
 {
-    const std::lock_guard lock(m_state->mutex);
-    m_state->owner = owner;
+    tOwner = owner;
 }
 
 NdArray NdArray::empty(Allocator& allocator, Shape shape, DType dtype)
@@ -200,36 +242,36 @@ namespace {
 
     [[noreturn]] void notResident()
     {
-        throw Error("internal: a kernel read a value that is swapped out or dropped (the memory plan released it "
-                    "before its last use)");
+        throw NotResident("internal: a kernel read a value that is swapped out or dropped (the memory plan released it "
+                          "before its last use)");
     }
 
 } // namespace
 
 float* NdArray::f32()
 {
-    if (m_storage->data == nullptr)
+    if (!m_storage || m_storage->data == nullptr)
         notResident();
     return reinterpret_cast<float*>(m_storage->data);
 }
 
 const float* NdArray::f32() const
 {
-    if (m_storage->data == nullptr)
+    if (!m_storage || m_storage->data == nullptr)
         notResident();
     return reinterpret_cast<const float*>(m_storage->data);
 }
 
 std::int64_t* NdArray::i64()
 {
-    if (m_storage->data == nullptr)
+    if (!m_storage || m_storage->data == nullptr)
         notResident();
     return reinterpret_cast<std::int64_t*>(m_storage->data);
 }
 
 const std::int64_t* NdArray::i64() const
 {
-    if (m_storage->data == nullptr)
+    if (!m_storage || m_storage->data == nullptr)
         notResident();
     return reinterpret_cast<const std::int64_t*>(m_storage->data);
 }
@@ -245,13 +287,21 @@ NdArray NdArray::view(Shape shape) const
 
 NdArray NdArray::clone() const
 {
+    if (!m_storage || m_storage->data == nullptr)
+        notResident();
     NdArray a;
     a.m_storage = std::make_shared<Storage>(m_storage->state, m_storage->size);
-    if (m_storage->data == nullptr)
-        notResident();
     std::memcpy(a.m_storage->data, m_storage->data, static_cast<std::size_t>(m_storage->size));
     a.m_shape = m_shape;
     a.m_dtype = m_dtype;
+    return a;
+}
+
+NdArray NdArray::shapeOnly(Shape shape, DType dtype)
+{
+    NdArray a;
+    a.m_shape = std::move(shape);
+    a.m_dtype = dtype;
     return a;
 }
 
@@ -288,6 +338,24 @@ void NdArray::swapIn()
     s.host.reset();
 }
 
+void NdArray::relabel(MemoryUse use)
+{
+    auto& s = *m_storage;
+    if (s.use == use)
+        return;
+    if (s.data != nullptr) {
+        const std::lock_guard lock(s.state->mutex);
+        s.state->byUse[static_cast<std::size_t>(s.use)] -= s.size;
+        s.state->byUse[static_cast<std::size_t>(use)] += s.size;
+    }
+    if (s.hostData != nullptr) {
+        const std::lock_guard lock(s.host->mutex);
+        s.host->byUse[static_cast<std::size_t>(s.use)] -= s.size;
+        s.host->byUse[static_cast<std::size_t>(use)] += s.size;
+    }
+    s.use = use;
+}
+
 void NdArray::drop()
 {
     auto& s = *m_storage;
@@ -308,6 +376,11 @@ void NdArray::refill(NdArray& fresh)
         throw Error("internal: recomputed value does not match the dropped one (" + formatShape(fresh.m_shape) + " vs "
             + formatShape(m_shape) + ")");
     // Take over the block and its accounting; the fresh storage is left empty and uncounted.
+    if (f.use != s.use) {
+        const std::lock_guard lock(s.state->mutex);
+        s.state->byUse[static_cast<std::size_t>(f.use)] -= s.size;
+        s.state->byUse[static_cast<std::size_t>(s.use)] += s.size;
+    }
     s.data = f.data;
     s.rounded = f.rounded;
     f.data = nullptr;

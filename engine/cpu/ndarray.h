@@ -9,6 +9,7 @@
 #include "graph/types.h"
 #include "util/error.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,35 @@ public:
     using Error::Error;
 };
 
+// What an allocation is for: the measured side of the memory model's breakdown. Each thread
+// labels its own allocations (a pipeline worker works for one device at a time; a channel's
+// sender labels the copies it makes on the receiving device as messages).
+enum class MemoryUse : std::uint8_t {
+    Parameters, // weights, and the older versions PipeDream stashes
+    Gradients, // parameter gradients
+    OptimizerStates,
+    Activations, // forward values kept for backward, and the micro-batch's inputs
+    Workspace, // backward's activation gradients and every kernel's scratch
+    Messages, // boundary tensors received and not yet used
+};
+inline constexpr std::size_t kMemoryUses = 6;
+[[nodiscard]] std::string_view toString(MemoryUse use);
+
+// Sets the calling thread's allocation label for its lifetime (Workspace outside any scope).
+class MemoryUseScope
+{
+public:
+    explicit MemoryUseScope(MemoryUse use);
+    ~MemoryUseScope();
+    MemoryUseScope(const MemoryUseScope&) = delete;
+    MemoryUseScope& operator=(const MemoryUseScope&) = delete;
+
+private:
+    MemoryUse m_previous;
+};
+
+using MemoryByUse = std::array<std::int64_t, kMemoryUses>;
+
 class Allocator
 {
 public:
@@ -35,9 +65,12 @@ public:
     [[nodiscard]] std::int64_t capacity() const;
     [[nodiscard]] std::int64_t current() const;
     [[nodiscard]] std::int64_t peak() const;
+    // The bytes of each use at the moment of the peak.
+    [[nodiscard]] MemoryByUse peakByUse() const;
     void resetPeak();
 
-    // The node whose work the next allocations are for ("" outside node execution).
+    // The node whose work the calling thread's next allocations are for ("" outside node
+    // execution), named by an out-of-memory error.
     void setOwner(std::string_view owner);
 
     struct State;
@@ -48,6 +81,14 @@ public:
 
 private:
     std::shared_ptr<State> m_state;
+};
+
+// A kernel read data that the memory plan had released (swapped out, dropped for recompute, or
+// trimmed after forward): a runtime bug, reported with the node that read it.
+class NotResident : public Error
+{
+public:
+    using Error::Error;
 };
 
 class NdArray
@@ -78,6 +119,11 @@ public:
     [[nodiscard]] const std::int64_t* i64() const;
     // Same storage, another shape of the same element count.
     [[nodiscard]] NdArray view(Shape shape) const;
+    // No storage, only a shape: what a node's backward keeps of a value it does not read (its
+    // data is released while the shape still sizes the gradient). Reading its data throws.
+    static NdArray shapeOnly(Shape shape, DType dtype = DType::F32);
+    // Moves the storage's bytes to another use (a received message becoming a stage's input).
+    void relabel(MemoryUse use);
     // A deep copy on the same allocator.
     [[nodiscard]] NdArray clone() const;
 

@@ -35,6 +35,7 @@ void InProcessChannel::send(MicroBatchId mb, std::vector<NdArray> message)
 {
     std::vector<NdArray> copies;
     std::int64_t bytes = 0;
+    const MemoryUseScope use(MemoryUse::Messages);
     m_target.setOwner("received from " + m_name);
     for (const auto& a : message) {
         if (!a.defined()) {
@@ -57,7 +58,7 @@ std::vector<NdArray> InProcessChannel::receive(MicroBatchId mb)
 {
     std::unique_lock lock(m_mutex);
     if (!m_abort.wait(m_ready, lock, [&] { return m_mailbox.contains(mb.value); }))
-        throw Error("aborted while waiting on " + m_name + " for micro-batch " + std::to_string(mb.value));
+        throw Aborted("aborted while waiting on " + m_name + " for micro-batch " + std::to_string(mb.value));
     auto message = std::move(m_mailbox[mb.value]);
     m_mailbox.erase(mb.value);
     return message;

@@ -19,6 +19,14 @@
 
 namespace ps::engine {
 
+// Thrown by a wait that gave up because another worker failed: a consequence, never the cause
+// (the runner reports the cause first).
+class Aborted : public Error
+{
+public:
+    using Error::Error;
+};
+
 // Set by the first worker that fails; every blocking wait of the run gives up on it.
 class AbortSignal
 {

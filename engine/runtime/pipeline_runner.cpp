@@ -76,7 +76,7 @@ public:
                     const auto d = m_deposits.find(id.value);
                     return d != m_deposits.end() && d->second.size() == it->second.size();
                 }))
-                throw Error("aborted while summing the gradients of tied parameter '" + graph.tensor(id).name + "'");
+                throw Aborted("aborted while summing the gradients of tied parameter '" + graph.tensor(id).name + "'");
             bool first = true;
             for (const auto& [s, bytes] : m_deposits[id.value]) { // std::map: stage order
                 if (bytes.empty())
@@ -307,18 +307,31 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
         }
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    // The cause first: a worker that failed by itself, not one whose wait was aborted by it.
+    std::exception_ptr cause;
     for (auto& e : errors) {
-        if (e)
+        if (!e)
+            continue;
+        try {
             std::rethrow_exception(e);
+        } catch (const Aborted&) {
+            cause = cause ? cause : e;
+        } catch (...) {
+            std::rethrow_exception(e);
+        }
     }
+    if (cause)
+        std::rethrow_exception(cause);
     for (auto& ev : events)
         result.events.insert(result.events.end(), ev.begin(), ev.end());
     double sum = 0;
     for (double l : result.microBatchLosses)
         sum += l;
     result.loss = sum / static_cast<double>(M);
-    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
+    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
         result.devicePeakBytes.push_back(m_devices[d].memory->peak());
+        result.devicePeakByUse.push_back(m_devices[d].memory->peakByUse());
+    }
     std::int64_t total = 0;
     for (const auto& c : m_forward)
         total += c->bytesSent();
@@ -345,6 +358,9 @@ void PipelineRunner::runDevice(
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
                 + formatAction(a) + ": " + e.what());
+        } catch (const Aborted& e) {
+            throw Aborted(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", " + formatAction(a)
+                + ": " + e.what());
         } catch (const std::exception& e) {
             throw Error(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", " + formatAction(a)
                 + ": " + e.what());

@@ -59,6 +59,7 @@ struct IterationResult
     double seconds = 0;
     std::vector<SimEvent> events; // times from the iteration's start
     std::vector<std::int64_t> devicePeakBytes;
+    std::vector<MemoryByUse> devicePeakByUse; // what the peak bytes were for
     std::vector<double> deviceBusyNs; // compute actions only
     std::int64_t transferredBytes = 0;
 };

@@ -139,10 +139,79 @@ StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, 
         if (producer.valid() && producer.index() >= begin && producer.index() < end)
             m_lossSlot = slotOf(loss);
     }
+    buildKeepSets();
     m_device.setOwner("");
 }
 
 StageExecutor::~StageExecutor() = default;
+
+void StageExecutor::buildKeepSets()
+{
+    const auto costs = computeOpCosts(m_graph);
+    std::vector<char> keep(m_graph.tensorCount(), 0);
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        for (auto t : costs[n].savedTensors)
+            keep[t.index()] = 1;
+    }
+    for (auto root : m_memory.recomputedTensors) { // recompute re-runs the producer from its inputs
+        const auto producer = root.index() < keep.size() ? m_graph.tensor(root).producer : NodeId();
+        if (producer.valid() && producer.index() >= m_begin && producer.index() < m_end) {
+            for (auto in : m_graph.node(producer).inputs)
+                keep[in.index()] = 1;
+        }
+    }
+    const auto kept = [&](TensorId t) {
+        return keep[t.index()] != 0 || m_graph.tensor(t).kind != TensorKind::Activation;
+    };
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        const auto& node = m_graph.nodes()[n];
+        auto& in = m_keepIn.emplace_back();
+        for (auto t : node.inputs)
+            in.push_back(kept(t) ? 1 : 0);
+        auto& out = m_keepOut.emplace_back();
+        for (auto t : node.outputs)
+            out.push_back(keep[t.index()] != 0 ? 1 : 0);
+    }
+    m_keepValue.assign(m_slotTensor.size(), 0);
+    for (auto root : m_memory.swappedTensors) {
+        if (root.index() < m_slot.size() && slotOf(root) >= 0)
+            m_keepValue[static_cast<std::size_t>(slotOf(root))] = 1;
+    }
+    for (auto root : m_memory.recomputedTensors) {
+        if (root.index() < m_slot.size() && slotOf(root) >= 0)
+            m_keepValue[static_cast<std::size_t>(slotOf(root))] = 1;
+    }
+    // The value table drops a micro-batch's activation after its last reader in the stage (right
+    // after its producer when nothing here reads it), unless it is sent on, swapped, recomputed
+    // or the loss.
+    std::vector<char> pinned = m_keepValue;
+    for (auto t : m_boundaryOut)
+        pinned[static_cast<std::size_t>(slotOf(t))] = 1;
+    if (m_lossSlot >= 0)
+        pinned[static_cast<std::size_t>(m_lossSlot)] = 1;
+    const auto transient = [&](TensorId t) {
+        const auto kind = m_graph.tensor(t).kind;
+        return (kind == TensorKind::Activation || kind == TensorKind::Input) && slotOf(t) >= 0
+            && pinned[static_cast<std::size_t>(slotOf(t))] == 0;
+    };
+    std::vector<std::ptrdiff_t> lastReader(m_slotTensor.size(), -1);
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        const auto local = static_cast<std::ptrdiff_t>(n - m_begin);
+        for (auto t : m_graph.nodes()[n].inputs) {
+            if (transient(t))
+                lastReader[static_cast<std::size_t>(slotOf(t))] = local;
+        }
+        for (auto t : m_graph.nodes()[n].outputs) {
+            if (transient(t) && lastReader[static_cast<std::size_t>(slotOf(t))] < local)
+                lastReader[static_cast<std::size_t>(slotOf(t))] = local; // read later, or dead
+        }
+    }
+    m_releaseAfter.assign(m_end - m_begin, {});
+    for (std::size_t slot = 0; slot < lastReader.size(); ++slot) {
+        if (lastReader[slot] >= 0)
+            m_releaseAfter[static_cast<std::size_t>(lastReader[slot])].push_back(static_cast<int>(slot));
+    }
+}
 
 void StageExecutor::buildBoundaries()
 {
@@ -166,6 +235,7 @@ void StageExecutor::setParameter(TensorId id, std::span<const std::byte> bytes)
     if (k < 0)
         throw Error(
             "stage " + std::to_string(m_id.value) + " does not hold parameter '" + m_graph.tensor(id).name + "'");
+    const MemoryUseScope use(MemoryUse::Parameters);
     m_device.setOwner("parameters");
     m_params[static_cast<std::size_t>(k)] = m_backend.fromHost(m_device, m_graph.tensor(id).shape, DType::F32, bytes);
     m_device.setOwner("");
@@ -184,6 +254,7 @@ void StageExecutor::setOptimizer(const StageOptimizerConfig& config, bool weight
         throw Error("the learning rate must be positive, got " + std::to_string(config.lr));
     m_optimizer = config;
     m_weightStashing = weightStashing;
+    const MemoryUseScope use(MemoryUse::OptimizerStates);
     m_device.setOwner("optimizer state");
     m_first.clear();
     m_second.clear();
@@ -210,6 +281,7 @@ void StageExecutor::setOptimizerState(TensorId id, const std::vector<std::vector
     const auto& shape = m_graph.tensor(id).shape;
     if (state.size() != (m_second.empty() ? 1U : 2U))
         throw Error("the checkpoint's optimizer state of '" + m_graph.tensor(id).name + "' is for another optimizer");
+    const MemoryUseScope use(MemoryUse::OptimizerStates);
     m_device.setOwner("optimizer state");
     m_first[k] = m_backend.fromHost(m_device, shape, DType::F32, state[0]);
     if (!m_second.empty())
@@ -249,17 +321,34 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
     if (s.forwardDone)
         throw Error("stage " + std::to_string(m_id.value) + ": second forward of micro-batch "
             + std::to_string(mb.value) + " before its backward");
+    const MemoryUseScope use(MemoryUse::Activations);
     s.values.resize(m_slotTensor.size());
+    for (auto t : m_boundaryIn) { // received messages become the stage's inputs
+        auto& v = s.values[static_cast<std::size_t>(slotOf(t))];
+        if (v.defined())
+            v.relabel(MemoryUse::Activations);
+    }
     m_device.setOwner("input batch");
     for (auto t : m_dataInputs) {
         const auto& tensor = m_graph.tensor(t);
-        const auto it = std::find_if(
-            batch.inputs.begin(), batch.inputs.end(), [&](const auto& in) { return in.first == tensor.name; });
-        if (it == batch.inputs.end() || static_cast<std::int64_t>(it->second.size()) != numElements(tensor.shape))
-            throw Error("stage " + std::to_string(m_id.value) + ": the data has no input '" + tensor.name + "' of "
-                + formatShape(tensor.shape));
-        s.values[static_cast<std::size_t>(slotOf(t))] = m_backend.fromHost(m_device, tensor.shape, DType::I64,
-            std::as_bytes(std::span<const std::int64_t>(it->second.data(), it->second.size())));
+        const auto missing = [&] {
+            return Error("stage " + std::to_string(m_id.value) + ": the data has no "
+                + std::string(toString(tensor.dtype)) + " input '" + tensor.name + "' of " + formatShape(tensor.shape));
+        };
+        const auto named = [&](const auto& in) { return in.first == tensor.name; };
+        auto& value = s.values[static_cast<std::size_t>(slotOf(t))];
+        if (tensor.dtype == DType::I64) {
+            const auto it = std::find_if(batch.inputs.begin(), batch.inputs.end(), named);
+            if (it == batch.inputs.end() || static_cast<std::int64_t>(it->second.size()) != numElements(tensor.shape))
+                throw missing();
+            value = m_backend.fromHost(m_device, tensor.shape, DType::I64, std::as_bytes(std::span(it->second)));
+        } else {
+            const auto it = std::find_if(batch.floatInputs.begin(), batch.floatInputs.end(), named);
+            if (it == batch.floatInputs.end()
+                || static_cast<std::int64_t>(it->second.size()) != numElements(tensor.shape))
+                throw missing();
+            value = m_backend.fromHost(m_device, tensor.shape, DType::F32, std::as_bytes(std::span(it->second)));
+        }
     }
     m_device.setOwner("");
     s.nodes.assign(m_end - m_begin, NodeValues());
@@ -282,6 +371,19 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         m_backend.forward(node, nv, ctx);
         for (std::size_t i = 0; i < node.outputs.size(); ++i)
             s.values[static_cast<std::size_t>(slotOf(node.outputs[i]))] = nv.out[i];
+        // Release as we go what no backward reads: this node's unsaved inputs and outputs, and
+        // values whose last reader in the stage this was (their storage goes back right away).
+        const auto local = n - m_begin;
+        for (std::size_t j = 0; j < nv.in.size(); ++j) {
+            if (m_keepIn[local][j] == 0)
+                nv.in[j] = NdArray::shapeOnly(nv.in[j].shape(), nv.in[j].dtype());
+        }
+        for (std::size_t k = 0; k < nv.out.size(); ++k) {
+            if (m_keepOut[local][k] == 0)
+                nv.out[k] = NdArray::shapeOnly(nv.out[k].shape(), nv.out[k].dtype());
+        }
+        for (auto slot : m_releaseAfter[local])
+            s.values[static_cast<std::size_t>(slot)] = NdArray();
     }
     s.forwardDone = true;
     s.version = m_version;
@@ -293,6 +395,10 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
     }
     for (auto t : m_boundaryOut)
         s.outbound.push_back(s.values[static_cast<std::size_t>(slotOf(t))]);
+    for (std::size_t slot = 0; slot < s.values.size(); ++slot) {
+        if (m_keepValue[slot] == 0 && static_cast<int>(slot) != m_lossSlot)
+            s.values[slot] = NdArray();
+    }
     for (auto root : m_memory.recomputedTensors) {
         const auto slot = root.index() < m_slot.size() ? slotOf(root) : -1;
         const auto producer = m_graph.tensor(root).producer;
@@ -362,6 +468,7 @@ void StageExecutor::swapIn(MicroBatchId mb)
 
 void StageExecutor::recompute(MicroBatchId mb)
 {
+    const MemoryUseScope use(MemoryUse::Activations);
     auto& s = state(mb, "recompute");
     applyPending(s);
     for (auto root : s.dropped)
@@ -410,7 +517,12 @@ void StageExecutor::receiveGradients(MicroBatchId mb, std::vector<NdArray> grads
 
 void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
 {
+    const MemoryUseScope use(MemoryUse::Workspace);
     auto& s = state(mb, "backward");
+    for (auto& g : s.received) {
+        if (g.defined())
+            g.relabel(MemoryUse::Workspace);
+    }
     if (!s.forwardDone || s.backwardDone)
         throw Error("stage " + std::to_string(m_id.value) + ": backward of micro-batch " + std::to_string(mb.value)
             + (s.backwardDone ? " twice" : " before its forward"));
@@ -500,6 +612,7 @@ void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMo
 
 void StageExecutor::backwardWeight(MicroBatchId mb)
 {
+    const MemoryUseScope use(MemoryUse::Workspace);
     auto& s = state(mb, "weight gradient");
     if (!s.backwardDone)
         throw Error(
@@ -544,6 +657,7 @@ std::vector<NdArray> StageExecutor::takeInputGradients(MicroBatchId mb)
 void StageExecutor::accumulateParameterGradient(int paramIndex, const NdArray& grad)
 {
     auto& slot = m_grads[static_cast<std::size_t>(paramIndex)];
+    const MemoryUseScope use(MemoryUse::Gradients);
     if (!slot.defined())
         slot = m_backend.copyTo(grad, m_backend, m_device);
     else
@@ -567,10 +681,14 @@ void StageExecutor::optimizerStep(double lr, float gradScale)
     ++m_optimizerSteps;
     m_device.setOwner(m_weightStashing ? "stashed weights" : "gradients");
     for (std::size_t k = 0; k < m_params.size(); ++k) {
-        if (!m_grads[k].defined()) // as GraphExecutor::gradient: a parameter no micro-batch reached
+        if (!m_grads[k].defined()) { // as GraphExecutor::gradient: a parameter no micro-batch reached
+            const MemoryUseScope use(MemoryUse::Gradients);
             m_grads[k] = m_backend.zeros(m_device, m_params[k].shape());
-        if (m_weightStashing) // the in-flight micro-batches keep reading the version their forward used
+        }
+        if (m_weightStashing) { // the in-flight micro-batches keep reading the version their forward used
+            const MemoryUseScope use(MemoryUse::Parameters);
             m_params[k] = m_backend.copyTo(m_params[k], m_backend, m_device);
+        }
         if (m_optimizer.kind == "adamw") {
             m_backend.adamw(m_params[k], m_grads[k], m_first[k], m_second[k],
                 { static_cast<float>(lr), static_cast<float>(m_optimizer.beta1), static_cast<float>(m_optimizer.beta2),

@@ -32,10 +32,12 @@ namespace ps::engine {
 
 enum class BackwardMode { Full, InputOnly }; // InputOnly: zero-bubble's B; W follows later
 
-// One micro-batch's graph inputs on the host (token ids and labels by input name).
+// One micro-batch's graph inputs on the host by input name: int64 ones (token ids, labels) and
+// fp32 ones (attention masks, features), each matched to the graph input's dtype.
 struct HostBatch
 {
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> inputs;
+    std::vector<std::pair<std::string, std::vector<float>>> floatInputs;
 };
 
 struct StageOptimizerConfig
@@ -151,6 +153,7 @@ private:
         return m_slot[id.index()];
     }
     void buildBoundaries();
+    void buildKeepSets();
     void runNodeBackward(MicroBatch& s, std::size_t local, BackwardMode mode);
     void accumulateParameterGradient(int paramIndex, const NdArray& grad);
     void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
@@ -174,6 +177,12 @@ private:
     std::vector<bool> m_requiresGrad; // by tensor id
     std::vector<TensorId> m_boundaryIn, m_boundaryOut, m_dataInputs;
     std::vector<TensorId> m_roots; // by tensor id: storage root (views followed)
+    // By local node: which inputs and outputs backward reads (op_cost's saved tensors, parameters,
+    // graph inputs, and what a recompute of a dropped storage re-reads); the rest is released after
+    // forward so the stage holds what the memory model counts.
+    std::vector<std::vector<char>> m_keepIn, m_keepOut;
+    std::vector<char> m_keepValue; // by slot: stays in the micro-batch's value table after forward
+    std::vector<std::vector<int>> m_releaseAfter; // by local node: slots whose last reader it is
     int m_lossSlot = -1;
 
     std::vector<TensorId> m_paramIds;

@@ -166,6 +166,7 @@ RunStepResult TrainingRun::step()
     out.seconds = r.seconds;
     out.tokensPerSecond = static_cast<double>(tokensPerStep()) / r.seconds;
     out.devicePeakBytes = std::move(r.devicePeakBytes);
+    out.devicePeakByUse = std::move(r.devicePeakByUse);
     out.deviceBusyNs = std::move(r.deviceBusyNs);
     out.events = std::move(r.events);
     out.transferredBytes = r.transferredBytes;

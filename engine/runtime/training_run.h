@@ -46,6 +46,7 @@ struct RunStepResult
     double seconds = 0;
     double tokensPerSecond = 0;
     std::vector<std::int64_t> devicePeakBytes;
+    std::vector<MemoryByUse> devicePeakByUse;
     std::vector<double> deviceBusyNs;
     std::vector<SimEvent> events;
     std::int64_t transferredBytes = 0;

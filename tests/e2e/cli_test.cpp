@@ -340,6 +340,23 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
     EXPECT_EQ(countRows(p, "SELECT count(*) FROM run_devices"), 6);
     EXPECT_EQ(countRows(p, "SELECT count(DISTINCT iteration) FROM events WHERE run_id = 1"), 3);
     EXPECT_GT(countRows(p, "SELECT count(*) FROM events WHERE run_id = 1 AND action LIKE '%W'"), 0);
+    // Predicted against measured: the runtime holds exactly the parameters, gradients and
+    // optimizer states the memory model counts, on each device.
+    const auto c = run("compare " + p + " --json");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    const auto cmp = nlohmann::json::parse(c.output);
+    EXPECT_GT(cmp["predicted_iteration_ms"].get<double>(), 0) << c.output;
+    EXPECT_GT(cmp["measured_iteration_ms"].get<double>(), 0) << c.output;
+    ASSERT_EQ(cmp["devices"].size(), 2U) << c.output;
+    for (const auto& d : cmp["devices"]) {
+        for (const auto* use : { "parameters", "gradients", "optimizer_states" }) {
+            const auto& u = d["by_use"][use];
+            EXPECT_GT(u["measured_bytes"].get<double>(), 0) << use << " " << c.output;
+            EXPECT_NEAR(u["predicted_bytes"].get<double>(), u["measured_bytes"].get<double>(), 1.0) << use;
+        }
+        EXPECT_GT(d["by_use"]["activations"]["measured_bytes"].get<double>(), 0) << c.output;
+    }
+    EXPECT_FALSE(cmp["largest_action_differences"].empty()) << c.output;
     const auto t = run("trace " + p + " -o " + file("trace.json"));
     ASSERT_EQ(t.exitCode, 0) << t.output;
     const auto trace = nlohmann::json::parse(readAll(file("trace.json")));
