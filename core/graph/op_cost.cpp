@@ -146,6 +146,16 @@ namespace {
         }
     }
 
+    // A norm's scale gradient reads its input too: under a split backward the input stays until W.
+    void keepForWeightGrad(const CostContext& ctx, const Node& node, OpCost& cost)
+    {
+        bool trains = false;
+        for (auto in : node.inputs)
+            trains = trains || (ctx.graph.tensor(in).kind == TensorKind::Parameter && ctx.requiresGrad[in.index()]);
+        if (trains && isActivation(ctx.graph, node.inputs[0]))
+            cost.savedForWeightGrad.push_back(node.inputs[0]);
+    }
+
     void addSavedState(const CostContext& ctx, const Node& node, OpCost& cost)
     {
         const auto& g = ctx.graph;
@@ -154,14 +164,17 @@ namespace {
         switch (node.op) {
         case OpType::LayerNorm:
             saveIfActivation(g, cost, node.inputs[0]);
+            keepForWeightGrad(ctx, node, cost);
             cost.savedExtraBytes += 2 * rows * 4; // mean, rstd (fp32)
             break;
         case OpType::RMSNorm:
             saveIfActivation(g, cost, node.inputs[0]);
+            keepForWeightGrad(ctx, node, cost);
             cost.savedExtraBytes += rows * 4; // rstd
             break;
         case OpType::BatchNorm:
             saveIfActivation(g, cost, node.inputs[0]);
+            keepForWeightGrad(ctx, node, cost);
             cost.savedExtraBytes += 2 * (x.shape.size() > 1 ? x.shape[1] : 1) * 4; // batch mean, rstd
             break;
         case OpType::Pow:
@@ -315,12 +328,50 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
 
 GradientFlow gradientFlow(const Graph& graph)
 {
-    GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0) };
+    GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0),
+        std::vector<std::uint32_t>(graph.tensorCount(), 0) };
     for (std::size_t n = 0; n < graph.nodeCount(); ++n) {
-        for (auto in : graph.nodes()[n].inputs)
+        for (auto in : graph.nodes()[n].inputs) {
             flow.lastReader[in.index()] = std::max(flow.lastReader[in.index()], n + 1);
+            ++flow.readers[in.index()];
+        }
     }
     return flow;
+}
+
+std::int64_t weightGradHeldBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
+{
+    // The storage of t's gradient: follow single readers that pass their output gradient through.
+    const auto gradientRoot = [&](TensorId t) {
+        while (
+            flow.readers[t.index()] == 1 && flow.lastReader[t.index()] > begin && flow.lastReader[t.index()] <= end) {
+            const auto& reader = graph.nodes()[flow.lastReader[t.index()] - 1];
+            const bool passes = reader.op == OpType::Reshape
+                || ((reader.op == OpType::Add || reader.op == OpType::BiasAdd
+                        || (reader.op == OpType::Sub && reader.inputs[0] == t))
+                    && graph.tensor(t).shape == graph.tensor(reader.outputs[0]).shape);
+            if (!passes)
+                break;
+            t = reader.outputs[0];
+        }
+        return t;
+    };
+    std::unordered_set<std::uint32_t> held;
+    std::int64_t bytes = 0;
+    for (std::size_t n = begin; n < end; ++n) {
+        const auto& node = graph.nodes()[n];
+        bool trains = false;
+        for (auto in : node.inputs)
+            trains = trains || (graph.tensor(in).kind == TensorKind::Parameter && flow.requiresGrad[in.index()]);
+        if (!trains)
+            continue;
+        for (auto out : node.outputs) {
+            const auto root = gradientRoot(out);
+            if (held.insert(root.value).second)
+                bytes += numBytes(graph.tensor(root).shape, graph.tensor(root).dtype);
+        }
+    }
+    return bytes;
 }
 
 std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end)

@@ -24,7 +24,9 @@ struct OpCost
     std::int64_t bytesWritten = 0; // forward pass; 0 for views
     std::int64_t outputBytes = 0; // activation bytes produced; 0 for views
     std::vector<TensorId> savedTensors; // activations this node keeps for backward
-    std::vector<TensorId> savedForWeightGrad; // the subset only the weight gradient reads
+    // The subset the weight gradient reads (a split backward keeps it until W): a matmul's
+    // activation operand (only W reads it), a norm's input (B and W read it).
+    std::vector<TensorId> savedForWeightGrad;
     std::int64_t savedExtraBytes = 0; // internal state kept for backward (masks, mean/rstd, probs)
     std::int64_t savedBytes = 0; // bytes of savedTensors + savedExtraBytes
     std::int64_t workspaceBytes = 0; // transient scratch during the op
@@ -58,8 +60,16 @@ struct GradientFlow
 {
     std::vector<bool> requiresGrad; // by tensor
     std::vector<std::size_t> lastReader; // by tensor: node index + 1, 0 when nothing reads it
+    std::vector<std::uint32_t> readers; // by tensor: how many node inputs read it
 };
 [[nodiscard]] GradientFlow gradientFlow(const Graph& graph);
+
+// Bytes of output gradients a split backward holds from B to W for nodes [begin, end), one
+// micro-batch: W of a node with trainable parameters reads its output's gradient. Gradients that
+// share a storage are counted once: an Add/BiasAdd/Sub passes its output gradient on to a
+// same-shaped input read only there, and Reshape's is a view.
+[[nodiscard]] std::int64_t weightGradHeldBytes(
+    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
 [[nodiscard]] std::int64_t backwardWorkingBytes(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
 

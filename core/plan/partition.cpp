@@ -168,6 +168,8 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         stages[s].workspaceBytes = std::max(stages[s].workspaceBytes,
             static_cast<double>(backwardWorkingBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())))
                 * scale);
+        stages[s].weightGradHeldBytes =
+            static_cast<double>(weightGradHeldBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount()))) * scale;
         for (auto root : acc[s].rootsW)
             stages[s].weightGradOnlyBytes +=
                 static_cast<double>(numBytes(g.tensor(root).shape, g.tensor(root).dtype)) * scale;

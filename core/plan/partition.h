@@ -57,6 +57,7 @@ struct StageCost
     double weightGradNs = 0; // part of backwardNs that zero-bubble schedules run as W
     double activationBytes = 0; // kept from forward to backward, one micro-batch
     double weightGradOnlyBytes = 0; // part of activationBytes only W reads (freed after W)
+    double weightGradHeldBytes = 0; // output gradients a split B keeps for its W, one micro-batch
     double workspaceBytes = 0; // largest transient scratch of one node
     std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
     double sendForwardBytes = 0; // activations to the next stage, one micro-batch

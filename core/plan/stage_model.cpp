@@ -188,6 +188,7 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
         [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
     c.workspaceBytes =
         std::max(c.workspaceBytes, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale);
+    c.weightGradHeldBytes = static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale;
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
     e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage) + c.workspaceBytes;

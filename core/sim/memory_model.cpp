@@ -22,13 +22,14 @@ namespace {
 
     // Bytes a backward-type action frees for its micro-batch: B frees everything; a split B frees
     // what W does not read; W frees the rest.
+    // A split B frees what only it read but keeps the output gradients W reads until W.
     double freedBy(ActionType t, const StageCost& c, double kept)
     {
         const double wOnly = std::min(c.weightGradOnlyBytes, kept);
         if (t == ActionType::BackwardInput)
-            return kept - wOnly;
+            return kept - wOnly - c.weightGradHeldBytes;
         if (t == ActionType::BackwardWeight)
-            return wOnly;
+            return wOnly + c.weightGradHeldBytes;
         return kept;
     }
 
@@ -163,6 +164,7 @@ std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const s
             } else if (freesActivations(a.type)) {
                 live -= freedBy(a.type, stages[s], kept);
                 liveCount -= a.type == ActionType::BackwardWeight ? 0 : 1;
+                devices[dev].activations = std::max(devices[dev].activations, live);
             }
         }
     }

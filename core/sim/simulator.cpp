@@ -181,11 +181,11 @@ namespace {
         case ActionType::Backward:
             memory(device, end, -c.activationBytes);
             break;
-        case ActionType::BackwardInput:
-            memory(device, end, -(c.activationBytes - wOnly));
+        case ActionType::BackwardInput: // keeps the output gradients W reads
+            memory(device, end, -(c.activationBytes - wOnly) + c.weightGradHeldBytes);
             break;
         case ActionType::BackwardWeight:
-            memory(device, end, -wOnly);
+            memory(device, end, -(wOnly + c.weightGradHeldBytes));
             break;
         default:
             break;

@@ -33,7 +33,7 @@ enum class MemoryUse : std::uint8_t {
     Parameters, // weights, and the older versions PipeDream stashes
     Gradients, // parameter gradients
     OptimizerStates,
-    Activations, // forward values kept for backward, and the micro-batch's inputs
+    Activations, // kept for a later pass: forward values for B, output gradients for W, inputs
     Workspace, // backward's activation gradients and every kernel's scratch
     Messages, // boundary tensors received and not yet used
 };

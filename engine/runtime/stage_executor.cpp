@@ -602,7 +602,11 @@ void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMo
         }
         m_device.setOwner("");
     }
-    if (weightLeft) {
+    if (weightLeft) { // W reads the output gradients: kept for a later pass, as activations are
+        for (auto& g : gradOut) {
+            if (g.defined())
+                g.relabel(MemoryUse::Activations);
+        }
         s.gradOut[local] = std::move(gradOut);
         s.weightPending[local] = 1;
     } else {
