@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <sched.h>
 #include <thread>
 
 namespace ps::engine {
@@ -29,9 +30,28 @@ namespace {
         return 0;
     }
 
+    // The cores this process may run on (taskset, a container's cpuset), in id order.
+    std::vector<int> allowedCores()
+    {
+        std::vector<int> ids;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+            for (int c = 0; c < CPU_SETSIZE; ++c) {
+                if (CPU_ISSET(c, &set))
+                    ids.push_back(c);
+            }
+        }
+        if (ids.empty()) {
+            for (int c = 0; c < std::max(1, static_cast<int>(std::thread::hardware_concurrency())); ++c)
+                ids.push_back(c);
+        }
+        return ids;
+    }
+
     int hardwareCores()
     {
-        return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+        return static_cast<int>(allowedCores().size());
     }
 
 } // namespace
@@ -56,7 +76,7 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
     }
     if (memoryBytes < 0)
         throw Error("device memory must not be negative");
-    const int cores = hardwareCores();
+    const auto cores = allowedCores();
     const int share = threadsPerDevice(static_cast<std::size_t>(count));
     std::vector<RuntimeDevice> devices;
     for (int d = 0; d < count; ++d) {
@@ -66,7 +86,7 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
         dev.memory = std::make_unique<Allocator>(dev.name, memoryBytes);
         if (count > 1) { // one device uses the whole machine; several split it
             for (int c = 0; c < share; ++c)
-                dev.cores.push_back((d * share + c) % cores);
+                dev.cores.push_back(cores[static_cast<std::size_t>(d * share + c) % cores.size()]);
         }
         devices.push_back(std::move(dev));
     }
