@@ -3,6 +3,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -108,6 +109,48 @@ void TokenData::sample(
             labels[b * seq + t] = m_tokens[static_cast<std::size_t>(o + t + 1)];
         }
     }
+}
+
+TokenShape languageModelShape(const Graph& graph, const TokenData& data)
+{
+    const auto input = [&](const std::string& name) -> const Tensor* {
+        for (const auto& t : graph.tensors()) {
+            if (t.kind == TensorKind::Input && t.name == name)
+                return &t;
+        }
+        return nullptr;
+    };
+    const auto* ids = input("input_ids");
+    const auto* labels = input("labels");
+    if (!ids || !labels || ids->shape.size() != 2 || labels->shape != ids->shape)
+        throw Error("model '" + graph.info().name
+            + "' is not a language model the trainer can feed: it needs int64 inputs 'input_ids' and 'labels' of "
+              "shape (batch, sequence)");
+    if (graph.outputs().empty() || !graph.tensor(graph.outputs().front()).shape.empty())
+        throw Error("model '" + graph.info().name + "' has no scalar loss output to train on");
+    for (const auto& n : graph.nodes()) { // the embedding table that reads the ids
+        if (n.op != OpType::Embedding || n.inputs[0] != ids->id)
+            continue;
+        const auto rows = graph.tensor(n.inputs[1]).shape[0];
+        if (data.vocab() > rows)
+            throw Error("the data (" + data.source() + ") has a vocabulary of " + std::to_string(data.vocab())
+                + " tokens but the model's embedding has " + std::to_string(rows) + " rows");
+        break;
+    }
+    return { ids->shape[0], ids->shape[1] };
+}
+
+double scheduledLearningRate(
+    double peak, std::int64_t step, std::int64_t warmupSteps, std::int64_t decaySteps, double minRatio)
+{
+    if (step <= warmupSteps)
+        return peak * static_cast<double>(step) / static_cast<double>(warmupSteps);
+    if (decaySteps <= warmupSteps)
+        return peak;
+    const double progress =
+        std::min(1.0, static_cast<double>(step - warmupSteps) / static_cast<double>(decaySteps - warmupSteps));
+    const double floor = peak * minRatio;
+    return floor + 0.5 * (peak - floor) * (1.0 + std::cos(3.141592653589793 * progress));
 }
 
 } // namespace ps::engine

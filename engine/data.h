@@ -3,8 +3,12 @@
 // Sources: any text file as bytes (vocabulary 256), uint16/uint32 token files (nanoGPT's .bin
 // layout), or uniformly random tokens for throughput runs. The default corpus is Debian's
 // /usr/share/common-licenses, present on every Debian system.
-// Depends on: the standard library; no Qt, no CUDA.
+// Also what the trainers share about feeding a language model: its token shape and the learning-
+// rate schedule.
+// Depends on: graph/graph.h; no Qt, no CUDA.
 #pragma once
+
+#include "graph/graph.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -46,5 +50,20 @@ private:
     std::int64_t m_vocab = 256;
     std::string m_source;
 };
+
+// The (batch, sequence) of a language model's int64 inputs 'input_ids' and 'labels'. Throws
+// ps::Error naming the model when it has no such inputs or no scalar loss, or naming the data when
+// its vocabulary is larger than the model's embedding table.
+struct TokenShape
+{
+    std::int64_t batch = 0;
+    std::int64_t sequence = 0;
+};
+[[nodiscard]] TokenShape languageModelShape(const Graph& graph, const TokenData& data);
+
+// Linear warm-up to `peak` over `warmupSteps`, then cosine decay to peak * minRatio at
+// `decaySteps` (constant when decaySteps <= warmupSteps). Steps count from 1.
+[[nodiscard]] double scheduledLearningRate(
+    double peak, std::int64_t step, std::int64_t warmupSteps, std::int64_t decaySteps, double minRatio);
 
 } // namespace ps::engine

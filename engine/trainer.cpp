@@ -7,50 +7,17 @@
 #include <span>
 
 namespace ps::engine {
-namespace {
-
-    const Tensor* findInput(const Graph& g, const std::string& name)
-    {
-        for (const auto& t : g.tensors()) {
-            if (t.kind == TensorKind::Input && t.name == name)
-                return &t;
-        }
-        return nullptr;
-    }
-
-    // Rows of the embedding table that reads `ids`, or 0 if none does.
-    std::int64_t tableRows(const Graph& g, TensorId ids)
-    {
-        for (const auto& n : g.nodes()) {
-            if (n.op == OpType::Embedding && n.inputs[0] == ids)
-                return g.tensor(n.inputs[1]).shape[0];
-        }
-        return 0;
-    }
-
-} // namespace
 
 Trainer::Trainer(Graph graph, TokenData data, TrainOptions options)
     : m_data(std::move(data))
     , m_options(std::move(options))
     , m_sampler(m_options.seed + 1)
 {
-    const auto* ids = findInput(graph, "input_ids");
-    const auto* labels = findInput(graph, "labels");
-    if (!ids || !labels || ids->shape.size() != 2 || labels->shape != ids->shape)
-        throw Error("model '" + graph.info().name
-            + "' is not a language model the trainer can feed: it needs int64 inputs 'input_ids' and 'labels' of "
-              "shape (batch, sequence)");
-    if (graph.outputs().empty() || !graph.tensor(graph.outputs().front()).shape.empty())
-        throw Error("model '" + graph.info().name + "' has no scalar loss output to train on");
-    const auto rows = tableRows(graph, ids->id);
-    if (rows > 0 && m_data.vocab() > rows)
-        throw Error("the data (" + m_data.source() + ") has a vocabulary of " + std::to_string(m_data.vocab())
-            + " tokens but the model's embedding has " + std::to_string(rows) + " rows");
+    const auto shape = languageModelShape(graph, m_data);
     if (m_options.accumulation < 1)
         throw Error("gradient accumulation needs at least one micro-batch per step");
-    m_batch = ids->shape[0];
-    m_seq = ids->shape[1];
+    m_batch = shape.batch;
+    m_seq = shape.sequence;
     setComputeThreads(m_options.threads);
     m_executor = std::make_unique<GraphExecutor>(
         std::move(graph), ExecutorOptions { m_options.seed, m_options.capacityBytes, true });
@@ -59,16 +26,8 @@ Trainer::Trainer(Graph graph, TokenData data, TrainOptions options)
 
 double Trainer::learningRate(std::int64_t step) const
 {
-    const double peak = m_options.optimizer.lr;
-    if (step <= m_options.warmupSteps)
-        return peak * static_cast<double>(step) / static_cast<double>(m_options.warmupSteps);
-    if (m_options.decaySteps <= m_options.warmupSteps)
-        return peak;
-    const double progress = std::min(1.0,
-        static_cast<double>(step - m_options.warmupSteps)
-            / static_cast<double>(m_options.decaySteps - m_options.warmupSteps));
-    const double floor = peak * m_options.minLrRatio;
-    return floor + 0.5 * (peak - floor) * (1.0 + std::cos(3.141592653589793 * progress));
+    return scheduledLearningRate(
+        m_options.optimizer.lr, step, m_options.warmupSteps, m_options.decaySteps, m_options.minLrRatio);
 }
 
 StepResult Trainer::step()

@@ -12,24 +12,6 @@
 namespace ps::engine {
 namespace {
 
-    const Tensor* findInput(const Graph& g, const std::string& name)
-    {
-        for (const auto& t : g.tensors()) {
-            if (t.kind == TensorKind::Input && t.name == name)
-                return &t;
-        }
-        return nullptr;
-    }
-
-    std::int64_t tableRows(const Graph& g, TensorId ids)
-    {
-        for (const auto& n : g.nodes()) {
-            if (n.op == OpType::Embedding && n.inputs[0] == ids)
-                return g.tensor(n.inputs[1]).shape[0];
-        }
-        return 0;
-    }
-
     // The cores this process may run on (taskset, a container's cpuset), in id order.
     std::vector<int> allowedCores()
     {
@@ -123,20 +105,9 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     , m_config(std::move(config))
     , m_sampler(m_config.seed + 1)
 {
-    const auto* ids = findInput(m_graph, "input_ids");
-    const auto* labels = findInput(m_graph, "labels");
-    if (!ids || !labels || ids->shape.size() != 2 || labels->shape != ids->shape)
-        throw Error("model '" + m_graph.info().name
-            + "' is not a language model the trainer can feed: it needs int64 inputs 'input_ids' and 'labels' of "
-              "shape (batch, sequence)");
-    if (m_graph.outputs().empty() || !m_graph.tensor(m_graph.outputs().front()).shape.empty())
-        throw Error("model '" + m_graph.info().name + "' has no scalar loss output to train on");
-    const auto rows = tableRows(m_graph, ids->id);
-    if (rows > 0 && m_data.vocab() > rows)
-        throw Error("the data (" + m_data.source() + ") has a vocabulary of " + std::to_string(m_data.vocab())
-            + " tokens but the model's embedding has " + std::to_string(rows) + " rows");
-    m_batch = ids->shape[0];
-    m_seq = ids->shape[1];
+    const auto shape = languageModelShape(m_graph, m_data);
+    m_batch = shape.batch;
+    m_seq = shape.sequence;
     setComputeThreads(threadsPerDevice(m_devices.size()));
     PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
     RunnerOptions options { m_config.seed, m_config.optimizer, true };
@@ -149,16 +120,8 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
 
 double TrainingRun::learningRate(std::int64_t step) const
 {
-    const double peak = m_config.optimizer.lr;
-    if (step <= m_config.warmupSteps)
-        return peak * static_cast<double>(step) / static_cast<double>(m_config.warmupSteps);
-    if (m_config.decaySteps <= m_config.warmupSteps)
-        return peak;
-    const double progress = std::min(1.0,
-        static_cast<double>(step - m_config.warmupSteps)
-            / static_cast<double>(m_config.decaySteps - m_config.warmupSteps));
-    const double floor = peak * m_config.minLrRatio;
-    return floor + 0.5 * (peak - floor) * (1.0 + std::cos(3.141592653589793 * progress));
+    return scheduledLearningRate(
+        m_config.optimizer.lr, step, m_config.warmupSteps, m_config.decaySteps, m_config.minLrRatio);
 }
 
 std::vector<HostBatch> TrainingRun::sampleStep()

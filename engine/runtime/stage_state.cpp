@@ -1,0 +1,209 @@
+// StageExecutor's state across micro-batches: what it computes once from the graph (boundary
+// tensors, which values each node's backward keeps) and what it holds on its device for the whole
+// run (parameters, gradients, optimizer state). Forward, backward and the memory actions are in
+// stage_executor.cpp.
+#include "graph/op_cost.h"
+#include "runtime/stage_executor.h"
+#include "util/error.h"
+
+#include <algorithm>
+
+namespace ps::engine {
+
+void StageExecutor::buildKeepSets()
+{
+    const auto costs = computeOpCosts(m_graph);
+    std::vector<char> keep(m_graph.tensorCount(), 0);
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        for (auto t : costs[n].savedTensors)
+            keep[t.index()] = 1;
+    }
+    for (auto root : m_memory.recomputedTensors) { // recompute re-runs the producer from its inputs
+        const auto producer = root.index() < keep.size() ? m_graph.tensor(root).producer : NodeId();
+        if (producer.valid() && producer.index() >= m_begin && producer.index() < m_end) {
+            for (auto in : m_graph.node(producer).inputs)
+                keep[in.index()] = 1;
+        }
+    }
+    const auto kept = [&](TensorId t) {
+        return keep[t.index()] != 0 || m_graph.tensor(t).kind != TensorKind::Activation;
+    };
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        const auto& node = m_graph.nodes()[n];
+        auto& in = m_keepIn.emplace_back();
+        for (auto t : node.inputs)
+            in.push_back(kept(t) ? 1 : 0);
+        auto& out = m_keepOut.emplace_back();
+        for (auto t : node.outputs)
+            out.push_back(keep[t.index()] != 0 ? 1 : 0);
+    }
+    m_keepValue.assign(m_slotTensor.size(), 0);
+    for (auto root : m_memory.swappedTensors) {
+        if (root.index() < m_slot.size() && slotOf(root) >= 0)
+            m_keepValue[static_cast<std::size_t>(slotOf(root))] = 1;
+    }
+    for (auto root : m_memory.recomputedTensors) {
+        if (root.index() < m_slot.size() && slotOf(root) >= 0)
+            m_keepValue[static_cast<std::size_t>(slotOf(root))] = 1;
+    }
+    // The value table drops a micro-batch's activation after its last reader in the stage (right
+    // after its producer when nothing here reads it), unless it is sent on, swapped, recomputed
+    // or the loss.
+    std::vector<char> pinned = m_keepValue;
+    for (auto t : m_boundaryOut)
+        pinned[static_cast<std::size_t>(slotOf(t))] = 1;
+    if (m_lossSlot >= 0)
+        pinned[static_cast<std::size_t>(m_lossSlot)] = 1;
+    const auto transient = [&](TensorId t) {
+        const auto kind = m_graph.tensor(t).kind;
+        return (kind == TensorKind::Activation || kind == TensorKind::Input) && slotOf(t) >= 0
+            && pinned[static_cast<std::size_t>(slotOf(t))] == 0;
+    };
+    std::vector<std::ptrdiff_t> lastReader(m_slotTensor.size(), -1);
+    for (std::size_t n = m_begin; n < m_end; ++n) {
+        const auto local = static_cast<std::ptrdiff_t>(n - m_begin);
+        for (auto t : m_graph.nodes()[n].inputs) {
+            if (transient(t))
+                lastReader[static_cast<std::size_t>(slotOf(t))] = local;
+        }
+        for (auto t : m_graph.nodes()[n].outputs) {
+            if (transient(t) && lastReader[static_cast<std::size_t>(slotOf(t))] < local)
+                lastReader[static_cast<std::size_t>(slotOf(t))] = local; // read later, or dead
+        }
+    }
+    m_releaseAfter.assign(m_end - m_begin, {});
+    for (std::size_t slot = 0; slot < lastReader.size(); ++slot) {
+        if (lastReader[slot] >= 0)
+            m_releaseAfter[static_cast<std::size_t>(lastReader[slot])].push_back(static_cast<int>(slot));
+    }
+}
+
+void StageExecutor::buildBoundaries()
+{
+    const auto lastReader = gradientFlow(m_graph).lastReader; // node index + 1, 0: none
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind != TensorKind::Activation || !t.producer.valid())
+            continue;
+        const std::size_t reader = lastReader[t.id.index()];
+        const std::size_t last = reader > t.producer.index() ? reader - 1 : t.producer.index();
+        if (t.producer.index() < m_begin && last >= m_begin)
+            m_boundaryIn.push_back(t.id);
+        if (t.producer.index() < m_end && last >= m_end)
+            m_boundaryOut.push_back(t.id);
+    }
+}
+
+void StageExecutor::setParameter(TensorId id, std::span<const std::byte> bytes)
+{
+    const auto k = m_paramIndex[id.index()];
+    if (k < 0)
+        throw Error(
+            "stage " + std::to_string(m_id.value) + " does not hold parameter '" + m_graph.tensor(id).name + "'");
+    const MemoryUseScope use(MemoryUse::Parameters);
+    m_device.setOwner("parameters");
+    m_params[static_cast<std::size_t>(k)] = m_backend.fromHost(m_device, m_graph.tensor(id).shape, DType::F32, bytes);
+    m_device.setOwner("");
+}
+
+std::vector<std::byte> StageExecutor::parameterBytes(TensorId id) const
+{
+    return m_backend.toHost(m_params[static_cast<std::size_t>(m_paramIndex[id.index()])]);
+}
+
+void StageExecutor::setOptimizer(const StageOptimizerConfig& config, bool weightStashing)
+{
+    if (config.kind != "adamw" && config.kind != "sgd")
+        throw Error("unknown optimizer '" + config.kind + "' (adamw or sgd)");
+    if (!(config.lr > 0))
+        throw Error("the learning rate must be positive, got " + std::to_string(config.lr));
+    m_optimizer = config;
+    m_weightStashing = weightStashing;
+    const MemoryUseScope use(MemoryUse::OptimizerStates);
+    m_device.setOwner("optimizer state");
+    m_first.clear();
+    m_second.clear();
+    for (auto id : m_paramIds) {
+        m_first.push_back(m_backend.zeros(m_device, m_graph.tensor(id).shape));
+        if (config.kind == "adamw")
+            m_second.push_back(m_backend.zeros(m_device, m_graph.tensor(id).shape));
+    }
+    m_device.setOwner("");
+}
+
+std::vector<std::vector<std::byte>> StageExecutor::optimizerState(TensorId id) const
+{
+    const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    std::vector<std::vector<std::byte>> out { m_backend.toHost(m_first[k]) };
+    if (!m_second.empty())
+        out.push_back(m_backend.toHost(m_second[k]));
+    return out;
+}
+
+void StageExecutor::setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps)
+{
+    const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    const auto& shape = m_graph.tensor(id).shape;
+    if (state.size() != (m_second.empty() ? 1U : 2U))
+        throw Error("the checkpoint's optimizer state of '" + m_graph.tensor(id).name + "' is for another optimizer");
+    const MemoryUseScope use(MemoryUse::OptimizerStates);
+    m_device.setOwner("optimizer state");
+    m_first[k] = m_backend.fromHost(m_device, shape, DType::F32, state[0]);
+    if (!m_second.empty())
+        m_second[k] = m_backend.fromHost(m_device, shape, DType::F32, state[1]);
+    m_device.setOwner("");
+    m_optimizerSteps = steps;
+}
+
+void StageExecutor::accumulateParameterGradient(int paramIndex, const NdArray& grad)
+{
+    auto& slot = m_grads[static_cast<std::size_t>(paramIndex)];
+    const MemoryUseScope use(MemoryUse::Gradients);
+    if (!slot.defined())
+        slot = m_backend.copyTo(grad, m_backend, m_device);
+    else
+        m_backend.accumulate(slot, grad);
+}
+
+const NdArray& StageExecutor::gradient(TensorId id) const
+{
+    return m_grads[static_cast<std::size_t>(m_paramIndex[id.index()])];
+}
+
+void StageExecutor::setGradient(TensorId id, NdArray grad)
+{
+    m_grads[static_cast<std::size_t>(m_paramIndex[id.index()])] = std::move(grad);
+}
+
+void StageExecutor::optimizerStep(double lr, float gradScale)
+{
+    if (m_first.size() != m_params.size())
+        throw Error("stage " + std::to_string(m_id.value) + ": optimizer step before setOptimizer");
+    ++m_optimizerSteps;
+    m_device.setOwner(m_weightStashing ? "stashed weights" : "gradients");
+    for (std::size_t k = 0; k < m_params.size(); ++k) {
+        if (!m_grads[k].defined()) { // as GraphExecutor::gradient: a parameter no micro-batch reached
+            const MemoryUseScope use(MemoryUse::Gradients);
+            m_grads[k] = m_backend.zeros(m_device, m_params[k].shape());
+        }
+        if (m_weightStashing) { // the in-flight micro-batches keep reading the version their forward used
+            const MemoryUseScope use(MemoryUse::Parameters);
+            m_params[k] = m_backend.copyTo(m_params[k], m_backend, m_device);
+        }
+        if (m_optimizer.kind == "adamw") {
+            m_backend.adamw(m_params[k], m_grads[k], m_first[k], m_second[k],
+                { static_cast<float>(lr), static_cast<float>(m_optimizer.beta1), static_cast<float>(m_optimizer.beta2),
+                    static_cast<float>(m_optimizer.eps), static_cast<float>(m_optimizer.weightDecay), gradScale,
+                    m_optimizerSteps });
+        } else {
+            m_backend.sgd(m_params[k], m_grads[k], m_first[k],
+                { static_cast<float>(lr), static_cast<float>(m_optimizer.momentum),
+                    static_cast<float>(m_optimizer.weightDecay), gradScale, m_optimizerSteps == 1 });
+        }
+        m_grads[k] = NdArray();
+    }
+    m_device.setOwner("");
+    ++m_version;
+    trackVersions();
+}
+
+} // namespace ps::engine
