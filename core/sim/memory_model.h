@@ -31,10 +31,13 @@ struct StageMemoryPlan
 struct DeviceMemory
 {
     double parameters = 0; // weights the kernels read (+ fp32 master weights)
+    // estimateDeviceMemory: every parameter's gradient, and the schedule's peak of in-flight
+    // activations (an upper bound). A simulation's breakdown holds both at the device's peak
+    // instead: gradients exist from a stage's first weight-gradient pass to its OPT_STEP.
     double gradients = 0;
     double optimizerStates = 0;
     double stashedWeights = 0; // older weight versions (PipeDream)
-    double activations = 0; // peak over the schedule of the in-flight micro-batches
+    double activations = 0;
     double workspace = 0;
     int peakInFlight = 0; // most micro-batches between F and B at once (summed over the device's stages)
 

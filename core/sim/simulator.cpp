@@ -70,7 +70,17 @@ namespace {
         std::map<std::uint32_t, std::vector<std::size_t>> m_tiedHolders;
         std::vector<double> m_tiedArrival; // by stage
         std::vector<char> m_handedIn; // by device
-        std::vector<std::vector<std::pair<double, double>>> m_memDeltas;
+        struct MemoryDelta
+        {
+            double timeNs;
+            double bytes;
+            bool gradients; // parameter gradients (the rest: activations and swaps)
+        };
+        std::vector<std::vector<MemoryDelta>> m_memDeltas;
+        // Parameter gradients exist from a stage's first weight-gradient pass to its OPT_STEP,
+        // which frees them (PyTorch's zero_grad(set_to_none=True), and the engine's optimizer).
+        std::vector<char> m_gradientsLive; // by stage
+        void gradients(std::size_t device, StageId s, double timeNs, bool allocate);
         std::vector<double> m_busy;
         std::vector<SimEvent> m_events;
         std::vector<std::size_t> m_ready;
@@ -117,6 +127,7 @@ namespace {
         m_busy.assign(devices, 0);
         m_waitingOn.assign(devices, 0);
         m_memDeltas.resize(devices);
+        m_gradientsLive.assign(m_in.stages.size(), 0);
         m_fwdArrival.assign(keys, kUnknown);
         m_bwdArrival.assign(keys, kUnknown);
         m_swapOutEnd.assign(keys, 0);
@@ -155,7 +166,17 @@ namespace {
     void Simulator::memory(std::size_t device, double timeNs, double delta)
     {
         if (delta != 0)
-            m_memDeltas[device].emplace_back(timeNs, delta);
+            m_memDeltas[device].push_back({ timeNs, delta, false });
+    }
+
+    void Simulator::gradients(std::size_t device, StageId s, double timeNs, bool allocate)
+    {
+        if (s.index() >= m_gradientsLive.size() || (m_gradientsLive[s.index()] != 0) == allocate)
+            return;
+        m_gradientsLive[s.index()] = allocate ? 1 : 0;
+        const double bytes = static_cast<double>(cost(s).parameterCount) * bytesPerParameter(m_in.setup).gradients;
+        if (bytes > 0)
+            m_memDeltas[device].push_back({ timeNs, allocate ? bytes : -bytes, true });
     }
 
     void Simulator::compute(std::size_t device, const Action& a, double durationNs, double readyNs)
@@ -179,13 +200,20 @@ namespace {
             memory(device, start, p.recomputedBytes);
             break;
         case ActionType::Backward:
+            // Node by node a backward frees activations and fills gradients: counted at its end,
+            // activations first (its peak is at its start, with everything still kept).
             memory(device, end, -c.activationBytes);
+            gradients(device, a.stage, end, true);
             break;
         case ActionType::BackwardInput: // keeps the output gradients W reads
             memory(device, end, -(c.activationBytes - wOnly) + c.weightGradHeldBytes);
             break;
         case ActionType::BackwardWeight:
             memory(device, end, -(wOnly + c.weightGradHeldBytes));
+            gradients(device, a.stage, end, true);
+            break;
+        case ActionType::OptimizerStep:
+            gradients(device, a.stage, end, false);
             break;
         default:
             break;
@@ -402,15 +430,25 @@ namespace {
             dev.memory = memory[d];
             auto& deltas = m_memDeltas[d];
             std::stable_sort(
-                deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-            double level = memory[d].staticBytes();
+                deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.timeNs < b.timeNs; });
+            // Gradients are not static: they come and go with the deltas.
+            const double base = memory[d].staticBytes() - memory[d].gradients;
+            double level = base;
+            double gradientLevel = 0;
             dev.memoryCurve.push_back({ first == std::numeric_limits<double>::infinity() ? 0 : first, level });
             dev.peakBytes = level;
-            for (const auto& [t, delta] : deltas) {
-                level += delta;
-                dev.memoryCurve.push_back({ t, level });
-                dev.peakBytes = std::max(dev.peakBytes, level);
+            dev.memory.gradients = 0;
+            for (const auto& delta : deltas) {
+                level += delta.bytes;
+                gradientLevel += delta.gradients ? delta.bytes : 0;
+                dev.memoryCurve.push_back({ delta.timeNs, level });
+                if (level > dev.peakBytes) {
+                    dev.peakBytes = level;
+                    dev.memory.gradients = gradientLevel;
+                }
             }
+            // The breakdown at the peak: what is neither static nor gradients is activations.
+            dev.memory.activations = std::max(0.0, dev.peakBytes - base - dev.memory.gradients);
             dev.outOfMemory = dev.peakBytes > dev.capacityBytes;
             r.anyOutOfMemory = r.anyOutOfMemory || dev.outOfMemory;
             r.devices.push_back(std::move(dev));

@@ -406,6 +406,8 @@ void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
     for (auto t : m_boundaryIn)
         s.inputGrads.push_back(m_requiresGrad[t.index()] ? s.grads[static_cast<std::size_t>(slotOf(t))] : NdArray());
     s.grads.clear();
+    // Past B only W's reads stay: the pending nodes' own values and output gradients hold them.
+    s.values.clear();
     s.backwardDone = true;
     const bool weightLeft = std::find(s.weightPending.begin(), s.weightPending.end(), 1) != s.weightPending.end();
     if (!weightLeft && (m_boundaryIn.empty() || s.inputGradsTaken))
@@ -464,6 +466,16 @@ void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMo
         }
         s.gradOut[local] = std::move(gradOut);
         s.weightPending[local] = 1;
+        // Until W only what it reads stays (op_cost's savedForWeightGrad), as the memory model counts.
+        auto& nv = s.nodes[local];
+        for (std::size_t j = 0; j < nv.in.size(); ++j) {
+            if (m_keepForWeight[local][j] == 0 && nv.in[j].defined())
+                nv.in[j] = NdArray::shapeOnly(nv.in[j].shape(), nv.in[j].dtype());
+        }
+        for (auto& out : nv.out) {
+            if (out.defined())
+                out = NdArray::shapeOnly(out.shape(), out.dtype());
+        }
     } else {
         s.nodes[local] = NodeValues();
     }

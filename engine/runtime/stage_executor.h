@@ -181,6 +181,7 @@ private:
     // graph inputs, and what a recompute of a dropped storage re-reads); the rest is released after
     // forward so the stage holds what the memory model counts.
     std::vector<std::vector<char>> m_keepIn, m_keepOut;
+    std::vector<std::vector<char>> m_keepForWeight; // inputs a split backward's W reads, by local node
     std::vector<char> m_keepValue; // by slot: stays in the micro-batch's value table after forward
     std::vector<std::vector<int>> m_releaseAfter; // by local node: slots whose last reader it is
     int m_lossSlot = -1;

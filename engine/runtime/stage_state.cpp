@@ -33,6 +33,13 @@ void StageExecutor::buildKeepSets()
         auto& in = m_keepIn.emplace_back();
         for (auto t : node.inputs)
             in.push_back(kept(t) ? 1 : 0);
+        auto& forWeight = m_keepForWeight.emplace_back();
+        for (auto t : node.inputs) {
+            const auto& w = costs[n].savedForWeightGrad;
+            forWeight.push_back(
+                m_graph.tensor(t).kind != TensorKind::Activation || std::find(w.begin(), w.end(), t) != w.end() ? 1
+                                                                                                                : 0);
+        }
         auto& out = m_keepOut.emplace_back();
         for (auto t : node.outputs)
             out.push_back(keep[t.index()] != 0 ? 1 : 0);
