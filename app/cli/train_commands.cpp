@@ -442,7 +442,7 @@ namespace {
             const std::array<std::pair<const char*, double>, engine::kMemoryUses> modelled {
                 { { "parameters", mem.parameters + mem.stashedWeights }, { "gradients", mem.gradients },
                     { "optimizer_states", mem.optimizerStates }, { "activations", mem.activations },
-                    { "workspace", mem.workspace }, { "messages", 0.0 } }
+                    { "workspace", mem.workspace }, { "messages", mem.messages } }
             };
             auto uses = nlohmann::ordered_json::object();
             for (const auto& [name, bytes] : modelled)

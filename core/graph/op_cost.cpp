@@ -329,11 +329,27 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
 GradientFlow gradientFlow(const Graph& graph)
 {
     GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0),
-        std::vector<std::uint32_t>(graph.tensorCount(), 0) };
+        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {} };
     for (std::size_t n = 0; n < graph.nodeCount(); ++n) {
         for (auto in : graph.nodes()[n].inputs) {
             flow.lastReader[in.index()] = std::max(flow.lastReader[in.index()], n + 1);
             ++flow.readers[in.index()];
+        }
+    }
+    const auto costs = computeOpCosts(graph);
+    flow.savedRoots.resize(graph.nodeCount());
+    flow.weightGradRoots.resize(graph.nodeCount());
+    flow.savedExtraBytes.resize(graph.nodeCount());
+    flow.trains.resize(graph.nodeCount());
+    for (std::size_t n = 0; n < graph.nodeCount(); ++n) {
+        for (auto t : costs[n].savedTensors)
+            flow.savedRoots[n].push_back(storageRoot(graph, t));
+        for (auto t : costs[n].savedForWeightGrad)
+            flow.weightGradRoots[n].push_back(storageRoot(graph, t));
+        flow.savedExtraBytes[n] = costs[n].savedExtraBytes;
+        for (auto in : graph.nodes()[n].inputs) {
+            if (graph.tensor(in).kind == TensorKind::Parameter && flow.requiresGrad[in.index()])
+                flow.trains[n] = 1;
         }
     }
     return flow;
@@ -379,69 +395,125 @@ std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::si
     return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
 }
 
-std::int64_t backwardWorkingBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
+std::int64_t backwardWorkingBytes(
+    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end, BackwardPass pass)
 {
+    const bool split = pass == BackwardPass::InputOnly;
     const auto& requiresGrad = flow.requiresGrad;
     const auto bytesOfTensor = [&](TensorId t) { return numBytes(graph.tensor(t).shape, graph.tensor(t).dtype); };
     const auto isActivationGrad = [&](TensorId t) {
         return requiresGrad[t.index()] && graph.tensor(t).kind != TensorKind::Parameter;
     };
-    std::unordered_map<std::uint32_t, std::int64_t> live; // gradient bytes held, by tensor
+    // Gradient storages with the tensors whose gradient they hold: Add, BiasAdd and Sub's first
+    // operand pass the output's gradient on when shapes agree, and Reshape's is a view.
+    struct Storage
+    {
+        std::int64_t bytes = 0;
+        int refs = 0;
+        bool pinned = false; // a split B keeps it for W
+    };
+    std::vector<Storage> storages;
+    std::unordered_map<std::uint32_t, std::size_t> live; // tensor -> storage holding its gradient
     std::int64_t held = 0;
-    const auto hold = [&](TensorId t, std::int64_t bytes) {
-        if (live.try_emplace(t.value, bytes).second)
-            held += bytes;
+    const auto acquire = [&](TensorId t, std::size_t storage) {
+        if (!live.try_emplace(t.value, storage).second)
+            return;
+        auto& st = storages[storage];
+        if (st.refs++ == 0 && !st.pinned)
+            held += st.bytes;
+    };
+    const auto fresh = [&](std::int64_t bytes) {
+        storages.push_back({ bytes, 0, false });
+        return storages.size() - 1;
+    };
+    const auto release = [&](TensorId t, bool pin) {
+        const auto it = live.find(t.value);
+        auto& st = storages[it->second];
+        live.erase(it);
+        if (pin && !st.pinned) {
+            st.pinned = true; // stays counted until W
+            return;
+        }
+        if (--st.refs == 0 && !st.pinned)
+            held -= st.bytes;
     };
     // The gradients the next stage sends back (values produced here and read after `end`), and
     // the loss's own.
     for (std::size_t n = begin; n < end; ++n) {
         for (auto out : graph.nodes()[n].outputs) {
-            if (isActivationGrad(out) && flow.lastReader[out.index()] > end)
-                hold(out, bytesOfTensor(out));
+            if (isActivationGrad(out) && flow.lastReader[out.index()] > end && !live.contains(out.value))
+                acquire(out, fresh(bytesOfTensor(out)));
         }
     }
     for (auto out : graph.outputs()) {
         const auto producer = graph.tensor(out).producer;
-        if (producer.valid() && producer.index() >= begin && producer.index() < end)
-            hold(out, std::max<std::int64_t>(bytesOfTensor(out), 4));
+        if (producer.valid() && producer.index() >= begin && producer.index() < end && !live.contains(out.value))
+            acquire(out, fresh(std::max<std::int64_t>(bytesOfTensor(out), 4)));
     }
+    // Where each saved storage is released: after the first node of the range that saves it. A
+    // split B releases neither what W reads nor a training node's internal state.
+    std::unordered_map<std::uint32_t, std::size_t> firstSaver;
+    std::unordered_set<std::uint32_t> forWeight;
+    for (std::size_t n = begin; n < end; ++n) {
+        for (auto root : flow.savedRoots[n])
+            firstSaver.try_emplace(root.value, n);
+        for (auto root : flow.weightGradRoots[n])
+            forWeight.insert(root.value);
+    }
+    std::vector<std::int64_t> releasedAfter(end - begin, 0);
+    for (const auto& [root, n] : firstSaver) {
+        const auto& t = graph.tensor(TensorId(root));
+        if (!split || !forWeight.contains(root))
+            releasedAfter[n - begin] += numBytes(t.shape, t.dtype);
+    }
+    for (std::size_t n = begin; n < end; ++n) {
+        if (!split || flow.trains[n] == 0)
+            releasedAfter[n - begin] += flow.savedExtraBytes[n];
+    }
+    std::int64_t released = 0;
     std::int64_t peak = held;
     for (std::size_t n = end; n-- > begin;) {
         const auto& node = graph.nodes()[n];
+        const auto outGrad = node.outputs.empty() ? live.end() : live.find(node.outputs[0].value);
+        const auto outStorage = outGrad == live.end() ? storages.size() : outGrad->second;
         bool any = false;
         for (auto out : node.outputs)
             any = any || live.contains(out.value);
-        if (!any)
-            continue;
-        if (node.op == OpType::Reshape) { // a view of the output's gradient
-            const auto out = live.find(node.outputs[0].value);
-            const auto in = node.inputs[0];
-            if (out != live.end() && isActivationGrad(in) && !live.contains(in.value)) {
-                const auto bytes = out->second;
-                live.erase(out);
-                live.emplace(in.value, bytes);
-            }
+        if (!any) {
+            released += releasedAfter[n - begin];
             continue;
         }
-        std::int64_t fresh = 0;
-        for (auto in : node.inputs) {
+        const auto passes = [&](std::size_t i) {
+            const auto in = node.inputs[i];
+            const bool sums = node.op == OpType::Add || node.op == OpType::BiasAdd || (node.op == OpType::Sub && i == 0)
+                || node.op == OpType::Reshape;
+            return sums && outStorage < storages.size()
+                && (node.op == OpType::Reshape || graph.tensor(in).shape == graph.tensor(node.outputs[0]).shape);
+        };
+        std::int64_t extra = 0;
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            const auto in = node.inputs[i];
             if (!requiresGrad[in.index()])
                 continue;
-            fresh += bytesOfTensor(in); // parameter gradients too, until they are accumulated
-            if (graph.tensor(in).kind != TensorKind::Parameter && live.contains(in.value))
-                fresh += bytesOfTensor(in); // a second reader: the sum is out of place
-        }
-        peak = std::max(peak, held + fresh);
-        for (auto out : node.outputs) {
-            const auto it = live.find(out.value);
-            if (it != live.end()) {
-                held -= it->second;
-                live.erase(it);
+            if (graph.tensor(in).kind == TensorKind::Parameter) {
+                extra += split ? 0 : bytesOfTensor(in); // until accumulated; a split B leaves them to W
+                continue;
             }
+            if (live.contains(in.value))
+                extra += 2 * bytesOfTensor(in); // a second reader: its gradient, then the out-of-place sum
+            else if (!passes(i))
+                extra += bytesOfTensor(in);
         }
-        for (auto in : node.inputs) {
-            if (isActivationGrad(in))
-                hold(in, bytesOfTensor(in));
+        peak = std::max(peak, held + extra - released);
+        released += releasedAfter[n - begin];
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            const auto in = node.inputs[i];
+            if (isActivationGrad(in) && !live.contains(in.value))
+                acquire(in, passes(i) ? outStorage : fresh(bytesOfTensor(in)));
+        }
+        for (auto out : node.outputs) {
+            if (live.contains(out.value))
+                release(out, split && flow.trains[n] != 0);
         }
     }
     return peak;

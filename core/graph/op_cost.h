@@ -47,11 +47,13 @@ struct OpCost
 // several nodes save it, plus every node's internal state. One micro-batch.
 [[nodiscard]] std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>& costs);
 
-// Peak bytes of activation gradients alive during the backward of nodes [begin, end) for one
-// micro-batch: the gradients received for the range's outputs, each node's input gradients
-// (and its parameter gradients until they are accumulated) while its output gradients are still
-// held, and the out-of-place sum where a value has several readers. Reshape's gradient is a view.
-// What a stage's backward needs beyond its saved activations, the workspace of the memory model.
+// Peak bytes a backward of nodes [begin, end) holds, for one micro-batch, beyond the saved
+// activations it started with: the activation gradients alive (the gradients received for the
+// range's outputs, each node's input gradients, and its parameter gradients until they are
+// accumulated, while its output gradients are still held; the out-of-place sum where a value has
+// several readers; Reshape's gradient is a view), less the saved activations already released
+// (a saved storage goes once the backward of the first node in the range that saves it is done,
+// as the engine releases them). The workspace of the memory model; never negative.
 [[nodiscard]] std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end);
 
 // What backwardWorkingBytes reads of the whole graph, computed once for the many ranges a planner
@@ -61,7 +63,15 @@ struct GradientFlow
     std::vector<bool> requiresGrad; // by tensor
     std::vector<std::size_t> lastReader; // by tensor: node index + 1, 0 when nothing reads it
     std::vector<std::uint32_t> readers; // by tensor: how many node inputs read it
+    std::vector<std::vector<TensorId>> savedRoots; // by node: storages of op_cost's saved tensors
+    std::vector<std::vector<TensorId>> weightGradRoots; // by node: storages of savedForWeightGrad
+    std::vector<std::int64_t> savedExtraBytes; // by node: op_cost's internal saved state
+    std::vector<char> trains; // by node: reads a parameter that needs a gradient
 };
+
+// A whole backward, or zero-bubble's input-gradient pass B (its W runs later): B computes no
+// parameter gradients and keeps what W reads (their inputs, norm state and output gradients).
+enum class BackwardPass : std::uint8_t { Full, InputOnly };
 [[nodiscard]] GradientFlow gradientFlow(const Graph& graph);
 
 // Bytes of output gradients a split backward holds from B to W for nodes [begin, end), one
@@ -70,7 +80,7 @@ struct GradientFlow
 // same-shaped input read only there, and Reshape's is a view.
 [[nodiscard]] std::int64_t weightGradHeldBytes(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
-[[nodiscard]] std::int64_t backwardWorkingBytes(
-    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
+[[nodiscard]] std::int64_t backwardWorkingBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin,
+    std::size_t end, BackwardPass pass = BackwardPass::Full);
 
 } // namespace ps

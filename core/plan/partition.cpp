@@ -165,9 +165,13 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
     const auto flow = gradientFlow(g);
     for (std::size_t s = 0; s < stages.size(); ++s) {
         const StageId id(static_cast<std::uint32_t>(s));
-        stages[s].workspaceBytes = std::max(stages[s].workspaceBytes,
-            static_cast<double>(backwardWorkingBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())))
-                * scale);
+        const auto begin = p.stageBegin(id);
+        const auto end = p.stageEnd(id, g.nodeCount());
+        const double nodeScratch = stages[s].workspaceBytes;
+        stages[s].workspaceBytes =
+            std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(g, flow, begin, end)) * scale);
+        stages[s].splitWorkspaceBytes = std::max(nodeScratch,
+            static_cast<double>(backwardWorkingBytes(g, flow, begin, end, BackwardPass::InputOnly)) * scale);
         stages[s].weightGradHeldBytes =
             static_cast<double>(weightGradHeldBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount()))) * scale;
         for (auto root : acc[s].rootsW)

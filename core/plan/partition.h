@@ -58,7 +58,8 @@ struct StageCost
     double activationBytes = 0; // kept from forward to backward, one micro-batch
     double weightGradOnlyBytes = 0; // part of activationBytes only W reads (freed after W)
     double weightGradHeldBytes = 0; // output gradients a split B keeps for its W, one micro-batch
-    double workspaceBytes = 0; // largest transient scratch of one node
+    double workspaceBytes = 0; // largest transient: one node's scratch, or the backward's working set
+    double splitWorkspaceBytes = 0; // the same when zero-bubble splits the backward into B and W
     std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
     double sendForwardBytes = 0; // activations to the next stage, one micro-batch
     double sendBackwardBytes = 0; // gradients to the previous stage, one micro-batch

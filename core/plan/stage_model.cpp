@@ -186,12 +186,19 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
     c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
     std::sort(c.tiedParameters.begin(), c.tiedParameters.end(),
         [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
+    const double nodeScratch = c.workspaceBytes;
     c.workspaceBytes =
-        std::max(c.workspaceBytes, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale);
+        std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale);
+    c.splitWorkspaceBytes = std::max(nodeScratch,
+        static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale);
     c.weightGradHeldBytes = static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale;
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
-    e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage) + c.workspaceBytes;
+    // Messages: the next forward's activations and the next backward's gradients arrive while
+    // the stage works (the receiver holds its copy until the action takes it in).
+    const double received = (begin > 0 ? cutBytes(begin) : 0) + (end < nodeCount() ? m_cutGradBytes[end] : 0);
+    e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage)
+        + (m_schedule.kind == ScheduleKind::ZeroBubbleH1 ? c.splitWorkspaceBytes : c.workspaceBytes) + received;
     const int inFlight = inFlightMicroBatches(m_schedule, stage);
     e.peakBytes = peakUnderPlan(e.staticBytes, c.activationBytes, inFlight, {});
     e.timeNs = c.forwardNs + c.backwardNs;

@@ -37,7 +37,7 @@ struct SavedTensorInfo
 struct StageEvaluation
 {
     StageCost cost;
-    double staticBytes = 0; // parameters, gradients, optimizer states, stashed weights, workspace
+    double staticBytes = 0; // parameters, gradients, optimizer states, stashed weights, workspace, messages
     double peakBytes = 0; // with the memory plan applied
     double timeNs = 0; // forward + backward per micro-batch + memory-optimization overhead
     double overheadNs = 0;

@@ -139,6 +139,13 @@ std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const s
 {
     const auto perParam = bytesPerParameter(setup);
     std::vector<DeviceMemory> devices(schedule.devices.size());
+    std::vector<char> splitsBackward(stages.size(), 0); // runs B and W (zero bubble)
+    for (const auto& device : schedule.devices) {
+        for (const auto& a : device) {
+            if (a.type == ActionType::BackwardInput && a.stage.index() < stages.size())
+                splitsBackward[a.stage.index()] = 1;
+        }
+    }
     for (std::size_t s = 0; s < stages.size(); ++s) {
         auto& d = devices[schedule.deviceOf(StageId(static_cast<std::uint32_t>(s))).index()];
         const auto params = static_cast<double>(stages[s].parameterCount);
@@ -146,7 +153,8 @@ std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const s
         d.gradients += params * perParam.gradients;
         d.optimizerStates += params * perParam.optimizerStates;
         d.stashedWeights += params * perParam.weights * (weightVersions(schedule.spec, static_cast<int>(s)) - 1);
-        d.workspace = std::max(d.workspace, stages[s].workspaceBytes);
+        d.workspace =
+            std::max(d.workspace, splitsBackward[s] ? stages[s].splitWorkspaceBytes : stages[s].workspaceBytes);
     }
     for (std::size_t dev = 0; dev < schedule.devices.size(); ++dev) {
         double live = 0;

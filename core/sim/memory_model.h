@@ -39,6 +39,7 @@ struct DeviceMemory
     double stashedWeights = 0; // older weight versions (PipeDream)
     double activations = 0;
     double workspace = 0;
+    double messages = 0; // a simulation's breakdown: boundary tensors received and not yet taken in
     int peakInFlight = 0; // most micro-batches between F and B at once (summed over the device's stages)
 
     [[nodiscard]] double staticBytes() const
@@ -47,7 +48,7 @@ struct DeviceMemory
     }
     [[nodiscard]] double total() const
     {
-        return staticBytes() + activations;
+        return staticBytes() + activations + messages;
     }
 };
 

@@ -55,13 +55,14 @@ std::string simulationSummaryJson(const SimulationResult& r)
 {
     nlohmann::ordered_json devices = nlohmann::ordered_json::array();
     for (const auto& d : r.devices) {
-        devices.push_back({ { "busy_ms", d.busyNs / 1e6 }, { "peak_bytes", d.peakBytes },
-            { "capacity_bytes", d.capacityBytes }, { "out_of_memory", d.outOfMemory },
-            { "peak_in_flight", d.memory.peakInFlight },
-            { "memory",
-                { { "parameters", d.memory.parameters }, { "gradients", d.memory.gradients },
-                    { "optimizer_states", d.memory.optimizerStates }, { "stashed_weights", d.memory.stashedWeights },
-                    { "activations", d.memory.activations }, { "workspace", d.memory.workspace } } } });
+        devices.push_back(
+            { { "busy_ms", d.busyNs / 1e6 }, { "peak_bytes", d.peakBytes }, { "capacity_bytes", d.capacityBytes },
+                { "out_of_memory", d.outOfMemory }, { "peak_in_flight", d.memory.peakInFlight },
+                { "memory",
+                    { { "parameters", d.memory.parameters }, { "gradients", d.memory.gradients },
+                        { "optimizer_states", d.memory.optimizerStates },
+                        { "stashed_weights", d.memory.stashedWeights }, { "activations", d.memory.activations },
+                        { "workspace", d.memory.workspace }, { "messages", d.memory.messages } } } });
     }
     const nlohmann::ordered_json j = { { "schedule", r.scheduleName }, { "stages", r.stages },
         { "micro_batches", r.microBatches }, { "micro_batch_size", r.microBatchSize },

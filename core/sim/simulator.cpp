@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <utility>
 
 namespace ps {
 namespace {
@@ -54,7 +55,8 @@ namespace {
         double optimizerNs(StageId s) const;
         // When stage `s`'s tied gradients are summed (kUnknown: a holder has not handed in yet).
         double tiedReadyNs(std::size_t device, StageId s);
-        void memory(std::size_t device, double timeNs, double delta);
+        enum class MemoryKind : std::uint8_t { Activations, Gradients, Messages }; // activations: swaps too
+        void memory(std::size_t device, double timeNs, double delta, MemoryKind kind = MemoryKind::Activations);
         void finish(SimulationResult& result);
 
         const SimulationInput& m_in;
@@ -63,6 +65,7 @@ namespace {
         std::vector<std::size_t> m_next;
         std::vector<double> m_computeFree, m_copyOutFree, m_copyInFree;
         std::vector<double> m_fwdArrival, m_bwdArrival, m_swapOutEnd, m_swapInEnd;
+        std::vector<double> m_fwdMessage, m_bwdMessage; // bytes received and not yet taken in, by key
         std::vector<Channel> m_intra, m_inter;
         std::vector<std::size_t> m_waitingOn; // waitKey of the arrival a device waits for, 0 if none
         // Tied parameters (synchronous schedules): their holders, and when each stage's device
@@ -74,7 +77,7 @@ namespace {
         {
             double timeNs;
             double bytes;
-            bool gradients; // parameter gradients (the rest: activations and swaps)
+            MemoryKind kind;
         };
         std::vector<std::vector<MemoryDelta>> m_memDeltas;
         // Parameter gradients exist from a stage's first weight-gradient pass to its OPT_STEP,
@@ -129,6 +132,8 @@ namespace {
         m_memDeltas.resize(devices);
         m_gradientsLive.assign(m_in.stages.size(), 0);
         m_fwdArrival.assign(keys, kUnknown);
+        m_fwdMessage.assign(keys, 0.0);
+        m_bwdMessage.assign(keys, 0.0);
         m_bwdArrival.assign(keys, kUnknown);
         m_swapOutEnd.assign(keys, 0);
         m_swapInEnd.assign(keys, 0);
@@ -163,10 +168,10 @@ namespace {
         return m_inter[nodeA * static_cast<std::size_t>(c.nodes) + nodeB]; // shared by all pairs across the nodes
     }
 
-    void Simulator::memory(std::size_t device, double timeNs, double delta)
+    void Simulator::memory(std::size_t device, double timeNs, double delta, MemoryKind kind)
     {
         if (delta != 0)
-            m_memDeltas[device].push_back({ timeNs, delta, false });
+            m_memDeltas[device].push_back({ timeNs, delta, kind });
     }
 
     void Simulator::gradients(std::size_t device, StageId s, double timeNs, bool allocate)
@@ -175,8 +180,7 @@ namespace {
             return;
         m_gradientsLive[s.index()] = allocate ? 1 : 0;
         const double bytes = static_cast<double>(cost(s).parameterCount) * bytesPerParameter(m_in.setup).gradients;
-        if (bytes > 0)
-            m_memDeltas[device].push_back({ timeNs, allocate ? bytes : -bytes, true });
+        memory(device, timeNs, allocate ? bytes : -bytes, MemoryKind::Gradients);
     }
 
     void Simulator::compute(std::size_t device, const Action& a, double durationNs, double readyNs)
@@ -190,22 +194,31 @@ namespace {
         const auto& c = cost(a.stage);
         const auto p = plan(a.stage);
         const double wOnly = std::min(c.weightGradOnlyBytes, c.activationBytes);
+        // Messages received: activations become the forward's own (counted in activationBytes
+        // where a backward keeps them); gradients are part of the backward's working set.
+        double received = 0;
+        if (a.type == ActionType::Forward || a.type == ActionType::Backward || a.type == ActionType::BackwardInput) {
+            received = std::exchange((a.type == ActionType::Forward ? m_fwdMessage : m_bwdMessage)[key(a)], 0.0);
+        }
         switch (a.type) {
         case ActionType::Forward:
             // Counted when the forward that produces them finishes (transients are workspace);
             // the recomputed part is dropped right away and rebuilt before backward.
+            memory(device, end, -received, MemoryKind::Messages);
             memory(device, end, c.activationBytes - p.recomputedBytes);
             break;
         case ActionType::Recompute:
             memory(device, start, p.recomputedBytes);
             break;
         case ActionType::Backward:
+            memory(device, start, -received, MemoryKind::Messages);
             // Node by node a backward frees activations and fills gradients: counted at its end,
             // activations first (its peak is at its start, with everything still kept).
             memory(device, end, -c.activationBytes);
             gradients(device, a.stage, end, true);
             break;
         case ActionType::BackwardInput: // keeps the output gradients W reads
+            memory(device, start, -received, MemoryKind::Messages);
             memory(device, end, -(c.activationBytes - wOnly) + c.weightGradHeldBytes);
             break;
         case ActionType::BackwardWeight:
@@ -241,6 +254,9 @@ namespace {
             start, end, bytes });
         const Action arrival { a.type, peer, a.microBatch };
         (forward ? m_fwdArrival : m_bwdArrival)[key(arrival)] = end;
+        // The receiver holds a copy from its arrival until the action that takes it in.
+        (forward ? m_fwdMessage : m_bwdMessage)[key(arrival)] = bytes;
+        memory(to, end, bytes, MemoryKind::Messages);
         if (m_waitingOn[to] == waitKey(arrival)) {
             m_waitingOn[to] = 0;
             m_ready.push_back(to);
@@ -435,20 +451,24 @@ namespace {
             const double base = memory[d].staticBytes() - memory[d].gradients;
             double level = base;
             double gradientLevel = 0;
+            double messageLevel = 0;
             dev.memoryCurve.push_back({ first == std::numeric_limits<double>::infinity() ? 0 : first, level });
             dev.peakBytes = level;
             dev.memory.gradients = 0;
+            dev.memory.messages = 0;
             for (const auto& delta : deltas) {
                 level += delta.bytes;
-                gradientLevel += delta.gradients ? delta.bytes : 0;
+                gradientLevel += delta.kind == MemoryKind::Gradients ? delta.bytes : 0;
+                messageLevel += delta.kind == MemoryKind::Messages ? delta.bytes : 0;
                 dev.memoryCurve.push_back({ delta.timeNs, level });
                 if (level > dev.peakBytes) {
                     dev.peakBytes = level;
                     dev.memory.gradients = gradientLevel;
+                    dev.memory.messages = messageLevel;
                 }
             }
-            // The breakdown at the peak: what is neither static nor gradients is activations.
-            dev.memory.activations = std::max(0.0, dev.peakBytes - base - dev.memory.gradients);
+            // The breakdown at the peak: what is neither static, gradients nor messages is activations.
+            dev.memory.activations = std::max(0.0, dev.peakBytes - base - dev.memory.gradients - dev.memory.messages);
             dev.outOfMemory = dev.peakBytes > dev.capacityBytes;
             r.anyOutOfMemory = r.anyOutOfMemory || dev.outOfMemory;
             r.devices.push_back(std::move(dev));

@@ -384,6 +384,9 @@ void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
     // The memory plan's actions normally did this already; a plan without them still computes right.
     swapIn(mb);
     recompute(mb);
+    // From here each saved value lives in the node values that read it, released node by node
+    // (past a split B only what W reads stays).
+    s.values.clear();
     s.grads.assign(m_slotTensor.size(), NdArray());
     s.gradOut.assign(m_end - m_begin, {});
     s.weightPending.assign(m_end - m_begin, 0);
@@ -406,8 +409,6 @@ void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
     for (auto t : m_boundaryIn)
         s.inputGrads.push_back(m_requiresGrad[t.index()] ? s.grads[static_cast<std::size_t>(slotOf(t))] : NdArray());
     s.grads.clear();
-    // Past B only W's reads stay: the pending nodes' own values and output gradients hold them.
-    s.values.clear();
     s.backwardDone = true;
     const bool weightLeft = std::find(s.weightPending.begin(), s.weightPending.end(), 1) != s.weightPending.end();
     if (!weightLeft && (m_boundaryIn.empty() || s.inputGradsTaken))
