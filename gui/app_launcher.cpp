@@ -3,6 +3,7 @@
 #include "models/plan_session.h"
 #include "models/plans_model.h"
 #include "models/project_session.h"
+#include "models/runs_model.h"
 #include "models/stage_balance_model.h"
 #include "plots/partition_editor_plot.h"
 #include "plots/stage_balance_plot.h"
@@ -10,11 +11,15 @@
 #include "store/project_store.h"
 #include "views/auto_search_dialog.h"
 #include "views/cluster_dock.h"
+#include "views/launch_dialog.h"
 #include "views/main_window.h"
+#include "views/monitor_dock.h"
 #include "views/plans_panel.h"
+#include "views/run_compare_view.h"
 
 #include <QApplication>
 #include <QDir>
+#include <QDockWidget>
 #include <QEventLoop>
 #include <QFile>
 #include <QHeaderView>
@@ -91,6 +96,44 @@ namespace {
         return path;
     }
 
+    // Launch dialog, monitor and predicted-vs-measured of the project's newest run.
+    bool renderRunView(MainWindow& window, const GuiOptions& options, std::string& error)
+    {
+        const auto path = window.session()->filePath();
+        if (path.isEmpty()) {
+            error = "the '" + options.view + "' view needs a saved project (--project)";
+            return false;
+        }
+        if (options.view == "launch") {
+            LaunchDialog dialog(window.planSession(), path);
+            return savePng(dialog, options, error);
+        }
+        if (window.runsModel()->rowCount() == 0) {
+            error = "'" + path.toStdString() + "' has no training runs (pipestudio train first)";
+            return false;
+        }
+        const auto run = window.runsModel()->row(0)->id;
+        QString failure;
+        QObject::connect(window.monitor(), &MonitorDock::failed, [&failure](const QString& m) { failure = m; });
+        QObject::connect(window.compareView(), &RunCompareView::failed, [&failure](const QString& m) { failure = m; });
+        QWidget* widget = window.monitor();
+        bool ok = window.monitor()->openRun(run);
+        if (options.view == "compare") {
+            widget = window.compareView();
+            ok = window.compareView()->showRun(run);
+        }
+        if (!ok) {
+            error = failure.toStdString();
+            return false;
+        }
+        auto* dock = qobject_cast<QDockWidget*>(widget->parentWidget());
+        widget->setParent(nullptr); // rendered on its own, at the screenshot's size
+        const bool saved = savePng(*widget, options, error);
+        if (dock)
+            dock->setWidget(widget);
+        return saved;
+    }
+
     bool renderView(MainWindow& window, const GuiOptions& options, std::string& error)
     {
         auto* session = window.planSession();
@@ -139,8 +182,11 @@ namespace {
             loop.exec();
             return savePng(dialog, options, error);
         }
+        if (view == "launch" || view == "monitor" || view == "compare")
+            return renderRunView(window, options, error);
         if (view != "main") {
-            error = "unknown view '" + view + "' (main, editor, balance, timeline, plans, search, cluster)";
+            error = "unknown view '" + view
+                + "' (main, editor, balance, timeline, plans, search, cluster, launch, monitor, compare)";
             return false;
         }
         return savePng(window, options, error);

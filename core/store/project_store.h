@@ -25,7 +25,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 6;
+inline constexpr int kProjectSchemaVersion = 7;
 
 class ProjectStore
 {
@@ -85,10 +85,33 @@ public:
         double stepNs = 0;
         double tokensPerSecond = 0;
     };
+    // Records the calling process (pid, host, boot, start time) as the run's writer.
     std::int64_t beginRun(const std::string& json);
     void appendRunMetrics(std::int64_t runId, const std::vector<RunMetric>& metrics);
     // status: "finished", "interrupted" or "failed" (with the error).
     void endRun(std::int64_t runId, const std::string& status, const std::string& error = {});
+    // Ends the run only while it is still "running" (a supervisor's verdict after its process died,
+    // which must not overwrite what the process itself wrote); returns whether it changed.
+    bool endRunIfRunning(std::int64_t runId, const std::string& status, const std::string& error);
+    struct RunRow
+    {
+        std::int64_t id = 0;
+        std::int64_t planId = 0; // from the run's options; 0: planned at launch
+        std::string startedAt;
+        std::string endedAt;
+        std::string status; // running, finished, interrupted, failed
+        std::string error;
+        std::string json; // the options it was started with
+        std::int64_t steps = 0; // metric rows stored
+        double lastLoss = 0;
+        double lastTokensPerSecond = 0;
+    };
+    // Every run, newest first, with its last stored step's loss and throughput.
+    [[nodiscard]] std::vector<RunRow> loadRuns() const;
+    // Runs still marked "running" whose writing process no longer exists on this machine (killed,
+    // crashed, power lost: another boot) become "interrupted"; returns their ids. A run written by
+    // a process on another host is left alone, as is one whose process is alive.
+    std::vector<std::int64_t> markStaleRunsInterrupted();
     [[nodiscard]] std::vector<RunMetric> loadRunMetrics(std::int64_t runId) const;
     [[nodiscard]] std::string runStatus(std::int64_t runId) const;
     // The options a run was started with (its JSON), or throws naming the file when there is no such run.

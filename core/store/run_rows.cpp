@@ -3,13 +3,150 @@
 #include "store/sqlite.h"
 #include "util/error.h"
 
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
 namespace ps {
+namespace {
+
+    std::string firstLine(const std::string& path)
+    {
+        std::ifstream in(path);
+        std::string line;
+        std::getline(in, line);
+        return line;
+    }
+
+    std::string hostName()
+    {
+        char name[256] = {};
+        if (gethostname(name, sizeof name - 1) != 0)
+            return {};
+        return name;
+    }
+
+    // Changes at every boot, so a run written before a power loss is recognised as dead even if
+    // its pid is in use again.
+    std::string bootId()
+    {
+        return firstLine("/proc/sys/kernel/random/boot_id");
+    }
+
+    struct ProcessState
+    {
+        bool exists = false;
+        bool zombie = false; // exited (e.g. SIGKILL) but not yet reaped by its parent
+        std::string start; // clock ticks after boot: tells a reused pid from the original process
+    };
+
+    // From /proc/<pid>/stat: field 3 (state) and field 22 (starttime), counted after the command
+    // name, which may itself hold spaces and parentheses.
+    ProcessState processState(std::int64_t pid)
+    {
+        ProcessState s;
+        const auto stat = firstLine("/proc/" + std::to_string(pid) + "/stat");
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos) {
+            // No procfs: ask the kernel whether the pid exists.
+            s.exists = pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+            return s;
+        }
+        std::istringstream fields(stat.substr(close + 1));
+        std::vector<std::string> f;
+        for (std::string v; fields >> v;)
+            f.push_back(v);
+        s.exists = !f.empty();
+        s.zombie = !f.empty() && (f[0] == "Z" || f[0] == "X");
+        if (f.size() > 19)
+            s.start = f[19];
+        return s;
+    }
+
+    struct RunWriter
+    {
+        std::int64_t pid = 0; // 0: not recorded (older builds)
+        std::string host;
+        std::string bootId;
+        std::string start;
+    };
+
+    bool writerAlive(const RunWriter& w)
+    {
+        if (w.pid <= 0)
+            return false; // recorded by a build without writer tracking: nothing can be running it now
+        if (w.host != hostName())
+            return true; // another machine's process (a shared file system): cannot tell
+        if (w.bootId != bootId())
+            return false;
+        const auto state = processState(w.pid);
+        return state.exists && !state.zombie && (w.start.empty() || state.start.empty() || state.start == w.start);
+    }
+
+} // namespace
 
 std::int64_t ProjectStore::beginRun(const std::string& json)
 {
-    sql::Statement st(*m_db, "INSERT INTO runs(started_at, status, json) VALUES (?1, 'running', ?2)");
-    st.bind(1, sql::utcNow()).bind(2, json).execute();
+    const auto pid = static_cast<std::int64_t>(getpid());
+    sql::Statement st(*m_db,
+        "INSERT INTO runs(started_at, status, json, pid, host, boot_id, process_start) "
+        "VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6)");
+    st.bind(1, sql::utcNow()).bind(2, json).bind(3, pid).bind(4, hostName()).bind(5, bootId());
+    st.bind(6, processState(pid).start).execute();
     return m_db->lastInsertRowId();
+}
+
+bool ProjectStore::endRunIfRunning(std::int64_t runId, const std::string& status, const std::string& error)
+{
+    sql::Statement st(
+        *m_db, "UPDATE runs SET ended_at = ?1, status = ?2, error = ?3 WHERE id = ?4 AND status = 'running'");
+    st.bind(1, sql::utcNow()).bind(2, status).bind(3, error).bind(4, runId).execute();
+    return sqlite3_changes(m_db->handle()) > 0;
+}
+
+std::vector<ProjectStore::RunRow> ProjectStore::loadRuns() const
+{
+    sql::Statement st(*m_db,
+        "SELECT r.id, r.started_at, coalesce(r.ended_at, ''), r.status, coalesce(r.error, ''), r.json, "
+        "(SELECT count(*) FROM run_metrics m WHERE m.run_id = r.id), "
+        "(SELECT loss FROM run_metrics m WHERE m.run_id = r.id ORDER BY step DESC LIMIT 1), "
+        "(SELECT tokens_per_s FROM run_metrics m WHERE m.run_id = r.id ORDER BY step DESC LIMIT 1) "
+        "FROM runs r ORDER BY r.id DESC");
+    std::vector<RunRow> out;
+    while (st.step()) {
+        RunRow r { st.columnInt(0), 0, st.columnText(1), st.columnText(2), st.columnText(3), st.columnText(4),
+            st.columnText(5), st.columnInt(6), st.columnDouble(7), st.columnDouble(8) };
+        const auto j = nlohmann::json::parse(r.json, nullptr, false);
+        if (j.is_object())
+            r.planId = j.value("plan_id", std::int64_t { 0 });
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<std::int64_t> ProjectStore::markStaleRunsInterrupted()
+{
+    std::vector<std::pair<std::int64_t, RunWriter>> running;
+    {
+        sql::Statement st(*m_db,
+            "SELECT id, coalesce(pid, 0), coalesce(host, ''), coalesce(boot_id, ''), coalesce(process_start, '') "
+            "FROM runs WHERE status = 'running'");
+        while (st.step())
+            running.push_back(
+                { st.columnInt(0), { st.columnInt(1), st.columnText(2), st.columnText(3), st.columnText(4) } });
+    }
+    std::vector<std::int64_t> stale;
+    for (const auto& [id, writer] : running) {
+        const auto who = writer.pid > 0 ? "its process (pid " + std::to_string(writer.pid) + ")" : "its process";
+        if (!writerAlive(writer) && endRunIfRunning(id, "interrupted", who + " ended without finishing the run"))
+            stale.push_back(id);
+    }
+    return stale;
 }
 
 void ProjectStore::appendRunMetrics(std::int64_t runId, const std::vector<RunMetric>& metrics)

@@ -148,12 +148,21 @@ CREATE TABLE run_devices(
 ALTER TABLE run_devices ADD COLUMN peak_by_use TEXT NOT NULL DEFAULT '{}';
 )sql";
 
+    // Version 7: the process that writes a run (pid, host, boot and process start time), so a run
+    // left "running" by a process that no longer exists can be told apart from a live one.
+    constexpr std::string_view kVersion7 = R"sql(
+ALTER TABLE runs ADD COLUMN pid INTEGER;
+ALTER TABLE runs ADD COLUMN host TEXT;
+ALTER TABLE runs ADD COLUMN boot_id TEXT;
+ALTER TABLE runs ADD COLUMN process_start TEXT;
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
     static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 },
-        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 } };
+        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 }, { 7, kVersion7 } };
     return kMigrations;
 }
 

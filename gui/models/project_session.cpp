@@ -51,6 +51,21 @@ bool ProjectSession::open(const QString& path)
     }
 }
 
+bool ProjectSession::reloadProfiles()
+{
+    try {
+        const auto store = ProjectStore::open(m_filePath.toStdString(), ProjectStore::Access::ReadOnly);
+        std::vector<Profile> profiles;
+        if (auto measured = store.loadProfile("cpu", "measured-cpu"))
+            profiles.push_back(std::move(*measured));
+        m_profiles = std::move(profiles);
+        return true;
+    } catch (const std::exception& e) {
+        Q_EMIT operationFailed(QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
 bool ProjectSession::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary)
 {
     try {

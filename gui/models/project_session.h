@@ -45,6 +45,8 @@ public:
     bool importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary = nullptr);
     bool save();
     bool saveAs(const QString& path);
+    // Re-reads the measured profiles of the project file (after `pipestudio profile` wrote one).
+    bool reloadProfiles();
     // Measured profiles stored in the opened project file (none for a new or imported project).
     [[nodiscard]] const std::vector<Profile>& storedProfiles() const
     {

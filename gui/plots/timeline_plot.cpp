@@ -4,50 +4,13 @@
 #include "plots/timeline_plot.h"
 
 #include "models/plan_session.h"
+#include "plots/event_style.h"
 
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
-namespace {
-
-    QColor blockColor(const SimEvent& e, int microBatches)
-    {
-        if (e.stream == Stream::Send)
-            return QColor(150, 150, 150);
-        if (e.stream == Stream::CopyToHost || e.stream == Stream::CopyFromHost)
-            return QColor(200, 60, 60);
-        const int mb = e.microBatch.valid() ? static_cast<int>(e.microBatch.value) : 0;
-        const int hue = (mb * 360 / std::max(1, microBatches) + 200) % 360;
-        switch (e.action) {
-        case ActionType::Forward:
-            return QColor::fromHsv(hue, 90, 240);
-        case ActionType::BackwardWeight:
-            return QColor::fromHsv(hue, 255, 150);
-        case ActionType::Recompute:
-            return QColor(150, 100, 200);
-        case ActionType::OptimizerStep:
-            return QColor(60, 60, 60);
-        default:
-            return QColor::fromHsv(hue, 200, 200);
-        }
-    }
-
-    // Lane offset within a device's row: compute in the middle, sends and copies in thin strips.
-    std::pair<double, double> laneOf(Stream s)
-    {
-        switch (s) {
-        case Stream::Compute:
-            return { -0.3, 0.3 };
-        case Stream::Send:
-            return { 0.32, 0.42 };
-        default:
-            return { -0.42, -0.32 };
-        }
-    }
-
-} // namespace
 
 TimelinePlot::TimelinePlot(PlanSession* session, QWidget* parent)
     : QWidget(parent)

@@ -143,18 +143,27 @@ void AutoSearchDialog::start(const SearchRequest& request)
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);
     // The worker owns copies of everything it reads; results come back once, queued.
-    m_worker = QThread::create([this, graph = m_session->graph(), profile = m_session->profile(), request,
-                                   flag = m_cancelFlag] {
-        auto plans = searchPlans(
-            *graph, profile, request,
-            [this](double f) {
-                QMetaObject::invokeMethod(
-                    this, [this, f] { onProgress(f); }, Qt::QueuedConnection);
-            },
-            flag.get());
-        QMetaObject::invokeMethod(
-            this, [this, plans = std::move(plans)]() mutable { onFinished(std::move(plans)); }, Qt::QueuedConnection);
-    });
+    m_worker = QThread::create(
+        [this, graph = m_session->graph(), profile = m_session->profile(), request, flag = m_cancelFlag] {
+            std::vector<Plan> plans;
+            QString error;
+            try { // an exception escaping a QThread would terminate the application
+                plans = searchPlans(
+                    *graph, profile, request,
+                    [this](double f) {
+                        QMetaObject::invokeMethod(
+                            this, [this, f] { onProgress(f); }, Qt::QueuedConnection);
+                    },
+                    flag.get());
+            } catch (const std::exception& e) {
+                error = QString::fromStdString(e.what());
+            } catch (...) {
+                error = tr("the search failed with an unknown error");
+            }
+            QMetaObject::invokeMethod(
+                this, [this, plans = std::move(plans), error]() mutable { onFinished(std::move(plans), error); },
+                Qt::QueuedConnection);
+        });
     m_worker->start();
 }
 
@@ -169,7 +178,7 @@ void AutoSearchDialog::onProgress(double fraction)
     m_progress->setValue(static_cast<int>(fraction * 1000));
 }
 
-void AutoSearchDialog::onFinished(std::vector<Plan> plans)
+void AutoSearchDialog::onFinished(std::vector<Plan> plans, const QString& error)
 {
     if (m_worker) {
         m_worker->wait();
@@ -180,6 +189,13 @@ void AutoSearchDialog::onFinished(std::vector<Plan> plans)
     m_progress->setValue(1000);
     m_run->setEnabled(true);
     m_cancel->setEnabled(false);
+    m_lastError = error;
+    if (!error.isEmpty()) {
+        m_progress->setFormat(tr("Search failed: %1").arg(error));
+        Q_EMIT searchFailed(error);
+    } else {
+        m_progress->setFormat(QStringLiteral("%p%"));
+    }
     Q_EMIT searchFinished();
 }
 

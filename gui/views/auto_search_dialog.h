@@ -46,13 +46,21 @@ public:
     // Applies result `row` to the editor (schedule and cuts); false if it has no feasible plan.
     bool applyResult(int row);
 
+    // Why the last search failed (an exception thrown by the search), empty when it did not.
+    [[nodiscard]] const QString& lastError() const
+    {
+        return m_lastError;
+    }
+
 Q_SIGNALS:
     void searchFinished();
+    // The search threw; the dialog shows `message` and stays usable.
+    void searchFailed(const QString& message);
 
 private:
     void setupForm();
     void onProgress(double fraction);
-    void onFinished(std::vector<Plan> plans);
+    void onFinished(std::vector<Plan> plans, const QString& error);
 
     PlanSession* m_session;
     SearchResultsModel* m_results;
@@ -73,6 +81,7 @@ private:
     QTableView* m_table = nullptr;
     QThread* m_worker = nullptr;
     std::shared_ptr<std::atomic<bool>> m_cancelFlag;
+    QString m_lastError;
 };
 
 } // namespace ps::gui

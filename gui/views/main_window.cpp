@@ -5,6 +5,9 @@
 #include "models/plan_session.h"
 #include "models/plans_model.h"
 #include "models/project_session.h"
+#include "models/run_launcher.h"
+#include "models/run_monitor_model.h"
+#include "models/runs_model.h"
 #include "models/stage_balance_model.h"
 #include "models/summary_model.h"
 #include "plots/partition_editor_plot.h"
@@ -13,9 +16,11 @@
 #include "ps/config.h"
 #include "views/auto_search_dialog.h"
 #include "views/cluster_dock.h"
+#include "views/monitor_dock.h"
 #include "views/new_model_dialog.h"
 #include "views/node_table_view.h"
 #include "views/plans_panel.h"
+#include "views/profile_dock.h"
 #include "views/summary_panel.h"
 
 #include <QApplication>
@@ -60,11 +65,16 @@ MainWindow::MainWindow(QWidget* parent)
     setAcceptDrops(true);
     setupCentralWidget();
     setupDocks();
+    setupRunDocks();
     setupFileMenu();
     setupPlanMenu();
+    setupRunMenu();
+    setupProfileMenu();
+    setupViewMenu();
     setupHelpMenu();
     connectSession();
     connectSelection();
+    restoreLayout();
     updateTitle();
     statusBar()->showMessage(tr("Open a project, create one from the model zoo, or drop a .pstudio file here."));
 }
@@ -163,6 +173,8 @@ void MainWindow::openAutoSearch()
     }
     auto* dialog = new AutoSearchDialog(m_planSession, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &AutoSearchDialog::searchFailed, this,
+        [this](const QString& m) { showError(tr("Auto-search failed: %1").arg(m)); });
     dialog->resize(900, 700);
     dialog->open();
 }
@@ -182,6 +194,8 @@ void MainWindow::setupFileMenu()
             m_session->save();
     });
     file->addAction(tr("Save &As…"), QKeySequence::SaveAs, this, &MainWindow::saveAs);
+    file->addSeparator();
+    setupExportMenu(file);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
     rebuildRecentMenu();
@@ -204,6 +218,7 @@ void MainWindow::connectSession()
     connect(m_session, &ProjectSession::filePathChanged, this, [this](const QString& path) {
         updateTitle();
         m_plansModel->setProject(path);
+        m_runsModel->setProject(path);
         if (!path.isEmpty())
             rememberRecent(path);
     });
@@ -281,12 +296,27 @@ void MainWindow::refreshViews()
         setup.profileSource = "analytical"; // the new project has no such profile
     m_planSession->setModel(graph, setup);
     m_plansModel->setProject(m_session->filePath());
+    m_runsModel->setProject(m_session->filePath());
+    const auto measured =
+        std::find_if(stored.begin(), stored.end(), [](const Profile& p) { return p.source == "measured-cpu"; });
+    m_profileDock->showComparison(graph, measured == stored.end() ? nullptr : &*measured,
+        m_planSession->hasPlan() ? m_planSession->editor().microBatch() : 1.0);
+    if (!m_runsModel->markedInterrupted().empty())
+        statusBar()->showMessage(
+            tr("%n run(s) left running by a process that no longer exists are now marked interrupted.", nullptr,
+                static_cast<int>(m_runsModel->markedInterrupted().size())),
+            10000);
     updateTitle();
 }
 
 void MainWindow::updateTitle()
 {
-    setWindowTitle(m_session->displayName() + (m_session->isModified() ? QStringLiteral(" *") : QString())
+    QString running;
+    if (m_launcher->isRunning() && m_monitorModel->runId() > 0)
+        running = tr("[training run %1: %2] ").arg(m_monitorModel->runId()).arg(m_monitor->progressText());
+    else if (m_launcher->isRunning())
+        running = tr("[starting training] ");
+    setWindowTitle(running + m_session->displayName() + (m_session->isModified() ? QStringLiteral(" *") : QString())
         + QStringLiteral(" — PipeStudio"));
 }
 
@@ -366,6 +396,8 @@ void MainWindow::closeEvent(QCloseEvent* event)
             return;
         }
     }
+    QSettings().setValue(QStringLiteral("window/geometry"), saveGeometry());
+    QSettings().setValue(QStringLiteral("window/state"), saveState());
     event->accept();
 }
 

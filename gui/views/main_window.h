@@ -1,15 +1,24 @@
-// The main window: File menu (new from zoo, open, save, recent), node table, summary panel and
-// drag-and-drop of project files.
+// The main window: File menu (new from zoo, open, save, recent, export), Plan, Run (launch, stop,
+// kill, compare), Profile and View menus, the docks (nodes, summary, cluster, stage balance,
+// plans, timeline, monitor) with a remembered layout, and drag-and-drop of project files.
 #pragma once
 
 #include <QMainWindow>
 #include <QStringList>
 
+class QDockWidget;
 class QMenu;
 
 namespace ps::gui {
 
 class ClusterDock;
+class LaunchDialog;
+class MonitorDock;
+class RunLauncher;
+class RunMonitorModel;
+class RunsModel;
+class ProfileDock;
+class RunCompareView;
 class NodeTableModel;
 class NodeTableView;
 class PartitionEditorPlot;
@@ -71,6 +80,51 @@ public:
     }
     void openAutoSearch();
 
+    // Run > Launch: saves an unsaved project first, then shows the launch dialog.
+    void openLaunchDialog();
+    // Starts what the dialog chose (the current edit is stored as a plan first); false when it
+    // refuses or cannot start.
+    bool launch(const LaunchDialog& dialog);
+    [[nodiscard]] RunLauncher* launcher() const
+    {
+        return m_launcher;
+    }
+    [[nodiscard]] MonitorDock* monitor() const
+    {
+        return m_monitor;
+    }
+    [[nodiscard]] RunMonitorModel* monitorModel() const
+    {
+        return m_monitorModel;
+    }
+    [[nodiscard]] RunsModel* runsModel() const
+    {
+        return m_runsModel;
+    }
+    [[nodiscard]] RunCompareView* compareView() const
+    {
+        return m_compare;
+    }
+    [[nodiscard]] ProfileDock* profileDock() const
+    {
+        return m_profileDock;
+    }
+    // Profile > On this machine: measures the project on this CPU in a child process; when it is
+    // stored, the editor and balance views plan with it.
+    void profileThisMachine();
+    // Every dock, by its object name ("Nodes", "Monitor", ...).
+    [[nodiscard]] QDockWidget* dock(const QString& name) const;
+    [[nodiscard]] QMenu* viewMenu() const
+    {
+        return m_viewMenu;
+    }
+    // Every dock back where it started, visible.
+    void resetLayout();
+    // File > Export; each returns false and shows why when it cannot write.
+    bool exportSimulatedTrace(const QString& path);
+    bool exportMeasuredTrace(const QString& path, std::int64_t runId = 0);
+    bool exportScheduleCsv(const QString& path);
+
     static bool isProjectFile(const QString& path);
     static bool isOnnxFile(const QString& path);
 
@@ -86,6 +140,13 @@ private:
     void connectSelection();
     void setupFileMenu();
     void setupHelpMenu();
+    void setupRunDocks();
+    void setupRunMenu();
+    void setupProfileMenu();
+    void setupViewMenu();
+    void setupExportMenu(QMenu* file);
+    void restoreLayout();
+    void useMeasuredProfile();
     void connectSession();
 
     void newFromZoo();
@@ -112,6 +173,14 @@ private:
     PlansPanel* m_plansPanel = nullptr;
     ClusterDock* m_clusterDock = nullptr;
     QMenu* m_recentMenu = nullptr;
+    QMenu* m_viewMenu = nullptr;
+    RunLauncher* m_launcher = nullptr;
+    RunMonitorModel* m_monitorModel = nullptr;
+    RunsModel* m_runsModel = nullptr;
+    MonitorDock* m_monitor = nullptr;
+    RunCompareView* m_compare = nullptr;
+    ProfileDock* m_profileDock = nullptr;
+    QByteArray m_defaultLayout;
 };
 
 } // namespace ps::gui

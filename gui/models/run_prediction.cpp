@@ -1,0 +1,172 @@
+#include "models/run_prediction.h"
+
+#include "cpu_probe.h"
+#include "graph/graph_summary.h"
+#include "plan/partition.h"
+#include "runtime/training_run.h"
+#include "store/project_store.h"
+#include "util/error.h"
+#include "zoo/model_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ps::gui {
+namespace {
+
+    std::vector<TensorId> tensorList(const nlohmann::json& j)
+    {
+        std::vector<TensorId> out;
+        if (j.is_array()) {
+            for (const auto& v : j)
+                out.emplace_back(v.get<std::uint32_t>());
+        }
+        return out;
+    }
+
+    // "512MiB", "1e9", "1048576" as `pipestudio train --device-memory` reads them; 0 when empty.
+    std::int64_t bytesOf(const std::string& text)
+    {
+        if (text.empty())
+            return 0;
+        std::size_t used = 0;
+        const double value = std::stod(text, &used);
+        const auto unit = text.substr(used);
+        const double scale = unit == "KiB" ? 1024.0
+            : unit == "MiB"                ? 1024.0 * 1024
+            : unit == "GiB"                ? 1024.0 * 1024 * 1024
+            : unit == "KB"                 ? 1e3
+            : unit == "MB"                 ? 1e6
+            : unit == "GB"                 ? 1e9
+                                           : 1.0;
+        return static_cast<std::int64_t>(value * scale);
+    }
+
+} // namespace
+
+const DeviceSpec& thisCpu()
+{
+    static const DeviceSpec device = engine::measureCpuDevice();
+    return device;
+}
+
+RunShape shapeFromPlanJson(const std::string& json, std::size_t nodeCount)
+{
+    const auto j = nlohmann::json::parse(json);
+    RunShape s;
+    const int stages = j.value("stages", 1);
+    s.schedule = parseScheduleSpec(j.value("schedule", std::string("1f1b")), stages, j.value("micro_batches", 1));
+    s.partition = partitionFromCuts(j.value("cuts", std::string()), nodeCount, stages);
+    s.microBatch = static_cast<std::int64_t>(std::llround(j.value("micro_batch", 0.0)));
+    for (const auto& st : j.value("stage_details", nlohmann::json::array())) {
+        StageMemoryPlan m;
+        m.swappedBytes = st.value("swapped_bytes", 0.0);
+        m.recomputedBytes = st.value("recomputed_bytes", 0.0);
+        m.swappedTensors = tensorList(st.value("swapped_tensors", nlohmann::json()));
+        m.recomputedTensors = tensorList(st.value("recomputed_tensors", nlohmann::json()));
+        s.memory.push_back(m);
+    }
+    if (j.contains("stage_devices")) {
+        for (const auto& d : j["stage_devices"])
+            s.stageDevices.emplace_back(d.get<std::uint32_t>());
+    }
+    return s;
+}
+
+RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t nodeCount)
+{
+    const auto cfg = nlohmann::json::parse(store.runConfig(runId));
+    if (!cfg.contains("cuts"))
+        throw Error("run " + std::to_string(runId) + " was recorded by an older PipeStudio without its cuts");
+    RunShape s;
+    const int stages = cfg.value("stages", 1);
+    s.schedule = parseScheduleSpec(cfg.value("schedule", std::string("1f1b")), stages, cfg.value("micro_batches", 1));
+    s.partition = partitionFromCuts(cfg.value("cuts", std::string()), nodeCount, stages);
+    s.microBatch = cfg.value("micro_batch", std::int64_t { 0 });
+    s.deviceMemoryBytes = bytesOf(cfg.value("memory", std::string()));
+    if (const auto planId = cfg.value("plan_id", std::int64_t { 0 }); planId > 0) {
+        for (const auto& p : store.loadPlans()) {
+            if (p.id == planId) {
+                auto planned = shapeFromPlanJson(p.json, nodeCount);
+                s.memory = planned.memory;
+                s.stageDevices = planned.stageDevices;
+            }
+        }
+    }
+    return s;
+}
+
+RunPrediction predictRun(const Graph& stored, const Profile* measured, const RunShape& shape)
+{
+    const auto mb = shape.microBatch > 0 ? shape.microBatch : stored.info().microBatch;
+    const auto graph = mb == stored.info().microBatch ? stored : buildAtMicroBatch(stored, mb);
+    engine::RunConfig c;
+    c.schedule = shape.schedule;
+    c.partition = shape.partition;
+    c.memory = shape.memory;
+    c.stageDevices = shape.stageDevices;
+    auto device = thisCpu();
+    if (shape.deviceMemoryBytes > 0)
+        device.memoryBytes = shape.deviceMemoryBytes;
+    const auto cluster = makeCluster(device, static_cast<int>(shape.schedule.devices()));
+    RunPrediction p;
+    p.profileSource = measured ? measured->source : "analytical";
+    const auto profile = measured ? *measured : estimateProfile(graph, device, CostModelOptions {});
+    const auto stages = computeStageCosts(graph, profile, c.partition, static_cast<double>(mb));
+    const auto schedule = withCommunication(engine::runtimeSchedule(c));
+    p.simulation =
+        simulate({ schedule, stages, cluster, profile.setup, static_cast<double>(mb), c.memory, { true, true } });
+    for (std::size_t d = 0; d < p.simulation.devices.size(); ++d) {
+        const auto& dev = p.simulation.devices[d];
+        if (dev.outOfMemory)
+            p.overflows.push_back({ static_cast<int>(d), dev.peakBytes, dev.capacityBytes });
+    }
+    return p;
+}
+
+std::string overflowMessage(const RunPrediction& prediction)
+{
+    std::string out;
+    for (const auto& o : prediction.overflows) {
+        if (!out.empty())
+            out += "; ";
+        out += "cpu:" + std::to_string(o.device) + " is predicted to need " + formatBytes(o.peakBytes) + ", "
+            + formatBytes(o.peakBytes - o.capacityBytes) + " more than its " + formatBytes(o.capacityBytes);
+    }
+    return out;
+}
+
+std::vector<ActionDifference> largestActionDifferences(
+    const std::vector<SimEvent>& measured, const std::vector<SimEvent>& predicted, std::size_t limit)
+{
+    std::vector<ActionDifference> out;
+    for (const auto& e : measured) {
+        const auto match = std::find_if(predicted.begin(), predicted.end(), [&](const SimEvent& p) {
+            return p.action == e.action && p.stage == e.stage && p.microBatch == e.microBatch && p.stream == e.stream;
+        });
+        if (match != predicted.end())
+            out.push_back({ formatAction({ e.action, e.stage, e.microBatch }), static_cast<int>(e.device.value),
+                (e.endNs - e.startNs) / 1e6, (match->endNs - match->startNs) / 1e6 });
+    }
+    std::stable_sort(out.begin(), out.end(), [](const ActionDifference& a, const ActionDifference& b) {
+        return std::abs(a.measuredMs - a.predictedMs) > std::abs(b.measuredMs - b.predictedMs);
+    });
+    if (out.size() > limit)
+        out.resize(limit);
+    return out;
+}
+
+} // namespace ps::gui
+
+namespace ps::gui {
+
+RunPrediction predictStoredRun(const ProjectStore& store, std::int64_t runId)
+{
+    const auto graph = store.loadGraph();
+    const auto measured = store.loadProfile("cpu", "measured-cpu");
+    return predictRun(graph, measured ? &*measured : nullptr, shapeFromRun(store, runId, graph.nodeCount()));
+}
+
+} // namespace ps::gui
