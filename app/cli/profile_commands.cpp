@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <map>
 
 namespace ps::app {
@@ -45,6 +46,7 @@ namespace {
             if (!o.json)
                 fmt::print("Profiling {} nodes at micro-batch {} ({} repeats after {} warm-up)\n", graph.nodeCount(), b,
                     o.repeats, o.warmup);
+            std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
             runs.push_back(profiler::measureOnCpu(graph, options));
         }
         const auto& a = runs.front();

@@ -8,6 +8,7 @@
 #include "cluster/cluster.h"
 #include "graph/graph_summary.h"
 #include "plan/planner.h"
+#include "runtime/run_prediction.h"
 #include "runtime/training_run.h"
 #include "store/project_store.h"
 #include "util/error.h"
@@ -88,16 +89,6 @@ namespace {
         throw Error("unknown --data-format '" + o.dataFormat + "' (text, u16, u32, random)");
     }
 
-    std::vector<TensorId> tensorList(const nlohmann::json& j)
-    {
-        std::vector<TensorId> out;
-        if (j.is_array()) {
-            for (const auto& v : j)
-                out.emplace_back(v.get<std::uint32_t>());
-        }
-        return out;
-    }
-
     // A stored plan's cuts, schedule and memory actions, used as they are.
     void applyStoredPlan(const ProjectStore& store, const std::string& which, const Graph& graph, engine::RunConfig& c,
         std::int64_t& planId)
@@ -116,23 +107,11 @@ namespace {
             throw Error(
                 "'" + store.path().string() + "' has no " + (which == "best" ? "feasible plan" : "plan " + which));
         planId = row->id;
-        const auto j = nlohmann::json::parse(row->json);
-        const int stages = j.value("stages", 1);
-        c.schedule = parseScheduleSpec(j.value("schedule", std::string("1f1b")), stages, j.value("micro_batches", 1));
-        c.partition = partitionFromCuts(j.value("cuts", std::string()), graph.nodeCount(), stages);
-        c.memory.clear();
-        for (const auto& s : j.value("stage_details", nlohmann::json::array())) {
-            StageMemoryPlan m;
-            m.swappedBytes = s.value("swapped_bytes", 0.0);
-            m.recomputedBytes = s.value("recomputed_bytes", 0.0);
-            m.swappedTensors = tensorList(s.value("swapped_tensors", nlohmann::json()));
-            m.recomputedTensors = tensorList(s.value("recomputed_tensors", nlohmann::json()));
-            c.memory.push_back(m);
-        }
-        if (j.contains("stage_devices")) {
-            for (const auto& d : j["stage_devices"])
-                c.stageDevices.emplace_back(d.get<std::uint32_t>());
-        }
+        auto shape = engine::shapeFromPlanJson(row->json, graph.nodeCount());
+        c.schedule = shape.schedule;
+        c.partition = std::move(shape.partition);
+        c.memory = std::move(shape.memory);
+        c.stageDevices = std::move(shape.stageDevices);
     }
 
     // Cuts and memory plans from the planner for these devices, on the project's measured CPU
@@ -277,7 +256,9 @@ namespace {
         }
         std::fflush(stdout);
         g_interrupted = false;
+        // Ctrl-C, and SIGTERM (logout, shutdown, the GUI's Stop): finish the step, checkpoint, exit.
         const auto previous = std::signal(SIGINT, onInterrupt);
+        const auto previousTerm = std::signal(SIGTERM, onInterrupt);
         std::int64_t step = resumedStep;
         double lastLoss = 0;
         double tokensPerSecond = 0;
@@ -304,10 +285,12 @@ namespace {
             }
         } catch (const std::exception& e) {
             std::signal(SIGINT, previous);
+            std::signal(SIGTERM, previousTerm);
             store.endRun(runId, "failed", e.what());
             throw;
         }
         std::signal(SIGINT, previous);
+        std::signal(SIGTERM, previousTerm);
         saveCheckpoint(store, runId, run, step);
         store.endRun(runId, g_interrupted ? "interrupted" : "finished");
         if (o.json)
@@ -385,37 +368,14 @@ namespace {
         const auto runId = o.run > 0 ? o.run : store.latestRunId();
         if (runId == 0)
             throw Error("'" + o.project + "' has no training runs");
-        const auto cfg = nlohmann::json::parse(store.runConfig(runId));
-        if (!cfg.contains("cuts"))
-            throw Error("run " + std::to_string(runId) + " was recorded by an older PipeStudio without its cuts");
-        auto graph = store.loadGraph();
-        const auto mb = cfg.value("micro_batch", graph.info().microBatch);
-        if (mb != graph.info().microBatch)
-            graph = buildAtMicroBatch(graph, mb);
-        engine::RunConfig c;
-        c.schedule = parseScheduleSpec(
-            cfg.value("schedule", std::string("1f1b")), cfg.value("stages", 1), cfg.value("micro_batches", 1));
-        c.partition = partitionFromCuts(cfg.value("cuts", std::string()), graph.nodeCount(), c.schedule.stages);
-        if (cfg.value("plan_id", 0) > 0) {
-            std::int64_t id = 0;
-            auto planned = c;
-            applyStoredPlan(store, std::to_string(cfg.value("plan_id", 0)), graph, planned, id);
-            c.memory = planned.memory;
-            c.stageDevices = planned.stageDevices;
-        }
-        DeviceOptions d;
-        d.device = "cpu";
-        auto profile = store.loadProfile("cpu", "measured-cpu");
+        const auto graph = store.loadGraph();
+        const auto shape = engine::shapeFromRun(store, runId, graph.nodeCount());
+        const auto measuredProfile = store.loadProfile("cpu", "measured-cpu");
+        const auto prediction = engine::predictRun(graph, measuredProfile ? &*measuredProfile : nullptr, shape);
+        const auto& predicted = prediction.simulation;
         const std::string source =
-            profile ? "measured-cpu" : "analytical (no measured profile: run `pipestudio profile`)";
-        const auto devices = cfg.value("device_count", static_cast<int>(c.schedule.devices()));
-        auto cluster = makeCluster(resolveDevice(d), devices);
-        if (!profile)
-            profile = estimateProfile(graph, cluster.device, costOptions(d));
-        const auto stages = computeStageCosts(graph, *profile, c.partition, static_cast<double>(mb));
-        const auto schedule = withCommunication(engine::runtimeSchedule(c));
-        const auto predicted =
-            simulate({ schedule, stages, cluster, profile->setup, static_cast<double>(mb), c.memory, { true, true } });
+            measuredProfile ? prediction.profileSource : "analytical (no measured profile: run `pipestudio profile`)";
+        const auto devices = static_cast<int>(predicted.devices.size());
         std::vector<double> stepNs;
         for (const auto& m : store.loadRunMetrics(runId))
             stepNs.push_back(m.stepNs);
@@ -431,8 +391,9 @@ namespace {
             }
         }
         const double measuredNs = median(stepNs);
-        nlohmann::ordered_json j { { "run", runId }, { "profile", source }, { "schedule", scheduleName(c.schedule) },
-            { "predicted_iteration_ms", predicted.iterationNs / 1e6 }, { "measured_iteration_ms", measuredNs / 1e6 },
+        nlohmann::ordered_json j { { "run", runId }, { "profile", source },
+            { "schedule", scheduleName(shape.schedule) }, { "predicted_iteration_ms", predicted.iterationNs / 1e6 },
+            { "measured_iteration_ms", measuredNs / 1e6 },
             { "iteration_error", measuredNs > 0 ? predicted.iterationNs / measuredNs - 1 : 0 } };
         auto devs = nlohmann::ordered_json::array();
         for (std::size_t k = 0; k < peak.size() && k < predicted.devices.size(); ++k) {
@@ -457,31 +418,17 @@ namespace {
         const auto iterations = store.runEventIterations(runId);
         auto actions = nlohmann::ordered_json::array();
         if (!iterations.empty()) {
-            const auto measured = store.loadRunEvents(runId, iterations.back());
-            std::vector<std::pair<double, nlohmann::ordered_json>> diffs;
-            for (const auto& e : measured) {
-                for (const auto& p : predicted.events) {
-                    if (p.action == e.action && p.stage == e.stage && p.microBatch == e.microBatch
-                        && p.stream == e.stream) {
-                        const double m = (e.endNs - e.startNs) / 1e6;
-                        const double q = (p.endNs - p.startNs) / 1e6;
-                        diffs.push_back({ std::abs(m - q),
-                            { { "action", formatAction({ e.action, e.stage, e.microBatch }) },
-                                { "device", e.device.value }, { "measured_ms", m }, { "predicted_ms", q } } });
-                        break;
-                    }
-                }
-            }
-            std::sort(diffs.begin(), diffs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-            for (std::size_t k = 0; k < diffs.size() && k < 8; ++k)
-                actions.push_back(diffs[k].second);
+            for (const auto& d :
+                engine::largestActionDifferences(store.loadRunEvents(runId, iterations.back()), predicted.events, 8))
+                actions.push_back({ { "action", d.action }, { "device", d.device }, { "measured_ms", d.measuredMs },
+                    { "predicted_ms", d.predictedMs } });
         }
         j["largest_action_differences"] = actions;
         if (o.json) {
             fmt::print("{}\n", j.dump(2));
             return 0;
         }
-        fmt::print("run {} ({}), profile {}\n", runId, scheduleName(c.schedule), source);
+        fmt::print("run {} ({}), profile {}\n", runId, scheduleName(shape.schedule), source);
         fmt::print("iteration: predicted {:.2f} ms, measured {:.2f} ms (median), error {:+.1f}%\n",
             predicted.iterationNs / 1e6, measuredNs / 1e6, 100 * j["iteration_error"].get<double>());
         for (const auto& dv : devs) {

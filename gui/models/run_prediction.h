@@ -1,79 +1,21 @@
-// Predicted numbers for a training run on this machine's CPU devices: the simulator over the
-// run's cuts, schedule and memory actions, fed with the project's measured CPU profile (else the
-// analytical estimate), the same prediction `pipestudio compare` makes. The launch dialog, the
-// monitor and the predicted-vs-measured timeline all show this one prediction.
+// The GUI's names for the engine's run prediction (engine/runtime/run_prediction.h), the one
+// `pipestudio compare` prints.
 #pragma once
 
-#include "cluster/device_catalog.h"
-#include "graph/graph.h"
-#include "sim/simulator.h"
-
-#include <optional>
-#include <string>
-#include <vector>
-
-namespace ps {
-class ProjectStore;
-}
+#include "runtime/run_prediction.h"
 
 namespace ps::gui {
 
-// What a run executes: read from a stored plan, the plan being edited, or a run's recorded options.
-struct RunShape
-{
-    Partition partition;
-    ScheduleSpec schedule;
-    std::vector<StageMemoryPlan> memory; // per stage; empty: keep everything
-    std::vector<DeviceId> stageDevices; // empty: stage % devices
-    std::int64_t microBatch = 0; // samples per micro-batch; 0: the graph's
-    std::int64_t deviceMemoryBytes = 0; // capacity of each device; 0: no cap
-};
-
-// A stored plan's JSON (planToJson) as a shape; throws ps::Error when it does not fit the graph.
-[[nodiscard]] RunShape shapeFromPlanJson(const std::string& json, std::size_t nodeCount);
-// A run's recorded options (`pipestudio train`'s config) with its plan's memory actions.
-[[nodiscard]] RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t nodeCount);
-
-struct DeviceOverflow
-{
-    int device = 0;
-    double peakBytes = 0;
-    double capacityBytes = 0;
-};
-
-struct RunPrediction
-{
-    SimulationResult simulation;
-    std::string profileSource; // "measured-cpu" or "analytical"
-    std::vector<DeviceOverflow> overflows; // devices predicted to run out of memory
-};
-
-// This machine's CPU as a device (measured once per process, about 0.2 s).
-[[nodiscard]] const DeviceSpec& thisCpu();
-
-// `measured`: the project's measured CPU profile, or null for the analytical estimate.
-[[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);
-// Empty when the prediction fits; else which device runs out and by how much, e.g.
-// "cpu:1 is predicted to need 6.20 MiB, 1.20 MiB more than its 5.00 MiB".
-[[nodiscard]] std::string overflowMessage(const RunPrediction& prediction);
-
-// One action of the measured iteration against the same action of the prediction.
-struct ActionDifference
-{
-    std::string action; // "1F3"
-    int device = 0;
-    double measuredMs = 0;
-    double predictedMs = 0;
-};
-// Actions present in both, largest absolute difference first (at most `limit`).
-[[nodiscard]] std::vector<ActionDifference> largestActionDifferences(
-    const std::vector<SimEvent>& measured, const std::vector<SimEvent>& predicted, std::size_t limit = 8);
-
-} // namespace ps::gui
-
-namespace ps::gui {
-
-// The prediction for a stored run, on the project's graph and measured CPU profile (if any).
-[[nodiscard]] RunPrediction predictStoredRun(const ProjectStore& store, std::int64_t runId);
+using engine::ActionDifference;
+using engine::DeviceOverflow;
+using engine::largestActionDifferences;
+using engine::overflowMessage;
+using engine::predictRun;
+using engine::predictStoredRun;
+using engine::RunPrediction;
+using engine::RunShape;
+using engine::shapeFromPlanJson;
+using engine::shapeFromRun;
+using engine::thisCpu;
 
 } // namespace ps::gui

@@ -1,4 +1,4 @@
-#include "models/run_prediction.h"
+#include "runtime/run_prediction.h"
 
 #include "cpu_probe.h"
 #include "graph/graph_summary.h"
@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ps::gui {
+namespace ps::engine {
 namespace {
 
     std::vector<TensorId> tensorList(const nlohmann::json& j)
@@ -48,7 +48,7 @@ namespace {
 
 const DeviceSpec& thisCpu()
 {
-    static const DeviceSpec device = engine::measureCpuDevice();
+    static const DeviceSpec device = measureCpuDevice();
     return device;
 }
 
@@ -102,7 +102,7 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
 {
     const auto mb = shape.microBatch > 0 ? shape.microBatch : stored.info().microBatch;
     const auto graph = mb == stored.info().microBatch ? stored : buildAtMicroBatch(stored, mb);
-    engine::RunConfig c;
+    RunConfig c;
     c.schedule = shape.schedule;
     c.partition = shape.partition;
     c.memory = shape.memory;
@@ -115,7 +115,7 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     p.profileSource = measured ? measured->source : "analytical";
     const auto profile = measured ? *measured : estimateProfile(graph, device, CostModelOptions {});
     const auto stages = computeStageCosts(graph, profile, c.partition, static_cast<double>(mb));
-    const auto schedule = withCommunication(engine::runtimeSchedule(c));
+    const auto schedule = withCommunication(runtimeSchedule(c));
     p.simulation =
         simulate({ schedule, stages, cluster, profile.setup, static_cast<double>(mb), c.memory, { true, true } });
     for (std::size_t d = 0; d < p.simulation.devices.size(); ++d) {
@@ -158,10 +158,6 @@ std::vector<ActionDifference> largestActionDifferences(
     return out;
 }
 
-} // namespace ps::gui
-
-namespace ps::gui {
-
 RunPrediction predictStoredRun(const ProjectStore& store, std::int64_t runId)
 {
     const auto graph = store.loadGraph();
@@ -169,4 +165,4 @@ RunPrediction predictStoredRun(const ProjectStore& store, std::int64_t runId)
     return predictRun(graph, measured ? &*measured : nullptr, shapeFromRun(store, runId, graph.nodeCount()));
 }
 
-} // namespace ps::gui
+} // namespace ps::engine
