@@ -1,5 +1,7 @@
 #include "graph/op_cost.h"
 
+#include <algorithm>
+#include <array>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -395,6 +397,65 @@ std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::si
     return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
 }
 
+namespace {
+
+    // A per-tensor map for one call, cleared in O(1) by a generation stamp: planners ask for
+    // thousands of ranges of graphs with tens of thousands of tensors.
+    class TensorScratch
+    {
+    public:
+        TensorScratch(std::size_t slot, std::size_t tensors)
+            : m_pool(pools()[slot])
+        {
+            if (m_pool.stamp.size() < tensors) {
+                m_pool.stamp.assign(tensors, 0);
+                m_pool.value.assign(tensors, 0);
+                m_pool.generation = 0;
+            }
+            if (++m_pool.generation == 0) { // wrapped: stale stamps could match again
+                std::fill(m_pool.stamp.begin(), m_pool.stamp.end(), 0);
+                m_pool.generation = 1;
+            }
+        }
+        [[nodiscard]] bool contains(TensorId t) const
+        {
+            return m_pool.stamp[t.index()] == m_pool.generation;
+        }
+        [[nodiscard]] std::size_t at(TensorId t) const
+        {
+            return m_pool.value[t.index()];
+        }
+        // False (and no change) when `t` is there already.
+        bool insert(TensorId t, std::size_t value)
+        {
+            if (contains(t))
+                return false;
+            m_pool.stamp[t.index()] = m_pool.generation;
+            m_pool.value[t.index()] = value;
+            return true;
+        }
+        void erase(TensorId t)
+        {
+            m_pool.stamp[t.index()] = 0;
+        }
+
+    private:
+        struct Pool
+        {
+            std::vector<std::uint32_t> stamp;
+            std::vector<std::size_t> value;
+            std::uint32_t generation = 0;
+        };
+        static std::array<Pool, 3>& pools()
+        {
+            thread_local std::array<Pool, 3> p;
+            return p;
+        }
+        Pool& m_pool;
+    };
+
+} // namespace
+
 std::int64_t backwardWorkingBytes(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end, BackwardPass pass)
 {
@@ -413,10 +474,10 @@ std::int64_t backwardWorkingBytes(
         bool pinned = false; // a split B keeps it for W
     };
     std::vector<Storage> storages;
-    std::unordered_map<std::uint32_t, std::size_t> live; // tensor -> storage holding its gradient
+    TensorScratch live(0, graph.tensorCount()); // tensor -> storage holding its gradient
     std::int64_t held = 0;
     const auto acquire = [&](TensorId t, std::size_t storage) {
-        if (!live.try_emplace(t.value, storage).second)
+        if (!live.insert(t, storage))
             return;
         auto& st = storages[storage];
         if (st.refs++ == 0 && !st.pinned)
@@ -427,9 +488,8 @@ std::int64_t backwardWorkingBytes(
         return storages.size() - 1;
     };
     const auto release = [&](TensorId t, bool pin) {
-        const auto it = live.find(t.value);
-        auto& st = storages[it->second];
-        live.erase(it);
+        auto& st = storages[live.at(t)];
+        live.erase(t);
         if (pin && !st.pinned) {
             st.pinned = true; // stays counted until W
             return;
@@ -441,30 +501,31 @@ std::int64_t backwardWorkingBytes(
     // the loss's own.
     for (std::size_t n = begin; n < end; ++n) {
         for (auto out : graph.nodes()[n].outputs) {
-            if (isActivationGrad(out) && flow.lastReader[out.index()] > end && !live.contains(out.value))
+            if (isActivationGrad(out) && flow.lastReader[out.index()] > end && !live.contains(out))
                 acquire(out, fresh(bytesOfTensor(out)));
         }
     }
     for (auto out : graph.outputs()) {
         const auto producer = graph.tensor(out).producer;
-        if (producer.valid() && producer.index() >= begin && producer.index() < end && !live.contains(out.value))
+        if (producer.valid() && producer.index() >= begin && producer.index() < end && !live.contains(out))
             acquire(out, fresh(std::max<std::int64_t>(bytesOfTensor(out), 4)));
     }
     // Where each saved storage is released: after the first node of the range that saves it. A
     // split B releases neither what W reads nor a training node's internal state.
-    std::unordered_map<std::uint32_t, std::size_t> firstSaver;
-    std::unordered_set<std::uint32_t> forWeight;
-    for (std::size_t n = begin; n < end; ++n) {
-        for (auto root : flow.savedRoots[n])
-            firstSaver.try_emplace(root.value, n);
-        for (auto root : flow.weightGradRoots[n])
-            forWeight.insert(root.value);
+    TensorScratch seen(1, graph.tensorCount());
+    TensorScratch forWeight(2, graph.tensorCount());
+    if (split) {
+        for (std::size_t n = begin; n < end; ++n) {
+            for (auto root : flow.weightGradRoots[n])
+                forWeight.insert(root, 1);
+        }
     }
     std::vector<std::int64_t> releasedAfter(end - begin, 0);
-    for (const auto& [root, n] : firstSaver) {
-        const auto& t = graph.tensor(TensorId(root));
-        if (!split || !forWeight.contains(root))
-            releasedAfter[n - begin] += numBytes(t.shape, t.dtype);
+    for (std::size_t n = begin; n < end; ++n) {
+        for (auto root : flow.savedRoots[n]) {
+            if (seen.insert(root, n) && !forWeight.contains(root))
+                releasedAfter[n - begin] += numBytes(graph.tensor(root).shape, graph.tensor(root).dtype);
+        }
     }
     for (std::size_t n = begin; n < end; ++n) {
         if (!split || flow.trains[n] == 0)
@@ -474,11 +535,11 @@ std::int64_t backwardWorkingBytes(
     std::int64_t peak = held;
     for (std::size_t n = end; n-- > begin;) {
         const auto& node = graph.nodes()[n];
-        const auto outGrad = node.outputs.empty() ? live.end() : live.find(node.outputs[0].value);
-        const auto outStorage = outGrad == live.end() ? storages.size() : outGrad->second;
+        const auto outStorage =
+            !node.outputs.empty() && live.contains(node.outputs[0]) ? live.at(node.outputs[0]) : storages.size();
         bool any = false;
         for (auto out : node.outputs)
-            any = any || live.contains(out.value);
+            any = any || live.contains(out);
         if (!any) {
             released += releasedAfter[n - begin];
             continue;
@@ -499,7 +560,7 @@ std::int64_t backwardWorkingBytes(
                 extra += split ? 0 : bytesOfTensor(in); // until accumulated; a split B leaves them to W
                 continue;
             }
-            if (live.contains(in.value))
+            if (live.contains(in))
                 extra += 2 * bytesOfTensor(in); // a second reader: its gradient, then the out-of-place sum
             else if (!passes(i))
                 extra += bytesOfTensor(in);
@@ -508,11 +569,11 @@ std::int64_t backwardWorkingBytes(
         released += releasedAfter[n - begin];
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const auto in = node.inputs[i];
-            if (isActivationGrad(in) && !live.contains(in.value))
+            if (isActivationGrad(in) && !live.contains(in))
                 acquire(in, passes(i) ? outStorage : fresh(bytesOfTensor(in)));
         }
         for (auto out : node.outputs) {
-            if (live.contains(out.value))
+            if (live.contains(out))
                 release(out, split && flow.trains[n] != 0);
         }
     }

@@ -189,8 +189,10 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
     const double nodeScratch = c.workspaceBytes;
     c.workspaceBytes =
         std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale);
-    c.splitWorkspaceBytes = std::max(nodeScratch,
-        static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale);
+    c.splitWorkspaceBytes = m_schedule.kind != ScheduleKind::ZeroBubbleH1
+        ? c.workspaceBytes
+        : std::max(nodeScratch,
+            static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale);
     c.weightGradHeldBytes = static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale;
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
