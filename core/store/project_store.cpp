@@ -202,4 +202,29 @@ void writeNewProject(const std::filesystem::path& path, const Graph& graph, bool
     }
 }
 
+void copyProject(const std::filesystem::path& from, const std::filesystem::path& to)
+{
+    verifyProjectFile(from);
+    std::error_code ec;
+    if (std::filesystem::equivalent(from, to, ec))
+        return;
+    auto temp = to;
+    temp += ".tmp-" + std::to_string(::getpid());
+    std::filesystem::remove(temp, ec);
+    try {
+        {
+            sql::Database db(from, sql::Database::Mode::ReadOnly);
+            sql::Statement vacuum(db, "VACUUM INTO ?"); // a consistent copy, WAL included
+            vacuum.bind(1, temp.string());
+            vacuum.step();
+        }
+        for (const char* suffix : { "-wal", "-shm" })
+            std::filesystem::remove(to.string() + suffix, ec);
+        std::filesystem::rename(temp, to);
+    } catch (...) {
+        std::filesystem::remove(temp, ec);
+        throw;
+    }
+}
+
 } // namespace ps

@@ -169,4 +169,8 @@ void verifyProjectFile(const std::filesystem::path& path);
 // failure leaves no half-written project. Refuses to replace an existing file unless `overwrite`.
 void writeNewProject(const std::filesystem::path& path, const Graph& graph, bool overwrite);
 
+// Copies the project at `from` whole (graph, profiles, plans, runs, checkpoints) to `to`, via a
+// temporary file and an atomic rename (File > Save As). `from` is only read.
+void copyProject(const std::filesystem::path& from, const std::filesystem::path& to);
+
 } // namespace ps

@@ -108,7 +108,12 @@ bool ProjectSession::saveAs(const QString& path)
         return false;
     }
     try {
-        writeNewProject(path.toStdString(), *m_graph, true);
+        // An opened project is copied whole: its profiles, plans and runs go with it (the GUI
+        // never edits the graph itself, so saving onto the same file has nothing to write).
+        if (!m_filePath.isEmpty() && !m_modified && QFileInfo::exists(m_filePath))
+            copyProject(m_filePath.toStdString(), path.toStdString());
+        else
+            writeNewProject(path.toStdString(), *m_graph, true);
         setGraph(m_graph, path, false);
         return true;
     } catch (const std::exception& e) {

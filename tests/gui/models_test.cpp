@@ -1,6 +1,7 @@
 #include "models/node_table_model.h"
 #include "models/project_session.h"
 #include "models/summary_model.h"
+#include "store/project_store.h"
 #include "zoo/model_config.h"
 
 #include <QAbstractItemModelTester>
@@ -132,4 +133,32 @@ TEST(ProjectSession, SaveAsThenOpenRoundTrips)
     ProjectSession other;
     ASSERT_TRUE(other.open(path));
     EXPECT_EQ(*other.graph(), *session.graph());
+}
+
+// Save and Save As of an opened project keep what the file holds besides the graph (runs here).
+TEST(ProjectSession, SavingAnOpenedProjectKeepsItsRuns)
+{
+    QTemporaryDir dir;
+    const auto path = dir.filePath(QStringLiteral("p.pstudio"));
+    {
+        ProjectSession session;
+        ASSERT_TRUE(session.newFromZoo(zooPreset("mlp")));
+        ASSERT_TRUE(session.saveAs(path));
+    }
+    std::int64_t runId = 0;
+    {
+        auto store = ProjectStore::open(path.toStdString());
+        runId = store.beginRun(R"({"steps": 1})");
+        store.endRun(runId, "finished");
+    }
+    ProjectSession session;
+    ASSERT_TRUE(session.open(path));
+    ASSERT_TRUE(session.save());
+    EXPECT_EQ(ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly).runStatus(runId), "finished");
+    const auto copy = dir.filePath(QStringLiteral("copy.pstudio"));
+    ASSERT_TRUE(session.saveAs(copy));
+    EXPECT_EQ(session.filePath(), copy);
+    const auto copied = ProjectStore::open(copy.toStdString(), ProjectStore::Access::ReadOnly);
+    EXPECT_EQ(copied.runStatus(runId), "finished");
+    EXPECT_EQ(copied.loadGraph(), *session.graph());
 }
