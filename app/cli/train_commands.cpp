@@ -287,6 +287,10 @@ namespace {
             std::signal(SIGINT, previous);
             std::signal(SIGTERM, previousTerm);
             store.endRun(runId, "failed", e.what());
+            if (o.json) { // a parent reading the lines learns why, then the usual error and exit code
+                fmt::print("{}\n", nlohmann::json { { "error", e.what() }, { "run", runId } }.dump());
+                std::fflush(stdout);
+            }
             throw;
         }
         std::signal(SIGINT, previous);
@@ -485,7 +489,8 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_flag("--resume", o->resume, "Continue from the project's newest checkpoint (parameters, optimizer, step)");
     cmd->add_option("--warmup", o->warmup, "Linear learning-rate warm-up steps");
     cmd->add_flag("--cosine", o->cosine, "Cosine decay to 10% of --lr over the run");
-    cmd->add_flag("--json", o->json, "One JSON object per line: the run, each step, a final summary");
+    cmd->add_flag("--json", o->json,
+        "One JSON object per line: the run, each step, a final summary (or {\"error\": ...} when a step fails)");
     cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps");
     cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)");
     cmd->callback([o, &action] { action = [o] { return runTrain(*o); }; });

@@ -367,6 +367,15 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
     const auto oom = run("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB");
     EXPECT_NE(oom.exitCode, 0);
     EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
+    // With --json the reason comes as a line a parent process can parse, before the exit code.
+    const auto jsonOom = run("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB --json");
+    EXPECT_NE(jsonOom.exitCode, 0);
+    const auto errorLine = jsonOom.output.find(R"({"error":")");
+    ASSERT_NE(errorLine, std::string::npos) << jsonOom.output;
+    const auto error =
+        nlohmann::json::parse(jsonOom.output.substr(errorLine, jsonOom.output.find('\n', errorLine) - errorLine));
+    EXPECT_NE(error["error"].get<std::string>().find("out of memory on cpu:"), std::string::npos) << error.dump();
+    EXPECT_GT(error["run"].get<std::int64_t>(), 0);
 }
 
 TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
