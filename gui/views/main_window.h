@@ -109,6 +109,9 @@ public:
     {
         return m_profileDock;
     }
+    // A child process works on the project file: save it first (Save As when it has none); false
+    // when the user cancelled or the save failed.
+    bool ensureSavedForChild();
     // Profile > On this machine: measures the project on this CPU in a child process; when it is
     // stored, the editor and balance views plan with it.
     void profileThisMachine();

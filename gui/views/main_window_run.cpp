@@ -99,11 +99,7 @@ void MainWindow::openLaunchDialog()
         return;
     }
     // The child trains the project file, so it must exist and hold this model.
-    if (m_session->filePath().isEmpty())
-        saveAs();
-    else if (m_session->isModified())
-        m_session->save();
-    if (m_session->filePath().isEmpty() || m_session->isModified())
+    if (!ensureSavedForChild())
         return;
     auto* dialog = new LaunchDialog(m_planSession, m_session->filePath(), this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
@@ -176,17 +172,22 @@ void MainWindow::setupProfileMenu()
     });
 }
 
+bool MainWindow::ensureSavedForChild()
+{
+    if (m_session->filePath().isEmpty())
+        saveAs();
+    else if (m_session->isModified())
+        m_session->save();
+    return !m_session->filePath().isEmpty() && !m_session->isModified();
+}
+
 void MainWindow::profileThisMachine()
 {
     if (!m_session->hasProject()) {
         showError(tr("Open a model first."));
         return;
     }
-    if (m_session->filePath().isEmpty())
-        saveAs();
-    else if (m_session->isModified())
-        m_session->save();
-    if (m_session->filePath().isEmpty() || m_session->isModified())
+    if (!ensureSavedForChild())
         return;
     const int sizes = m_session->graph()->info().family == "onnx" ? 1 : 2; // as `pipestudio profile` measures
     m_profileDock->runner()->setExecutable(m_launcher->executable());

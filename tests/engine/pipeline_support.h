@@ -1,0 +1,64 @@
+// Helpers shared by the pipeline runtime's tests (pipeline_test.cpp, pipeline_ops_test.cpp).
+#pragma once
+
+#include "graph/op_cost.h"
+#include "plan/partition.h"
+#include "sim/memory_model.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+namespace ps::engine::testing {
+
+inline std::vector<float> asFloats(const std::vector<std::byte>& bytes)
+{
+    std::vector<float> out(bytes.size() / 4);
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    return out;
+}
+
+// Contiguous stages with about equal node counts.
+inline Partition evenCuts(const Graph& graph, int stages)
+{
+    Partition p;
+    for (int s = 0; s < stages; ++s)
+        p.stageStarts.push_back(graph.nodeCount() * static_cast<std::size_t>(s) / static_cast<std::size_t>(stages));
+    return p;
+}
+
+// Every stage swaps half of its saved storages and recomputes the rest (storages produced on
+// another stage can only be swapped).
+inline std::vector<StageMemoryPlan> swapAndRecompute(const Graph& graph, const Partition& partition)
+{
+    const auto costs = computeOpCosts(graph);
+    std::vector<StageMemoryPlan> plans;
+    for (int s = 0; s < partition.stageCount(); ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        const auto begin = partition.stageBegin(id);
+        const auto end = partition.stageEnd(id, graph.nodeCount());
+        StageMemoryPlan p;
+        std::vector<TensorId> seen;
+        for (std::size_t n = begin; n < end; ++n) {
+            for (auto t : costs[n].savedTensors) {
+                const auto root = storageRoot(graph, t);
+                if (std::find(seen.begin(), seen.end(), root) != seen.end())
+                    continue;
+                seen.push_back(root);
+                const auto& rt = graph.tensor(root);
+                if (rt.kind != TensorKind::Activation)
+                    continue;
+                const bool here = rt.producer.valid() && rt.producer.index() >= begin && rt.producer.index() < end;
+                if (seen.size() % 2 == 0 || !here)
+                    p.swappedTensors.push_back(root);
+                else
+                    p.recomputedTensors.push_back(root);
+            }
+        }
+        plans.push_back(p);
+    }
+    return plans;
+}
+
+} // namespace ps::engine::testing
