@@ -1,5 +1,6 @@
 // Convolution (im2col + sgemm, groups), batch normalization, max pooling and global average pooling
 // on (N, C, H, W) arrays.
+#include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 
 #include <cblas.h>
@@ -100,10 +101,10 @@ namespace {
         for (std::int64_t i = 0; i < d.n; ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
                 im2col(x.f32() + (i * d.cin + grp * d.cinG) * d.w.h * d.w.w, d.cinG, d.w, col.f32());
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(d.coutG),
-                    static_cast<int>(d.pixels), static_cast<int>(d.patch), 1.0F, weight.f32() + grp * d.coutG * d.patch,
-                    static_cast<int>(d.patch), col.f32(), static_cast<int>(d.pixels), 0.0F,
-                    out.f32() + (i * d.cout + grp * d.coutG) * d.pixels, static_cast<int>(d.pixels));
+                sgemm(false, false, static_cast<int>(d.coutG), static_cast<int>(d.pixels), static_cast<int>(d.patch),
+                    1.0F, weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), col.f32(),
+                    static_cast<int>(d.pixels), 0.0F, out.f32() + (i * d.cout + grp * d.coutG) * d.pixels,
+                    static_cast<int>(d.pixels));
             }
             if (v.in.size() > 2) {
                 for (std::int64_t f = 0; f < d.cout; ++f) {
@@ -132,15 +133,13 @@ namespace {
                 const auto imgOffset = (i * d.cin + grp * d.cinG) * d.w.h * d.w.w;
                 if (dw.defined()) { // dW (coutG, patch) += dY (coutG, pixels) col^T
                     im2col(x.f32() + imgOffset, d.cinG, d.w, col.f32());
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(d.coutG),
-                        static_cast<int>(d.patch), static_cast<int>(d.pixels), 1.0F, dyi, static_cast<int>(d.pixels),
-                        col.f32(), static_cast<int>(d.pixels), 1.0F, dw.f32() + grp * d.coutG * d.patch,
-                        static_cast<int>(d.patch));
+                    sgemm(false, true, static_cast<int>(d.coutG), static_cast<int>(d.patch), static_cast<int>(d.pixels),
+                        1.0F, dyi, static_cast<int>(d.pixels), col.f32(), static_cast<int>(d.pixels), 1.0F,
+                        dw.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch));
                 }
                 if (dx.defined()) { // dcol (patch, pixels) = W^T dY
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.patch),
-                        static_cast<int>(d.pixels), static_cast<int>(d.coutG), 1.0F,
-                        weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), dyi,
+                    sgemm(true, false, static_cast<int>(d.patch), static_cast<int>(d.pixels), static_cast<int>(d.coutG),
+                        1.0F, weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), dyi,
                         static_cast<int>(d.pixels), 0.0F, dcol.f32(), static_cast<int>(d.pixels));
                     col2im(dcol.f32(), d.cinG, d.w, dx.f32() + imgOffset);
                 }

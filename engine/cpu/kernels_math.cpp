@@ -1,4 +1,5 @@
 // MatMul (OpenBLAS sgemm, batched and broadcast), broadcasting binary ops, activations, ReduceMean.
+#include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 
 #include <cblas.h>
@@ -68,21 +69,21 @@ namespace {
             // One GEMM over all rows of A: (rows, K) x (K, N).
             const auto rows = numElements(outShape) / d.n;
             if (numElements(d.batchA) * d.m == rows) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, trans, static_cast<int>(rows), static_cast<int>(d.n),
-                    static_cast<int>(d.k), 1.0F, a.f32(), static_cast<int>(d.k), b.f32(), static_cast<int>(ldb), 0.0F,
-                    out.f32(), static_cast<int>(d.n));
+                sgemm(false, trans == CblasTrans, static_cast<int>(rows), static_cast<int>(d.n), static_cast<int>(d.k),
+                    1.0F, a.f32(), static_cast<int>(d.k), b.f32(), static_cast<int>(ldb), 0.0F, out.f32(),
+                    static_cast<int>(d.n));
             } else { // A broadcast against a batched B of size 1: still one matrix per output batch
                 forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans, static_cast<int>(d.m), static_cast<int>(d.n),
+                    sgemm(false, trans == CblasTrans, static_cast<int>(d.m), static_cast<int>(d.n),
                         static_cast<int>(d.k), 1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob,
                         static_cast<int>(ldb), 0.0F, out.f32() + i * d.m * d.n, static_cast<int>(d.n));
                 });
             }
         } else {
             forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, trans, static_cast<int>(d.m), static_cast<int>(d.n),
-                    static_cast<int>(d.k), 1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob,
-                    static_cast<int>(ldb), 0.0F, out.f32() + i * d.m * d.n, static_cast<int>(d.n));
+                sgemm(false, trans == CblasTrans, static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(d.k),
+                    1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob, static_cast<int>(ldb), 0.0F,
+                    out.f32() + i * d.m * d.n, static_cast<int>(d.n));
             });
         }
         if (v.in.size() == 3) { // Gemm's bias over the last dim
@@ -111,12 +112,12 @@ namespace {
             const auto ldb = d.transB ? d.k : d.n;
             if (flat) {
                 const auto rows = dy.numel() / d.n;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, transB, static_cast<int>(rows), static_cast<int>(d.k),
-                    static_cast<int>(d.n), 1.0F, dy.f32(), static_cast<int>(d.n), b.f32(), static_cast<int>(ldb), 0.0F,
-                    da.f32(), static_cast<int>(d.k));
+                sgemm(false, transB == CblasTrans, static_cast<int>(rows), static_cast<int>(d.k), static_cast<int>(d.n),
+                    1.0F, dy.f32(), static_cast<int>(d.n), b.f32(), static_cast<int>(ldb), 0.0F, da.f32(),
+                    static_cast<int>(d.k));
             } else {
                 forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, transB, static_cast<int>(d.m), static_cast<int>(d.k),
+                    sgemm(false, transB == CblasTrans, static_cast<int>(d.m), static_cast<int>(d.k),
                         static_cast<int>(d.n), 1.0F, dy.f32() + i * d.m * d.n, static_cast<int>(d.n), b.f32() + ob,
                         static_cast<int>(ldb), 1.0F, da.f32() + oa, static_cast<int>(d.k));
                 });
@@ -129,24 +130,24 @@ namespace {
             if (flat) {
                 const auto rows = dy.numel() / d.n;
                 if (d.transB)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.n), static_cast<int>(d.k),
-                        static_cast<int>(rows), 1.0F, dy.f32(), static_cast<int>(d.n), a.f32(), static_cast<int>(d.k),
-                        0.0F, db.f32(), static_cast<int>(d.k));
+                    sgemm(true, false, static_cast<int>(d.n), static_cast<int>(d.k), static_cast<int>(rows), 1.0F,
+                        dy.f32(), static_cast<int>(d.n), a.f32(), static_cast<int>(d.k), 0.0F, db.f32(),
+                        static_cast<int>(d.k));
                 else
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.k), static_cast<int>(d.n),
-                        static_cast<int>(rows), 1.0F, a.f32(), static_cast<int>(d.k), dy.f32(), static_cast<int>(d.n),
-                        0.0F, db.f32(), static_cast<int>(d.n));
+                    sgemm(true, false, static_cast<int>(d.k), static_cast<int>(d.n), static_cast<int>(rows), 1.0F,
+                        a.f32(), static_cast<int>(d.k), dy.f32(), static_cast<int>(d.n), 0.0F, db.f32(),
+                        static_cast<int>(d.n));
             } else {
                 forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
                     const float* dyi = dy.f32() + i * d.m * d.n;
                     if (d.transB)
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.n),
-                            static_cast<int>(d.k), static_cast<int>(d.m), 1.0F, dyi, static_cast<int>(d.n),
-                            a.f32() + oa, static_cast<int>(d.k), 1.0F, db.f32() + ob, static_cast<int>(d.k));
+                        sgemm(true, false, static_cast<int>(d.n), static_cast<int>(d.k), static_cast<int>(d.m), 1.0F,
+                            dyi, static_cast<int>(d.n), a.f32() + oa, static_cast<int>(d.k), 1.0F, db.f32() + ob,
+                            static_cast<int>(d.k));
                     else
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.k),
-                            static_cast<int>(d.n), static_cast<int>(d.m), 1.0F, a.f32() + oa, static_cast<int>(d.k),
-                            dyi, static_cast<int>(d.n), 1.0F, db.f32() + ob, static_cast<int>(d.n));
+                        sgemm(true, false, static_cast<int>(d.k), static_cast<int>(d.n), static_cast<int>(d.m), 1.0F,
+                            a.f32() + oa, static_cast<int>(d.k), dyi, static_cast<int>(d.n), 1.0F, db.f32() + ob,
+                            static_cast<int>(d.n));
                 });
             }
             g.gradIn[1] = db;

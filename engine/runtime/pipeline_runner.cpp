@@ -200,6 +200,22 @@ PipelineRunner::PipelineRunner(
             *b.backend, *a.backend, *a.memory, *m_abort));
     }
     m_tied = std::make_unique<TiedGradients>(m_stages, *m_abort);
+    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
+        m_teams.push_back(devices[d].cores.size() > 1 ? std::make_unique<GemmTeam>(devices[d].cores) : nullptr);
+    m_toHost.resize(m_schedule.devices.size());
+    m_fromHost.resize(m_schedule.devices.size());
+    for (auto& stage : m_stages) {
+        const auto& plan =
+            stage->id().index() < m_spec.memory.size() ? m_spec.memory[stage->id().index()] : StageMemoryPlan();
+        if (plan.swappedTensors.empty())
+            continue;
+        const auto d = m_schedule.deviceOf(stage->id()).index();
+        if (!m_toHost[d]) {
+            m_toHost[d] = std::make_unique<CopyStream>(devices[d].name + " to host", devices[d].cores);
+            m_fromHost[d] = std::make_unique<CopyStream>(devices[d].name + " from host", devices[d].cores);
+        }
+        stage->setCopyStreams(m_toHost[d].get(), m_fromHost[d].get());
+    }
 }
 
 PipelineRunner::~PipelineRunner() = default;
@@ -290,6 +306,7 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
         for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
             workers.emplace_back([&, d] {
                 pinTo(m_devices[d].cores);
+                const GemmTeamScope team(m_teams[d].get());
                 IterationResult local;
                 try {
                     runDevice(d, batches, lr, local);
@@ -297,6 +314,7 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
                     errors[d] = std::current_exception();
                     m_abort->abort();
                 }
+                finishCopies(d, local);
                 events[d] = std::move(local.events);
                 result.deviceBusyNs[d] = local.deviceBusyNs.empty() ? 0 : local.deviceBusyNs[0];
                 for (std::size_t m = 0; m < M; ++m) {
@@ -370,10 +388,31 @@ void PipelineRunner::runDevice(
         const double endNs = std::chrono::duration<double, std::nano>(end - m_start).count();
         if (isCompute(a.type))
             result.deviceBusyNs[0] += endNs - startNs;
-        if (m_options.recordEvents && a.type != ActionType::RecvForward && a.type != ActionType::RecvBackward) {
+        // A copy's event is the copy stream's (finishCopies); the worker only queued it.
+        const bool queued = (a.type == ActionType::SwapOut || a.type == ActionType::SwapIn) && m_toHost[device];
+        if (m_options.recordEvents && !queued && a.type != ActionType::RecvForward
+            && a.type != ActionType::RecvBackward) {
             auto& ev = result.events.emplace_back();
             ev = SimEvent { DeviceId(static_cast<std::uint32_t>(device)), streamOf(a.type), a.type, a.stage,
                 a.microBatch, startNs, endNs, static_cast<double>(bytes) };
+        }
+    }
+}
+
+void PipelineRunner::finishCopies(std::size_t device, IterationResult& result)
+{
+    if (!m_toHost[device])
+        return;
+    m_fromHost[device]->drain();
+    m_toHost[device]->drain();
+    for (auto* stream : { m_toHost[device].get(), m_fromHost[device].get() }) {
+        for (const auto& r : stream->takeRecords()) {
+            if (!m_options.recordEvents)
+                continue;
+            result.events.push_back(
+                { DeviceId(static_cast<std::uint32_t>(device)), streamOf(r.action.type), r.action.type, r.action.stage,
+                    r.action.microBatch, std::chrono::duration<double, std::nano>(r.start - m_start).count(),
+                    std::chrono::duration<double, std::nano>(r.end - m_start).count(), static_cast<double>(r.bytes) });
         }
     }
 }

@@ -1,8 +1,8 @@
 // The schedule runner: one worker thread per device executes that device's action list from core's
 // Schedule exactly as the simulator reads it (F, B, I/W, SEND/RECV, SWAP_OUT/SWAP_IN, RECOMPUTE,
 // OPT_STEP), over stage executors holding the plan's node ranges, with in-process channels between
-// stages. Every action's start and end is recorded in the simulator's event format, so a measured
-// iteration lines up with a predicted one action by action.
+// stages and, on a device whose stages swap, two copy streams beside the worker. Every action's start and end is
+// recorded in the simulator's event format, so a measured iteration lines up with a predicted one action by action.
 //
 // Synchronous schedules (GPipe, 1F1B, kFkB, interleaved, ZB-H1) accumulate gradients over the
 // M micro-batches and update once at OPT_STEP (gradient scale 1/M), which reproduces single-device
@@ -13,6 +13,7 @@
 // Depends on: runtime/stage_executor.h, runtime/channel.h, core (Schedule, Partition, SimEvent).
 #pragma once
 
+#include "cpu/gemm_team.h"
 #include "plan/partition.h"
 #include "runtime/channel.h"
 #include "runtime/stage_executor.h"
@@ -27,7 +28,8 @@
 namespace ps::engine {
 
 // A device the runtime runs stages on: its backend, its memory (capacity enforced by the
-// allocator) and, for CPU devices, the cores its worker is confined to.
+// allocator) and, for CPU devices, the cores its worker is confined to (its GEMMs are split across
+// a team of one thread per core; its elementwise kernels run on the worker).
 struct RuntimeDevice
 {
     std::string name; // "cpu:0"
@@ -98,6 +100,8 @@ public:
 private:
     class TiedGradients;
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
+    // Waits for the device's queued copies and adds them to its events.
+    void finishCopies(std::size_t device, IterationResult& result);
     std::int64_t runAction(
         std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     [[nodiscard]] Channel& channel(StageId from, StageId to);
@@ -108,6 +112,11 @@ private:
     std::vector<RuntimeDevice>& m_devices;
     RunnerOptions m_options;
     Allocator m_hostPool { "host pool" };
+    // Per device, when a stage swaps: the copy streams (a swap-in may wait on the swap-out stream,
+    // so the swap-in streams are destroyed first).
+    std::vector<std::unique_ptr<CopyStream>> m_toHost;
+    std::vector<std::unique_ptr<CopyStream>> m_fromHost;
+    std::vector<std::unique_ptr<GemmTeam>> m_teams; // per device pinned to more than one core
     std::vector<std::unique_ptr<StageExecutor>> m_stages;
     std::vector<std::unique_ptr<Channel>> m_forward; // stage s -> s+1
     std::vector<std::unique_ptr<Channel>> m_backward; // stage s+1 -> s

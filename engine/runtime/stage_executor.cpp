@@ -20,6 +20,7 @@ struct StageExecutor::MicroBatch
     std::vector<NdArray> outbound; // activations for the next stage
     std::vector<NdArray> inputGrads;
     std::vector<TensorId> pendingSwap, pendingDrop; // wait until outbound is taken
+    std::optional<CopyStream::Ticket> swapOutCopy, swapInCopy; // queued on the copy streams
     std::vector<TensorId> dropped;
     std::optional<double> loss;
     bool forwardDone = false;
@@ -263,7 +264,7 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         s.pendingDrop.push_back(root);
     }
     if (m_boundaryOut.empty())
-        applyPending(s);
+        applyPending(s, mb);
     trackVersions();
 }
 
@@ -272,11 +273,11 @@ std::vector<NdArray> StageExecutor::takeOutbound(MicroBatchId mb)
     auto& s = state(mb, "send");
     auto out = std::move(s.outbound);
     s.outbound.clear();
-    applyPending(s);
+    applyPending(s, mb);
     return out;
 }
 
-void StageExecutor::applyPending(MicroBatch& s)
+void StageExecutor::applyPending(MicroBatch& s, MicroBatchId mb)
 {
     if (!s.outbound.empty())
         return;
@@ -284,10 +285,26 @@ void StageExecutor::applyPending(MicroBatch& s)
         s.values[static_cast<std::size_t>(slotOf(root))].drop();
         s.dropped.push_back(root);
     }
-    for (auto root : s.pendingSwap)
-        s.values[static_cast<std::size_t>(slotOf(root))].swapOut(m_hostPool);
     s.pendingDrop.clear();
+    if (s.pendingSwap.empty())
+        return;
+    std::vector<NdArray> arrays;
+    for (auto root : s.pendingSwap)
+        arrays.push_back(s.values[static_cast<std::size_t>(slotOf(root))]);
     s.pendingSwap.clear();
+    auto copy = [arrays = std::move(arrays), &pool = m_hostPool]() mutable {
+        std::int64_t bytes = 0;
+        for (auto& a : arrays) {
+            bytes += a.resident() ? a.bytes() : 0; // a view of a storage already out moves nothing
+            a.swapOut(pool);
+        }
+        return bytes;
+    };
+    if (m_toHost == nullptr) {
+        copy();
+        return;
+    }
+    s.swapOutCopy = m_toHost->enqueue({ ActionType::SwapOut, m_id, mb }, std::move(copy));
 }
 
 std::optional<double> StageExecutor::loss(MicroBatchId mb) const
@@ -305,19 +322,63 @@ void StageExecutor::swapOut(MicroBatchId mb)
             continue;
         s.pendingSwap.push_back(root);
     }
-    applyPending(s);
+    applyPending(s, mb);
+}
+
+std::vector<NdArray> StageExecutor::swappedArrays(const MicroBatch& s) const
+{
+    std::vector<NdArray> arrays;
+    for (auto root : m_memory.swappedTensors) {
+        const auto slot = root.index() < m_slot.size() ? slotOf(root) : -1;
+        if (slot >= 0 && static_cast<std::size_t>(slot) < s.values.size()
+            && s.values[static_cast<std::size_t>(slot)].defined())
+            arrays.push_back(s.values[static_cast<std::size_t>(slot)]);
+    }
+    return arrays;
 }
 
 void StageExecutor::swapIn(MicroBatchId mb)
 {
     auto& s = state(mb, "swap-in");
-    applyPending(s);
-    m_device.setOwner("swap-in");
-    for (auto root : m_memory.swappedTensors) {
-        const auto slot = root.index() < m_slot.size() ? slotOf(root) : -1;
-        if (slot >= 0 && s.values[static_cast<std::size_t>(slot)].defined())
-            s.values[static_cast<std::size_t>(slot)].swapIn();
+    applyPending(s, mb);
+    if (m_fromHost == nullptr || s.swapInCopy) {
+        settleSwaps(s);
+        return;
     }
+    // The prefetch starts once the swap-out is done (the simulator's SWAP_IN waits for it too).
+    auto copy = [arrays = swappedArrays(s), out = m_toHost, after = s.swapOutCopy, stage = m_id.value,
+                    &device = m_device]() mutable {
+        if (out != nullptr && after)
+            out->wait(*after);
+        device.setOwner("swap-in of stage " + std::to_string(stage));
+        std::int64_t bytes = 0;
+        for (auto& a : arrays) {
+            bytes += a.resident() ? 0 : a.bytes();
+            a.swapIn();
+        }
+        device.setOwner("");
+        return bytes;
+    };
+    s.swapInCopy = m_fromHost->enqueue({ ActionType::SwapIn, m_id, mb }, std::move(copy));
+}
+
+void StageExecutor::settleSwaps(MicroBatch& s)
+{
+    if (s.swapInCopy) {
+        const auto ticket = *s.swapInCopy;
+        s.swapInCopy.reset();
+        s.swapOutCopy.reset();
+        m_fromHost->wait(ticket);
+        return;
+    }
+    if (s.swapOutCopy) { // no prefetch was queued: wait for the copy out, then bring it back here
+        const auto ticket = *s.swapOutCopy;
+        s.swapOutCopy.reset();
+        m_toHost->wait(ticket);
+    }
+    m_device.setOwner("swap-in");
+    for (auto& a : swappedArrays(s))
+        a.swapIn();
     m_device.setOwner("");
 }
 
@@ -325,7 +386,9 @@ void StageExecutor::recompute(MicroBatchId mb)
 {
     const MemoryUseScope use(MemoryUse::Activations);
     auto& s = state(mb, "recompute");
-    applyPending(s);
+    applyPending(s, mb);
+    if (!m_memory.swappedTensors.empty()) // a recompute may read a swapped storage: have it back
+        settleSwaps(s);
     for (auto root : s.dropped)
         refillDropped(s, mb, root);
     s.dropped.clear();
@@ -382,7 +445,7 @@ void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
         throw Error("stage " + std::to_string(m_id.value) + ": backward of micro-batch " + std::to_string(mb.value)
             + (s.backwardDone ? " twice" : " before its forward"));
     // The memory plan's actions normally did this already; a plan without them still computes right.
-    swapIn(mb);
+    settleSwaps(s);
     recompute(mb);
     // From here each saved value lives in the node values that read it, released node by node
     // (past a split B only what W reads stays).

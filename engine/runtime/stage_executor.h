@@ -10,15 +10,16 @@
 // that reads them; the runner sums their gradients across those stages before every update.
 //
 // Memory plans act on storages: a swapped storage is copied to the host pool after forward and
-// back before backward; a recomputed one is dropped after forward and refilled by re-running its
-// producer (and, recursively, any dropped producer input) before backward. Dropout masks are drawn
-// from a generator seeded by (run seed, iteration, micro-batch, node), so a recompute reproduces
-// them and the values do not depend on which stage or device ran the node.
-// Depends on: backend.h, core (Graph, StageMemoryPlan); no Qt, no CUDA.
+// back before backward (on the device's copy streams when it has them, else in the caller); a recomputed one is dropped
+// after forward and refilled by re-running its producer (and, recursively, any dropped producer input) before backward.
+// Dropout masks are drawn from a generator seeded by (run seed, iteration, micro-batch, node), so a recompute
+// reproduces them and the values do not depend on which stage or device ran the node. Depends on: backend.h, core
+// (Graph, StageMemoryPlan); no Qt, no CUDA.
 #pragma once
 
 #include "backend.h"
 #include "graph/graph.h"
+#include "runtime/copy_stream.h"
 #include "sim/memory_model.h"
 
 #include <cstdint>
@@ -123,6 +124,13 @@ public:
     // Gradients of boundaryIn() to send back (undefined where none flows).
     [[nodiscard]] std::vector<NdArray> takeInputGradients(MicroBatchId mb);
 
+    // Copies run on these streams (SWAP_OUT queued once the outbound message is taken, SWAP_IN as
+    // a prefetch) and a backward waits for its micro-batch's; null: copies run in the caller.
+    void setCopyStreams(CopyStream* toHost, CopyStream* fromHost)
+    {
+        m_toHost = toHost;
+        m_fromHost = fromHost;
+    }
     void swapOut(MicroBatchId mb);
     void swapIn(MicroBatchId mb);
     void recompute(MicroBatchId mb);
@@ -157,7 +165,10 @@ private:
     void runNodeBackward(MicroBatch& s, std::size_t local, BackwardMode mode);
     void accumulateParameterGradient(int paramIndex, const NdArray& grad);
     void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
-    void applyPending(MicroBatch& s);
+    void applyPending(MicroBatch& s, MicroBatchId mb);
+    // Waits for the micro-batch's copies and brings back anything still on the host.
+    void settleSwaps(MicroBatch& s);
+    [[nodiscard]] std::vector<NdArray> swappedArrays(const MicroBatch& s) const;
     [[nodiscard]] std::uint64_t nodeSeed(MicroBatchId mb, NodeId node) const;
     void trackVersions();
 
@@ -168,6 +179,8 @@ private:
     const Backend& m_backend;
     Allocator& m_device;
     Allocator& m_hostPool;
+    CopyStream* m_toHost = nullptr;
+    CopyStream* m_fromHost = nullptr;
     StageMemoryPlan m_memory;
     std::uint64_t m_seed;
     std::int64_t m_iteration = 0;

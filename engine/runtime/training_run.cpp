@@ -108,7 +108,9 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     const auto shape = languageModelShape(m_graph, m_data);
     m_batch = shape.batch;
     m_seq = shape.sequence;
-    setComputeThreads(threadsPerDevice(m_devices.size()));
+    // One device uses OpenBLAS's threads; several split their GEMMs over their own cores' teams
+    // (PipelineRunner), so OpenBLAS runs single-threaded in each team member.
+    setComputeThreads(m_devices.size() == 1 ? threadsPerDevice(1) : 1);
     PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
     RunnerOptions options { m_config.seed, m_config.optimizer, true };
     m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <sched.h>
 
 using namespace ps;
 using namespace ps::engine;
@@ -184,6 +185,35 @@ TEST(Pipeline, FourLayerGptMatchesSingleDeviceWithSwapAndRecompute)
     }
 }
 
+// Devices with several cores split their GEMMs across a team of threads (one per core): the
+// numbers stay those of one device. Both devices get every core here, so the split runs on any host.
+TEST(Pipeline, DevicesWithSeveralCoresSplitTheirGemms)
+{
+    const auto graph = gpt4x128();
+    const int M = 4;
+    const auto ref = singleDevice(graph, M);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> cores;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+    for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c) {
+        if (CPU_ISSET(c, &set))
+            cores.push_back(c);
+    }
+    while (cores.size() < 2)
+        cores.push_back(cores.front());
+    auto devices = makeDevices("cpu:2", 0);
+    for (auto& d : devices)
+        d.cores = cores;
+    TrainingRun run(graph, corpus(), std::move(devices), configFor(graph, "1f1b", 2, M));
+    Outcome got;
+    for (int s = 0; s < kSteps; ++s)
+        got.losses.push_back(run.step().loss);
+    for (auto id : run.runner().parameterIds())
+        got.params.emplace_back(id, asFloats(run.runner().parameterBytes(id)));
+    expectSame(ref, got, "1f1b on 2 devices of 2 cores");
+}
+
 TEST(Pipeline, SwapAndRecomputeLowerThePeak)
 {
     const auto graph = gpt4x128();
@@ -195,13 +225,32 @@ TEST(Pipeline, SwapAndRecomputeLowerThePeak)
     const auto b = planned.step();
     for (std::size_t d = 0; d < 2; ++d)
         EXPECT_LT(b.devicePeakBytes[d], a.devicePeakBytes[d]) << "device " << d;
-    bool sawSwap = false;
     bool sawRecompute = false;
+    int swaps = 0;
     for (const auto& e : b.events) {
-        sawSwap = sawSwap || e.action == ActionType::SwapOut;
         sawRecompute = sawRecompute || e.action == ActionType::Recompute;
+        if (e.action != ActionType::SwapOut && e.action != ActionType::SwapIn)
+            continue;
+        ++swaps;
+        // Copies run on the device's copy streams, beside the worker, as the simulator has them.
+        EXPECT_EQ(e.stream, e.action == ActionType::SwapOut ? Stream::CopyToHost : Stream::CopyFromHost);
+        EXPECT_GT(e.bytes, 0);
+        const auto find = [&](ActionType type) {
+            return std::find_if(b.events.begin(), b.events.end(), [&](const SimEvent& o) {
+                return o.action == type && o.stage == e.stage && o.microBatch == e.microBatch;
+            });
+        };
+        if (e.action == ActionType::SwapIn) { // after its swap-out, and its backward after it
+            const auto out = find(ActionType::SwapOut);
+            ASSERT_NE(out, b.events.end());
+            EXPECT_LE(out->endNs, e.startNs);
+            const auto backward = find(ActionType::Backward);
+            ASSERT_NE(backward, b.events.end());
+            EXPECT_LE(e.endNs, backward->endNs);
+        }
     }
-    EXPECT_TRUE(sawSwap);
+    EXPECT_EQ(swaps % 2, 0);
+    EXPECT_GT(swaps, 0);
     EXPECT_TRUE(sawRecompute);
 }
 

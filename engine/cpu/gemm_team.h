@@ -1,0 +1,72 @@
+// A CPU device's GEMM team: the device's worker thread plus one helper thread per further core of
+// its share, each helper pinned to its own core. While a thread has a team (GemmTeamScope), sgemm()
+// splits a large product by rows (or columns) of C across the team, each part a single-threaded
+// OpenBLAS call, so the device's BLAS work stays on its cores.
+//
+// Why not OpenBLAS's own threads: its pthread build has one pool for the process, and 0.3.21
+// serializes level-3 calls that use it (gemm_driver takes a global lock), so two pipeline workers
+// with several BLAS threads each would take turns instead of running side by side. With teams the
+// runtime sets OpenBLAS to one thread and no call takes that lock.
+// Depends on: nothing of the engine; OpenBLAS's cblas.h.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ps::engine {
+
+class GemmTeam
+{
+public:
+    // `cores`: the device's cores; the caller is member 0 and runs on its own affinity, a helper
+    // thread is started and pinned for each further core.
+    explicit GemmTeam(std::vector<int> cores);
+    ~GemmTeam();
+    GemmTeam(const GemmTeam&) = delete;
+    GemmTeam& operator=(const GemmTeam&) = delete;
+
+    [[nodiscard]] int size() const
+    {
+        return static_cast<int>(m_helpers.size()) + 1;
+    }
+    // Runs part(i) for every member i (0 on the caller) and returns when all are done; rethrows the
+    // first failure. Not reentrant: one caller at a time, as one worker owns its device.
+    void run(const std::function<void(int)>& part);
+
+private:
+    void loop(int member, int core);
+
+    std::mutex m_mutex;
+    std::condition_variable m_start, m_done;
+    const std::function<void(int)>* m_part = nullptr;
+    std::uint64_t m_generation = 0;
+    int m_pending = 0;
+    bool m_stopping = false;
+    std::exception_ptr m_failure;
+    std::vector<std::thread> m_helpers; // last: they start once the members above exist
+};
+
+// Gives the calling thread a team for its lifetime (null: none, OpenBLAS as configured).
+class GemmTeamScope
+{
+public:
+    explicit GemmTeamScope(GemmTeam* team);
+    ~GemmTeamScope();
+    GemmTeamScope(const GemmTeamScope&) = delete;
+    GemmTeamScope& operator=(const GemmTeamScope&) = delete;
+
+private:
+    GemmTeam* m_previous;
+};
+
+// Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm(CblasRowMajor, ...); on the calling
+// thread's team when it has one and the product is large enough to share.
+void sgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+    std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+} // namespace ps::engine

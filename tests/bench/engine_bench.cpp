@@ -1,0 +1,134 @@
+// GEMM on a CPU device's share of cores: OpenBLAS's own threads against the device's GemmTeam
+// (one single-threaded OpenBLAS call per core), alone and with two devices' workers calling at
+// once, as a 2-device pipeline does. Shapes are a 4-layer, 256-wide GPT's at sequence 256 and
+// micro-batch 4 (1024 token rows): QKV projection, MLP up and down, one attention head's scores.
+//   build/ci/tests/bench/engine_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only
+#include "cpu/gemm_team.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cblas.h>
+#include <sched.h>
+#include <thread>
+#include <vector>
+
+using namespace ps::engine;
+
+namespace {
+
+struct Shape
+{
+    std::int64_t m, n, k;
+};
+constexpr Shape kShapes[] = { { 1024, 768, 256 }, { 1024, 1024, 256 }, { 1024, 256, 1024 }, { 256, 256, 64 } };
+
+std::vector<int> allowedCores()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> cores;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int c = 0; c < CPU_SETSIZE; ++c) {
+            if (CPU_ISSET(c, &set))
+                cores.push_back(c);
+        }
+    }
+    return cores.empty() ? std::vector<int> { 0 } : cores;
+}
+
+struct Buffers
+{
+    std::vector<float> a, b, c;
+    explicit Buffers(const Shape& s)
+        : a(static_cast<std::size_t>(s.m * s.k), 0.5F)
+        , b(static_cast<std::size_t>(s.k * s.n), 0.25F)
+        , c(static_cast<std::size_t>(s.m * s.n))
+    {
+    }
+    void run(const Shape& s)
+    {
+        sgemm(false, false, s.m, s.n, s.k, 1.0F, a.data(), s.k, b.data(), s.n, 0.0F, c.data(), s.n);
+    }
+};
+
+double flops(const Shape& s)
+{
+    return 2.0 * static_cast<double>(s.m * s.n * s.k);
+}
+
+// One device on every core: OpenBLAS with that many threads.
+void BM_OneDeviceOpenBlasThreads(benchmark::State& state)
+{
+    const auto& s = kShapes[state.range(0)];
+    const auto cores = allowedCores();
+    openblas_set_num_threads(static_cast<int>(cores.size()));
+    Buffers buf(s);
+    for (auto _ : state)
+        buf.run(s);
+    state.counters["GFLOP/s"] = benchmark::Counter(flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One device on every core: its team, OpenBLAS single-threaded in each member.
+void BM_OneDeviceTeam(benchmark::State& state)
+{
+    const auto& s = kShapes[state.range(0)];
+    openblas_set_num_threads(1);
+    GemmTeam team(allowedCores());
+    const GemmTeamScope scope(&team);
+    Buffers buf(s);
+    for (auto _ : state)
+        buf.run(s);
+    state.counters["GFLOP/s"] = benchmark::Counter(flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Two devices, each on half the cores, both computing at once (a pipeline's steady state). `team`
+// 0: each worker calls OpenBLAS with its share of threads (the process-wide pool); 1: teams.
+void twoDevices(benchmark::State& state, bool teams)
+{
+    const auto& s = kShapes[state.range(0)];
+    const auto cores = allowedCores();
+    const auto half = std::max<std::size_t>(1, cores.size() / 2);
+    openblas_set_num_threads(teams ? 1 : static_cast<int>(half));
+    constexpr int kPerIteration = 4;
+    for (auto _ : state) {
+        std::vector<std::thread> workers;
+        for (std::size_t d = 0; d < 2; ++d) {
+            workers.emplace_back([&, d] {
+                std::vector<int> mine;
+                for (std::size_t c = 0; c < half; ++c)
+                    mine.push_back(cores[(d * half + c) % cores.size()]);
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                for (int c : mine)
+                    CPU_SET(c, &set);
+                pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+                std::unique_ptr<GemmTeam> team = teams ? std::make_unique<GemmTeam>(mine) : nullptr;
+                const GemmTeamScope scope(team.get());
+                Buffers buf(s);
+                for (int i = 0; i < kPerIteration; ++i)
+                    buf.run(s);
+            });
+        }
+        for (auto& w : workers)
+            w.join();
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2 * kPerIteration * flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_TwoDevicesOpenBlasThreads(benchmark::State& state)
+{
+    twoDevices(state, false);
+}
+
+void BM_TwoDevicesTeams(benchmark::State& state)
+{
+    twoDevices(state, true);
+}
+
+} // namespace
+
+BENCHMARK(BM_OneDeviceOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();
+BENCHMARK(BM_OneDeviceTeam)->DenseRange(0, 3)->UseRealTime();
+BENCHMARK(BM_TwoDevicesOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();
+BENCHMARK(BM_TwoDevicesTeams)->DenseRange(0, 3)->UseRealTime();

@@ -1,0 +1,103 @@
+// A device's GEMM team splits a product across its cores: the same numbers as one OpenBLAS call for
+// every transpose and split direction, helpers on their own cores, failures rethrown to the caller.
+#include "cpu/gemm_team.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <sched.h>
+
+using namespace ps;
+using namespace ps::engine;
+
+namespace {
+
+std::vector<int> twoCores()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> cores;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c) {
+            if (CPU_ISSET(c, &set))
+                cores.push_back(c);
+        }
+    }
+    while (cores.size() < 2) // a one-core machine: both members share it
+        cores.push_back(cores.empty() ? 0 : cores.front());
+    return cores;
+}
+
+std::vector<float> randomMatrix(std::size_t n, std::uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> v(n);
+    for (auto& x : v)
+        x = u(rng);
+    return v;
+}
+
+} // namespace
+
+TEST(GemmTeam, SplitProductsEqualOneCall)
+{
+    GemmTeam team(twoCores());
+    ASSERT_EQ(team.size(), 2);
+    // Tall (split by rows of C) and wide (split by columns), every transpose, beta 0 and 1.
+    for (const auto& [m, n, k] : std::vector<std::array<std::int64_t, 3>> { { 300, 70, 128 }, { 5, 900, 512 } }) {
+        for (int t = 0; t < 4; ++t) {
+            const bool ta = (t & 1) != 0;
+            const bool tb = (t & 2) != 0;
+            for (const float beta : { 0.0F, 1.0F }) {
+                const auto a = randomMatrix(static_cast<std::size_t>(m * k), 1);
+                const auto b = randomMatrix(static_cast<std::size_t>(k * n), 2);
+                auto expected = randomMatrix(static_cast<std::size_t>(m * n), 3);
+                auto split = expected;
+                const auto lda = ta ? m : k;
+                const auto ldb = tb ? k : n;
+                sgemm(ta, tb, m, n, k, 0.5F, a.data(), lda, b.data(), ldb, beta, expected.data(), n);
+                {
+                    const GemmTeamScope scope(&team);
+                    sgemm(ta, tb, m, n, k, 0.5F, a.data(), lda, b.data(), ldb, beta, split.data(), n);
+                }
+                double worst = 0;
+                for (std::size_t i = 0; i < expected.size(); ++i)
+                    worst = std::max(worst, std::abs(static_cast<double>(expected[i]) - split[i]));
+                EXPECT_LT(worst, 1e-4) << m << "x" << n << "x" << k << " transA " << ta << " transB " << tb << " beta "
+                                       << beta;
+            }
+        }
+    }
+}
+
+TEST(GemmTeam, HelpersRunOnTheirOwnCoreAndFailuresReachTheCaller)
+{
+    const auto cores = twoCores();
+    GemmTeam team(cores);
+    std::vector<int> pinned(2, -1);
+    team.run([&](int member) {
+        if (member == 0)
+            return;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+        if (CPU_COUNT(&set) == 1 && CPU_ISSET(cores[1], &set))
+            pinned[1] = cores[1];
+    });
+    EXPECT_EQ(pinned[1], cores[1]);
+    EXPECT_THROW(team.run([](int member) {
+        if (member == 1)
+            throw Error("helper failed");
+    }),
+        Error);
+    int calls = 0; // still usable after a failure
+    std::mutex m;
+    team.run([&](int) {
+        const std::lock_guard lock(m);
+        ++calls;
+    });
+    EXPECT_EQ(calls, 2);
+}
