@@ -58,6 +58,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addEstimateCommand(app, action);
     addSimulateCommand(app, action);
     addPlanCommand(app, action);
+    addSearchCommand(app, action);
     addMaxBatchCommand(app, action);
     addTrainCommand(app, action);
     addProfileCommand(app, action);

@@ -19,6 +19,7 @@ void addDemoCommand(CLI::App& app, Action& action);
 void addEstimateCommand(CLI::App& app, Action& action);
 void addSimulateCommand(CLI::App& app, Action& action);
 void addPlanCommand(CLI::App& app, Action& action);
+void addSearchCommand(CLI::App& app, Action& action);
 void addMaxBatchCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);

@@ -1,4 +1,4 @@
-// `pipestudio plan` and `pipestudio maxbatch`.
+// `pipestudio plan`, `pipestudio search` and `pipestudio maxbatch`.
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "graph/graph_summary.h"
@@ -10,7 +10,9 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <memory>
+#include <optional>
 
 namespace ps::app {
 namespace {
@@ -35,8 +37,8 @@ namespace {
     {
         cmd->add_option("project", o.project, "Project file (.pstudio)")->required();
         cmd->add_option("--algo,-a", o.algorithm,
-            "dawnpiper | pipedream | pipedream-mem | gpipe | compute-balanced | memory-balanced | "
-            "exhaustive | all");
+            "dawnpiper | dawnpiper-paper | pipedream | pipedream-mem | gpipe | compute-balanced | "
+            "memory-balanced | exhaustive | all, or several separated by commas");
         cmd->add_option("--stages,-s", o.stages, "Pipeline stages")->check(CLI::Range(1, 1024));
         cmd->add_option("--schedule", o.schedule, "gpipe | 1f1b | kfkb:K | zb-h1 | pipedream");
         cmd->add_option("--micro-batches,-m", o.microBatches, "Micro-batches per iteration")
@@ -70,67 +72,130 @@ namespace {
         return p;
     }
 
-    std::vector<PlanAlgorithm> algorithmsFor(const std::string& name, std::size_t nodes, int stages)
+    std::vector<std::string> splitList(const std::string& text)
     {
-        if (name != "all")
-            return { parsePlanAlgorithm(name) };
-        std::vector<PlanAlgorithm> all;
-        for (auto a : allPlanAlgorithms()) {
-            if (a != PlanAlgorithm::Exhaustive || (nodes <= 80 && stages <= 5))
-                all.push_back(a);
+        std::vector<std::string> items;
+        std::size_t start = 0;
+        while (start <= text.size()) {
+            const auto comma = std::min(text.find(',', start), text.size());
+            if (comma > start)
+                items.push_back(text.substr(start, comma - start));
+            start = comma + 1;
         }
-        return all;
+        return items;
     }
 
-    nlohmann::ordered_json simulatePlan(const Problem& p, const Plan& plan)
+    std::vector<PlanAlgorithm> algorithmsFor(const std::string& names, std::size_t nodes, int stages)
     {
-        if (!plan.feasible)
-            return nullptr;
-        const auto stages = computeStageCosts(p.graph, p.profile, plan.partition, plan.microBatch);
-        const auto schedule = generateSchedule(p.spec);
-        const auto r =
-            simulate({ schedule, stages, p.cluster, p.profile.setup, plan.microBatch, plan.memoryPlans(), {} });
-        double peak = 0;
-        for (const auto& d : r.devices)
-            peak = std::max(peak, d.peakBytes);
-        return { { "iteration_ms", r.iterationNs / 1e6 }, { "samples_per_second", r.samplesPerSecond },
-            { "bubble_fraction", r.bubbleFraction }, { "peak_bytes", peak }, { "out_of_memory", r.anyOutOfMemory } };
+        std::vector<PlanAlgorithm> chosen;
+        for (const auto& name : splitList(names)) {
+            if (name != "all") {
+                chosen.push_back(parsePlanAlgorithm(name));
+                continue;
+            }
+            for (auto a : allPlanAlgorithms()) {
+                if (a != PlanAlgorithm::Exhaustive || (nodes <= 80 && stages <= 5))
+                    chosen.push_back(a);
+            }
+        }
+        if (chosen.empty())
+            throw Error("--algo: give at least one algorithm");
+        return chosen;
+    }
+
+    void printPlanHeader()
+    {
+        fmt::print("{:<4} {:<17} {:<14} {:>5} {:>5} {:>8} {:>12} {:>12} {:>10} {:>9}  {}\n", "rank", "algorithm",
+            "schedule", "M", "mb", "feasible", "slowest ms", "iteration ms", "samples/s", "search s", "cuts / reason");
+    }
+
+    void printPlanRow(std::size_t rank, const Plan& plan)
+    {
+        const auto& sim = plan.simulation;
+        fmt::print("{:<4} {:<17} {:<14} {:>5} {:>5} {:>8} {:>12.3f} {:>12} {:>10} {:>9.3f}  {}\n", rank, plan.algorithm,
+            scheduleName(plan.schedule), plan.schedule.microBatches, plan.microBatch, plan.feasible ? "yes" : "no",
+            plan.slowestStageNs / 1e6, sim ? fmt::format("{:.3f}", sim->iterationNs / 1e6) : "-",
+            sim ? fmt::format("{:.1f}", sim->samplesPerSecond) : "-", plan.searchSeconds,
+            plan.feasible ? plan.partition.cutsText() : plan.reason);
+    }
+
+    // Prints (or returns as JSON) the ranked plans and stores the first `save` feasible ones.
+    int reportPlans(
+        const std::vector<Plan>& plans, const std::string& project, std::size_t save, std::size_t top, bool json)
+    {
+        std::optional<ProjectStore> store;
+        if (save > 0)
+            store.emplace(ProjectStore::open(project));
+        nlohmann::ordered_json results = nlohmann::ordered_json::array();
+        if (!json)
+            printPlanHeader();
+        std::size_t saved = 0;
+        for (std::size_t i = 0; i < plans.size() && i < top; ++i) {
+            const auto& plan = plans[i];
+            auto entry = nlohmann::ordered_json::parse(planToJson(plan));
+            if (store && plan.feasible && saved < save) {
+                entry["plan_id"] = store->savePlan(plan, plan.algorithm + " " + scheduleName(plan.schedule));
+                ++saved;
+            }
+            if (!json)
+                printPlanRow(i + 1, plan);
+            results.push_back(entry);
+        }
+        if (json)
+            fmt::print("{}\n", results.dump(2));
+        else if (plans.size() > top)
+            fmt::print("({} more; --top to see them)\n", plans.size() - top);
+        return 0;
     }
 
     int planCommand(const PlanCommandOptions& o, const DeviceOptions& d)
     {
         const auto p = loadProblem(o, d);
-        const double mb = o.microBatch > 0 ? o.microBatch : static_cast<double>(p.graph.info().microBatch);
-        const StageModel model(p.graph, p.profile, p.spec, p.cluster, mb, limitsOf(o));
-        std::optional<ProjectStore> store;
-        if (!o.noSave)
-            store.emplace(ProjectStore::open(o.project));
-        nlohmann::ordered_json results = nlohmann::ordered_json::array();
-        if (!o.json)
-            fmt::print("{:<17} {:>8} {:>12} {:>12} {:>11} {:>9}  {}\n", "algorithm", "feasible", "slowest ms",
-                "iteration ms", "peak", "search s", "cuts / reason");
-        for (auto algo : algorithmsFor(o.algorithm, p.graph.nodeCount(), o.stages)) {
-            PlannerOptions options;
-            options.algorithm = algo;
-            options.limits = limitsOf(o);
-            const auto plan = findPlan(model, options);
-            auto entry = nlohmann::ordered_json::parse(planToJson(plan));
-            entry["simulation"] = simulatePlan(p, plan);
-            if (store)
-                entry["plan_id"] = store->savePlan(plan, std::string(toString(algo)) + " " + scheduleName(p.spec));
-            if (!o.json) {
-                const auto& sim = entry["simulation"];
-                fmt::print("{:<17} {:>8} {:>12.3f} {:>12} {:>11} {:>9.3f}  {}\n", plan.algorithm,
-                    plan.feasible ? "yes" : "no", plan.slowestStageNs / 1e6,
-                    sim.is_null() ? "-" : fmt::format("{:.3f}", sim["iteration_ms"].get<double>()),
-                    sim.is_null() ? "-" : formatBytes(sim["peak_bytes"].get<double>()), plan.searchSeconds,
-                    plan.feasible ? plan.partition.cutsText() : plan.reason);
-            }
-            results.push_back(entry);
+        SearchRequest request;
+        request.schedules = { p.spec };
+        request.algorithms = algorithmsFor(o.algorithm, p.graph.nodeCount(), o.stages);
+        request.microBatch = o.microBatch > 0 ? o.microBatch : static_cast<double>(p.graph.info().microBatch);
+        request.limits = limitsOf(o);
+        request.device = p.cluster.device;
+        const auto plans = searchPlans(p.graph, p.profile, request);
+        return reportPlans(plans, o.project, o.noSave ? 0 : plans.size(), plans.size(), o.json);
+    }
+
+    struct SearchCommandOptions
+    {
+        PlanCommandOptions plan;
+        std::string schedules = "gpipe,1f1b,kfkb:2,kfkb:3,kfkb:4,zb-h1";
+        std::string sizes; // empty: the project's micro-batch
+        double globalBatch = 0;
+        std::size_t top = 10;
+        std::size_t save = 1;
+    };
+
+    int searchCommand(const SearchCommandOptions& o, const DeviceOptions& d)
+    {
+        const auto p = loadProblem(o.plan, d);
+        SearchRequest request;
+        for (const auto& text : splitList(o.schedules))
+            request.schedules.push_back(parseScheduleSpec(text, o.plan.stages, o.plan.microBatches));
+        if (request.schedules.empty())
+            throw Error("--schedules: give at least one schedule");
+        request.algorithms = algorithmsFor(o.plan.algorithm, p.graph.nodeCount(), o.plan.stages);
+        request.microBatch = static_cast<double>(p.graph.info().microBatch);
+        for (const auto& text : splitList(o.sizes)) {
+            double size = 0;
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
+            if (ec != std::errc() || end != text.data() + text.size() || size <= 0)
+                throw Error("--micro-batch-sizes: " + text + " is not a positive size");
+            request.microBatchSizes.push_back(size);
         }
-        if (o.json)
-            fmt::print("{}\n", results.dump(2));
-        return 0;
+        request.globalBatch = o.globalBatch;
+        request.limits = limitsOf(o.plan);
+        request.device = p.cluster.device;
+        const auto plans = searchPlans(p.graph, p.profile, request);
+        if (plans.empty())
+            throw Error("no schedule and micro-batch size of the request can be built (a global batch of "
+                + fmt::format("{}", o.globalBatch) + " needs sizes that divide it)");
+        return reportPlans(plans, o.plan.project, o.plan.noSave ? 0 : o.save, o.top, o.plan.json);
     }
 
     struct MaxBatchRow
@@ -192,6 +257,26 @@ void addPlanCommand(CLI::App& app, Action& action)
     cmd->add_option("--micro-batch,-b", o->microBatch, "Samples per micro-batch (default: the project's)");
     cmd->add_flag("--no-save", o->noSave, "Do not store the plans in the project");
     cmd->callback([&action, o, d] { action = [=] { return planCommand(*o, *d); }; });
+}
+
+void addSearchCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("search",
+        "Auto-search: algorithms x schedules x micro-batch sizes, ranked by simulated throughput (the studio's "
+        "Plan > Auto-search)");
+    auto o = std::make_shared<SearchCommandOptions>();
+    auto d = std::make_shared<DeviceOptions>();
+    o->plan.algorithm = "dawnpiper,pipedream-mem,gpipe";
+    addCommonOptions(cmd, o->plan, *d);
+    cmd->get_option("--schedule")->description("(unused by search; see --schedules)");
+    cmd->add_option("--schedules", o->schedules, "Comma-separated schedules, e.g. 1f1b,kfkb:2,zb-h1,interleaved:2");
+    cmd->add_option("--micro-batch-sizes", o->sizes, "Comma-separated micro-batch sizes (default: the project's)");
+    cmd->add_option("--global-batch", o->globalBatch,
+        "Samples per iteration: each size runs global/size micro-batches (default: --micro-batches each)");
+    cmd->add_option("--top", o->top, "Plans to print")->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--save", o->save, "Best feasible plans to store in the project")->check(CLI::Range(0, 1 << 20));
+    cmd->add_flag("--no-save", o->plan.noSave, "Store nothing");
+    cmd->callback([&action, o, d] { action = [=] { return searchCommand(*o, *d); }; });
 }
 
 void addMaxBatchCommand(CLI::App& app, Action& action)

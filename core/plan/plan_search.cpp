@@ -1,7 +1,11 @@
 // Searches built on findPlan: the maximum micro-batch and the auto-search over schedules.
 #include "plan/planner.h"
+#include "sim/simulator.h"
+#include "util/error.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 namespace ps {
 
@@ -47,20 +51,82 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
 
 namespace ps {
 
+namespace {
+
+    // The (schedule, micro-batch size) pairs a request covers, with each schedule's micro-batch
+    // count set from the global batch when it has one; pairs whose schedule cannot be built are
+    // left out (e.g. interleaved with a count that is not a multiple of its devices).
+    std::vector<std::pair<ScheduleSpec, double>> searchPoints(const SearchRequest& request)
+    {
+        auto sizes = request.microBatchSizes;
+        if (sizes.empty())
+            sizes.push_back(request.microBatch);
+        std::vector<std::pair<ScheduleSpec, double>> points;
+        for (const auto& base : request.schedules) {
+            for (double size : sizes) {
+                auto spec = base;
+                if (request.globalBatch > 0) {
+                    const double count = request.globalBatch / size;
+                    if (size <= 0 || count < 1 || std::abs(count - std::round(count)) > 1e-9)
+                        continue;
+                    spec.microBatches = static_cast<int>(std::lround(count));
+                }
+                try {
+                    (void)generateSchedule(spec);
+                } catch (const Error&) {
+                    continue;
+                }
+                points.emplace_back(spec, size);
+            }
+        }
+        return points;
+    }
+
+    void simulateInto(Plan& plan, const Graph& graph, const Profile& profile, const Cluster& cluster)
+    {
+        if (!plan.feasible)
+            return;
+        const auto costs = computeStageCosts(graph, profile, plan.partition, plan.microBatch);
+        const auto r = simulate({ generateSchedule(plan.schedule), costs, cluster, profile.setup, plan.microBatch,
+            plan.memoryPlans(), {} });
+        PlanSimulation sim { r.iterationNs, r.samplesPerSecond, r.bubbleFraction, 0, r.anyOutOfMemory };
+        for (const auto& d : r.devices)
+            sim.peakBytes = std::max(sim.peakBytes, d.peakBytes);
+        plan.simulation = sim;
+    }
+
+} // namespace
+
 std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
     const std::function<void(double)>& progress, const std::atomic<bool>* cancel)
 {
     std::vector<Plan> plans;
-    const double total = static_cast<double>(request.schedules.size() * request.algorithms.size());
+    const auto points = searchPoints(request);
+    const double total = static_cast<double>(std::max<std::size_t>(1, points.size() * request.algorithms.size()));
     std::size_t done = 0;
-    for (const auto& spec : request.schedules) {
+    for (const auto& [spec, size] : points) {
         const auto cluster = makeCluster(request.device, spec.devices());
-        const StageModel model(graph, profile, spec, cluster, request.microBatch, request.limits);
+        std::optional<StageModel> built;
+        try {
+            built.emplace(graph, profile, spec, cluster, size, request.limits);
+        } catch (const Error& e) { // e.g. a schedule the planner cannot cut for: one row says why
+            Plan plan;
+            plan.algorithm = "-";
+            plan.schedule = spec;
+            plan.microBatch = size;
+            plan.reason = e.what();
+            plans.push_back(std::move(plan));
+            done += request.algorithms.size();
+            continue;
+        }
+        const auto& model = *built;
         for (auto algorithm : request.algorithms) {
             if (cancel && cancel->load())
                 break;
-            if (algorithm == PlanAlgorithm::Exhaustive && (graph.nodeCount() > 80 || spec.stages > 5))
+            if (algorithm == PlanAlgorithm::Exhaustive && (graph.nodeCount() > 80 || spec.stages > 5)) {
+                ++done;
                 continue;
+            }
             PlannerOptions o;
             o.algorithm = algorithm;
             o.limits = request.limits;
@@ -70,14 +136,20 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
                     progress((static_cast<double>(done) + f) / total);
             };
             auto plan = findPlan(model, o);
-            if (plan.reason != "cancelled")
+            if (plan.reason != "cancelled") {
+                simulateInto(plan, graph, profile, cluster);
                 plans.push_back(std::move(plan));
+            }
             ++done;
         }
     }
     std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
         if (a.feasible != b.feasible)
             return a.feasible;
+        const double ta = a.simulation ? a.simulation->samplesPerSecond : 0;
+        const double tb = b.simulation ? b.simulation->samplesPerSecond : 0;
+        if (ta != tb)
+            return ta > tb;
         return a.slowestStageNs < b.slowestStageNs;
     });
     return plans;

@@ -155,10 +155,19 @@ namespace {
         return cuts;
     }
 
-    std::vector<std::size_t> runAlgorithm(const StageModel& m, const PlannerOptions& o)
+    // `winner`: the portfolio's winning seed (dawnpiper only).
+    std::vector<std::size_t> runAlgorithm(const StageModel& m, const PlannerOptions& o, std::string& winner)
     {
         const Search s(m, o);
         switch (o.algorithm) {
+        case PlanAlgorithm::DawnPiperPaper: {
+            // Algorithm 1 as published: BiPar + AdjacentPartition over [rho_cb, rho_mb] only.
+            PlannerOptions paper = o;
+            paper.widenCandidates = 0;
+            DawnPiper d(m, paper);
+            const auto r = d.solve();
+            return r.time < kInfinity ? withZero(r.cuts) : std::vector<std::size_t> {};
+        }
         case PlanAlgorithm::DawnPiper: {
             DawnPiper d(m, o);
             const auto r = d.solve();
@@ -166,18 +175,23 @@ namespace {
             // bisection and the baselines' partitions, for the cases where Theorem 4.1's conditions
             // do not hold (e.g. a last stage with one micro-batch in flight cannot trade memory for
             // recompute, so the optimum leaves [rho_mb, rho_cb]). The best plan that fits wins.
-            std::vector<std::vector<std::size_t>> seeds { r.time < kInfinity ? withZero(r.cuts)
-                                                                             : std::vector<std::size_t> {},
-                greedyBisection(s), equalLayerCuts(m), memoryBalancedCuts(m),
-                computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts };
+            const std::vector<std::pair<const char*, std::vector<std::size_t>>> seeds {
+                { "bipar", r.time < kInfinity ? withZero(r.cuts) : std::vector<std::size_t> {} },
+                { "greedy-bisection", greedyBisection(s) }, { "equal-layers", equalLayerCuts(m) },
+                { "memory-balanced", memoryBalancedCuts(m) },
+                { "compute-balanced", computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts }
+            };
             std::vector<std::size_t> best;
-            for (auto& seed : seeds) {
-                if (seed.empty())
+            for (const auto& [name, start] : seeds) {
+                if (start.empty())
                     continue;
+                auto seed = start;
                 if (o.refineReach > 0)
                     seed = refineBoundaries(s, std::move(seed), o.refineReach);
-                if (scoreOf(m, seed).overBytes == 0 && (best.empty() || scoreOf(m, seed) < scoreOf(m, best)))
+                if (scoreOf(m, seed).overBytes == 0 && (best.empty() || scoreOf(m, seed) < scoreOf(m, best))) {
                     best = seed;
+                    winner = std::string(name) + (seed != start ? " refined" : "");
+                }
             }
             return best;
         }
@@ -240,7 +254,8 @@ Plan findPlan(const StageModel& model, const PlannerOptions& options)
     const auto start = std::chrono::steady_clock::now();
     Plan plan;
     try {
-        const auto starts = runAlgorithm(model, options);
+        std::string winner;
+        const auto starts = runAlgorithm(model, options, winner);
         if (starts.empty()) {
             plan.algorithm = std::string(toString(options.algorithm));
             plan.schedule = model.schedule();
@@ -249,6 +264,7 @@ Plan findPlan(const StageModel& model, const PlannerOptions& options)
                 + std::to_string(static_cast<std::int64_t>(model.capacityBytes())) + " bytes per device";
         } else {
             plan = evaluatePlan(model, Partition { starts }, std::string(toString(options.algorithm)));
+            plan.seed = winner;
         }
     } catch (const Cancelled&) {
         plan.algorithm = std::string(toString(options.algorithm));
@@ -265,6 +281,8 @@ std::string_view toString(PlanAlgorithm a)
     switch (a) {
     case PlanAlgorithm::DawnPiper:
         return "dawnpiper";
+    case PlanAlgorithm::DawnPiperPaper:
+        return "dawnpiper-paper";
     case PlanAlgorithm::PipeDream:
         return "pipedream";
     case PlanAlgorithm::PipeDreamMemory:
@@ -285,6 +303,7 @@ const std::vector<PlanAlgorithm>& allPlanAlgorithms()
 {
     static const std::vector<PlanAlgorithm> kAll = {
         PlanAlgorithm::DawnPiper,
+        PlanAlgorithm::DawnPiperPaper,
         PlanAlgorithm::PipeDream,
         PlanAlgorithm::PipeDreamMemory,
         PlanAlgorithm::GPipe,
@@ -302,7 +321,8 @@ PlanAlgorithm parsePlanAlgorithm(std::string_view text)
             return a;
     }
     throw Error("unknown planning algorithm '" + std::string(text)
-        + "' (dawnpiper, pipedream, pipedream-mem, gpipe, compute-balanced, memory-balanced, exhaustive)");
+        + "' (dawnpiper, dawnpiper-paper, pipedream, pipedream-mem, gpipe, compute-balanced, memory-balanced, "
+          "exhaustive)");
 }
 
 namespace {
@@ -328,11 +348,15 @@ std::string planToJson(const Plan& plan)
             { "swapped_tensors", tensorIds(s.memoryPlan.swappedTensors) },
             { "recomputed_tensors", tensorIds(s.memoryPlan.recomputedTensors) } });
     }
-    const nlohmann::ordered_json j = { { "algorithm", plan.algorithm }, { "schedule", scheduleName(plan.schedule) },
+    nlohmann::ordered_json j = { { "algorithm", plan.algorithm }, { "schedule", scheduleName(plan.schedule) },
         { "stages", plan.schedule.stages }, { "micro_batches", plan.schedule.microBatches },
         { "micro_batch", plan.microBatch }, { "cuts", plan.partition.cutsText() }, { "feasible", plan.feasible },
         { "reason", plan.reason }, { "slowest_stage_ms", plan.slowestStageNs / 1e6 },
-        { "search_seconds", plan.searchSeconds }, { "stage_details", stages } };
+        { "search_seconds", plan.searchSeconds }, { "seed", plan.seed }, { "stage_details", stages } };
+    if (const auto& sim = plan.simulation)
+        j["simulation"] = { { "iteration_ms", sim->iterationNs / 1e6 }, { "samples_per_second", sim->samplesPerSecond },
+            { "bubble_fraction", sim->bubbleFraction }, { "peak_bytes", sim->peakBytes },
+            { "out_of_memory", sim->outOfMemory } };
     return j.dump(2);
 }
 

@@ -2,7 +2,9 @@
 // and the slowest stage is as fast as possible.
 //
 // Algorithms: DawnPiper's binary partitioning (BiPar + AdjacentPartition over the cut positions
-// between the compute- and memory-balanced ones, Theorem 4.1, Algorithm 1, appendix B), PipeDream's
+// between the compute- and memory-balanced ones, Theorem 4.1, Algorithm 1, appendix B) alone
+// ("dawnpiper-paper") or as a portfolio ("dawnpiper": BiPar and four other seeds, each refined by
+// sliding cuts; the plan records which seed won), PipeDream's
 // dynamic program (memory-unaware as in its paper, and a memory-checked variant), GPipe's equal
 // number of layers per stage (torchgpipe's balance by count), compute-balanced, memory-balanced
 // (Algorithm 2, generalised: equal per-device peak under the schedule) and an exact exhaustive
@@ -14,13 +16,23 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace ps {
 
-enum class PlanAlgorithm { DawnPiper, PipeDream, PipeDreamMemory, GPipe, ComputeBalanced, MemoryBalanced, Exhaustive };
+enum class PlanAlgorithm {
+    DawnPiper,
+    DawnPiperPaper,
+    PipeDream,
+    PipeDreamMemory,
+    GPipe,
+    ComputeBalanced,
+    MemoryBalanced,
+    Exhaustive
+};
 
 struct PlannerOptions
 {
@@ -31,6 +43,15 @@ struct PlannerOptions
     std::size_t maxCandidates = 48; // DawnPiper: cut positions tried per boundary
     std::size_t widenCandidates = 2; // DawnPiper: nodes added on both sides of [rho_cb, rho_mb]
     std::size_t refineReach = 4; // DawnPiper: nodes each cut may slide in the refinement pass (0: off)
+};
+
+struct PlanSimulation
+{
+    double iterationNs = 0;
+    double samplesPerSecond = 0;
+    double bubbleFraction = 0;
+    double peakBytes = 0; // the largest device's
+    bool outOfMemory = false; // the simulator's memory timeline passed a device's capacity
 };
 
 struct Plan
@@ -44,6 +65,11 @@ struct Plan
     bool feasible = false;
     std::string reason; // why not feasible: the stage and how many bytes over, or "cancelled"
     double searchSeconds = 0;
+    // The dawnpiper portfolio's winning seed ("bipar", "greedy-bisection", "equal-layers",
+    // "memory-balanced", "compute-balanced"), with " refined" when sliding cuts improved it.
+    std::string seed;
+    // Filled by searchPlans for a feasible plan: its iteration simulated with communication.
+    std::optional<PlanSimulation> simulation;
 
     [[nodiscard]] std::vector<StageMemoryPlan> memoryPlans() const;
 };
@@ -83,12 +109,20 @@ struct SearchRequest
     std::vector<ScheduleSpec> schedules; // e.g. 1f1b and kfkb:2..4
     std::vector<PlanAlgorithm> algorithms;
     double microBatch = 1;
+    // More than one size: each is tried. With a global batch, a schedule's micro-batch count is
+    // globalBatch / size (sizes that do not divide it, or leave fewer micro-batches than stages
+    // where the schedule needs them, are skipped); without, every schedule keeps its own count.
+    std::vector<double> microBatchSizes;
+    double globalBatch = 0;
     PlannerLimits limits;
     DeviceSpec device;
 };
 
-// Every (schedule, algorithm) pair, ranked: feasible plans first, fastest slowest stage first.
-// `progress` gets the overall fraction; a set `cancel` returns what finished so far.
+// Every (schedule, micro-batch size, algorithm), each plan simulated with communication on
+// `device` x the schedule's devices and ranked: feasible first, then by samples per second (at
+// one size and count: the shortest iteration), then by the slowest stage. `progress` gets the
+// overall fraction; a set `cancel` returns what finished so far. The CLI's `plan` and `search`
+// and the studio's auto-search all rank through this.
 [[nodiscard]] std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
     const std::function<void(double)>& progress = {}, const std::atomic<bool>* cancel = nullptr);
 

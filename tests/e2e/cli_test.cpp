@@ -275,6 +275,40 @@ TEST_F(Cli, PlanAndMaxBatch)
     EXPECT_NE(run("plan " + p + " --memory-limit lots").exitCode, 0);
 }
 
+TEST_F(Cli, SearchRanksSchedulesAndSizesAndStoresTheBest)
+{
+    const auto p = file("s.pstudio");
+    ASSERT_EQ(run("new --model gpt2-small --layers 4 --seq 256 -o " + p).exitCode, 0);
+    const auto searched = run("search " + p
+        + " --stages 4 --global-batch 16 --micro-batch-sizes 1,2,4,3 --schedules 1f1b,kfkb:2,zb-h1"
+          " --algo dawnpiper,dawnpiper-paper --save 2 --top 100 --json");
+    ASSERT_EQ(searched.exitCode, 0) << searched.output;
+    const auto plans = nlohmann::json::parse(searched.output);
+    EXPECT_EQ(plans.size(), 3U * 3U * 2U); // 3 sizes divide 16, 3 schedules, 2 algorithms
+    double previous = 1e300;
+    int stored = 0;
+    for (const auto& plan : plans) {
+        ASSERT_TRUE(plan["feasible"].get<bool>()) << plan.dump();
+        const double throughput = plan["simulation"]["samples_per_second"].get<double>();
+        EXPECT_LE(throughput, previous * (1 + 1e-12));
+        previous = throughput;
+        EXPECT_EQ(plan["micro_batches"].get<int>() * plan["micro_batch"].get<double>(), 16.0);
+        stored += plan.contains("plan_id") ? 1 : 0;
+        if (plan["algorithm"] == "dawnpiper") {
+            EXPECT_FALSE(plan["seed"].get<std::string>().empty());
+        }
+    }
+    EXPECT_EQ(stored, 2);
+
+    const auto text = run("search " + p + " --stages 2 --schedules gpipe --no-save");
+    EXPECT_EQ(text.exitCode, 0) << text.output;
+    EXPECT_NE(text.output.find("samples/s"), std::string::npos);
+    const auto none = run("search " + p + " --global-batch 7 --micro-batch-sizes 2 --no-save");
+    EXPECT_NE(none.exitCode, 0);
+    EXPECT_NE(none.output.find("global batch of 7"), std::string::npos) << none.output;
+    EXPECT_NE(run("search " + p + " --micro-batch-sizes 0 --no-save").exitCode, 0);
+}
+
 namespace {
 
 std::int64_t countRows(const std::string& path, const std::string& sql)
