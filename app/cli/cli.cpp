@@ -59,6 +59,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addSimulateCommand(app, action);
     addPlanCommand(app, action);
     addSearchCommand(app, action);
+    addGroupingCommand(app, action);
     addMaxBatchCommand(app, action);
     addTrainCommand(app, action);
     addProfileCommand(app, action);

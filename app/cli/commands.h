@@ -20,6 +20,7 @@ void addEstimateCommand(CLI::App& app, Action& action);
 void addSimulateCommand(CLI::App& app, Action& action);
 void addPlanCommand(CLI::App& app, Action& action);
 void addSearchCommand(CLI::App& app, Action& action);
+void addGroupingCommand(CLI::App& app, Action& action);
 void addMaxBatchCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);

@@ -175,8 +175,14 @@ namespace {
     {
         const auto p = loadProblem(o.plan, d);
         SearchRequest request;
-        for (const auto& text : splitList(o.schedules))
+        for (const auto& text : splitList(o.schedules)) {
+            if (text == "kfkb:auto") { // Ada-Grouper's group sizes; those over a point's M are skipped
+                for (int k = 1; k <= 8; ++k)
+                    request.schedules.push_back({ ScheduleKind::KFKB, o.plan.stages, o.plan.microBatches, k, 1 });
+                continue;
+            }
             request.schedules.push_back(parseScheduleSpec(text, o.plan.stages, o.plan.microBatches));
+        }
         if (request.schedules.empty())
             throw Error("--schedules: give at least one schedule");
         request.algorithms = algorithmsFor(o.plan.algorithm, p.graph.nodeCount(), o.plan.stages);
@@ -269,7 +275,8 @@ void addSearchCommand(CLI::App& app, Action& action)
     o->plan.algorithm = "dawnpiper,pipedream-mem,gpipe";
     addCommonOptions(cmd, o->plan, *d);
     cmd->get_option("--schedule")->description("(unused by search; see --schedules)");
-    cmd->add_option("--schedules", o->schedules, "Comma-separated schedules, e.g. 1f1b,kfkb:2,zb-h1,interleaved:2");
+    cmd->add_option("--schedules", o->schedules,
+        "Comma-separated schedules, e.g. 1f1b,kfkb:2,zb-h1,interleaved:2; kfkb:auto tries k = 1..8");
     cmd->add_option("--micro-batch-sizes", o->sizes, "Comma-separated micro-batch sizes (default: the project's)");
     cmd->add_option("--global-batch", o->globalBatch,
         "Samples per iteration: each size runs global/size micro-batches (default: --micro-batches each)");

@@ -245,7 +245,8 @@ namespace {
             auto& ch = channel(device, to);
             start = std::max(start, ch.freeAtNs);
             const double startS = start * 1e-9 + ch.link->latencySeconds;
-            const double endS = ch.trace ? ch.trace->transferEnd(startS, bytes, ch.link->bandwidth)
+            const double offset = m_in.options.traceOffsetSeconds;
+            const double endS = ch.trace ? ch.trace->transferEnd(startS + offset, bytes, ch.link->bandwidth) - offset
                                          : startS + bytes / ch.link->bandwidth;
             end = endS * 1e9;
             ch.freeAtNs = end;

@@ -49,6 +49,8 @@ struct SimulationOptions
 {
     bool optimizerStep = true; // include OPT_STEP time
     bool communication = true; // false: transfers take no time (analysis of pure compute balance)
+    // Where on the cluster's bandwidth traces the iteration starts (an iteration later in a run).
+    double traceOffsetSeconds = 0;
 };
 
 struct SimulationResult

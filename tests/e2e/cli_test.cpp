@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -307,6 +308,27 @@ TEST_F(Cli, SearchRanksSchedulesAndSizesAndStoresTheBest)
     EXPECT_NE(none.exitCode, 0);
     EXPECT_NE(none.output.find("global batch of 7"), std::string::npos) << none.output;
     EXPECT_NE(run("search " + p + " --micro-batch-sizes 0 --no-save").exitCode, 0);
+
+    const auto autoK = run("search " + p
+        + " --stages 4 --global-batch 16 --schedules kfkb:auto --algo gpipe --no-save "
+          "--top 100 --json");
+    ASSERT_EQ(autoK.exitCode, 0) << autoK.output;
+    std::set<std::string> kinds;
+    for (const auto& plan : nlohmann::json::parse(autoK.output))
+        kinds.insert(plan["schedule"].get<std::string>());
+    EXPECT_TRUE(kinds.contains("kfkb:1") && kinds.contains("kfkb:8")) << autoK.output.substr(0, 400);
+
+    const auto grouping = run("grouping " + p
+        + " --stages 4 --global-batch 32 --max-k 4 --preempt 20,0.05,0.5 "
+          "--iterations 12 --interval 2 --json");
+    ASSERT_EQ(grouping.exitCode, 0) << grouping.output;
+    const auto g = nlohmann::json::parse(grouping.output);
+    ASSERT_FALSE(g["candidates"].empty());
+    EXPECT_EQ(g["adaptive"]["steps"].size(), 12U);
+    EXPECT_EQ(g["fixed"].size(), g["candidates"].size());
+    const auto badTrace = run("grouping " + p + " --global-batch 32 --preempt 20,2,0.5");
+    EXPECT_NE(badTrace.exitCode, 0);
+    EXPECT_NE(badTrace.output.find("--preempt"), std::string::npos);
 }
 
 namespace {
