@@ -28,6 +28,7 @@ namespace {
         std::string memoryLimit;
         bool noSwap = false;
         bool noRecompute = false;
+        bool checkpointStages = false;
         bool json = false;
         bool noSave = false;
         int upperLimit = 4096;
@@ -46,13 +47,16 @@ namespace {
         cmd->add_option("--memory-limit", o.memoryLimit, "Per-device memory limit (e.g. 30GiB); default: the device's");
         cmd->add_flag("--no-swap", o.noSwap, "Do not swap activations to host memory");
         cmd->add_flag("--no-recompute", o.noRecompute, "Do not recompute activations");
+        cmd->add_flag("--checkpoint-stages", o.checkpointStages,
+            "GPipe's rematerialisation: every stage keeps only its inputs and re-runs its forward before each "
+            "backward (no swap/recompute optimizer)");
         cmd->add_flag("--json", o.json, "Print JSON");
         addDeviceOptions(cmd, d);
     }
 
     PlannerLimits limitsOf(const PlanCommandOptions& o)
     {
-        return { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit), !o.noSwap, !o.noRecompute };
+        return { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit), !o.noSwap, !o.noRecompute, o.checkpointStages };
     }
 
     struct Problem
@@ -214,14 +218,15 @@ namespace {
     std::vector<MaxBatchRow> maxBatchRows(const PlanCommandOptions& o)
     {
         const auto user = limitsOf(o);
-        const PlannerLimits none { user.memoryLimitBytes, false, false };
-        const PlannerLimits recompute { user.memoryLimitBytes, false, user.allowRecompute };
+        const PlannerLimits none { user.memoryLimitBytes, false, false, false };
+        const PlannerLimits checkpoint { user.memoryLimitBytes, false, false, true };
         if (o.algorithm != "all")
             return { { o.algorithm, parsePlanAlgorithm(o.algorithm), user } };
-        // DawnPiper's comparison (§5.2): GPipe with recomputation, PipeDream without optimization.
+        // DawnPiper's comparison (§5.2): GPipe with and without its per-stage rematerialisation
+        // ("R"), PipeDream without optimization.
         return { { "dawnpiper (swap+recompute)", PlanAlgorithm::DawnPiper, user },
             { "dawnpiper (none)", PlanAlgorithm::DawnPiper, none },
-            { "gpipe (recompute)", PlanAlgorithm::GPipe, recompute },
+            { "gpipe (checkpoint)", PlanAlgorithm::GPipe, checkpoint }, { "gpipe (none)", PlanAlgorithm::GPipe, none },
             { "pipedream (none)", PlanAlgorithm::PipeDream, none },
             { "pipedream-mem (none)", PlanAlgorithm::PipeDreamMemory, none },
             { "memory-balanced (s+r)", PlanAlgorithm::MemoryBalanced, user },

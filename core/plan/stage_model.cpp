@@ -205,9 +205,29 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
     e.peakBytes = peakUnderPlan(e.staticBytes, c.activationBytes, inFlight, {});
     e.timeNs = c.forwardNs + c.backwardNs;
     e.fits = e.peakBytes <= m_capacity;
-    if (!e.fits)
+    if (m_limits.checkpointStages)
+        checkpointStage(begin, end, stage, e);
+    else if (!e.fits)
         optimizeMemory(begin, end, stage, e);
     return e;
+}
+
+void StageModel::checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const
+{
+    StageMemoryPlan plan;
+    for (const auto& s : savedTensors(begin, end)) {
+        if (std::isfinite(s.recomputeNs)) { // produced here; the stage's inputs stay
+            plan.recomputedBytes += s.bytes;
+            plan.recomputedTensors.push_back(s.root);
+        }
+    }
+    plan.recomputeNs = e.cost.forwardNs; // the whole forward again, not only the producers
+    e.overheadNs = plan.recomputedTensors.empty() ? 0 : plan.recomputeNs;
+    e.timeNs = e.cost.forwardNs + e.cost.backwardNs + e.overheadNs;
+    e.peakBytes = peakUnderPlan(e.staticBytes, e.cost.activationBytes, inFlightMicroBatches(m_schedule, stage), plan);
+    e.memoryPlan = std::move(plan);
+    e.fits = e.peakBytes <= m_capacity;
+    e.overBytes = e.fits ? 0 : e.peakBytes - m_capacity;
 }
 
 std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::size_t end) const

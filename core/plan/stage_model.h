@@ -22,6 +22,10 @@ struct PlannerLimits
     double memoryLimitBytes = 0; // per device; 0: the device's capacity
     bool allowSwap = true;
     bool allowRecompute = true;
+    // GPipe's (torchgpipe's checkpoint="always") rematerialisation: every stage keeps only its
+    // input per micro-batch and re-runs its whole forward before each backward, whether or not it
+    // needs to; the swap/recompute optimizer is not used.
+    bool checkpointStages = false;
 };
 
 // One saved storage of a stage: the candidates of the memory optimizer (DawnPiper §4.3).
@@ -91,6 +95,7 @@ private:
     void precomputeCuts();
     [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
     void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
+    void checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
 

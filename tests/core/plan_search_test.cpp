@@ -148,3 +148,41 @@ TEST(PlanSearch, RanksEverySizeAndScheduleBySimulatedThroughput)
     ASSERT_NE(kfkb, plans.end());
     EXPECT_EQ(gpipe < kfkb, gpipe->simulation->samplesPerSecond >= kfkb->simulation->samplesPerSecond);
 }
+
+// GPipe's rematerialisation ("R" in DawnPiper's tables): every stage recomputes every storage it
+// produces, pays one more forward, and holds one micro-batch's activations instead of all in flight.
+TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
+{
+    auto config = zooPreset("gpt2-small");
+    config.layers = 4;
+    const auto graph = buildZooModel(config);
+    const auto profile = estimateProfile(graph, a100(), {});
+    const ScheduleSpec spec { ScheduleKind::GPipe, 4, 8, 1, 1 };
+    const auto cluster = makeCluster(a100(), 4);
+    const StageModel plain(graph, profile, spec, cluster, 8, { 0, false, false, false });
+    const StageModel checkpointed(graph, profile, spec, cluster, 8, { 0, false, false, true });
+    const auto starts = Partition { { 0, 40, 80, 120 } };
+    for (int s = 0; s < 4; ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        const auto b = starts.stageBegin(id);
+        const auto e = starts.stageEnd(id, graph.nodeCount());
+        const auto a = plain.evaluate(b, e, s);
+        const auto c = checkpointed.evaluate(b, e, s);
+        EXPECT_DOUBLE_EQ(c.overheadNs, a.cost.forwardNs) << "stage " << s;
+        EXPECT_DOUBLE_EQ(c.timeNs, 2 * a.cost.forwardNs + a.cost.backwardNs);
+        EXPECT_FALSE(c.memoryPlan.recomputedTensors.empty());
+        if (s < 3) { // the last stage keeps mostly the loss's probabilities: internal state, not a storage
+            EXPECT_GT(c.memoryPlan.recomputedBytes, 0.5 * a.cost.activationBytes) << "stage " << s;
+        }
+        EXPECT_LT(c.peakBytes, a.peakBytes) << "8 micro-batches in flight under GPipe";
+        const double kept = a.cost.activationBytes - c.memoryPlan.recomputedBytes;
+        EXPECT_NEAR(c.peakBytes, c.staticBytes + 8 * kept + c.memoryPlan.recomputedBytes, 1);
+    }
+    PlannerOptions o;
+    o.algorithm = PlanAlgorithm::GPipe;
+    o.limits = { 0, false, false, true };
+    const auto withR = findMaxMicroBatch(graph, profile, spec, cluster, o, 512);
+    o.limits.checkpointStages = false;
+    const auto without = findMaxMicroBatch(graph, profile, spec, cluster, o, 512);
+    EXPECT_GT(withR.microBatch, without.microBatch);
+}

@@ -6,6 +6,7 @@
 #include "graph/op_cost.h"
 #include "pipeline_support.h"
 #include "plan/partition.h"
+#include "plan/stage_model.h"
 #include "runtime/training_run.h"
 #include "sim/memory_model.h"
 #include "sim/simulator.h"
@@ -212,6 +213,28 @@ TEST(Pipeline, DevicesWithSeveralCoresSplitTheirGemms)
     for (auto id : run.runner().parameterIds())
         got.params.emplace_back(id, asFloats(run.runner().parameterBytes(id)));
     expectSame(ref, got, "1f1b on 2 devices of 2 cores");
+}
+
+// GPipe's rematerialisation as the planner writes it (every storage a stage produces recomputed
+// before its backward) runs, and computes what keeping everything does.
+TEST(Pipeline, CheckpointedStagesMatchSingleDevice)
+{
+    const auto graph = gpt4x128();
+    const int M = 4;
+    const auto ref = singleDevice(graph, M);
+    auto config = configFor(graph, "gpipe", 2, M);
+    const auto device = DeviceCatalog::builtin().find("a100-40gb");
+    const auto profile = estimateProfile(graph, device, {});
+    const auto cluster = makeCluster(device, 2);
+    const StageModel model(graph, profile, config.schedule, cluster, 2, { 0, false, false, true });
+    for (int s = 0; s < 2; ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        config.memory.push_back(
+            model.evaluate(config.partition.stageBegin(id), config.partition.stageEnd(id, graph.nodeCount()), s)
+                .memoryPlan);
+        ASSERT_FALSE(config.memory.back().recomputedTensors.empty()) << "stage " << s;
+    }
+    expectSame(ref, pipeline(graph, config, "cpu:2"), "gpipe with checkpointed stages");
 }
 
 TEST(Pipeline, SwapAndRecomputeLowerThePeak)
