@@ -3,6 +3,7 @@
 #include "cli/device_options.h"
 #include "graph/graph_summary.h"
 #include "plan/planner.h"
+#include "plan/zero_baseline.h"
 #include "sim/simulator.h"
 #include "store/project_store.h"
 #include "util/error.h"
@@ -251,6 +252,18 @@ namespace {
             if (!o.json)
                 fmt::print("{:<26} {:>15} {:>14.3f}  {}\n", row.label, r.microBatch, r.plan.slowestStageNs / 1e6,
                     r.plan.partition.cutsText());
+        }
+        if (o.algorithm == "all") { // the data-parallel baseline: the whole model on every device
+            const double capacity =
+                o.memoryLimit.empty() ? static_cast<double>(p.cluster.device.memoryBytes) : parseBytes(o.memoryLimit);
+            for (int stage : { 2, 3 }) {
+                const auto label = fmt::format("zero-{} data parallel", stage);
+                const int b = zeroMaxMicroBatch(p.graph, p.profile, p.spec.devices(), stage, capacity, o.upperLimit);
+                rows.push_back({ { "algorithm", label }, { "max_micro_batch", b }, { "per_device_batch", true } });
+                if (!o.json)
+                    fmt::print(
+                        "{:<26} {:>15} {:>14}  {}\n", label, b, "-", "(whole model per device; batch per device)");
+            }
         }
         if (o.json)
             fmt::print("{}\n", rows.dump(2));

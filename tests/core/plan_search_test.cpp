@@ -2,7 +2,10 @@
 // ("dawnpiper-paper") and the portfolio that records which seed won.
 #include "graph/graph_builder.h"
 #include "plan/planner.h"
+#include "plan/zero_baseline.h"
 #include "sim/simulator.h"
+#include "test_graphs.h"
+#include "util/error.h"
 #include "zoo/model_config.h"
 
 #include <gtest/gtest.h>
@@ -185,4 +188,34 @@ TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
     o.limits.checkpointStages = false;
     const auto without = findMaxMicroBatch(graph, profile, spec, cluster, o, 512);
     EXPECT_GT(withR.microBatch, without.microBatch);
+}
+
+// ZeRO's per-device model states, worked by hand on the 176-parameter MLP with fp32 AdamW
+// (4 + 4 + 8 bytes per parameter) on 4 devices: stage 2 shards gradients and optimizer states,
+// stage 3 the weights too; activations are one micro-batch of the whole model either way.
+TEST(PlanSearch, ZeroBaselineShardsModelStatesByStage)
+{
+    const auto graph = test::tinyMlp();
+    const auto profile = estimateProfile(graph, a100(), {});
+    const auto per = bytesPerParameter(profile.setup);
+    ASSERT_DOUBLE_EQ(per.weights, 4);
+    ASSERT_DOUBLE_EQ(per.gradients, 4);
+    ASSERT_DOUBLE_EQ(per.optimizerStates + per.masterWeights, 8);
+    const auto ddp = zeroMemory(graph, profile, 4, 4, 0);
+    EXPECT_DOUBLE_EQ(ddp.weights, 176 * 4);
+    EXPECT_DOUBLE_EQ(ddp.optimizerStates, 176 * 8);
+    const auto z2 = zeroMemory(graph, profile, 4, 4, 2);
+    EXPECT_DOUBLE_EQ(z2.weights, 176 * 4);
+    EXPECT_DOUBLE_EQ(z2.gradients, 176 * 4 / 4.0);
+    EXPECT_DOUBLE_EQ(z2.optimizerStates, 176 * 8 / 4.0);
+    const auto z3 = zeroMemory(graph, profile, 4, 4, 3);
+    EXPECT_DOUBLE_EQ(z3.weights, 176);
+    EXPECT_DOUBLE_EQ(z3.activations, ddp.activations);
+    EXPECT_GT(z3.activations, 0);
+    // The largest batch is where the total crosses the capacity.
+    const double capacity = z3.total() - z3.activations - z3.workspace + 40 * (z3.activations / 4);
+    const int b = zeroMaxMicroBatch(graph, profile, 4, 3, capacity, 1000);
+    EXPECT_LE(zeroMemory(graph, profile, b, 4, 3).total(), capacity);
+    EXPECT_GT(zeroMemory(graph, profile, b + 1, 4, 3).total(), capacity);
+    EXPECT_THROW((void)zeroMemory(graph, profile, 4, 4, 4), Error);
 }
