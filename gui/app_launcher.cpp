@@ -222,10 +222,10 @@ int runApplication(int argc, char** argv, const GuiOptions& options)
         return 0;
     }
     MainWindow window;
-    std::string error;
-    loadInitial(window, options, error); // errors are shown in the window
     window.resize(options.width, options.height);
     window.show();
+    // Loads in the background; errors are shown in the window.
+    window.openOnStart(QString::fromStdString(options.project), QString::fromStdString(options.model));
     return QApplication::exec();
 }
 

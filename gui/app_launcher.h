@@ -13,7 +13,8 @@ struct GuiOptions
     std::string screenshot; // render the window to this PNG, then quit
     int width = 1600;
     int height = 1000;
-    std::string view = "main"; // main | editor | balance | timeline | plans | search | cluster
+    // main | editor | balance | timeline | plans | search | cluster | launch | monitor | compare
+    std::string view = "main";
     double microBatch = 0; // 0: the model's
 };
 

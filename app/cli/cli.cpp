@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace ps::app {
 namespace {
@@ -20,15 +22,25 @@ namespace {
     void addGuiCommand(
         CLI::App& app, Action& action, GuiRequest& request, const std::function<int(const GuiRequest&)>& launchGui)
     {
-        auto* cmd = app.add_subcommand("gui", "Open the desktop application");
+        auto* cmd = app.add_subcommand("gui",
+            "Open the desktop application (with neither a project nor a recent one: the example project, "
+            "gpt2-tiny planned on this CPU, ready for Run > Launch)");
         cmd->add_option("project", request.project, "Project file (.pstudio) to open")->check(CLI::ExistingFile);
         cmd->add_option("--model", request.model, "Open a zoo model instead of a project");
-        cmd->add_option("--screenshot", request.screenshot, "Render the main window to a PNG and quit");
-        cmd->add_option("--width", request.width, "Window width for --screenshot")->check(CLI::Range(320, 8192));
-        cmd->add_option("--height", request.height, "Window height for --screenshot")->check(CLI::Range(240, 8192));
+        cmd->add_option("--screenshot", request.screenshot, "Render the window (or the --view) to a PNG and quit");
+        cmd->add_option("--width", request.width, "Window width (and the --screenshot's)")
+            ->check(CLI::Range(320, 8192));
+        cmd->add_option("--height", request.height, "Window height (and the --screenshot's)")
+            ->check(CLI::Range(240, 8192));
+        cmd->add_option("--view", request.view,
+               "With --screenshot, what to render: main (the window), editor, balance, timeline, plans, search "
+               "(an auto-search), cluster, launch (the launch dialog), monitor (the newest run's curves), compare "
+               "(its predicted vs measured timeline); launch needs a project, monitor and compare one with a training "
+               "run")
+            ->check(CLI::IsMember(std::vector<std::string> { "main", "editor", "balance", "timeline", "plans", "search",
+                "cluster", "launch", "monitor", "compare" }));
         cmd->add_option(
-            "--view", request.view, "With --screenshot: main, editor, balance, timeline, plans, search, cluster");
-        cmd->add_option("--micro-batch", request.microBatch, "Micro-batch size of the plan shown");
+            "--micro-batch", request.microBatch, "With --screenshot: the micro-batch size of the plan shown");
         cmd->callback([&action, &request, launchGui] {
             action = [&request, launchGui] {
                 if (!launchGui)

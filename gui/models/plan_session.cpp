@@ -1,6 +1,6 @@
 #include "models/plan_session.h"
 
-#include "cpu_probe.h"
+#include "models/run_prediction.h"
 #include "util/error.h"
 
 #include <QUndoCommand>
@@ -61,8 +61,8 @@ bool PlanSession::configure(const PlanSetup& setup)
     if (!m_graph)
         return false;
     try {
-        const auto device =
-            setup.deviceId == "cpu" ? engine::measureCpuDevice() : DeviceCatalog::builtin().find(setup.deviceId);
+        // "cpu": this machine, measured once per process (MainWindow measures it off the GUI thread).
+        const auto device = setup.deviceId == "cpu" ? thisCpu() : DeviceCatalog::builtin().find(setup.deviceId);
         auto shape = makeCluster(device, std::max(1, setup.devicesPerNode), std::max(1, setup.devicesPerNode));
         if (setup.intraNodeGBps > 0)
             shape.intraNode.bandwidth = setup.intraNodeGBps * 1e9;

@@ -8,6 +8,55 @@
 #include <exception>
 
 namespace ps::gui {
+namespace {
+
+    std::vector<Profile> storedProfilesOf(const QString& path)
+    {
+        const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
+        std::vector<Profile> profiles;
+        if (auto measured = store.loadProfile("cpu", "measured-cpu"))
+            profiles.push_back(std::move(*measured));
+        return profiles;
+    }
+
+} // namespace
+
+LoadedProject loadProjectFile(const QString& path)
+{
+    const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
+    LoadedProject p;
+    p.graph = std::make_shared<const Graph>(store.loadGraph());
+    if (auto measured = store.loadProfile("cpu", "measured-cpu"))
+        p.profiles.push_back(std::move(*measured));
+    p.path = path;
+    return p;
+}
+
+LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence)
+{
+    OnnxImportOptions options;
+    options.batch = batch;
+    options.sequence = sequence;
+    auto imported = ps::importOnnx(path.toStdString(), options);
+    QStringList opaque;
+    for (const auto& [op, count] : imported.report.opaqueOps)
+        opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
+    LoadedProject p;
+    p.summary = ProjectSession::tr("Imported %1: %2 nodes (opset %3); costed from shapes only: %4")
+                    .arg(QFileInfo(path).fileName())
+                    .arg(imported.graph.nodeCount())
+                    .arg(imported.report.opset)
+                    .arg(opaque.isEmpty() ? ProjectSession::tr("none") : opaque.join(QStringLiteral(", ")));
+    p.graph = std::make_shared<const Graph>(std::move(imported.graph));
+    return p;
+}
+
+LoadedProject buildZooProject(const ModelConfig& config)
+{
+    LoadedProject p;
+    p.graph = std::make_shared<const Graph>(buildZooModel(config));
+    return p;
+}
 
 ProjectSession::ProjectSession(QObject* parent)
     : QObject(parent)
@@ -25,8 +74,7 @@ QString ProjectSession::displayName() const
 bool ProjectSession::newFromZoo(const ModelConfig& config)
 {
     try {
-        m_profiles.clear();
-        setGraph(std::make_shared<const Graph>(buildZooModel(config)), QString(), true);
+        adopt(buildZooProject(config));
         return true;
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
@@ -37,13 +85,7 @@ bool ProjectSession::newFromZoo(const ModelConfig& config)
 bool ProjectSession::open(const QString& path)
 {
     try {
-        const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
-        auto graph = std::make_shared<const Graph>(store.loadGraph());
-        std::vector<Profile> profiles;
-        if (auto measured = store.loadProfile("cpu", "measured-cpu"))
-            profiles.push_back(std::move(*measured));
-        m_profiles = std::move(profiles);
-        setGraph(std::move(graph), path, false);
+        adopt(loadProjectFile(path));
         return true;
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
@@ -54,11 +96,7 @@ bool ProjectSession::open(const QString& path)
 bool ProjectSession::reloadProfiles()
 {
     try {
-        const auto store = ProjectStore::open(m_filePath.toStdString(), ProjectStore::Access::ReadOnly);
-        std::vector<Profile> profiles;
-        if (auto measured = store.loadProfile("cpu", "measured-cpu"))
-            profiles.push_back(std::move(*measured));
-        m_profiles = std::move(profiles);
+        m_profiles = storedProfilesOf(m_filePath);
         return true;
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
@@ -69,27 +107,22 @@ bool ProjectSession::reloadProfiles()
 bool ProjectSession::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary)
 {
     try {
-        OnnxImportOptions options;
-        options.batch = batch;
-        options.sequence = sequence;
-        auto imported = ps::importOnnx(path.toStdString(), options);
-        if (summary) {
-            QStringList opaque;
-            for (const auto& [op, count] : imported.report.opaqueOps)
-                opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
-            *summary = tr("Imported %1: %2 nodes (opset %3); costed from shapes only: %4")
-                           .arg(QFileInfo(path).fileName())
-                           .arg(imported.graph.nodeCount())
-                           .arg(imported.report.opset)
-                           .arg(opaque.isEmpty() ? tr("none") : opaque.join(QStringLiteral(", ")));
-        }
-        m_profiles.clear();
-        setGraph(std::make_shared<const Graph>(std::move(imported.graph)), QString(), true);
+        auto project = loadOnnxModel(path, batch, sequence);
+        if (summary)
+            *summary = project.summary;
+        adopt(std::move(project));
         return true;
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
         return false;
     }
+}
+
+void ProjectSession::adopt(LoadedProject project)
+{
+    m_profiles = std::move(project.profiles);
+    const bool unsaved = project.path.isEmpty();
+    setGraph(std::move(project.graph), std::move(project.path), unsaved);
 }
 
 bool ProjectSession::save()

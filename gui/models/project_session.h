@@ -13,6 +13,21 @@
 
 namespace ps::gui {
 
+// A project read or built without touching any session, so it can be computed on a worker thread
+// (BackgroundJob) and adopted on the GUI thread.
+struct LoadedProject
+{
+    std::shared_ptr<const Graph> graph;
+    std::vector<Profile> profiles; // measured profiles stored in the file
+    QString path; // empty: a new or imported project, not saved yet
+    QString summary; // what an import did
+};
+
+// Each throws with a message naming the file or model when it cannot.
+[[nodiscard]] LoadedProject loadProjectFile(const QString& path);
+[[nodiscard]] LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence);
+[[nodiscard]] LoadedProject buildZooProject(const ModelConfig& config);
+
 class ProjectSession : public QObject
 {
     Q_OBJECT
@@ -43,6 +58,8 @@ public:
     bool open(const QString& path);
     // Imports an ONNX file as a new, unsaved project; `summary` receives what the import did.
     bool importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary = nullptr);
+    // Makes `project` the current one (GUI thread); a project without a path is unsaved.
+    void adopt(LoadedProject project);
     bool save();
     bool saveAs(const QString& path);
     // Re-reads the measured profiles of the project file (after `pipestudio profile` wrote one).

@@ -69,7 +69,11 @@ TrainLine parseTrainLine(const QByteArray& line)
     if (!doc.isObject())
         return t;
     const auto o = doc.object();
-    if (o.contains(QStringLiteral("summary"))) {
+    if (o.contains(QStringLiteral("error"))) {
+        t.kind = TrainLine::Kind::Error;
+        t.runId = o.value(QStringLiteral("run")).toInteger();
+        t.error = o.value(QStringLiteral("error")).toString();
+    } else if (o.contains(QStringLiteral("summary"))) {
         t.kind = TrainLine::Kind::Summary;
         t.runId = o.value(QStringLiteral("run")).toInteger();
         t.status = o.value(QStringLiteral("status")).toString();
@@ -130,6 +134,7 @@ bool RunLauncher::start(const LaunchRequest& request)
     m_runId = 0;
     m_lastStep = 0;
     m_summaryStatus.clear();
+    m_jsonError.clear();
     m_stderr.clear();
     m_killRequested = m_stopRequested = false;
     m_done = false;
@@ -188,6 +193,12 @@ void RunLauncher::readStdout()
         case TrainLine::Kind::Summary:
             m_summaryStatus = t.status;
             break;
+        case TrainLine::Kind::Error:
+            m_jsonError = t.error;
+            if (m_runId == 0)
+                m_runId = t.runId;
+            Q_EMIT logLine(tr("Training error: %1").arg(t.error));
+            break;
         case TrainLine::Kind::Other:
             if (!line.isEmpty())
                 Q_EMIT logLine(QString::fromUtf8(line));
@@ -209,6 +220,8 @@ void RunLauncher::readStderr()
 
 QString RunLauncher::childError() const
 {
+    if (!m_jsonError.isEmpty())
+        return m_jsonError;
     for (auto it = m_stderr.rbegin(); it != m_stderr.rend(); ++it) {
         if (it->startsWith(kErrorPrefix))
             return it->mid(kErrorPrefix.size());

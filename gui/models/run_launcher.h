@@ -1,8 +1,9 @@
 // Starts `pipestudio train ... --json` as a child process and follows it: one signal per JSON
 // line (the run's id, each step, the summary), the child's stderr as log lines, and one outcome
-// when it ends. A crash or a kill of the child never takes the window down; when the child cannot
-// record its own end (SIGKILL, crash) the launcher marks the run in the project so it is never
-// left "running".
+// when it ends. A failing child's last JSON line ({"error": ..., "run": id}) is the readable
+// error; its stderr tail is the fallback when it died before writing one. A crash or a kill of the child never takes
+// the window down; when the child cannot record its own end (SIGKILL, crash) the launcher marks the run in the project
+// so it is never left "running".
 #pragma once
 
 #include <QObject>
@@ -50,12 +51,13 @@ struct RunStep
 // A line of `pipestudio train --json`.
 struct TrainLine
 {
-    enum class Kind { Start, Step, Summary, Other };
+    enum class Kind { Start, Step, Summary, Error, Other };
     Kind kind = Kind::Other;
-    std::int64_t runId = 0; // Start, Summary
+    std::int64_t runId = 0; // Start, Summary, Error
     QString configJson; // Start
     RunStep step; // Step
     QString status; // Summary: finished | interrupted
+    QString error; // Error: why the child fails (it exits non-zero next)
 };
 [[nodiscard]] TrainLine parseTrainLine(const QByteArray& line);
 
@@ -120,6 +122,7 @@ private:
     std::int64_t m_runId = 0;
     std::int64_t m_lastStep = 0;
     QString m_summaryStatus;
+    QString m_jsonError; // the child's {"error": ...} line
     QStringList m_stderr; // the child's last lines
     bool m_killRequested = false;
     bool m_stopRequested = false;

@@ -57,6 +57,7 @@ void PartitionEditorPlot::rebuild()
 {
     m_plot->clearPlottables();
     m_plot->clearItems();
+    m_dragGuide = nullptr;
     const auto d = buildPartitionEditorData(*m_session);
     if (d.nodeIndex.isEmpty()) {
         m_plot->replot(QCustomPlot::rpQueuedReplot);
@@ -123,6 +124,17 @@ void PartitionEditorPlot::rebuild()
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+double PartitionEditorPlot::boundaryPixelX(int boundary) const
+{
+    const auto& starts = m_session->editor().partition().stageStarts;
+    return m_plot->xAxis->coordToPixel(static_cast<double>(starts.at(static_cast<std::size_t>(boundary))) - 0.5);
+}
+
+std::optional<double> PartitionEditorPlot::dragGuideX() const
+{
+    return m_dragGuide ? std::optional(m_dragGuide->point1->coords().x()) : std::nullopt;
+}
+
 int PartitionEditorPlot::boundaryNear(double pixelX) const
 {
     if (!m_session->hasPlan())
@@ -164,10 +176,28 @@ void PartitionEditorPlot::onMove(QMouseEvent* event)
             .arg(QString::fromStdString(formatBytes(bytes))),
         m_plot);
     setCursor(m_dragging > 0 || boundaryNear(event->position().x()) > 0 ? Qt::SplitHCursor : Qt::ArrowCursor);
+    if (m_dragging > 0)
+        showDragGuide(static_cast<double>(node) - 0.5);
+}
+
+void PartitionEditorPlot::showDragGuide(double gapX)
+{
+    if (!m_dragGuide) {
+        m_dragGuide = new QCPItemStraightLine(m_plot);
+        m_dragGuide->setPen(QPen(QColor(220, 120, 0), 2, Qt::DashLine));
+    }
+    m_dragGuide->point1->setCoords(gapX, 0);
+    m_dragGuide->point2->setCoords(gapX, 1);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void PartitionEditorPlot::onRelease(QMouseEvent* event)
 {
+    if (m_dragGuide) { // the session redraws the boundary where it landed
+        m_plot->removeItem(m_dragGuide);
+        m_dragGuide = nullptr;
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
     if (m_dragging > 0)
         dragBoundaryTo(m_dragging, m_plot->xAxis->pixelToCoord(event->position().x()));
     m_dragging = -1;

@@ -1,11 +1,14 @@
 // The partition editor: per-node forward/backward bars along the graph order, the memory each
 // stage accumulates, stage regions, and stage boundaries as vertical lines the user drags (mouse,
-// or Left/Right on the selected boundary). Edits go to the PlanSession (undoable); the plot redraws
-// from the session's numbers.
+// or Left/Right on the selected boundary; while dragging, a dashed line shows where it lands).
+// Edits go to the PlanSession (undoable); the plot redraws from the session's numbers.
 #pragma once
 
 #include <QWidget>
 
+#include <optional>
+
+class QCPItemStraightLine;
 class QCustomPlot;
 class QMouseEvent;
 
@@ -32,6 +35,10 @@ public:
     {
         return m_plot;
     }
+    // Where boundary `boundary` is drawn, in the plot widget's pixels (for scripted drags).
+    [[nodiscard]] double boundaryPixelX(int boundary) const;
+    // The graph x of the dashed guide while a boundary is dragged; none otherwise.
+    [[nodiscard]] std::optional<double> dragGuideX() const;
 
 Q_SIGNALS:
     void nodeClicked(int node);
@@ -46,12 +53,14 @@ private:
     void onMove(QMouseEvent* event);
     void onRelease(QMouseEvent* event);
     [[nodiscard]] int boundaryNear(double pixelX) const;
+    void showDragGuide(double gapX);
 
     PlanSession* m_session;
     QCustomPlot* m_plot;
     int m_selected = -1;
     int m_dragging = -1;
     int m_highlight = -1;
+    QCPItemStraightLine* m_dragGuide = nullptr; // where a dragged boundary lands on release
 };
 
 } // namespace ps::gui

@@ -23,10 +23,13 @@ namespace {
         return ticker;
     }
 
-    void fitY(QCPAxis* axis, double top)
+    // `headroom` above the largest value: more where a legend sits in the top right corner.
+    void fitY(QCPAxis* axis, double top, double headroom = 1.15)
     {
-        axis->setRange(0, top > 0 ? top * 1.15 : 1);
+        axis->setRange(0, top > 0 ? top * headroom : 1);
     }
+
+    constexpr double kLegendHeadroom = 1.6;
 
 } // namespace
 
@@ -157,7 +160,7 @@ void RunMonitorPlot::drawSteps()
     m_loss->axis(QCPAxis::atLeft)->setRange(found ? lossRange.lower * 0.95 : 0, found ? lossRange.upper * 1.05 : 1);
     const auto tokRange = m_tokensGraph->getValueRange(found);
     fitY(m_tokens->axis(QCPAxis::atLeft), found ? tokRange.upper : 0);
-    fitY(m_time->axis(QCPAxis::atLeft), topMs);
+    fitY(m_time->axis(QCPAxis::atLeft), topMs, kLegendHeadroom);
 }
 
 void RunMonitorPlot::drawDevices()
@@ -183,7 +186,7 @@ void RunMonitorPlot::drawDevices()
         r->axis(QCPAxis::atBottom)->setTicker(deviceTicker(devices));
         r->axis(QCPAxis::atBottom)->setRange(-0.6, std::max(1, devices) - 0.4);
     }
-    fitY(m_memory->axis(QCPAxis::atLeft), top);
+    fitY(m_memory->axis(QCPAxis::atLeft), top, kLegendHeadroom);
     m_busy->axis(QCPAxis::atLeft)->setRange(0, 105);
 }
 

@@ -1,5 +1,6 @@
 #include "views/auto_search_dialog.h"
 
+#include "models/background_job.h"
 #include "models/plan_session.h"
 #include "models/search_results_model.h"
 
@@ -13,7 +14,6 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableView>
-#include <QThread>
 #include <QVBoxLayout>
 
 namespace ps::gui {
@@ -22,17 +22,20 @@ AutoSearchDialog::AutoSearchDialog(PlanSession* session, QWidget* parent)
     : QDialog(parent)
     , m_session(session)
     , m_results(new SearchResultsModel(this))
+    , m_job(new BackgroundJob(this))
 {
     setWindowTitle(tr("Auto-search partitions and schedules"));
     setupForm();
+    connect(m_job, &BackgroundJob::progress, this, &AutoSearchDialog::onProgress);
+    connect(m_job, &BackgroundJob::finished, this, &AutoSearchDialog::onFinished);
 }
 
-AutoSearchDialog::~AutoSearchDialog()
+// The job is a child: destroying it cancels the search and waits for the worker.
+AutoSearchDialog::~AutoSearchDialog() = default;
+
+bool AutoSearchDialog::isRunning() const
 {
-    if (m_worker) {
-        m_cancelFlag->store(true);
-        m_worker->wait();
-    }
+    return m_job->isRunning();
 }
 
 void AutoSearchDialog::setupForm()
@@ -136,41 +139,24 @@ SearchRequest AutoSearchDialog::request() const
 
 void AutoSearchDialog::start(const SearchRequest& request)
 {
-    if (m_worker || !m_session->graph())
+    if (m_job->isRunning() || !m_session->graph())
         return;
-    m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
+    // The work owns copies of everything it reads; the plans come back once, on this thread.
+    const bool started = m_job->start([search = m_search, graph = m_session->graph(), profile = m_session->profile(),
+                                          request](JobContext& job) -> std::any {
+        return search(
+            *graph, profile, request, [&job](double f) { job.reportProgress(f); }, job.cancelFlag());
+    });
+    if (!started)
+        return;
     m_progress->setValue(0);
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);
-    // The worker owns copies of everything it reads; results come back once, queued.
-    m_worker = QThread::create(
-        [this, graph = m_session->graph(), profile = m_session->profile(), request, flag = m_cancelFlag] {
-            std::vector<Plan> plans;
-            QString error;
-            try { // an exception escaping a QThread would terminate the application
-                plans = searchPlans(
-                    *graph, profile, request,
-                    [this](double f) {
-                        QMetaObject::invokeMethod(
-                            this, [this, f] { onProgress(f); }, Qt::QueuedConnection);
-                    },
-                    flag.get());
-            } catch (const std::exception& e) {
-                error = QString::fromStdString(e.what());
-            } catch (...) {
-                error = tr("the search failed with an unknown error");
-            }
-            QMetaObject::invokeMethod(
-                this, [this, plans = std::move(plans), error]() mutable { onFinished(std::move(plans), error); },
-                Qt::QueuedConnection);
-        });
-    m_worker->start();
 }
 
 void AutoSearchDialog::cancel()
 {
-    if (m_cancelFlag)
-        m_cancelFlag->store(true);
+    m_job->cancel();
 }
 
 void AutoSearchDialog::onProgress(double fraction)
@@ -178,21 +164,18 @@ void AutoSearchDialog::onProgress(double fraction)
     m_progress->setValue(static_cast<int>(fraction * 1000));
 }
 
-void AutoSearchDialog::onFinished(std::vector<Plan> plans, const QString& error)
+void AutoSearchDialog::onFinished(const JobOutcome& outcome)
 {
-    if (m_worker) {
-        m_worker->wait();
-        delete m_worker;
-        m_worker = nullptr;
-    }
-    m_results->setResults(std::move(plans));
+    // A cancelled search keeps what finished before the cancel.
+    const auto* plans = outcome.valueAs<std::vector<Plan>>();
+    m_results->setResults(plans ? *plans : std::vector<Plan> {});
     m_progress->setValue(1000);
     m_run->setEnabled(true);
     m_cancel->setEnabled(false);
-    m_lastError = error;
-    if (!error.isEmpty()) {
-        m_progress->setFormat(tr("Search failed: %1").arg(error));
-        Q_EMIT searchFailed(error);
+    m_lastError = outcome.error;
+    if (!m_lastError.isEmpty()) {
+        m_progress->setFormat(tr("Search failed: %1").arg(m_lastError));
+        Q_EMIT searchFailed(m_lastError);
     } else {
         m_progress->setFormat(QStringLiteral("%p%"));
     }

@@ -1,6 +1,7 @@
 // Auto-search: algorithms, stages, schedules (kFkB over a range of k), micro-batches, device,
-// memory limit and whether swap/recompute are allowed. The search runs on a worker thread with a
-// progress bar and Cancel; ranked results can be applied to the editor.
+// memory limit and whether swap/recompute are allowed. The search runs as a BackgroundJob with a
+// progress bar and Cancel (an error it throws is shown, never fatal); ranked results can be
+// applied to the editor.
 #pragma once
 
 #include "plan/planner.h"
@@ -8,7 +9,7 @@
 #include <QDialog>
 
 #include <atomic>
-#include <memory>
+#include <functional>
 
 class QCheckBox;
 class QComboBox;
@@ -17,10 +18,11 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTableView;
-class QThread;
 
 namespace ps::gui {
 
+class BackgroundJob;
+struct JobOutcome;
 class PlanSession;
 class SearchResultsModel;
 
@@ -31,14 +33,19 @@ public:
     explicit AutoSearchDialog(PlanSession* session, QWidget* parent = nullptr);
     ~AutoSearchDialog() override;
 
+    // The search the dialog runs: searchPlans, replaceable so a test can make it throw.
+    using SearchFunction = std::function<std::vector<Plan>(const Graph&, const Profile&, const SearchRequest&,
+        const std::function<void(double)>&, const std::atomic<bool>*)>;
+    void setSearchFunction(SearchFunction search)
+    {
+        m_search = std::move(search);
+    }
+
     // The request the form describes.
     [[nodiscard]] SearchRequest request() const;
     void start(const SearchRequest& request);
     void cancel();
-    [[nodiscard]] bool isRunning() const
-    {
-        return m_worker != nullptr;
-    }
+    [[nodiscard]] bool isRunning() const;
     [[nodiscard]] SearchResultsModel* results() const
     {
         return m_results;
@@ -51,6 +58,10 @@ public:
     {
         return m_lastError;
     }
+    [[nodiscard]] BackgroundJob* job() const
+    {
+        return m_job;
+    }
 
 Q_SIGNALS:
     void searchFinished();
@@ -60,7 +71,7 @@ Q_SIGNALS:
 private:
     void setupForm();
     void onProgress(double fraction);
-    void onFinished(std::vector<Plan> plans, const QString& error);
+    void onFinished(const JobOutcome& outcome);
 
     PlanSession* m_session;
     SearchResultsModel* m_results;
@@ -79,8 +90,8 @@ private:
     QPushButton* m_run = nullptr;
     QPushButton* m_cancel = nullptr;
     QTableView* m_table = nullptr;
-    QThread* m_worker = nullptr;
-    std::shared_ptr<std::atomic<bool>> m_cancelFlag;
+    BackgroundJob* m_job;
+    SearchFunction m_search = searchPlans;
     QString m_lastError;
 };
 

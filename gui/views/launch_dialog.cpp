@@ -132,7 +132,9 @@ void LaunchDialog::setupPrediction()
     m_devicesTable = new QTableWidget(0, 3, box);
     m_devicesTable->setHorizontalHeaderLabels({ tr("Device"), tr("Predicted peak"), tr("Capacity") });
     m_devicesTable->verticalHeader()->setVisible(false);
-    m_devicesTable->horizontalHeader()->setStretchLastSection(true);
+    // Sized to their text, the capacity column filling the rest (also after every refill).
+    m_devicesTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_devicesTable->horizontalHeader()->setSectionResizeMode(2, QHeaderView::Stretch);
     m_devicesTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_devicesTable->setMaximumHeight(150);
     v->addWidget(m_devicesTable);
@@ -253,7 +255,6 @@ void LaunchDialog::updatePrediction()
             m_devicesTable->setItem(
                 row, 2, new QTableWidgetItem(m_memoryMiB->value() > 0 ? bytesText(dev.capacityBytes) : tr("no cap")));
         }
-        m_devicesTable->resizeColumnsToContents();
         if (!m_prediction->overflows.empty())
             m_refusal = tr("Refused: %1.").arg(QString::fromStdString(overflowMessage(*m_prediction)));
     } else {

@@ -72,6 +72,7 @@ MainWindow::MainWindow(QWidget* parent)
     setupProfileMenu();
     setupViewMenu();
     setupHelpMenu();
+    setupBackgroundWork();
     connectSession();
     connectSelection();
     restoreLayout();
@@ -237,14 +238,14 @@ void MainWindow::newFromZoo()
 {
     NewModelDialog dialog(this);
     if (dialog.exec() == QDialog::Accepted)
-        m_session->newFromZoo(dialog.config());
+        newFromZooInBackground(dialog.config());
 }
 
 void MainWindow::openWithDialog()
 {
     const auto path = QFileDialog::getOpenFileName(this, tr("Open project"), QString(), kProjectFilter);
     if (!path.isEmpty())
-        openProject(path);
+        openProjectInBackground(path);
 }
 
 void MainWindow::importWithDialog()
@@ -261,7 +262,7 @@ void MainWindow::importWithDialog()
     const int seq = QInputDialog::getInt(
         this, tr("Import ONNX"), tr("Sequence length (other dynamic dimensions)"), 128, 1, 1 << 20, 1, &ok);
     if (ok)
-        importOnnx(path, batch, seq);
+        importOnnxInBackground(path, batch, seq);
 }
 
 bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)
@@ -342,7 +343,7 @@ void MainWindow::rebuildRecentMenu()
     m_recentMenu->clear();
     const auto files = recentFiles();
     for (const auto& path : files)
-        m_recentMenu->addAction(path, this, [this, path] { openProject(path); });
+        m_recentMenu->addAction(path, this, [this, path] { openProjectInBackground(path); });
     m_recentMenu->setEnabled(!files.isEmpty());
 }
 
@@ -381,9 +382,9 @@ void MainWindow::dropEvent(QDropEvent* event)
     event->acceptProposedAction();
     const auto path = urls.front().toLocalFile();
     if (isOnnxFile(path))
-        importOnnx(path); // batch 1, sequence 128; File > Import ONNX asks for sizes
+        importOnnxInBackground(path); // batch 1, sequence 128; File > Import ONNX asks for sizes
     else
-        openProject(path);
+        openProjectInBackground(path);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)

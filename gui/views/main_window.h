@@ -1,15 +1,27 @@
 // The main window: File menu (new from zoo, open, save, recent, export), Plan, Run (launch, stop,
 // kill, compare), Profile and View menus, the docks (nodes, summary, cluster, stage balance,
-// plans, timeline, monitor) with a remembered layout, and drag-and-drop of project files.
+// plans, timeline, monitor) with a remembered layout, and drag-and-drop of project files. Long
+// loads and the CPU measurement run as BackgroundJobs; the window stays responsive meanwhile.
 #pragma once
 
 #include <QMainWindow>
 #include <QStringList>
 
+#include <functional>
+
 class QDockWidget;
+class QLabel;
 class QMenu;
 
+namespace ps {
+struct ModelConfig;
+}
+
 namespace ps::gui {
+
+class BackgroundJob;
+struct JobOutcome;
+struct LoadedProject;
 
 class ClusterDock;
 class LaunchDialog;
@@ -38,9 +50,22 @@ class MainWindow : public QMainWindow
 public:
     explicit MainWindow(QWidget* parent = nullptr);
 
+    // Synchronous loads (scripts, screenshots, tests).
     bool openProject(const QString& path);
-    // Imports an ONNX model (File > Import ONNX, or a dropped .onnx file).
     bool importOnnx(const QString& path, std::int64_t batch = 1, std::int64_t sequence = 128);
+    // What the menus, drops and start-up use: the file is read (or the model built) by a
+    // BackgroundJob while the window shows a busy state, and the project is adopted on the GUI
+    // thread; loadFinished reports the end. False when another load is going.
+    bool openProjectInBackground(const QString& path);
+    bool importOnnxInBackground(const QString& path, std::int64_t batch = 1, std::int64_t sequence = 128);
+    bool newFromZooInBackground(const ModelConfig& config);
+    // First start: the example project (gpt2-tiny with a 2-stage CPU plan), created in the app
+    // data folder when missing, opened with its plan in the editor.
+    bool openExampleInBackground();
+    // `pipestudio [gui] [project] [--model name]`: the project, else the zoo model, else (first
+    // start: no recent project) the example. False when it starts no load.
+    bool openOnStart(const QString& project, const QString& model);
+    [[nodiscard]] bool isLoading() const;
     [[nodiscard]] ProjectSession* session() const
     {
         return m_session;
@@ -131,6 +156,9 @@ public:
     static bool isProjectFile(const QString& path);
     static bool isOnnxFile(const QString& path);
 
+Q_SIGNALS:
+    void loadFinished(bool ok);
+
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
@@ -151,6 +179,10 @@ private:
     void restoreLayout();
     void useMeasuredProfile();
     void connectSession();
+    void setupBackgroundWork();
+    bool loadInBackground(const QString& what, std::function<LoadedProject()> load, std::function<void()> then = {});
+    void onLoadFinished(const JobOutcome& outcome);
+    void setBusy(const QString& what);
 
     void newFromZoo();
     void openWithDialog();
@@ -184,6 +216,10 @@ private:
     RunCompareView* m_compare = nullptr;
     ProfileDock* m_profileDock = nullptr;
     QByteArray m_defaultLayout;
+    BackgroundJob* m_loadJob = nullptr;
+    BackgroundJob* m_cpuJob = nullptr;
+    std::function<void()> m_afterLoad;
+    QLabel* m_busyLabel = nullptr;
 };
 
 } // namespace ps::gui

@@ -51,8 +51,16 @@ MonitorDock::MonitorDock(RunLauncher* launcher, RunMonitorModel* model, RunsMode
         const auto& r = m_launcher->request();
         m_model->beginRun(id, r.devices, r.steps);
         m_runs->reload();
+        m_runsRefreshed.restart();
     });
     connect(launcher, &RunLauncher::stepReceived, model, &RunMonitorModel::addStep);
+    connect(launcher, &RunLauncher::stepReceived, this, [this] {
+        // The going run's row (steps, loss, throughput) from the project, not on every step.
+        if (!m_runsRefreshed.isValid() || m_runsRefreshed.elapsed() > 2000) {
+            m_runs->reload();
+            m_runsRefreshed.restart();
+        }
+    });
     connect(launcher, &RunLauncher::logLine, m_log, &QPlainTextEdit::appendPlainText);
     connect(launcher, &RunLauncher::finished, this, &MonitorDock::onFinished);
     connect(model, &RunMonitorModel::changed, this, &MonitorDock::refresh);
@@ -162,12 +170,19 @@ void MonitorDock::refresh()
                     .arg(m_model->runId())
                     .arg(statusColor(m_model->status()))
                     .arg(m_model->status());
-    if (m_model->predictedIterationMs() > 0)
+    if (m_model->predictedIterationMs() > 0 && m_model->steps().empty())
+        text += tr(" · no step measured yet, %1 ms predicted").arg(m_model->predictedIterationMs(), 0, 'f', 1);
+    else if (m_model->predictedIterationMs() > 0)
         text += tr(" · step %1 ms measured (median), %2 ms predicted")
                     .arg(m_model->medianStepMs(), 0, 'f', 1)
                     .arg(m_model->predictedIterationMs(), 0, 'f', 1);
     m_status->setText(text);
     m_status->setToolTip(m_model->message());
+}
+
+QString MonitorDock::statusText() const
+{
+    return m_status->text();
 }
 
 void MonitorDock::onFinished(const RunOutcome& outcome)

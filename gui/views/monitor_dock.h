@@ -3,6 +3,7 @@
 // prediction.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 class QLabel;
@@ -29,6 +30,8 @@ public:
     bool openRun(std::int64_t runId);
     // "step 12 / 20 · ETA 3 s" while running, the status otherwise.
     [[nodiscard]] QString progressText() const;
+    // "Run 3: failed · no step measured yet, 35.0 ms predicted" (rich text).
+    [[nodiscard]] QString statusText() const;
 
     [[nodiscard]] RunMonitorPlot* plot() const
     {
@@ -75,6 +78,7 @@ private:
     RunMonitorPlot* m_plot = nullptr;
     QPlainTextEdit* m_log = nullptr;
     QTableView* m_runsTable = nullptr;
+    QElapsedTimer m_runsRefreshed; // the runs table follows a going run every few seconds
 };
 
 } // namespace ps::gui

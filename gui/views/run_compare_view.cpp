@@ -14,6 +14,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <cmath>
+
 namespace ps::gui {
 namespace {
 
@@ -29,7 +31,10 @@ namespace {
 
     QString percent(double predicted, double measured)
     {
-        return measured > 0 ? QStringLiteral("%1%").arg(100 * (predicted / measured - 1), 0, 'f', 1) : QString();
+        if (measured <= 0)
+            return QString();
+        const double error = 100 * (predicted / measured - 1);
+        return QStringLiteral("%1%").arg(std::abs(error) < 0.05 ? 0.0 : error, 0, 'f', 1); // never "-0.0%"
     }
 
     QString bytes(double b)
@@ -47,7 +52,9 @@ RunCompareView::RunCompareView(RunsModel* runs, QWidget* parent)
     layout->setContentsMargins(4, 4, 4, 4);
     auto* row = new QHBoxLayout;
     m_run = new QComboBox(this);
+    m_run->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "run 12 (interrupted)" in full
     m_iteration = new QComboBox(this);
+    m_iteration->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_summary = new QLabel(this);
     m_summary->setWordWrap(true);
     row->addWidget(new QLabel(tr("Run"), this));

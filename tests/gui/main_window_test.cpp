@@ -14,6 +14,7 @@
 #include <QImage>
 #include <QLineEdit>
 #include <QMimeData>
+#include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -56,7 +57,9 @@ TEST(MainWindow, DropOpensAProjectAndFillsTheViews)
     QTemporaryDir dir;
     const auto path = writeProject(dir, "gpt2-small", 2);
     MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::loadFinished);
     dropFile(&window, path);
+    ASSERT_TRUE(loaded.wait(20'000)); // read on a worker thread, adopted on this one
     ASSERT_TRUE(window.session()->hasProject());
     EXPECT_EQ(window.session()->filePath(), path);
     EXPECT_TRUE(window.windowTitle().contains(QStringLiteral("gpt2-small")));
@@ -69,9 +72,11 @@ TEST(MainWindow, DropIgnoresOtherFilesAndReportsBadProjects)
 {
     QTemporaryDir dir;
     MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::loadFinished);
     const auto text = dir.filePath(QStringLiteral("notes.txt"));
     QFile(text).open(QIODevice::WriteOnly);
     dropFile(&window, text);
+    EXPECT_FALSE(window.isLoading());
     EXPECT_FALSE(window.session()->hasProject());
 
     const auto bad = dir.filePath(QStringLiteral("bad.pstudio"));
@@ -80,6 +85,8 @@ TEST(MainWindow, DropIgnoresOtherFilesAndReportsBadProjects)
     f.write("garbage");
     f.close();
     dropFile(&window, bad);
+    ASSERT_TRUE(loaded.wait(20'000));
+    EXPECT_FALSE(loaded.front().front().toBool());
     EXPECT_FALSE(window.session()->hasProject());
     EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("not a PipeStudio project")));
 }
@@ -118,7 +125,9 @@ TEST(MainWindow, DropImportsAnOnnxModel)
     if (!QFile::exists(file))
         GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
     MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::loadFinished);
     dropFile(&window, file);
+    ASSERT_TRUE(loaded.wait(60'000));
     ASSERT_TRUE(window.session()->hasProject());
     EXPECT_EQ(window.session()->graph()->parameterCount(), 11'689'512);
     EXPECT_TRUE(window.session()->isModified()); // imported, not saved yet

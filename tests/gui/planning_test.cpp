@@ -78,6 +78,33 @@ TEST(PlanningStudio, DraggingABoundaryUpdatesPlanBalanceAndSimulationLikeTheCli)
     EXPECT_DOUBLE_EQ(balance.value(0, StageBalanceModel::ForwardColumn), stages[0].forwardNs / 1e6);
 }
 
+TEST(PlanningStudio, AMouseDragShowsWhereTheBoundaryLandsThenMovesIt)
+{
+    PlanSession session;
+    ASSERT_TRUE(session.setModel(gpt2(4), fourA100()));
+    PartitionEditorPlot editor(&session);
+    editor.resize(1000, 500);
+    editor.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&editor));
+    QTest::qWait(50); // the queued replot lays the axes out
+    auto* canvas = editor.findChildren<QWidget*>().front(); // the plot widget
+    const auto before = session.editor().partition().stageStarts[1];
+    const int y = canvas->height() / 2;
+    const int from = static_cast<int>(editor.boundaryPixelX(1));
+    QTest::mousePress(canvas, Qt::LeftButton, {}, QPoint(from, y));
+    EXPECT_FALSE(editor.dragGuideX().has_value());
+    const int to = from + 120;
+    for (int x = from + 20; x <= to; x += 20)
+        QTest::mouseMove(canvas, QPoint(x, y));
+    ASSERT_TRUE(editor.dragGuideX().has_value()); // the guide follows the mouse
+    const double guide = *editor.dragGuideX();
+    EXPECT_GT(guide, static_cast<double>(before) - 0.5);
+    EXPECT_EQ(session.editor().partition().stageStarts[1], before); // nothing moved yet
+    QTest::mouseRelease(canvas, Qt::LeftButton, {}, QPoint(to, y));
+    EXPECT_FALSE(editor.dragGuideX().has_value());
+    EXPECT_EQ(static_cast<double>(session.editor().partition().stageStarts[1]) - 0.5, guide); // landed there
+}
+
 TEST(PlanningStudio, UndoRestoresTheExactPreviousPlan)
 {
     PlanSession session;

@@ -18,6 +18,7 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QMenu>
 #include <QProgressBar>
 #include <QPushButton>
@@ -110,6 +111,55 @@ TEST(RunLaunch, ParsesTheTrainJsonLines)
     EXPECT_EQ(summary.kind, TrainLine::Kind::Summary);
     EXPECT_EQ(summary.status, QStringLiteral("interrupted"));
     EXPECT_EQ(parseTrainLine("warning: not json").kind, TrainLine::Kind::Other);
+    const auto error = parseTrainLine(R"({"error":"out of memory on cpu:1: fc needs 2.00 MiB more","run":7})");
+    EXPECT_EQ(error.kind, TrainLine::Kind::Error);
+    EXPECT_EQ(error.runId, 7);
+    EXPECT_EQ(error.error, QStringLiteral("out of memory on cpu:1: fc needs 2.00 MiB more"));
+}
+
+// A stand-in child: its JSON error line says one thing, its stderr tail another.
+TEST(RunLaunch, TheChildsJsonErrorLineIsTheReadableErrorNotItsStderrTail)
+{
+    QTemporaryDir dir;
+    const auto path = tinyProject(dir);
+    const auto run = ProjectStore::open(path.toStdString()).beginRun(R"({"steps":3})");
+    const auto script = dir.filePath(QStringLiteral("fake-pipestudio"));
+    QFile f(script);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(QStringLiteral("#!/bin/sh\n"
+                           "echo '{\"config\":{},\"run\":%1}'\n"
+                           "echo '{\"error\":\"out of memory on cpu:1: stage 1 needs 2.00 MiB more\",\"run\":%1}'\n"
+                           "echo 'an unrelated last line' >&2\n"
+                           "exit 1\n")
+                .arg(run)
+                .toUtf8());
+    f.close();
+    f.setPermissions(f.permissions() | QFileDevice::ExeOwner);
+    RunLauncher launcher;
+    launcher.setExecutable(script);
+    QSignalSpy done(&launcher, &RunLauncher::finished);
+    LaunchRequest r;
+    r.project = path;
+    ASSERT_TRUE(launcher.start(r));
+    const auto outcome = waitForOutcome(&launcher, done);
+    EXPECT_EQ(outcome.status, QStringLiteral("failed"));
+    EXPECT_EQ(outcome.runId, run);
+    EXPECT_EQ(outcome.message,
+        QStringLiteral("Training failed (exit code 1): out of memory on cpu:1: stage 1 needs 2.00 MiB more"));
+    // The run the child could not end is stored failed, with that message.
+    const auto rows = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly).loadRuns();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows.front().status, "failed");
+    EXPECT_NE(rows.front().error.find("stage 1 needs 2.00 MiB more"), std::string::npos) << rows.front().error;
+
+    // Without a JSON error line (a child that died early), the stderr tail is the message.
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write("#!/bin/sh\necho 'pipestudio: error: data file x.txt cannot be read' >&2\nexit 1\n");
+    f.close();
+    done.clear();
+    ASSERT_TRUE(launcher.start(r));
+    const auto early = waitForOutcome(&launcher, done);
+    EXPECT_EQ(early.message, QStringLiteral("Training failed (exit code 1): data file x.txt cannot be read"));
 }
 
 TEST(RunLaunch, ArgumentsCarryEveryChoice)
@@ -219,6 +269,14 @@ TEST(RunLaunch, StopEndsTheRunWithinFiveSecondsWithACheckpoint)
     ASSERT_TRUE(s.window.launch(dialog));
     ASSERT_TRUE(waitForSteps(s.window.monitorModel(), 3));
     EXPECT_TRUE(s.window.monitor()->stopButton()->isEnabled());
+    // The runs table follows the going run (re-read every few seconds), not only its start.
+    ASSERT_GT(s.window.runsModel()->rowCount(), 0);
+    QElapsedTimer seen;
+    seen.start();
+    while (s.window.runsModel()->row(0)->steps == 0 && seen.elapsed() < 15'000)
+        QTest::qWait(50);
+    EXPECT_GT(s.window.runsModel()->row(0)->steps, 0);
+    EXPECT_EQ(s.window.runsModel()->row(0)->status, "running");
     EXPECT_TRUE(s.window.windowTitle().contains(QStringLiteral("step "))) << s.window.windowTitle().toStdString();
     s.window.resize(1600, 1000);
     saveScreenshot(s.window, QStringLiteral("monitor_live.png"));
@@ -300,10 +358,24 @@ TEST(RunLaunch, APlanPredictedOutOfMemoryIsRefusedNamingTheDeviceAndBytes)
     ASSERT_TRUE(dialog.canLaunch());
     dialog.setSteps(5);
     QSignalSpy done(s.window.launcher(), &RunLauncher::finished);
+    QSignalSpy logs(s.window.launcher(), &RunLauncher::logLine);
     ASSERT_TRUE(s.window.launch(dialog));
     const auto outcome = waitForOutcome(s.window.launcher(), done);
     EXPECT_EQ(outcome.status, QStringLiteral("failed"));
-    EXPECT_TRUE(outcome.message.contains(QStringLiteral("out of memory on cpu:"))) << outcome.message.toStdString();
+    // The child's {"error": ...} line: which device, stage and action ran out, for which node, by
+    // how much ("cpu:0, stage 0, 0F0: out of memory on cpu:0: node 'embed_add' needs 0.12 MiB more, ...").
+    const auto& m = outcome.message;
+    EXPECT_TRUE(m.startsWith(QStringLiteral("Training failed (exit code 1): cpu:"))) << m.toStdString();
+    for (const auto* part : { ", stage ", "out of memory on cpu:", ": node '", " MiB more" })
+        EXPECT_TRUE(m.contains(QString::fromLatin1(part))) << part << " not in " << m.toStdString();
+    bool logged = false;
+    for (const auto& l : logs) {
+        const auto line = l.front().toString();
+        logged = logged || (line.startsWith(QStringLiteral("Training error: ")) && m.endsWith(line.mid(16)));
+    }
+    EXPECT_TRUE(logged);
+    EXPECT_TRUE(s.window.monitor()->statusText().contains(QStringLiteral("no step measured yet")))
+        << s.window.monitor()->statusText().toStdString();
     EXPECT_EQ(storedStatus(path, outcome.runId), "failed");
 }
 

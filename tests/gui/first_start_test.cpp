@@ -1,0 +1,154 @@
+// First start: with no project and no recent one, the studio opens the example project (created
+// in the app data folder of a fresh HOME) ready for Run > Launch; and `pipestudio gui --help`
+// lists every view it renders.
+#include "models/example_project.h"
+#include "models/plan_session.h"
+#include "models/project_session.h"
+#include "models/run_launcher.h"
+#include "models/run_prediction.h"
+#include "models/runs_model.h"
+#include "store/project_store.h"
+#include "views/launch_dialog.h"
+#include "views/main_window.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+
+#include <gtest/gtest.h>
+
+using namespace ps;
+using namespace ps::gui;
+
+namespace {
+
+// A fresh HOME and XDG folders for the test's lifetime, and no recent projects.
+class FreshHome
+{
+public:
+    FreshHome()
+        : m_home(qgetenv("HOME"))
+        , m_data(qgetenv("XDG_DATA_HOME"))
+        , m_recent(QSettings().value(QStringLiteral("recentFiles")))
+    {
+        qputenv("HOME", m_dir.path().toUtf8());
+        qputenv("XDG_DATA_HOME", m_dir.filePath(QStringLiteral("data")).toUtf8());
+        QSettings().remove(QStringLiteral("recentFiles"));
+    }
+    ~FreshHome()
+    {
+        qputenv("HOME", m_home);
+        qputenv("XDG_DATA_HOME", m_data);
+        if (m_recent.isValid())
+            QSettings().setValue(QStringLiteral("recentFiles"), m_recent);
+        else
+            QSettings().remove(QStringLiteral("recentFiles"));
+    }
+    [[nodiscard]] QString path() const
+    {
+        return m_dir.path();
+    }
+
+private:
+    QTemporaryDir m_dir;
+    QByteArray m_home;
+    QByteArray m_data;
+    QVariant m_recent;
+};
+
+} // namespace
+
+TEST(FirstStart, OpensTheExampleProjectReadyToLaunch)
+{
+    FreshHome home;
+    const auto example = exampleProjectPath();
+    ASSERT_TRUE(example.startsWith(home.path())) << example.toStdString();
+    ASSERT_FALSE(QFileInfo::exists(example));
+
+    MainWindow window;
+    window.launcher()->setExecutable(QStringLiteral(PS_PIPESTUDIO_EXE));
+    QSignalSpy loaded(&window, &MainWindow::loadFinished);
+    ASSERT_TRUE(window.openOnStart(QString(), QString()));
+    ASSERT_TRUE(loaded.wait(60'000));
+    ASSERT_TRUE(loaded.front().front().toBool());
+    EXPECT_TRUE(QFileInfo::exists(example));
+    EXPECT_EQ(window.session()->filePath(), example);
+    EXPECT_FALSE(window.session()->isModified());
+    EXPECT_EQ(window.session()->graph()->info().name, "gpt2-tiny");
+    ASSERT_TRUE(window.planSession()->hasPlan());
+    EXPECT_EQ(window.planSession()->setup().deviceId, "cpu");
+    // This machine's CPU, measured once per process (off the GUI thread at start), not again.
+    EXPECT_EQ(window.planSession()->editor().cluster().device.flopsFp32, thisCpu().flopsFp32);
+    EXPECT_EQ(window.planSession()->snapshot().plan.schedule.stages, 2);
+    const auto plans = ProjectStore::open(example.toStdString(), ProjectStore::Access::ReadOnly).loadPlans();
+    ASSERT_EQ(plans.size(), 1u);
+
+    // Run > Launch is ready: the current edit and the stored plan, both predicted to fit.
+    LaunchDialog dialog(window.planSession(), example);
+    EXPECT_EQ(dialog.planCount(), 2);
+    EXPECT_TRUE(dialog.canLaunch()) << dialog.refusal().toStdString();
+    EXPECT_TRUE(dialog.launchButton()->isEnabled());
+    EXPECT_EQ(dialog.request().devices, 2);
+    dialog.selectPlan(1);
+    EXPECT_TRUE(dialog.canLaunch()) << dialog.refusal().toStdString();
+    dialog.setSteps(3);
+    QSignalSpy done(window.launcher(), &RunLauncher::finished);
+    ASSERT_TRUE(window.launch(dialog));
+    ASSERT_TRUE(done.wait(120'000));
+    const auto outcome = done.front().front().value<RunOutcome>();
+    EXPECT_EQ(outcome.status, QStringLiteral("finished")) << outcome.message.toStdString();
+    EXPECT_EQ(outcome.lastStep, 3);
+}
+
+TEST(FirstStart, TheExampleIsReusedAndRecentProjectsWin)
+{
+    FreshHome home;
+    const auto example = exampleProjectPath();
+    {
+        MainWindow window;
+        QSignalSpy loaded(&window, &MainWindow::loadFinished);
+        ASSERT_TRUE(window.openExampleInBackground());
+        ASSERT_TRUE(loaded.wait(60'000));
+    }
+    const auto written = QFileInfo(example).lastModified();
+    {
+        // Opening it again reads the same file, and adds no second plan.
+        MainWindow window;
+        QSignalSpy loaded(&window, &MainWindow::loadFinished);
+        ASSERT_TRUE(window.openExampleInBackground());
+        ASSERT_TRUE(loaded.wait(60'000));
+        EXPECT_EQ(window.session()->filePath(), example);
+    }
+    EXPECT_EQ(QFileInfo(example).lastModified(), written);
+    EXPECT_EQ(ProjectStore::open(example.toStdString(), ProjectStore::Access::ReadOnly).loadPlans().size(), 1u);
+    // The example is now a recent project, so a later start opens nothing by itself.
+    MainWindow window;
+    EXPECT_FALSE(window.recentFiles().isEmpty());
+    EXPECT_FALSE(window.openOnStart(QString(), QString()));
+    EXPECT_FALSE(window.isLoading());
+}
+
+TEST(GuiCommand, HelpListsEveryView)
+{
+    QProcess p;
+    p.start(QStringLiteral(PS_PIPESTUDIO_EXE), { QStringLiteral("gui"), QStringLiteral("--help") });
+    ASSERT_TRUE(p.waitForFinished(20'000));
+    const auto help = QString::fromUtf8(p.readAllStandardOutput()).simplified();
+    EXPECT_EQ(p.exitCode(), 0);
+    for (const char* view :
+        { "main", "editor", "balance", "timeline", "plans", "search", "cluster", "launch", "monitor", "compare" })
+        EXPECT_TRUE(help.contains(QString::fromLatin1(view))) << view << " missing from: " << help.toStdString();
+    EXPECT_TRUE(help.contains(QStringLiteral("example project"))) << help.toStdString();
+
+    // Anything else is refused before a window opens.
+    p.start(QStringLiteral(PS_PIPESTUDIO_EXE),
+        { QStringLiteral("gui"), QStringLiteral("--screenshot"), QStringLiteral("/tmp/x.png"), QStringLiteral("--view"),
+            QStringLiteral("histogram") });
+    ASSERT_TRUE(p.waitForFinished(20'000));
+    EXPECT_NE(p.exitCode(), 0);
+    EXPECT_TRUE(QString::fromUtf8(p.readAllStandardError()).contains(QStringLiteral("histogram")));
+}
