@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 
 namespace ps::engine {
 
@@ -364,18 +365,13 @@ void StageExecutor::swapIn(MicroBatchId mb)
 
 void StageExecutor::settleSwaps(MicroBatch& s)
 {
-    if (s.swapInCopy) {
-        const auto ticket = *s.swapInCopy;
-        s.swapInCopy.reset();
+    if (s.swapInCopy) { // the prefetch waited for the copy out
         s.swapOutCopy.reset();
-        m_fromHost->wait(ticket);
+        m_fromHost->wait(*std::exchange(s.swapInCopy, std::nullopt));
         return;
     }
-    if (s.swapOutCopy) { // no prefetch was queued: wait for the copy out, then bring it back here
-        const auto ticket = *s.swapOutCopy;
-        s.swapOutCopy.reset();
-        m_toHost->wait(ticket);
-    }
+    if (s.swapOutCopy) // no prefetch was queued: wait for the copy out, then bring it back here
+        m_toHost->wait(*std::exchange(s.swapOutCopy, std::nullopt));
     m_device.setOwner("swap-in");
     for (auto& a : swappedArrays(s))
         a.swapIn();
