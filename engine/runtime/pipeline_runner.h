@@ -1,8 +1,9 @@
 // The schedule runner: one worker thread per device executes that device's action list from core's
 // Schedule exactly as the simulator reads it (F, B, I/W, SEND/RECV, SWAP_OUT/SWAP_IN, RECOMPUTE,
 // OPT_STEP), over stage executors holding the plan's node ranges, with in-process channels between
-// stages and, on a device whose stages swap, two copy streams beside the worker. Every action's start and end is
-// recorded in the simulator's event format, so a measured iteration lines up with a predicted one action by action.
+// stages and, on a device whose stages swap, two copy streams beside the worker. Every action's
+// start and end is recorded in the simulator's event format, so a measured iteration lines up
+// with a predicted one action by action.
 //
 // Synchronous schedules (GPipe, 1F1B, kFkB, interleaved, ZB-H1) accumulate gradients over the
 // M micro-batches and update once at OPT_STEP (gradient scale 1/M), which reproduces single-device

@@ -10,11 +10,12 @@
 // that reads them; the runner sums their gradients across those stages before every update.
 //
 // Memory plans act on storages: a swapped storage is copied to the host pool after forward and
-// back before backward (on the device's copy streams when it has them, else in the caller); a recomputed one is dropped
-// after forward and refilled by re-running its producer (and, recursively, any dropped producer input) before backward.
-// Dropout masks are drawn from a generator seeded by (run seed, iteration, micro-batch, node), so a recompute
-// reproduces them and the values do not depend on which stage or device ran the node. Depends on: backend.h, core
-// (Graph, StageMemoryPlan); no Qt, no CUDA.
+// back before backward (on the device's copy streams when it has them, else in the caller); a
+// recomputed one is dropped after forward and refilled by re-running its producer (and,
+// recursively, any dropped producer input) before backward. Dropout masks are drawn from a
+// generator seeded by (run seed, iteration, micro-batch, node), so a recompute reproduces them
+// and the values do not depend on which stage or device ran the node.
+// Depends on: backend.h, runtime/copy_stream.h, core (Graph, StageMemoryPlan); no Qt, no CUDA.
 #pragma once
 
 #include "backend.h"
