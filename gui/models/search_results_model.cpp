@@ -40,6 +40,10 @@ QVariant SearchResultsModel::data(const QModelIndex& index, int role) const
         return p.feasible ? tr("yes") : tr("no");
     case SlowestColumn:
         return p.feasible ? QString::number(p.slowestStageNs / 1e6, 'f', 3) : QString();
+    case IterationColumn:
+        return p.simulation ? QString::number(p.simulation->iterationNs / 1e6, 'f', 3) : QString();
+    case ThroughputColumn:
+        return p.simulation ? QString::number(p.simulation->samplesPerSecond, 'f', 1) : QString();
     case CutsColumn:
         return QString::fromStdString(p.partition.cutsText());
     case ReasonColumn:
@@ -54,7 +58,7 @@ QVariant SearchResultsModel::headerData(int section, Qt::Orientation orientation
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return {};
     static const char* const kNames[ColumnCount] = { "#", "Algorithm", "Schedule", "Feasible", "Slowest stage ms",
-        "Cuts", "Why not" };
+        "Iteration ms", "Samples/s", "Cuts", "Why not" };
     return section >= 0 && section < ColumnCount ? tr(kNames[section]) : QVariant();
 }
 

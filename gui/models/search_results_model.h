@@ -17,6 +17,8 @@ public:
         ScheduleColumn,
         FeasibleColumn,
         SlowestColumn,
+        IterationColumn, // simulated with communication: what the results are ranked by
+        ThroughputColumn,
         CutsColumn,
         ReasonColumn,
         ColumnCount

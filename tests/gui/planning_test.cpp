@@ -194,6 +194,13 @@ TEST(PlanningStudio, SearchResultsApplyToTheEditor)
     dialog.start(request);
     ASSERT_TRUE(finished.wait(20000));
     ASSERT_EQ(dialog.results()->rowCount(), 2);
+    // Ranked by the simulated iteration (with communication), which the table shows.
+    const auto* model = dialog.results();
+    const auto throughput = [&](int row) {
+        return model->index(row, SearchResultsModel::ThroughputColumn).data().toString().toDouble();
+    };
+    EXPECT_FALSE(model->index(0, SearchResultsModel::IterationColumn).data().toString().isEmpty());
+    EXPECT_GE(throughput(0), throughput(1));
     const auto best = dialog.results()->results().front();
     ASSERT_TRUE(dialog.applyResult(0));
     EXPECT_EQ(session.editor().partition(), best.partition);
