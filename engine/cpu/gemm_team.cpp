@@ -1,9 +1,9 @@
 #include "cpu/gemm_team.h"
 
+#include "cpu/thread_affinity.h"
+
 #include <algorithm>
 #include <cblas.h>
-#include <pthread.h>
-#include <sched.h>
 
 namespace ps::engine {
 namespace {
@@ -72,10 +72,7 @@ void GemmTeam::run(const std::function<void(int)>& part)
 
 void GemmTeam::loop(int member, int core)
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(core, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof(set), &set); // best effort, as the workers
+    pinCurrentThread({ core });
     std::uint64_t seen = 0;
     for (;;) {
         const std::function<void(int)>* part = nullptr;

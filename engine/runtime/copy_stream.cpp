@@ -1,7 +1,7 @@
 #include "runtime/copy_stream.h"
 
-#include <pthread.h>
-#include <sched.h>
+#include "cpu/thread_affinity.h"
+
 #include <utility>
 
 namespace ps::engine {
@@ -58,13 +58,7 @@ std::vector<CopyStream::Record> CopyStream::takeRecords()
 
 void CopyStream::loop(std::vector<int> cores)
 {
-    if (!cores.empty()) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int c : cores)
-            CPU_SET(c, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof(set), &set); // best effort, as the workers
-    }
+    pinCurrentThread(cores); // best effort, as the workers
     for (;;) {
         Job job;
         {

@@ -1,5 +1,6 @@
 #include "runtime/pipeline_runner.h"
 
+#include "cpu/thread_affinity.h"
 #include "util/error.h"
 
 #include <cmath>
@@ -8,8 +9,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <pthread.h>
-#include <sched.h>
 #include <thread>
 
 namespace ps::engine {
@@ -136,17 +135,6 @@ namespace {
     {
         return t == ActionType::Forward || t == ActionType::Backward || t == ActionType::BackwardInput
             || t == ActionType::BackwardWeight || t == ActionType::OptimizerStep || t == ActionType::Recompute;
-    }
-
-    void pinTo(const std::vector<int>& cores)
-    {
-        if (cores.empty())
-            return;
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int c : cores)
-            CPU_SET(c, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof(set), &set); // best effort: a failure only unpins
     }
 
     std::int64_t messageBytes(const std::vector<NdArray>& message)
@@ -305,7 +293,7 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
         std::vector<std::jthread> workers;
         for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
             workers.emplace_back([&, d] {
-                pinTo(m_devices[d].cores);
+                pinCurrentThread(m_devices[d].cores);
                 const GemmTeamScope team(m_teams[d].get());
                 IterationResult local;
                 try {

@@ -1,35 +1,15 @@
 #include "runtime/training_run.h"
 
 #include "cpu/kernels.h"
+#include "cpu/thread_affinity.h"
 #include "executor.h"
 #include "util/error.h"
 
 #include <charconv>
 #include <cmath>
-#include <sched.h>
-#include <thread>
 
 namespace ps::engine {
 namespace {
-
-    // The cores this process may run on (taskset, a container's cpuset), in id order.
-    std::vector<int> allowedCores()
-    {
-        std::vector<int> ids;
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-            for (int c = 0; c < CPU_SETSIZE; ++c) {
-                if (CPU_ISSET(c, &set))
-                    ids.push_back(c);
-            }
-        }
-        if (ids.empty()) {
-            for (int c = 0; c < std::max(1, static_cast<int>(std::thread::hardware_concurrency())); ++c)
-                ids.push_back(c);
-        }
-        return ids;
-    }
 
     int hardwareCores()
     {

@@ -4,11 +4,11 @@
 // micro-batch 4 (1024 token rows): QKV projection, MLP up and down, one attention head's scores.
 //   build/ci/tests/bench/engine_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only
 #include "cpu/gemm_team.h"
+#include "cpu/thread_affinity.h"
 
 #include <benchmark/benchmark.h>
 
 #include <cblas.h>
-#include <sched.h>
 #include <thread>
 #include <vector>
 
@@ -21,20 +21,6 @@ struct Shape
     std::int64_t m, n, k;
 };
 constexpr Shape kShapes[] = { { 1024, 768, 256 }, { 1024, 1024, 256 }, { 1024, 256, 1024 }, { 256, 256, 64 } };
-
-std::vector<int> allowedCores()
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    std::vector<int> cores;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        for (int c = 0; c < CPU_SETSIZE; ++c) {
-            if (CPU_ISSET(c, &set))
-                cores.push_back(c);
-        }
-    }
-    return cores.empty() ? std::vector<int> { 0 } : cores;
-}
 
 struct Buffers
 {
@@ -97,11 +83,7 @@ void twoDevices(benchmark::State& state, bool teams)
                 std::vector<int> mine;
                 for (std::size_t c = 0; c < half; ++c)
                     mine.push_back(cores[(d * half + c) % cores.size()]);
-                cpu_set_t set;
-                CPU_ZERO(&set);
-                for (int c : mine)
-                    CPU_SET(c, &set);
-                pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+                pinCurrentThread(mine);
                 std::unique_ptr<GemmTeam> team = teams ? std::make_unique<GemmTeam>(mine) : nullptr;
                 const GemmTeamScope scope(team.get());
                 Buffers buf(s);

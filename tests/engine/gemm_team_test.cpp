@@ -1,6 +1,7 @@
 // A device's GEMM team splits a product across its cores: the same numbers as one OpenBLAS call for
 // every transpose and split direction, helpers on their own cores, failures rethrown to the caller.
 #include "cpu/gemm_team.h"
+#include "cpu/thread_affinity.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -16,17 +17,10 @@ namespace {
 
 std::vector<int> twoCores()
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    std::vector<int> cores;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c) {
-            if (CPU_ISSET(c, &set))
-                cores.push_back(c);
-        }
-    }
+    auto cores = allowedCores();
+    cores.resize(std::min<std::size_t>(cores.size(), 2));
     while (cores.size() < 2) // a one-core machine: both members share it
-        cores.push_back(cores.empty() ? 0 : cores.front());
+        cores.push_back(cores.front());
     return cores;
 }
 

@@ -3,6 +3,7 @@
 // the same parameters (gradient accumulation over the same micro-batches in the same order).
 #include "cluster/cluster.h"
 #include "cost/profile.h"
+#include "cpu/thread_affinity.h"
 #include "graph/op_cost.h"
 #include "pipeline_support.h"
 #include "plan/partition.h"
@@ -19,7 +20,6 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
-#include <sched.h>
 
 using namespace ps;
 using namespace ps::engine;
@@ -193,14 +193,8 @@ TEST(Pipeline, DevicesWithSeveralCoresSplitTheirGemms)
     const auto graph = gpt4x128();
     const int M = 4;
     const auto ref = singleDevice(graph, M);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    std::vector<int> cores;
-    ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-    for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c) {
-        if (CPU_ISSET(c, &set))
-            cores.push_back(c);
-    }
+    auto cores = allowedCores();
+    cores.resize(std::min<std::size_t>(cores.size(), 2));
     while (cores.size() < 2)
         cores.push_back(cores.front());
     auto devices = makeDevices("cpu:2", 0);
