@@ -3,6 +3,7 @@
 #include "cpu_probe.h"
 #include "util/error.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -72,6 +73,29 @@ double parseBytes(const std::string& text)
     if (scale < 0 || value <= 0)
         throw Error("'" + text + "' is not a size (examples: 30GiB, 512MiB, 4e9)");
     return value * scale;
+}
+
+double parseBandwidth(const std::string& text)
+{
+    const auto perSecond = text.size() > 2 && text.ends_with("/s");
+    try {
+        return parseBytes(perSecond ? text.substr(0, text.size() - 2) : text);
+    } catch (const Error&) {
+        throw Error("'" + text + "' is not a bandwidth (examples: 2GB/s, 500MB/s, 1e9)");
+    }
+}
+
+BandwidthTrace preemptionTrace(const std::string& text, const std::string& flag)
+{
+    double period = 0;
+    double fraction = 0;
+    double share = 0;
+    char extra = 0;
+    if (std::sscanf(text.c_str(), "%lf,%lf,%lf%c", &period, &fraction, &share, &extra) != 3 || period <= 0
+        || fraction <= 0 || fraction > 1 || share < 0 || share >= 1)
+        throw Error(flag + " '" + text
+            + "': expected PERIOD_S,FRACTION,SHARE (e.g. 60,0.1,0.5: a tenth of the bandwidth half of every minute)");
+    return { { { 0.0, 1.0 }, { period * (1 - share), fraction } }, period };
 }
 
 } // namespace ps::app

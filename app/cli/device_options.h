@@ -1,6 +1,7 @@
 // Internal to the CLI: device, precision and optimizer options shared by the planning commands.
 #pragma once
 
+#include "cluster/cluster.h"
 #include "cluster/device_catalog.h"
 #include "cost/profile.h"
 
@@ -29,5 +30,11 @@ std::string readFile(const std::string& path);
 std::vector<double> nodeTimes(const Profile& profile, double mb);
 // "30GiB", "512MiB", "4e9" -> bytes; throws ps::Error on anything else.
 double parseBytes(const std::string& text);
+// "2GB/s", "500MB/s", "1e9" -> bytes/s; throws ps::Error on anything else.
+double parseBandwidth(const std::string& text);
+// A periodic on/off preemption (Ada-Grouper gives no traces; this is our stated model): links run
+// at FRACTION of their bandwidth for SHARE of every PERIOD_S seconds. `flag` names the option in
+// errors.
+BandwidthTrace preemptionTrace(const std::string& text, const std::string& flag = "--preempt");
 
 } // namespace ps::app

@@ -31,22 +31,6 @@ namespace {
         bool json = false;
     };
 
-    // A periodic on/off preemption (the paper gives no traces; this is our stated model): the
-    // links run at `fraction` of their bandwidth for `share` of every `period` seconds.
-    BandwidthTrace preemptionTrace(const std::string& text)
-    {
-        double period = 0;
-        double fraction = 0;
-        double share = 0;
-        char extra = 0;
-        if (std::sscanf(text.c_str(), "%lf,%lf,%lf%c", &period, &fraction, &share, &extra) != 3 || period <= 0
-            || fraction <= 0 || fraction > 1 || share < 0 || share >= 1)
-            throw Error("--preempt '" + text
-                + "': expected PERIOD_S,FRACTION,SHARE (e.g. 60,0.1,0.5: a tenth of the bandwidth half of every "
-                  "minute)");
-        return { { { 0.0, 1.0 }, { period * (1 - share), fraction } }, period };
-    }
-
     Cluster clusterFor(const GroupingOptions& o, const DeviceOptions& d)
     {
         auto cluster = o.clusterFile.empty() ? makeCluster(resolveDevice(d), o.stages)

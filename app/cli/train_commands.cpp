@@ -5,6 +5,7 @@
 // `pipestudio trace`: a run's measured timeline as a Chrome trace.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/train_link.h"
 #include "cluster/cluster.h"
 #include "graph/graph_summary.h"
 #include "plan/planner.h"
@@ -63,6 +64,7 @@ namespace {
         bool json = false;
         std::int64_t traceIterations = 3;
         std::int64_t traceEvery = 50;
+        LinkOptions link; // the emulated link and kfkb:auto's controller
     };
 
     // The project's graph at the requested micro-batch (zoo models are rebuilt; imported graphs
@@ -207,7 +209,7 @@ namespace {
         } else {
             const int stages = o.stages > 0 ? o.stages : static_cast<int>(devices.size());
             const auto M = static_cast<int>(o.microBatches > 0 ? o.microBatches : o.accumulate);
-            c.schedule = parseScheduleSpec(o.schedule, stages, M);
+            c.schedule = parseScheduleSpec(o.schedule == "kfkb:auto" ? "kfkb:1" : o.schedule, stages, M);
             plannedCuts(store, o, graph, c, memoryBytes);
         }
         c.optimizer.kind = o.optimizer;
@@ -216,6 +218,9 @@ namespace {
         c.optimizer.beta2 = o.beta2;
         c.warmupSteps = o.warmup;
         c.seed = o.seed;
+        c.link = linkEmulation(o.link);
+        if (o.schedule == "kfkb:auto")
+            c.schedule.kind = ScheduleKind::KFKB;
         std::optional<ProjectStore::Checkpoint> checkpoint;
         if (o.resume) {
             checkpoint = store.latestCheckpoint();
@@ -228,6 +233,10 @@ namespace {
         const auto source = data.source();
         const auto deviceCount = devices.size();
         engine::TrainingRun run(std::move(graph), std::move(data), std::move(devices), c);
+        const auto controller = o.schedule == "kfkb:auto"
+            ? groupController(store, o.link.adaptEvery, static_cast<std::int64_t>(memoryBytes), run)
+            : nullptr;
+        c.schedule = run.config().schedule;
         bool moments = false;
         if (checkpoint) {
             for (const auto& [id, bytes] : checkpoint->tensors) {
@@ -243,7 +252,8 @@ namespace {
             { "steps", o.steps }, { "micro_batch", run.graph().info().microBatch }, { "data", source },
             { "optimizer", o.optimizer }, { "lr", o.lr }, { "weight_decay", o.weightDecay }, { "beta2", o.beta2 },
             { "warmup", o.warmup }, { "cosine", o.cosine }, { "seed", o.seed }, { "memory", o.memory },
-            { "resumed_from_step", resumedStep } };
+            { "resumed_from_step", resumedStep }, { "link", nlohmann::json::parse(engine::linkToJson(c.link)) },
+            { "adaptive_group_size", controller != nullptr } };
         const auto runId = store.beginRun(config.dump());
         if (o.json) {
             fmt::print("{}\n", nlohmann::json { { "run", runId }, { "config", config } }.dump());
@@ -280,6 +290,7 @@ namespace {
                 }
                 std::fflush(stdout);
                 record(store, runId, r, step, i + 1, run.devices(), o);
+                adaptGroupSize(controller.get(), run, r, o.json);
                 if (o.checkpointEvery > 0 && (i + 1) % o.checkpointEvery == 0)
                     saveCheckpoint(store, runId, run, step);
             }
@@ -461,7 +472,9 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_option("--devices", o->devices, "cpu (one device) or cpu:N (N devices sharing the cores)");
     cmd->add_option("--device", o->device, "Same as --devices (cpu)");
     cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
-    cmd->add_option("--schedule", o->schedule, "gpipe | 1f1b | kfkb:K | interleaved:V | zb-h1 | pipedream");
+    cmd->add_option("--schedule", o->schedule,
+        "gpipe | 1f1b | kfkb:K | kfkb:auto (Ada-Grouper: k chosen from the measured transfers) | "
+        "interleaved:V | zb-h1 | pipedream");
     cmd->add_option("--micro-batches", o->microBatches,
            "Micro-batches per step (pipeline; on one stage: gradient accumulation, as --accumulate)")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
@@ -491,6 +504,7 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_flag("--cosine", o->cosine, "Cosine decay to 10% of --lr over the run");
     cmd->add_flag("--json", o->json,
         "One JSON object per line: the run, each step, a final summary (or {\"error\": ...} when a step fails)");
+    addLinkOptions(cmd, o->link);
     cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps");
     cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)");
     cmd->callback([o, &action] { action = [o] { return runTrain(*o); }; });

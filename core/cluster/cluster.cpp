@@ -8,7 +8,7 @@
 #include <limits>
 
 namespace ps {
-namespace {
+namespace detail {
 
     nlohmann::ordered_json traceToJson(const BandwidthTrace& trace)
     {
@@ -26,6 +26,9 @@ namespace {
             throw Error(where + ": bandwidth trace points must be sorted by time");
         return t;
     }
+
+} // namespace detail
+namespace {
 
     void checkLink(const LinkSpec& link, const std::string& what)
     {
@@ -113,9 +116,9 @@ std::string clusterToJson(const Cluster& c)
         { "device", detail::deviceToJson(c.device) }, { "intra_node", detail::linkToJson(c.intraNode) },
         { "inter_node", detail::linkToJson(c.interNode) }, { "host_memory_bytes", c.hostMemoryBytes } };
     if (c.intraTrace)
-        j["intra_trace"] = traceToJson(*c.intraTrace);
+        j["intra_trace"] = detail::traceToJson(*c.intraTrace);
     if (c.interTrace)
-        j["inter_trace"] = traceToJson(*c.interTrace);
+        j["inter_trace"] = detail::traceToJson(*c.interTrace);
     return j.dump(2);
 }
 
@@ -136,9 +139,9 @@ Cluster clusterFromJson(std::string_view json, const std::string& source)
         c.interNode = detail::linkFromJson(j["inter_node"], source);
     c.hostMemoryBytes = j.value("host_memory_bytes", c.hostMemoryBytes);
     if (j.contains("intra_trace"))
-        c.intraTrace = traceFromJson(j["intra_trace"], source + ": intra_trace");
+        c.intraTrace = detail::traceFromJson(j["intra_trace"], source + ": intra_trace");
     if (j.contains("inter_trace"))
-        c.interTrace = traceFromJson(j["inter_trace"], source + ": inter_trace");
+        c.interTrace = detail::traceFromJson(j["inter_trace"], source + ": inter_trace");
     c.check();
     return c;
 }

@@ -3,17 +3,20 @@
 // allocator (so the receiver's memory cap applies and the sender may free its copy); a CUDA peer
 // copy or an NCCL send/recv implements the same interface.
 //
-// Receives block until the message arrives or the run is aborted (another worker failed).
-// Depends on: backend.h; no Qt, no CUDA.
+// Receives block until the message arrives or the run is aborted (another worker failed). Over an
+// emulated link (runtime/emulated_link.h) a message arrives when the link delivers it.
+// Depends on: backend.h, runtime/emulated_link.h; no Qt, no CUDA.
 #pragma once
 
 #include "backend.h"
+#include "runtime/emulated_link.h"
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,22 +61,24 @@ class Channel
 {
 public:
     virtual ~Channel() = default;
-    // Delivers the message of micro-batch `mb` (undefined arrays travel as "no value").
-    virtual void send(MicroBatchId mb, std::vector<NdArray> message) = 0;
+    // Delivers the message of micro-batch `mb` (undefined arrays travel as "no value"). Returns
+    // the transfer's time on the link when the channel emulates one.
+    virtual std::optional<EmulatedLink::Transfer> send(MicroBatchId mb, std::vector<NdArray> message) = 0;
     // Blocks until micro-batch `mb`'s message is there; throws ps::Error if the run was aborted.
     [[nodiscard]] virtual std::vector<NdArray> receive(MicroBatchId mb) = 0;
     [[nodiscard]] virtual std::int64_t bytesSent() const = 0;
     [[nodiscard]] virtual std::string describe() const = 0;
 };
 
-// Between two devices of this process: the sender copies onto the receiver's allocator.
+// Between two devices of this process: the sender copies onto the receiver's allocator; with a
+// link, the receiver sees the copy when the link would have delivered it.
 class InProcessChannel : public Channel
 {
 public:
-    InProcessChannel(
-        std::string name, const Backend& source, const Backend& target, Allocator& targetMemory, AbortSignal& abort);
+    InProcessChannel(std::string name, const Backend& source, const Backend& target, Allocator& targetMemory,
+        AbortSignal& abort, EmulatedLink* link = nullptr);
 
-    void send(MicroBatchId mb, std::vector<NdArray> message) override;
+    std::optional<EmulatedLink::Transfer> send(MicroBatchId mb, std::vector<NdArray> message) override;
     [[nodiscard]] std::vector<NdArray> receive(MicroBatchId mb) override;
     [[nodiscard]] std::int64_t bytesSent() const override
     {
@@ -90,9 +95,15 @@ private:
     const Backend& m_backend;
     Allocator& m_target;
     AbortSignal& m_abort;
+    EmulatedLink* m_link = nullptr;
     std::mutex m_mutex;
     std::condition_variable m_ready;
-    std::map<std::uint32_t, std::vector<NdArray>> m_mailbox; // by micro-batch
+    struct Letter
+    {
+        std::vector<NdArray> arrays;
+        EmulatedLink::Clock::time_point deliveredAt;
+    };
+    std::map<std::uint32_t, Letter> m_mailbox; // by micro-batch
     std::atomic<std::int64_t> m_bytes { 0 };
 };
 

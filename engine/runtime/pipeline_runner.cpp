@@ -175,17 +175,28 @@ PipelineRunner::PipelineRunner(
             m_options.seed));
         m_stages.back()->setOptimizer(m_options.optimizer, async);
     }
+    const auto origin = std::chrono::steady_clock::now();
+    const auto link = [&](std::size_t from, std::size_t to) -> EmulatedLink* {
+        if (!m_options.link.enabled() || from == to)
+            return nullptr;
+        auto& l = m_links[{ from, to }];
+        if (!l)
+            l = std::make_unique<EmulatedLink>(m_options.link, origin);
+        return l.get();
+    };
     for (int s = 0; s + 1 < S; ++s) {
         const StageId from(static_cast<std::uint32_t>(s));
         const StageId to(static_cast<std::uint32_t>(s + 1));
-        auto& a = devices[m_schedule.deviceOf(from).index()];
-        auto& b = devices[m_schedule.deviceOf(to).index()];
+        const auto da = m_schedule.deviceOf(from).index();
+        const auto db = m_schedule.deviceOf(to).index();
+        auto& a = devices[da];
+        auto& b = devices[db];
         m_forward.push_back(std::make_unique<InProcessChannel>(
             "stage " + std::to_string(s) + " -> " + std::to_string(s + 1) + " (" + a.name + " -> " + b.name + ")",
-            *a.backend, *b.backend, *b.memory, *m_abort));
+            *a.backend, *b.backend, *b.memory, *m_abort, link(da, db)));
         m_backward.push_back(std::make_unique<InProcessChannel>("stage " + std::to_string(s + 1) + " -> "
                 + std::to_string(s) + " gradients (" + b.name + " -> " + a.name + ")",
-            *b.backend, *a.backend, *a.memory, *m_abort));
+            *b.backend, *a.backend, *a.memory, *m_abort, link(db, da)));
     }
     m_tied = std::make_unique<TiedGradients>(m_stages, *m_abort);
     for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
@@ -357,10 +368,10 @@ void PipelineRunner::runDevice(
     for (const auto& a : list) {
         if (m_abort->aborted())
             return;
-        const auto start = std::chrono::steady_clock::now();
-        std::int64_t bytes = 0;
+        auto start = std::chrono::steady_clock::now();
+        ActionOutcome outcome;
         try {
-            bytes = runAction(device, a, batches, lr, result);
+            outcome = runAction(device, a, batches, lr, result);
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
                 + formatAction(a) + ": " + e.what());
@@ -371,7 +382,9 @@ void PipelineRunner::runDevice(
             throw Error(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", " + formatAction(a)
                 + ": " + e.what());
         }
-        const auto end = std::chrono::steady_clock::now();
+        auto end = std::chrono::steady_clock::now();
+        if (outcome.transfer) // the send's event is its time on the link
+            std::tie(start, end) = std::pair(outcome.transfer->start, outcome.transfer->end);
         const double startNs = std::chrono::duration<double, std::nano>(start - m_start).count();
         const double endNs = std::chrono::duration<double, std::nano>(end - m_start).count();
         if (isCompute(a.type))
@@ -382,7 +395,7 @@ void PipelineRunner::runDevice(
             && a.type != ActionType::RecvBackward) {
             auto& ev = result.events.emplace_back();
             ev = SimEvent { DeviceId(static_cast<std::uint32_t>(device)), streamOf(a.type), a.type, a.stage,
-                a.microBatch, startNs, endNs, static_cast<double>(bytes) };
+                a.microBatch, startNs, endNs, static_cast<double>(outcome.bytes) };
         }
     }
 }
@@ -405,7 +418,7 @@ void PipelineRunner::finishCopies(std::size_t device, IterationResult& result)
     }
 }
 
-std::int64_t PipelineRunner::runAction(
+PipelineRunner::ActionOutcome PipelineRunner::runAction(
     std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result)
 {
     auto& stage = *m_stages[a.stage.index()];
@@ -430,8 +443,7 @@ std::int64_t PipelineRunner::runAction(
     case ActionType::SendForward: {
         auto message = stage.takeOutbound(mb);
         const auto bytes = messageBytes(message);
-        channel(a.stage, next).send(mb, std::move(message));
-        return bytes;
+        return { bytes, channel(a.stage, next).send(mb, std::move(message)) };
     }
     case ActionType::RecvForward:
         stage.receiveActivations(mb, channel(prev, a.stage).receive(mb));
@@ -439,8 +451,7 @@ std::int64_t PipelineRunner::runAction(
     case ActionType::SendBackward: {
         auto message = stage.takeInputGradients(mb);
         const auto bytes = messageBytes(message);
-        channel(a.stage, prev).send(mb, std::move(message));
-        return bytes;
+        return { bytes, channel(a.stage, prev).send(mb, std::move(message)) };
     }
     case ActionType::RecvBackward:
         stage.receiveGradients(mb, channel(next, a.stage).receive(mb));
@@ -473,7 +484,32 @@ std::int64_t PipelineRunner::runAction(
         stage.optimizerStep(lr, 1.0F / static_cast<float>(m_schedule.spec.microBatches));
         break;
     }
-    return 0;
+    return {};
+}
+
+void PipelineRunner::setSchedule(const Schedule& schedule)
+{
+    auto next = lowered(schedule) ? schedule : withCommunication(schedule);
+    const auto& now = m_schedule;
+    const auto what = [&]() -> std::string {
+        if (next.spec.stages != now.spec.stages)
+            return std::to_string(next.spec.stages) + " stages instead of " + std::to_string(now.spec.stages);
+        if (next.devices.size() != now.devices.size())
+            return std::to_string(next.devices.size()) + " devices instead of " + std::to_string(now.devices.size());
+        if (next.spec.microBatches != now.spec.microBatches)
+            return std::to_string(next.spec.microBatches) + " micro-batches instead of "
+                + std::to_string(now.spec.microBatches);
+        if (next.asyncWeights() != now.asyncWeights())
+            return "another weight update (asynchronous against synchronous)";
+        for (std::uint32_t s = 0; s < static_cast<std::uint32_t>(now.spec.stages); ++s) {
+            if (next.deviceOf(StageId(s)) != now.deviceOf(StageId(s)))
+                return "stage " + std::to_string(s) + " on another device";
+        }
+        return {};
+    }();
+    if (!what.empty())
+        throw Error("cannot switch to " + scheduleName(next.spec) + " between iterations: it has " + what);
+    m_schedule = std::move(next);
 }
 
 } // namespace ps::engine

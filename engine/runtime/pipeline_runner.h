@@ -3,7 +3,8 @@
 // OPT_STEP), over stage executors holding the plan's node ranges, with in-process channels between
 // stages and, on a device whose stages swap, two copy streams beside the worker. Every action's
 // start and end is recorded in the simulator's event format, so a measured iteration lines up
-// with a predicted one action by action.
+// with a predicted one action by action. Between devices, channels may emulate a link's bandwidth,
+// latency and bandwidth trace (runtime/emulated_link.h).
 //
 // Synchronous schedules (GPipe, 1F1B, kFkB, interleaved, ZB-H1) accumulate gradients over the
 // M micro-batches and update once at OPT_STEP (gradient scale 1/M), which reproduces single-device
@@ -22,7 +23,9 @@
 #include "sim/simulator.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,7 @@ struct RunnerOptions
     std::uint64_t seed = 0; // dropout masks
     StageOptimizerConfig optimizer;
     bool recordEvents = true;
+    LinkEmulation link; // between every two devices, one per direction; off: memory speed
 };
 
 struct IterationResult
@@ -93,6 +97,10 @@ public:
     {
         return m_schedule;
     }
+    // Runs `schedule` from the next iteration on (Ada-Grouper switches k this way): the same
+    // stages on the same devices and the same micro-batches in another order, so parameters,
+    // optimizer state and channels stay. Throws ps::Error naming what differs otherwise.
+    void setSchedule(const Schedule& schedule);
     [[nodiscard]] const std::vector<std::unique_ptr<StageExecutor>>& stages() const
     {
         return m_stages;
@@ -103,7 +111,12 @@ private:
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     // Waits for the device's queued copies and adds them to its events.
     void finishCopies(std::size_t device, IterationResult& result);
-    std::int64_t runAction(
+    struct ActionOutcome
+    {
+        std::int64_t bytes = 0; // sent
+        std::optional<EmulatedLink::Transfer> transfer; // a send's time on an emulated link
+    };
+    ActionOutcome runAction(
         std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     [[nodiscard]] Channel& channel(StageId from, StageId to);
 
@@ -119,6 +132,7 @@ private:
     std::vector<std::unique_ptr<CopyStream>> m_fromHost;
     std::vector<std::unique_ptr<GemmTeam>> m_teams; // per device pinned to more than one core
     std::vector<std::unique_ptr<StageExecutor>> m_stages;
+    std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<EmulatedLink>> m_links; // (from, to) device
     std::vector<std::unique_ptr<Channel>> m_forward; // stage s -> s+1
     std::vector<std::unique_ptr<Channel>> m_backward; // stage s+1 -> s
     std::unique_ptr<AbortSignal> m_abort;

@@ -1,5 +1,6 @@
 #include "runtime/run_prediction.h"
 
+#include "cluster/json_detail.h"
 #include "cpu_probe.h"
 #include "graph/graph_summary.h"
 #include "plan/partition.h"
@@ -86,6 +87,8 @@ RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t
     s.partition = partitionFromCuts(cfg.value("cuts", std::string()), nodeCount, stages);
     s.microBatch = cfg.value("micro_batch", std::int64_t { 0 });
     s.deviceMemoryBytes = bytesOf(cfg.value("memory", std::string()));
+    if (cfg.contains("link"))
+        s.link = linkFromJson(cfg["link"].dump());
     if (const auto planId = cfg.value("plan_id", std::int64_t { 0 }); planId > 0) {
         for (const auto& p : store.loadPlans()) {
             if (p.id == planId) {
@@ -110,7 +113,11 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     auto device = thisCpu();
     if (shape.deviceMemoryBytes > 0)
         device.memoryBytes = shape.deviceMemoryBytes;
-    const auto cluster = makeCluster(device, static_cast<int>(shape.schedule.devices()));
+    auto cluster = makeCluster(device, static_cast<int>(shape.schedule.devices()));
+    if (shape.link.enabled()) {
+        cluster.intraNode = shape.link.spec();
+        cluster.intraTrace = shape.link.trace;
+    }
     RunPrediction p;
     p.profileSource = measured ? measured->source : "analytical";
     const auto profile = measured ? *measured : estimateProfile(graph, device, CostModelOptions {});
@@ -124,6 +131,33 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
             p.overflows.push_back({ static_cast<int>(d), dev.peakBytes, dev.capacityBytes });
     }
     return p;
+}
+
+std::string linkToJson(const LinkEmulation& link)
+{
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    if (link.enabled()) {
+        j["bandwidth"] = link.bandwidth;
+        j["latency_s"] = link.latencySeconds;
+        if (link.trace)
+            j["trace"] = ps::detail::traceToJson(*link.trace);
+    }
+    return j.dump();
+}
+
+LinkEmulation linkFromJson(const std::string& json)
+{
+    const auto j = nlohmann::json::parse(json);
+    LinkEmulation link;
+    if (!j.is_object())
+        throw Error("a run's link must be a JSON object");
+    link.bandwidth = j.value("bandwidth", 0.0);
+    link.latencySeconds = j.value("latency_s", 0.0);
+    if (link.bandwidth < 0 || link.latencySeconds < 0)
+        throw Error("a run's link has a negative bandwidth or latency");
+    if (j.contains("trace"))
+        link.trace = ps::detail::traceFromJson(j["trace"], "the run's link trace");
+    return link;
 }
 
 std::string overflowMessage(const RunPrediction& prediction)

@@ -7,6 +7,7 @@
 
 #include "cluster/device_catalog.h"
 #include "graph/graph.h"
+#include "runtime/emulated_link.h"
 #include "sim/simulator.h"
 
 #include <optional>
@@ -28,7 +29,12 @@ struct RunShape
     std::vector<DeviceId> stageDevices; // empty: stage % devices
     std::int64_t microBatch = 0; // samples per micro-batch; 0: the graph's
     std::int64_t deviceMemoryBytes = 0; // capacity of each device; 0: no cap
+    LinkEmulation link; // the emulated link between devices; off: this machine's memory copies
 };
+
+// A run config's "link" object ({} when off) and back; throws ps::Error naming a bad field.
+[[nodiscard]] std::string linkToJson(const LinkEmulation& link);
+[[nodiscard]] LinkEmulation linkFromJson(const std::string& json);
 
 // A stored plan's JSON (planToJson) as a shape; throws ps::Error when it does not fit the graph.
 [[nodiscard]] RunShape shapeFromPlanJson(const std::string& json, std::size_t nodeCount);

@@ -92,12 +92,20 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     // (PipelineRunner), so OpenBLAS runs single-threaded in each team member.
     setComputeThreads(m_devices.size() == 1 ? threadsPerDevice(1) : 1);
     PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
-    RunnerOptions options { m_config.seed, m_config.optimizer, true };
+    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link };
     m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
     // The same initial values as the single-device executor (graph values, else its seeded draws).
     GraphExecutor init(m_graph, ExecutorOptions { m_config.seed, 0, true });
     for (auto id : m_runner->parameterIds())
         m_runner->setParameter(id, init.backend().toHost(init.parameter(id)));
+}
+
+void TrainingRun::setSchedule(const ScheduleSpec& schedule)
+{
+    auto next = m_config;
+    next.schedule = schedule;
+    m_runner->setSchedule(runtimeSchedule(next));
+    m_config = std::move(next);
 }
 
 double TrainingRun::learningRate(std::int64_t step) const

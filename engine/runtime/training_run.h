@@ -36,6 +36,7 @@ struct RunConfig
     std::int64_t decaySteps = 0; // cosine decay to lr * minLrRatio at this step; 0: constant
     double minLrRatio = 0.1;
     std::uint64_t seed = 0; // initialisation, dropout and sampling
+    LinkEmulation link; // between the devices; off: memory speed
 };
 
 struct RunStepResult
@@ -78,6 +79,10 @@ public:
     {
         return m_batch * m_seq * m_config.schedule.microBatches;
     }
+    // From the next step on, runs `schedule` (same stages, devices and micro-batches; Ada-Grouper's
+    // controller changes k this way). Parameters and optimizer state are untouched. Throws
+    // ps::Error when the schedule cannot replace the current one.
+    void setSchedule(const ScheduleSpec& schedule);
     [[nodiscard]] RunCheckpoint checkpoint() const;
     // Parameters, optimizer state and step count from a checkpoint; the sampler is advanced past the
     // steps already taken so the data continues where the checkpointed run stopped. Returns false

@@ -195,7 +195,7 @@ std::optional<RunShape> LaunchDialog::chosenShape() const
     if (usesCurrentEdit()) {
         const auto& plan = m_session->snapshot().plan;
         shape = { plan.partition, plan.schedule, plan.memoryPlans(), {},
-            static_cast<std::int64_t>(std::llround(plan.microBatch)), 0 };
+            static_cast<std::int64_t>(std::llround(plan.microBatch)), 0, {} };
     } else {
         const auto k = static_cast<std::size_t>(m_plan->currentIndex() - (m_session->hasPlan() ? 1 : 0));
         shape = shapeFromPlanJson(m_plans.at(k).second, m_session->graph()->nodeCount());

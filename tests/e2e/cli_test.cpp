@@ -434,6 +434,48 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
     EXPECT_GT(error["run"].get<std::int64_t>(), 0);
 }
 
+TEST_F(Cli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
+{
+    const auto p = file("ada.pstudio");
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 2 --seq 32 -b 2 -o " + p).exitCode, 0);
+    // A 5 MB/s link preempted to a twentieth for the second half of every 0.6 s.
+    const auto r = run("train " + p
+        + " --devices cpu:2 --schedule kfkb:auto --micro-batches 4 --steps 6 --adapt-every 2 --data-format random"
+          " --link-bandwidth 5MB/s --link-latency 1e-4 --preempt 0.6,0.05,0.5 --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    std::vector<nlohmann::json> decisions;
+    std::string schedule;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line);
+        if (j.contains("config")) {
+            schedule = j["config"]["schedule"].get<std::string>();
+            EXPECT_DOUBLE_EQ(j["config"]["link"]["bandwidth"].get<double>(), 5e6) << line;
+            EXPECT_TRUE(j["config"]["adaptive_group_size"].get<bool>()) << line;
+        }
+        if (j.contains("group_size"))
+            decisions.push_back(j);
+    }
+    EXPECT_EQ(schedule.rfind("kfkb:", 0), 0U) << r.output;
+    ASSERT_EQ(decisions.size(), 3U) << r.output; // after steps 2, 4 and 6
+    for (const auto& d : decisions) {
+        EXPECT_EQ(d["after_step"].get<int>() % 2, 0) << d.dump();
+        // Measured on the link: never above its nominal 5 MB/s.
+        EXPECT_GT(d["measured_bandwidth"].get<double>(), 0) << d.dump();
+        EXPECT_LE(d["measured_bandwidth"].get<double>(), 5e6 * 1.001) << d.dump();
+        EXPECT_EQ(d["predicted_iteration_ms"].size(), 4U) << d.dump(); // k = 1..4
+        const auto k = d["group_size"].get<int>();
+        EXPECT_TRUE(d["predicted_iteration_ms"].contains("kfkb:" + std::to_string(k))) << d.dump();
+    }
+    const auto bad = run("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5");
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("need --link-bandwidth"), std::string::npos) << bad.output;
+    const auto badRate = run("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast");
+    EXPECT_NE(badRate.exitCode, 0);
+    EXPECT_NE(badRate.output.find("is not a bandwidth"), std::string::npos) << badRate.output;
+}
+
 TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
 {
     const auto p = file("oom.pstudio");

@@ -1,0 +1,189 @@
+// Ada-Grouper in the runtime: emulated links between CPU devices, schedules switched between steps
+// without touching parameters, and the group-size controller fed with measured transfers.
+#include "cpu/cpu_backend.h"
+#include "pipeline_support.h"
+#include "runtime/channel.h"
+#include "runtime/emulated_link.h"
+#include "runtime/group_controller.h"
+#include "runtime/training_run.h"
+#include "trainer.h"
+#include "util/error.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+using namespace ps;
+using namespace ps::engine;
+using namespace ps::engine::testing;
+using std::chrono::duration;
+using std::chrono::milliseconds;
+
+namespace {
+
+Graph tinyGpt()
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.seq = 32;
+    c.microBatch = 2;
+    return buildZooModel(c);
+}
+
+TokenData corpus()
+{
+    return TokenData::random(256, 1 << 16, 11);
+}
+
+RunConfig kfkb(const Graph& graph, int k)
+{
+    RunConfig c;
+    c.schedule = parseScheduleSpec("kfkb:" + std::to_string(k), 2, 4);
+    c.partition = evenCuts(graph, 2);
+    c.optimizer.kind = "sgd";
+    c.optimizer.lr = 0.05;
+    c.seed = 5;
+    return c;
+}
+
+double secondsOf(EmulatedLink::Clock::duration d)
+{
+    return duration<double>(d).count();
+}
+
+} // namespace
+
+TEST(EmulatedLink, TransfersQueueBehindEachOtherAndPayLatencyAndTheTrace)
+{
+    const auto origin = EmulatedLink::Clock::now();
+    EmulatedLink link({ 1e6, 1e-3, std::nullopt }, origin);
+    const auto a = link.reserve(2000, origin); // 1 ms latency + 2 ms
+    EXPECT_NEAR(secondsOf(a.start - origin), 0, 1e-9);
+    EXPECT_NEAR(secondsOf(a.end - origin), 3e-3, 1e-9);
+    const auto b = link.reserve(1000, origin + milliseconds(1)); // waits for a
+    EXPECT_NEAR(secondsOf(b.start - origin), 3e-3, 1e-9);
+    EXPECT_NEAR(secondsOf(b.end - origin), 5e-3, 1e-9);
+    // At a tenth of its bandwidth from 10 ms on (the simulator's trace arithmetic).
+    EmulatedLink slow({ 1e6, 0, BandwidthTrace { { { 0.0, 1.0 }, { 0.01, 0.1 } }, 0 } }, origin);
+    const auto c = slow.reserve(20000, origin); // 10 ms at full speed moves 10000 bytes, then 100 ms
+    EXPECT_NEAR(secondsOf(c.end - origin), 0.11, 1e-9);
+    EXPECT_THROW(EmulatedLink({ 0, 0, std::nullopt }, origin), Error);
+}
+
+TEST(EmulatedLink, TheReceiverGetsTheMessageWhenTheLinkDeliversItAndTheSenderGoesOn)
+{
+    const auto& cpu = cpuBackend();
+    Allocator memory("cpu:1");
+    AbortSignal abort;
+    EmulatedLink link({ 4e5, 0, std::nullopt }, EmulatedLink::Clock::now()); // 40 KB take 100 ms
+    InProcessChannel channel("stage 0 -> 1", cpu, cpu, memory, abort, &link);
+    Allocator source("cpu:0");
+    std::vector<float> values(10000, 1.5F);
+    auto array = cpu.fromHost(source, { 10000 }, DType::F32, std::as_bytes(std::span<const float>(values)));
+    const auto sent = EmulatedLink::Clock::now();
+    const auto transfer = channel.send(MicroBatchId(0), { std::move(array) });
+    ASSERT_TRUE(transfer.has_value());
+    EXPECT_NEAR(secondsOf(transfer->end - transfer->start), 0.1, 1e-6);
+    EXPECT_LT(EmulatedLink::Clock::now(), transfer->end) << "the sender must not wait for the link";
+    const auto message = channel.receive(MicroBatchId(0));
+    EXPECT_GE(EmulatedLink::Clock::now(), transfer->end);
+    EXPECT_GE(secondsOf(EmulatedLink::Clock::now() - sent), 0.1);
+    ASSERT_EQ(message.size(), 1U);
+    EXPECT_EQ(message[0].bytes(), 40000);
+}
+
+TEST(EmulatedLink, ARunOverItRecordsEachSendsTimeOnTheLinkAndTrainsTheSame)
+{
+    const auto graph = tinyGpt();
+    auto config = kfkb(graph, 2);
+    TrainingRun plain(graph, corpus(), makeDevices("cpu:2", 0), config);
+    config.link = { 2e7, 2e-4, std::nullopt }; // 20 MB/s, 0.2 ms
+    TrainingRun linked(graph, corpus(), makeDevices("cpu:2", 0), config);
+    for (int s = 0; s < 3; ++s) {
+        const auto a = plain.step();
+        const auto b = linked.step();
+        EXPECT_DOUBLE_EQ(a.loss, b.loss) << "step " << s + 1;
+        int sends = 0;
+        for (const auto& e : b.events) {
+            if (e.stream != Stream::Send)
+                continue;
+            ++sends;
+            EXPECT_NEAR((e.endNs - e.startNs) * 1e-9, 2e-4 + e.bytes / 2e7, 2e-6)
+                << formatAction({ e.action, e.stage, e.microBatch });
+        }
+        EXPECT_EQ(sends, 8) << "4 activations forward and 4 gradients back";
+    }
+}
+
+TEST(Pipeline, SwitchingKBetweenStepsKeepsParametersAndMatchesOneDevice)
+{
+    const auto graph = tinyGpt();
+    TrainOptions o;
+    o.accumulation = 4;
+    o.optimizer.kind = "sgd";
+    o.optimizer.lr = 0.05;
+    o.seed = 5;
+    Trainer reference(graph, corpus(), o);
+    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
+    for (int s = 0; s < 9; ++s) {
+        if (s == 3 || s == 6) {
+            auto spec = run.config().schedule;
+            spec.groupSize = s == 3 ? 4 : 2;
+            run.setSchedule(spec);
+        }
+        EXPECT_NEAR(run.step().loss, reference.step().loss, 1e-5) << "step " << s + 1;
+    }
+    EXPECT_EQ(run.config().schedule.groupSize, 2);
+    EXPECT_EQ(scheduleName(run.runner().schedule().spec), "kfkb:2");
+}
+
+TEST(Pipeline, SetScheduleRejectsAnotherShapeAndKeepsTheCurrentOne)
+{
+    const auto graph = tinyGpt();
+    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 2));
+    auto more = run.config().schedule;
+    more.microBatches = 8;
+    try {
+        run.setSchedule(more);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("8 micro-batches instead of 4"), std::string::npos) << e.what();
+    }
+    auto async = run.config().schedule;
+    async.kind = ScheduleKind::PipeDream;
+    EXPECT_THROW(run.setSchedule(async), Error);
+    EXPECT_EQ(scheduleName(run.config().schedule), "kfkb:2");
+    EXPECT_GT(run.step().loss, 0);
+}
+
+TEST(GroupSizeController, DecidesEveryIntervalFromTheMeasuredBandwidthOfCrossDeviceSends)
+{
+    const auto graph = tinyGpt();
+    const auto config = kfkb(graph, 1);
+    RunShape shape { config.partition, config.schedule, {}, {}, 0, 0, { 1e9, 1e-4, std::nullopt } };
+    GroupSizeController controller(graph, std::nullopt, shape, { 1, 2, 4 }, 2);
+    // Two 1 MB sends between the devices, 1 ms and 10 ms on the link after the 0.1 ms latency.
+    const auto send = [](std::uint32_t stage, ActionType type, double startNs, double endNs, double bytes) {
+        return SimEvent { DeviceId(stage), Stream::Send, type, StageId(stage), MicroBatchId(0), startNs, endNs, bytes };
+    };
+    EXPECT_FALSE(controller.observe(1, { send(0, ActionType::SendForward, 0, 1.1e6, 1e6) }));
+    const auto slow = controller.observe(2, { send(1, ActionType::SendBackward, 0, 10.1e6, 1e6) });
+    ASSERT_TRUE(slow.has_value());
+    EXPECT_EQ(slow->step, 2);
+    EXPECT_NEAR(slow->measuredBandwidth, 2e6 / 11e-3, 1); // 2 MB over 11 ms of link time
+    ASSERT_EQ(slow->predictedIterationNs.size(), 3U);
+    const auto fastest = std::min_element(slow->predictedIterationNs.begin(), slow->predictedIterationNs.end(),
+        [](const auto& a, const auto& b) { return a.second < b.second; });
+    EXPECT_EQ(slow->k, fastest->first);
+    EXPECT_EQ(controller.k(), slow->k);
+    // The same candidates predicted at that bandwidth by choose(), and slower than at 1 GB/s.
+    const auto again = controller.choose(slow->measuredBandwidth);
+    const auto quick = controller.choose(1e9);
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_DOUBLE_EQ(again.predictedIterationNs[i].second, slow->predictedIterationNs[i].second);
+        EXPECT_GT(again.predictedIterationNs[i].second, quick.predictedIterationNs[i].second);
+    }
+    EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, { 1, 5 }, 1), Error); // k over M = 4
+    EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, {}, 1), Error);
+}
