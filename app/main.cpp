@@ -15,7 +15,11 @@ int main(int argc, char** argv)
             { request.project, request.model, request.screenshot, request.width, request.height, request.view,
                 request.microBatch });
     };
-    return ps::app::runCli(argc, argv, launch);
+    const auto render = [argc, argv](const std::vector<ps::ReportFigure>& figures, const std::string& directory,
+                            std::string& error) {
+        return ps::gui::renderFigures(argc, argv, figures, directory, error);
+    };
+    return ps::app::runCli(argc, argv, launch, render);
 #else
     return ps::app::runCli(argc, argv, {});
 #endif

@@ -5,6 +5,7 @@
 #include "models/project_session.h"
 #include "models/runs_model.h"
 #include "models/stage_balance_model.h"
+#include "plots/figure_plot.h"
 #include "plots/partition_editor_plot.h"
 #include "plots/stage_balance_plot.h"
 #include "plots/timeline_plot.h"
@@ -205,6 +206,23 @@ bool renderScreenshot(const GuiOptions& options, std::string& error)
         window.planSession()->configure(setup);
     }
     return renderView(window, options, error);
+}
+
+bool renderFigures(
+    int argc, char** argv, const std::vector<ReportFigure>& figures, const std::string& directory, std::string& error)
+{
+    if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
+        && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    for (const auto& f : figures) {
+        const auto path = QDir(QString::fromStdString(directory)).filePath(QString::fromStdString(f.file));
+        if (!saveFigurePng(f, path)) {
+            error = "cannot write " + path.toStdString();
+            return false;
+        }
+    }
+    return true;
 }
 
 int runApplication(int argc, char** argv, const GuiOptions& options)

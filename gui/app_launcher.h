@@ -2,7 +2,10 @@
 // the app can include it without the gui target's compile definitions.
 #pragma once
 
+#include "report/reproduction.h"
+
 #include <string>
+#include <vector>
 
 namespace ps::gui {
 
@@ -19,6 +22,11 @@ struct GuiOptions
 };
 
 int runApplication(int argc, char** argv, const GuiOptions& options);
+
+// Renders `figures` as PNGs into `directory` (offscreen when there is no display); false with
+// `error` set when one cannot be written.
+bool renderFigures(
+    int argc, char** argv, const std::vector<ReportFigure>& figures, const std::string& directory, std::string& error);
 
 // Renders `window`-sized screenshot of a main window showing `options` (used by the docs and tests).
 bool renderScreenshot(const GuiOptions& options, std::string& error);

@@ -52,7 +52,8 @@ namespace {
 
 } // namespace
 
-int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& launchGui)
+int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& launchGui,
+    const std::function<bool(const std::vector<ReportFigure>&, const std::string&, std::string&)>& renderFigures)
 {
     CLI::App app { "PipeStudio: plan, simulate and run pipeline-parallel training.\n"
                    "Without a subcommand: the GUI when a display is available, else the headless demo.",
@@ -75,6 +76,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addMaxBatchCommand(app, action);
     addTrainCommand(app, action);
     addProfileCommand(app, action);
+    addReproduceCommand(app, action, renderFigures);
     addGuiCommand(app, action, request, launchGui);
     try {
         app.parse(argc, argv);

@@ -1,6 +1,8 @@
 // The headless command-line twin of every GUI flow: `pipestudio <subcommand> ...`.
 #pragma once
 
+#include "report/reproduction.h"
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -20,6 +22,8 @@ struct GuiRequest
 
 // Parses argv and runs a subcommand. When the command asks for the GUI (no subcommand with a
 // display, or `gui`), `launchGui` is called; it is empty in builds without the GUI.
-int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& launchGui);
+// `renderFigures` draws `reproduce`'s figures (empty without the GUI).
+int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& launchGui,
+    const std::function<bool(const std::vector<ReportFigure>&, const std::string&, std::string&)>& renderFigures = {});
 
 } // namespace ps::app

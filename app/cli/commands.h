@@ -1,9 +1,13 @@
 // Internal to the CLI: each subcommand registers its options and its action with CLI11.
 #pragma once
 
+#include "report/reproduction.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace ps::app {
 
@@ -24,6 +28,10 @@ void addGroupingCommand(CLI::App& app, Action& action);
 void addMaxBatchCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);
+// Draws report figures as PNGs into a directory; empty in builds without the GUI.
+using FigureRenderer =
+    std::function<bool(const std::vector<ReportFigure>& figures, const std::string& directory, std::string& error)>;
+void addReproduceCommand(CLI::App& app, Action& action, const FigureRenderer& render);
 
 // Runs the headless end-to-end demo; also what `pipestudio` does without a display.
 int runDemo(const std::string& directory);

@@ -1,0 +1,133 @@
+// Ada-Grouper §6: the pipeline-granularity test (Fig. 6: GPT-Medium, 8 workers, global batch 192,
+// k = 1..6, relative to 1F1B) and the adaptive tuning under a preempted network (Fig. 10).
+#include "cluster/cluster.h"
+#include "cost/profile.h"
+#include "plan/grouping.h"
+#include "report/reproduction.h"
+#include "zoo/model_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace ps::detail {
+
+PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
+{
+    const auto all = nlohmann::json::parse(paperNumbersJson());
+    const auto& paper = all.at("adagrouper");
+    const auto& claims = paper.at("claims");
+    const auto& device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
+    const auto zoo = paper.at("model").at("zoo").get<std::string>();
+    if (options.progress)
+        options.progress("adagrouper: " + zoo);
+    auto config = zooPreset(zoo);
+    if (options.quick)
+        config.layers = 8;
+    const auto graph = buildZooModel(config);
+    const auto profile = estimateProfile(graph, device, CostModelOptions {});
+    const int stages = options.quick ? 4 : paper.at("stages").get<int>();
+    // One GPU per worker machine (§6 "1 GPU per worker"): every stage boundary crosses the network.
+    auto cluster = makeCluster(device, stages, 1);
+    cluster.interNode = { paper.at("link").at("kind"), paper.at("link").at("bandwidth"), 5e-6 };
+    GroupingRequest request;
+    request.stages = stages;
+    request.globalBatch = paper.at("global_batch").get<double>();
+    request.maxK = paper.at("max_k").get<int>();
+    const auto candidates = groupingCandidates(graph, profile, cluster, request);
+    PaperReport report;
+    report.paper = "adagrouper";
+    auto& md = report.markdown;
+    md = "## Ada-Grouper: kFkB against 1F1B (Figs. 6 and 10)\n\n";
+    md += "Source: " + paper.at("source").get<std::string>() + ". Model: " + zoo + " ("
+        + paper.at("model").at("paper").get<std::string>() + "), sequence " + std::to_string(config.seq) + ", "
+        + std::to_string(config.layers) + " layers; " + std::to_string(stages) + " workers of one " + device.name
+        + " each, linked by " + cluster.interNode.kind + "; global batch " + fixed(request.globalBatch, 0) + ".\n\n";
+    md += "Assumptions where the paper is silent: fp32 analytical costs (the paper trains in fp16 on "
+          "V100S-PCIE; the catalog's V100 SXM2 32GB stands in); the sequence length above; for each k the "
+          "largest micro-batch dividing the global batch that fits (the memory-limit curve), partitioned by "
+          "DawnPiper.\n\n";
+    const auto oneF1B = std::find_if(candidates.begin(), candidates.end(), [](const auto& c) { return c.k == 1; });
+    if (candidates.empty() || oneF1B == candidates.end()) {
+        md += "No candidate fits (not even 1F1B): nothing to compare.\n";
+        return report;
+    }
+    const double base = oneF1B->plan.simulation->iterationNs;
+    std::vector<std::vector<std::string>> rows;
+    ReportFigure gain;
+    gain.file = "adagrouper-granularity.png";
+    gain.title = "Ada-Grouper Fig. 6: kFkB relative to 1F1B";
+    gain.xLabel = "k";
+    gain.yLabel = "relative performance";
+    ReportFigure::Series ours { "PipeStudio (simulated)", {} };
+    auto sorted = candidates;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.k < b.k; });
+    double bestGain = 0;
+    int bestK = 1;
+    double gainAt3 = 0;
+    for (const auto& c : sorted) {
+        const double ns = c.plan.simulation->iterationNs;
+        const double relative = base / ns;
+        rows.push_back({ std::to_string(c.k), fixed(c.plan.microBatch, 0), std::to_string(c.plan.schedule.microBatches),
+            fixed(ns / 1e6, 1), fixed(relative, 3) });
+        gain.x.push_back(c.k);
+        ours.values.push_back(relative);
+        if (relative - 1 > bestGain) {
+            bestGain = relative - 1;
+            bestK = c.k;
+        }
+        if (c.k == 3)
+            gainAt3 = relative - 1;
+    }
+    gain.series.push_back(std::move(ours));
+    md += markdownTable({ "k", "micro-batch", "M", "iteration ms", "vs 1F1B" }, rows) + "\n";
+    md += "![" + gain.title + "](" + gain.file + ")\n\n";
+    report.figures.push_back(std::move(gain));
+    // Fig. 10: a preempted network (the paper gives no trace; ours: a tenth of the bandwidth for
+    // half of every period), the controller re-estimating every `interval` iterations.
+    const double periodSeconds = 40 * base * 1e-9;
+    cluster.interTrace = BandwidthTrace { { { 0.0, 1.0 }, { periodSeconds / 2, 0.1 } }, periodSeconds };
+    const int iterations = options.quick ? 40 : 120;
+    const int interval = 5;
+    const auto adaptive = adaptiveGrouping(graph, profile, cluster, candidates, iterations, interval);
+    const auto fixedOne = fixedGrouping(graph, profile, cluster, *oneF1B, iterations);
+    ReportFigure timeline;
+    timeline.file = "adagrouper-adaptive.png";
+    timeline.title = "Ada-Grouper Fig. 10: k chosen under a preempted network";
+    timeline.xLabel = "iteration";
+    timeline.yLabel = "k / bandwidth share x 10";
+    ReportFigure::Series k { "chosen k", {} };
+    ReportFigure::Series share { "bandwidth share seen x 10", {} };
+    for (const auto& s : adaptive.steps) {
+        timeline.x.push_back(s.iteration);
+        k.values.push_back(s.k);
+        share.values.push_back(10 * s.estimatedFraction);
+    }
+    timeline.series = { std::move(k), std::move(share) };
+    const double adaptiveGain = fixedOne.totalSeconds / adaptive.totalSeconds - 1;
+    md += "Preempted network: the links run at a tenth of their bandwidth for half of every " + fixed(periodSeconds, 1)
+        + " s (the paper gives no trace); " + std::to_string(iterations) + " iterations, k re-estimated every "
+        + std::to_string(interval) + " from the bandwidth share seen. The " + "adaptive run took "
+        + fixed(adaptive.totalSeconds, 1) + " s against 1F1B's " + fixed(fixedOne.totalSeconds, 1) + " s, with "
+        + std::to_string(adaptive.switches()) + " switch(es) of k.\n\n";
+    md += "![" + timeline.title + "](" + timeline.file + ")\n\n";
+    report.figures.push_back(std::move(timeline));
+    md += "### Headline claims\n\n";
+    md += markdownTable({ "claim", "ours", "paper" },
+              { { "best k over 1F1B (stable network)",
+                    "k=" + std::to_string(bestK) + ": +" + fixed(100 * bestGain, 1) + "%",
+                    "+" + fixed(100 * claims.at("gain_over_1f1b_low").get<double>(), 0) + "% to +"
+                        + fixed(100 * claims.at("gain_over_1f1b_high").get<double>(), 0) + "%" },
+                  { "gain left beyond k = 3", fixed(100 * (bestGain - gainAt3), 1) + " points",
+                      "no deterministic further improvement for k >= 3" },
+                  { "adaptive k over 1F1B, preempted network", "+" + fixed(100 * adaptiveGain, 1) + "%",
+                      "over +" + fixed(100 * claims.at("adaptive_gain_over_1f1b").get<double>(), 0) + "%" } })
+        + "\n";
+    md += "Differences from the paper come from the cost model: kFkB gains by overlapping a group's sends "
+          "with the next group's compute, so the gain grows with the communication share of an iteration, "
+          "which here follows from fp32 activations over the catalog link; the paper's shared production "
+          "network also slows 1F1B's exposed transfers more than a constant-bandwidth link does.\n";
+    return report;
+}
+
+} // namespace ps::detail
