@@ -74,6 +74,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addSearchCommand(app, action);
     addGroupingCommand(app, action);
     addMaxBatchCommand(app, action);
+    addMaxModelCommand(app, action);
     addTrainCommand(app, action);
     addProfileCommand(app, action);
     addReproduceCommand(app, action, renderFigures);

@@ -26,6 +26,7 @@ void addPlanCommand(CLI::App& app, Action& action);
 void addSearchCommand(CLI::App& app, Action& action);
 void addGroupingCommand(CLI::App& app, Action& action);
 void addMaxBatchCommand(CLI::App& app, Action& action);
+void addMaxModelCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);
 // Draws report figures as PNGs into a directory; empty in builds without the GUI.

@@ -156,7 +156,8 @@ void addSimulateCommand(CLI::App& app, Action& action)
     cmd->add_option("project", s->project, "Project file (.pstudio)")->required();
     cmd->add_option("--stages,-s", s->stages, "Pipeline stages")->check(CLI::Range(1, 4096));
     cmd->add_option("--cuts", s->cuts, "auto, or the first node of stages 1..S-1 (\"12,24,36\")");
-    cmd->add_option("--schedule", s->schedule, "gpipe | 1f1b | kfkb:K | interleaved:V | zb-h1 | pipedream");
+    cmd->add_option(
+        "--schedule", s->schedule, "gpipe | 1f1b | kfkb:K | interleaved:V | zb-h1 | pipedream | ftpipe-async[:A]");
     cmd->add_option("--micro-batches,-m", s->microBatches, "Micro-batches per iteration (M)")
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--micro-batch,-b", s->microBatchSize, "Samples per micro-batch (default: the project's)");

@@ -40,9 +40,12 @@ namespace {
         cmd->add_option("project", o.project, "Project file (.pstudio)")->required();
         cmd->add_option("--algo,-a", o.algorithm,
             "dawnpiper | dawnpiper-paper | pipedream | pipedream-mem | gpipe | compute-balanced | "
-            "memory-balanced | exhaustive | all, or several separated by commas");
-        cmd->add_option("--stages,-s", o.stages, "Pipeline stages")->check(CLI::Range(1, 1024));
-        cmd->add_option("--schedule", o.schedule, "gpipe | 1f1b | kfkb:K | zb-h1 | pipedream");
+            "memory-balanced | exhaustive | mixed-pipe | all, or several separated by commas. mixed-pipe (FTPipe): "
+            "more stages than devices, non-adjacent stages sharing a device, direct sends between stages");
+        cmd->add_option(
+               "--stages,-s", o.stages, "Pipeline stages (mixed-pipe: devices; it chooses its own stage count)")
+            ->check(CLI::Range(1, 1024));
+        cmd->add_option("--schedule", o.schedule, "gpipe | 1f1b | kfkb:K | zb-h1 | pipedream | ftpipe-async[:A]");
         cmd->add_option("--micro-batches,-m", o.microBatches, "Micro-batches per iteration")
             ->check(CLI::Range(1, 1 << 20));
         cmd->add_option("--memory-limit", o.memoryLimit, "Per-device memory limit (e.g. 30GiB); default: the device's");
@@ -122,6 +125,8 @@ namespace {
             plan.slowestStageNs / 1e6, sim ? fmt::format("{:.3f}", sim->iterationNs / 1e6) : "-",
             sim ? fmt::format("{:.1f}", sim->samplesPerSecond) : "-", plan.searchSeconds,
             plan.feasible ? plan.partition.cutsText() : plan.reason);
+        if (!plan.stageDevices.empty()) // cuts count in the plan's own node order (JSON: node_order)
+            fmt::print("     {} ({})\n", plan.stageDevicesText(), plan.seed);
     }
 
     // Prints (or returns as JSON) the ranked plans and stores the first `save` feasible ones.

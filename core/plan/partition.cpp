@@ -7,6 +7,7 @@
 #include <charconv>
 #include <map>
 #include <numeric>
+#include <set>
 #include <unordered_set>
 
 namespace ps {
@@ -67,6 +68,46 @@ namespace {
         }
     }
 
+    void addSend(std::vector<StageSend>& sends, StageId to, double bytes)
+    {
+        const auto it = std::find_if(sends.begin(), sends.end(), [to](const StageSend& s) { return s.stage == to; });
+        if (it == sends.end())
+            sends.push_back({ to, bytes });
+        else
+            it->bytes += bytes;
+    }
+
+    // FTPipe's dataflow (§4): a tensor goes from its producer's stage to every stage reading it,
+    // once per stage, and its gradient comes back from each of them.
+    void addDirectTraffic(
+        const Graph& g, const std::vector<StageId>& stageOf, std::vector<StageCost>& stages, double scale)
+    {
+        const auto needsGrad = tensorsRequiringGrad(g);
+        std::set<std::pair<std::uint32_t, std::uint32_t>> sent; // (tensor, reading stage)
+        for (const auto& n : g.nodes()) {
+            const auto to = stageOf[n.id.index()];
+            for (auto in : n.inputs) {
+                const auto& t = g.tensor(in);
+                if (t.kind != TensorKind::Activation || !t.producer.valid() || stageOf[t.producer.index()] == to
+                    || !sent.emplace(in.value, to.value).second)
+                    continue;
+                const auto from = stageOf[t.producer.index()];
+                const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * scale;
+                addSend(stages[from.index()].forwardSends, to, bytes);
+                stages[from.index()].sendForwardBytes += bytes;
+                if (needsGrad[in.index()]) {
+                    addSend(stages[to.index()].backwardSends, from, bytes);
+                    stages[to.index()].sendBackwardBytes += bytes;
+                }
+            }
+        }
+        for (auto& s : stages) {
+            const auto byStage = [](const StageSend& a, const StageSend& b) { return a.stage < b.stage; };
+            std::sort(s.forwardSends.begin(), s.forwardSends.end(), byStage);
+            std::sort(s.backwardSends.begin(), s.backwardSends.end(), byStage);
+        }
+    }
+
 } // namespace
 
 std::string Partition::cutsText() const
@@ -109,6 +150,9 @@ void checkPartition(const Partition& p, std::size_t nodeCount)
             throw Error("partition: cuts must be strictly increasing; stage " + std::to_string(s - 1)
                 + " would be empty at cut " + std::to_string(cut));
     }
+    if (p.dataflow() && p.nodeOrder.size() != nodeCount)
+        throw Error("partition: its node order lists " + std::to_string(p.nodeOrder.size()) + " nodes, the graph has "
+            + std::to_string(nodeCount));
 }
 
 Partition computeBalancedPartition(const std::vector<double>& nodeCost, int stages)
@@ -135,14 +179,65 @@ std::vector<StageId> stageOfNodes(const Partition& p, std::size_t nodeCount)
     for (int s = 0; s < p.stageCount(); ++s) {
         const StageId id(static_cast<std::uint32_t>(s));
         for (auto n = p.stageBegin(id); n < p.stageEnd(id, nodeCount); ++n)
-            stageOf[n] = id;
+            stageOf[p.dataflow() ? p.nodeOrder[n].index() : n] = id;
     }
     return stageOf;
+}
+
+Graph graphInNodeOrder(const Graph& g, const std::vector<NodeId>& order)
+{
+    if (order.size() != g.nodeCount())
+        throw Error("node order: lists " + std::to_string(order.size()) + " nodes, the graph has "
+            + std::to_string(g.nodeCount()));
+    std::vector<NodeId> position(g.nodeCount());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        if (order[i].index() >= g.nodeCount() || position[order[i].index()].valid())
+            throw Error("node order: node " + std::to_string(order[i].value) + " is out of range or listed twice");
+        position[order[i].index()] = NodeId(static_cast<std::uint32_t>(i));
+    }
+    Graph out(g.info());
+    for (auto t : g.tensors()) {
+        if (t.producer.valid())
+            t.producer = position[t.producer.index()];
+        out.addTensor(std::move(t));
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto& n = g.node(order[i]);
+        for (auto in : n.inputs) {
+            const auto producer = g.tensor(in).producer;
+            if (producer.valid() && position[producer.index()].index() >= i)
+                throw Error("node order: node '" + n.name + "' comes before '" + g.node(producer).name
+                    + "', which produces its input");
+        }
+        out.addNode(n);
+    }
+    out.setOutputs(g.outputs());
+    return out;
+}
+
+Profile profileInNodeOrder(const Profile& profile, const std::vector<NodeId>& order)
+{
+    Profile out = profile;
+    out.nodes.clear();
+    for (auto n : order)
+        out.nodes.push_back(profile.nodes.at(n.index()));
+    return out;
 }
 
 std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile, const Partition& p, double mb)
 {
     checkPartition(p, g.nodeCount());
+    if (p.dataflow()) { // contiguous over its own order, with direct sends instead of relays
+        const auto ordered = graphInNodeOrder(g, p.nodeOrder);
+        const Partition contiguous { p.stageStarts };
+        auto stages = computeStageCosts(ordered, profileInNodeOrder(profile, p.nodeOrder), contiguous, mb);
+        for (auto& s : stages)
+            s.sendForwardBytes = s.sendBackwardBytes = 0;
+        const double scale =
+            mb / static_cast<double>(std::max<std::int64_t>(1, g.info().microBatch)) * activationScale(profile.setup);
+        addDirectTraffic(ordered, stageOfNodes(contiguous, ordered.nodeCount()), stages, scale);
+        return stages;
+    }
     const auto costs = computeOpCosts(g);
     const auto stageOf = stageOfNodes(p, g.nodeCount());
     const double scale =

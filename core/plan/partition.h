@@ -1,5 +1,11 @@
 // A pipeline partition: contiguous ranges of the node order, one per stage, and what each stage
 // costs (time, activation memory, parameters, bytes crossing its boundaries) under a profile.
+//
+// The node order is the graph's own unless the partition records one. FTPipe's Mixed-pipe
+// (§4.1) assigns any node to any stage as long as the stages form an acyclic graph; such a
+// partition is contiguous in a topological order that puts each stage's nodes together, so it is
+// recorded as that order plus the usual ranges, and its stages send to every consumer stage
+// directly instead of relaying through the stages in between (FTPipe §4 "dataflow").
 // Depends on: graph/, cost/profile.h.
 #pragma once
 
@@ -15,7 +21,16 @@ namespace ps {
 
 struct Partition
 {
-    std::vector<std::size_t> stageStarts; // first node of each stage; stageStarts[0] == 0
+    std::vector<std::size_t> stageStarts; // first position in the node order of each stage; [0] == 0
+    // Mixed-pipe: the topological order the ranges cut (a permutation of the graph's nodes).
+    // Empty: the graph's node order, stages relay tensors along the chain.
+    std::vector<NodeId> nodeOrder {};
+
+    // A dataflow partition: cut over its own order, stages send to their consumers directly.
+    [[nodiscard]] bool dataflow() const
+    {
+        return !nodeOrder.empty();
+    }
 
     [[nodiscard]] int stageCount() const
     {
@@ -40,7 +55,13 @@ struct Partition
 void checkPartition(const Partition& partition, std::size_t nodeCount);
 // Contiguous stages with forward+backward time as equal as a greedy prefix split gets.
 [[nodiscard]] Partition computeBalancedPartition(const std::vector<double>& nodeCost, int stages);
+// By node id (through the partition's node order when it has one).
 [[nodiscard]] std::vector<StageId> stageOfNodes(const Partition& partition, std::size_t nodeCount);
+// The graph with its nodes renumbered in `order` (a topological permutation; tensor ids kept),
+// and a profile to match: a dataflow partition is a plain contiguous one over these. Throws
+// ps::Error naming the node when `order` is not a permutation or puts a node before its input.
+[[nodiscard]] Graph graphInNodeOrder(const Graph& graph, const std::vector<NodeId>& order);
+[[nodiscard]] Profile profileInNodeOrder(const Profile& profile, const std::vector<NodeId>& order);
 
 // A parameter that several stages read (GPT-2's wte: the embedding and the lm_head): each holds a
 // copy, and synchronous schedules sum its gradient across those stages before every update.
@@ -48,6 +69,14 @@ struct TiedParameter
 {
     std::uint32_t tensor = 0; // the parameter's tensor id, shared by the stages holding it
     double gradientBytes = 0;
+};
+
+// Bytes one stage sends another directly, one micro-batch (dataflow partitions).
+struct StageSend
+{
+    StageId stage; // the receiver
+    double bytes = 0;
+    bool operator==(const StageSend&) const = default;
 };
 
 struct StageCost
@@ -61,8 +90,12 @@ struct StageCost
     double workspaceBytes = 0; // largest transient: one node's scratch, or the backward's working set
     double splitWorkspaceBytes = 0; // the same when zero-bubble splits the backward into B and W
     std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
-    double sendForwardBytes = 0; // activations to the next stage, one micro-batch
-    double sendBackwardBytes = 0; // gradients to the previous stage, one micro-batch
+    double sendForwardBytes = 0; // activations to the next stage (dataflow: to all), 1 micro-batch
+    double sendBackwardBytes = 0; // gradients to the previous stage (dataflow: to all), 1 micro-batch
+    // Dataflow partitions only (empty otherwise): activations to each consumer stage and gradients
+    // back to each producer stage, sent directly; the two totals above are their sums.
+    std::vector<StageSend> forwardSends;
+    std::vector<StageSend> backwardSends;
     std::vector<TiedParameter> tiedParameters; // held by other stages too
 };
 

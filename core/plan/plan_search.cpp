@@ -84,18 +84,22 @@ namespace {
 
     void simulateInto(Plan& plan, const Graph& graph, const Profile& profile, const Cluster& cluster)
     {
-        if (!plan.feasible)
-            return;
-        const auto costs = computeStageCosts(graph, profile, plan.partition, plan.microBatch);
-        const auto r = simulate({ generateSchedule(plan.schedule), costs, cluster, profile.setup, plan.microBatch,
-            plan.memoryPlans(), {} });
-        PlanSimulation sim { r.iterationNs, r.samplesPerSecond, r.bubbleFraction, 0, r.anyOutOfMemory };
-        for (const auto& d : r.devices)
-            sim.peakBytes = std::max(sim.peakBytes, d.peakBytes);
-        plan.simulation = sim;
+        if (plan.feasible)
+            plan.simulation = simulatePlan(plan, graph, profile, cluster);
     }
 
 } // namespace
+
+PlanSimulation simulatePlan(const Plan& plan, const Graph& graph, const Profile& profile, const Cluster& cluster)
+{
+    const auto costs = computeStageCosts(graph, profile, plan.partition, plan.microBatch);
+    const auto r =
+        simulate({ planSchedule(plan), costs, cluster, profile.setup, plan.microBatch, plan.memoryPlans(), {} });
+    PlanSimulation sim { r.iterationNs, r.samplesPerSecond, r.bubbleFraction, 0, r.anyOutOfMemory };
+    for (const auto& d : r.devices)
+        sim.peakBytes = std::max(sim.peakBytes, d.peakBytes);
+    return sim;
+}
 
 std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
     const std::function<void(double)>& progress, const std::atomic<bool>* cancel)

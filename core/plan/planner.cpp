@@ -1,5 +1,6 @@
 #include "plan/planner.h"
 
+#include "plan/mixed_pipe.h"
 #include "plan/partition_search.h"
 #include "util/error.h"
 
@@ -209,6 +210,8 @@ namespace {
         case PlanAlgorithm::Exhaustive: {
             return exhaustiveStarts(s);
         }
+        case PlanAlgorithm::MixedPipe:
+            break; // findPlan builds its Plan (mixed_pipe.cpp)
         }
         return {};
     }
@@ -221,6 +224,48 @@ std::vector<StageMemoryPlan> Plan::memoryPlans() const
     for (const auto& s : stages)
         plans.push_back(s.memoryPlan);
     return plans;
+}
+
+int Plan::deviceCount() const
+{
+    if (stageDevices.empty())
+        return schedule.devices();
+    std::uint32_t count = 0;
+    for (auto d : stageDevices)
+        count = std::max(count, d.value + 1);
+    return static_cast<int>(count);
+}
+
+std::string Plan::stageDevicesText() const
+{
+    std::string out =
+        std::to_string(stageDevices.size()) + " stages on " + std::to_string(deviceCount()) + " devices, stage:device";
+    for (std::size_t s = 0; s < stageDevices.size(); ++s)
+        out += " " + std::to_string(s) + ":" + std::to_string(stageDevices[s].value);
+    return out;
+}
+
+Schedule planSchedule(const Plan& plan)
+{
+    auto schedule = generateSchedule(plan.schedule);
+    if (plan.stageDevices.empty())
+        return schedule;
+    if (!plan.partition.dataflow() || plan.stages.size() != plan.stageDevices.size())
+        return placeStages(schedule, plan.stageDevices);
+    // A dataflow plan: its stages' own dependencies (direct sends) and times order each device.
+    const auto S = plan.stages.size();
+    StageFlow flow { std::vector<std::vector<StageId>>(S), std::vector<std::vector<StageId>>(S), {}, {} };
+    for (std::size_t s = 0; s < S; ++s) {
+        const auto& e = plan.stages[s];
+        const StageId id(static_cast<std::uint32_t>(s));
+        flow.forwardNs.push_back(e.cost.forwardNs);
+        flow.backwardNs.push_back(e.timeNs - e.cost.forwardNs); // the recompute runs inside B
+        for (const auto& send : e.cost.forwardSends)
+            flow.producers[send.stage.index()].push_back(id);
+        for (const auto& send : e.cost.backwardSends)
+            flow.consumers[send.stage.index()].push_back(id);
+    }
+    return placeStages(schedule, plan.stageDevices, flow);
 }
 
 Plan evaluatePlan(const StageModel& model, const Partition& partition, const std::string& algorithm)
@@ -255,8 +300,11 @@ Plan findPlan(const StageModel& model, const PlannerOptions& options)
     Plan plan;
     try {
         std::string winner;
-        const auto starts = runAlgorithm(model, options, winner);
-        if (starts.empty()) {
+        const auto starts = options.algorithm == PlanAlgorithm::MixedPipe ? std::vector<std::size_t> {}
+                                                                          : runAlgorithm(model, options, winner);
+        if (options.algorithm == PlanAlgorithm::MixedPipe) {
+            plan = planMixedPipe(model, options).plan; // with its stage-to-device map and node order
+        } else if (starts.empty()) {
             plan.algorithm = std::string(toString(options.algorithm));
             plan.schedule = model.schedule();
             plan.microBatch = model.microBatch();
@@ -295,6 +343,8 @@ std::string_view toString(PlanAlgorithm a)
         return "memory-balanced";
     case PlanAlgorithm::Exhaustive:
         return "exhaustive";
+    case PlanAlgorithm::MixedPipe:
+        return "mixed-pipe";
     }
     return "dawnpiper";
 }
@@ -310,6 +360,7 @@ const std::vector<PlanAlgorithm>& allPlanAlgorithms()
         PlanAlgorithm::ComputeBalanced,
         PlanAlgorithm::MemoryBalanced,
         PlanAlgorithm::Exhaustive,
+        PlanAlgorithm::MixedPipe,
     };
     return kAll;
 }
@@ -322,7 +373,7 @@ PlanAlgorithm parsePlanAlgorithm(std::string_view text)
     }
     throw Error("unknown planning algorithm '" + std::string(text)
         + "' (dawnpiper, dawnpiper-paper, pipedream, pipedream-mem, gpipe, compute-balanced, memory-balanced, "
-          "exhaustive)");
+          "exhaustive, mixed-pipe)");
 }
 
 namespace {
@@ -332,6 +383,14 @@ namespace {
         auto out = nlohmann::ordered_json::array();
         for (auto id : ids)
             out.push_back(id.value);
+        return out;
+    }
+
+    nlohmann::ordered_json sendList(const std::vector<StageSend>& sends)
+    {
+        auto out = nlohmann::ordered_json::array();
+        for (const auto& s : sends)
+            out.push_back({ { "stage", s.stage.value }, { "bytes", s.bytes } });
         return out;
     }
 
@@ -347,12 +406,25 @@ std::string planToJson(const Plan& plan)
             { "recomputed_bytes", s.memoryPlan.recomputedBytes }, { "send_bytes", s.cost.sendForwardBytes },
             { "swapped_tensors", tensorIds(s.memoryPlan.swappedTensors) },
             { "recomputed_tensors", tensorIds(s.memoryPlan.recomputedTensors) } });
+        if (!s.cost.forwardSends.empty())
+            stages.back()["send_to"] = sendList(s.cost.forwardSends);
     }
     nlohmann::ordered_json j = { { "algorithm", plan.algorithm }, { "schedule", scheduleName(plan.schedule) },
         { "stages", plan.schedule.stages }, { "micro_batches", plan.schedule.microBatches },
         { "micro_batch", plan.microBatch }, { "cuts", plan.partition.cutsText() }, { "feasible", plan.feasible },
         { "reason", plan.reason }, { "slowest_stage_ms", plan.slowestStageNs / 1e6 },
         { "search_seconds", plan.searchSeconds }, { "seed", plan.seed }, { "stage_details", stages } };
+    if (!plan.stageDevices.empty()) {
+        j["devices"] = plan.deviceCount();
+        j["stage_devices"] = nlohmann::ordered_json::array();
+        for (auto d : plan.stageDevices)
+            j["stage_devices"].push_back(d.value);
+    }
+    if (plan.partition.dataflow()) { // the order "cuts" counts in
+        j["node_order"] = nlohmann::ordered_json::array();
+        for (auto n : plan.partition.nodeOrder)
+            j["node_order"].push_back(n.value);
+    }
     if (const auto& sim = plan.simulation)
         j["simulation"] = { { "iteration_ms", sim->iterationNs / 1e6 }, { "samples_per_second", sim->samplesPerSecond },
             { "bubble_fraction", sim->bubbleFraction }, { "peak_bytes", sim->peakBytes },

@@ -7,8 +7,10 @@
 // sliding cuts; the plan records which seed won), PipeDream's
 // dynamic program (memory-unaware as in its paper, and a memory-checked variant), GPipe's equal
 // number of layers per stage (torchgpipe's balance by count), compute-balanced, memory-balanced
-// (Algorithm 2, generalised: equal per-device peak under the schedule) and an exact exhaustive
-// search for small graphs. All return the same Plan value.
+// (Algorithm 2, generalised: equal per-device peak under the schedule), an exact exhaustive
+// search for small graphs, and FTPipe's Mixed-pipe (§4.1, plan/mixed_pipe.h: more stages than
+// devices, any acyclic node-to-stage map, non-adjacent stages sharing a device). All return the
+// same Plan value.
 // Depends on: plan/stage_model.h.
 #pragma once
 
@@ -31,7 +33,8 @@ enum class PlanAlgorithm {
     GPipe,
     ComputeBalanced,
     MemoryBalanced,
-    Exhaustive
+    Exhaustive,
+    MixedPipe
 };
 
 struct PlannerOptions
@@ -61,18 +64,31 @@ struct Plan
     ScheduleSpec schedule;
     double microBatch = 1;
     std::vector<StageEvaluation> stages;
-    double slowestStageNs = 0; // the objective: max over stages of time incl. memory-optimization overhead
+    // The objective: max over stages of time incl. memory-optimization overhead (over devices of
+    // their stages' summed time when stages share a device).
+    double slowestStageNs = 0;
     bool feasible = false;
     std::string reason; // why not feasible: the stage and how many bytes over, or "cancelled"
     double searchSeconds = 0;
     // The dawnpiper portfolio's winning seed ("bipar", "greedy-bisection", "equal-layers",
-    // "memory-balanced", "compute-balanced"), with " refined" when sliding cuts improved it.
+    // "memory-balanced", "compute-balanced"), with " refined" when sliding cuts improved it;
+    // Mixed-pipe's chosen block count and coarsening ("L=16 by-scope").
     std::string seed;
+    // The device of every stage (Mixed-pipe: several, possibly non-adjacent, stages per device).
+    // Empty: stage i runs on device i.
+    std::vector<DeviceId> stageDevices;
     // Filled by searchPlans for a feasible plan: its iteration simulated with communication.
     std::optional<PlanSimulation> simulation;
 
     [[nodiscard]] std::vector<StageMemoryPlan> memoryPlans() const;
+    [[nodiscard]] int deviceCount() const;
+    // "16 stages on 8 devices, stage:device 0:0 1:1 2:0 ...": the map, for plans with one.
+    [[nodiscard]] std::string stageDevicesText() const;
 };
+
+// The plan's schedule as action lists per device: generated per stage and, with a stage-to-device
+// map, merged onto the devices (placeStages).
+[[nodiscard]] Schedule planSchedule(const Plan& plan);
 
 [[nodiscard]] std::string_view toString(PlanAlgorithm algorithm);
 [[nodiscard]] PlanAlgorithm parsePlanAlgorithm(std::string_view text);
@@ -117,6 +133,11 @@ struct SearchRequest
     PlannerLimits limits;
     DeviceSpec device;
 };
+
+// One iteration of a feasible plan simulated with communication on `cluster` (its stage-to-device
+// map applied, dataflow sends direct).
+[[nodiscard]] PlanSimulation simulatePlan(
+    const Plan& plan, const Graph& graph, const Profile& profile, const Cluster& cluster);
 
 // Every (schedule, micro-batch size, algorithm), each plan simulated with communication on
 // `device` x the schedule's devices and ranked: feasible first, then by samples per second (at

@@ -32,13 +32,14 @@ namespace {
 } // namespace
 
 StageModel::StageModel(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule, const Cluster& cluster,
-    double microBatch, const PlannerLimits& limits)
+    double microBatch, const PlannerLimits& limits, bool directSends)
     : m_graph(graph)
     , m_profile(profile)
     , m_schedule(schedule)
     , m_cluster(cluster)
     , m_microBatch(microBatch)
     , m_limits(limits)
+    , m_directSends(directSends)
     , m_capacity(
           limits.memoryLimitBytes > 0 ? limits.memoryLimitBytes : static_cast<double>(cluster.device.memoryBytes))
     , m_scale(microBatch / static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch))
@@ -122,6 +123,45 @@ double StageModel::computeNs(std::size_t begin, std::size_t end) const
     return m_prefixCompute[end] - m_prefixCompute[begin];
 }
 
+double StageModel::tensorBytes(TensorId tensor) const
+{
+    const auto& t = m_graph.tensor(tensor);
+    return static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
+}
+
+// Dataflow partitions (FTPipe §4): the stage receives the tensors its nodes read from earlier
+// nodes and the gradients of its own tensors read later, each once; it sends each of its tensors
+// read later once here (the per-consumer copies are computeStageCosts's, which knows the stages).
+void StageModel::setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const
+{
+    const auto gen = ++m_generation;
+    double receivedForward = 0;
+    double sentForward = 0;
+    double gradients = 0;
+    for (std::size_t n = begin; n < end; ++n) {
+        const auto& node = m_graph.nodes()[n];
+        for (auto in : node.inputs) {
+            const auto& t = m_graph.tensor(in);
+            if (t.producer.valid() && t.producer.index() < begin && m_stamp[in.index()] != gen) {
+                m_stamp[in.index()] = gen;
+                receivedForward += tensorBytes(in);
+                if (m_flow.requiresGrad[in.index()])
+                    gradients += tensorBytes(in); // sent back: the producer's gradient
+            }
+        }
+        for (auto out : node.outputs) {
+            if (m_flow.lastReader[out.index()] > end) { // read after the stage
+                sentForward += tensorBytes(out);
+                if (m_flow.requiresGrad[out.index()])
+                    e.staticBytes += tensorBytes(out); // its gradient arrives while the stage works
+            }
+        }
+    }
+    e.cost.sendForwardBytes = sentForward;
+    e.cost.sendBackwardBytes = gradients;
+    e.staticBytes += receivedForward;
+}
+
 double StageModel::cutBytes(std::size_t cut) const
 {
     return cut == 0 || cut >= m_cutBytes.size() - 1 ? 0 : m_cutBytes[cut];
@@ -200,12 +240,19 @@ StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int sta
     // the stage works (the receiver holds its copy until the action takes it in).
     const double received = (begin > 0 ? cutBytes(begin) : 0) + (end < nodeCount() ? m_cutGradBytes[end] : 0);
     e.staticBytes = staticBytesFor(static_cast<double>(c.parameterCount), stage)
-        + (m_schedule.kind == ScheduleKind::ZeroBubbleH1 ? c.splitWorkspaceBytes : c.workspaceBytes) + received;
+        + (m_schedule.kind == ScheduleKind::ZeroBubbleH1 ? c.splitWorkspaceBytes : c.workspaceBytes)
+        + (m_directSends ? 0 : received);
+    if (m_directSends)
+        setDirectTraffic(begin, end, e);
     const int inFlight = inFlightMicroBatches(m_schedule, stage);
     e.peakBytes = peakUnderPlan(e.staticBytes, c.activationBytes, inFlight, {});
     e.timeNs = c.forwardNs + c.backwardNs;
     e.fits = e.peakBytes <= m_capacity;
-    if (m_limits.checkpointStages)
+    // FTPipe's asynchronous schedule keeps only border inputs and recomputes inside B (§4.2.1),
+    // except in the last stage.
+    const bool ftpipe = m_schedule.kind == ScheduleKind::FTPipeAsync;
+    const bool lastExempt = ftpipe || !m_limits.checkpointLastStage;
+    if ((m_limits.checkpointStages || ftpipe) && (!lastExempt || stage + 1 < stages()))
         checkpointStage(begin, end, stage, e);
     else if (!e.fits)
         optimizeMemory(begin, end, stage, e);

@@ -26,6 +26,9 @@ struct PlannerLimits
     // input per micro-batch and re-runs its whole forward before each backward, whether or not it
     // needs to; the swap/recompute optimizer is not used.
     bool checkpointStages = false;
+    // With checkpointStages: false leaves the last stage out (FTPipe §4.2.1: it keeps its
+    // activations, its backward follows its forward at once, so recomputing saves nothing).
+    bool checkpointLastStage = true;
 };
 
 // One saved storage of a stage: the candidates of the memory optimizer (DawnPiper §4.3).
@@ -53,8 +56,10 @@ struct StageEvaluation
 class StageModel
 {
 public:
+    // `directSends`: the graph is a dataflow partition's node order (graphInNodeOrder), so a stage
+    // receives only what its own nodes read and sends only what later nodes read of its own.
     StageModel(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule, const Cluster& cluster,
-        double microBatch, const PlannerLimits& limits);
+        double microBatch, const PlannerLimits& limits, bool directSends = false);
 
     [[nodiscard]] std::size_t nodeCount() const
     {
@@ -89,6 +94,40 @@ public:
     {
         return m_graph;
     }
+    [[nodiscard]] const Profile& profile() const
+    {
+        return m_profile;
+    }
+    [[nodiscard]] const Cluster& cluster() const
+    {
+        return m_cluster;
+    }
+    [[nodiscard]] const PlannerLimits& limits() const
+    {
+        return m_limits;
+    }
+    [[nodiscard]] double nodeForwardNs(std::size_t node) const
+    {
+        return m_nodeFwd[node];
+    }
+    [[nodiscard]] double nodeBackwardNs(std::size_t node) const
+    {
+        return m_nodeBwd[node];
+    }
+    // Saved activation bytes of nodes [begin, end), one micro-batch (prefix sums, as
+    // approxMemoryBytes).
+    [[nodiscard]] double savedBytes(std::size_t begin, std::size_t end) const
+    {
+        return m_prefixSaved[end] - m_prefixSaved[begin];
+    }
+    // Weights, gradients and optimizer states of the parameters nodes [begin, end) read, as stage
+    // `stage`.
+    [[nodiscard]] double parameterStateBytes(std::size_t begin, std::size_t end, int stage) const
+    {
+        return staticBytesFor(m_prefixParams[end] - m_prefixParams[begin], stage);
+    }
+    // A tensor's bytes at the planned micro-batch and precision.
+    [[nodiscard]] double tensorBytes(TensorId tensor) const;
 
 private:
     void precomputeNodes();
@@ -98,6 +137,7 @@ private:
     void checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
+    void setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const;
 
     const Graph& m_graph;
     const Profile& m_profile;
@@ -105,6 +145,7 @@ private:
     const Cluster& m_cluster;
     double m_microBatch;
     PlannerLimits m_limits;
+    bool m_directSends;
     double m_capacity;
     double m_scale; // graph micro-batch -> planned micro-batch, times the precision's activation scale
     std::vector<OpCost> m_costs;

@@ -89,6 +89,27 @@ namespace {
         return seq;
     }
 
+    // FTPipe's asynchronous schedule (§4.2): depth d = S - 1 - s along the chain; d + 1 forwards
+    // fill the pipeline, then backward and forward alternate; the stage updates its weights after
+    // every A-th backward and after the last one (gradients accumulated in between).
+    std::vector<Action> ftpipeAsync(int stages, int stage, int microBatches, int stepEvery)
+    {
+        const int fill = std::min(stages - stage, microBatches);
+        std::vector<Action> seq;
+        int f = 0;
+        for (; f < fill; ++f)
+            seq.push_back(act(ActionType::Forward, stage, f));
+        for (int b = 0; b < microBatches; ++b) {
+            seq.push_back(act(ActionType::Backward, stage, b));
+            if ((b + 1) % stepEvery == 0 || b + 1 == microBatches)
+                seq.push_back({ ActionType::OptimizerStep, StageId(static_cast<std::uint32_t>(stage)),
+                    MicroBatchId(static_cast<std::uint32_t>(b)) });
+            if (f < microBatches)
+                seq.push_back(act(ActionType::Forward, stage, f++));
+        }
+        return seq;
+    }
+
     // Megatron-LM's interleaved 1F1B: D devices, v chunks each (stage = chunk * D + device).
     std::vector<Action> interleaved(int devices, int v, int device, int microBatches)
     {
@@ -122,6 +143,10 @@ namespace {
             throw Error("schedule: needs at least one stage, got " + std::to_string(s.stages));
         if (s.microBatches < 1)
             throw Error("schedule: needs at least one micro-batch, got " + std::to_string(s.microBatches));
+        if (s.kind == ScheduleKind::FTPipeAsync && (s.groupSize < 1 || s.groupSize > s.microBatches))
+            throw Error("schedule ftpipe-async:" + std::to_string(s.groupSize)
+                + ": the micro-batches per optimizer step must be between 1 and the number of micro-batches ("
+                + std::to_string(s.microBatches) + ")");
         if (s.kind == ScheduleKind::KFKB && (s.groupSize < 1 || s.groupSize > s.microBatches))
             throw Error("schedule kfkb:" + std::to_string(s.groupSize)
                 + ": k must be between 1 and the number of "
@@ -198,9 +223,11 @@ ScheduleSpec parseScheduleSpec(std::string_view text, int stages, int microBatch
         spec.kind = ScheduleKind::PipeDream;
     else if (name == "zb-h1" || name == "zbh1")
         spec.kind = ScheduleKind::ZeroBubbleH1;
+    else if (name == "ftpipe-async")
+        spec = { ScheduleKind::FTPipeAsync, stages, microBatches, arg > 0 ? arg : microBatches, 1 };
     else
-        throw Error(
-            "unknown schedule '" + std::string(text) + "' (gpipe, 1f1b, kfkb:K, interleaved:V, zb-h1, pipedream)");
+        throw Error("unknown schedule '" + std::string(text)
+            + "' (gpipe, 1f1b, kfkb:K, interleaved:V, zb-h1, pipedream, ftpipe-async[:A])");
     checkSpec(spec);
     return spec;
 }
@@ -220,6 +247,8 @@ std::string scheduleName(const ScheduleSpec& s)
         return "pipedream";
     case ScheduleKind::ZeroBubbleH1:
         return "zb-h1";
+    case ScheduleKind::FTPipeAsync:
+        return "ftpipe-async:" + std::to_string(s.groupSize);
     case ScheduleKind::Custom:
         return "custom";
     }
@@ -256,13 +285,16 @@ Schedule generateSchedule(const ScheduleSpec& spec)
         case ScheduleKind::ZeroBubbleH1:
             seq = zeroBubbleH1(S, d, M);
             break;
+        case ScheduleKind::FTPipeAsync:
+            seq = ftpipeAsync(S, d, M, spec.groupSize);
+            break;
         case ScheduleKind::Interleaved:
             seq = interleaved(spec.devices(), spec.virtualStages, d, M);
             break;
         case ScheduleKind::Custom:
             throw Error("schedule: custom schedules are imported, not generated");
         }
-        if (spec.kind != ScheduleKind::PipeDream) {
+        if (spec.kind != ScheduleKind::PipeDream && spec.kind != ScheduleKind::FTPipeAsync) {
             for (int s = d; s < S; s += spec.devices())
                 seq.push_back(optimizerStep(s));
         }
@@ -271,6 +303,30 @@ Schedule generateSchedule(const ScheduleSpec& spec)
 }
 
 namespace {
+
+    // Checks a stage-to-device map and returns the number of devices it uses (all of 0..D-1).
+    std::uint32_t mappedDevices(const Schedule& perStage, const std::vector<DeviceId>& stageDevices)
+    {
+        const int S = perStage.spec.stages;
+        if (static_cast<int>(perStage.devices.size()) != S || static_cast<int>(stageDevices.size()) != S)
+            throw Error("schedule: a stage-to-device map needs one device per stage (" + std::to_string(S) + ")");
+        std::uint32_t deviceCount = 0;
+        for (auto d : stageDevices)
+            deviceCount = std::max(deviceCount, d.value + 1);
+        std::vector<char> used(deviceCount, 0);
+        for (auto d : stageDevices)
+            used[d.index()] = 1;
+        for (std::uint32_t d = 0; d < deviceCount; ++d) {
+            if (used[d] == 0)
+                throw Error("schedule: device " + std::to_string(d) + " has no stage in the stage-to-device map");
+        }
+        return deviceCount;
+    }
+
+    bool isBackwardPass(ActionType t)
+    {
+        return t == ActionType::Backward || t == ActionType::BackwardInput;
+    }
 
     // Whether `a` may run once the actions marked in `done` have: the previous stage's forward of the
     // micro-batch before a forward, the next stage's backward before an input-gradient backward.
@@ -290,18 +346,7 @@ namespace {
 Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stageDevices)
 {
     const int S = perStage.spec.stages;
-    if (static_cast<int>(perStage.devices.size()) != S || static_cast<int>(stageDevices.size()) != S)
-        throw Error("schedule: a stage-to-device map needs one device per stage (" + std::to_string(S) + ")");
-    std::uint32_t deviceCount = 0;
-    for (auto d : stageDevices)
-        deviceCount = std::max(deviceCount, d.value + 1);
-    std::vector<char> used(deviceCount, 0);
-    for (auto d : stageDevices)
-        used[d.index()] = 1;
-    for (std::uint32_t d = 0; d < deviceCount; ++d) {
-        if (used[d] == 0)
-            throw Error("schedule: device " + std::to_string(d) + " has no stage in the stage-to-device map");
-    }
+    const auto deviceCount = mappedDevices(perStage, stageDevices);
     const auto M = static_cast<std::size_t>(perStage.spec.microBatches);
     std::vector<std::vector<char>> fwd(static_cast<std::size_t>(S), std::vector<char>(M, 0));
     std::vector<std::vector<char>> bwd = fwd;
@@ -338,6 +383,81 @@ Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stag
         }
         if (!progressed)
             throw Error("schedule: the stage-to-device map deadlocks this schedule");
+    }
+    return out;
+}
+
+Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stageDevices, const StageFlow& flow)
+{
+    const auto deviceCount = mappedDevices(perStage, stageDevices);
+    const auto S = static_cast<std::size_t>(perStage.spec.stages);
+    if (flow.producers.size() != S || flow.consumers.size() != S || flow.forwardNs.size() != S
+        || flow.backwardNs.size() != S)
+        throw Error("schedule: the stage flow needs dependencies and times for all " + std::to_string(S) + " stages");
+    const auto M = static_cast<std::size_t>(perStage.spec.microBatches);
+    constexpr double kNotYet = -1;
+    std::vector<std::vector<double>> fwdEnd(S, std::vector<double>(M, kNotYet));
+    auto bwdEnd = fwdEnd;
+    std::vector<double> deviceFree(deviceCount, 0);
+    std::vector<std::size_t> next(S, 0);
+    Schedule out { perStage.spec, std::vector<std::vector<Action>>(deviceCount), stageDevices };
+    // A synchronous optimizer step closes its device's iteration: it waits until every stage on
+    // the device has run all its passes (the simulator sums tied gradients at that point).
+    const auto deviceDone = [&](std::size_t s) {
+        for (std::size_t t = 0; t < S; ++t) {
+            const auto& list = perStage.devices[t];
+            if (stageDevices[t] == stageDevices[s] && next[t] < list.size()
+                && list[next[t]].type != ActionType::OptimizerStep)
+                return false;
+        }
+        return true;
+    };
+    // When `a` (stage s) could start, kNotYet while a stage it waits for has not run it.
+    const auto readyAt = [&](std::size_t s, const Action& a) {
+        double ready = deviceFree[stageDevices[s].index()];
+        if (a.type == ActionType::OptimizerStep && !a.microBatch.valid() && !deviceDone(s))
+            return kNotYet;
+        const bool forward = a.type == ActionType::Forward;
+        if (!forward && !isBackwardPass(a.type))
+            return ready;
+        for (auto other : forward ? flow.producers[s] : flow.consumers[s]) {
+            const double end = (forward ? fwdEnd : bwdEnd)[other.index()][a.microBatch.index()];
+            if (end == kNotYet)
+                return kNotYet;
+            ready = std::max(ready, end);
+        }
+        return ready;
+    };
+    for (std::size_t remaining = perStage.actionCount(); remaining > 0; --remaining) {
+        std::size_t pick = S;
+        double pickReady = 0;
+        for (std::size_t s = 0; s < S; ++s) {
+            const auto& list = perStage.devices[s];
+            if (next[s] >= list.size())
+                continue;
+            const double ready = readyAt(s, list[next[s]]);
+            const bool earlier = pick == S || ready < pickReady
+                || (ready == pickReady && isBackwardPass(list[next[s]].type)
+                    && !isBackwardPass(perStage.devices[pick][next[pick]].type));
+            if (ready != kNotYet && earlier) {
+                pick = s;
+                pickReady = ready;
+            }
+        }
+        if (pick == S)
+            throw Error("schedule: the stage-to-device map deadlocks this schedule");
+        const auto& a = perStage.devices[pick][next[pick]++];
+        const auto type = a.type;
+        const double duration = type == ActionType::Forward              ? flow.forwardNs[pick]
+            : isBackwardPass(type) || type == ActionType::BackwardWeight ? flow.backwardNs[pick]
+                                                                         : 0.0;
+        const auto d = stageDevices[pick].index();
+        deviceFree[d] = pickReady + duration;
+        if (type == ActionType::Forward)
+            fwdEnd[pick][a.microBatch.index()] = deviceFree[d];
+        if (isBackwardPass(type))
+            bwdEnd[pick][a.microBatch.index()] = deviceFree[d];
+        out.devices[d].push_back(a);
     }
     return out;
 }

@@ -3,8 +3,10 @@
 //
 // Generators: GPipe, 1F1B (DAPPLE / PipeDream-flush), interleaved 1F1B (Megatron, v chunks per
 // device), kFkB (Ada-Grouper §3.2: k copies of 1F1B cross-merged; k=1 is 1F1B, k=M is GPipe),
-// PipeDream async 1F1B with weight stashing, and zero-bubble ZB-H1 (B split into input-gradient B
-// and weight-gradient W). Depends on: ids.h only.
+// PipeDream async 1F1B with weight stashing, zero-bubble ZB-H1 (B split into input-gradient B
+// and weight-gradient W), and FTPipe's asynchronous schedule (ATC'21 §4.2: a stage of depth d
+// runs d + 1 forwards, then alternates backward and forward, updating its one weight version
+// every A micro-batches). Depends on: ids.h only.
 #pragma once
 
 #include "ids.h"
@@ -40,14 +42,14 @@ struct Action
     bool operator==(const Action&) const = default;
 };
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, KFKB, PipeDream, ZeroBubbleH1, Custom };
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, KFKB, PipeDream, ZeroBubbleH1, FTPipeAsync, Custom };
 
 struct ScheduleSpec
 {
     ScheduleKind kind = ScheduleKind::OneFOneB;
     int stages = 1; // model stages (chunks); devices = stages / virtualStages
     int microBatches = 1; // M
-    int groupSize = 1; // kFkB k
+    int groupSize = 1; // kFkB k; ftpipe-async: micro-batches per optimizer step (A)
     int virtualStages = 1; // interleaved v: stages per device
 
     [[nodiscard]] int devices() const
@@ -72,14 +74,17 @@ struct Schedule
         return DeviceId(stage.value % static_cast<std::uint32_t>(devices.size()));
     }
     [[nodiscard]] bool splitBackward() const; // has BackwardInput/BackwardWeight
+    // Weights change within the iteration, without a flush: PipeDream (stashed versions) and
+    // FTPipe (one version; its non-last stages recompute inside B from their border inputs).
     [[nodiscard]] bool asyncWeights() const
     {
-        return spec.kind == ScheduleKind::PipeDream;
+        return spec.kind == ScheduleKind::PipeDream || spec.kind == ScheduleKind::FTPipeAsync;
     }
     [[nodiscard]] std::size_t actionCount() const;
 };
 
-// "gpipe", "1f1b", "kfkb:2", "interleaved:2", "zb-h1", "pipedream"; throws listing the forms.
+// "gpipe", "1f1b", "kfkb:2", "interleaved:2", "zb-h1", "pipedream", "ftpipe-async[:A]" (A:
+// micro-batches per optimizer step, default all of them); throws listing the forms.
 [[nodiscard]] ScheduleSpec parseScheduleSpec(std::string_view text, int stages, int microBatches);
 [[nodiscard]] std::string scheduleName(const ScheduleSpec& spec);
 
@@ -91,6 +96,20 @@ struct Schedule
 // the dependencies allow (a forward after the previous stage's, a backward after the next stage's),
 // backward first when both are ready. Throws ps::Error for a map of the wrong size or an unused device.
 [[nodiscard]] Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stageDevices);
+// What placing the stages of a dataflow partition (FTPipe's Mixed-pipe) needs to know: which
+// stages a stage's forward waits for, which its backward waits for, and how long each takes.
+struct StageFlow
+{
+    std::vector<std::vector<StageId>> producers; // by stage: a forward waits for their forwards
+    std::vector<std::vector<StageId>> consumers; // by stage: a backward waits for their backwards
+    std::vector<double> forwardNs, backwardNs; // by stage, one micro-batch (B with its recompute)
+};
+// placeStages for a dataflow partition: each device's order is a greedy list schedule over the
+// stages' real dependencies and times; the action that can start first runs first (ties:
+// backward, then the lower stage), each stage keeping its own list's order. FTPipe runs a stage
+// "when its inputs are made available" (§4.1); this is that rule, frozen into action lists.
+[[nodiscard]] Schedule placeStages(
+    const Schedule& perStage, const std::vector<DeviceId>& stageDevices, const StageFlow& flow);
 // Adds SEND/RECV around the compute actions (lowering, as PyTorch's _add_send_recv).
 [[nodiscard]] Schedule withCommunication(const Schedule& schedule);
 

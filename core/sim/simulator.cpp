@@ -51,6 +51,8 @@ namespace {
         bool execute(std::size_t device, const Action& a); // false: blocked
         void compute(std::size_t device, const Action& a, double durationNs, double readyNs = 0);
         void send(std::size_t device, const Action& a);
+        void transfer(std::size_t device, const Action& a, StageId peer, double bytes);
+        void countSenders();
         void copy(std::size_t device, const Action& a);
         double optimizerNs(StageId s) const;
         // When stage `s`'s tied gradients are summed (kUnknown: a holder has not handed in yet).
@@ -66,6 +68,10 @@ namespace {
         std::vector<double> m_computeFree, m_copyOutFree, m_copyInFree;
         std::vector<double> m_fwdArrival, m_bwdArrival, m_swapOutEnd, m_swapInEnd;
         std::vector<double> m_fwdMessage, m_bwdMessage; // bytes received and not yet taken in, by key
+        // Sends still to arrive, by key: one along a chain; a dataflow partition's stage waits for
+        // every producer (forward) and every consumer (backward) stage.
+        std::vector<int> m_fwdPending, m_bwdPending;
+        bool m_dataflow = false;
         std::vector<Channel> m_intra, m_inter;
         std::vector<std::size_t> m_waitingOn; // waitKey of the arrival a device waits for, 0 if none
         // Tied parameters (synchronous schedules): their holders, and when each stage's device
@@ -135,6 +141,7 @@ namespace {
         m_fwdMessage.assign(keys, 0.0);
         m_bwdMessage.assign(keys, 0.0);
         m_bwdArrival.assign(keys, kUnknown);
+        countSenders();
         m_swapOutEnd.assign(keys, 0);
         m_swapInEnd.assign(keys, 0);
         m_events.reserve(m_schedule.actionCount());
@@ -147,6 +154,25 @@ namespace {
             }
         }
         setupChannels();
+    }
+
+    void Simulator::countSenders()
+    {
+        m_dataflow = std::any_of(m_in.stages.begin(), m_in.stages.end(),
+            [](const StageCost& c) { return !c.forwardSends.empty() || !c.backwardSends.empty(); });
+        m_fwdPending.assign(m_fwdArrival.size(), m_dataflow ? 0 : 1);
+        m_bwdPending.assign(m_bwdArrival.size(), m_dataflow ? 0 : 1);
+        if (!m_dataflow)
+            return;
+        for (const auto& c : m_in.stages) {
+            for (std::size_t mb = 0; mb < m_microBatches; ++mb) {
+                const MicroBatchId id(static_cast<std::uint32_t>(mb));
+                for (const auto& s : c.forwardSends)
+                    ++m_fwdPending[key({ ActionType::RecvForward, s.stage, id })];
+                for (const auto& s : c.backwardSends)
+                    ++m_bwdPending[key({ ActionType::RecvBackward, s.stage, id })];
+            }
+        }
     }
 
     void Simulator::setupChannels()
@@ -236,9 +262,20 @@ namespace {
     void Simulator::send(std::size_t device, const Action& a)
     {
         const bool forward = a.type == ActionType::SendForward;
-        const StageId peer(forward ? a.stage.value + 1 : a.stage.value - 1);
+        const auto& c = cost(a.stage);
+        if (!m_dataflow) { // along the chain
+            const StageId peer(forward ? a.stage.value + 1 : a.stage.value - 1);
+            transfer(device, a, peer, forward ? c.sendForwardBytes : c.sendBackwardBytes);
+            return;
+        }
+        for (const auto& s : forward ? c.forwardSends : c.backwardSends)
+            transfer(device, a, s.stage, s.bytes);
+    }
+
+    void Simulator::transfer(std::size_t device, const Action& a, StageId peer, double bytes)
+    {
+        const bool forward = a.type == ActionType::SendForward;
         const auto to = m_schedule.deviceOf(peer).index();
-        const double bytes = forward ? cost(a.stage).sendForwardBytes : cost(a.stage).sendBackwardBytes;
         double start = m_computeFree[device];
         double end = start;
         if (to != device && m_in.options.communication && bytes > 0) {
@@ -252,11 +289,13 @@ namespace {
             ch.freeAtNs = end;
         }
         m_events.push_back({ DeviceId(static_cast<std::uint32_t>(device)), Stream::Send, a.type, a.stage, a.microBatch,
-            start, end, bytes });
+            start, end, bytes, DeviceId(static_cast<std::uint32_t>(to)) });
         const Action arrival { a.type, peer, a.microBatch };
-        (forward ? m_fwdArrival : m_bwdArrival)[key(arrival)] = end;
+        auto& arrivalNs = (forward ? m_fwdArrival : m_bwdArrival)[key(arrival)];
+        arrivalNs = std::max(arrivalNs, end);
+        --(forward ? m_fwdPending : m_bwdPending)[key(arrival)];
         // The receiver holds a copy from its arrival until the action that takes it in.
-        (forward ? m_fwdMessage : m_bwdMessage)[key(arrival)] = bytes;
+        (forward ? m_fwdMessage : m_bwdMessage)[key(arrival)] += bytes;
         memory(to, end, bytes, MemoryKind::Messages);
         if (m_waitingOn[to] == waitKey(arrival)) {
             m_waitingOn[to] = 0;
@@ -330,12 +369,13 @@ namespace {
         switch (a.type) {
         case ActionType::RecvForward:
         case ActionType::RecvBackward: {
-            const double arrival = (a.type == ActionType::RecvForward ? m_fwdArrival : m_bwdArrival)[key(a)];
-            if (arrival == kUnknown) {
+            const bool forward = a.type == ActionType::RecvForward;
+            if ((forward ? m_fwdPending : m_bwdPending)[key(a)] > 0) {
                 m_waitingOn[device] = waitKey(a);
                 return false;
             }
-            m_computeFree[device] = std::max(m_computeFree[device], arrival);
+            // kUnknown (nothing was sent: a dataflow stage without producers) changes nothing.
+            m_computeFree[device] = std::max(m_computeFree[device], (forward ? m_fwdArrival : m_bwdArrival)[key(a)]);
             return true;
         }
         case ActionType::SendForward:

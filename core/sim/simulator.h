@@ -2,8 +2,10 @@
 // a cluster. Each device has a compute stream and copy streams (to and from host, for swap);
 // transfers between stages occupy a directed channel (contention: FIFO per channel) with the
 // link's bandwidth, latency and optional bandwidth trace. Sends are asynchronous, receives block
-// (Ada-Grouper §5.3). Output: events, memory over time, iteration time, bubble fraction,
-// throughput, peak memory and an OOM flag per device.
+// (Ada-Grouper §5.3). Stage costs with per-stage sends (a dataflow partition, FTPipe §4) send
+// to every consumer stage directly over the link between their devices (free on one device),
+// and a receive waits for every producer stage. Output: events, memory over time, iteration
+// time, bubble fraction, throughput, peak memory and an OOM flag per device.
 // Depends on: cluster/, plan/partition.h, schedule/, sim/memory_model.h.
 #pragma once
 
@@ -27,6 +29,7 @@ struct SimEvent
     double startNs = 0;
     double endNs = 0;
     double bytes = 0; // transferred bytes for Send and copy events
+    DeviceId peer {}; // Send events: the receiving device
 };
 
 struct MemoryPoint

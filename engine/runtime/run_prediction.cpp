@@ -56,6 +56,9 @@ const DeviceSpec& thisCpu()
 RunShape shapeFromPlanJson(const std::string& json, std::size_t nodeCount)
 {
     const auto j = nlohmann::json::parse(json);
+    if (j.contains("node_order")) // a dataflow plan: its cuts count in another order than the graph's
+        throw Error("this is a Mixed-pipe plan (stages cut in their own node order, sending to non-adjacent "
+                    "stages); the pipeline runtime runs stages in the graph's node order only");
     RunShape s;
     const int stages = j.value("stages", 1);
     s.schedule = parseScheduleSpec(j.value("schedule", std::string("1f1b")), stages, j.value("micro_batches", 1));

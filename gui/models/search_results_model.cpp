@@ -45,7 +45,7 @@ QVariant SearchResultsModel::data(const QModelIndex& index, int role) const
     case ThroughputColumn:
         return p.simulation ? QString::number(p.simulation->samplesPerSecond, 'f', 1) : QString();
     case CutsColumn:
-        return QString::fromStdString(p.partition.cutsText());
+        return QString::fromStdString(p.stageDevices.empty() ? p.partition.cutsText() : p.stageDevicesText());
     case ReasonColumn:
         return QString::fromStdString(p.reason);
     default:

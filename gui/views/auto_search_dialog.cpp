@@ -56,7 +56,7 @@ void AutoSearchDialog::setupForm()
     m_stages->setValue(m_session->setup().schedule.stages);
     m_schedule = new QComboBox(this);
     m_schedule->addItems({ QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("zb-h1"),
-        QStringLiteral("pipedream"), QStringLiteral("kfkb (k range)") });
+        QStringLiteral("pipedream"), QStringLiteral("kfkb (k range)"), QStringLiteral("ftpipe-async") });
     m_kMin = new QSpinBox(this);
     m_kMax = new QSpinBox(this);
     m_kMin->setRange(1, 64);
@@ -188,6 +188,12 @@ bool AutoSearchDialog::applyResult(int row)
     if (row < 0 || static_cast<std::size_t>(row) >= plans.size() || !plans[static_cast<std::size_t>(row)].feasible)
         return false;
     const auto& plan = plans[static_cast<std::size_t>(row)];
+    if (!plan.stageDevices.empty()) { // the editor edits one stage per device: the table shows the map
+        m_progress->setFormat(tr("A %1 plan places several stages per device; the editor shows one stage per "
+                                 "device, so it stays in this table")
+                                  .arg(QString::fromStdString(plan.algorithm)));
+        return false;
+    }
     auto setup = m_session->setup();
     setup.schedule = plan.schedule;
     setup.microBatch = plan.microBatch;

@@ -43,8 +43,9 @@ void ClusterDock::setupForm()
     m_inter->setRange(0.01, 10000);
     m_schedule = new QComboBox(this);
     m_schedule->setEditable(true);
-    m_schedule->addItems({ QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("kfkb:2"),
-        QStringLiteral("kfkb:4"), QStringLiteral("zb-h1"), QStringLiteral("pipedream") });
+    m_schedule->addItems(
+        { QStringLiteral("1f1b"), QStringLiteral("gpipe"), QStringLiteral("kfkb:2"), QStringLiteral("kfkb:4"),
+            QStringLiteral("zb-h1"), QStringLiteral("pipedream"), QStringLiteral("ftpipe-async") });
     m_microBatches = new QSpinBox(this);
     m_microBatches->setRange(1, 4096);
     m_microBatch = new QDoubleSpinBox(this);

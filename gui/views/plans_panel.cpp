@@ -105,6 +105,12 @@ bool PlansPanel::applySelected()
         return false;
     const auto* p = m_model->row(rows.front());
     const auto j = nlohmann::json::parse(p->json, nullptr, false);
+    if (j.is_object() && j.contains("node_order")) {
+        Q_EMIT message(tr("Plan \"%1\" places several stages per device (Mixed-pipe); the partition editor shows "
+                          "one stage per device, so the plan stays read-only in this list")
+                           .arg(QString::fromStdString(p->name)));
+        return false;
+    }
     try {
         const int stages = j.value("stages", 1);
         const auto partition =

@@ -519,3 +519,36 @@ TEST_F(Cli, TrainCheckpointsOnCtrlC)
     EXPECT_EQ(countRows(p, "SELECT count(*) FROM checkpoints"), 1);
     EXPECT_GE(countRows(p, "SELECT step FROM checkpoints"), 3);
 }
+
+TEST_F(Cli, MaxModelComparesPatrickStarWithItsBaselines)
+{
+    const auto r = run("maxmodel --device v100-32gb --gpus 1 --host-ram 240GiB --batch 4 --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["largest"].size(), 3U);
+    std::vector<std::int64_t> params;
+    for (const auto& row : j["largest"]) {
+        ASSERT_FALSE(row["model"].is_null()) << row;
+        params.push_back(row["parameters"].get<std::int64_t>());
+        EXPECT_TRUE(row["estimate"]["feasible"].get<bool>());
+    }
+    EXPECT_EQ(j["largest"][0]["system"], "pytorch-ddp");
+    EXPECT_LT(params[0], params[1]); // DDP < ZeRO-Offload < PatrickStar
+    EXPECT_LT(params[1], params[2]);
+    EXPECT_GT(j["largest"][2]["estimate"]["host_bytes"].get<double>(), 0);
+
+    const auto text = run("maxmodel --gpus 8 --host-ram 120GiB --batch 4");
+    ASSERT_EQ(text.exitCode, 0) << text.output;
+    EXPECT_NE(text.output.find("patrickstar"), std::string::npos) << text.output;
+    EXPECT_NE(text.output.find("8 x v100-32gb"), std::string::npos) << text.output;
+
+    const auto tiny = run("maxmodel --gpus 1 --host-ram 1GiB --batch 4 --json");
+    ASSERT_EQ(tiny.exitCode, 0) << tiny.output;
+    const auto star = nlohmann::json::parse(tiny.output)["rungs"][0]["systems"][2];
+    EXPECT_FALSE(star["feasible"].get<bool>());
+    EXPECT_NE(star["reason"].get<std::string>().find("host RAM"), std::string::npos) << star;
+
+    const auto bad = run("maxmodel --host-ram plenty");
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("'plenty' is not a size"), std::string::npos) << bad.output;
+}
