@@ -50,7 +50,7 @@ std::string_view paperNumbersJson()
 
 const std::vector<std::string>& reproduciblePapers()
 {
-    static const std::vector<std::string> papers { "dawnpiper", "adagrouper" };
+    static const std::vector<std::string> papers { "dawnpiper", "adagrouper", "ftpipe", "patrickstar" };
     return papers;
 }
 
@@ -60,6 +60,10 @@ PaperReport reproducePaper(const std::string& paper, const ReproduceOptions& opt
         return detail::reproduceDawnPiper(options);
     if (paper == "adagrouper")
         return detail::reproduceAdaGrouper(options);
+    if (paper == "ftpipe")
+        return detail::reproduceFtpipe(options);
+    if (paper == "patrickstar")
+        return detail::reproducePatrickStar(options);
     std::string known;
     for (const auto& p : reproduciblePapers())
         known += (known.empty() ? "" : ", ") + p;

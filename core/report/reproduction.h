@@ -55,6 +55,8 @@ struct ReproduceOptions
 namespace detail {
     PaperReport reproduceDawnPiper(const ReproduceOptions& options);
     PaperReport reproduceAdaGrouper(const ReproduceOptions& options);
+    PaperReport reproduceFtpipe(const ReproduceOptions& options);
+    PaperReport reproducePatrickStar(const ReproduceOptions& options);
     std::string fixed(double value, int decimals); // "1.23"
     // "1.23x" or "-" when either side is missing.
     std::string ratioText(double ours, double paper);

@@ -474,8 +474,12 @@ namespace {
                     backwardEnds.push_back(e.endNs);
             }
             std::sort(backwardEnds.begin(), backwardEnds.end());
-            r.steadyIterationNs =
+            const double spread =
                 (backwardEnds.back() - backwardEnds.front()) * spec.microBatches / (spec.microBatches - 1);
+            // With fewer micro-batches than stages in flight, stage 0's backwards come in one burst
+            // after the fill; no steady state can beat the busiest device doing all M of its own.
+            const double busiest = *std::max_element(m_busy.begin(), m_busy.end());
+            r.steadyIterationNs = std::max(spread, busiest);
         }
         const auto memory = estimateDeviceMemory(m_schedule, m_in.stages, m_in.setup, m_in.memoryPlans);
         double busy = 0;

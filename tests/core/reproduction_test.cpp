@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <vector>
+
 using namespace ps;
 
 TEST(Reproduction, PaperNumbersShipWithTheBuild)
@@ -14,6 +17,8 @@ TEST(Reproduction, PaperNumbersShipWithTheBuild)
     EXPECT_EQ(j.at("dawnpiper").at("table1_sync").size(), 16U);
     EXPECT_EQ(j.at("dawnpiper").at("table2_async").size(), 10U);
     EXPECT_EQ(j.at("adagrouper").at("global_batch").get<int>(), 192);
+    EXPECT_EQ(j.at("ftpipe").at("datasets").size(), 4U);
+    EXPECT_EQ(j.at("patrickstar").at("table3_max_model_billions").size(), 4U);
 }
 
 TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
@@ -62,7 +67,8 @@ TEST(Reproduction, UnknownPaperNamesTheKnownOnes)
         (void)reproducePaper("megatron", {});
         FAIL() << "expected an error";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("dawnpiper, adagrouper"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("dawnpiper, adagrouper, ftpipe, patrickstar"), std::string::npos)
+            << e.what();
     }
 }
 
@@ -72,4 +78,67 @@ TEST(Reproduction, ReportJoinsTheSectionsUnderOneTitle)
     EXPECT_EQ(md.rfind("# PipeStudio reproduces its papers", 0), 0U);
     EXPECT_LT(md.find("## A"), md.find("## B"));
     EXPECT_NE(md.find("pipestudio 9"), std::string::npos);
+}
+
+namespace {
+// The cells of the first Markdown row starting with `prefix`, split on '|'.
+std::vector<std::string> rowCells(const std::string& markdown, const std::string& prefix)
+{
+    const auto at = markdown.find(prefix);
+    if (at == std::string::npos)
+        return {};
+    const auto line = markdown.substr(at, markdown.find('\n', at) - at);
+    std::vector<std::string> cells;
+    std::size_t start = 1;
+    for (auto bar = line.find('|', start); bar != std::string::npos; bar = line.find('|', start)) {
+        cells.push_back(line.substr(start + 1, bar - start - 2));
+        start = bar + 1;
+    }
+    return cells;
+}
+} // namespace
+
+TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
+{
+    ReproduceOptions options;
+    options.quick = true;
+    const auto r = reproducePaper("ftpipe", options);
+    EXPECT_EQ(r.paper, "ftpipe");
+    // Table 2, BoolQ: mini-batch 20, GPipe at Table 4's 10 micro-batches; the paper's 1.08x and 2.13x.
+    const auto t2 = rowCells(r.markdown, "| boolq | 20 |");
+    ASSERT_EQ(t2.size(), 15U) << r.markdown;
+    EXPECT_EQ(t2[2], "10");
+    EXPECT_GT(std::stod(t2[3]), 0) << "the Seq-pipe baseline fits";
+    EXPECT_EQ(t2[7], "1.08");
+    EXPECT_EQ(t2[12], "2.13");
+    const double sync = std::stod(t2[6]);
+    const double async = std::stod(t2[11]);
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2fx", async / 2.13);
+    EXPECT_NEAR(std::stod(t2[13]), std::stod(ratio), 0.011);
+    // No flush: the asynchronous pipeline beats the synchronous one on Mixed-pipe partitions.
+    EXPECT_GT(async, sync);
+    ASSERT_EQ(r.figures.size(), 2U);
+    EXPECT_EQ(r.figures[0].categories, std::vector<std::string> { "boolq" });
+    EXPECT_EQ(r.figures[1].x, (std::vector<double> { 8, 16 }));
+    EXPECT_NE(r.markdown.find("| best L (boolq, async) |"), std::string::npos);
+}
+
+TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
+{
+    ReproduceOptions options;
+    options.quick = true;
+    const auto r = reproducePaper("patrickstar", options);
+    const auto ddp = rowCells(r.markdown, "| 1 | pytorch-ddp |");
+    const auto ps = rowCells(r.markdown, "| 1 | patrickstar |");
+    ASSERT_EQ(ddp.size(), 6U) << r.markdown;
+    ASSERT_EQ(ps.size(), 6U) << r.markdown;
+    EXPECT_EQ(ddp[4], "1"); // the paper's Table 3
+    EXPECT_EQ(ps[4], "12");
+    // Chunks on GPU and host train a larger model than DDP's everything-on-the-GPU.
+    EXPECT_GT(std::stod(ps[3]), std::stod(ddp[3]));
+    EXPECT_LE(std::stod(ps[3]), 12.0) << "capped at the paper's largest rung";
+    ASSERT_EQ(r.figures.size(), 1U);
+    EXPECT_EQ(r.figures[0].series.size(), 6U);
+    EXPECT_NE(r.markdown.find("| 1 GPU, 12B (Fig. 12) |"), std::string::npos);
 }

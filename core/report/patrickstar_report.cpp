@@ -1,0 +1,213 @@
+// PatrickStar §9.2: the maximum model scale on 1-8 V100-32GB with 240 GB of host memory (Table 3)
+// against PyTorch DDP and DeepSpeed, the single-GPU throughput of the large models (Figure 12),
+// the 8-GPU throughput of the 12B model (§9.2.2) and the 120 GB host (§9.2.4), from the chunk
+// replay of plan/chunk_plan.h through findMaxModelScale.
+#include "cluster/device_catalog.h"
+#include "plan/max_model.h"
+#include "report/reproduction.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace ps::detail {
+namespace {
+
+    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+    MaxModelResult search(const nlohmann::ordered_json& paper, int gpus, double hostGb, bool initOnHost = false)
+    {
+        MaxModelRequest request;
+        request.device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
+        request.gpus = gpus;
+        request.hostMemoryBytes = static_cast<std::int64_t>(hostGb * 1e9);
+        request.seq = paper.at("seq").get<std::int64_t>();
+        request.minTflopsPerGpu = paper.at("min_tflops_per_gpu").get<double>();
+        request.options.initializeOnHost = initOnHost;
+        return findMaxModelScale(request);
+    }
+
+    const RungResult* largest(const MaxModelResult& r, TrainingSystem system)
+    {
+        const int i = r.largest[static_cast<std::size_t>(system)];
+        return i < 0 ? nullptr : &r.rungs[static_cast<std::size_t>(i)];
+    }
+
+    // Billions of parameters of the system's largest model; capped at the paper's largest rung
+    // when `cap` > 0 (its ladder ends there, so "12B" means "12B or more").
+    double billions(const MaxModelResult& r, TrainingSystem system, double cap = 0)
+    {
+        const auto* row = largest(r, system);
+        if (row == nullptr)
+            return 0;
+        double b = static_cast<double>(row->parameters) / 1e9;
+        if (cap > 0 && b > cap)
+            b = cap;
+        return b;
+    }
+
+    std::string largestText(const MaxModelResult& r, TrainingSystem system)
+    {
+        const auto* row = largest(r, system);
+        if (row == nullptr)
+            return "none";
+        const auto& e = row->systems[static_cast<std::size_t>(system)];
+        return row->rung.label + " (" + fixed(static_cast<double>(row->parameters) / 1e9, 1) + "B, b"
+            + fixed(e.microBatch, 0) + ", " + fixed(e.tflopsPerGpu, 1) + " TF)";
+    }
+
+    const SystemEstimate* rungEstimate(const MaxModelResult& r, const std::string& label, TrainingSystem system)
+    {
+        for (const auto& row : r.rungs) {
+            if (row.rung.label == label)
+                return &row.systems[static_cast<std::size_t>(system)];
+        }
+        return nullptr;
+    }
+
+    void addTable3(const nlohmann::ordered_json& paper, const std::vector<int>& gpuCounts, PaperReport& report,
+        std::map<int, MaxModelResult>& results)
+    {
+        const double host = paper.at("host_memory_gb").get<double>();
+        const double cap = paper.at("largest_in_ladder_billions").get<double>();
+        std::vector<std::vector<std::string>> rows;
+        ReportFigure f;
+        f.file = "patrickstar-scale.png";
+        f.title = "PatrickStar Table 3: largest model (B parameters) on V100-32GB, 240 GB host";
+        f.yLabel = "billion parameters";
+        std::vector<ReportFigure::Series> series;
+        for (const auto system : kTrainingSystems) {
+            series.push_back({ std::string(toString(system)) + " (ours)", {} });
+            series.push_back({ std::string(toString(system)) + " (paper)", {} });
+        }
+        for (int gpus : gpuCounts) {
+            results[gpus] = search(paper, gpus, host);
+            const auto& r = results[gpus];
+            nlohmann::ordered_json row;
+            for (const auto& candidate : paper.at("table3_max_model_billions")) {
+                if (candidate.at("gpus") == gpus)
+                    row = candidate;
+            }
+            f.categories.push_back(std::to_string(gpus) + " GPU");
+            for (std::size_t s = 0; s < kTrainingSystems.size(); ++s) {
+                const auto system = kTrainingSystems[s];
+                const double theirs = row.is_null() ? kNaN : row.at(std::string(toString(system))).get<double>();
+                const double ours = billions(r, system, cap);
+                rows.push_back({ std::to_string(gpus), std::string(toString(system)), largestText(r, system),
+                    fixed(ours, 1), std::isfinite(theirs) ? fixed(theirs, 0) : "-", ratioText(ours, theirs) });
+                series[2 * s].values.push_back(ours);
+                series[2 * s + 1].values.push_back(theirs);
+            }
+        }
+        f.series = std::move(series);
+        auto& md = report.markdown;
+        md += "### Table 3: maximum model scale at 30 TFLOPS per GPU or more, 240 GB host memory\n\n";
+        md += markdownTable({ "GPUs", "system", "largest (ours: rung, batch per GPU, TFLOPS per GPU)",
+                                "B ours (capped at " + fixed(cap, 0) + ")", "B paper", "ratio" },
+                  rows)
+            + "\n";
+        md += "![" + f.title + "](" + f.file + ")\n\n";
+        report.figures.push_back(std::move(f));
+    }
+
+    void addThroughput(
+        const nlohmann::ordered_json& paper, const std::map<int, MaxModelResult>& results, PaperReport& report)
+    {
+        std::vector<std::vector<std::string>> rows;
+        if (results.contains(1)) {
+            for (const auto& [label, value] : paper.at("figure12_single_gpu_tflops").items()) {
+                const auto* e = rungEstimate(results.at(1), label, TrainingSystem::PatrickStar);
+                const double ours = e != nullptr && e->feasible ? e->tflopsPerGpu : kNaN;
+                rows.push_back({ "1 GPU, " + label + " (Fig. 12)", std::isfinite(ours) ? fixed(ours, 1) : "-",
+                    fixed(value.get<double>(), 0), ratioText(ours, value.get<double>()) });
+            }
+        }
+        if (results.contains(8)) {
+            const auto* e = rungEstimate(results.at(8), "12B", TrainingSystem::PatrickStar);
+            const double ours = e != nullptr && e->feasible ? 8 * e->tflopsPerGpu : kNaN;
+            const double theirs = paper.at("eight_gpu_12b_total_tflops").get<double>();
+            rows.push_back({ "8 GPUs, 12B, all GPUs (§9.2.2)", std::isfinite(ours) ? fixed(ours, 0) : "-",
+                fixed(theirs, 0), ratioText(ours, theirs) });
+        }
+        report.markdown += "### Throughput of PatrickStar (TFLOPS)\n\n";
+        report.markdown += markdownTable({ "case", "ours", "paper", "ratio" }, rows) + "\n";
+    }
+
+    void addLowHost(const nlohmann::ordered_json& paper, PaperReport& report)
+    {
+        const auto& low = paper.at("low_host_memory");
+        const auto r = search(paper, low.at("gpus").get<int>(), low.at("host_memory_gb").get<double>());
+        const auto hostFirst = search(paper, low.at("gpus").get<int>(), low.at("host_memory_gb").get<double>(), true);
+        const double ps = billions(r, TrainingSystem::PatrickStar);
+        const double psHostFirst = billions(hostFirst, TrainingSystem::PatrickStar);
+        const double zero = billions(r, TrainingSystem::ZeroOffload);
+        const auto paperPs = fixed(low.at("patrickstar").get<double>(), 0) + "B at "
+            + fixed(low.at("patrickstar_tflops").get<double>(), 2) + " TF";
+        report.markdown += "### §9.2.4: " + std::to_string(low.at("gpus").get<int>()) + " GPUs, "
+            + fixed(low.at("host_memory_gb").get<double>(), 0) + " GB host memory\n\n";
+        report.markdown +=
+            markdownTable({ "system", "largest ours", "paper", "ratio" },
+                { { "patrickstar", largestText(r, TrainingSystem::PatrickStar), paperPs,
+                      ratioText(ps, low.at("patrickstar").get<double>()) },
+                    { "patrickstar, model built in host memory first (reference code)",
+                        largestText(hostFirst, TrainingSystem::PatrickStar), paperPs,
+                        ratioText(psHostFirst, low.at("patrickstar").get<double>()) },
+                    { "zero-offload (paper: DeepSpeed with MP)", largestText(r, TrainingSystem::ZeroOffload),
+                        fixed(low.at("deepspeed").get<double>(), 0) + "B at "
+                            + fixed(low.at("deepspeed_tflops").get<double>(), 2) + " TF",
+                        ratioText(zero, low.at("deepspeed").get<double>()) } })
+            + "\n";
+        const double paperB = low.at("patrickstar").get<double>();
+        if (psHostFirst <= paperB && paperB <= ps)
+            report.markdown += "The paper's figure lies between the two PatrickStar rows: the paper describes chunks "
+                               "that live only where the replay puts them (all GPUs' room plus the host), while its "
+                               "reference code first builds every chunk in host memory, which a 120 GB host "
+                               "limits to a smaller model.\n\n";
+    }
+
+} // namespace
+
+PaperReport reproducePatrickStar(const ReproduceOptions& options)
+{
+    const auto all = nlohmann::ordered_json::parse(paperNumbersJson()); // Figure 12 in the paper's order
+    const auto& paper = all.at("patrickstar");
+    const std::vector<int> gpuCounts = options.quick ? std::vector<int> { 1 } : std::vector<int> { 1, 2, 4, 8 };
+    PaperReport report;
+    report.paper = "patrickstar";
+    auto& md = report.markdown;
+    md = "## PatrickStar: maximum model scale with chunk-based memory (Table 3, Figure 12, §9.2.4)\n\n";
+    md += "Source: " + paper.at("source").get<std::string>() + ". GPT-like models of the paper's Table 2 (16 "
+        + "heads, sequence " + std::to_string(paper.at("seq").get<int>())
+        + "; larger rungs with hidden 4096 are added so the search is not capped), data parallel on "
+        + DeviceCatalog::builtin().find(paper.at("device").get<std::string>()).name
+        + ", batch per GPU the best of 4, 8, 16, 32 and 64 (§9.1); a model counts when it fits at 30 TFLOPS per "
+          "GPU or more (Table 3's bar).\n\n";
+    md += "Assumptions where the paper is silent: mixed-precision ADAM (14 B/param in chunks); activation "
+          "checkpointing per transformer block for all systems (§9.1); embeddings on the CPU for "
+          "PatrickStar (§8.2); 0.8 of GPU and host memory for PatrickStar's chunks (its reference code's "
+          "ratios); \"DeepSpeed\" is ZeRO-3 with CPU offload (fp16 parameters and gradients sharded over the "
+          "GPUs, fp32 states on the host); PyTorch DDP keeps 16 B/param on every GPU; the chunk size is "
+          "searched (the paper gives none); GB = 10^9 bytes; CPU ADAM at 50 GB/s of host memory traffic; "
+          "TFLOPS count forward, backward and the recomputed forward.\n\n";
+    std::map<int, MaxModelResult> results;
+    if (options.progress)
+        options.progress("patrickstar: maximum model scale");
+    addTable3(paper, gpuCounts, report, results);
+    addThroughput(paper, results, report);
+    if (!options.quick)
+        addLowHost(paper, report);
+    md += "Where ours differ from the paper by more than 25%: the paper's ladder ends at 12B, so its "
+          "PatrickStar column means \"12B or more\" (ours is capped there in the ratio column; the rung "
+          "reached is in the text). DeepSpeed v0.4.3 keeps communication buffers proportional to the "
+          "process count on every GPU (the paper's explanation for 4B on 8 GPUs), which our ZeRO-Offload "
+          "model does not, so ours grows with the GPU count. Throughput: the paper puts its drop at 8-12B "
+          "on fp16 parameter chunks moving over PCIe during forward and backward; ours moves the chunks the "
+          "replay moves at the host link's full bandwidth, without pinned-memory staging or allocator "
+          "overheads, so at the batch sizes where compute dominates ours stays near the V100's compute "
+          "bound.\n";
+    return report;
+}
+
+} // namespace ps::detail
