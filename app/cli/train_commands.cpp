@@ -5,6 +5,7 @@
 // `pipestudio trace`: a run's measured timeline as a Chrome trace.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/train_chunks.h"
 #include "cli/train_link.h"
 #include "cluster/cluster.h"
 #include "graph/graph_summary.h"
@@ -65,6 +66,7 @@ namespace {
         std::int64_t traceIterations = 3;
         std::int64_t traceEvery = 50;
         LinkOptions link; // the emulated link and kfkb:auto's controller
+        ChunkCliOptions chunks; // PatrickStar chunk managers
     };
 
     // The project's graph at the requested micro-batch (zoo models are rebuilt; imported graphs
@@ -210,7 +212,8 @@ namespace {
             const int stages = o.stages > 0 ? o.stages : static_cast<int>(devices.size());
             const auto M = static_cast<int>(o.microBatches > 0 ? o.microBatches : o.accumulate);
             c.schedule = parseScheduleSpec(o.schedule == "kfkb:auto" ? "kfkb:1" : o.schedule, stages, M);
-            plannedCuts(store, o, graph, c, memoryBytes);
+            // With chunks the planner cannot see model data leaving the device: cut for compute.
+            plannedCuts(store, o, graph, c, o.chunks.enabled ? 0 : memoryBytes);
         }
         c.optimizer.kind = o.optimizer;
         c.optimizer.lr = o.lr;
@@ -219,6 +222,7 @@ namespace {
         c.warmupSteps = o.warmup;
         c.seed = o.seed;
         c.link = linkEmulation(o.link);
+        c.chunks = chunkOptions(o.chunks);
         if (o.schedule == "kfkb:auto")
             c.schedule.kind = ScheduleKind::KFKB;
         std::optional<ProjectStore::Checkpoint> checkpoint;
@@ -253,7 +257,8 @@ namespace {
             { "optimizer", o.optimizer }, { "lr", o.lr }, { "weight_decay", o.weightDecay }, { "beta2", o.beta2 },
             { "warmup", o.warmup }, { "cosine", o.cosine }, { "seed", o.seed }, { "memory", o.memory },
             { "resumed_from_step", resumedStep }, { "link", nlohmann::json::parse(engine::linkToJson(c.link)) },
-            { "adaptive_group_size", controller != nullptr } };
+            { "adaptive_group_size", controller != nullptr }, { "chunks", o.chunks.enabled },
+            { "chunk_elements", o.chunks.chunkElements } };
         const auto runId = store.beginRun(config.dump());
         if (o.json) {
             fmt::print("{}\n", nlohmann::json { { "run", runId }, { "config", config } }.dump());
@@ -279,7 +284,10 @@ namespace {
                 lastLoss = r.loss;
                 tokensPerSecond = r.tokensPerSecond;
                 if (o.json) {
-                    fmt::print("{}\n", stepJson(r, step).dump());
+                    auto line = stepJson(r, step);
+                    if (!r.deviceChunks.empty())
+                        line["chunks"] = chunksJson(r);
+                    fmt::print("{}\n", line.dump());
                 } else {
                     std::int64_t peak = 0;
                     for (auto b : r.devicePeakBytes)
@@ -287,6 +295,7 @@ namespace {
                     fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} tokens/s  {:7.1f} ms  peak {:.1f} MiB\n",
                         step, r.loss, r.learningRate, r.tokensPerSecond, r.seconds * 1e3,
                         static_cast<double>(peak) / (1024.0 * 1024.0));
+                    fmt::print("{}", chunksText(r, run.devices()));
                 }
                 std::fflush(stdout);
                 record(store, runId, r, step, i + 1, run.devices(), o);
@@ -505,6 +514,7 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_flag("--json", o->json,
         "One JSON object per line: the run, each step, a final summary (or {\"error\": ...} when a step fails)");
     addLinkOptions(cmd, o->link);
+    addChunkOptions(cmd, o->chunks);
     cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps");
     cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)");
     cmd->callback([o, &action] { action = [o] { return runTrain(*o); }; });

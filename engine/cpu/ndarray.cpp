@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -21,9 +22,17 @@ struct Allocator::State
     std::int64_t peak = 0;
     MemoryByUse byUse {};
     MemoryByUse peakByUse {};
+    std::int64_t peakNonModel = 0;
     std::mutex mutex;
     std::unordered_map<std::size_t, std::vector<std::byte*>> cache; // by rounded size
     std::size_t cachedBytes = 0;
+
+    [[nodiscard]] std::int64_t nonModel() const
+    {
+        return current - byUse[static_cast<std::size_t>(MemoryUse::Parameters)]
+            - byUse[static_cast<std::size_t>(MemoryUse::Gradients)]
+            - byUse[static_cast<std::size_t>(MemoryUse::OptimizerStates)];
+    }
 
     ~State()
     {
@@ -135,6 +144,7 @@ struct NdArray::Storage
                 on.peak = on.current;
                 on.peakByUse = on.byUse;
             }
+            on.peakNonModel = std::max(on.peakNonModel, on.nonModel());
         }
         auto* block = on.take(rounded);
         if (block == nullptr)
@@ -198,11 +208,18 @@ MemoryByUse Allocator::peakByUse() const
     return m_state->peakByUse;
 }
 
+std::int64_t Allocator::peakNonModel() const
+{
+    const std::lock_guard lock(m_state->mutex);
+    return m_state->peakNonModel;
+}
+
 void Allocator::resetPeak()
 {
     const std::lock_guard lock(m_state->mutex);
     m_state->peak = m_state->current;
     m_state->peakByUse = m_state->byUse;
+    m_state->peakNonModel = m_state->nonModel();
 }
 
 void Allocator::setOwner(std::string_view owner)
@@ -252,28 +269,28 @@ float* NdArray::f32()
 {
     if (!m_storage || m_storage->data == nullptr)
         notResident();
-    return reinterpret_cast<float*>(m_storage->data);
+    return reinterpret_cast<float*>(m_storage->data + m_offset);
 }
 
 const float* NdArray::f32() const
 {
     if (!m_storage || m_storage->data == nullptr)
         notResident();
-    return reinterpret_cast<const float*>(m_storage->data);
+    return reinterpret_cast<const float*>(m_storage->data + m_offset);
 }
 
 std::int64_t* NdArray::i64()
 {
     if (!m_storage || m_storage->data == nullptr)
         notResident();
-    return reinterpret_cast<std::int64_t*>(m_storage->data);
+    return reinterpret_cast<std::int64_t*>(m_storage->data + m_offset);
 }
 
 const std::int64_t* NdArray::i64() const
 {
     if (!m_storage || m_storage->data == nullptr)
         notResident();
-    return reinterpret_cast<const std::int64_t*>(m_storage->data);
+    return reinterpret_cast<const std::int64_t*>(m_storage->data + m_offset);
 }
 
 NdArray NdArray::view(Shape shape) const
@@ -285,13 +302,26 @@ NdArray NdArray::view(Shape shape) const
     return a;
 }
 
+NdArray NdArray::slice(std::int64_t offsetElements, Shape shape) const
+{
+    const auto element = numBytes({ 1 }, m_dtype);
+    const auto offset = m_offset + offsetElements * element;
+    if (offsetElements < 0 || !m_storage || offset + numBytes(shape, m_dtype) > m_storage->size)
+        throw Error("slice " + formatShape(shape) + " at " + std::to_string(offsetElements) + " passes the end of "
+            + formatShape(m_shape));
+    NdArray a = *this;
+    a.m_shape = std::move(shape);
+    a.m_offset = offset;
+    return a;
+}
+
 NdArray NdArray::clone() const
 {
     if (!m_storage || m_storage->data == nullptr)
         notResident();
     NdArray a;
-    a.m_storage = std::make_shared<Storage>(m_storage->state, m_storage->size);
-    std::memcpy(a.m_storage->data, m_storage->data, static_cast<std::size_t>(m_storage->size));
+    a.m_storage = std::make_shared<Storage>(m_storage->state, bytes());
+    std::memcpy(a.m_storage->data, m_storage->data + m_offset, static_cast<std::size_t>(bytes()));
     a.m_shape = m_shape;
     a.m_dtype = m_dtype;
     return a;
@@ -354,6 +384,26 @@ void NdArray::relabel(MemoryUse use)
         s.host->byUse[static_cast<std::size_t>(use)] += s.size;
     }
     s.use = use;
+}
+
+void NdArray::moveTo(Allocator& target)
+{
+    auto& s = *m_storage;
+    if (s.state == target.state())
+        return;
+    if (s.data == nullptr)
+        throw Error("internal: move of a value that is swapped out or dropped");
+    auto* block = s.acquire(*target.state()); // throws before anything changes
+    std::memcpy(block, s.data, static_cast<std::size_t>(s.size));
+    s.state->give(s.data, s.rounded);
+    s.unaccount(*s.state);
+    s.state = target.state();
+    s.data = block;
+}
+
+bool NdArray::isOn(const Allocator& allocator) const
+{
+    return m_storage && m_storage->data != nullptr && m_storage->state == allocator.state();
 }
 
 void NdArray::drop()

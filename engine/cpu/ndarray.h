@@ -67,6 +67,9 @@ public:
     [[nodiscard]] std::int64_t peak() const;
     // The bytes of each use at the moment of the peak.
     [[nodiscard]] MemoryByUse peakByUse() const;
+    // The most bytes held at once for anything but parameters, gradients and optimizer states:
+    // PatrickStar's non-model data (§8.1), what a chunk manager must leave room for.
+    [[nodiscard]] std::int64_t peakNonModel() const;
     void resetPeak();
 
     // The node whose work the calling thread's next allocations are for ("" outside node
@@ -119,6 +122,8 @@ public:
     [[nodiscard]] const std::int64_t* i64() const;
     // Same storage, another shape of the same element count.
     [[nodiscard]] NdArray view(Shape shape) const;
+    // Same storage, `shape`'s elements from `offsetElements` on (a parameter inside a chunk).
+    [[nodiscard]] NdArray slice(std::int64_t offsetElements, Shape shape) const;
     // No storage, only a shape: what a node's backward keeps of a value it does not read (its
     // data is released while the shape still sizes the gradient). Reading its data throws.
     static NdArray shapeOnly(Shape shape, DType dtype = DType::F32);
@@ -139,6 +144,12 @@ public:
     // Refills a dropped storage with `fresh`'s buffer (same byte size, same device); `fresh` is
     // left undefined.
     void refill(NdArray& fresh);
+    // Moves the whole storage's bytes to `target` (a chunk going between device and host): every
+    // array sharing the storage now reads it there. Throws OutOfMemoryError, leaving it where it
+    // was, when `target` has no room.
+    void moveTo(Allocator& target);
+    // True when the storage's bytes are resident on `allocator`.
+    [[nodiscard]] bool isOn(const Allocator& allocator) const;
     // True when both arrays share one storage.
     [[nodiscard]] bool sameStorage(const NdArray& other) const
     {
@@ -150,6 +161,7 @@ private:
     std::shared_ptr<Storage> m_storage;
     Shape m_shape;
     DType m_dtype = DType::F32;
+    std::int64_t m_offset = 0; // bytes from the storage's start (slices)
 };
 
 } // namespace ps::engine

@@ -173,6 +173,8 @@ PipelineRunner::PipelineRunner(
         m_stages.push_back(std::make_unique<StageExecutor>(graph, id, m_spec.partition.stageBegin(id),
             m_spec.partition.stageEnd(id, graph.nodeCount()), *dev.backend, *dev.memory, m_hostPool, plan,
             m_options.seed));
+        if (m_options.chunks.enabled)
+            m_stages.back()->useChunks(m_options.chunks.chunkElements);
         m_stages.back()->setOptimizer(m_options.optimizer, async);
     }
     const auto origin = std::chrono::steady_clock::now();
@@ -198,6 +200,7 @@ PipelineRunner::PipelineRunner(
                 + std::to_string(s) + " gradients (" + b.name + " -> " + a.name + ")",
             *b.backend, *a.backend, *a.memory, *m_abort, link(db, da)));
     }
+    setChunkActions();
     m_tied = std::make_unique<TiedGradients>(m_stages, *m_abort);
     for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
         m_teams.push_back(devices[d].cores.size() > 1 ? std::make_unique<GemmTeam>(devices[d].cores) : nullptr);
@@ -356,7 +359,61 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
         total += c->bytesSent();
     result.transferredBytes = total - m_transferred;
     m_transferred = total;
+    if (m_options.chunks.enabled) {
+        result.deviceChunks = chunkCounts();
+        if (!m_chunksPlaced)
+            placeChunks();
+        m_chunksPlaced = true;
+    }
     return result;
+}
+
+void PipelineRunner::setChunkActions()
+{
+    for (auto& stage : m_stages) {
+        std::vector<ActionType> actions;
+        for (const auto& a : m_schedule.devices[m_schedule.deviceOf(stage->id()).index()]) {
+            if (a.stage == stage->id())
+                actions.push_back(a.type);
+        }
+        stage->setChunkActions(actions);
+    }
+}
+
+std::vector<ChunkStats> PipelineRunner::chunkCounts()
+{
+    std::vector<ChunkStats> counts(m_schedule.devices.size());
+    for (auto& stage : m_stages)
+        counts[m_schedule.deviceOf(stage->id()).index()] += stage->chunks()->takeIterationCounts();
+    return counts;
+}
+
+void PipelineRunner::placeChunks()
+{
+    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
+        std::vector<ChunkManager*> managers;
+        for (auto& stage : m_stages) {
+            if (m_schedule.deviceOf(stage->id()).index() == d)
+                managers.push_back(stage->chunks());
+        }
+        const auto& memory = *m_devices[d].memory;
+        const auto capacity = memory.capacity();
+        // The margin (§8.2): capacity less the warm-up's peak non-model bytes (§8.1), the chunks one
+        // op computes on, and a sixteenth for messages whose timing varies between iterations.
+        auto margin = capacity - memory.peakNonModel() - capacity / 16;
+        for (auto* m : managers)
+            margin -= m->pinnedBytesPerMoment();
+        for (auto* m : managers) {
+            for (int c = 0; c < m->chunkCount(); ++c) {
+                if (m->onHost(c) && (capacity == 0 || m->moveHomeBytes(c) <= margin))
+                    margin -= m->moveHome(c);
+            }
+        }
+        const auto share =
+            std::max<std::int64_t>(margin, 0) / static_cast<std::int64_t>(std::max<std::size_t>(managers.size(), 1));
+        for (auto* m : managers)
+            m->setCacheBytes(m->pinnedBytesPerMoment() + share);
+    }
 }
 
 void PipelineRunner::runDevice(
@@ -510,6 +567,7 @@ void PipelineRunner::setSchedule(const Schedule& schedule)
     if (!what.empty())
         throw Error("cannot switch to " + scheduleName(next.spec) + " between iterations: it has " + what);
     m_schedule = std::move(next);
+    setChunkActions();
 }
 
 } // namespace ps::engine

@@ -57,6 +57,9 @@ struct RunnerOptions
     StageOptimizerConfig optimizer;
     bool recordEvents = true;
     LinkEmulation link; // between every two devices, one per direction; off: memory speed
+    // PatrickStar chunks: the first iteration is the warm-up (every chunk on the host, §8.1);
+    // after it each device's margin takes chunks home to the device (§8.2).
+    ChunkOptions chunks;
 };
 
 struct IterationResult
@@ -69,6 +72,7 @@ struct IterationResult
     std::vector<MemoryByUse> devicePeakByUse; // what the peak bytes were for
     std::vector<double> deviceBusyNs; // compute actions only
     std::int64_t transferredBytes = 0;
+    std::vector<ChunkStats> deviceChunks; // per device, with chunks: placement and this iteration's moves
 };
 
 class PipelineRunner
@@ -119,6 +123,11 @@ private:
     ActionOutcome runAction(
         std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     [[nodiscard]] Channel& channel(StageId from, StageId to);
+    void setChunkActions();
+    // §8.2 after the warm-up iteration: per device, chunks go home to the device while the
+    // margin over the measured peak non-model bytes has room; the rest caches uploads.
+    void placeChunks();
+    [[nodiscard]] std::vector<ChunkStats> chunkCounts();
 
     const Graph& m_graph;
     PipelineSpec m_spec;
@@ -140,6 +149,7 @@ private:
     std::vector<char> m_deposited; // per stage: tied gradients handed in this iteration
     std::int64_t m_transferred = 0; // channel bytes before this iteration
     std::int64_t m_iteration = 0;
+    bool m_chunksPlaced = false;
     std::chrono::steady_clock::time_point m_start;
 };
 

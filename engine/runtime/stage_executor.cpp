@@ -40,38 +40,6 @@ namespace {
         return x ^ (x >> 31U);
     }
 
-    // A constant's values as the engine's element type (f32 or i64) on the host.
-    std::vector<std::byte> hostValues(const Tensor& t, DType& engineType)
-    {
-        const auto n = static_cast<std::size_t>(numElements(t.shape));
-        const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
-        engineType = isFloat ? DType::F32 : DType::I64;
-        if (t.data->size() != static_cast<std::size_t>(numBytes(t.shape, t.dtype)))
-            throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
-                + std::to_string(numBytes(t.shape, t.dtype)) + " for " + formatShape(t.shape));
-        if (t.dtype == DType::F32 || t.dtype == DType::I64)
-            return *t.data;
-        std::vector<std::byte> out(n * (isFloat ? 4 : 8));
-        const auto* p = t.data->data();
-        for (std::size_t i = 0; i < n; ++i) {
-            if (t.dtype == DType::F64) {
-                double d = 0;
-                std::memcpy(&d, p + i * 8, 8);
-                const auto f = static_cast<float>(d);
-                std::memcpy(out.data() + i * 4, &f, 4);
-            } else if (t.dtype == DType::I32) {
-                std::int32_t v = 0;
-                std::memcpy(&v, p + i * 4, 4);
-                const std::int64_t w = v;
-                std::memcpy(out.data() + i * 8, &w, 8);
-            } else {
-                throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
-                    + "; the engine reads f32, f64, i64, i32");
-            }
-        }
-        return out;
-    }
-
 } // namespace
 
 StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, std::size_t end, const Backend& backend,
@@ -125,12 +93,7 @@ StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, 
         } else if (tensor.kind == TensorKind::Input) {
             m_dataInputs.push_back(t);
         } else if (tensor.kind == TensorKind::Constant) {
-            if (!tensor.data)
-                throw Error("constant '" + tensor.name + "' has no values in the project (create it again)");
-            DType type = DType::F32;
-            const auto bytes = hostValues(tensor, type);
-            m_device.setOwner("constants");
-            m_constants[static_cast<std::size_t>(slotOf(t))] = backend.fromHost(m_device, tensor.shape, type, bytes);
+            loadConstant(t);
         }
     }
     m_params.resize(m_paramIds.size());
@@ -209,6 +172,7 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
     }
     m_device.setOwner("");
     s.nodes.assign(m_end - m_begin, NodeValues());
+    startChunkAction();
     std::mt19937_64 rng;
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
@@ -225,6 +189,7 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         }
         rng.seed(nodeSeed(mb, node.id));
         KernelContext ctx { m_device, rng, true };
+        const NodeAccess access(*this, n - m_begin);
         m_backend.forward(node, nv, ctx);
         for (std::size_t i = 0; i < node.outputs.size(); ++i)
             s.values[static_cast<std::size_t>(slotOf(node.outputs[i]))] = nv.out[i];
@@ -412,6 +377,7 @@ void StageExecutor::refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root)
     std::mt19937_64 rng(nodeSeed(mb, producer)); // the forward's dropout mask again
     m_device.setOwner("recompute");
     KernelContext ctx { m_device, rng, true };
+    const NodeAccess access(*this, producer.index() - m_begin);
     m_backend.forward(node, fresh, ctx);
     for (std::size_t k = 0; k < node.outputs.size(); ++k) {
         if (node.outputs[k] == root)
@@ -440,6 +406,7 @@ void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
     if (!s.forwardDone || s.backwardDone)
         throw Error("stage " + std::to_string(m_id.value) + ": backward of micro-batch " + std::to_string(mb.value)
             + (s.backwardDone ? " twice" : " before its forward"));
+    startChunkAction();
     // The memory plan's actions normally did this already; a plan without them still computes right.
     settleSwaps(s);
     recompute(mb);
@@ -502,6 +469,7 @@ void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMo
     if (anyNeed) {
         std::mt19937_64 rng(0);
         KernelContext ctx { m_device, rng, true };
+        const NodeAccess access(*this, local);
         auto gradIn = m_backend.backward(node, s.nodes[local], gradOut, need, ctx);
         m_device.setOwner(node.name + " (backward)");
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
@@ -548,6 +516,7 @@ void StageExecutor::backwardWeight(MicroBatchId mb)
     if (!s.backwardDone)
         throw Error(
             "stage " + std::to_string(m_id.value) + ": W of micro-batch " + std::to_string(mb.value) + " before its B");
+    startChunkAction();
     for (std::size_t local = m_end - m_begin; local-- > 0;) {
         if (s.weightPending[local] == 0)
             continue;
@@ -557,6 +526,7 @@ void StageExecutor::backwardWeight(MicroBatchId mb)
             need.push_back(m_paramIndex[in.index()] >= 0 && m_requiresGrad[in.index()]);
         std::mt19937_64 rng(0);
         KernelContext ctx { m_device, rng, true };
+        const NodeAccess access(*this, local);
         auto gradIn = m_backend.backward(node, s.nodes[local], s.gradOut[local], need, ctx);
         m_device.setOwner(node.name + " (weight gradient)");
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {

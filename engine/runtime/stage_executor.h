@@ -15,16 +15,23 @@
 // recursively, any dropped producer input) before backward. Dropout masks are drawn from a
 // generator seeded by (run seed, iteration, micro-batch, node), so a recompute reproduces them
 // and the values do not depend on which stage or device ran the node.
-// Depends on: backend.h, runtime/copy_stream.h, core (Graph, StageMemoryPlan); no Qt, no CUDA.
+//
+// With chunks (useChunks), parameters, gradients and optimizer states live in a ChunkManager
+// (PatrickStar): every node that reads a parameter accesses its chunks around the kernel, in
+// forward, recompute and backward, and the optimizer step runs where each chunk lives.
+// Depends on: backend.h, runtime/copy_stream.h, runtime/chunk_manager.h, core (Graph,
+// StageMemoryPlan); no Qt, no CUDA.
 #pragma once
 
 #include "backend.h"
 #include "graph/graph.h"
+#include "runtime/chunk_manager.h"
 #include "runtime/copy_stream.h"
 #include "sim/memory_model.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -99,7 +106,18 @@ public:
     // Parameter values from the host (fp32 bytes), before the first forward.
     void setParameter(TensorId id, std::span<const std::byte> bytes);
     [[nodiscard]] std::vector<std::byte> parameterBytes(TensorId id) const;
+    // Chunk-managed model data from setOptimizer on (before it; synchronous schedules only).
+    // `chunkElements` 0: the manager's default.
+    void useChunks(std::int64_t chunkElements);
     void setOptimizer(const StageOptimizerConfig& config, bool weightStashing);
+    // This stage's F/B/I/W actions of an iteration in schedule order: the op order the chunk
+    // manager's eviction looks ahead in (§8.3). Without it, evictions take the first chunk.
+    void setChunkActions(const std::vector<ActionType>& actions);
+    // The chunk manager (null without chunks).
+    [[nodiscard]] ChunkManager* chunks() const
+    {
+        return m_chunks.get();
+    }
     // Optimizer moments (AdamW m and v, SGD momentum) of a parameter, for checkpoints.
     [[nodiscard]] std::vector<std::vector<std::byte>> optimizerState(TensorId id) const;
     void setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps);
@@ -112,6 +130,7 @@ public:
     void beginIteration(std::int64_t iteration)
     {
         m_iteration = iteration;
+        m_chunkAction = 0;
     }
     void receiveActivations(MicroBatchId mb, std::vector<NdArray> values);
     void forward(MicroBatchId mb, const HostBatch& batch);
@@ -156,7 +175,38 @@ public:
 
 private:
     struct MicroBatch;
+    // §6.2 Access/Release of the chunks a node's parameters live in, around its kernel.
+    class NodeAccess
+    {
+    public:
+        NodeAccess(StageExecutor& stage, std::size_t local)
+            : m_stage(stage)
+            , m_local(local)
+        {
+            m_stage.accessNode(local);
+        }
+        ~NodeAccess()
+        {
+            m_stage.releaseNode(m_local);
+        }
+        NodeAccess(const NodeAccess&) = delete;
+        NodeAccess& operator=(const NodeAccess&) = delete;
+
+    private:
+        StageExecutor& m_stage;
+        std::size_t m_local;
+    };
     [[nodiscard]] MicroBatch& state(MicroBatchId mb, const char* action);
+    void loadConstant(TensorId t);
+    void buildChunks(int optimizerSlots);
+    void accessNode(std::size_t local);
+    void releaseNode(std::size_t local);
+    void startChunkAction()
+    {
+        ++m_chunkAction;
+    }
+    void writeInto(const NdArray& target, std::span<const std::byte> bytes);
+    void chunkOptimizerStep(double lr, float gradScale);
     [[nodiscard]] int slotOf(TensorId id) const
     {
         return m_slot[id.index()];
@@ -211,6 +261,14 @@ private:
     int m_peakVersions = 1;
 
     std::map<std::uint32_t, MicroBatch> m_microBatches; // by micro-batch id
+
+    std::int64_t m_chunkElements = -1; // -1: no chunks
+    std::unique_ptr<ChunkManager> m_chunks;
+    std::vector<int> m_chunkIndex; // by parameter index: index in the chunk manager
+    std::vector<std::vector<int>> m_nodeChunks; // by local node: the chunks its parameters are in
+    std::vector<std::vector<std::size_t>> m_momentOf; // by F/B/I/W action, by local node
+    std::size_t m_chunkAction = 0; // F/B/I/W actions started this iteration
+    std::size_t m_moment = 0; // the last moment accessed
 };
 
 } // namespace ps::engine

@@ -7,8 +7,55 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ps::engine {
+namespace {
+
+    // A constant's values as the engine's element type (f32 or i64) on the host.
+    std::vector<std::byte> hostValues(const Tensor& t, DType& engineType)
+    {
+        const auto n = static_cast<std::size_t>(numElements(t.shape));
+        const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
+        engineType = isFloat ? DType::F32 : DType::I64;
+        if (t.data->size() != static_cast<std::size_t>(numBytes(t.shape, t.dtype)))
+            throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
+                + std::to_string(numBytes(t.shape, t.dtype)) + " for " + formatShape(t.shape));
+        if (t.dtype == DType::F32 || t.dtype == DType::I64)
+            return *t.data;
+        std::vector<std::byte> out(n * (isFloat ? 4 : 8));
+        const auto* p = t.data->data();
+        for (std::size_t i = 0; i < n; ++i) {
+            if (t.dtype == DType::F64) {
+                double d = 0;
+                std::memcpy(&d, p + i * 8, 8);
+                const auto f = static_cast<float>(d);
+                std::memcpy(out.data() + i * 4, &f, 4);
+            } else if (t.dtype == DType::I32) {
+                std::int32_t v = 0;
+                std::memcpy(&v, p + i * 4, 4);
+                const std::int64_t w = v;
+                std::memcpy(out.data() + i * 8, &w, 8);
+            } else {
+                throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
+                    + "; the engine reads f32, f64, i64, i32");
+            }
+        }
+        return out;
+    }
+
+} // namespace
+
+void StageExecutor::loadConstant(TensorId t)
+{
+    const auto& tensor = m_graph.tensor(t);
+    if (!tensor.data)
+        throw Error("constant '" + tensor.name + "' has no values in the project (create it again)");
+    DType type = DType::F32;
+    const auto bytes = hostValues(tensor, type);
+    m_device.setOwner("constants");
+    m_constants[static_cast<std::size_t>(slotOf(t))] = m_backend.fromHost(m_device, tensor.shape, type, bytes);
+}
 
 void StageExecutor::buildKeepSets()
 {
@@ -106,6 +153,10 @@ void StageExecutor::setParameter(TensorId id, std::span<const std::byte> bytes)
     if (k < 0)
         throw Error(
             "stage " + std::to_string(m_id.value) + " does not hold parameter '" + m_graph.tensor(id).name + "'");
+    if (m_chunks) {
+        writeInto(m_params[static_cast<std::size_t>(k)], bytes);
+        return;
+    }
     const MemoryUseScope use(MemoryUse::Parameters);
     m_device.setOwner("parameters");
     m_params[static_cast<std::size_t>(k)] = m_backend.fromHost(m_device, m_graph.tensor(id).shape, DType::F32, bytes);
@@ -125,6 +176,13 @@ void StageExecutor::setOptimizer(const StageOptimizerConfig& config, bool weight
         throw Error("the learning rate must be positive, got " + std::to_string(config.lr));
     m_optimizer = config;
     m_weightStashing = weightStashing;
+    if (m_chunkElements >= 0) {
+        if (weightStashing)
+            throw Error("chunk-managed parameters need a synchronous schedule (PipeDream's stashed weight "
+                        "versions are not chunked)");
+        buildChunks(config.kind == "adamw" ? 2 : 1);
+        return;
+    }
     const MemoryUseScope use(MemoryUse::OptimizerStates);
     m_device.setOwner("optimizer state");
     m_first.clear();
@@ -140,6 +198,12 @@ void StageExecutor::setOptimizer(const StageOptimizerConfig& config, bool weight
 std::vector<std::vector<std::byte>> StageExecutor::optimizerState(TensorId id) const
 {
     const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    if (m_chunks) {
+        std::vector<std::vector<std::byte>> out;
+        for (int slot = 0; slot < (m_optimizer.kind == "adamw" ? 2 : 1); ++slot)
+            out.push_back(m_backend.toHost(m_chunks->optimizerState(slot, static_cast<std::size_t>(m_chunkIndex[k]))));
+        return out;
+    }
     std::vector<std::vector<std::byte>> out { m_backend.toHost(m_first[k]) };
     if (!m_second.empty())
         out.push_back(m_backend.toHost(m_second[k]));
@@ -150,6 +214,16 @@ void StageExecutor::setOptimizerState(TensorId id, const std::vector<std::vector
 {
     const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
     const auto& shape = m_graph.tensor(id).shape;
+    if (m_chunks) {
+        if (state.size() != (m_optimizer.kind == "adamw" ? 2U : 1U))
+            throw Error(
+                "the checkpoint's optimizer state of '" + m_graph.tensor(id).name + "' is for another optimizer");
+        for (std::size_t slot = 0; slot < state.size(); ++slot)
+            writeInto(m_chunks->optimizerState(static_cast<int>(slot), static_cast<std::size_t>(m_chunkIndex[k])),
+                state[slot]);
+        m_optimizerSteps = steps;
+        return;
+    }
     if (state.size() != (m_second.empty() ? 1U : 2U))
         throw Error("the checkpoint's optimizer state of '" + m_graph.tensor(id).name + "' is for another optimizer");
     const MemoryUseScope use(MemoryUse::OptimizerStates);
@@ -163,6 +237,11 @@ void StageExecutor::setOptimizerState(TensorId id, const std::vector<std::vector
 
 void StageExecutor::accumulateParameterGradient(int paramIndex, const NdArray& grad)
 {
+    if (m_chunks) {
+        m_chunks->accumulateGradient(
+            static_cast<std::size_t>(m_chunkIndex[static_cast<std::size_t>(paramIndex)]), grad);
+        return;
+    }
     auto& slot = m_grads[static_cast<std::size_t>(paramIndex)];
     const MemoryUseScope use(MemoryUse::Gradients);
     if (!slot.defined())
@@ -173,16 +252,28 @@ void StageExecutor::accumulateParameterGradient(int paramIndex, const NdArray& g
 
 const NdArray& StageExecutor::gradient(TensorId id) const
 {
-    return m_grads[static_cast<std::size_t>(m_paramIndex[id.index()])];
+    const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    return m_chunks ? m_chunks->gradient(static_cast<std::size_t>(m_chunkIndex[k])) : m_grads[k];
 }
 
 void StageExecutor::setGradient(TensorId id, NdArray grad)
 {
-    m_grads[static_cast<std::size_t>(m_paramIndex[id.index()])] = std::move(grad);
+    const auto k = static_cast<std::size_t>(m_paramIndex[id.index()]);
+    if (m_chunks) { // into the gradient chunk, wherever it lives
+        NdArray slot = m_chunks->gradient(static_cast<std::size_t>(m_chunkIndex[k]));
+        m_backend.fill(slot, 0.0F);
+        m_backend.accumulate(slot, grad);
+        return;
+    }
+    m_grads[k] = std::move(grad);
 }
 
 void StageExecutor::optimizerStep(double lr, float gradScale)
 {
+    if (m_chunks) {
+        chunkOptimizerStep(lr, gradScale);
+        return;
+    }
     if (m_first.size() != m_params.size())
         throw Error("stage " + std::to_string(m_id.value) + ": optimizer step before setOptimizer");
     ++m_optimizerSteps;

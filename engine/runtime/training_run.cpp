@@ -95,7 +95,7 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     // (PipelineRunner), so OpenBLAS runs single-threaded in each team member.
     setComputeThreads(m_devices.size() == 1 ? threadsPerDevice(1) : 1);
     PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
-    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link };
+    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks };
     m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
     // The same initial values as the single-device executor (graph values, else its seeded draws).
     GraphExecutor init(m_graph, ExecutorOptions { m_config.seed, 0, true });
@@ -146,6 +146,7 @@ RunStepResult TrainingRun::step()
     out.deviceBusyNs = std::move(r.deviceBusyNs);
     out.events = std::move(r.events);
     out.transferredBytes = r.transferredBytes;
+    out.deviceChunks = std::move(r.deviceChunks);
     return out;
 }
 

@@ -37,6 +37,7 @@ struct RunConfig
     double minLrRatio = 0.1;
     std::uint64_t seed = 0; // initialisation, dropout and sampling
     LinkEmulation link; // between the devices; off: memory speed
+    ChunkOptions chunks; // PatrickStar chunk managers for parameters and optimizer states
 };
 
 struct RunStepResult
@@ -51,6 +52,7 @@ struct RunStepResult
     std::vector<double> deviceBusyNs;
     std::vector<SimEvent> events;
     std::int64_t transferredBytes = 0;
+    std::vector<ChunkStats> deviceChunks; // per device, with chunks
 };
 
 struct RunCheckpoint

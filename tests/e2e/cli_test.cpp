@@ -434,6 +434,34 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
     EXPECT_GT(error["run"].get<std::int64_t>(), 0);
 }
 
+TEST_F(Cli, TrainWithChunksRunsOnADeviceTooSmallForTheModelData)
+{
+    const auto p = file("chunks.pstudio");
+    ASSERT_EQ(run("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    const std::string args = " --devices cpu:2 --micro-batches 4 --steps 2 --device-memory 1MiB --data-format random";
+    const auto oom = run("train " + p + args);
+    EXPECT_NE(oom.exitCode, 0);
+    EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
+    const auto r = run("train " + p + args + " --chunks --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    int steps = 0;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line);
+        if (!j.contains("chunks") || !j["chunks"].is_array())
+            continue;
+        ++steps;
+        ASSERT_EQ(j["chunks"].size(), 2U) << line;
+        for (const auto& d : j["chunks"]) {
+            EXPECT_GT(d["host_chunks"].get<int>(), 0) << line;
+            EXPECT_GT(d["host_optimizer_elements"].get<std::int64_t>(), 0) << line;
+            EXPECT_GT(d["uploads"].get<std::int64_t>(), 0) << line;
+        }
+    }
+    EXPECT_EQ(steps, 2) << r.output;
+}
+
 TEST_F(Cli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
 {
     const auto p = file("ada.pstudio");

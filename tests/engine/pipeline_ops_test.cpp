@@ -136,7 +136,7 @@ void expectSameStep(const Graph& g, const std::vector<StageMemoryPlan>& memory, 
     config.memory = memory;
     auto devices = makeDevices("cpu:2", 0);
     PipelineRunner runner(g, PipelineSpec { config.partition, runtimeSchedule(config), memory }, devices,
-        RunnerOptions { 5, plainSgd(), false, {} });
+        RunnerOptions { 5, plainSgd(), false, {}, {} });
     for (auto id : runner.parameterIds())
         runner.setParameter(id, std::as_bytes(std::span(ref.initial.at(id.value))));
     const auto result = runner.run(batches, plainSgd().lr, 0);
