@@ -57,31 +57,50 @@ double BandwidthTrace::fractionAt(double t) const
 
 double BandwidthTrace::transferEnd(double start, double bytes, double bandwidth) const
 {
-    // Walk the piecewise-constant segments from `start` until `bytes` have moved.
-    double t = start;
-    double remaining = bytes;
-    for (int guard = 0; guard < 1'000'000; ++guard) {
-        const double rate = fractionAt(t) * bandwidth;
-        // End of the current segment: the next breakpoint after t (mod period).
-        double next = std::numeric_limits<double>::infinity();
-        const double base = periodSeconds > 0 ? std::floor(t / periodSeconds) * periodSeconds : 0.0;
-        const double local = t - base;
-        for (const auto& [time, f] : points) {
-            if (time > local + 1e-15) {
-                next = base + time;
-                break;
-            }
-        }
-        if (!std::isfinite(next) && periodSeconds > 0)
-            next = base + periodSeconds + (points.front().first > 0 ? points.front().first : 0.0);
-        if (rate > 0 && (remaining / rate <= next - t || !std::isfinite(next)))
-            return t + remaining / rate;
-        if (!std::isfinite(next))
-            throw Error("bandwidth trace drops to zero forever: a transfer could never finish");
-        remaining -= rate * (next - t);
-        t = next;
+    if (points.empty())
+        return start + bytes / bandwidth;
+    // Time is kept as (period index, offset inside the period) so that far into a periodic trace
+    // the offset keeps its precision; a non-periodic trace is one endless "period". Segment i runs
+    // from points[i] (from 0 for the first) to points[i + 1] (the period's end for the last).
+    const bool periodic = periodSeconds > 0;
+    double k = periodic ? std::floor(start / periodSeconds) : 0;
+    double local = periodic ? start - k * periodSeconds : start;
+    if (periodic && local >= periodSeconds) {
+        k += 1;
+        local -= periodSeconds;
     }
-    throw Error("bandwidth trace: transfer did not finish (trace too fine-grained or near zero)");
+    local = std::max(local, 0.0);
+    const double periodEnd = periodic ? periodSeconds : std::numeric_limits<double>::infinity();
+    double perPeriodBytes = 0; // what one whole period moves
+    for (std::size_t i = 0; periodic && i < points.size(); ++i) {
+        const double end = i + 1 < points.size() ? points[i + 1].first : periodSeconds;
+        perPeriodBytes += points[i].second * bandwidth * std::max(0.0, end - (i == 0 ? 0.0 : points[i].first));
+    }
+    if (periodic && !(perPeriodBytes > 0))
+        throw Error("bandwidth trace drops to zero forever: a transfer could never finish");
+    double remaining = bytes;
+    for (;;) {
+        if (periodic && local == 0 && remaining > 2 * perPeriodBytes) { // skip whole periods at once
+            const double whole = std::floor(remaining / perPeriodBytes) - 1;
+            k += whole;
+            remaining -= whole * perPeriodBytes;
+        }
+        std::size_t segment = 0;
+        while (segment + 1 < points.size() && points[segment + 1].first <= local)
+            ++segment;
+        const double end = segment + 1 < points.size() ? points[segment + 1].first : periodEnd;
+        const double rate = points[segment].second * bandwidth;
+        if (rate > 0 && remaining <= rate * (end - local))
+            return k * periodSeconds + local + remaining / rate;
+        if (!std::isfinite(end))
+            throw Error("bandwidth trace drops to zero forever: a transfer could never finish");
+        remaining -= rate * (end - local);
+        local = end;
+        if (periodic && local >= periodSeconds) {
+            k += 1;
+            local = 0;
+        }
+    }
 }
 
 void Cluster::check() const

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 using namespace ps;
 
 namespace {
@@ -188,6 +190,19 @@ TEST(Simulator, BandwidthTraceSlowsTransfers)
     EXPECT_DOUBLE_EQ(preempted.transferEnd(0.5, 1000, 1000), 2.5); // 0.5 s moved, 1 s stalled, 0.5 s more
     const BandwidthTrace dead { { { 0.0, 1.0 }, { 1.0, 0.0 } }, 0 };
     EXPECT_THROW((void)dead.transferEnd(0.5, 1000, 1000), Error);
+}
+
+TEST(Simulator, PeriodicTraceTransfersFinishFarIntoTheTrace)
+{
+    // Thousands of periods in, t - floor(t / P) * P rounds; a transfer must still walk forward.
+    const double period = 0.137;
+    const BandwidthTrace preempted { { { 0.0, 1.0 }, { period / 2, 0.1 } }, period };
+    for (double periods : { 0.0, 977.0, 12345.0, 3.0e6 }) {
+        const double start = periods * period;
+        // 0.55 of the bandwidth on average: three periods' worth of bytes take three periods.
+        const double end = preempted.transferEnd(start, 1000 * 0.55 * 3 * period, 1000);
+        EXPECT_NEAR(end - start, 3 * period, 1e-6 * std::max(1.0, start)) << periods;
+    }
 }
 
 TEST(Simulator, BadInputIsRejectedNotHung)
