@@ -30,6 +30,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <nlohmann/json.hpp>
+
 namespace ps::gui {
 namespace {
 
@@ -95,6 +97,39 @@ namespace {
             store.savePlan(named, plan.algorithm + " 1f1b", &session.snapshot().simulation);
         }
         return path;
+    }
+
+    // The stored plan `id` of the open project in the editor: its schedule and micro-batch, then its
+    // placement (a Mixed-pipe plan with its node order and stage-to-device map).
+    bool applyStoredPlan(MainWindow& window, std::int64_t id, std::string& error)
+    {
+        const auto path = window.session()->filePath();
+        auto* session = window.planSession();
+        if (path.isEmpty() || !session->hasPlan()) {
+            error = "--plan needs a project with a model";
+            return false;
+        }
+        for (const auto& row : ProjectStore::open(path.toStdString()).loadPlans()) {
+            if (row.id != id)
+                continue;
+            const auto j = nlohmann::json::parse(row.json);
+            auto setup = session->setup();
+            setup.schedule = parseScheduleSpec(
+                j.value("schedule", std::string("1f1b")), j.value("stages", 1), j.value("micro_batches", 1));
+            setup.microBatch = j.value("micro_batch", setup.microBatch);
+            QString failure;
+            const auto connection =
+                QObject::connect(session, &PlanSession::operationFailed, [&failure](const QString& m) { failure = m; });
+            if (!(setup == session->setup()))
+                session->configure(setup);
+            session->applyPlacement(placementFromPlanJson(row.json, session->graph()->nodeCount()),
+                QStringLiteral("Apply plan %1").arg(id));
+            QObject::disconnect(connection);
+            error = failure.toStdString();
+            return failure.isEmpty();
+        }
+        error = "'" + path.toStdString() + "' has no plan " + std::to_string(id);
+        return false;
     }
 
     // Launch dialog, monitor and predicted-vs-measured of the project's newest run.
@@ -205,6 +240,8 @@ bool renderScreenshot(const GuiOptions& options, std::string& error)
         setup.microBatch = options.microBatch;
         window.planSession()->configure(setup);
     }
+    if (options.plan > 0 && !applyStoredPlan(window, options.plan, error))
+        return false;
     return renderView(window, options, error);
 }
 

@@ -4,6 +4,7 @@
 
 #include "report/reproduction.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct GuiOptions
     // main | editor | balance | timeline | plans | search | cluster | launch | monitor | compare
     std::string view = "main";
     double microBatch = 0; // 0: the model's
+    std::int64_t plan = 0; // with --screenshot and a project: a stored plan applied first (0: none)
 };
 
 int runApplication(int argc, char** argv, const GuiOptions& options);

@@ -41,6 +41,10 @@ namespace {
                 "cluster", "launch", "monitor", "compare" }));
         cmd->add_option(
             "--micro-batch", request.microBatch, "With --screenshot: the micro-batch size of the plan shown");
+        cmd->add_option("--plan", request.plan,
+               "With --screenshot and a project: the stored plan with this id in the editor first (its schedule, "
+               "micro-batch, cuts and, for Mixed-pipe, its stage-to-device map); ids from `pipestudio plan --json`")
+            ->check(CLI::PositiveNumber);
         cmd->callback([&action, &request, launchGui] {
             action = [&request, launchGui] {
                 if (!launchGui)

@@ -3,6 +3,7 @@
 
 #include "report/reproduction.h"
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@ struct GuiRequest
     int height = 1000;
     std::string view = "main";
     double microBatch = 0;
+    std::int64_t plan = 0; // with a project: a stored plan applied to the editor first (0: none)
 };
 
 // Parses argv and runs a subcommand. When the command asks for the GUI (no subcommand with a

@@ -2,6 +2,8 @@
 
 #include "models/plan_session.h"
 
+#include <algorithm>
+
 namespace ps::gui {
 
 PartitionEditorData buildPartitionEditorData(const PlanSession& session)
@@ -12,11 +14,15 @@ PartitionEditorData buildPartitionEditorData(const PlanSession& session)
     constexpr double kGiB = 1024.0 * 1024 * 1024;
     const auto& editor = session.editor();
     const auto& model = editor.model();
-    const auto& profile = session.profile();
+    const auto& profile = model.profile(); // in the editor's order
     const double mb = editor.microBatch();
     const auto& starts = editor.partition().stageStarts;
     d.stageStarts = QVector<std::size_t>(starts.begin(), starts.end());
     d.capacityGiB = model.capacityBytes() / kGiB;
+    const auto& devices = editor.placement().stageDevices;
+    d.sharedDevices = editor.dataflow();
+    for (std::size_t s = 0; s < starts.size(); ++s)
+        d.stageDevices.append(devices.empty() ? static_cast<int>(s) : static_cast<int>(devices[s].value));
     const auto n = model.nodeCount();
     std::size_t stage = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -28,6 +34,19 @@ PartitionEditorData buildPartitionEditorData(const PlanSession& session)
         d.stageMemoryGiB.append(model.approxMemoryBytes(starts[stage], i + 1, static_cast<int>(stage)) / kGiB);
     }
     return d;
+}
+
+std::size_t nodeAtPosition(const PlanSession& session, std::size_t position)
+{
+    const auto& order = session.editor().partition().nodeOrder;
+    return position < order.size() ? order[position].index() : position;
+}
+
+std::size_t positionOfNode(const PlanSession& session, std::size_t node)
+{
+    const auto& order = session.editor().partition().nodeOrder;
+    const auto at = std::find(order.begin(), order.end(), NodeId(static_cast<std::uint32_t>(node)));
+    return at == order.end() ? node : static_cast<std::size_t>(at - order.begin());
 }
 
 } // namespace ps::gui

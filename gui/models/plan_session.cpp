@@ -11,7 +11,7 @@ namespace {
     class PartitionCommand : public QUndoCommand
     {
     public:
-        PartitionCommand(PlanSession* session, Partition before, Partition after, const QString& text)
+        PartitionCommand(PlanSession* session, Placement before, Placement after, const QString& text)
             : QUndoCommand(text)
             , m_session(session)
             , m_before(std::move(before))
@@ -20,17 +20,17 @@ namespace {
         }
         void undo() override
         {
-            m_session->restorePartition(m_before);
+            m_session->restorePlacement(m_before);
         }
         void redo() override
         {
-            m_session->restorePartition(m_after);
+            m_session->restorePlacement(m_after);
         }
 
     private:
         PlanSession* m_session;
-        Partition m_before;
-        Partition m_after;
+        Placement m_before;
+        Placement m_after;
     };
 
 } // namespace
@@ -119,11 +119,11 @@ std::size_t PlanSession::moveBoundary(int boundary, std::size_t node)
         return node;
     const auto [lo, hi] = m_editor->legalRange(boundary);
     const auto snapped = std::clamp(node, lo, hi);
-    auto after = m_editor->partition();
-    if (after.stageStarts[static_cast<std::size_t>(boundary)] != snapped) {
+    auto after = m_editor->placement();
+    if (after.partition.stageStarts[static_cast<std::size_t>(boundary)] != snapped) {
         const auto before = after;
-        after.stageStarts[static_cast<std::size_t>(boundary)] = snapped;
-        pushPartition(before, after, tr("Move boundary %1 to node %2").arg(boundary).arg(snapped));
+        after.partition.stageStarts[static_cast<std::size_t>(boundary)] = snapped;
+        pushPlacement(before, after, tr("Move boundary %1 to node %2").arg(boundary).arg(snapped));
     }
     return snapped;
 }
@@ -132,9 +132,8 @@ void PlanSession::addStage()
 {
     if (!m_editor)
         return;
-    const auto before = m_editor->partition();
     try {
-        pushPartition(before, m_editor->withAddedStage(), tr("Add stage"));
+        pushPlacement(m_editor->placement(), m_editor->withAddedStage(), tr("Add stage"));
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
     }
@@ -144,32 +143,38 @@ void PlanSession::removeStage(int boundary)
 {
     if (!m_editor || boundary < 1 || boundary >= m_editor->partition().stageCount())
         return;
-    auto after = m_editor->partition();
-    after.stageStarts.erase(after.stageStarts.begin() + boundary);
-    pushPartition(m_editor->partition(), after, tr("Remove stage %1").arg(boundary));
+    pushPlacement(m_editor->placement(), m_editor->withoutStage(boundary), tr("Remove stage %1").arg(boundary));
 }
 
 void PlanSession::applyPartition(const Partition& partition, const QString& description)
 {
+    applyPlacement({ partition, {} }, description);
+}
+
+void PlanSession::applyPlacement(const Placement& placement, const QString& description)
+{
     if (!m_editor)
         return;
     try {
-        checkPartition(partition, m_graph->nodeCount());
-        pushPartition(m_editor->partition(), partition, description);
+        checkPartition(placement.partition, m_graph->nodeCount());
+        const auto before = m_editor->placement();
+        m_editor->setPlacement(placement); // refused (and nothing recorded) when the map is invalid
+        m_editor->setPlacement(before);
+        pushPlacement(before, placement, description);
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
     }
 }
 
-void PlanSession::pushPartition(const Partition& before, const Partition& after, const QString& text)
+void PlanSession::pushPlacement(const Placement& before, const Placement& after, const QString& text)
 {
     m_undo.push(new PartitionCommand(this, before, after, text)); // redo() applies it
 }
 
-void PlanSession::restorePartition(const Partition& partition)
+void PlanSession::restorePlacement(const Placement& placement)
 {
     try {
-        m_editor->setPartition(partition);
+        m_editor->setPlacement(placement);
     } catch (const std::exception& e) {
         Q_EMIT operationFailed(QString::fromStdString(e.what()));
     }

@@ -78,16 +78,18 @@ public:
     void addStage();
     void removeStage(int boundary);
     void applyPartition(const Partition& partition, const QString& description);
+    // A plan whose stages share devices (Mixed-pipe): its node order, cuts and stage-to-device map.
+    void applyPlacement(const Placement& placement, const QString& description);
 
-    // Used by the undo commands: sets the partition without recording an edit.
-    void restorePartition(const Partition& partition);
+    // Used by the undo commands: sets the placement without recording an edit.
+    void restorePlacement(const Placement& placement);
 
 Q_SIGNALS:
     void planChanged();
     void operationFailed(const QString& message);
 
 private:
-    void pushPartition(const Partition& before, const Partition& after, const QString& text);
+    void pushPlacement(const Placement& before, const Placement& after, const QString& text);
 
     std::shared_ptr<const Graph> m_graph;
     std::unique_ptr<Profile> m_profile; // the editor refers to it; replaced together

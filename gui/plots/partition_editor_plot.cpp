@@ -11,6 +11,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include <array>
+
 namespace ps::gui {
 namespace {
 
@@ -19,6 +21,15 @@ namespace {
     QColor stageShade(std::size_t stage)
     {
         return stage % 2 == 0 ? QColor(79, 163, 224, 28) : QColor(108, 192, 112, 28);
+    }
+
+    // Stages sharing a device share a shade (Mixed-pipe).
+    QColor deviceShade(int device)
+    {
+        static const std::array<QColor, 8> kShades { QColor(79, 163, 224, 40), QColor(108, 192, 112, 40),
+            QColor(240, 160, 60, 40), QColor(170, 110, 200, 40), QColor(230, 90, 90, 40), QColor(90, 190, 190, 40),
+            QColor(200, 180, 60, 40), QColor(140, 140, 140, 40) };
+        return kShades[static_cast<std::size_t>(device) % kShades.size()];
     }
 
 } // namespace
@@ -100,11 +111,16 @@ void PartitionEditorPlot::rebuild()
         region->setLayer(QStringLiteral("background"));
         region->topLeft->setCoords(begin, maxMs * 1.15);
         region->bottomRight->setCoords(end, 0);
-        region->setBrush(stageShade(static_cast<std::size_t>(s)));
+        region->setBrush(d.sharedDevices ? deviceShade(d.stageDevices[s]) : stageShade(static_cast<std::size_t>(s)));
         region->setPen(Qt::NoPen);
         auto* label = new QCPItemText(m_plot);
         label->position->setCoords((begin + end) / 2, maxMs * 1.1);
-        label->setText(tr("stage %1").arg(s));
+        if (!d.sharedDevices)
+            label->setText(tr("stage %1").arg(s));
+        else if (d.stageStarts.size() <= 8)
+            label->setText(tr("stage %1\ndevice %2").arg(s).arg(d.stageDevices[s]));
+        else // many narrow stages: the device alone (the shade repeats it)
+            label->setText(tr("d%1").arg(d.stageDevices[s]));
         if (s == 0)
             continue;
         auto* line = new QCPItemStraightLine(m_plot);
@@ -118,6 +134,8 @@ void PartitionEditorPlot::rebuild()
         marker->point2->setCoords(m_highlight, 1);
         marker->setPen(QPen(QColor(30, 160, 60), 1, Qt::DotLine));
     }
+    m_plot->xAxis->setLabel(
+        d.sharedDevices ? tr("node (the plan's order; stages on one device share a shade)") : tr("node (graph order)"));
     m_plot->xAxis->setRange(-0.5, n - 0.5);
     m_plot->yAxis->setRange(0, maxMs * 1.15);
     m_plot->yAxis2->setRange(0, maxMem * 1.15);
@@ -157,7 +175,7 @@ void PartitionEditorPlot::onPress(QMouseEvent* event)
     }
     const int node = static_cast<int>(std::lround(m_plot->xAxis->pixelToCoord(event->position().x())));
     if (m_session->hasPlan() && node >= 0 && node < static_cast<int>(m_session->graph()->nodeCount()))
-        Q_EMIT nodeClicked(node);
+        Q_EMIT nodeClicked(static_cast<int>(nodeAtPosition(*m_session, static_cast<std::size_t>(node))));
 }
 
 void PartitionEditorPlot::onMove(QMouseEvent* event)
@@ -168,7 +186,7 @@ void PartitionEditorPlot::onMove(QMouseEvent* event)
     const auto node = static_cast<std::size_t>(
         std::clamp(std::lround(x + 0.5), 0L, static_cast<long>(m_session->graph()->nodeCount()) - 1));
     const double bytes = m_session->editor().model().cutBytes(node);
-    const auto& name = m_session->graph()->nodes()[node].name;
+    const auto& name = m_session->editor().model().graph().nodes()[node].name; // in the editor's order
     QToolTip::showText(event->globalPosition().toPoint(),
         tr("cut before %1 (node %2): sends %3 per micro-batch")
             .arg(QString::fromStdString(name))
@@ -219,7 +237,9 @@ void PartitionEditorPlot::selectBoundary(int boundary)
 
 void PartitionEditorPlot::showNode(int node)
 {
-    m_highlight = node;
+    m_highlight = node < 0 || !m_session->hasPlan()
+        ? node
+        : static_cast<int>(positionOfNode(*m_session, static_cast<std::size_t>(node)));
     rebuild();
 }
 

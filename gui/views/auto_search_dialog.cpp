@@ -188,19 +188,15 @@ bool AutoSearchDialog::applyResult(int row)
     if (row < 0 || static_cast<std::size_t>(row) >= plans.size() || !plans[static_cast<std::size_t>(row)].feasible)
         return false;
     const auto& plan = plans[static_cast<std::size_t>(row)];
-    if (!plan.stageDevices.empty()) { // the editor edits one stage per device: the table shows the map
-        m_progress->setFormat(tr("A %1 plan places several stages per device; the editor shows one stage per "
-                                 "device, so it stays in this table")
-                                  .arg(QString::fromStdString(plan.algorithm)));
-        return false;
-    }
     auto setup = m_session->setup();
     setup.schedule = plan.schedule;
     setup.microBatch = plan.microBatch;
     setup.deviceId = m_device->currentText().toStdString();
     if (!(setup == m_session->setup()) && !m_session->configure(setup))
         return false;
-    m_session->applyPartition(plan.partition, tr("Apply %1 plan").arg(QString::fromStdString(plan.algorithm)));
+    // A Mixed-pipe plan brings its node order and stage-to-device map; the editor keeps both.
+    m_session->applyPlacement(
+        { plan.partition, plan.stageDevices }, tr("Apply %1 plan").arg(QString::fromStdString(plan.algorithm)));
     return true;
 }
 

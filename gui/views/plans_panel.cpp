@@ -14,8 +14,6 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
-#include <nlohmann/json.hpp>
-
 namespace ps::gui {
 
 PlansPanel::PlansPanel(PlanSession* session, PlansModel* model, QWidget* parent)
@@ -104,18 +102,9 @@ bool PlansPanel::applySelected()
     if (rows.isEmpty() || !m_session->hasPlan())
         return false;
     const auto* p = m_model->row(rows.front());
-    const auto j = nlohmann::json::parse(p->json, nullptr, false);
-    if (j.is_object() && j.contains("node_order")) {
-        Q_EMIT message(tr("Plan \"%1\" places several stages per device (Mixed-pipe); the partition editor shows "
-                          "one stage per device, so the plan stays read-only in this list")
-                           .arg(QString::fromStdString(p->name)));
-        return false;
-    }
-    try {
-        const int stages = j.value("stages", 1);
-        const auto partition =
-            partitionFromCuts(j.value("cuts", std::string()), m_session->graph()->nodeCount(), stages);
-        m_session->applyPartition(partition, tr("Apply plan \"%1\"").arg(QString::fromStdString(p->name)));
+    try { // a Mixed-pipe plan brings its node order and stage-to-device map
+        const auto placement = placementFromPlanJson(p->json, m_session->graph()->nodeCount());
+        m_session->applyPlacement(placement, tr("Apply plan \"%1\"").arg(QString::fromStdString(p->name)));
     } catch (const std::exception& e) {
         Q_EMIT message(QString::fromStdString(e.what()));
         return false;

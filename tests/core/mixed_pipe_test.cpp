@@ -2,6 +2,7 @@
 // between non-adjacent stages in the simulator, and the encoder-decoder case it exists for.
 #include "graph/graph_builder.h"
 #include "plan/mixed_pipe.h"
+#include "plan/plan_editor.h"
 #include "schedule/schedule_validate.h"
 #include "sim/simulator.h"
 #include "util/error.h"
@@ -432,4 +433,56 @@ TEST(FtpipeAsync, RecomputesInsideBackwardExceptTheLastStageAndKeepsOneWeightVer
     EXPECT_LT(sim.devices[0].peakBytes, stashed.devices[0].peakBytes);
     EXPECT_EQ(sim.devices[0].memory.stashedWeights, 0);
     EXPECT_GT(stashed.devices[0].memory.stashedWeights, 0);
+}
+
+TEST(MixedPipe, TheEditorMovesCutsOfADataflowPlanAndKeepsItsDevices)
+{
+    const auto g = encoderDecoder(4, 2048, 256, 8);
+    const auto profile = estimateProfile(g, a100(), {});
+    const ScheduleSpec spec { ScheduleKind::OneFOneB, 2, 16, 1, 1 };
+    const auto cluster = makeCluster(a100(), 2);
+    PlannerLimits limits;
+    limits.memoryLimitBytes = 4.5 * 2.0 * 2048 * 2048 * 16;
+    const StageModel model(g, profile, spec, cluster, 1, limits);
+    PlannerOptions options;
+    options.algorithm = PlanAlgorithm::MixedPipe;
+    const auto plan = planMixedPipe(model, options).plan;
+    ASSERT_TRUE(plan.feasible) << plan.reason;
+    ASSERT_GT(plan.partition.stageCount(), 2);
+
+    PlanEditor editor(g, profile, cluster, spec, 1, limits);
+    editor.setPlacement({ plan.partition, plan.stageDevices });
+    EXPECT_TRUE(editor.dataflow());
+    EXPECT_EQ(editor.placement().stageDevices, plan.stageDevices);
+    EXPECT_EQ(editor.partition(), plan.partition);
+    EXPECT_EQ(editor.snapshot().simulation.devices.size(), 2U); // stages share the two devices
+    EXPECT_NEAR(editor.snapshot().simulation.iterationNs, simulatePlan(plan, g, profile, cluster).iterationNs, 1e-3);
+    EXPECT_NEAR(editor.snapshot().plan.slowestStageNs, plan.slowestStageNs, 1e-3);
+
+    // A cut moves along the plan's own order: still acyclic, every stage on its device.
+    const auto [lo, hi] = editor.legalRange(1);
+    ASSERT_LT(lo, hi);
+    editor.moveBoundary(1, lo);
+    EXPECT_EQ(editor.partition().stageCount(), plan.partition.stageCount());
+    EXPECT_EQ(editor.placement().stageDevices, plan.stageDevices);
+    EXPECT_TRUE(stageGraphIsAcyclic(g, stageOfNodes(editor.partition(), g.nodeCount())));
+    EXPECT_NE(editor.partition(), plan.partition);
+
+    // A split stage's new half stays on its device; merging gives the stage before's device.
+    editor.addStage();
+    EXPECT_EQ(editor.partition().stageCount(), plan.partition.stageCount() + 1);
+    EXPECT_EQ(editor.snapshot().simulation.devices.size(), 2U);
+    editor.removeStage(1);
+    EXPECT_EQ(editor.partition().stageCount(), plan.partition.stageCount());
+
+    // A map missing a stage's device is refused and the editor keeps what it showed.
+    const auto shown = editor.placement();
+    auto broken = shown;
+    broken.stageDevices.pop_back();
+    EXPECT_THROW(editor.setPlacement(broken), Error);
+    EXPECT_EQ(editor.placement(), shown);
+    // Back to a plain partition: one stage per device again.
+    editor.setPartition(computeBalancedPartition(std::vector<double>(g.nodeCount(), 1.0), 2));
+    EXPECT_FALSE(editor.dataflow());
+    EXPECT_TRUE(editor.placement().stageDevices.empty());
 }

@@ -1,5 +1,6 @@
 #include "app_launcher.h"
 #include "models/project_session.h"
+#include "plan/plan_editor.h"
 #include "plots/op_histogram_plot.h"
 #include "store/project_store.h"
 #include "views/main_window.h"
@@ -115,6 +116,37 @@ TEST(MainWindow, ScreenshotOfGpt2Medium)
     ASSERT_FALSE(image.isNull());
     EXPECT_EQ(image.width(), 1600);
     EXPECT_EQ(image.height(), 1000);
+}
+
+TEST(MainWindow, ScreenshotOfAStoredMixedPipePlan)
+{
+    QTemporaryDir dir;
+    const auto project = writeProject(dir, "gpt2-small", 2);
+    // A stored plan whose non-adjacent stages share devices (its own node order, a device map).
+    auto store = ProjectStore::open(project.toStdString());
+    const auto graph = store.loadGraph();
+    const auto& device = DeviceCatalog::builtin().find("a100-40gb");
+    const auto profile = estimateProfile(graph, device, {});
+    PlanEditor editor(graph, profile, device, { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, 1);
+    Placement placement { editor.partition(), {} };
+    for (std::uint32_t n = 0; n < graph.nodeCount(); ++n)
+        placement.partition.nodeOrder.emplace_back(n);
+    for (std::uint32_t d : { 0U, 1U, 0U, 1U })
+        placement.stageDevices.emplace_back(d);
+    editor.setPlacement(placement);
+    const auto id = store.savePlan(editor.snapshot().plan, "mixed", &editor.snapshot().simulation);
+
+    GuiOptions options;
+    options.project = project.toStdString();
+    options.view = "editor";
+    options.plan = id;
+    options.screenshot = dir.filePath(QStringLiteral("editor.png")).toStdString();
+    std::string error;
+    ASSERT_TRUE(renderScreenshot(options, error)) << error;
+    EXPECT_FALSE(QImage(QString::fromStdString(options.screenshot)).isNull());
+    options.plan = id + 100;
+    EXPECT_FALSE(renderScreenshot(options, error));
+    EXPECT_NE(error.find("has no plan " + std::to_string(id + 100)), std::string::npos) << error;
 }
 
 TEST(MainWindow, DropImportsAnOnnxModel)

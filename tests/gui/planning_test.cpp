@@ -1,5 +1,6 @@
 #include "cpu_profiler.h"
 #include "models/node_table_model.h"
+#include "models/partition_editor_data.h"
 #include "models/plan_session.h"
 #include "models/plans_model.h"
 #include "models/search_results_model.h"
@@ -45,6 +46,22 @@ PlanSetup fourA100()
     s.microBatch = 4;
     return s;
 }
+
+// A saved 4-layer GPT-2 project and a session planning it on four A100s.
+struct SavedProject
+{
+    QTemporaryDir dir;
+    QString path = dir.filePath(QStringLiteral("p.pstudio"));
+    std::shared_ptr<const Graph> graph = gpt2(4);
+    PlanSession session;
+    bool planned = false;
+
+    SavedProject()
+    {
+        writeNewProject(path.toStdString(), *graph, false);
+        planned = session.setModel(graph, fourA100());
+    }
+};
 
 } // namespace
 
@@ -209,12 +226,10 @@ TEST(PlanningStudio, SearchResultsApplyToTheEditor)
 
 TEST(PlanningStudio, PlansPanelSavesComparesAppliesAndDeletes)
 {
-    QTemporaryDir dir;
-    const auto path = dir.filePath(QStringLiteral("p.pstudio"));
-    const auto graph = gpt2(4);
-    writeNewProject(path.toStdString(), *graph, false);
-    PlanSession session;
-    ASSERT_TRUE(session.setModel(graph, fourA100()));
+    SavedProject project;
+    ASSERT_TRUE(project.planned);
+    auto& session = project.session;
+    const auto& path = project.path;
     PlansModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
     model.setProject(path);
@@ -308,4 +323,59 @@ TEST(PlanningStudio, PlansWithTheProjectsMeasuredCpuProfile)
     ASSERT_TRUE(dock->setProfileSource(QStringLiteral("analytical")));
     ASSERT_TRUE(dock->apply());
     EXPECT_EQ(plan->profile().source, "analytical");
+}
+
+TEST(PlanningStudio, StagesSharingADeviceAreEditedSavedAndApplied)
+{
+    SavedProject project;
+    ASSERT_TRUE(project.planned);
+    auto& session = project.session;
+    const auto& path = project.path;
+    PartitionEditorPlot plot(&session);
+    // Four stages, non-adjacent ones sharing a device (a Mixed-pipe placement), over the graph's
+    // own order written out as the plan's order.
+    Placement placement { session.editor().partition(), {} };
+    for (std::uint32_t n = 0; n < project.graph->nodeCount(); ++n)
+        placement.partition.nodeOrder.emplace_back(n);
+    for (std::uint32_t d : { 0U, 1U, 0U, 1U })
+        placement.stageDevices.emplace_back(d);
+    session.applyPlacement(placement, QStringLiteral("Apply mixed"));
+    ASSERT_TRUE(session.editor().dataflow());
+    const auto data = buildPartitionEditorData(session);
+    EXPECT_TRUE(data.sharedDevices);
+    EXPECT_EQ(data.stageDevices, (QVector<int> { 0, 1, 0, 1 }));
+    EXPECT_EQ(session.snapshot().simulation.devices.size(), 2U); // four stages on two devices
+
+    // A drag moves the cut along the plan's order; the devices stay; undo brings it back.
+    const auto start = session.editor().partition().stageStarts[1];
+    plot.dragBoundaryTo(1, static_cast<double>(start + 5) - 0.5);
+    EXPECT_EQ(session.editor().partition().stageStarts[1], start + 5);
+    EXPECT_EQ(session.editor().placement().stageDevices, placement.stageDevices);
+    const auto edited = session.editor().placement();
+
+    // Saved with its map and order, and applied back after another edit.
+    PlansModel model;
+    model.setProject(path);
+    PlansPanel panel(&session, &model);
+    ASSERT_TRUE(panel.saveCurrent(QStringLiteral("mixed")));
+    session.moveBoundary(1, session.editor().partition().stageStarts[1] - 3);
+    panel.table()->selectionModel()->select(
+        model.index(0, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    QSignalSpy messages(&panel, &PlansPanel::message);
+    ASSERT_TRUE(panel.applySelected()) << (messages.isEmpty() ? std::string()
+                                                              : messages.back().at(0).toString().toStdString());
+    EXPECT_EQ(session.editor().placement(), edited);
+    session.undoStack()->undo(); // the apply
+    session.undoStack()->undo(); // the -3 move
+    session.undoStack()->undo(); // the drag
+    EXPECT_EQ(session.editor().partition().stageStarts[1], start);
+    session.undoStack()->undo(); // the placement itself
+    EXPECT_FALSE(session.editor().dataflow());
+
+    // A map that leaves a stage without a device is refused, and nothing changes.
+    QSignalSpy failed(&session, &PlanSession::operationFailed);
+    placement.stageDevices.pop_back();
+    session.applyPlacement(placement, QStringLiteral("broken"));
+    EXPECT_EQ(failed.size(), 1);
+    EXPECT_FALSE(session.editor().dataflow());
 }
