@@ -20,6 +20,7 @@ namespace {
         int stages = 8;
         double globalBatch = 0;
         int maxK = 6;
+        double groupBatch = 0;
         std::string algorithm = "dawnpiper";
         std::string memoryLimit;
         bool noSwap = false;
@@ -65,6 +66,7 @@ namespace {
         request.stages = o.stages;
         request.globalBatch = o.globalBatch;
         request.maxK = o.maxK;
+        request.groupBatch = o.groupBatch;
         request.algorithm = parsePlanAlgorithm(o.algorithm);
         request.limits = { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit), !o.noSwap, !o.noRecompute };
         const auto candidates = groupingCandidates(graph, profile, cluster, request);
@@ -132,6 +134,10 @@ void addGroupingCommand(CLI::App& app, Action& action)
     cmd->add_option("--stages,-s", o->stages, "Pipeline stages (one per device)")->check(CLI::Range(1, 1024));
     cmd->add_option("--global-batch", o->globalBatch, "Samples per iteration")->required();
     cmd->add_option("--max-k", o->maxK, "Largest group size tried")->check(CLI::Range(1, 64));
+    cmd->add_option("--group-batch", o->groupBatch,
+           "Samples per group: every k runs micro-batch N/k (Ada-Grouper's granularity test uses 6); "
+           "default: for each k the largest micro-batch that fits")
+        ->check(CLI::PositiveNumber);
     cmd->add_option("--algo,-a", o->algorithm, "Partitioning algorithm for each candidate");
     cmd->add_option("--memory-limit", o->memoryLimit, "Per-device memory limit (default: the device's)");
     cmd->add_flag("--no-swap", o->noSwap, "Do not swap activations to host memory");

@@ -51,9 +51,11 @@ std::vector<GroupingCandidate> groupingCandidates(const Graph& graph, const Prof
         throw Error("grouping: the largest k must be at least 1");
     std::vector<GroupingCandidate> candidates;
     for (int k = 1; k <= request.maxK; ++k) {
-        for (double b : divisorsDescending(request.globalBatch)) { // the memory-limit curve's point for k
+        const auto sizes = request.groupBatch > 0 ? std::vector<double> { request.groupBatch / k }
+                                                  : divisorsDescending(request.globalBatch);
+        for (double b : sizes) { // the memory-limit curve's point for k, or the fixed group batch's
             const int M = static_cast<int>(std::llround(request.globalBatch / b));
-            if (k > M)
+            if (k > M || std::abs(M * b - request.globalBatch) > 1e-6 * request.globalBatch)
                 continue;
             const ScheduleSpec spec { ScheduleKind::KFKB, request.stages, M, k, 1 };
             const StageModel model(graph, profile, spec, cluster, b, request.limits);

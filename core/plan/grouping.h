@@ -19,6 +19,9 @@ struct GroupingRequest
     int stages = 4;
     double globalBatch = 0; // samples per iteration; a micro-batch size must divide it
     int maxK = 8;
+    // > 0: every k runs micro-batch groupBatch / k, so k in-flight groups hold about the same
+    // activations (Ada-Grouper §6's granularity test: b = 6/k); 0: the memory-limit curve's largest.
+    double groupBatch = 0;
     PlanAlgorithm algorithm = PlanAlgorithm::DawnPiper;
     PlannerLimits limits;
 };
@@ -29,7 +32,7 @@ struct GroupingCandidate
     Plan plan; // its schedule (kfkb:k, M = globalBatch / microBatch) and micro-batch; simulated
 };
 
-// One candidate per k in 1..maxK that fits at some micro-batch size, in order of the simulated
+// One candidate per k in 1..maxK that fits at some micro-batch size (or at groupBatch / k), in order of the simulated
 // iteration time (shortest first), simulated at `traceOffsetSeconds` on the cluster's traces.
 // Throws ps::Error when the global batch is not positive.
 [[nodiscard]] std::vector<GroupingCandidate> groupingCandidates(const Graph& graph, const Profile& profile,

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace ps::detail {
 
@@ -34,6 +35,7 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     request.stages = stages;
     request.globalBatch = paper.at("global_batch").get<double>();
     request.maxK = paper.at("max_k").get<int>();
+    request.groupBatch = paper.at("group_batch").get<double>(); // §6: micro-batch 6/k
     const auto candidates = groupingCandidates(graph, profile, cluster, request);
     PaperReport report;
     report.paper = "adagrouper";
@@ -44,9 +46,10 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
         + std::to_string(config.layers) + " layers; " + std::to_string(stages) + " workers of one " + device.name
         + " each, linked by " + cluster.interNode.kind + "; global batch " + fixed(request.globalBatch, 0) + ".\n\n";
     md += "Assumptions where the paper is silent: fp32 analytical costs (the paper trains in fp16 on "
-          "V100S-PCIE; the catalog's V100 SXM2 32GB stands in); the sequence length above; for each k the "
-          "largest micro-batch dividing the global batch that fits (the memory-limit curve), partitioned by "
-          "DawnPiper.\n\n";
+          "V100S-PCIE; the catalog's V100 SXM2 32GB stands in); the sequence length above. Setup "
+          "from the paper: its granularity setting, micro-batch 6/k (k groups in flight hold about what one "
+          "6-sample micro-batch would), so M = 32k, each plan partitioned by DawnPiper; the adaptive run "
+          "switches between these candidates.\n\n";
     const auto oneF1B = std::find_if(candidates.begin(), candidates.end(), [](const auto& c) { return c.k == 1; });
     if (candidates.empty() || oneF1B == candidates.end()) {
         md += "No candidate fits (not even 1F1B): nothing to compare.\n";
@@ -68,8 +71,9 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     for (const auto& c : sorted) {
         const double ns = c.plan.simulation->iterationNs;
         const double relative = base / ns;
-        rows.push_back({ std::to_string(c.k), fixed(c.plan.microBatch, 0), std::to_string(c.plan.schedule.microBatches),
-            fixed(ns / 1e6, 1), fixed(relative, 3) });
+        const double b = c.plan.microBatch;
+        rows.push_back({ std::to_string(c.k), fixed(b, std::abs(b - std::round(b)) < 1e-9 ? 0 : 2),
+            std::to_string(c.plan.schedule.microBatches), fixed(ns / 1e6, 1), fixed(relative, 3) });
         gain.x.push_back(c.k);
         ours.values.push_back(relative);
         if (relative - 1 > bestGain) {
@@ -125,8 +129,11 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
         + "\n";
     md += "Differences from the paper come from the cost model: kFkB gains by overlapping a group's sends "
           "with the next group's compute, so the gain grows with the communication share of an iteration, "
-          "which here follows from fp32 activations over the catalog link; the paper's shared production "
-          "network also slows 1F1B's exposed transfers more than a constant-bandwidth link does.\n";
+          "which here follows from fp32 activations over the catalog link. At micro-batch 6/k the paper "
+          "stops gaining from k = 3 on because small micro-batches run its kernels less efficiently; the "
+          "analytical model keeps a GEMM's efficiency at any micro-batch size (only kernel launches add a "
+          "per-micro-batch cost), so our gain keeps growing with k. The paper's shared production network "
+          "also slows 1F1B's exposed transfers more than a constant-bandwidth link does.\n";
     return report;
 }
 

@@ -101,7 +101,13 @@ bool saveFigurePng(const ReportFigure& figure, const QString& path, int width, i
     plot.yAxis->setRange(0, largest(figure) * 1.15);
     plot.legend->setVisible(true);
     plot.legend->setFont(QFont(plot.font().family(), 8));
-    plot.axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    // Below the axes, in columns, so it never covers a bar or a line.
+    plot.axisRect()->insetLayout()->take(plot.legend);
+    plot.axisRect()->insetLayout()->simplify();
+    plot.plotLayout()->addElement(2, 0, plot.legend);
+    plot.legend->setWrap(3); // then the fill order re-lays the items out in rows of three
+    plot.legend->setFillOrder(QCPLegend::foColumnsFirst, true);
+    plot.plotLayout()->setRowStretchFactor(2, 0.001);
     return plot.savePng(path, width, height);
 }
 

@@ -82,6 +82,25 @@ TEST(Grouping, CandidatesLieOnTheMemoryLimitCurve)
     EXPECT_THROW((void)groupingCandidates(s.graph, s.profile, s.cluster, none), Error);
 }
 
+// Ada-Grouper §6's granularity test: every k runs micro-batch 6/k, so M = 96k/6 = 16k; a global
+// batch that 6/k does not divide into whole micro-batches skips that k.
+TEST(Grouping, AFixedGroupBatchGivesEachKItsShareOfIt)
+{
+    const auto s = setup();
+    auto r = request(0);
+    r.globalBatch = 96;
+    r.groupBatch = 6;
+    const auto candidates = groupingCandidates(s.graph, s.profile, s.cluster, r);
+    ASSERT_EQ(candidates.size(), 4U);
+    for (const auto& c : candidates) {
+        EXPECT_DOUBLE_EQ(c.plan.microBatch, 6.0 / c.k) << c.k;
+        EXPECT_EQ(c.plan.schedule.microBatches, 16 * c.k) << c.k;
+    }
+    r.globalBatch = 64; // 64 / 6 is no whole number of micro-batches for k = 1
+    for (const auto& c : groupingCandidates(s.graph, s.profile, s.cluster, r))
+        EXPECT_NE(c.k, 1);
+}
+
 // An iteration simulated `offset` seconds into a periodic trace: a whole period later is the same
 // iteration; one that starts in the preempted half is slower than one in the fast half.
 TEST(Grouping, TraceOffsetPlacesTheIterationLaterInTheRun)
