@@ -81,6 +81,8 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addMaxModelCommand(app, action);
     addTrainCommand(app, action);
     addProfileCommand(app, action);
+    addExportCommand(app, action);
+    addImportTraceCommand(app, action);
     addReproduceCommand(app, action, renderFigures);
     addGuiCommand(app, action, request, launchGui);
     try {

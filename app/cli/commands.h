@@ -29,6 +29,8 @@ void addMaxBatchCommand(CLI::App& app, Action& action);
 void addMaxModelCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);
+void addExportCommand(CLI::App& app, Action& action);
+void addImportTraceCommand(CLI::App& app, Action& action);
 // Draws report figures as PNGs into a directory; empty in builds without the GUI.
 using FigureRenderer =
     std::function<bool(const std::vector<ReportFigure>& figures, const std::string& directory, std::string& error)>;

@@ -1,4 +1,6 @@
 // Runs the pipestudio executable as a user would and checks its output, exit codes and files.
+#include "cli_support.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -16,48 +18,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result
-{
-    int exitCode = -1;
-    std::string output; // stdout and stderr together
-};
+using ps::e2e::CliResult;
+using ps::e2e::readFile;
+using ps::e2e::runCli;
 
-Result run(const std::string& args)
-{
-    const std::string command = std::string(PS_CLI_PATH) + " " + args + " 2>&1";
-    Result r;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe)
-        return r;
-    std::array<char, 4096> buf {};
-    while (const auto n = std::fread(buf.data(), 1, buf.size(), pipe))
-        r.output.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string readAll(const fs::path& p)
-{
-    std::ifstream in(p, std::ios::binary);
-    return { std::istreambuf_iterator<char>(in), {} };
-}
-
-class Cli : public ::testing::Test
+class Cli : public ps::e2e::ScratchTest
 {
 protected:
-    void SetUp() override
-    {
-        m_dir = fs::temp_directory_path()
-            / ("ps_cli_" + std::to_string(::getpid()) + "_"
-                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(m_dir);
-        fs::create_directories(m_dir);
-    }
-    void TearDown() override
-    {
-        fs::remove_all(m_dir);
-    }
     std::string file(const std::string& name) const
     {
         return (m_dir / name).string();
@@ -65,14 +32,12 @@ protected:
     nlohmann::json infoJson(const std::string& model)
     {
         const auto p = file(model + ".pstudio");
-        const auto created = run("new --model " + model + " -o " + p);
+        const auto created = runCli("new --model " + model + " -o " + p);
         EXPECT_EQ(created.exitCode, 0) << created.output;
-        const auto info = run("info " + p + " --json");
+        const auto info = runCli("info " + p + " --json");
         EXPECT_EQ(info.exitCode, 0) << info.output;
         return nlohmann::json::parse(info.output);
     }
-
-    fs::path m_dir;
 };
 
 double relativeError(double value, double target)
@@ -84,11 +49,11 @@ double relativeError(double value, double target)
 
 TEST_F(Cli, VersionAndHelp)
 {
-    const auto v = run("--version");
+    const auto v = runCli("--version");
     EXPECT_EQ(v.exitCode, 0);
     EXPECT_NE(v.output.find("pipestudio 0."), std::string::npos) << v.output;
     for (const char* cmd : { "--help", "new --help", "info --help", "devices --help", "zoo --help", "demo --help" }) {
-        const auto h = run(cmd);
+        const auto h = runCli(cmd);
         EXPECT_EQ(h.exitCode, 0) << cmd;
         EXPECT_NE(h.output.find("Usage"), std::string::npos) << cmd << ": " << h.output;
     }
@@ -113,15 +78,15 @@ TEST_F(Cli, BertLargeAndT5_3bParameterCounts)
 
 TEST_F(Cli, InfoReportsEverythingTheIssueAsksFor)
 {
-    const auto created = run("new --model gpt2-medium --seq 512 --micro-batch 4 -o " + file("m.pstudio"));
+    const auto created = runCli("new --model gpt2-medium --seq 512 --micro-batch 4 -o " + file("m.pstudio"));
     ASSERT_EQ(created.exitCode, 0) << created.output;
-    const auto j = nlohmann::json::parse(run("info " + file("m.pstudio") + " --json").output);
+    const auto j = nlohmann::json::parse(runCli("info " + file("m.pstudio") + " --json").output);
     EXPECT_EQ(j["micro_batch"], 4);
     EXPECT_GT(j["nodes"].get<int>(), 24 * 20);
     EXPECT_GT(j["forward_flops_per_sample"].get<double>(), 2 * 300e6 * 512);
     EXPECT_GT(j["activation_bytes_per_sample"].get<double>(), 0);
     EXPECT_EQ(j["op_histogram"]["Softmax"], 24);
-    const auto text = run("info " + file("m.pstudio"));
+    const auto text = runCli("info " + file("m.pstudio"));
     EXPECT_EQ(text.exitCode, 0);
     EXPECT_NE(text.output.find("Parameters"), std::string::npos);
     EXPECT_NE(text.output.find("MatMul"), std::string::npos);
@@ -134,10 +99,10 @@ TEST_F(Cli, RandomBytesFailCleanlyAndStayIdentical)
     for (auto& c : bytes)
         c = static_cast<char>(rng());
     std::ofstream(file("junk.pstudio"), std::ios::binary) << bytes;
-    const auto r = run("info " + file("junk.pstudio"));
+    const auto r = runCli("info " + file("junk.pstudio"));
     EXPECT_NE(r.exitCode, 0);
     EXPECT_NE(r.output.find("junk.pstudio' is not a PipeStudio project"), std::string::npos) << r.output;
-    EXPECT_EQ(readAll(file("junk.pstudio")), bytes);
+    EXPECT_EQ(readFile(file("junk.pstudio")), bytes);
 }
 
 TEST_F(Cli, ForeignSqliteFailsCleanlyAndStaysIdentical)
@@ -146,40 +111,40 @@ TEST_F(Cli, ForeignSqliteFailsCleanlyAndStaysIdentical)
     ASSERT_EQ(sqlite3_open(file("other.sqlite").c_str(), &db), SQLITE_OK);
     sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
     sqlite3_close(db);
-    const auto before = readAll(file("other.sqlite"));
-    const auto r = run("info " + file("other.sqlite"));
+    const auto before = readFile(file("other.sqlite"));
+    const auto r = runCli("info " + file("other.sqlite"));
     EXPECT_NE(r.exitCode, 0);
     EXPECT_NE(r.output.find("not a PipeStudio project"), std::string::npos) << r.output;
-    EXPECT_EQ(readAll(file("other.sqlite")), before);
+    EXPECT_EQ(readFile(file("other.sqlite")), before);
 }
 
 TEST_F(Cli, BadArgumentsGiveClearErrors)
 {
-    const auto unknown = run("new --model gpt5 -o " + file("x.pstudio"));
+    const auto unknown = runCli("new --model gpt5 -o " + file("x.pstudio"));
     EXPECT_NE(unknown.exitCode, 0);
     EXPECT_NE(unknown.output.find("unknown zoo model 'gpt5'"), std::string::npos) << unknown.output;
     EXPECT_FALSE(fs::exists(file("x.pstudio")));
-    const auto heads = run("new --model gpt2-small --heads 5 -o " + file("x.pstudio"));
+    const auto heads = runCli("new --model gpt2-small --heads 5 -o " + file("x.pstudio"));
     EXPECT_NE(heads.exitCode, 0);
     EXPECT_NE(heads.output.find("not divisible by heads"), std::string::npos) << heads.output;
-    EXPECT_NE(run("info").exitCode, 0);
-    EXPECT_NE(run("frobnicate").exitCode, 0);
+    EXPECT_NE(runCli("info").exitCode, 0);
+    EXPECT_NE(runCli("frobnicate").exitCode, 0);
 }
 
 TEST_F(Cli, NewRefusesToOverwriteWithoutForce)
 {
-    ASSERT_EQ(run("new --model mlp -o " + file("p.pstudio")).exitCode, 0);
-    const auto again = run("new --model mlp --layers 2 -o " + file("p.pstudio"));
+    ASSERT_EQ(runCli("new --model mlp -o " + file("p.pstudio")).exitCode, 0);
+    const auto again = runCli("new --model mlp --layers 2 -o " + file("p.pstudio"));
     EXPECT_NE(again.exitCode, 0);
     EXPECT_NE(again.output.find("already exists"), std::string::npos);
-    EXPECT_EQ(run("new --model mlp --layers 2 --force -o " + file("p.pstudio")).exitCode, 0);
-    const auto j = nlohmann::json::parse(run("info --json " + file("p.pstudio")).output);
+    EXPECT_EQ(runCli("new --model mlp --layers 2 --force -o " + file("p.pstudio")).exitCode, 0);
+    const auto j = nlohmann::json::parse(runCli("info --json " + file("p.pstudio")).output);
     EXPECT_EQ(j["layers"], 2);
 }
 
 TEST_F(Cli, DemoRunsHeadless)
 {
-    const auto r = run("demo --dir " + file("demo"));
+    const auto r = runCli("demo --dir " + file("demo"));
     EXPECT_EQ(r.exitCode, 0) << r.output;
     EXPECT_NE(r.output.find("identical after reload: yes"), std::string::npos) << r.output;
     EXPECT_TRUE(fs::exists(file("demo") + "/gpt2-medium.pstudio"));
@@ -188,7 +153,7 @@ TEST_F(Cli, DemoRunsHeadless)
 
 TEST_F(Cli, DevicesListsTheCpu)
 {
-    const auto r = run("devices --json");
+    const auto r = runCli("devices --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["devices"][0]["kind"], "cpu");
@@ -198,14 +163,14 @@ TEST_F(Cli, DevicesListsTheCpu)
 TEST_F(Cli, EstimateAndSimulateAPlan)
 {
     const auto p = file("m.pstudio");
-    ASSERT_EQ(run("new --model gpt2-small --seq 256 --micro-batch 2 -o " + p).exitCode, 0);
-    const auto est = run("estimate " + p + " --device a100-40gb --micro-batch 4 --json");
+    ASSERT_EQ(runCli("new --model gpt2-small --seq 256 --micro-batch 2 -o " + p).exitCode, 0);
+    const auto est = runCli("estimate " + p + " --device a100-40gb --micro-batch 4 --json");
     ASSERT_EQ(est.exitCode, 0) << est.output;
     EXPECT_GT(nlohmann::json::parse(est.output)["forward_ms"].get<double>(), 0);
 
     const auto trace = file("trace.json");
     const auto sim =
-        run("simulate " + p + " --stages 4 --schedule kfkb:2 --micro-batches 8 --device a100-40gb --json --trace "
+        runCli("simulate " + p + " --stages 4 --schedule kfkb:2 --micro-batches 8 --device a100-40gb --json --trace "
             + trace + " --csv " + file("schedule.csv"));
     ASSERT_EQ(sim.exitCode, 0) << sim.output;
     const auto j = nlohmann::json::parse(sim.output);
@@ -220,7 +185,7 @@ TEST_F(Cli, EstimateAndSimulateAPlan)
     // The same cuts from the CLI give the same iteration time on a second run.
     const auto cuts = j["cuts"].get<std::string>();
     const auto again = nlohmann::json::parse(
-        run("simulate " + p + " --stages 4 --schedule kfkb:2 --micro-batches 8 --json --no-save --cuts " + cuts)
+        runCli("simulate " + p + " --stages 4 --schedule kfkb:2 --micro-batches 8 --json --no-save --cuts " + cuts)
             .output);
     EXPECT_DOUBLE_EQ(again["iteration_ms"].get<double>(), j["iteration_ms"].get<double>());
 }
@@ -228,16 +193,16 @@ TEST_F(Cli, EstimateAndSimulateAPlan)
 TEST_F(Cli, SimulateRejectsImpossiblePlans)
 {
     const auto p = file("m.pstudio");
-    ASSERT_EQ(run("new --model mlp -o " + p).exitCode, 0);
-    const auto cuts = run("simulate " + p + " --stages 4 --cuts 3,2,1");
+    ASSERT_EQ(runCli("new --model mlp -o " + p).exitCode, 0);
+    const auto cuts = runCli("simulate " + p + " --stages 4 --cuts 3,2,1");
     EXPECT_NE(cuts.exitCode, 0);
     EXPECT_NE(cuts.output.find("strictly increasing"), std::string::npos) << cuts.output;
-    const auto k = run("simulate " + p + " --stages 2 --schedule kfkb:9 --micro-batches 4");
+    const auto k = runCli("simulate " + p + " --stages 2 --schedule kfkb:9 --micro-batches 4");
     EXPECT_NE(k.exitCode, 0);
     EXPECT_NE(k.output.find("k must be between 1 and the number of micro-batches"), std::string::npos) << k.output;
     std::ofstream(file("c.json"))
         << R"({"device": "a100-40gb", "nodes": 2, "devices_per_node": 1, "inter_node": {"bandwidth": 0}})";
-    const auto link = run("simulate " + p + " --stages 2 --cluster " + file("c.json"));
+    const auto link = runCli("simulate " + p + " --stages 2 --cluster " + file("c.json"));
     EXPECT_NE(link.exitCode, 0);
     EXPECT_NE(link.output.find("zero or invalid bandwidth"), std::string::npos) << link.output;
 }
@@ -245,9 +210,9 @@ TEST_F(Cli, SimulateRejectsImpossiblePlans)
 TEST_F(Cli, PlanAndMaxBatch)
 {
     const auto p = file("m.pstudio");
-    ASSERT_EQ(run("new --model gpt2-small --seq 512 --micro-batch 8 -o " + p).exitCode, 0);
+    ASSERT_EQ(runCli("new --model gpt2-small --seq 512 --micro-batch 8 -o " + p).exitCode, 0);
     const auto planned =
-        run("plan " + p + " --algo all --stages 4 --schedule 1f1b --micro-batches 8 --memory-limit 6GiB --json");
+        runCli("plan " + p + " --algo all --stages 4 --schedule 1f1b --micro-batches 8 --memory-limit 6GiB --json");
     ASSERT_EQ(planned.exitCode, 0) << planned.output;
     const auto plans = nlohmann::json::parse(planned.output);
     ASSERT_GE(plans.size(), 6U);
@@ -260,27 +225,27 @@ TEST_F(Cli, PlanAndMaxBatch)
         EXPECT_GT(plan["plan_id"].get<int>(), 0);
     }
     const auto text =
-        run("plan " + p + " --algo dawnpiper --stages 4 --micro-batches 8 --no-swap --no-recompute --no-save");
+        runCli("plan " + p + " --algo dawnpiper --stages 4 --micro-batches 8 --no-swap --no-recompute --no-save");
     EXPECT_EQ(text.exitCode, 0) << text.output;
     EXPECT_NE(text.output.find("dawnpiper"), std::string::npos);
 
-    const auto mb = run("maxbatch " + p + " --stages 4 --device a100-40gb --upper-limit 256 --json");
+    const auto mb = runCli("maxbatch " + p + " --stages 4 --device a100-40gb --upper-limit 256 --json");
     ASSERT_EQ(mb.exitCode, 0) << mb.output;
     const auto rows = nlohmann::json::parse(mb.output);
     EXPECT_EQ(rows[0]["algorithm"], "dawnpiper (swap+recompute)");
     EXPECT_GE(rows[0]["max_micro_batch"].get<int>(), rows[1]["max_micro_batch"].get<int>());
 
-    const auto bad = run("plan " + p + " --algo magic");
+    const auto bad = runCli("plan " + p + " --algo magic");
     EXPECT_NE(bad.exitCode, 0);
     EXPECT_NE(bad.output.find("unknown planning algorithm 'magic'"), std::string::npos);
-    EXPECT_NE(run("plan " + p + " --memory-limit lots").exitCode, 0);
+    EXPECT_NE(runCli("plan " + p + " --memory-limit lots").exitCode, 0);
 }
 
 TEST_F(Cli, SearchRanksSchedulesAndSizesAndStoresTheBest)
 {
     const auto p = file("s.pstudio");
-    ASSERT_EQ(run("new --model gpt2-small --layers 4 --seq 256 -o " + p).exitCode, 0);
-    const auto searched = run("search " + p
+    ASSERT_EQ(runCli("new --model gpt2-small --layers 4 --seq 256 -o " + p).exitCode, 0);
+    const auto searched = runCli("search " + p
         + " --stages 4 --global-batch 16 --micro-batch-sizes 1,2,4,3 --schedules 1f1b,kfkb:2,zb-h1"
           " --algo dawnpiper,dawnpiper-paper --save 2 --top 100 --json");
     ASSERT_EQ(searched.exitCode, 0) << searched.output;
@@ -301,15 +266,15 @@ TEST_F(Cli, SearchRanksSchedulesAndSizesAndStoresTheBest)
     }
     EXPECT_EQ(stored, 2);
 
-    const auto text = run("search " + p + " --stages 2 --schedules gpipe --no-save");
+    const auto text = runCli("search " + p + " --stages 2 --schedules gpipe --no-save");
     EXPECT_EQ(text.exitCode, 0) << text.output;
     EXPECT_NE(text.output.find("samples/s"), std::string::npos);
-    const auto none = run("search " + p + " --global-batch 7 --micro-batch-sizes 2 --no-save");
+    const auto none = runCli("search " + p + " --global-batch 7 --micro-batch-sizes 2 --no-save");
     EXPECT_NE(none.exitCode, 0);
     EXPECT_NE(none.output.find("global batch of 7"), std::string::npos) << none.output;
-    EXPECT_NE(run("search " + p + " --micro-batch-sizes 0 --no-save").exitCode, 0);
+    EXPECT_NE(runCli("search " + p + " --micro-batch-sizes 0 --no-save").exitCode, 0);
 
-    const auto autoK = run("search " + p
+    const auto autoK = runCli("search " + p
         + " --stages 4 --global-batch 16 --schedules kfkb:auto --algo gpipe --no-save "
           "--top 100 --json");
     ASSERT_EQ(autoK.exitCode, 0) << autoK.output;
@@ -318,7 +283,7 @@ TEST_F(Cli, SearchRanksSchedulesAndSizesAndStoresTheBest)
         kinds.insert(plan["schedule"].get<std::string>());
     EXPECT_TRUE(kinds.contains("kfkb:1") && kinds.contains("kfkb:8")) << autoK.output.substr(0, 400);
 
-    const auto grouping = run("grouping " + p
+    const auto grouping = runCli("grouping " + p
         + " --stages 4 --global-batch 32 --max-k 4 --preempt 20,0.05,0.5 "
           "--iterations 12 --interval 2 --json");
     ASSERT_EQ(grouping.exitCode, 0) << grouping.output;
@@ -326,57 +291,39 @@ TEST_F(Cli, SearchRanksSchedulesAndSizesAndStoresTheBest)
     ASSERT_FALSE(g["candidates"].empty());
     EXPECT_EQ(g["adaptive"]["steps"].size(), 12U);
     EXPECT_EQ(g["fixed"].size(), g["candidates"].size());
-    const auto badTrace = run("grouping " + p + " --global-batch 32 --preempt 20,2,0.5");
+    const auto badTrace = runCli("grouping " + p + " --global-batch 32 --preempt 20,2,0.5");
     EXPECT_NE(badTrace.exitCode, 0);
     EXPECT_NE(badTrace.output.find("--preempt"), std::string::npos);
 }
 
-namespace {
-
-std::int64_t countRows(const std::string& path, const std::string& sql)
-{
-    sqlite3* db = nullptr;
-    std::int64_t n = -1;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-        sqlite3_stmt* st = nullptr;
-        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-            n = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return n;
-}
-
-} // namespace
-
 TEST_F(Cli, TrainWritesMetricsCheckpointsAndResumes)
 {
     const auto p = file("tiny.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 --seq 16 -b 2 "
-                  "--dropout 0.1 -o "
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 2 "
+                     "--dropout 0.1 -o "
                   + p)
                   .exitCode,
         0);
-    const auto first = run("train " + p + " --steps 3 --seed 1");
+    const auto first = runCli("train " + p + " --steps 3 --seed 1");
     ASSERT_EQ(first.exitCode, 0) << first.output;
     EXPECT_NE(first.output.find("step     3  loss"), std::string::npos) << first.output;
     EXPECT_NE(first.output.find("tokens/s"), std::string::npos) << first.output;
     EXPECT_NE(first.output.find("/usr/share/common-licenses"), std::string::npos) << first.output; // default corpus
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM run_metrics"), 3);
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM checkpoints WHERE step = 3"), 1);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM run_metrics"), 3);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM checkpoints WHERE step = 3"), 1);
     const auto resumed =
-        run("train " + p + " --steps 2 --resume --micro-batch 4 --data-format random --optimizer sgd --lr 0.01");
+        runCli("train " + p + " --steps 2 --resume --micro-batch 4 --data-format random --optimizer sgd --lr 0.01");
     ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("step     5  loss"), std::string::npos) << resumed.output;
-    EXPECT_EQ(countRows(p, "SELECT max(step) FROM checkpoints"), 5);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT max(step) FROM checkpoints"), 5);
 }
 
 TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
 {
     const auto p = file("pipe.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
-    const auto r = run("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 3 --json");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    const auto r = runCli("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 3 --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     std::istringstream lines(r.output);
     std::string line;
@@ -393,12 +340,12 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
     }
     EXPECT_EQ(steps, 3);
     EXPECT_TRUE(summary);
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM run_devices"), 6);
-    EXPECT_EQ(countRows(p, "SELECT count(DISTINCT iteration) FROM events WHERE run_id = 1"), 3);
-    EXPECT_GT(countRows(p, "SELECT count(*) FROM events WHERE run_id = 1 AND action LIKE '%W'"), 0);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM run_devices"), 6);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT iteration) FROM events WHERE run_id = 1"), 3);
+    EXPECT_GT(ps::e2e::queryInt(p, "SELECT count(*) FROM events WHERE run_id = 1 AND action LIKE '%W'"), 0);
     // Predicted against measured: the runtime holds exactly the parameters, gradients and
     // optimizer states the memory model counts, on each device.
-    const auto c = run("compare " + p + " --json");
+    const auto c = runCli("compare " + p + " --json");
     ASSERT_EQ(c.exitCode, 0) << c.output;
     const auto cmp = nlohmann::json::parse(c.output);
     EXPECT_GT(cmp["predicted_iteration_ms"].get<double>(), 0) << c.output;
@@ -413,18 +360,20 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
         EXPECT_GT(d["by_use"]["activations"]["measured_bytes"].get<double>(), 0) << c.output;
     }
     EXPECT_FALSE(cmp["largest_action_differences"].empty()) << c.output;
-    const auto t = run("trace " + p + " -o " + file("trace.json"));
+    const auto t = runCli("trace " + p + " -o " + file("trace.json"));
     ASSERT_EQ(t.exitCode, 0) << t.output;
-    const auto trace = nlohmann::json::parse(readAll(file("trace.json")));
+    const auto trace = nlohmann::json::parse(readFile(file("trace.json")));
     EXPECT_FALSE(trace.dump().empty());
-    const auto resumed = run("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 1 --resume");
+    const auto resumed =
+        runCli("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 1 --resume");
     ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("with the optimizer's state"), std::string::npos) << resumed.output;
-    const auto oom = run("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB");
+    const auto oom = runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB");
     EXPECT_NE(oom.exitCode, 0);
     EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
     // With --json the reason comes as a line a parent process can parse, before the exit code.
-    const auto jsonOom = run("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB --json");
+    const auto jsonOom =
+        runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB --json");
     EXPECT_NE(jsonOom.exitCode, 0);
     const auto errorLine = jsonOom.output.find(R"({"error":")");
     ASSERT_NE(errorLine, std::string::npos) << jsonOom.output;
@@ -437,12 +386,12 @@ TEST_F(Cli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
 TEST_F(Cli, TrainWithChunksRunsOnADeviceTooSmallForTheModelData)
 {
     const auto p = file("chunks.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
     const std::string args = " --devices cpu:2 --micro-batches 4 --steps 2 --device-memory 1MiB --data-format random";
-    const auto oom = run("train " + p + args);
+    const auto oom = runCli("train " + p + args);
     EXPECT_NE(oom.exitCode, 0);
     EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
-    const auto r = run("train " + p + args + " --chunks --json");
+    const auto r = runCli("train " + p + args + " --chunks --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     std::istringstream lines(r.output);
     std::string line;
@@ -465,9 +414,9 @@ TEST_F(Cli, TrainWithChunksRunsOnADeviceTooSmallForTheModelData)
 TEST_F(Cli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
 {
     const auto p = file("ada.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 2 --seq 32 -b 2 -o " + p).exitCode, 0);
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 32 -b 2 -o " + p).exitCode, 0);
     // A 5 MB/s link preempted to a twentieth for the second half of every 0.6 s.
-    const auto r = run("train " + p
+    const auto r = runCli("train " + p
         + " --devices cpu:2 --schedule kfkb:auto --micro-batches 4 --steps 6 --adapt-every 2 --data-format random"
           " --link-bandwidth 5MB/s --link-latency 1e-4 --preempt 0.6,0.05,0.5 --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
@@ -496,10 +445,10 @@ TEST_F(Cli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
         const auto k = d["group_size"].get<int>();
         EXPECT_TRUE(d["predicted_iteration_ms"].contains("kfkb:" + std::to_string(k))) << d.dump();
     }
-    const auto bad = run("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5");
+    const auto bad = runCli("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5");
     EXPECT_NE(bad.exitCode, 0);
     EXPECT_NE(bad.output.find("need --link-bandwidth"), std::string::npos) << bad.output;
-    const auto badRate = run("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast");
+    const auto badRate = runCli("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast");
     EXPECT_NE(badRate.exitCode, 0);
     EXPECT_NE(badRate.output.find("is not a bandwidth"), std::string::npos) << badRate.output;
 }
@@ -507,13 +456,13 @@ TEST_F(Cli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
 TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
 {
     const auto p = file("oom.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 -b 8 -o " + p).exitCode, 0);
-    const auto r = run("train " + p + " --steps 1 --memory 2MiB --data-format random");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 -b 8 -o " + p).exitCode, 0);
+    const auto r = runCli("train " + p + " --steps 1 --memory 2MiB --data-format random");
     EXPECT_NE(r.exitCode, 0);
     EXPECT_NE(r.output.find("out of memory on cpu"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("node '"), std::string::npos) << r.output;
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
-    const auto bad = run("train " + p + " --steps 1 --data " + file("missing.txt"));
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
+    const auto bad = runCli("train " + p + " --steps 1 --data " + file("missing.txt"));
     EXPECT_NE(bad.exitCode, 0);
     EXPECT_NE(bad.output.find("missing.txt"), std::string::npos) << bad.output;
 }
@@ -521,36 +470,37 @@ TEST_F(Cli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
 TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
 {
     const auto p = file("prof.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 --seq 16 -b 4 -o " + p).exitCode, 0);
-    const auto r = run("profile " + p + " --repeats 2 --warmup 1");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 4 -o " + p).exitCode, 0);
+    const auto r = runCli("profile " + p + " --repeats 2 --warmup 1");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     EXPECT_NE(r.output.find("measured training step"), std::string::npos) << r.output;
-    const auto nodes = countRows(p, "SELECT count(*) FROM nodes");
+    const auto nodes = ps::e2e::queryInt(p, "SELECT count(*) FROM nodes");
     EXPECT_GT(nodes, 20);
     EXPECT_EQ(
-        countRows(p, "SELECT count(*) FROM profiles WHERE source = 'measured-cpu' AND device_kind = 'cpu'"), 2 * nodes);
-    EXPECT_EQ(countRows(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
+        ps::e2e::queryInt(p, "SELECT count(*) FROM profiles WHERE source = 'measured-cpu' AND device_kind = 'cpu'"),
+        2 * nodes);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
 }
 
 TEST_F(Cli, TrainCheckpointsOnCtrlC)
 {
     const auto p = file("sigint.pstudio");
-    ASSERT_EQ(run("new -m gpt2-tiny --layers 1 --seq 16 -b 2 -o " + p).exitCode, 0);
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 2 -o " + p).exitCode, 0);
     // Start a long run, interrupt it once it has printed a few steps, and collect its exit status.
     const std::string script = "bash -c '" + std::string(PS_CLI_PATH) + " train " + p + " --steps 1000000 > "
         + file("log") + " 2>&1 & pid=$!; for i in $(seq 100); do grep -q \"step     3\" " + file("log")
         + " 2>/dev/null && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo $? > " + file("status") + "'";
     ASSERT_EQ(std::system(script.c_str()), 0);
-    EXPECT_EQ(readAll(file("status")), "130\n") << readAll(file("log"));
-    EXPECT_NE(readAll(file("log")).find("Interrupted at step"), std::string::npos) << readAll(file("log"));
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM runs WHERE status = 'interrupted'"), 1);
-    EXPECT_EQ(countRows(p, "SELECT count(*) FROM checkpoints"), 1);
-    EXPECT_GE(countRows(p, "SELECT step FROM checkpoints"), 3);
+    EXPECT_EQ(readFile(file("status")), "130\n") << readFile(file("log"));
+    EXPECT_NE(readFile(file("log")).find("Interrupted at step"), std::string::npos) << readFile(file("log"));
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'interrupted'"), 1);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM checkpoints"), 1);
+    EXPECT_GE(ps::e2e::queryInt(p, "SELECT step FROM checkpoints"), 3);
 }
 
 TEST_F(Cli, MaxModelComparesPatrickStarWithItsBaselines)
 {
-    const auto r = run("maxmodel --device v100-32gb --gpus 1 --host-ram 240GiB --batch 4 --json");
+    const auto r = runCli("maxmodel --device v100-32gb --gpus 1 --host-ram 240GiB --batch 4 --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
     ASSERT_EQ(j["largest"].size(), 3U);
@@ -565,18 +515,18 @@ TEST_F(Cli, MaxModelComparesPatrickStarWithItsBaselines)
     EXPECT_LT(params[1], params[2]);
     EXPECT_GT(j["largest"][2]["estimate"]["host_bytes"].get<double>(), 0);
 
-    const auto text = run("maxmodel --gpus 8 --host-ram 120GiB --batch 4");
+    const auto text = runCli("maxmodel --gpus 8 --host-ram 120GiB --batch 4");
     ASSERT_EQ(text.exitCode, 0) << text.output;
     EXPECT_NE(text.output.find("patrickstar"), std::string::npos) << text.output;
     EXPECT_NE(text.output.find("8 x v100-32gb"), std::string::npos) << text.output;
 
-    const auto tiny = run("maxmodel --gpus 1 --host-ram 1GiB --batch 4 --json");
+    const auto tiny = runCli("maxmodel --gpus 1 --host-ram 1GiB --batch 4 --json");
     ASSERT_EQ(tiny.exitCode, 0) << tiny.output;
     const auto star = nlohmann::json::parse(tiny.output)["rungs"][0]["systems"][2];
     EXPECT_FALSE(star["feasible"].get<bool>());
     EXPECT_NE(star["reason"].get<std::string>().find("host RAM"), std::string::npos) << star;
 
-    const auto bad = run("maxmodel --host-ram plenty");
+    const auto bad = runCli("maxmodel --host-ram plenty");
     EXPECT_NE(bad.exitCode, 0);
     EXPECT_NE(bad.output.find("'plenty' is not a size"), std::string::npos) << bad.output;
 }

@@ -1,0 +1,192 @@
+// PyTorch profiler traces (`prof.export_chrome_trace()`): Kineto's object form (traceEvents,
+// schemaVersion, deviceProperties; categories cpu_op, user_annotation, cuda_runtime, kernel,
+// gpu_memcpy, ...) and the legacy profiler's bare array of "X" events without categories.
+#include "trace_model.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <unordered_map>
+
+namespace ps::profiler {
+namespace {
+
+    using Json = nlohmann::json;
+
+    const std::set<std::string, std::less<>> kDeviceCategories { "kernel", "gpu_memcpy", "gpu_memset", "memcpy",
+        "memset" };
+    const std::set<std::string, std::less<>> kRuntimeCategories { "cuda_runtime", "cuda_driver", "runtime" };
+    // GPU copies of annotations (would count ranges twice) and the profiler's own span.
+    const std::set<std::string, std::less<>> kIgnoredCategories { "gpu_user_annotation", "trace" };
+
+    std::string lower(std::string s)
+    {
+        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+        return s;
+    }
+
+    // pid and tid are numbers in Kineto traces and strings ("CPU functions") in legacy ones.
+    std::string idText(const Json& e, const char* key)
+    {
+        const auto it = e.find(key);
+        if (it == e.end())
+            return {};
+        return it->is_string() ? it->get<std::string>() : it->dump();
+    }
+
+    double number(const Json& e, const char* key, double fallback)
+    {
+        const auto it = e.find(key);
+        if (it == e.end())
+            return fallback;
+        if (it->is_number())
+            return it->get<double>();
+        if (it->is_string()) {
+            try {
+                return std::stod(it->get<std::string>());
+            } catch (const std::exception&) {
+                return fallback;
+            }
+        }
+        return fallback;
+    }
+
+    std::int64_t argInt(const Json& e, const char* key)
+    {
+        const auto args = e.find("args");
+        if (args == e.end() || !args->is_object())
+            return -1;
+        return static_cast<std::int64_t>(number(*args, key, -1));
+    }
+
+    struct Launch
+    {
+        std::int64_t thread = -1;
+        double atNs = 0;
+    };
+
+    struct DeviceEvent
+    {
+        std::string name;
+        double durationNs = 0;
+        std::int64_t correlation = -1;
+        std::int64_t externalId = -1;
+    };
+
+    class Reader
+    {
+    public:
+        explicit Reader(const std::filesystem::path& path)
+            : m_file("'" + path.string() + "'")
+        {
+        }
+
+        TraceData read(const std::string& text)
+        {
+            Json root;
+            try {
+                root = Json::parse(text);
+            } catch (const Json::parse_error& e) {
+                throw Error(m_file + " is not valid JSON (" + std::string(e.what()) + ")");
+            }
+            m_data.format = "kineto-json";
+            const Json* events = nullptr;
+            if (root.is_object() && root.contains("traceEvents") && root["traceEvents"].is_array()) {
+                events = &root["traceEvents"];
+                const auto v = root.find("schemaVersion");
+                m_data.schemaVersion =
+                    v == root.end() ? "unversioned" : (v->is_string() ? v->get<std::string>() : v->dump());
+            } else if (root.is_array()) {
+                events = &root;
+                m_data.schemaVersion = "legacy";
+            } else {
+                throw Error(m_file + " is JSON but not a Chrome or PyTorch profiler trace (no \"traceEvents\" array)");
+            }
+            for (const auto& e : *events) {
+                if (e.is_object())
+                    readEvent(e);
+            }
+            if (m_complete == 0)
+                throw Error(m_file + " is JSON but has no trace events with \"ph\": \"X\" (not a profiler trace)");
+            resolveLaunches();
+            return std::move(m_data);
+        }
+
+    private:
+        std::int64_t threadOf(const Json& e, const std::string& tid)
+        {
+            const auto key = idText(e, "pid") + "/" + tid;
+            const auto [it, added] = m_threads.emplace(key, static_cast<std::int64_t>(m_threads.size()));
+            return it->second;
+        }
+
+        void readEvent(const Json& e)
+        {
+            const auto ph = e.value("ph", std::string());
+            const auto name =
+                e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : std::string();
+            if (ph == "M" && name == "thread_name") {
+                const auto args = e.find("args");
+                if (args != e.end() && args->is_object() && args->contains("name") && (*args)["name"].is_string())
+                    m_data.threadNames[threadOf(e, idText(e, "tid"))] = (*args)["name"].get<std::string>();
+                return;
+            }
+            if (ph != "X")
+                return;
+            ++m_complete;
+            const auto cat =
+                e.contains("cat") && e["cat"].is_string() ? lower(e["cat"].get<std::string>()) : std::string();
+            if (kIgnoredCategories.contains(cat))
+                return;
+            const double startNs = number(e, "ts", 0) * 1000.0;
+            const double durationNs = std::max(0.0, number(e, "dur", 0) * 1000.0);
+            if (kDeviceCategories.contains(cat)) {
+                m_device.push_back({ name, durationNs, argInt(e, "correlation"), argInt(e, "External id") });
+                return;
+            }
+            const auto thread = threadOf(e, idText(e, "tid"));
+            m_data.spans.push_back({ name, thread, startNs, startNs + durationNs, argInt(e, "Sequence number") });
+            if (kRuntimeCategories.contains(cat)) {
+                if (const auto c = argInt(e, "correlation"); c >= 0)
+                    m_byCorrelation.emplace(c, Launch { thread, startNs });
+            } else if (const auto x = argInt(e, "External id"); x >= 0) {
+                m_byExternalId.emplace(x, Launch { thread, startNs });
+            }
+        }
+
+        // A kernel's launch: the runtime call with its correlation id, else the op with its
+        // External id.
+        void resolveLaunches()
+        {
+            for (const auto& d : m_device) {
+                Launch at;
+                if (const auto it = m_byCorrelation.find(d.correlation);
+                    d.correlation >= 0 && it != m_byCorrelation.end())
+                    at = it->second;
+                else if (const auto x = m_byExternalId.find(d.externalId);
+                         d.externalId >= 0 && x != m_byExternalId.end())
+                    at = x->second;
+                m_data.work.push_back({ d.name, d.durationNs, at.thread, at.atNs });
+            }
+        }
+
+        std::string m_file;
+        TraceData m_data;
+        std::int64_t m_complete = 0;
+        std::unordered_map<std::string, std::int64_t> m_threads;
+        std::vector<DeviceEvent> m_device;
+        std::unordered_map<std::int64_t, Launch> m_byCorrelation;
+        std::unordered_map<std::int64_t, Launch> m_byExternalId;
+    };
+
+} // namespace
+
+TraceData readChromeTraceJson(const std::filesystem::path& path, const std::string& text)
+{
+    return Reader(path).read(text);
+}
+
+} // namespace ps::profiler

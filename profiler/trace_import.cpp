@@ -1,0 +1,89 @@
+#include "trace_import.h"
+
+#include "graph/op_cost.h"
+#include "trace_model.h"
+#include "util/error.h"
+
+#include <fstream>
+#include <iterator>
+#include <string_view>
+
+namespace ps::profiler {
+namespace {
+
+    constexpr std::string_view kSqliteMagic { "SQLite format 3\0", 16 };
+
+    std::string readAll(const std::filesystem::path& path)
+    {
+        std::ifstream in(path, std::ios::binary);
+        if (!in)
+            throw Error("cannot read '" + path.string() + "'");
+        return { std::istreambuf_iterator<char>(in), {} };
+    }
+
+    char firstNonSpace(const std::string& text)
+    {
+        for (const char c : text) {
+            if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+                return c;
+        }
+        return '\0';
+    }
+
+    TraceData readTrace(const std::filesystem::path& path)
+    {
+        const auto file = "'" + path.string() + "'";
+        if (std::filesystem::is_directory(path))
+            throw Error(file + " is a directory, not a trace");
+        const auto text = readAll(path);
+        if (text.empty())
+            throw Error(file + " is empty, not a trace");
+        if (std::string_view(text).starts_with(kSqliteMagic))
+            return readNsysSqlite(path);
+        if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f
+            && static_cast<unsigned char>(text[1]) == 0x8b)
+            throw Error(file + " is gzip-compressed; decompress it first (gunzip)");
+        if (const char c = firstNonSpace(text); c == '{' || c == '[')
+            return readChromeTraceJson(path, text);
+        throw Error(file + " is neither an Nsight Systems SQLite export nor a PyTorch profiler JSON trace");
+    }
+
+} // namespace
+
+TraceImport importTrace(const Graph& graph, const std::filesystem::path& path)
+{
+    return mapTraceToNodes(graph, readTrace(path));
+}
+
+Profile toImportedProfile(
+    const Graph& graph, const TraceImport& trace, const std::string& deviceKind, std::int64_t microBatch)
+{
+    if (trace.nodes.size() != graph.nodeCount())
+        throw Error("the imported trace does not match the graph's " + std::to_string(graph.nodeCount()) + " nodes");
+    if (microBatch < 1)
+        throw Error("the micro-batch size of a trace must be positive, got " + std::to_string(microBatch));
+    const auto costs = computeOpCosts(graph);
+    const auto traceBatch = static_cast<double>(microBatch);
+    const auto graphBatch = static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch));
+    const auto perSample = [](double value, double batch) { return LinearModel { 0, value / batch }; };
+    Profile p;
+    p.deviceKind = deviceKind;
+    p.source = "imported";
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        const auto& t = trace.nodes[i];
+        const auto& c = costs[i];
+        NodeProfile n;
+        n.forwardNs = perSample(t.forwardNs, traceBatch);
+        n.backwardNs = perSample(t.backwardNs, traceBatch);
+        const double share = c.backwardFlops > 0 ? c.weightGradFlops / c.backwardFlops : 0.0;
+        n.weightGradNs = perSample(t.backwardNs * share, traceBatch);
+        n.outputBytes = perSample(static_cast<double>(c.outputBytes), graphBatch);
+        n.savedBytes = perSample(static_cast<double>(c.savedBytes), graphBatch);
+        n.workspaceBytes = perSample(static_cast<double>(c.workspaceBytes), graphBatch);
+        n.parameterCount = c.parameterCount;
+        p.nodes.push_back(n);
+    }
+    return p;
+}
+
+} // namespace ps::profiler

@@ -1,0 +1,81 @@
+// Trace import: a measured timeline recorded by another tool, mapped onto the nodes of a graph.
+//
+// Owns: reading Nsight Systems SQLite exports (`nsys export --type sqlite`) and PyTorch profiler
+// JSON traces (`prof.export_chrome_trace()`, Kineto or the legacy array form), checking their
+// schema, and attributing each measured activity to a node:
+// - Activities are device kernels, memcpys and memsets when the trace has any (their time is
+//   device time); in a CPU-only trace they are the self times of the CPU events, so nested ops
+//   are never counted twice.
+// - An activity belongs to the innermost range enclosing its launch (the CUDA API call of a
+//   kernel, on that call's thread; the CPU event itself in a CPU-only trace) whose name, or the
+//   name less a phase suffix, is a node name (`h.3.attn.c_proj.matmul`) or a scope (`h.3.attn`,
+//   every node under it, split by the op formulas' FLOPs). Innermost wins.
+// - Backward when the range name ends in `.backward`, `:backward`, `/backward`, `.bwd`, `:bwd` or
+//   `_bwd`; or an enclosing range is a backward marker (`backward`, an autograd function such as
+//   `AddmmBackward0`, `autograd::engine::evaluate_function: ...`); or the launching thread is
+//   PyTorch's autograd thread (`pt_autograd_*`). Forward otherwise (or with `.forward`, `:fwd`...).
+// - A backward op outside every node range (PyTorch runs backward outside the forward's
+//   record_function ranges) is linked to its forward op by the autograd sequence number (Kineto
+//   args "Sequence number" / "Fwd thread id") and takes that op's node.
+// - Activities left without a node are counted, with their time and most frequent names.
+// A node's time is the mean per occurrence (distinct ranges that fed it), so a trace of several
+// iterations or micro-batches gives the time of one micro-batch.
+// Depends on: core (Graph, Profile, op costs, sqlite wrapper); no Qt, no CUDA.
+#pragma once
+
+#include "cost/profile.h"
+#include "graph/graph.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ps::profiler {
+
+struct ImportedNodeTime
+{
+    double forwardNs = 0; // mean per occurrence
+    double backwardNs = 0;
+    std::int64_t forwardOccurrences = 0;
+    std::int64_t backwardOccurrences = 0;
+};
+
+struct UnmatchedName
+{
+    std::string name;
+    std::int64_t count = 0;
+    double totalNs = 0;
+};
+
+struct TraceImport
+{
+    std::string format; // "nsys-sqlite", "kineto-json"
+    std::string schemaVersion; // nsys EXPORT_SCHEMA_VERSION, Kineto schemaVersion or "legacy"
+    bool deviceActivity = false; // kernels (true) or CPU self times (false)
+    std::vector<ImportedNodeTime> nodes; // by node id
+    std::size_t nodesMatched = 0; // nodes with a forward or backward time
+    std::int64_t activities = 0;
+    std::int64_t matchedActivities = 0;
+    std::int64_t unmatchedActivities = 0;
+    double totalNs = 0;
+    double matchedNs = 0;
+    double unmatchedNs = 0;
+    std::int64_t ranges = 0; // ranges whose name is a node or scope
+    std::vector<UnmatchedName> unmatched; // most time first, at most 10
+};
+
+// Reads `path` (kind detected from its content) and maps it onto `graph`. Throws ps::Error naming
+// the file when it is not a trace this build reads (random bytes, a PipeStudio project, an SQLite
+// file that is not an Nsight Systems export, an export of an unknown schema or without the tables
+// needed, JSON that is not a trace). Only reads the file.
+[[nodiscard]] TraceImport importTrace(const Graph& graph, const std::filesystem::path& path);
+
+// The imported times as a profile (source "imported") for `deviceKind`, proportional to the
+// micro-batch size the trace was recorded at; bytes follow the op formulas. Nodes the trace
+// did not cover get zero time.
+[[nodiscard]] Profile toImportedProfile(
+    const Graph& graph, const TraceImport& trace, const std::string& deviceKind, std::int64_t microBatch);
+
+} // namespace ps::profiler

@@ -1,0 +1,51 @@
+// The format-neutral form of an imported trace (what the Nsight Systems and PyTorch readers fill)
+// and the attribution of its activities to graph nodes (the rules are in trace_import.h).
+// Depends on: core (Graph); no Qt, no CUDA.
+#pragma once
+
+#include "trace_import.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ps::profiler {
+
+// A CPU-side interval on one thread: an NVTX or record_function range, an op, an API call.
+struct TraceSpan
+{
+    std::string name;
+    std::int64_t thread = 0;
+    double startNs = 0;
+    double endNs = 0;
+    std::int64_t sequence = -1; // autograd sequence number (Kineto "Sequence number"); -1: none
+};
+
+// A device activity (kernel, memcpy, memset) and the API call that launched it.
+struct TraceWork
+{
+    std::string name;
+    double durationNs = 0;
+    std::int64_t launchThread = -1; // -1: no launch record found
+    double launchNs = 0;
+};
+
+struct TraceData
+{
+    std::string format;
+    std::string schemaVersion;
+    std::vector<TraceSpan> spans;
+    std::vector<TraceWork> work; // empty: a CPU-only trace, the spans' self times are the work
+    std::map<std::int64_t, std::string> threadNames;
+};
+
+// Attributes the activities of `data` to the nodes of `graph`.
+[[nodiscard]] TraceImport mapTraceToNodes(const Graph& graph, const TraceData& data);
+
+// Readers; both throw ps::Error naming `path`.
+[[nodiscard]] TraceData readNsysSqlite(const std::filesystem::path& path);
+[[nodiscard]] TraceData readChromeTraceJson(const std::filesystem::path& path, const std::string& text);
+
+} // namespace ps::profiler

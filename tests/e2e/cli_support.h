@@ -1,0 +1,88 @@
+// What the CLI end-to-end tests share: running the pipestudio executable (or any command) as a
+// user would, reading what it wrote, and a scratch folder per test.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ps::e2e {
+
+struct CliResult
+{
+    int exitCode = -1;
+    std::string output; // stdout and stderr together
+};
+
+// Runs `command` through the shell, stderr folded into stdout.
+inline CliResult runShell(const std::string& command)
+{
+    CliResult r;
+    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+    if (!pipe)
+        return r;
+    std::array<char, 4096> buf {};
+    while (const auto n = std::fread(buf.data(), 1, buf.size(), pipe))
+        r.output.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+// `pipestudio ARGS` (the build's executable).
+inline CliResult runCli(const std::string& args)
+{
+    return runShell(std::string(PS_CLI_PATH) + " " + args);
+}
+
+inline std::string readFile(const std::filesystem::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    return { std::istreambuf_iterator<char>(in), {} };
+}
+
+// The first column of the first row `sql` returns from a project file, opened read-only; -1 when
+// the query fails.
+inline std::int64_t queryInt(const std::string& path, const std::string& sql)
+{
+    sqlite3* db = nullptr;
+    std::int64_t n = -1;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+        sqlite3_stmt* st = nullptr;
+        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
+}
+
+// A test with an empty scratch folder of its own (m_dir), removed afterwards.
+class ScratchTest : public ::testing::Test
+{
+protected:
+    void SetUp() override
+    {
+        m_dir = std::filesystem::temp_directory_path()
+            / ("ps_e2e_" + std::to_string(::getpid()) + "_"
+                + ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_"
+                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(m_dir);
+        std::filesystem::create_directories(m_dir);
+    }
+    void TearDown() override
+    {
+        std::filesystem::remove_all(m_dir);
+    }
+    std::filesystem::path m_dir;
+};
+
+} // namespace ps::e2e

@@ -1,0 +1,199 @@
+// Trace interop through the CLI: the Chrome traces `simulate --trace` and `trace` write, and
+// `import-trace` with good and wrong files (which must leave the project untouched).
+#include "cli_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using ps::e2e::CliResult;
+using ps::e2e::runCli;
+
+void execSql(const std::string& path, const std::string& sql)
+{
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+}
+
+struct ChromeCounts
+{
+    std::size_t complete = 0; // "X"
+    std::size_t processes = 0; // "M" process_name
+    std::size_t threads = 0; // "M" thread_name
+    std::size_t counters = 0; // "C"
+};
+
+// Parses a Chrome trace, checks every event has what Perfetto needs, and counts them by kind.
+ChromeCounts countChromeEvents(const fs::path& path)
+{
+    const auto j = nlohmann::json::parse(ps::e2e::readFile(path));
+    ChromeCounts c;
+    EXPECT_TRUE(j["traceEvents"].is_array());
+    for (const auto& e : j["traceEvents"]) {
+        const auto ph = e.at("ph").get<std::string>();
+        EXPECT_TRUE(e.at("name").is_string()) << e.dump();
+        EXPECT_TRUE(e.at("pid").is_number_integer()) << e.dump();
+        if (ph == "X") {
+            ++c.complete;
+            EXPECT_TRUE(e.at("tid").is_number_integer()) << e.dump();
+            EXPECT_GE(e.at("ts").get<double>(), 0) << e.dump();
+            EXPECT_GE(e.at("dur").get<double>(), 0) << e.dump();
+        } else if (ph == "M") {
+            (e["name"] == "process_name" ? c.processes : c.threads) += 1;
+        } else {
+            EXPECT_EQ(ph, "C") << e.dump();
+            ++c.counters;
+        }
+    }
+    return c;
+}
+
+class TraceCli : public ps::e2e::ScratchTest
+{
+protected:
+    void SetUp() override
+    {
+        ScratchTest::SetUp();
+        m_project = file("p.pstudio");
+        const auto created = runCli("new -m mlp --layers 2 --hidden 16 --vocab 4 --dropout 0 -b 4 -o " + m_project);
+        ASSERT_EQ(created.exitCode, 0) << created.output;
+    }
+    std::string file(const std::string& name) const
+    {
+        return (m_dir / name).string();
+    }
+    // `import-trace` with `trace` fails with one line naming it, and the project stays byte-identical.
+    void expectRefused(const std::string& trace, const std::string& message)
+    {
+        const auto before = ps::e2e::readFile(m_project);
+        const auto r = runCli("import-trace " + m_project + " " + trace);
+        EXPECT_NE(r.exitCode, 0) << r.output;
+        EXPECT_NE(r.output.find(fs::path(trace).filename().string()), std::string::npos) << r.output;
+        EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+        EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+        EXPECT_EQ(ps::e2e::readFile(m_project), before) << trace;
+    }
+
+    std::string m_project;
+};
+
+} // namespace
+
+TEST_F(TraceCli, SimulateTraceIsAChromeTraceWithAnEventPerAction)
+{
+    const auto trace = file("sim.json");
+    const auto r = runCli("simulate " + m_project
+        + " --stages 2 --schedule 1f1b --micro-batches 4 --device a100-40gb --json --no-save --trace " + trace);
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto summary = nlohmann::json::parse(r.output);
+    const auto c = countChromeEvents(trace);
+    EXPECT_EQ(c.processes, 2U); // one per device
+    EXPECT_EQ(c.threads, 2U * 4); // compute, two copy streams, send
+    // One "X" event per simulated action (zero-time local sends left out), at least F and B of
+    // every micro-batch on every stage.
+    EXPECT_LE(c.complete, summary["events"].get<std::size_t>());
+    EXPECT_GE(c.complete, 2U * 4 * 2);
+    const auto j = nlohmann::json::parse(ps::e2e::readFile(trace));
+    std::size_t forwards = 0;
+    for (const auto& e : j["traceEvents"])
+        forwards += e["ph"] == "X" && e["name"].get<std::string>().starts_with("F") ? 1 : 0;
+    EXPECT_EQ(forwards, 2U * 4); // F0..F3 on both stages
+}
+
+TEST_F(TraceCli, RunTraceHasEveryStoredEventOfTheIteration)
+{
+    const auto p = file("gpt.pstudio"); // the trainer feeds language models
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    const auto train = runCli("train " + p + " --devices cpu:2 --micro-batches 2 --steps 1");
+    ASSERT_EQ(train.exitCode, 0) << train.output;
+    const auto r = runCli("trace " + p + " -o " + file("run.json"));
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex("Wrote (\\d+) events"))) << r.output;
+    const auto written = std::stoul(m[1]);
+    EXPECT_EQ(static_cast<std::int64_t>(written),
+        ps::e2e::queryInt(p,
+            "SELECT count(*) FROM events WHERE run_id = 1 AND iteration = "
+            "(SELECT min(iteration) FROM events WHERE run_id = 1)"));
+    const auto c = countChromeEvents(file("run.json"));
+    EXPECT_EQ(c.processes, 2U);
+    EXPECT_GT(c.complete, 0U);
+    EXPECT_LE(c.complete, written);
+}
+
+TEST_F(TraceCli, ImportTraceStoresAnImportedProfile)
+{
+    std::ofstream(file("t.json")) << R"({"schemaVersion": 1, "traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "layers.0", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 50},
+      {"ph": "X", "cat": "user_annotation", "name": "head.matmul.backward", "pid": 1, "tid": 1, "ts": 200, "dur": 40},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::zeros", "pid": 1, "tid": 1, "ts": 300, "dur": 5}
+    ]})";
+    const auto dry = runCli("import-trace " + m_project + " " + file("t.json") + " --dry-run");
+    ASSERT_EQ(dry.exitCode, 0) << dry.output;
+    EXPECT_NE(dry.output.find("Nodes matched  4 of 9"), std::string::npos) << dry.output;
+    EXPECT_EQ(ps::e2e::queryInt(m_project, "SELECT count(*) FROM profiles WHERE source = 'imported'"), 0);
+
+    const auto r = runCli("import-trace " + m_project + " " + file("t.json") + " --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["format"], "kineto-json");
+    EXPECT_EQ(j["device"], "cpu");
+    EXPECT_EQ(j["nodes_matched"], 4); // layers.0's three nodes, head.matmul
+    EXPECT_EQ(j["unmatched"], 1);
+    EXPECT_DOUBLE_EQ(j["unmatched_ms"].get<double>(), 0.005);
+    EXPECT_DOUBLE_EQ(j["total_ms"].get<double>(), 0.145);
+    EXPECT_EQ(j["unmatched_names"][0]["name"], "aten::zeros");
+    EXPECT_EQ(
+        ps::e2e::queryInt(m_project, "SELECT count(*) FROM profiles WHERE source = 'imported' AND device_kind = 'cpu'"),
+        ps::e2e::queryInt(m_project, "SELECT count(*) FROM nodes"));
+    EXPECT_EQ(ps::e2e::queryInt(m_project,
+                  "SELECT CAST(round(backward_ns) AS INTEGER) FROM profiles p JOIN nodes n ON n.id = p.node_id "
+                  "WHERE p.source = 'imported' AND n.name = 'head.matmul'"),
+        40000);
+}
+
+TEST_F(TraceCli, ImportTraceRefusesWrongFilesAndLeavesTheProjectUntouched)
+{
+    std::mt19937 rng(11);
+    std::string bytes(4096, '\0');
+    for (auto& c : bytes)
+        c = static_cast<char>(rng());
+    std::ofstream(file("noise.bin"), std::ios::binary) << bytes;
+    expectRefused(file("noise.bin"), "is neither an Nsight Systems SQLite export nor a PyTorch profiler JSON trace");
+
+    ASSERT_EQ(runCli("new -m mlp --layers 1 -o " + file("other.pstudio")).exitCode, 0);
+    expectRefused(file("other.pstudio"), "is a PipeStudio project, not a trace");
+
+    execSql(file("foreign.sqlite"), "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
+    expectRefused(file("foreign.sqlite"), "is an SQLite database but not an Nsight Systems export");
+
+    execSql(file("future.sqlite"),
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);"
+        "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '7.2.0');");
+    expectRefused(file("future.sqlite"), "schema version '7.2.0' is unknown");
+
+    std::ofstream(file("settings.json")) << R"({"theme": "dark", "recent": []})";
+    expectRefused(file("settings.json"), "is JSON but not a Chrome or PyTorch profiler trace");
+
+    std::ofstream(file("unrelated.json"))
+        << R"([{"ph": "X", "name": "train_step", "ts": 0, "dur": 9, "pid": 1, "tid": 1}])";
+    expectRefused(file("unrelated.json"), "no range names a node or scope of the model");
+
+    expectRefused(file("missing.json"), "cannot read");
+}
