@@ -10,10 +10,14 @@ packages=(
   qt6-base-dev libgl-dev libqcustomplot-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   clang-format
+  file dpkg-dev # cpack's .deb: dpkg-shlibdeps on the files `file` reports as ELF
 )
-# Tests export real PyTorch modules to ONNX with Debian's torch (/usr/bin/python3).
+# Test-only packages (quickstart.sh run sets PS_SKIP_TORCH=1 and skips them).
 if [ "${PS_SKIP_TORCH:-0}" != "1" ]; then
+  # Tests export real PyTorch modules to ONNX with Debian's torch (/usr/bin/python3).
   packages+=(python3-torch python3-onnx python3-torchvision)
+  # Validators for the packaging checks (tests/packaging, installer/check_package.sh).
+  packages+=(desktop-file-utils appstream shared-mime-info)
 fi
 
 missing=()
