@@ -121,10 +121,22 @@ namespace {
         return out;
     }
 
+    // Text from the project file (an algorithm or model name) as it may appear on one line of a
+    // generated script or flags file: a project someone sent must not be able to start a new line
+    // of Python or a new Megatron flag, so control characters become '?'.
+    std::string oneLine(std::string text)
+    {
+        for (auto& c : text) {
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+                c = '?';
+        }
+        return text;
+    }
+
     std::string planLabel(const StoredPlan& plan)
     {
-        return "PipeStudio plan " + std::to_string(plan.id) + " (" + plan.algorithm + ", " + scheduleName(plan.schedule)
-            + ", " + std::to_string(plan.schedule.stages) + " stages)";
+        return "PipeStudio plan " + std::to_string(plan.id) + " (" + oneLine(plan.algorithm) + ", "
+            + scheduleName(plan.schedule) + ", " + std::to_string(plan.schedule.stages) + " stages)";
     }
 
 } // namespace
@@ -241,7 +253,8 @@ std::string megatronArguments(const Graph& graph, const StoredPlan& plan)
     std::string perStage;
     for (auto n : layout.layersPerStage)
         perStage += (perStage.empty() ? "" : " ") + std::to_string(n);
-    std::string out = "# Megatron-LM pipeline layout of " + planLabel(plan) + ", model " + graph.info().name + ".\n";
+    std::string out =
+        "# Megatron-LM pipeline layout of " + planLabel(plan) + ", model " + oneLine(graph.info().name) + ".\n";
     out += "# Transformer layers per stage: " + perStage + " (stage 0 also holds the embedding, the last stage the "
         + "final norm, output layer and loss).\n";
     if (layout.snapped)

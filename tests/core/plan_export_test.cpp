@@ -172,6 +172,24 @@ namespace {
         EXPECT_NE(evenMiddle.find("--decoder-last-pipeline-num-layers 2\n"), std::string::npos);
     }
 
+    // A project someone sent names its plan's algorithm and its model; neither may start a line of
+    // the generated Python or a flag of its own.
+    TEST(PlanExport, NamesFromTheProjectCannotInjectLines)
+    {
+        auto c = zooPreset("gpt2-small");
+        c.name = "gpt\n--save /etc";
+        const auto g = buildZooModel(c);
+        auto plan = gpt2Plan(g, { 3, 7, 10 });
+        plan.algorithm = "x\nimport os; os.system('true')\r";
+        for (auto format : { ExportFormat::DeepSpeed, ExportFormat::Megatron }) {
+            for (const auto& f : exportPlan(g, plan, format)) {
+                EXPECT_EQ(f.content.find("\nimport os"), std::string::npos) << f.name;
+                EXPECT_EQ(f.content.find("\n--save"), std::string::npos) << f.name;
+                EXPECT_EQ(f.content.find('\r'), std::string::npos) << f.name;
+            }
+        }
+    }
+
     TEST(PlanExport, SplitBlockGoesToTheStageWithMostOfIt)
     {
         const auto g = buildZooModel(zooPreset("gpt2-small"));
