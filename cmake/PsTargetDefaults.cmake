@@ -17,6 +17,16 @@ function(ps_target_defaults target)
     list(JOIN PS_SANITIZE "," _sanitizers)
     target_compile_options(${target} PRIVATE -fsanitize=${_sanitizers} -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=${_sanitizers})
+    # UBSan's default is to print and go on, which a test run would pass: make every report fatal
+    # (ASan and TSan reports already are).
+    if("undefined" IN_LIST PS_SANITIZE)
+      target_compile_options(${target} PRIVATE -fno-sanitize-recover=all)
+    endif()
+  endif()
+  # Coverage feedback for libFuzzer in every PipeStudio library the fuzz targets reach
+  # (tests/fuzz links the fuzzer's main itself with -fsanitize=fuzzer).
+  if(PS_BUILD_FUZZERS)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
 endfunction()
 

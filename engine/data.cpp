@@ -12,6 +12,9 @@ namespace {
 
     std::vector<char> readAll(const std::filesystem::path& path)
     {
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) // a stream opens it, then fails on the first read
+            throw Error("data file '" + path.string() + "' is a directory");
         std::ifstream in(path, std::ios::binary);
         if (!in)
             throw Error("data file '" + path.string() + "' cannot be read");

@@ -32,6 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
 namespace ps::gui {
 namespace {
 
@@ -262,8 +264,29 @@ bool renderFigures(
     return true;
 }
 
+namespace {
+
+    QtMessageHandler g_defaultHandler = nullptr;
+
+    // A headless screenshot's caller reads stderr for errors: Qt's offscreen platform notes about
+    // what it cannot do (window size hints) and an unset runtime folder say nothing about the PNG.
+    void quietOffscreenNotes(QtMsgType type, const QMessageLogContext& context, const QString& message)
+    {
+        if (message.contains(QStringLiteral("propagateSizeHints"))
+            || message.contains(QStringLiteral("XDG_RUNTIME_DIR not set")))
+            return;
+        if (g_defaultHandler)
+            g_defaultHandler(type, context, message);
+        else
+            std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, context, message)));
+    }
+
+} // namespace
+
 int runApplication(int argc, char** argv, const GuiOptions& options)
 {
+    if (!options.screenshot.empty())
+        g_defaultHandler = qInstallMessageHandler(quietOffscreenNotes);
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("PipeStudio"));
     QApplication::setApplicationName(QStringLiteral("PipeStudio"));

@@ -89,7 +89,7 @@ namespace {
             Json root;
             try {
                 root = Json::parse(text);
-            } catch (const Json::parse_error& e) {
+            } catch (const Json::exception& e) { // parse_error, or out_of_range for a number like 1e999
                 throw Error(m_file + " is not valid JSON (" + std::string(e.what()) + ")");
             }
             m_data.format = "kineto-json";
@@ -186,7 +186,12 @@ namespace {
 
 TraceData readChromeTraceJson(const std::filesystem::path& path, const std::string& text)
 {
-    return Reader(path).read(text);
+    try {
+        return Reader(path).read(text);
+    } catch (const Json::exception& e) {
+        // A field of the wrong type ("ph": 1) where the reader asks for a string or a number.
+        throw Error("'" + path.string() + "' is not a trace this build reads (" + std::string(e.what()) + ")");
+    }
 }
 
 } // namespace ps::profiler

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,7 @@ namespace {
         cmd->add_option("--plan", request.plan,
                "With --screenshot and a project: the stored plan with this id in the editor first (its schedule, "
                "micro-batch, cuts and, for Mixed-pipe, its stage-to-device map); ids from `pipestudio plan --json`")
-            ->check(CLI::PositiveNumber);
+            ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
         cmd->callback([&action, &request, launchGui] {
             action = [&request, launchGui] {
                 if (!launchGui)
@@ -64,6 +65,12 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
         "pipestudio" };
     app.set_version_flag("--version", std::string("pipestudio ") + PS_VERSION_STRING);
     app.require_subcommand(0, 1);
+    // One line a script can show as it is: what was wrong, and where to look.
+    app.failure_message([](const CLI::App* parsed, const CLI::Error& e) {
+        const auto subcommands = parsed->get_subcommands();
+        const auto help = subcommands.empty() ? std::string() : subcommands.front()->get_name() + " ";
+        return fmt::format("pipestudio: error: {} (see `pipestudio {}--help`)\n", e.what(), help);
+    });
     Action action;
     GuiRequest request;
     addNewCommand(app, action);

@@ -3,6 +3,7 @@
 #include "cpu_probe.h"
 #include "util/error.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -52,36 +53,47 @@ std::vector<double> nodeTimes(const Profile& profile, double mb)
     return t;
 }
 
-double parseBytes(const std::string& text)
+double parseBytes(const std::string& text, const std::string& flag)
 {
+    const auto bad = [&](const std::string& why) {
+        return Error(flag + " '" + text + "' " + why + " (examples: 30GiB, 512MiB, 4e9)");
+    };
     std::size_t used = 0;
     double value = 0;
     try {
         value = std::stod(text, &used);
     } catch (const std::exception&) {
-        throw Error("'" + text + "' is not a size (examples: 30GiB, 512MiB, 4e9)");
+        throw bad("is not a size");
     }
     const auto unit = text.substr(used);
     const double scale = unit.empty() || unit == "B" ? 1
         : unit == "KiB"                              ? 1024.0
         : unit == "MiB"                              ? 1024.0 * 1024
         : unit == "GiB"                              ? 1024.0 * 1024 * 1024
+        : unit == "TiB"                              ? 1024.0 * 1024 * 1024 * 1024
         : unit == "KB"                               ? 1e3
         : unit == "MB"                               ? 1e6
         : unit == "GB"                               ? 1e9
+        : unit == "TB"                               ? 1e12
                                                      : -1;
-    if (scale < 0 || value <= 0)
-        throw Error("'" + text + "' is not a size (examples: 30GiB, 512MiB, 4e9)");
+    if (scale < 0 || !std::isfinite(value))
+        throw bad("is not a size");
+    if (value <= 0)
+        throw bad("must be positive");
+    // Past an exbibyte no machine has the memory, and int64 byte counts overflow soon after.
+    if (value * scale > kMaxBytes)
+        throw bad("is larger than 1 EiB");
     return value * scale;
 }
 
-double parseBandwidth(const std::string& text)
+double parseBandwidth(const std::string& text, const std::string& flag)
 {
     const auto perSecond = text.size() > 2 && text.ends_with("/s");
     try {
-        return parseBytes(perSecond ? text.substr(0, text.size() - 2) : text);
+        return parseBytes(perSecond ? text.substr(0, text.size() - 2) : text, flag);
     } catch (const Error&) {
-        throw Error("'" + text + "' is not a bandwidth (examples: 2GB/s, 500MB/s, 1e9)");
+        throw Error(
+            flag + " '" + text + "' is not a bandwidth between 1 B/s and 1 EiB/s (examples: 2GB/s, 500MB/s, 1e9)");
     }
 }
 

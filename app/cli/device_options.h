@@ -28,10 +28,13 @@ CostModelOptions costOptions(const DeviceOptions& options);
 std::string readFile(const std::string& path);
 // Forward + backward time of every node at micro-batch `mb`.
 std::vector<double> nodeTimes(const Profile& profile, double mb);
-// "30GiB", "512MiB", "4e9" -> bytes; throws ps::Error on anything else.
-double parseBytes(const std::string& text);
-// "2GB/s", "500MB/s", "1e9" -> bytes/s; throws ps::Error on anything else.
-double parseBandwidth(const std::string& text);
+// The largest size parseBytes accepts: 1 EiB.
+inline constexpr double kMaxBytes = 1024.0 * 1024 * 1024 * 1024 * 1024 * 1024;
+// "30GiB", "512MiB", "4e9" -> bytes, positive and at most kMaxBytes; throws ps::Error naming `flag`
+// on anything else.
+double parseBytes(const std::string& text, const std::string& flag);
+// "2GB/s", "500MB/s", "1e9" -> bytes/s; throws ps::Error naming `flag` on anything else.
+double parseBandwidth(const std::string& text, const std::string& flag);
 // A periodic on/off preemption (Ada-Grouper gives no traces; this is our stated model): links run
 // at FRACTION of their bandwidth for SHARE of every PERIOD_S seconds. `flag` names the option in
 // errors.

@@ -2,6 +2,7 @@
 // controller replayed over the cluster's bandwidth trace against every fixed k.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/validators.h"
 #include "plan/grouping.h"
 #include "store/project_store.h"
 #include "util/error.h"
@@ -68,7 +69,8 @@ namespace {
         request.maxK = o.maxK;
         request.groupBatch = o.groupBatch;
         request.algorithm = parsePlanAlgorithm(o.algorithm);
-        request.limits = { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit), !o.noSwap, !o.noRecompute };
+        request.limits = { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit, "--memory-limit"), !o.noSwap,
+            !o.noRecompute };
         const auto candidates = groupingCandidates(graph, profile, cluster, request);
         if (candidates.empty())
             throw Error("no k from 1 to " + std::to_string(o.maxK) + " fits at any micro-batch size dividing "
@@ -132,12 +134,14 @@ void addGroupingCommand(CLI::App& app, Action& action)
     auto d = std::make_shared<DeviceOptions>();
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
     cmd->add_option("--stages,-s", o->stages, "Pipeline stages (one per device)")->check(CLI::Range(1, 1024));
-    cmd->add_option("--global-batch", o->globalBatch, "Samples per iteration")->required();
+    cmd->add_option("--global-batch", o->globalBatch, "Samples per iteration")
+        ->required()
+        ->check(positiveUpTo(1 << 30));
     cmd->add_option("--max-k", o->maxK, "Largest group size tried")->check(CLI::Range(1, 64));
     cmd->add_option("--group-batch", o->groupBatch,
            "Samples per group: every k runs micro-batch N/k (Ada-Grouper's granularity test uses 6); "
            "default: for each k the largest micro-batch that fits")
-        ->check(CLI::PositiveNumber);
+        ->check(positiveUpTo(1 << 30));
     cmd->add_option("--algo,-a", o->algorithm, "Partitioning algorithm for each candidate");
     cmd->add_option("--memory-limit", o->memoryLimit, "Per-device memory limit (default: the device's)");
     cmd->add_flag("--no-swap", o->noSwap, "Do not swap activations to host memory");

@@ -2,6 +2,7 @@
 // kind with a given host memory, beside PyTorch DDP and DeepSpeed ZeRO-Offload.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/validators.h"
 #include "graph/graph_summary.h"
 #include "plan/max_model.h"
 #include "util/error.h"
@@ -34,13 +35,13 @@ namespace {
         MaxModelRequest r;
         r.device = resolveDevice({ o.device, o.catalog, true, false, "adam" });
         r.gpus = o.gpus;
-        r.hostMemoryBytes = static_cast<std::int64_t>(parseBytes(o.hostRam));
+        r.hostMemoryBytes = static_cast<std::int64_t>(parseBytes(o.hostRam, "--host-ram"));
         r.seq = o.seq;
         if (o.batch > 0)
             r.microBatches = { o.batch };
         r.minTflopsPerGpu = o.minTflops;
         r.options.chunkElements = o.chunkElements;
-        r.options.cpuAdamBytesPerSecond = parseBytes(o.cpuAdamBandwidth);
+        r.options.cpuAdamBytesPerSecond = parseBytes(o.cpuAdamBandwidth, "--cpu-adam-bandwidth");
         r.options.initializeOnHost = o.initOnHost;
         return r;
     }
@@ -165,11 +166,12 @@ void addMaxModelCommand(CLI::App& app, Action& action)
     cmd->add_option("--gpus,-g", o->gpus, "Data-parallel GPUs (8 per node)")->check(CLI::Range(1, 4096));
     cmd->add_option("--host-ram", o->hostRam, "Host memory per node, e.g. 240GiB")->required();
     cmd->add_option("--batch,-b", o->batch, "Samples per GPU (default: the best of 4, 8, 16, 32, 64)")
-        ->check(CLI::PositiveNumber);
+        ->check(positiveUpTo(1 << 20));
     cmd->add_option("--seq-len", o->seq, "Tokens per sample (default 1024, as in the paper)")
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--min-tflops", o->minTflops,
-        "Count a model only at this many TFLOPS per GPU or more (the paper's Table 3 uses 30; default 0)");
+           "Count a model only at this many TFLOPS per GPU or more (the paper's Table 3 uses 30; default 0)")
+        ->check(numberIn(0, 1e6));
     cmd->add_option("--chunk-elements", o->chunkElements, "PatrickStar chunk size in elements (default: searched)")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 40));
     cmd->add_option("--cpu-adam-bandwidth", o->cpuAdamBandwidth,

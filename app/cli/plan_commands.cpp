@@ -1,6 +1,7 @@
 // `pipestudio estimate` and `pipestudio simulate`.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/validators.h"
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "cpu_probe.h"
@@ -97,6 +98,24 @@ namespace {
         }
     }
 
+    Partition cutsOption(const std::string& cuts, std::size_t nodes, int stages)
+    {
+        try {
+            return partitionFromCuts(cuts, nodes, stages);
+        } catch (const Error& e) {
+            throw Error(std::string("--cuts: ") + e.what());
+        }
+    }
+
+    void writeText(const std::string& path, const std::string& text, const std::string& flag)
+    {
+        std::ofstream out(path, std::ios::binary);
+        out << text;
+        out.flush();
+        if (!out)
+            throw Error(flag + ": cannot write '" + path + "'");
+    }
+
     int simulateCommand(const SimulateOptions& s, const DeviceOptions& o)
     {
         auto store = ProjectStore::open(s.project);
@@ -106,16 +125,16 @@ namespace {
         const auto cluster = buildCluster(s, o, spec.devices());
         const auto profile = estimateProfile(graph, cluster.device, costOptions(o));
         const auto partition = s.cuts == "auto" ? computeBalancedPartition(nodeTimes(profile, mb), s.stages)
-                                                : partitionFromCuts(s.cuts, graph.nodeCount(), s.stages);
+                                                : cutsOption(s.cuts, graph.nodeCount(), s.stages);
         const auto stages = computeStageCosts(graph, profile, partition, mb);
         const auto schedule = withCommunication(generateSchedule(spec));
         validateScheduleOrThrow(schedule);
         const SimulationInput input { schedule, stages, cluster, profile.setup, mb, {}, { true, !s.noComm } };
         const auto result = simulate(input);
         if (!s.trace.empty())
-            std::ofstream(s.trace) << toChromeTrace(result);
+            writeText(s.trace, toChromeTrace(result), "--trace");
         if (!s.csv.empty())
-            std::ofstream(s.csv) << scheduleToCsv(schedule);
+            writeText(s.csv, scheduleToCsv(schedule), "--csv");
         const nlohmann::ordered_json config = { { "cuts", partition.cutsText() }, { "device", cluster.device.id },
             { "cluster", nlohmann::json::parse(clusterToJson(cluster)) } };
         if (!s.noSave) {
@@ -143,7 +162,7 @@ void addEstimateCommand(CLI::App& app, Action& action)
     auto json = std::make_shared<bool>(false);
     cmd->add_option("project", *path, "Project file (.pstudio)")->required();
     addDeviceOptions(cmd, *device);
-    cmd->add_option("--micro-batch,-b", *mb, "Micro-batch size to report")->check(CLI::PositiveNumber);
+    cmd->add_option("--micro-batch,-b", *mb, "Micro-batch size to report")->check(positiveUpTo(1 << 20));
     cmd->add_flag("--json", *json, "Print JSON");
     cmd->callback([&action, path, device, mb, json] { action = [=] { return estimate(*path, *device, *mb, *json); }; });
 }
@@ -160,8 +179,10 @@ void addSimulateCommand(CLI::App& app, Action& action)
         "--schedule", s->schedule, "gpipe | 1f1b | kfkb:K | interleaved:V | zb-h1 | pipedream | ftpipe-async[:A]");
     cmd->add_option("--micro-batches,-m", s->microBatches, "Micro-batches per iteration (M)")
         ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--micro-batch,-b", s->microBatchSize, "Samples per micro-batch (default: the project's)");
-    cmd->add_option("--devices-per-node", s->devicesPerNode, "Devices per node of the generated cluster");
+    cmd->add_option("--micro-batch,-b", s->microBatchSize, "Samples per micro-batch (default: the project's)")
+        ->check(positiveUpTo(1 << 20));
+    cmd->add_option("--devices-per-node", s->devicesPerNode, "Devices per node of the generated cluster")
+        ->check(CLI::Range(1, 4096));
     cmd->add_option("--cluster", s->clusterFile, "Cluster JSON (nodes, links, bandwidth traces)")
         ->check(CLI::ExistingFile);
     cmd->add_option("--trace", s->trace, "Write a Chrome trace JSON (opens in Perfetto)");

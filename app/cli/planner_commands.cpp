@@ -1,6 +1,7 @@
 // `pipestudio plan`, `pipestudio search` and `pipestudio maxbatch`.
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/validators.h"
 #include "graph/graph_summary.h"
 #include "plan/planner.h"
 #include "plan/zero_baseline.h"
@@ -60,7 +61,8 @@ namespace {
 
     PlannerLimits limitsOf(const PlanCommandOptions& o)
     {
-        return { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit), !o.noSwap, !o.noRecompute, o.checkpointStages };
+        return { o.memoryLimit.empty() ? 0 : parseBytes(o.memoryLimit, "--memory-limit"), !o.noSwap, !o.noRecompute,
+            o.checkpointStages };
     }
 
     struct Problem
@@ -74,7 +76,11 @@ namespace {
     Problem loadProblem(const PlanCommandOptions& o, const DeviceOptions& d)
     {
         const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
-        Problem p { store.loadGraph(), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
+        auto graph = store.loadGraph();
+        if (static_cast<std::size_t>(o.stages) > graph.nodeCount())
+            throw Error("--stages " + std::to_string(o.stages) + ": the model of '" + o.project + "' has only "
+                + std::to_string(graph.nodeCount()) + " nodes (at least one per stage)");
+        Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
         p.cluster = makeCluster(resolveDevice(d), p.spec.devices());
         p.profile = estimateProfile(p.graph, p.cluster.device, costOptions(d));
         return p;
@@ -200,8 +206,8 @@ namespace {
         for (const auto& text : splitList(o.sizes)) {
             double size = 0;
             const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
-            if (ec != std::errc() || end != text.data() + text.size() || size <= 0)
-                throw Error("--micro-batch-sizes: " + text + " is not a positive size");
+            if (ec != std::errc() || end != text.data() + text.size() || !(size > 0 && size <= (1 << 20)))
+                throw Error("--micro-batch-sizes: '" + text + "' is not a micro-batch size from 1 to 1048576");
             request.microBatchSizes.push_back(size);
         }
         request.globalBatch = o.globalBatch;
@@ -259,8 +265,8 @@ namespace {
                     r.plan.partition.cutsText());
         }
         if (o.algorithm == "all") { // the data-parallel baseline: the whole model on every device
-            const double capacity =
-                o.memoryLimit.empty() ? static_cast<double>(p.cluster.device.memoryBytes) : parseBytes(o.memoryLimit);
+            const double capacity = o.memoryLimit.empty() ? static_cast<double>(p.cluster.device.memoryBytes)
+                                                          : parseBytes(o.memoryLimit, "--memory-limit");
             for (int stage : { 2, 3 }) {
                 const auto label = fmt::format("zero-{} data parallel", stage);
                 const int b = zeroMaxMicroBatch(p.graph, p.profile, p.spec.devices(), stage, capacity, o.upperLimit);
@@ -283,7 +289,8 @@ void addPlanCommand(CLI::App& app, Action& action)
     auto o = std::make_shared<PlanCommandOptions>();
     auto d = std::make_shared<DeviceOptions>();
     addCommonOptions(cmd, *o, *d);
-    cmd->add_option("--micro-batch,-b", o->microBatch, "Samples per micro-batch (default: the project's)");
+    cmd->add_option("--micro-batch,-b", o->microBatch, "Samples per micro-batch (default: the project's)")
+        ->check(positiveUpTo(1 << 20));
     cmd->add_flag("--no-save", o->noSave, "Do not store the plans in the project");
     cmd->callback([&action, o, d] { action = [=] { return planCommand(*o, *d); }; });
 }
@@ -302,7 +309,8 @@ void addSearchCommand(CLI::App& app, Action& action)
         "Comma-separated schedules, e.g. 1f1b,kfkb:2,zb-h1,interleaved:2; kfkb:auto tries k = 1..8");
     cmd->add_option("--micro-batch-sizes", o->sizes, "Comma-separated micro-batch sizes (default: the project's)");
     cmd->add_option("--global-batch", o->globalBatch,
-        "Samples per iteration: each size runs global/size micro-batches (default: --micro-batches each)");
+           "Samples per iteration: each size runs global/size micro-batches (default: --micro-batches each)")
+        ->check(numberIn(0, 1 << 30));
     cmd->add_option("--top", o->top, "Plans to print")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--save", o->save, "Best feasible plans to store in the project")->check(CLI::Range(0, 1 << 20));
     cmd->add_flag("--no-save", o->plan.noSave, "Store nothing");

@@ -97,10 +97,11 @@ void addProfileCommand(CLI::App& app, Action& action)
     cmd->add_option("--device", o->device, "cpu");
     cmd->add_option(
            "--micro-batches", o->microBatches, "One or two micro-batch sizes (default: the project's and half)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
     cmd->add_option("--repeats", o->repeats, "Timed repeats per node (median reported)")->check(CLI::Range(1, 1000));
     cmd->add_option("--warmup", o->warmup, "Untimed runs before the repeats")->check(CLI::Range(0, 1000));
-    cmd->add_option("--threads", o->threads, "BLAS threads (0: OpenBLAS's default)");
+    cmd->add_option("--threads", o->threads, "BLAS threads (0: OpenBLAS's default)")->check(CLI::Range(0, 1024));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([o, &action] { action = [o] { return runProfile(*o); }; });
 }

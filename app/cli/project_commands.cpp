@@ -1,12 +1,17 @@
 // `pipestudio new` and `pipestudio info`.
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cli/validators.h"
 #include "onnx/onnx_import.h"
 #include "store/project_store.h"
+#include "util/error.h"
 #include "zoo/model_config.h"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -28,18 +33,21 @@ namespace {
                "Zoo model: gpt2-tiny|small|medium|large|xl, bert-base|large, "
                "t5-small|base|large|3b, mlp")
             ->required();
-        cmd->add_option("--layers", o.layers, "Transformer blocks (T5: encoder blocks)");
-        cmd->add_option("--decoder-layers", o.decoderLayers, "T5 decoder blocks");
-        cmd->add_option("--hidden", o.hidden, "Hidden size (d_model)");
-        cmd->add_option("--heads", o.heads, "Attention heads");
-        cmd->add_option("--head-dim", o.headDim, "Per-head dimension (default hidden/heads)");
-        cmd->add_option("--ffn", o.ffn, "Feed-forward inner size (default 4*hidden)");
-        cmd->add_option("--seq", o.seq, "Sequence length (T5: encoder length)");
-        cmd->add_option("--decoder-seq", o.decoderSeq, "T5 decoder length");
-        cmd->add_option("--vocab", o.vocab, "Vocabulary size (MLP: classes)");
-        cmd->add_option("--max-positions", o.maxPositions, "Learned position table size");
-        cmd->add_option("--micro-batch,-b", o.microBatch, "Samples per micro-batch");
-        cmd->add_option("--dropout", o.dropout, "Dropout probability (0 removes dropout nodes)");
+        cmd->add_option("--layers", o.layers, "Transformer blocks (T5: encoder blocks)")->check(CLI::Range(1, 4096));
+        cmd->add_option("--decoder-layers", o.decoderLayers, "T5 decoder blocks")->check(CLI::Range(1, 4096));
+        cmd->add_option("--hidden", o.hidden, "Hidden size (d_model)")->check(CLI::Range(1, 1 << 17));
+        cmd->add_option("--heads", o.heads, "Attention heads")->check(CLI::Range(1, 4096));
+        cmd->add_option("--head-dim", o.headDim, "Per-head dimension (default hidden/heads)")
+            ->check(CLI::Range(1, 1 << 16));
+        cmd->add_option("--ffn", o.ffn, "Feed-forward inner size (default 4*hidden)")->check(CLI::Range(1, 1 << 20));
+        cmd->add_option("--seq", o.seq, "Sequence length (T5: encoder length)")->check(CLI::Range(1, 1 << 17));
+        cmd->add_option("--decoder-seq", o.decoderSeq, "T5 decoder length")->check(CLI::Range(1, 1 << 17));
+        cmd->add_option("--vocab", o.vocab, "Vocabulary size (MLP: classes)")->check(CLI::Range(1, 1 << 24));
+        cmd->add_option("--max-positions", o.maxPositions, "Learned position table size")
+            ->check(CLI::Range(1, 1 << 17));
+        cmd->add_option("--micro-batch,-b", o.microBatch, "Samples per micro-batch")->check(CLI::Range(1, 1 << 20));
+        cmd->add_option("--dropout", o.dropout, "Dropout probability (0 removes dropout nodes)")
+            ->check(numberIn(0, 0.999));
     }
 
     ModelConfig resolveConfig(const ModelOverrides& o)
@@ -67,6 +75,47 @@ namespace {
         return c;
     }
 
+    // The folder a new project goes into must exist: say so, rather than fail on a temporary file.
+    void checkOutputFolder(const std::string& output)
+    {
+        const auto folder = std::filesystem::absolute(output).parent_path();
+        std::error_code ec;
+        if (!std::filesystem::is_directory(folder, ec))
+            throw Error("--output '" + output + "': " + folder.string()
+                + (std::filesystem::exists(folder, ec) ? " is not a folder" : " does not exist"));
+    }
+
+    // writeNewProject, with errors that name the project being written (not its temporary file).
+    void writeProject(const std::string& output, const Graph& graph, bool force)
+    {
+        try {
+            writeNewProject(output, graph, force);
+        } catch (const std::exception& e) {
+            const std::string what = e.what();
+            if (what.find("'" + output + "'") != std::string::npos)
+                throw;
+            throw Error("cannot write '" + output + "': " + what);
+        }
+    }
+
+    // Runs left "running" by a process that no longer exists (killed, crashed) become "interrupted",
+    // as the GUI does when it opens the project. Opens for writing only when such a run may exist;
+    // a file or folder that cannot be written is reported as it is.
+    void markStaleRuns(const std::string& path)
+    {
+        try {
+            {
+                const auto store = ProjectStore::open(path, ProjectStore::Access::ReadOnly);
+                const auto runs = store.schemaVersion() == kProjectSchemaVersion ? store.loadRuns()
+                                                                                 : std::vector<ProjectStore::RunRow>();
+                if (std::none_of(runs.begin(), runs.end(), [](const auto& r) { return r.status == "running"; }))
+                    return;
+            }
+            ProjectStore::open(path).markStaleRunsInterrupted();
+        } catch (const Error&) { // NOLINT(bugprone-empty-catch): the read-only open below reports the file
+        }
+    }
+
 } // namespace
 
 void addNewCommand(CLI::App& app, Action& action)
@@ -80,9 +129,10 @@ void addNewCommand(CLI::App& app, Action& action)
     cmd->add_flag("--force", *force, "Replace the output file if it exists");
     cmd->callback([&action, options, output, force] {
         action = [options, output, force] {
+            checkOutputFolder(*output);
             const auto config = resolveConfig(*options);
             const auto graph = buildZooModel(config);
-            writeNewProject(*output, graph, *force);
+            writeProject(*output, graph, *force);
             fmt::print("Created {}: {} with {} nodes, {} parameters\n", *output, config.name, graph.nodeCount(),
                 formatCount(static_cast<double>(graph.parameterCount())));
             return 0;
@@ -99,11 +149,23 @@ void addInfoCommand(CLI::App& app, Action& action)
     cmd->add_flag("--json", *json, "Print JSON instead of text");
     cmd->callback([&action, path, json] {
         action = [path, json] {
+            markStaleRuns(*path);
             const auto store = ProjectStore::open(*path, ProjectStore::Access::ReadOnly);
             const auto summary = summarizeGraph(store.loadGraph());
-            fmt::print("{}",
-                *json ? summaryJson(summary, *path, store.schemaVersion())
-                      : summaryText(summary, *path, store.schemaVersion()));
+            const auto runs =
+                store.schemaVersion() == kProjectSchemaVersion ? store.loadRuns() : std::vector<ProjectStore::RunRow>();
+            if (*json) {
+                auto j = nlohmann::ordered_json::parse(summaryJson(summary, *path, store.schemaVersion()));
+                j["runs"] = nlohmann::ordered_json::array();
+                for (const auto& r : runs)
+                    j["runs"].push_back({ { "id", r.id }, { "status", r.status }, { "steps", r.steps } });
+                fmt::print("{}\n", j.dump(2));
+                return 0;
+            }
+            fmt::print("{}", summaryText(summary, *path, store.schemaVersion()));
+            if (!runs.empty())
+                fmt::print("Runs: {} (newest: run {}, {}, {} step(s) stored)\n", runs.size(), runs.front().id,
+                    runs.front().status, runs.front().steps);
             return 0;
         };
     });
@@ -123,16 +185,18 @@ void addImportCommand(CLI::App& app, Action& action)
     auto noWeights = std::make_shared<bool>(false);
     cmd->add_option("model", *input, "ONNX file")->required();
     cmd->add_option("-o,--output", *output, "Project file to write (.pstudio)")->required();
-    cmd->add_option("--batch,-b", options->batch, "Size of the batch dimension")->check(CLI::PositiveNumber);
-    cmd->add_option("--seq", options->sequence, "Size of sequence-like dynamic dimensions")->check(CLI::PositiveNumber);
+    cmd->add_option("--batch,-b", options->batch, "Size of the batch dimension")->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--seq", options->sequence, "Size of sequence-like dynamic dimensions")
+        ->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--no-weights", *noWeights, "Do not store initializer values in the project");
     cmd->add_flag("--force", *force, "Replace the output file if it exists");
     cmd->callback([&action, input, output, options, force, noWeights] {
         action = [=] {
+            checkOutputFolder(*output);
             auto o = *options;
             o.keepWeights = !*noWeights;
             const auto imported = importOnnx(*input, o);
-            writeNewProject(*output, imported.graph, *force);
+            writeProject(*output, imported.graph, *force);
             const auto& r = imported.report;
             fmt::print("Imported {} (opset {}): {} ONNX nodes, {} Constant and {} shape-computation nodes folded, {} "
                        "graph nodes, {} parameters\n",

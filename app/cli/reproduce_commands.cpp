@@ -22,6 +22,13 @@ namespace {
 
     int reproduceCommand(const ReproduceCommandOptions& o, const FigureRenderer& render)
     {
+        namespace fs = std::filesystem;
+        // Before the (long) work: an output that cannot be a directory fails now, not after it.
+        std::error_code ec;
+        fs::create_directories(o.output, ec);
+        if (ec || !fs::is_directory(o.output))
+            throw Error("--output '" + o.output + "': cannot create the report directory ("
+                + (ec ? ec.message() : std::string("not a directory")) + ")");
         std::vector<std::string> papers;
         if (o.paper == "all")
             papers = reproduciblePapers();
@@ -39,8 +46,6 @@ namespace {
             reports.push_back(reproducePaper(p, options));
             figures.insert(figures.end(), reports.back().figures.begin(), reports.back().figures.end());
         }
-        namespace fs = std::filesystem;
-        fs::create_directories(o.output);
         auto markdown = reportMarkdown(reports, std::string("pipestudio ") + PS_VERSION_STRING);
         std::string error;
         if (!render)

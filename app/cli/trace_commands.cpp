@@ -1,6 +1,7 @@
 // `pipestudio import-trace`: per-node times from an Nsight Systems SQLite export or a PyTorch
 // profiler JSON trace, stored as the project's "imported" profile.
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "store/project_store.h"
 #include "trace_import.h"
 #include "util/error.h"
@@ -101,7 +102,7 @@ void addImportTraceCommand(CLI::App& app, Action& action)
     cmd->add_option("--micro-batch", o->microBatch,
            "Micro-batch size the trace was recorded at (default: the "
            "project's)")
-        ->check(CLI::PositiveNumber);
+        ->check(positiveUpTo(1 << 20));
     cmd->add_flag("--dry-run", o->dryRun, "Report the mapping without saving");
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([o, &action] { action = [o] { return runImportTrace(*o); }; });

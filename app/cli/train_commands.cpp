@@ -7,6 +7,7 @@
 #include "cli/device_options.h"
 #include "cli/train_chunks.h"
 #include "cli/train_link.h"
+#include "cli/validators.h"
 #include "cluster/cluster.h"
 #include "graph/graph_summary.h"
 #include "plan/planner.h"
@@ -24,6 +25,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 namespace ps::app {
@@ -200,9 +202,15 @@ namespace {
     int runTrain(const TrainCommandOptions& o)
     {
         auto store = ProjectStore::open(o.project);
+        // A run whose process was killed is "interrupted" before this one begins (and resumes it).
+        for (const auto id : store.markStaleRunsInterrupted()) {
+            if (!o.json)
+                fmt::print(
+                    "Run {} of {} ended without finishing (its process is gone): marked interrupted\n", id, o.project);
+        }
         auto graph = trainingGraph(store, o);
         const auto deviceText = o.devices.empty() ? o.device : o.devices;
-        const double memoryBytes = o.memory.empty() ? 0 : parseBytes(o.memory);
+        const double memoryBytes = o.memory.empty() ? 0 : parseBytes(o.memory, "--device-memory");
         auto devices = engine::makeDevices(deviceText, static_cast<std::int64_t>(memoryBytes));
         engine::RunConfig c;
         std::int64_t planId = 0;
@@ -283,6 +291,8 @@ namespace {
                 step = r.step;
                 lastLoss = r.loss;
                 tokensPerSecond = r.tokensPerSecond;
+                // Stored before it is reported: a step a reader saw survives the process being killed.
+                record(store, runId, r, step, i + 1, run.devices(), o);
                 if (o.json) {
                     auto line = stepJson(r, step);
                     if (!r.deviceChunks.empty())
@@ -298,15 +308,19 @@ namespace {
                     fmt::print("{}", chunksText(r, run.devices()));
                 }
                 std::fflush(stdout);
-                record(store, runId, r, step, i + 1, run.devices(), o);
                 adaptGroupSize(controller.get(), run, r, o.json);
                 if (o.checkpointEvery > 0 && (i + 1) % o.checkpointEvery == 0)
                     saveCheckpoint(store, runId, run, step);
             }
+            saveCheckpoint(store, runId, run, step); // a failure here (a full disk) fails the run too
         } catch (const std::exception& e) {
             std::signal(SIGINT, previous);
             std::signal(SIGTERM, previousTerm);
-            store.endRun(runId, "failed", e.what());
+            try {
+                store.endRun(runId, "failed", e.what());
+            } catch (const std::exception&) { // NOLINT(bugprone-empty-catch): e.g. a full disk; the
+                // run stays "running" until the project is next opened, which marks it interrupted
+            }
             if (o.json) { // a parent reading the lines learns why, then the usual error and exit code
                 fmt::print("{}\n", nlohmann::json { { "error", e.what() }, { "run", runId } }.dump());
                 std::fflush(stdout);
@@ -315,7 +329,6 @@ namespace {
         }
         std::signal(SIGINT, previous);
         std::signal(SIGTERM, previousTerm);
-        saveCheckpoint(store, runId, run, step);
         store.endRun(runId, g_interrupted ? "interrupted" : "finished");
         if (o.json)
             fmt::print("{}\n",
@@ -487,7 +500,14 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_option("--micro-batches", o->microBatches,
            "Micro-batches per step (pipeline; on one stage: gradient accumulation, as --accumulate)")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
-    cmd->add_option("--plan", o->plan, "A stored plan's id, or 'best': its cuts, schedule and memory actions");
+    cmd->add_option("--plan", o->plan, "A stored plan's id, or 'best': its cuts, schedule and memory actions")
+        ->check(CLI::Validator(
+            [](const std::string& text) {
+                const bool id = !text.empty() && text.size() < 19
+                    && std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+                return id || text == "best" ? std::string() : "'" + text + "' is neither a plan id nor 'best'";
+            },
+            "ID|best"));
     cmd->add_option("--algo", o->algorithm, "Planner for the cuts when no --plan is given (default dawnpiper)");
     cmd->add_option("--steps", o->steps, "Optimizer steps")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 40));
@@ -497,33 +517,43 @@ void addTrainCommand(CLI::App& app, Action& action)
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
     cmd->add_option(
         "--data", o->data, "Training text (bytes as tokens) or token file; default: /usr/share/common-licenses");
-    cmd->add_option("--data-format", o->dataFormat, "text | u16 | u32 | random");
-    cmd->add_option("--vocab", o->vocab, "Vocabulary of u16/u32/random data");
-    cmd->add_option("--optimizer", o->optimizer, "adamw | sgd");
-    cmd->add_option("--lr", o->lr, "Learning rate");
-    cmd->add_option("--weight-decay", o->weightDecay, "Weight decay");
-    cmd->add_option("--beta2", o->beta2, "AdamW's second-moment decay (0.99 suits small models)");
+    cmd->add_option("--data-format", o->dataFormat, "text | u16 | u32 | random")
+        ->check(CLI::IsMember(std::vector<std::string> { "text", "u16", "u32", "random" }));
+    cmd->add_option("--vocab", o->vocab, "Vocabulary of u16/u32/random data")
+        ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 32));
+    cmd->add_option("--optimizer", o->optimizer, "adamw | sgd")
+        ->check(CLI::IsMember(std::vector<std::string> { "adamw", "sgd" }));
+    cmd->add_option("--lr", o->lr, "Learning rate")->check(positiveUpTo(1e3));
+    cmd->add_option("--weight-decay", o->weightDecay, "Weight decay")->check(numberIn(0, 1e3));
+    cmd->add_option("--beta2", o->beta2, "AdamW's second-moment decay (0.99 suits small models)")
+        ->check(numberIn(0, 0.999999999));
     cmd->add_option("--seed", o->seed, "Seed of initialisation, dropout and sampling");
     cmd->add_option("--device-memory,--memory", o->memory,
         "Memory capacity of each device, e.g. 512MiB (an allocation past it fails naming device, stage and node)");
     cmd->add_option(
-        "--checkpoint-every", o->checkpointEvery, "Also checkpoint every N steps (always at the end and on Ctrl-C)");
+           "--checkpoint-every", o->checkpointEvery, "Also checkpoint every N steps (always at the end and on Ctrl-C)")
+        ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
     cmd->add_flag("--resume", o->resume, "Continue from the project's newest checkpoint (parameters, optimizer, step)");
-    cmd->add_option("--warmup", o->warmup, "Linear learning-rate warm-up steps");
+    cmd->add_option("--warmup", o->warmup, "Linear learning-rate warm-up steps")
+        ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
     cmd->add_flag("--cosine", o->cosine, "Cosine decay to 10% of --lr over the run");
     cmd->add_flag("--json", o->json,
         "One JSON object per line: the run, each step, a final summary (or {\"error\": ...} when a step fails)");
     addLinkOptions(cmd, o->link);
     addChunkOptions(cmd, o->chunks);
-    cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps");
-    cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)");
+    cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps")
+        ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
+    cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)")
+        ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
     cmd->callback([o, &action] { action = [o] { return runTrain(*o); }; });
 
     auto t = std::make_shared<TraceOptions>();
     auto* trace = app.add_subcommand("trace", "Export a training run's measured timeline as a Chrome trace (Perfetto)");
     trace->add_option("project", t->project, "Project file (.pstudio)")->required();
-    trace->add_option("--run", t->run, "Run id (default: the newest)");
-    trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)");
+    trace->add_option("--run", t->run, "Run id (default: the newest)")
+        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
+    trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)")
+        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
     trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
     trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
 
@@ -531,7 +561,8 @@ void addTrainCommand(CLI::App& app, Action& action)
     auto* compare = app.add_subcommand("compare",
         "A training run's measured iteration time, peak memory and actions against the simulator's prediction");
     compare->add_option("project", c->project, "Project file (.pstudio)")->required();
-    compare->add_option("--run", c->run, "Run id (default: the newest)");
+    compare->add_option("--run", c->run, "Run id (default: the newest)")
+        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
     compare->add_flag("--json", c->json, "Print JSON");
     compare->callback([c, &action] { action = [c] { return runCompare(*c); }; });
 }

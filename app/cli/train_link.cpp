@@ -1,6 +1,7 @@
 #include "cli/train_link.h"
 
 #include "cli/device_options.h"
+#include "cli/validators.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
@@ -13,7 +14,7 @@ void addLinkOptions(CLI::App* cmd, LinkOptions& o)
     cmd->add_option("--link-bandwidth", o.bandwidth,
         "Emulate a link of this bandwidth between the devices, e.g. 1GB/s (default: memory speed)");
     cmd->add_option("--link-latency", o.latencySeconds, "The emulated link's latency in seconds")
-        ->check(CLI::NonNegativeNumber);
+        ->check(numberIn(0, 3600));
     cmd->add_option("--preempt", o.preempt,
         "Periodic preemption of the emulated link: PERIOD_S,FRACTION,SHARE (FRACTION of its bandwidth for SHARE of "
         "every PERIOD_S seconds)");
@@ -30,7 +31,7 @@ engine::LinkEmulation linkEmulation(const LinkOptions& o)
             throw Error("--preempt and --link-latency need --link-bandwidth (the link they act on)");
         return link;
     }
-    link.bandwidth = parseBandwidth(o.bandwidth);
+    link.bandwidth = parseBandwidth(o.bandwidth, "--link-bandwidth");
     link.latencySeconds = o.latencySeconds;
     if (!o.preempt.empty())
         link.trace = preemptionTrace(o.preempt);

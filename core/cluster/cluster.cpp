@@ -107,6 +107,9 @@ void Cluster::check() const
 {
     if (nodes < 1 || devicesPerNode < 1)
         throw Error("cluster: needs at least one node with one device");
+    // deviceCount() is an int product; far above any cluster PipeStudio plans for.
+    if (static_cast<std::int64_t>(nodes) * devicesPerNode > (1 << 20))
+        throw Error("cluster: more than 1048576 devices (nodes x devices_per_node)");
     if (device.memoryBytes <= 0 || device.flopsFp32 <= 0 || device.memoryBandwidth <= 0)
         throw Error("cluster: device '" + device.id + "' has no memory, FLOP/s or bandwidth (not measured yet?)");
     checkLink(device.hostLink, "host");
@@ -141,26 +144,41 @@ std::string clusterToJson(const Cluster& c)
     return j.dump(2);
 }
 
+namespace {
+
+    Cluster clusterFromObject(const nlohmann::json& j, const std::string& source)
+    {
+        Cluster c;
+        c.name = j.value("name", c.name);
+        c.nodes = detail::integerValue(j, "nodes", 1, source);
+        c.devicesPerNode = detail::integerValue(j, "devices_per_node", 8, source);
+        const auto& device = j["device"];
+        c.device = device.is_string() ? DeviceCatalog::builtin().find(device.get<std::string>())
+                                      : detail::deviceFromJson(device, source);
+        c.intraNode = j.contains("intra_node") ? detail::linkFromJson(j["intra_node"], source) : c.device.peerLink;
+        if (j.contains("inter_node"))
+            c.interNode = detail::linkFromJson(j["inter_node"], source);
+        c.hostMemoryBytes = detail::integerValue(j, "host_memory_bytes", c.hostMemoryBytes, source);
+        if (j.contains("intra_trace"))
+            c.intraTrace = detail::traceFromJson(j["intra_trace"], source + ": intra_trace");
+        if (j.contains("inter_trace"))
+            c.interTrace = detail::traceFromJson(j["inter_trace"], source + ": inter_trace");
+        return c;
+    }
+
+} // namespace
+
 Cluster clusterFromJson(std::string_view json, const std::string& source)
 {
     const auto j = nlohmann::json::parse(json, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("device"))
         throw Error(source + ": not a cluster description (expected an object with \"device\")");
     Cluster c;
-    c.name = j.value("name", c.name);
-    c.nodes = j.value("nodes", 1);
-    c.devicesPerNode = j.value("devices_per_node", 8);
-    const auto& device = j["device"];
-    c.device = device.is_string() ? DeviceCatalog::builtin().find(device.get<std::string>())
-                                  : detail::deviceFromJson(device, source);
-    c.intraNode = j.contains("intra_node") ? detail::linkFromJson(j["intra_node"], source) : c.device.peerLink;
-    if (j.contains("inter_node"))
-        c.interNode = detail::linkFromJson(j["inter_node"], source);
-    c.hostMemoryBytes = j.value("host_memory_bytes", c.hostMemoryBytes);
-    if (j.contains("intra_trace"))
-        c.intraTrace = detail::traceFromJson(j["intra_trace"], source + ": intra_trace");
-    if (j.contains("inter_trace"))
-        c.interTrace = detail::traceFromJson(j["inter_trace"], source + ": inter_trace");
+    try {
+        c = clusterFromObject(j, source);
+    } catch (const nlohmann::json::exception& e) { // a field of the wrong type ("nodes": "two")
+        throw Error(source + ": " + e.what());
+    }
     c.check();
     return c;
 }

@@ -40,7 +40,7 @@ namespace detail {
         d.id = j.at("id").get<std::string>();
         const auto at = where + ", device '" + d.id + "'";
         d.name = j.value("name", d.id);
-        d.memoryBytes = j.value("memory_bytes", std::int64_t { 0 });
+        d.memoryBytes = integerValue(j, "memory_bytes", std::int64_t { 0 }, at);
         const auto flops = j.value("flops", nlohmann::json::object());
         d.flopsFp32 = flops.value("fp32", 0.0);
         d.flopsTf32 = flops.value("tf32", d.flopsFp32);
@@ -107,8 +107,12 @@ DeviceCatalog DeviceCatalog::fromJson(std::string_view json, const std::string& 
     if (j.is_discarded() || !j.is_object() || !j.contains("devices") || !j["devices"].is_array())
         throw Error(source + ": not a device catalog (expected {\"devices\": [...]})");
     DeviceCatalog catalog;
-    for (const auto& d : j["devices"])
-        catalog.put(detail::deviceFromJson(d, source));
+    try {
+        for (const auto& d : j["devices"])
+            catalog.put(detail::deviceFromJson(d, source));
+    } catch (const nlohmann::json::exception& e) { // a field of the wrong type ("memory_bytes": "x")
+        throw Error(source + ": " + e.what());
+    }
     return catalog;
 }
 
@@ -142,7 +146,11 @@ DeviceSpec deviceSpecFromJson(std::string_view json, const std::string& source)
     const auto j = nlohmann::json::parse(json, nullptr, false);
     if (j.is_discarded())
         throw Error(source + ": not valid JSON");
-    return detail::deviceFromJson(j, source);
+    try {
+        return detail::deviceFromJson(j, source);
+    } catch (const nlohmann::json::exception& e) { // a field of the wrong type ("flops": {"fp32": "x"})
+        throw Error(source + ": " + e.what());
+    }
 }
 
 } // namespace ps

@@ -48,6 +48,9 @@ StageModel::StageModel(const Graph& graph, const Profile& profile, const Schedul
     if (schedule.kind == ScheduleKind::Interleaved)
         throw Error("planner: interleaved schedules place several stages per device; plan with 1f1b and interleave "
                     "in simulate");
+    if (schedule.stages < 1 || static_cast<std::size_t>(schedule.stages) > graph.nodeCount())
+        throw Error("planner: cannot split the model's " + std::to_string(graph.nodeCount()) + " nodes into "
+            + std::to_string(schedule.stages) + " stages (at least one node per stage)");
     if (profile.nodes.size() != graph.nodeCount())
         throw Error("planner: the profile has " + std::to_string(profile.nodes.size()) + " nodes, the graph "
             + std::to_string(graph.nodeCount()));

@@ -142,7 +142,7 @@ private:
     const Graph& m_graph;
     const Profile& m_profile;
     ScheduleSpec m_schedule;
-    const Cluster& m_cluster;
+    Cluster m_cluster; // a copy: callers pass temporaries (makeCluster(...)); found by the asan preset
     double m_microBatch;
     PlannerLimits m_limits;
     bool m_directSends;

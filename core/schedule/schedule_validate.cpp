@@ -184,8 +184,9 @@ Schedule scheduleFromCsv(std::string_view csv, const std::string& source)
     schedule.spec.kind = ScheduleKind::Custom;
     std::istringstream in { std::string(csv) };
     std::string line;
-    int maxStage = -1;
-    int maxMb = -1;
+    std::int64_t maxStage = -1;
+    std::int64_t maxMb = -1;
+    std::int64_t actions = 0;
     for (int row = 1; std::getline(in, line); ++row) {
         if (!line.empty() && line.back() == '\r')
             line.pop_back();
@@ -201,15 +202,23 @@ Schedule scheduleFromCsv(std::string_view csv, const std::string& source)
                 throw Error(source + ": row " + std::to_string(row) + ", cell " + std::to_string(col) + ": '" + cell
                     + "' is not an action (expected e.g. 0F1, 1B0, 2SEND_F3)");
             device.push_back(*a);
-            maxStage = std::max(maxStage, static_cast<int>(a->stage.value));
+            ++actions;
+            maxStage = std::max<std::int64_t>(maxStage, a->stage.value);
             if (a->microBatch.valid())
-                maxMb = std::max(maxMb, static_cast<int>(a->microBatch.value));
+                maxMb = std::max<std::int64_t>(maxMb, a->microBatch.value);
         }
     }
     if (schedule.devices.empty() || maxStage < 0)
         throw Error(source + ": no actions in the schedule CSV");
-    schedule.spec.stages = maxStage + 1;
-    schedule.spec.microBatches = maxMb + 1;
+    // Every stage runs each micro-batch's forward at least, so a CSV naming stage S and micro-batch
+    // M with fewer than (S + 1) x (M + 1) actions cannot be complete; rejected here because the
+    // validator would walk all those pairs ("0F4000000000" alone: 4e9 of them).
+    if (maxStage >= actions || maxMb >= actions || (maxStage + 1) * std::max<std::int64_t>(maxMb + 1, 1) > actions)
+        throw Error(source + ": stage " + std::to_string(maxStage) + " and micro-batch " + std::to_string(maxMb)
+            + " need more actions than the CSV's " + std::to_string(actions)
+            + " (one forward per stage and micro-batch)");
+    schedule.spec.stages = static_cast<int>(maxStage + 1);
+    schedule.spec.microBatches = static_cast<int>(maxMb + 1);
     if (schedule.spec.stages > static_cast<int>(schedule.devices.size())) {
         schedule.spec.kind = ScheduleKind::Custom;
         schedule.spec.virtualStages = schedule.spec.stages / static_cast<int>(schedule.devices.size());

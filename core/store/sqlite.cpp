@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cstring>
 #include <ctime>
 
 namespace ps::sql {
@@ -143,8 +144,10 @@ void Database::exec(std::string_view sql)
     char* message = nullptr;
     const int rc = sqlite3_exec(m_db, text.c_str(), nullptr, nullptr, &message);
     if (rc != SQLITE_OK) {
-        const std::string detail = message ? message : sqlite3_errstr(rc);
+        std::string detail = message ? message : sqlite3_errstr(rc);
         sqlite3_free(message);
+        if (sqlite3_system_errno(m_db) != 0 && ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL))
+            detail += " (" + std::string(std::strerror(sqlite3_system_errno(m_db))) + ")";
         throw Error(m_path.string() + ": " + detail);
     }
 }
@@ -168,6 +171,9 @@ void Database::check(int rc, std::string_view what) const
     std::string detail = sqlite3_errmsg(m_db);
     if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT)
         detail = "the file is corrupt or not a database (" + detail + ")";
+    if ((primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN)
+        && sqlite3_system_errno(m_db) != 0) // "disk I/O error" alone hides a full disk
+        detail += " (" + std::string(std::strerror(sqlite3_system_errno(m_db))) + ")";
     throw Error(m_path.string() + ": " + std::string(what) + " failed: " + detail);
 }
 

@@ -37,6 +37,20 @@ TEST(Cluster, JsonRoundTripAndChecks)
     EXPECT_THROW((void)makeCluster(DeviceCatalog::builtin().find("a100-40gb"), 0), Error);
 }
 
+// Found by tests/fuzz (regressions/fuzz_cluster_json): nlohmann's type errors escaped as non-ps
+// exceptions, and a float too large for an integer field was undefined behaviour.
+TEST(Cluster, JsonFieldsOfTheWrongTypeOrRangeAreErrors)
+{
+    EXPECT_THROW((void)deviceSpecFromJson(R"({"id": "x", "flops": {"fp32": "fast"}})", "d.json"), Error);
+    EXPECT_THROW((void)DeviceCatalog::fromJson(R"({"devices": [{"id": "x", "memory_bytes": 1e70}]})", "c.json"), Error);
+    EXPECT_THROW((void)clusterFromJson(R"({"device": "a100-40gb", "nodes": "two"})", "c.json"), Error);
+    EXPECT_THROW((void)clusterFromJson(R"({"device": "a100-40gb", "nodes": 1e300})", "c.json"), Error);
+    EXPECT_THROW(
+        (void)clusterFromJson(R"({"device": "a100-40gb", "nodes": 65536, "devices_per_node": 65536})", "c.json"),
+        Error);
+    EXPECT_EQ(clusterFromJson(R"({"device": "a100-40gb", "nodes": 2.0})", "c.json").nodes, 2);
+}
+
 TEST(TrainingSetup, BytesPerParameterMatchPatrickStar)
 {
     EXPECT_DOUBLE_EQ(bytesPerParameter({ false, Optimizer::Adam, false }).total(), 16); // 4 + 4 + 8

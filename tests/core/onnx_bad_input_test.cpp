@@ -81,6 +81,26 @@ TEST(OnnxImport, ImportsAMinimalModel)
     EXPECT_EQ(imported.report.opset, 17);
 }
 
+// Found by tests/fuzz (regressions/fuzz_onnx_import): libonnx 1.12's data propagation crashed
+// (SIGSEGV) on Shape of the output of an op without a schema, which has no type.
+TEST(OnnxImport, ShapeOfAnUnknownOpsOutputDoesNotCrash)
+{
+    auto m = tinyModel(17);
+    auto* g = m.mutable_graph();
+    g->mutable_node(1)->set_op_type("NoSuchOp");
+    auto* shape = g->add_node();
+    shape->set_op_type("Shape");
+    shape->add_input("b");
+    shape->add_output("s");
+    g->add_output()->set_name("s");
+    const auto p = scratch("unknown_op.onnx");
+    writeBytes(p, m.SerializeAsString());
+    try {
+        (void)importOnnx(p);
+    } catch (const Error&) { // a clean rejection is fine; a crash is not
+    }
+}
+
 TEST(OnnxImport, BadInputGivesOneLineErrors)
 {
     const auto good = tinyModel(17).SerializeAsString();

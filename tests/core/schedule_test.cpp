@@ -169,6 +169,20 @@ TEST(ScheduleCsv, RoundTripsAndRejectsBadCells)
     }
 }
 
+// Found by tests/fuzz (regressions/fuzz_schedule_csv): the validator walked 2 x 188888882 pairs.
+TEST(ScheduleCsv, IndicesBeyondWhatTheCellsCanCoverAreRejected)
+{
+    try {
+        (void)scheduleFromCsv("0F0,0F188888881,\n", "huge.csv");
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("huge.csv: stage 0 and micro-batch 188888881 need more actions"),
+            std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW((void)scheduleFromCsv("4294967295F0\n", "s.csv"), Error);
+}
+
 TEST(ScheduleSpec, BadParametersGiveClearErrors)
 {
     EXPECT_THROW((void)parseScheduleSpec("kfkb:9", 4, 8), Error);

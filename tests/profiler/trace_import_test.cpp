@@ -296,6 +296,16 @@ TEST_F(TraceImportTest, NsysExportOfAnUnknownSchemaOrWithoutItsTablesIsRefused)
     EXPECT_NE(errorOf(old).find("without a schema version"), std::string::npos) << errorOf(old);
 }
 
+// Found by tests/fuzz (regressions/fuzz_trace_import): nlohmann's exceptions escaped importTrace.
+TEST_F(TraceImportTest, JsonOfTheWrongTypesIsAnError)
+{
+    const auto wrongType = write("ph.json", R"({"traceEvents": [{"ph": 1, "name": "x", "ts": 0, "dur": 1}]})");
+    EXPECT_NE(errorOf(wrongType).find("ph.json' is not a trace this build reads"), std::string::npos)
+        << errorOf(wrongType);
+    const auto overflow = write("big.json", "[5e999]");
+    EXPECT_NE(errorOf(overflow).find("big.json' is not valid JSON"), std::string::npos) << errorOf(overflow);
+}
+
 TEST_F(TraceImportTest, WrongFileKindsGiveOneLineErrorsNamingTheFile)
 {
     const auto random = write("noise.bin", std::string("\x07\x91\xfe\x00\x13garbage", 12));
