@@ -285,8 +285,13 @@ namespace {
 
 int runApplication(int argc, char** argv, const GuiOptions& options)
 {
-    if (!options.screenshot.empty())
+    if (!options.screenshot.empty()) {
         g_defaultHandler = qInstallMessageHandler(quietOffscreenNotes);
+        // A screenshot needs no screen: render offscreen where there is no display (as reproduce does).
+        if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
+            && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+            qputenv("QT_QPA_PLATFORM", "offscreen");
+    }
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("PipeStudio"));
     QApplication::setApplicationName(QStringLiteral("PipeStudio"));

@@ -26,13 +26,7 @@ namespace {
 using ps::e2e::readFile;
 using ps::e2e::runShell;
 
-std::string quote(const fs::path& p)
-{
-    std::string q = "'";
-    for (char c : p.string())
-        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
+using ps::e2e::quote;
 
 // Protocol-buffer wire format, enough to write a tiny valid ONNX model without the onnx package.
 struct Proto

@@ -37,6 +37,15 @@ inline CliResult runShell(const std::string& command)
     return r;
 }
 
+// A path quoted for the shell: inside single quotes, a quote as '\''.
+inline std::string quote(const std::filesystem::path& p)
+{
+    std::string q = "'";
+    for (char c : p.string())
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
 // `pipestudio ARGS` (the build's executable).
 inline CliResult runCli(const std::string& args)
 {

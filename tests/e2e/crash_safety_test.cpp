@@ -40,13 +40,7 @@ using ps::e2e::readFile;
 using ps::e2e::runCli;
 using ps::e2e::runShell;
 
-std::string quote(const fs::path& p)
-{
-    std::string q = "'";
-    for (char c : p.string())
-        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
+using ps::e2e::quote;
 
 // The first column of the first row as text ("" when the query fails), opened read-only.
 std::string queryText(const fs::path& path, const std::string& sql)

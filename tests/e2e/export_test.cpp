@@ -25,13 +25,7 @@ constexpr const char* kPython = "PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3"; //
 using Output = ps::e2e::CliResult;
 using ps::e2e::runShell;
 
-std::string quote(const fs::path& p)
-{
-    std::string out = "'";
-    for (char c : p.string())
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
+using ps::e2e::quote;
 
 Output cli(const std::string& args)
 {
