@@ -13,6 +13,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace ps {
@@ -518,8 +519,16 @@ OnnxImport importOnnx(const std::filesystem::path& path, const OnnxImportOptions
 {
     if (options.batch < 1 || options.sequence < 1)
         throw Error("ONNX import: batch and sequence sizes must be positive");
-    Importer importer(path, options);
-    return importer.run();
+    try {
+        Importer importer(path, options);
+        return importer.run();
+    } catch (const Error&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        throw;
+    } catch (const std::exception& e) { // a malformed graph reached a lookup or libonnx check the importer missed
+        throw Error("ONNX file '" + path.string() + "': malformed graph (" + e.what() + ")");
+    }
 }
 
 } // namespace ps

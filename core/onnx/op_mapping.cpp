@@ -1,6 +1,8 @@
 // Internal to the ONNX importer: ONNX node -> IR op, with constant operands turned into attributes.
 #include "onnx/op_mapping.h"
 
+#include "util/error.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -77,7 +79,13 @@ namespace {
     Node mapLayoutNode(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
     {
         const auto& op = node.op_type();
-        const auto& outShape = ctx.shapes.at(node.output(0)).first;
+        if (node.output_size() < 1 || n.inputs.empty())
+            throw Error("ONNX node '" + node.name() + "' (" + op + ") needs an input and an output");
+        const auto inferred = ctx.shapes.find(node.output(0));
+        if (inferred == ctx.shapes.end())
+            throw Error("ONNX node '" + node.name() + "' (" + op + "): no shape was inferred for its output '"
+                + node.output(0) + "'");
+        const auto& outShape = inferred->second.first;
         const auto& inShape = ctx.graph.tensor(n.inputs[0]).shape;
         if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
             if (op == "Reshape" && !foldedInput(node, 1, ctx))
