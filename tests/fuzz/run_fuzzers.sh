@@ -21,11 +21,11 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 # Generated seeds: this build's own writers, and the small ONNX files of real PyTorch modules.
 "$bin/fuzz_seeds" "$work/seeds" resources/catalog/devices.json || exit 1
-if [ ! -d "$build/onnx-fixtures" ]; then
-  /usr/bin/python3 tests/data/make_onnx_fixtures.py "$build/onnx-fixtures" --small >/dev/null ||
+if [ ! -d "$build/onnx-fixtures-small" ]; then
+  /usr/bin/python3 tests/data/make_onnx_fixtures.py "$build/onnx-fixtures-small" --small >/dev/null ||
     echo "fuzz: ONNX fixtures not generated (no torch): hand-built ONNX seeds only"
 fi
-/usr/bin/python3 tests/fuzz/make_onnx_seeds.py "$work/seeds/onnx_import" "$build/onnx-fixtures" || exit 1
+/usr/bin/python3 tests/fuzz/make_onnx_seeds.py "$work/seeds/onnx_import" "$build/onnx-fixtures-small" || exit 1
 cp -r tests/fuzz/corpus/. "$work/seeds/"
 
 failures=0
