@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <cstring>
 #include <string>
 
 namespace ps::engine {
@@ -42,6 +43,50 @@ namespace {
     }
 
 } // namespace
+
+std::vector<std::byte> engineHostValues(const Tensor& t, DType& engineType)
+{
+    const auto n = static_cast<std::size_t>(numElements(t.shape));
+    const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
+    engineType = isFloat ? DType::F32 : DType::I64;
+    if (!t.data || t.data->size() != static_cast<std::size_t>(numBytes(t.shape, t.dtype)))
+        throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data ? t.data->size() : 0)
+            + " bytes, expected " + std::to_string(numBytes(t.shape, t.dtype)) + " for " + formatShape(t.shape));
+    if (t.dtype == DType::F32 || t.dtype == DType::I64)
+        return *t.data;
+    std::vector<std::byte> out(n * (isFloat ? 4 : 8));
+    const auto* p = t.data->data();
+    for (std::size_t i = 0; i < n; ++i) {
+        std::int64_t wide = 0;
+        switch (t.dtype) {
+        case DType::F64: {
+            double d = 0;
+            std::memcpy(&d, p + i * 8, 8);
+            const auto f = static_cast<float>(d);
+            std::memcpy(out.data() + i * 4, &f, 4);
+            continue;
+        }
+        case DType::I32: {
+            std::int32_t v = 0;
+            std::memcpy(&v, p + i * 4, 4);
+            wide = v;
+            break;
+        }
+        case DType::I8:
+            wide = static_cast<std::int8_t>(p[i]);
+            break;
+        case DType::U8:
+        case DType::Bool: // masks: i64 like every other integer
+            wide = static_cast<std::uint8_t>(p[i]);
+            break;
+        default:
+            throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
+                + "; the engine reads f32, f64, i64, i32, i8, u8 and bool values");
+        }
+        std::memcpy(out.data() + i * 8, &wide, 8);
+    }
+    return out;
+}
 
 void KernelTable::add(OpType op, OpKernel kernel)
 {

@@ -128,6 +128,11 @@ public:
     virtual void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const = 0;
 };
 
+// A graph tensor's stored values (an initializer, a folded constant) converted on the host to the
+// engine's element types: f32 for every float type, i64 for every integer and bool. `engineType`
+// receives which. Throws ps::Error naming the tensor when the bytes do not fit its shape.
+[[nodiscard]] std::vector<std::byte> engineHostValues(const Tensor& t, DType& engineType);
+
 // The always-built CPU backend (OpenBLAS GEMMs).
 [[nodiscard]] const Backend& cpuBackend();
 

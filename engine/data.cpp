@@ -143,6 +143,132 @@ TokenShape languageModelShape(const Graph& graph, const TokenData& data)
     return { ids->shape[0], ids->shape[1] };
 }
 
+BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
+    : m_data(std::move(data))
+    , m_rng(seed)
+    , m_model(graph.info().name)
+{
+    if (graph.outputs().empty() || !graph.tensor(graph.outputs().front()).shape.empty())
+        throw Error("model '" + m_model
+            + "' has no scalar loss output to train on (an imported model needs `pipestudio import --loss "
+              "cross-entropy|mse`)");
+    // What reads each input: an embedding's ids (their range), a cross-entropy's labels (classes).
+    std::vector<std::int64_t> embeddingRows(graph.tensorCount(), 0);
+    std::vector<std::int64_t> classes(graph.tensorCount(), 0);
+    for (const auto& n : graph.nodes()) {
+        if (n.op == OpType::Embedding)
+            embeddingRows[n.inputs[0].index()] = graph.tensor(n.inputs[1]).shape.at(0);
+        if (n.op == OpType::CrossEntropy)
+            classes[n.inputs[1].index()] = graph.tensor(n.inputs[0]).shape.back();
+    }
+    for (const auto& t : graph.tensors()) {
+        if (t.kind != TensorKind::Input)
+            continue;
+        if (t.shape.size() == 2 && classes[t.id.index()] > 0)
+            m_labels = t.id;
+    }
+    for (const auto& t : graph.tensors()) {
+        if (m_labels.valid() && t.kind == TensorKind::Input && embeddingRows[t.id.index()] > 0
+            && t.shape == graph.tensor(m_labels).shape)
+            m_ids = t.id;
+    }
+    if (!m_ids.valid())
+        m_labels = TensorId();
+    for (const auto& t : graph.tensors()) {
+        if (t.kind != TensorKind::Input)
+            continue;
+        Input in { t.name, t.shape };
+        in.isFloat = t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::F16 || t.dtype == DType::BF16;
+        if (!in.isFloat && t.dtype != DType::I64 && t.dtype != DType::I32 && t.dtype != DType::Bool)
+            throw Error("model '" + m_model + "' input '" + t.name + "' is " + std::string(toString(t.dtype))
+                + "; the engine feeds float, int64, int32 and bool inputs");
+        if (t.id == m_ids) {
+            in.fill = Fill::Tokens;
+            if (m_data.vocab() > embeddingRows[t.id.index()])
+                throw Error("the data (" + m_data.source() + ") has a vocabulary of " + std::to_string(m_data.vocab())
+                    + " tokens but the model's embedding has " + std::to_string(embeddingRows[t.id.index()]) + " rows");
+        } else if (t.id == m_labels) {
+            in.fill = Fill::Labels;
+        } else if (in.isFloat) {
+            in.fill = Fill::Normal;
+        } else if (embeddingRows[t.id.index()] > 0 || classes[t.id.index()] > 0) {
+            in.fill = Fill::Uniform;
+            in.range = std::max(embeddingRows[t.id.index()], classes[t.id.index()]);
+        }
+        m_inputs.push_back(std::move(in));
+    }
+    const auto& first = m_ids.valid() ? graph.tensor(m_ids) : graph.tensor(graph.outputs().front());
+    m_items = m_ids.valid() ? numElements(first.shape) : 0;
+    if (!m_ids.valid()) { // samples: the leading dimension every input shares
+        for (const auto& in : m_inputs)
+            m_items = std::max<std::int64_t>(m_items, in.shape.empty() ? 1 : in.shape.front());
+    }
+}
+
+HostBatch BatchSource::next()
+{
+    HostBatch batch;
+    if (m_ids.valid()) {
+        const Input* ids = nullptr;
+        const Input* labels = nullptr;
+        for (const auto& in : m_inputs) {
+            ids = in.fill == Fill::Tokens ? &in : ids;
+            labels = in.fill == Fill::Labels ? &in : labels;
+        }
+        std::vector<std::int64_t> x(static_cast<std::size_t>(numElements(ids->shape)));
+        std::vector<std::int64_t> y(x.size());
+        m_data.sample(m_rng, ids->shape[0], ids->shape[1], x.data(), y.data());
+        batch.inputs.emplace_back(ids->name, std::move(x));
+        batch.inputs.emplace_back(labels->name, std::move(y));
+    }
+    for (const auto& in : m_inputs) {
+        const auto n = static_cast<std::size_t>(numElements(in.shape));
+        switch (in.fill) {
+        case Fill::Tokens:
+        case Fill::Labels:
+            break;
+        case Fill::Normal: {
+            std::normal_distribution<float> normal(0.0F, 1.0F);
+            std::vector<float> v(n);
+            for (auto& x : v)
+                x = normal(m_rng);
+            batch.floatInputs.emplace_back(in.name, std::move(v));
+            break;
+        }
+        case Fill::Uniform: {
+            std::uniform_int_distribution<std::int64_t> uniform(0, in.range - 1);
+            std::vector<std::int64_t> v(n);
+            for (auto& x : v)
+                x = uniform(m_rng);
+            batch.inputs.emplace_back(in.name, std::move(v));
+            break;
+        }
+        case Fill::Ones:
+            if (in.isFloat)
+                batch.floatInputs.emplace_back(in.name, std::vector<float>(n, 1.0F));
+            else
+                batch.inputs.emplace_back(in.name, std::vector<std::int64_t>(n, 1));
+            break;
+        }
+    }
+    return batch;
+}
+
+std::string BatchSource::describe() const
+{
+    if (m_ids.valid())
+        return "token windows of " + m_data.source();
+    std::string what;
+    for (const auto& in : m_inputs) {
+        const char* fill = in.fill == Fill::Normal ? "random N(0, 1)"
+            : in.fill == Fill::Uniform             ? "random integers in [0, "
+                                                   : "ones";
+        what += (what.empty() ? "" : ", ") + in.name + " " + fill
+            + (in.fill == Fill::Uniform ? std::to_string(in.range) + ")" : "");
+    }
+    return "generated inputs (" + what + ")";
+}
+
 double scheduledLearningRate(
     double peak, std::int64_t step, std::int64_t warmupSteps, std::int64_t decaySteps, double minRatio)
 {

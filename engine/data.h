@@ -61,6 +61,63 @@ struct TokenShape
 };
 [[nodiscard]] TokenShape languageModelShape(const Graph& graph, const TokenData& data);
 
+// One micro-batch of a graph's inputs on the host, by input name.
+struct HostBatch
+{
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> inputs;
+    std::vector<std::pair<std::string, std::vector<float>>> floatInputs;
+};
+
+// Makes the micro-batches a graph with a scalar loss trains on. A language model (an int64
+// (B, T) input read by an Embedding, and int64 labels of the same shape read by CrossEntropy:
+// the zoo's models, an imported GPT with `import --loss cross-entropy`) samples windows of the
+// token data: ids x[o..o+T), labels x[o+1..o+T]. Any other graph gets generated inputs, stated as
+// such by describe(): floats N(0, 1), ids uniform over the rows of the embedding reading them,
+// class labels uniform over the classes of the CrossEntropy reading them, other integers 1 (a
+// padding mask that keeps every position).
+class BatchSource
+{
+public:
+    // Throws ps::Error naming the model when it has no scalar loss output or an input of another
+    // type, or naming the data when its vocabulary is larger than the model's embedding.
+    BatchSource(const Graph& graph, TokenData data, std::uint64_t seed);
+
+    [[nodiscard]] HostBatch next();
+    [[nodiscard]] bool samplesTokens() const
+    {
+        return m_ids.valid();
+    }
+    // Tokens (B x T) per micro-batch for a language model, samples (B) otherwise.
+    [[nodiscard]] std::int64_t itemsPerBatch() const
+    {
+        return m_items;
+    }
+    [[nodiscard]] std::string describe() const;
+    [[nodiscard]] const TokenData& data() const
+    {
+        return m_data;
+    }
+
+private:
+    enum class Fill : std::uint8_t { Tokens, Labels, Normal, Uniform, Ones };
+    struct Input
+    {
+        std::string name;
+        Shape shape;
+        Fill fill = Fill::Ones;
+        std::int64_t range = 0; // Uniform: [0, range)
+        bool isFloat = false;
+    };
+
+    TokenData m_data;
+    std::mt19937_64 m_rng;
+    std::vector<Input> m_inputs;
+    TensorId m_ids; // the token input of a language model
+    TensorId m_labels;
+    std::int64_t m_items = 0;
+    std::string m_model;
+};
+
 // Linear warm-up to `peak` over `warmupSteps`, then cosine decay to peak * minRatio at
 // `decaySteps` (constant when decaySteps <= warmupSteps). Steps count from 1.
 [[nodiscard]] double scheduledLearningRate(

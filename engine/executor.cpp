@@ -60,44 +60,9 @@ GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options, const Backend
 
 NdArray GraphExecutor::fromGraphData(const Tensor& t)
 {
-    const auto n = numElements(t.shape);
-    const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
-    const auto dtype = isFloat ? DType::F32 : DType::I64;
-    const auto* p = t.data->data();
-    const auto expect = static_cast<std::size_t>(numBytes(t.shape, t.dtype));
-    if (t.data->size() != expect)
-        throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
-            + std::to_string(expect) + " for " + formatShape(t.shape));
     // Converted on the host to the engine's f32 / i64, then one copy to the device.
-    std::vector<std::byte> host(static_cast<std::size_t>(numBytes(t.shape, dtype)));
-    auto* h = host.data();
-    for (std::int64_t i = 0; i < n; ++i) {
-        switch (t.dtype) {
-        case DType::F32:
-            std::memcpy(h + i * 4, p + i * 4, 4);
-            break;
-        case DType::F64: {
-            double d = 0;
-            std::memcpy(&d, p + i * 8, 8);
-            const auto f = static_cast<float>(d);
-            std::memcpy(h + i * 4, &f, 4);
-            break;
-        }
-        case DType::I64:
-            std::memcpy(h + i * 8, p + i * 8, 8);
-            break;
-        case DType::I32: {
-            std::int32_t v = 0;
-            std::memcpy(&v, p + i * 4, 4);
-            const std::int64_t wide = v;
-            std::memcpy(h + i * 8, &wide, 8);
-            break;
-        }
-        default:
-            throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
-                + "; the engine reads f32, f64, i64, i32");
-        }
-    }
+    DType dtype = DType::F32;
+    const auto host = engineHostValues(t, dtype);
     return m_backend.fromHost(m_allocator, t.shape, dtype, host);
 }
 

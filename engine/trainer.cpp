@@ -9,15 +9,11 @@
 namespace ps::engine {
 
 Trainer::Trainer(Graph graph, TokenData data, TrainOptions options)
-    : m_data(std::move(data))
-    , m_options(std::move(options))
-    , m_sampler(m_options.seed + 1)
+    : m_options(std::move(options))
+    , m_source(graph, std::move(data), m_options.seed + 1)
 {
-    const auto shape = languageModelShape(graph, m_data);
     if (m_options.accumulation < 1)
         throw Error("gradient accumulation needs at least one micro-batch per step");
-    m_batch = shape.batch;
-    m_seq = shape.sequence;
     setComputeThreads(m_options.threads);
     m_executor = std::make_unique<GraphExecutor>(
         std::move(graph), ExecutorOptions { m_options.seed, m_options.capacityBytes, true });
@@ -37,17 +33,23 @@ StepResult Trainer::step()
     m_executor->zeroGrad();
     double loss = 0;
     for (std::int64_t k = 0; k < m_options.accumulation; ++k) {
-        std::vector<std::int64_t> ids(static_cast<std::size_t>(m_batch * m_seq)); // (B, T) on the host
-        std::vector<std::int64_t> labels(ids.size());
-        m_data.sample(m_sampler, m_batch, m_seq, ids.data(), labels.data());
+        const auto batch = m_source.next();
         const auto& backend = m_executor->backend();
         auto& allocator = m_executor->allocator();
         allocator.setOwner("input batch");
-        auto idsOnDevice = backend.fromHost(allocator, { m_batch, m_seq }, DType::I64, std::as_bytes(std::span(ids)));
-        auto labelsOnDevice =
-            backend.fromHost(allocator, { m_batch, m_seq }, DType::I64, std::as_bytes(std::span(labels)));
-        m_executor->setInput("input_ids", std::move(idsOnDevice));
-        m_executor->setInput("labels", std::move(labelsOnDevice));
+        const auto shapeOf = [this](const std::string& name) -> const Shape& {
+            for (const auto& t : m_executor->graph().tensors()) {
+                if (t.kind == TensorKind::Input && t.name == name)
+                    return t.shape;
+            }
+            throw Error("the batch has an input '" + name + "' the graph does not read");
+        };
+        for (const auto& [name, values] : batch.inputs)
+            m_executor->setInput(
+                name, backend.fromHost(allocator, shapeOf(name), DType::I64, std::as_bytes(std::span(values))));
+        for (const auto& [name, values] : batch.floatInputs)
+            m_executor->setInput(
+                name, backend.fromHost(allocator, shapeOf(name), DType::F32, std::as_bytes(std::span(values))));
         loss += m_executor->forward();
         m_executor->backward();
         m_executor->releaseActivations();

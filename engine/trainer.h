@@ -1,8 +1,9 @@
 // Training a language-model graph on one device: sample windows from the token data, forward and
 // backward each micro-batch (gradient accumulation), one optimizer step, metrics per step.
 //
-// The graph must read int64 inputs "input_ids" and "labels" of shape (B, T) and end in a scalar
-// loss (the zoo's models do; an imported ONNX graph has no loss yet).
+// The graph must end in a scalar loss (the zoo's models do; an imported ONNX model gets one with
+// `pipestudio import --loss`). A language model trains on windows of the token data; any other
+// graph on generated inputs (BatchSource, data.h).
 // Depends on: executor.h, optimizer.h, data.h; no Qt, no CUDA.
 #pragma once
 
@@ -57,7 +58,7 @@ public:
     }
     [[nodiscard]] std::int64_t tokensPerStep() const
     {
-        return m_batch * m_seq * m_options.accumulation;
+        return m_source.itemsPerBatch() * m_options.accumulation;
     }
     // Parameter values as fp32 bytes by tensor id (a checkpoint).
     [[nodiscard]] std::vector<std::pair<TensorId, std::vector<std::byte>>> parameterBytes();
@@ -65,11 +66,8 @@ public:
 private:
     std::unique_ptr<GraphExecutor> m_executor;
     std::unique_ptr<Optimizer> m_optimizer;
-    TokenData m_data;
     TrainOptions m_options;
-    std::mt19937_64 m_sampler;
-    std::int64_t m_batch = 0;
-    std::int64_t m_seq = 0;
+    BatchSource m_source;
     std::int64_t m_steps = 0;
 };
 

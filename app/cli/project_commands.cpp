@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cli/validators.h"
+#include "graph/loss.h"
 #include "onnx/onnx_import.h"
 #include "store/project_store.h"
 #include "util/error.h"
@@ -188,14 +189,42 @@ void addImportCommand(CLI::App& app, Action& action)
     cmd->add_option("--batch,-b", options->batch, "Size of the batch dimension")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--seq", options->sequence, "Size of sequence-like dynamic dimensions")
         ->check(CLI::Range(1, 1 << 20));
+    auto loss = std::make_shared<std::string>();
+    auto labelsShape = std::make_shared<std::string>();
     cmd->add_flag("--no-weights", *noWeights, "Do not store initializer values in the project");
+    cmd->add_option("--loss", *loss,
+           "Attach a loss to the model's first output so it trains: cross-entropy (int64 class labels over the "
+           "last dimension) or mse (float targets of the output's shape)")
+        ->check(CLI::IsMember({ "cross-entropy", "mse" }));
+    cmd->add_option("--labels-shape", *labelsShape,
+        "Shape of the labels, e.g. 4,128 (default: the output's shape, without its last dimension for "
+        "cross-entropy); needs --loss");
     cmd->add_flag("--force", *force, "Replace the output file if it exists");
-    cmd->callback([&action, input, output, options, force, noWeights] {
+    cmd->callback([&action, input, output, options, force, noWeights, loss, labelsShape] {
+        if (!labelsShape->empty() && loss->empty())
+            throw CLI::ValidationError("--labels-shape", "needs --loss");
         action = [=] {
             checkOutputFolder(*output);
             auto o = *options;
             o.keepWeights = !*noWeights;
-            const auto imported = importOnnx(*input, o);
+            auto imported = importOnnx(*input, o);
+            if (!loss->empty()) {
+                LossSpec spec { *parseLossKind(*loss), std::nullopt };
+                if (!labelsShape->empty()) {
+                    Shape shape;
+                    try {
+                        shape = splitShape(*labelsShape);
+                    } catch (const std::exception&) {
+                        throw Error("--labels-shape '" + *labelsShape + "' is not a shape like 4,128");
+                    }
+                    for (auto d : shape) {
+                        if (d < 1)
+                            throw Error("--labels-shape '" + *labelsShape + "' needs positive sizes");
+                    }
+                    spec.labelsShape = shape;
+                }
+                imported.graph = attachLoss(std::move(imported.graph), spec);
+            }
             writeProject(*output, imported.graph, *force);
             const auto& r = imported.report;
             fmt::print("Imported {} (opset {}): {} ONNX nodes, {} Constant and {} shape-computation nodes folded, {} "
@@ -204,6 +233,17 @@ void addImportCommand(CLI::App& app, Action& action)
                 formatCount(static_cast<double>(imported.graph.parameterCount())));
             for (const auto& [dim, size] : r.boundDims)
                 fmt::print("  bound {} = {}\n", dim, size);
+            if (r.aliasedParameters > 0)
+                fmt::print("  {} parameters the exporter stored once (equal at export) imported as separate copies\n",
+                    r.aliasedParameters);
+            if (!loss->empty()) {
+                const auto& g = imported.graph;
+                const Tensor* labels = nullptr;
+                for (const auto& t : g.tensors())
+                    labels = t.kind == TensorKind::Input ? &t : labels; // attachLoss adds it last
+                fmt::print("  loss: {} on the output, labels input '{}' {}\n", *loss, labels->name,
+                    formatShape(labels->shape));
+            }
             if (!r.opaqueOps.empty()) {
                 std::string ops;
                 for (const auto& [op, count] : r.opaqueOps)

@@ -242,7 +242,7 @@ namespace {
         const std::int64_t resumedStep = checkpoint ? checkpoint->step : 0;
         c.decaySteps = o.cosine ? resumedStep + o.steps : 0;
         auto data = trainingData(o);
-        const auto source = data.source();
+        auto source = data.source();
         const auto deviceCount = devices.size();
         engine::TrainingRun run(std::move(graph), std::move(data), std::move(devices), c);
         const auto controller = o.schedule == "kfkb:auto"
@@ -258,6 +258,11 @@ namespace {
             moments = run.restore(
                 { checkpoint->step, checkpoint->optimizerSteps, checkpoint->tensors, checkpoint->optimizerState });
         }
+        // A language model trains on token windows; any other graph on generated inputs (samples).
+        const bool tokens = run.batchSource().samplesTokens();
+        const std::string unit = tokens ? "tokens" : "samples";
+        if (!tokens)
+            source = run.batchSource().describe();
         const nlohmann::json config { { "devices", deviceText }, { "device_count", deviceCount },
             { "stages", c.schedule.stages }, { "schedule", scheduleName(c.schedule) },
             { "micro_batches", c.schedule.microBatches }, { "cuts", c.partition.cutsText() }, { "plan_id", planId },
@@ -266,13 +271,13 @@ namespace {
             { "warmup", o.warmup }, { "cosine", o.cosine }, { "seed", o.seed }, { "memory", o.memory },
             { "resumed_from_step", resumedStep }, { "link", nlohmann::json::parse(engine::linkToJson(c.link)) },
             { "adaptive_group_size", controller != nullptr }, { "chunks", o.chunks.enabled },
-            { "chunk_elements", o.chunks.chunkElements } };
+            { "chunk_elements", o.chunks.chunkElements }, { "throughput_unit", unit } };
         const auto runId = store.beginRun(config.dump());
         if (o.json) {
             fmt::print("{}\n", nlohmann::json { { "run", runId }, { "config", config } }.dump());
         } else {
-            fmt::print("Training {}: {} steps of {} tokens, data {}, run {}\n  {}\n", o.project, o.steps,
-                run.tokensPerStep(), source, runId, scheduleLine(c, run.devices()));
+            fmt::print("Training {}: {} steps of {} {}, data {}, run {}\n  {}\n", o.project, o.steps,
+                run.tokensPerStep(), unit, source, runId, scheduleLine(c, run.devices()));
             if (checkpoint)
                 fmt::print("  resumed from step {}{}\n", resumedStep,
                     moments ? " with the optimizer's state" : " (parameters only: the optimizer starts fresh)");
@@ -302,8 +307,8 @@ namespace {
                     std::int64_t peak = 0;
                     for (auto b : r.devicePeakBytes)
                         peak = std::max(peak, b);
-                    fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} tokens/s  {:7.1f} ms  peak {:.1f} MiB\n",
-                        step, r.loss, r.learningRate, r.tokensPerSecond, r.seconds * 1e3,
+                    fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} {}/s  {:7.1f} ms  peak {:.1f} MiB\n", step,
+                        r.loss, r.learningRate, r.tokensPerSecond, unit, r.seconds * 1e3,
                         static_cast<double>(peak) / (1024.0 * 1024.0));
                     fmt::print("{}", chunksText(r, run.devices()));
                 }

@@ -1,5 +1,7 @@
 #include "graph/op_cost.h"
 
+#include "graph/op_registry.h"
+
 #include <algorithm>
 #include <array>
 #include <unordered_map>
@@ -7,72 +9,6 @@
 
 namespace ps {
 namespace {
-
-    // Per-element FLOP counts of the non-matmul ops (forward, backward). Rough but consistent:
-    // e.g. layernorm reads x twice (mean, variance), then normalizes, scales and shifts.
-    struct ElementwiseFlops
-    {
-        double forward;
-        double backward;
-    };
-
-    ElementwiseFlops elementwiseFlops(OpType op)
-    {
-        switch (op) {
-        case OpType::BiasAdd:
-        case OpType::Add:
-            return { 1, 1 };
-        case OpType::Mul:
-            return { 1, 2 };
-        case OpType::Scale:
-        case OpType::Relu:
-            return { 1, 1 };
-        case OpType::Mask:
-            return { 1, 1 };
-        case OpType::Dropout:
-            return { 2, 1 };
-        case OpType::LayerNorm:
-            return { 8, 14 };
-        case OpType::RMSNorm:
-            return { 5, 10 };
-        case OpType::Softmax:
-            return { 5, 4 };
-        case OpType::Gelu:
-            return { 8, 13 };
-        case OpType::Tanh:
-            return { 4, 3 };
-        case OpType::CrossEntropy:
-            return { 5, 3 };
-        case OpType::Sub:
-        case OpType::Sqrt:
-            return { 1, 2 };
-        case OpType::Div:
-            return { 1, 3 };
-        case OpType::Pow:
-            return { 2, 3 };
-        case OpType::Erf:
-            return { 8, 4 };
-        case OpType::ReduceMean:
-        case OpType::MaxPool:
-        case OpType::GlobalAvgPool:
-            return { 1, 1 }; // per input element
-        case OpType::Expand:
-            return { 0, 1 }; // the backward sums the broadcast copies
-        case OpType::BatchNorm:
-            return { 8, 14 };
-        case OpType::Opaque:
-            return { 1, 2 };
-        default:
-            return { 0, 0 };
-        }
-    }
-
-    // Reductions are costed per element read, everything else per element written.
-    bool costedPerInput(OpType op)
-    {
-        return op == OpType::CrossEntropy || op == OpType::ReduceMean || op == OpType::MaxPool
-            || op == OpType::GlobalAvgPool;
-    }
 
     struct CostContext
     {
@@ -92,134 +28,43 @@ namespace {
         return g.tensor(id).kind == TensorKind::Activation;
     }
 
-    void saveIfActivation(const Graph& g, OpCost& cost, TensorId id)
+    // Share of a node's backward that produces parameter gradients (the registry's, when it reads one).
+    double weightGradShare(const CostContext& ctx, const Node& node, const OpDef& def)
     {
-        if (isActivation(g, id))
-            cost.savedTensors.push_back(id);
+        for (auto in : node.inputs) {
+            if (ctx.graph.tensor(in).kind == TensorKind::Parameter)
+                return def.weightGradShare;
+        }
+        return 0;
     }
 
-    void addMatMulCost(const CostContext& ctx, const Node& node, OpCost& cost)
-    {
-        const auto& a = ctx.graph.tensor(node.inputs[0]);
-        const auto& out = ctx.graph.tensor(node.outputs[0]);
-        const double macs = static_cast<double>(numElements(out.shape)) * static_cast<double>(a.shape.back());
-        const double bias = node.inputs.size() > 2 ? static_cast<double>(numElements(out.shape)) : 0.0;
-        cost.forwardFlops = 2 * macs + bias;
-        if (node.inputs.size() > 2 && ctx.requiresGrad[node.inputs[2].index()]) { // bias gradient: a reduction
-            cost.backwardFlops += bias;
-            cost.weightGradFlops += bias;
-        }
-        // dA = dY @ B^T needs B; dB = A^T @ dY needs A. Each is one more matmul of the same size.
-        if (ctx.requiresGrad[node.inputs[0].index()]) {
-            cost.backwardFlops += 2 * macs;
-            saveIfActivation(ctx.graph, cost, node.inputs[1]);
-        }
-        if (ctx.requiresGrad[node.inputs[1].index()]) {
-            cost.backwardFlops += 2 * macs;
-            saveIfActivation(ctx.graph, cost, node.inputs[0]);
-            // dW = A^T dY: with a parameter as B this is the weight gradient, and A is kept only for it.
-            if (ctx.graph.tensor(node.inputs[1]).kind == TensorKind::Parameter) {
-                cost.weightGradFlops += 2 * macs;
-                if (isActivation(ctx.graph, node.inputs[0]))
-                    cost.savedForWeightGrad.push_back(node.inputs[0]);
-            }
-        }
-    }
-
-    // Share of a non-matmul node's backward that produces parameter gradients: bias and table
-    // gradients are all of it; layernorm's gamma/beta reductions are 2 of its ~14 FLOPs per element.
-    double weightGradShare(const CostContext& ctx, const Node& node)
-    {
-        bool hasParam = false;
-        for (auto in : node.inputs)
-            hasParam = hasParam || ctx.graph.tensor(in).kind == TensorKind::Parameter;
-        if (!hasParam)
-            return 0;
-        switch (node.op) {
-        case OpType::BiasAdd:
-        case OpType::Embedding:
-            return 1.0;
-        case OpType::LayerNorm:
-        case OpType::RMSNorm:
-        case OpType::BatchNorm:
-            return 2.0 / 14.0;
-        default:
-            return 0.5;
-        }
-    }
-
-    // A norm's scale gradient reads its input too: under a split backward the input stays until W.
-    void keepForWeightGrad(const CostContext& ctx, const Node& node, OpCost& cost)
-    {
-        bool trains = false;
-        for (auto in : node.inputs)
-            trains = trains || (ctx.graph.tensor(in).kind == TensorKind::Parameter && ctx.requiresGrad[in.index()]);
-        if (trains && isActivation(ctx.graph, node.inputs[0]))
-            cost.savedForWeightGrad.push_back(node.inputs[0]);
-    }
-
-    void addSavedState(const CostContext& ctx, const Node& node, OpCost& cost)
+    // What the backward keeps, from the registry: activation inputs it reads, its output, a norm's
+    // input for the weight gradient (under a split backward it stays until W), internal state.
+    void addSavedState(const CostContext& ctx, const Node& node, const OpDef& def, OpCost& cost)
     {
         const auto& g = ctx.graph;
-        const auto& x = g.tensor(node.inputs[0]);
-        const auto rows = x.shape.empty() ? 1 : numElements(x.shape) / x.shape.back();
-        switch (node.op) {
-        case OpType::LayerNorm:
-            saveIfActivation(g, cost, node.inputs[0]);
-            keepForWeightGrad(ctx, node, cost);
-            cost.savedExtraBytes += 2 * rows * 4; // mean, rstd (fp32)
-            break;
-        case OpType::RMSNorm:
-            saveIfActivation(g, cost, node.inputs[0]);
-            keepForWeightGrad(ctx, node, cost);
-            cost.savedExtraBytes += rows * 4; // rstd
-            break;
-        case OpType::BatchNorm:
-            saveIfActivation(g, cost, node.inputs[0]);
-            keepForWeightGrad(ctx, node, cost);
-            cost.savedExtraBytes += 2 * (x.shape.size() > 1 ? x.shape[1] : 1) * 4; // batch mean, rstd
-            break;
-        case OpType::Pow:
-        case OpType::Erf:
-        case OpType::MaxPool:
-            saveIfActivation(g, cost, node.inputs[0]);
-            break;
-        case OpType::Sqrt:
-            saveIfActivation(g, cost, node.outputs[0]);
-            break;
-        case OpType::Gelu:
-        case OpType::Mul:
-        case OpType::Div:
-            for (auto in : node.inputs)
-                saveIfActivation(g, cost, in);
-            break;
-        case OpType::Softmax:
-        case OpType::Tanh:
-        case OpType::Relu:
-            saveIfActivation(g, cost, node.outputs[0]);
-            break;
-        case OpType::Dropout:
-            cost.savedExtraBytes += numElements(x.shape); // one-byte keep mask
-            break;
-        case OpType::CrossEntropy:
-            cost.savedExtraBytes += numBytes(x.shape, DType::F32); // softmax probabilities
-            cost.savedTensors.push_back(node.inputs[1]); // labels
-            break;
-        case OpType::Embedding:
-            cost.savedTensors.push_back(node.inputs[0]); // indices
-            break;
-        case OpType::Opaque:
-            for (auto in : node.inputs)
-                saveIfActivation(g, cost, in);
-            break;
-        default:
-            break;
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            const bool saved = i >= 8 ? def.savedInputs == kSaveAllInputs : (def.savedInputs >> i) & 1U;
+            if (saved && isActivation(g, node.inputs[i]))
+                cost.savedTensors.push_back(node.inputs[i]);
         }
+        if (def.savesOutput && !node.outputs.empty() && isActivation(g, node.outputs[0]))
+            cost.savedTensors.push_back(node.outputs[0]);
+        if (def.weightGradReadsInput) {
+            bool trains = false;
+            for (auto in : node.inputs)
+                trains = trains || (g.tensor(in).kind == TensorKind::Parameter && ctx.requiresGrad[in.index()]);
+            if (trains && isActivation(g, node.inputs[0]))
+                cost.savedForWeightGrad.push_back(node.inputs[0]);
+        }
+        if (def.saved != nullptr)
+            def.saved(g, node, cost);
     }
 
     OpCost nodeCost(const CostContext& ctx, const Node& node)
     {
         const auto& g = ctx.graph;
+        const auto& def = opDef(node.op);
         OpCost cost;
         for (auto in : node.inputs) {
             cost.bytesRead += bytesOf(g, in);
@@ -228,42 +73,25 @@ namespace {
                 cost.parameterBytes += bytesOf(g, in);
             }
         }
-        if (!isViewOp(node.op)) {
+        if (!def.isView) {
             for (auto out : node.outputs)
                 cost.outputBytes += bytesOf(g, out);
             cost.bytesWritten = cost.outputBytes;
         }
         const bool anyGrad = !node.outputs.empty() && ctx.requiresGrad[node.outputs[0].index()];
-        if (node.op == OpType::MatMul) {
-            addMatMulCost(ctx, node, cost);
-        } else if (node.op == OpType::Conv) {
-            // Each output element is a dot product over C_in/groups x kernel positions.
-            const auto& w = g.tensor(node.inputs[1]).shape; // (C_out, C_in/groups, k...)
-            double perOutput = 1;
-            for (std::size_t d = 1; d < w.size(); ++d)
-                perOutput *= static_cast<double>(w[d]);
-            const double outputs = static_cast<double>(numElements(g.tensor(node.outputs[0]).shape));
-            cost.forwardFlops = 2 * outputs * perOutput;
-            cost.backwardFlops = anyGrad ? 2 * cost.forwardFlops : 0;
-            cost.weightGradFlops = anyGrad ? cost.forwardFlops : 0;
-            if (anyGrad && isActivation(g, node.inputs[0])) { // kept for the weight gradient
-                cost.savedTensors.push_back(node.inputs[0]);
-                cost.savedForWeightGrad.push_back(node.inputs[0]);
-            }
+        if (def.cost != nullptr) {
+            def.cost(OpCostContext { g, ctx.requiresGrad }, node, cost);
         } else {
-            const auto [fwd, bwd] = elementwiseFlops(node.op);
             const auto& x = g.tensor(node.inputs.empty() ? node.outputs[0] : node.inputs[0]);
-            const auto n =
-                static_cast<double>(numElements(costedPerInput(node.op) ? x.shape : g.tensor(node.outputs[0]).shape));
-            cost.forwardFlops = fwd * n;
-            cost.backwardFlops = anyGrad ? bwd * n : 0;
-            if (node.op == OpType::Embedding && anyGrad)
-                cost.backwardFlops = n; // scatter-add into the table gradient
-            cost.weightGradFlops = cost.backwardFlops * weightGradShare(ctx, node);
+            const auto n = static_cast<double>(
+                numElements(def.basis == CostBasis::Input ? x.shape : g.tensor(node.outputs[0]).shape));
+            cost.forwardFlops = def.forwardFlops * n;
+            cost.backwardFlops = anyGrad ? def.backwardFlops * n : 0;
+            cost.weightGradFlops = cost.backwardFlops * weightGradShare(ctx, node, def);
             if (anyGrad)
-                addSavedState(ctx, node, cost);
+                addSavedState(ctx, node, def, cost);
         }
-        if (node.op == OpType::Softmax || node.op == OpType::CrossEntropy)
+        if (def.outputWorkspace)
             cost.workspaceBytes = cost.outputBytes; // row-wise max/sum pass keeps a scratch copy
         for (auto t : cost.savedTensors)
             cost.savedBytes += bytesOf(g, t);
@@ -278,12 +106,17 @@ std::vector<bool> tensorsRequiringGrad(const Graph& graph)
     std::vector<bool> needsGrad(graph.tensorCount(), false);
     for (const auto& t : graph.tensors())
         needsGrad[t.id.index()] = t.kind == TensorKind::Parameter;
+    // Bool and integer values (masks, indices, comparisons, casts to int) have no gradient.
+    const auto floating = [&graph](TensorId t) {
+        const auto dtype = graph.tensor(t).dtype;
+        return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F64;
+    };
     for (const auto& n : graph.nodes()) {
         bool any = false;
         for (auto in : n.inputs)
             any = any || needsGrad[in.index()];
         for (auto out : n.outputs)
-            needsGrad[out.index()] = any;
+            needsGrad[out.index()] = any && floating(out);
     }
     return needsGrad;
 }

@@ -1,5 +1,6 @@
 #include "graph/types.h"
 
+#include "graph/op_registry.h"
 #include "util/error.h"
 
 #include <array>
@@ -50,41 +51,12 @@ namespace {
 
 const std::vector<OpTypeInfo>& allOpTypes()
 {
-    static const std::vector<OpTypeInfo> kOps = {
-        { OpType::Embedding, "Embedding", false },
-        { OpType::MatMul, "MatMul", false },
-        { OpType::BiasAdd, "BiasAdd", false },
-        { OpType::Add, "Add", false },
-        { OpType::Mul, "Mul", false },
-        { OpType::Scale, "Scale", false },
-        { OpType::LayerNorm, "LayerNorm", false },
-        { OpType::RMSNorm, "RMSNorm", false },
-        { OpType::Softmax, "Softmax", false },
-        { OpType::Gelu, "Gelu", false },
-        { OpType::Relu, "Relu", false },
-        { OpType::Tanh, "Tanh", false },
-        { OpType::Dropout, "Dropout", false },
-        { OpType::Mask, "Mask", false },
-        { OpType::Reshape, "Reshape", true },
-        { OpType::Transpose, "Transpose", false },
-        { OpType::Split, "Split", true },
-        { OpType::Slice, "Slice", true },
-        { OpType::Concat, "Concat", false },
-        { OpType::CrossEntropy, "CrossEntropy", false },
-        { OpType::Sub, "Sub", false },
-        { OpType::Div, "Div", false },
-        { OpType::Pow, "Pow", false },
-        { OpType::Sqrt, "Sqrt", false },
-        { OpType::Erf, "Erf", false },
-        { OpType::ReduceMean, "ReduceMean", false },
-        { OpType::Select, "Select", false },
-        { OpType::Expand, "Expand", false },
-        { OpType::Conv, "Conv", false },
-        { OpType::BatchNorm, "BatchNorm", false },
-        { OpType::MaxPool, "MaxPool", false },
-        { OpType::GlobalAvgPool, "GlobalAvgPool", false },
-        { OpType::Opaque, "Opaque", false },
-    };
+    static const std::vector<OpTypeInfo> kOps = [] {
+        std::vector<OpTypeInfo> ops;
+        for (const auto& def : opDefs())
+            ops.push_back({ def.type, def.name, def.isView });
+        return ops;
+    }();
     return kOps;
 }
 
@@ -100,20 +72,14 @@ std::string_view toString(TensorKind kind)
 
 std::string_view toString(OpType op)
 {
-    for (const auto& info : allOpTypes()) {
-        if (info.type == op)
-            return info.name;
-    }
-    return "?";
+    const auto i = static_cast<std::size_t>(op);
+    return i < opDefs().size() ? opDefs()[i].name : std::string_view("?");
 }
 
 bool isViewOp(OpType op)
 {
-    for (const auto& info : allOpTypes()) {
-        if (info.type == op)
-            return info.isView;
-    }
-    return false;
+    const auto i = static_cast<std::size_t>(op);
+    return i < opDefs().size() && opDefs()[i].isView;
 }
 
 std::optional<DType> parseDType(std::string_view name)

@@ -58,8 +58,44 @@ enum class OpType : std::uint8_t {
     Expand, // broadcast to attr shape
     Conv, // (x (N, C, H, W), w (F, C / group, kH, kW)[, bias (F)]); attrs strides, pads, dilations, group
     BatchNorm, // (x (N, C, ...), gamma (C), beta (C), running mean (C), running var (C)); attrs epsilon, momentum
-    MaxPool, // attrs kernel, strides, pads (top, left, bottom, right)
+    MaxPool, // attrs kernel, strides, pads (top, left, bottom, right), dilations, ceil_mode
     GlobalAvgPool, // (N, C, H, W) -> (N, C, 1, 1)
+    // Ops of traced models added with the op registry (core/graph/op_registry.h). Bool and integer
+    // values (masks, indices) have dtype Bool/I64 in the graph; they never need a gradient.
+    Sigmoid,
+    HardSigmoid, // max(0, min(1, alpha x + beta)); attrs alpha (0.2), beta (0.5)
+    HardSwish, // x * HardSigmoid(x) with alpha 1/6, beta 0.5
+    LeakyRelu, // x < 0 ? alpha x : x; attr alpha (0.01)
+    Clip, // min(max(x, attr min), attr max); an absent bound is open (Relu6: min 0, max 6)
+    Exp,
+    Log,
+    Neg,
+    Abs,
+    Max, // broadcasting elementwise max(a, b); the gradient goes to the larger (a on ties)
+    Min, // broadcasting elementwise min(a, b); the gradient goes to the smaller (a on ties)
+    Where, // (condition (bool), a, b) broadcast -> condition ? a : b
+    Equal, // broadcasting comparisons -> Bool
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+    Not, // Bool -> Bool
+    And, // broadcasting Bool, Bool -> Bool
+    Or,
+    Cast, // attr to (a DType name: "f32", "i64", "bool" ...)
+    ReduceSum, // attrs axes (empty: all), keepdims
+    ReduceMax, // attrs axes (empty: all), keepdims; the gradient goes to the first maximum
+    CumSum, // attrs axis, exclusive (0), reverse (0)
+    Trilu, // lower (attr upper 0) or upper (upper 1) triangle of the last two dims; attr k (diagonal offset)
+    AvgPool, // attrs kernel, strides, pads (top, left, bottom, right), ceil_mode, count_include_pad
+    Pad, // attrs pads (begin of every axis, then end of every axis; ONNX order), mode ("constant",
+         // "reflect", "edge"), value
+    Resize, // (N, C, H, W) -> (N, C, H', W'); attrs mode ("nearest", "linear"), sizes (H', W'),
+            // coordinate_transformation_mode, nearest_mode (ONNX names)
+    Gather, // (data, indices (i64)) -> data.shape[:axis] + indices.shape + data.shape[axis + 1:]; attr axis
+    ScatterND, // (data, indices (i64, (..., k)), updates) -> data with updates written at indices
+    TopK, // (x) -> (values, indices (i64)) along attr axis; attrs k, largest (1), sorted (1)
+    Einsum, // attr equation, one or two operands ("bhid,bhjd->bhij")
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

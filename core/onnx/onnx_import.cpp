@@ -7,6 +7,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <onnx/onnx_pb.h>
@@ -89,6 +90,17 @@ namespace {
         return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
     }
 
+    bool hasNonFinite(const std::vector<std::byte>& f32)
+    {
+        for (std::size_t i = 0; i + 4 <= f32.size(); i += 4) {
+            float v = 0;
+            std::memcpy(&v, f32.data() + i, 4);
+            if (!std::isfinite(v))
+                return true;
+        }
+        return false;
+    }
+
     class Importer
     {
     public:
@@ -116,6 +128,9 @@ namespace {
         void addInputs();
         void addNode(const onnx::NodeProto& node, int index);
         bool foldShapeNode(const onnx::NodeProto& node);
+        bool resolveIdentity(const onnx::NodeProto& node);
+        std::set<std::string> valuesReachingAFloatOutput() const;
+        TensorId foldedTensor(const std::string& name);
         TensorId tensorFor(const std::string& name, const onnx::NodeProto& user);
         std::shared_ptr<const std::vector<std::byte>> rawData(const onnx::TensorProto& t) const;
 
@@ -130,7 +145,9 @@ namespace {
         std::unordered_map<std::string, std::int32_t> m_blocks; // block scope -> layer index
         std::set<std::string> m_consumed; // tensor names some node or the graph output reads
         onnx::ModelProto m_inferred; // the model with shape computations folded, after inference
-        std::unordered_map<std::string, onnximport::IntTensor> m_folded;
+        std::unordered_map<std::string, onnximport::FoldedTensor> m_folded;
+        std::vector<int> m_order; // topological order of the ONNX nodes
+        std::set<std::string> m_trainable; // values a gradient can reach (valuesReachingAFloatOutput)
     };
 
     void Importer::load()
@@ -320,11 +337,44 @@ namespace {
             const auto dtype = dtypeOf(t.data_type());
             if (!dtype)
                 fail("initializer '" + t.name() + "' has an unsupported element type " + std::to_string(t.data_type()));
-            const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name());
-            Tensor tensor { TensorId(), t.name(), Shape(t.dims().begin(), t.dims().end()), *dtype,
-                parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), rawData(t) };
+            // Trainable unless a BatchNorm statistic, a scalar (a constant folded by the exporter) or
+            // holding infinities or NaNs (an additive attention mask registered as a buffer).
+            const Shape shape(t.dims().begin(), t.dims().end());
+            auto data = rawData(t);
+            // A buffer that only feeds comparisons (a registered causal mask read as `mask == 0`)
+            // never gets a gradient: a constant too.
+            const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty()
+                && !(data && *dtype == DType::F32 && hasNonFinite(*data)) && m_trainable.contains(t.name());
+            Tensor tensor { TensorId(), t.name(), shape, *dtype,
+                parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
             m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));
         }
+    }
+
+    // The values a gradient can reach: walking the nodes backwards from the graph outputs, a node
+    // with a float output something needs passes the need to its float inputs. Comparisons, casts to
+    // integers and shape computations stop it.
+    std::set<std::string> Importer::valuesReachingAFloatOutput() const
+    {
+        const auto floating = [this](const std::string& name) {
+            const auto it = m_shapes.find(name);
+            return it == m_shapes.end() || isFloat(it->second.second); // unknown: assume it can train
+        };
+        std::set<std::string> needed;
+        for (const auto& o : m_model.graph().output())
+            needed.insert(o.name());
+        for (auto i = m_order.rbegin(); i != m_order.rend(); ++i) {
+            const auto& node = m_model.graph().node(*i);
+            const bool needs = std::any_of(node.output().begin(), node.output().end(),
+                [&](const std::string& o) { return needed.contains(o) && floating(o); });
+            if (!needs)
+                continue;
+            for (const auto& in : node.input()) {
+                if (!in.empty() && floating(in))
+                    needed.insert(in);
+            }
+        }
+        return needed;
     }
 
     void Importer::addConstant(const onnx::NodeProto& node)
@@ -337,9 +387,12 @@ namespace {
                 // torch's constant folding turns slices of parameters (e.g. MultiheadAttention's
                 // in_proj_bias split into q, k, v) into Constant nodes: float tensors with more
                 // than one element are parameters; scalars (scales, epsilons) stay constants.
-                const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1;
+                // An attention mask the exporter folded holds infinities: a constant.
+                auto data = rawData(t);
+                const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1
+                    && !(data && dtype == DType::F32 && hasNonFinite(*data)) && m_trainable.contains(node.output(0));
                 Tensor tensor { TensorId(), node.output(0), shape, dtype,
-                    parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), rawData(t) };
+                    parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
                 m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));
                 ++m_result.report.foldedConstants;
                 return;
@@ -369,6 +422,8 @@ namespace {
     TensorId Importer::tensorFor(const std::string& name, const onnx::NodeProto& user)
     {
         const auto it = m_tensors.find(name);
+        if (it == m_tensors.end() && m_folded.contains(name))
+            return foldedTensor(name);
         if (it == m_tensors.end())
             fail("node '" + user.name() + "' (" + user.op_type() + ") reads '" + name + "', which nothing produces");
         return it->second;
@@ -402,8 +457,8 @@ namespace {
         return { scope, block };
     }
 
-    // A node whose every output the shape folding evaluated (Shape, and integer ops on shapes and
-    // constants) becomes constant tensors holding those values.
+    // A node whose every output the folding evaluated (Shape, integer ops on shapes and constants,
+    // masks and position ids) becomes constant tensors holding those values.
     bool Importer::foldShapeNode(const onnx::NodeProto& node)
     {
         if (node.output_size() == 0)
@@ -412,14 +467,78 @@ namespace {
             if (!m_folded.contains(out))
                 return false;
         }
-        for (const auto& out : node.output()) {
-            const auto& value = m_folded.at(out);
-            auto bytes = std::make_shared<std::vector<std::byte>>(value.values.size() * sizeof(std::int64_t));
-            std::memcpy(bytes->data(), value.values.data(), bytes->size());
-            m_tensors[out] = m_result.graph.addTensor({ TensorId(), out, Shape(value.shape.begin(), value.shape.end()),
-                DType::I64, TensorKind::Constant, NodeId(), std::move(bytes) });
-        }
         ++m_result.report.foldedShapeNodes;
+        return true;
+    }
+
+    // The constant tensor of a folded value, created when an op of the graph first reads it (most
+    // folded values only feed other folded computations).
+    TensorId Importer::foldedTensor(const std::string& out)
+    {
+        {
+            const auto& value = m_folded.at(out);
+            const auto dtype = dtypeOf(value.elemType).value_or(DType::I64);
+            auto bytes = std::make_shared<std::vector<std::byte>>(
+                static_cast<std::size_t>(numBytes(Shape(value.shape.begin(), value.shape.end()), dtype)));
+            const auto store = [&bytes]<typename E>(const auto& values, E) {
+                for (std::size_t i = 0; i < values.size(); ++i) {
+                    const auto e = static_cast<E>(values[i]);
+                    std::memcpy(bytes->data() + i * sizeof(E), &e, sizeof(E));
+                }
+            };
+            switch (dtype) {
+            case DType::F32:
+                store(value.values, float {});
+                break;
+            case DType::F64:
+                store(value.values, double {});
+                break;
+            case DType::I32:
+                store(value.values, std::int32_t {});
+                break;
+            case DType::I8:
+                store(value.values, std::int8_t {});
+                break;
+            case DType::U8:
+            case DType::Bool:
+                store(value.values, std::uint8_t {});
+                break;
+            default:
+                store(value.ints(), std::int64_t {});
+                break;
+            }
+            const auto id = m_result.graph.addTensor({ TensorId(), out, Shape(value.shape.begin(), value.shape.end()),
+                dtype == DType::F16 || dtype == DType::BF16 ? DType::I64 : dtype, TensorKind::Constant, NodeId(),
+                std::move(bytes) });
+            m_tensors[out] = id;
+            return id;
+        }
+    }
+
+    // torch.onnx.export stores initializers with equal contents once (fresh biases, LayerNorm and
+    // BatchNorm scales) and re-creates the others as Identity nodes reading it. Those were separate
+    // parameters in the module, equal only at export: each alias becomes its own parameter starting
+    // from the shared value (untied). Parameters the module really shares (tied embeddings) are one
+    // initializer read by several nodes and stay one parameter. An Identity of anything else is
+    // folded away: its output is its input.
+    bool Importer::resolveIdentity(const onnx::NodeProto& node)
+    {
+        if (node.op_type() != "Identity" || node.input_size() != 1 || node.output_size() != 1)
+            return false;
+        const auto source = tensorFor(node.input(0), node);
+        const auto& t = m_result.graph.tensor(source);
+        if (t.kind == TensorKind::Parameter && !t.producer.valid()) {
+            Tensor alias = t;
+            alias.id = TensorId();
+            alias.name = node.output(0);
+            if (m_bnStats.contains(alias.name))
+                alias.kind = TensorKind::Constant; // a running mean/variance equal to some weight at export
+            m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(alias));
+            ++m_result.report.aliasedParameters;
+        } else {
+            m_tensors[node.output(0)] = source;
+            ++m_result.report.foldedIdentities;
+        }
         return true;
     }
 
@@ -429,7 +548,7 @@ namespace {
             addConstant(node);
             return;
         }
-        if (foldShapeNode(node))
+        if (foldShapeNode(node) || resolveIdentity(node))
             return;
         Node n;
         n.name = node.name().empty() || m_nodeNames.contains(node.name()) ? node.op_type() + "_" + std::to_string(index)
@@ -460,7 +579,15 @@ namespace {
         n.op = OpType::Opaque;
         n.opaqueType = node.op_type();
         n.outputs.assign(outputs.size(), TensorId()); // the mapping looks at how many outputs are read
-        auto mapped = onnximport::mapNode(node, n, { m_result.graph, m_folded, m_shapes });
+        auto mapped = onnximport::mapNode(node, n,
+            { m_result.graph, m_folded, m_shapes, m_tensors,
+                [this](const std::string& name, std::vector<std::int64_t> v) {
+                    const Shape shape { static_cast<std::int64_t>(v.size()) };
+                    auto bytes = std::make_shared<std::vector<std::byte>>(v.size() * sizeof(std::int64_t));
+                    std::memcpy(bytes->data(), v.data(), bytes->size());
+                    return m_result.graph.addTensor(
+                        { TensorId(), name, shape, DType::I64, TensorKind::Constant, NodeId(), std::move(bytes) });
+                } });
         if (mapped.op != OpType::Opaque) {
             // Keep the mapping only where the IR computes exactly what ONNX inferred.
             std::vector<const Tensor*> in;
@@ -492,9 +619,11 @@ namespace {
         load();
         checkOpset();
         bindInputs();
-        const auto order = topologicalOrder();
+        m_order = topologicalOrder();
+        const auto& order = m_order;
         inferShapes();
         collectShapes();
+        m_trainable = valuesReachingAFloatOutput();
         m_result.report.onnxNodes = static_cast<std::size_t>(m_model.graph().node_size());
         m_result.graph = Graph(ModelInfo { m_path.stem().string(), "onnx", "{}", m_options.batch });
         addInitializers();

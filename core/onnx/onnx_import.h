@@ -2,12 +2,14 @@
 // with bound shapes and its initializers as parameters (with their values).
 //
 // Dynamic dimensions are bound from user-given sizes (batch, sequence), every tensor's shape comes
-// from ONNX's own shape inference, Constant nodes are folded into constant tensors, and ops the IR
-// knows map to IR ops, including the decomposed forms torch emits (LayerNorm as ReduceMean/Sub/Pow/
-// Sqrt/Div, GELU via Erf, Gather embeddings, Conv/BatchNorm/pools, Reshape/Slice/Concat/Expand with
-// their folded shape inputs); integer shape computations are evaluated and folded into constants.
-// Anything else becomes an opaque node costed from its shapes, listed in the report as an op the
-// engine cannot train. Depends on: graph/, Debian's libonnx (protobuf); no Qt, no CUDA.
+// from ONNX's own shape inference, and what is static once they are bound is evaluated and folded
+// into constant tensors (Constant nodes, shape computations, masks and position ids: see
+// onnx/shape_folding.h). Initializers a gradient can reach become parameters; `Identity` copies of
+// an initializer (torch's exporter stores equal initializers once) become parameters of their own
+// with the shared value, other Identity nodes are removed. ONNX ops map to IR ops by one rule each
+// (onnx/op_mapping.cpp), including the decomposed forms torch emits. Anything else becomes an
+// opaque node costed from its shapes, listed in the report as an op the engine cannot train.
+// Depends on: graph/, Debian's libonnx (protobuf); no Qt, no CUDA.
 #pragma once
 
 #include "graph/graph.h"
@@ -32,7 +34,9 @@ struct OnnxImportReport
     int opset = 0;
     std::size_t onnxNodes = 0;
     std::size_t foldedConstants = 0; // Constant nodes
-    std::size_t foldedShapeNodes = 0; // integer shape computations evaluated at import (Shape, Gather, Concat ...)
+    std::size_t foldedShapeNodes = 0; // static computations evaluated at import (shapes, masks, position ids)
+    std::size_t aliasedParameters = 0; // Identity copies of an initializer, each its own parameter
+    std::size_t foldedIdentities = 0; // other Identity nodes, removed
     std::map<std::string, std::int64_t> boundDims; // dim_param -> size
     std::map<std::string, int> opaqueOps; // op type -> count: costed, not trainable by the engine
 };

@@ -1,6 +1,9 @@
 #include "onnx/shape_folding.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -8,49 +11,166 @@
 namespace ps::onnximport {
 namespace {
 
-    using Known = std::unordered_map<std::string, IntTensor>;
+    using T = onnx::TensorProto;
+    using Known = std::unordered_map<std::string, FoldedTensor>;
     using Shapes = std::unordered_map<std::string, std::vector<std::int64_t>>;
+    using Dims = std::vector<std::int64_t>;
 
-    std::optional<IntTensor> fromProto(const onnx::TensorProto& t)
+    // Folded values stay small: masks and position ids of a bound sequence, not weights.
+    constexpr std::int64_t kMaxElements = std::int64_t { 1 } << 20;
+
+    std::int64_t count(const Dims& shape)
     {
-        IntTensor v { { t.dims().begin(), t.dims().end() }, {} };
-        const auto count = std::accumulate(v.shape.begin(), v.shape.end(), std::int64_t { 1 }, std::multiplies<>());
-        if (t.data_type() == onnx::TensorProto::INT64) {
-            if (t.has_raw_data()) {
-                v.values.resize(static_cast<std::size_t>(count));
-                std::memcpy(v.values.data(), t.raw_data().data(), std::min(t.raw_data().size(), v.values.size() * 8));
-            } else {
-                v.values.assign(t.int64_data().begin(), t.int64_data().end());
-            }
-        } else if (t.data_type() == onnx::TensorProto::INT32 && !t.has_raw_data()) {
-            v.values.assign(t.int32_data().begin(), t.int32_data().end());
-        } else {
-            return std::nullopt;
+        std::int64_t n = 1;
+        for (auto d : shape) {
+            if (d < 0 || (d > 0 && n > kMaxElements / d))
+                return kMaxElements + 1;
+            n *= d;
         }
-        if (static_cast<std::int64_t>(v.values.size()) != count)
+        return n;
+    }
+
+    bool isIntegral(int type)
+    {
+        switch (type) {
+        case T::INT64:
+        case T::INT32:
+        case T::INT16:
+        case T::INT8:
+        case T::UINT8:
+        case T::UINT16:
+        case T::UINT32:
+        case T::BOOL:
+            return true;
+        default:
+            return false;
+        }
+    }
+
+    bool isSupported(int type)
+    {
+        return isIntegral(type) || type == T::FLOAT || type == T::DOUBLE;
+    }
+
+    // A value of element type `type`: integers truncate toward zero, bools become 0/1.
+    double convert(double v, int type)
+    {
+        if (type == T::BOOL)
+            return v != 0 ? 1 : 0;
+        if (type == T::FLOAT)
+            return static_cast<double>(static_cast<float>(v));
+        if (isIntegral(type))
+            return std::isfinite(v) ? std::trunc(v) : 0;
+        return v;
+    }
+
+    std::optional<FoldedTensor> fromProto(const T& t)
+    {
+        FoldedTensor v { { t.dims().begin(), t.dims().end() }, t.data_type(), {} };
+        const auto n = count(v.shape);
+        if (!isSupported(t.data_type()) || n > kMaxElements || t.data_location() == T::EXTERNAL)
+            return std::nullopt;
+        const auto& raw = t.raw_data();
+        const auto fromRaw = [&]<typename E>(E) {
+            if (raw.size() != static_cast<std::size_t>(n) * sizeof(E))
+                return false;
+            for (std::int64_t i = 0; i < n; ++i) {
+                E e {};
+                std::memcpy(&e, raw.data() + i * static_cast<std::int64_t>(sizeof(E)), sizeof(E));
+                v.values.push_back(static_cast<double>(e));
+            }
+            return true;
+        };
+        bool ok = true;
+        if (t.has_raw_data()) {
+            switch (t.data_type()) {
+            case T::INT64:
+                ok = fromRaw(std::int64_t {});
+                break;
+            case T::INT32:
+            case T::UINT32:
+                ok = fromRaw(std::int32_t {});
+                break;
+            case T::INT16:
+            case T::UINT16:
+                ok = fromRaw(std::int16_t {});
+                break;
+            case T::INT8:
+                ok = fromRaw(std::int8_t {});
+                break;
+            case T::UINT8:
+            case T::BOOL:
+                ok = fromRaw(std::uint8_t {});
+                break;
+            case T::FLOAT:
+                ok = fromRaw(float {});
+                break;
+            case T::DOUBLE:
+                ok = fromRaw(double {});
+                break;
+            default:
+                ok = false;
+            }
+        } else if (t.data_type() == T::INT64) {
+            v.values.assign(t.int64_data().begin(), t.int64_data().end());
+        } else if (t.data_type() == T::FLOAT) {
+            v.values.assign(t.float_data().begin(), t.float_data().end());
+        } else if (t.data_type() == T::DOUBLE) {
+            v.values.assign(t.double_data().begin(), t.double_data().end());
+        } else {
+            v.values.assign(t.int32_data().begin(), t.int32_data().end());
+        }
+        if (!ok || static_cast<std::int64_t>(v.values.size()) != n)
             return std::nullopt;
         return v;
     }
 
-    onnx::TensorProto toProto(const std::string& name, const IntTensor& v)
+    std::optional<T> toProto(const std::string& name, const FoldedTensor& v)
     {
-        onnx::TensorProto t;
+        T t;
         t.set_name(name);
-        t.set_data_type(onnx::TensorProto::INT64);
+        t.set_data_type(v.elemType);
         for (auto d : v.shape)
             t.add_dims(d);
-        for (auto x : v.values)
-            t.add_int64_data(x);
+        if (v.elemType == T::INT64) {
+            for (auto x : v.ints())
+                t.add_int64_data(x);
+        } else if (v.elemType == T::FLOAT) {
+            for (auto x : v.values)
+                t.add_float_data(static_cast<float>(x));
+        } else if (v.elemType == T::DOUBLE) {
+            for (auto x : v.values)
+                t.add_double_data(x);
+        } else if (isIntegral(v.elemType) && v.elemType != T::UINT32) {
+            for (auto x : v.values)
+                t.add_int32_data(static_cast<std::int32_t>(x));
+        } else {
+            return std::nullopt;
+        }
         return t;
+    }
+
+    const onnx::AttributeProto* findAttr(const onnx::NodeProto& n, const char* name)
+    {
+        for (const auto& a : n.attribute()) {
+            if (a.name() == name)
+                return &a;
+        }
+        return nullptr;
     }
 
     std::int64_t attrInt(const onnx::NodeProto& n, const char* name, std::int64_t fallback)
     {
-        for (const auto& a : n.attribute()) {
-            if (a.name() == name)
-                return a.i();
-        }
-        return fallback;
+        const auto* a = findAttr(n, name);
+        return a != nullptr ? a->i() : fallback;
+    }
+
+    std::optional<Dims> attrInts(const onnx::NodeProto& n, const char* name)
+    {
+        const auto* a = findAttr(n, name);
+        if (a == nullptr)
+            return std::nullopt;
+        return Dims(a->ints().begin(), a->ints().end());
     }
 
     std::int64_t normalize(std::int64_t i, std::int64_t size)
@@ -58,57 +178,382 @@ namespace {
         return i < 0 ? i + size : i;
     }
 
-    IntTensor vector1d(std::vector<std::int64_t> values)
+    Dims stridesOf(const Dims& shape)
     {
-        const auto n = static_cast<std::int64_t>(values.size());
-        return { { n }, std::move(values) };
+        Dims s(shape.size(), 1);
+        for (std::size_t i = shape.size(); i-- > 1;)
+            s[i - 1] = s[i] * shape[i];
+        return s;
     }
 
-    // Elementwise integer ops on equal sizes or against a scalar.
-    std::optional<IntTensor> binary(const std::string& op, const IntTensor& a, const IntTensor& b)
+    std::optional<Dims> broadcast(const Dims& a, const Dims& b)
     {
-        const bool aScalar = a.values.size() == 1;
-        const bool bScalar = b.values.size() == 1;
-        if (a.values.size() != b.values.size() && !aScalar && !bScalar)
-            return std::nullopt;
-        IntTensor out = a.values.size() >= b.values.size() ? a : b;
-        for (std::size_t i = 0; i < out.values.size(); ++i) {
-            const auto x = a.values[aScalar ? 0 : i];
-            const auto y = b.values[bScalar ? 0 : i];
-            if (op == "Add")
-                out.values[i] = x + y;
-            else if (op == "Sub")
-                out.values[i] = x - y;
-            else if (op == "Mul")
-                out.values[i] = x * y;
-            else if (op == "Div" && y != 0)
-                out.values[i] = x / y;
-            else if (op == "Equal")
-                out.values[i] = x == y ? 1 : 0;
-            else
+        const auto rank = std::max(a.size(), b.size());
+        Dims out(rank, 1);
+        for (std::size_t i = 0; i < rank; ++i) {
+            const auto da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+            const auto db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+            if (da != db && da != 1 && db != 1)
                 return std::nullopt;
+            out[i] = da == 1 ? db : da;
         }
         return out;
     }
 
-    std::optional<IntTensor> slice(const onnx::NodeProto& n, const Known& k)
+    // Offset into an operand of shape `operand` for every element of `out` (NumPy broadcasting).
+    std::vector<std::int64_t> broadcastOffsets(const Dims& out, const Dims& operand)
     {
-        const auto& data = k.at(n.input(0));
-        if (data.shape.size() != 1)
-            return std::nullopt;
-        const auto size = static_cast<std::int64_t>(data.values.size());
-        auto start = std::clamp(normalize(k.at(n.input(1)).values.at(0), size), std::int64_t { 0 }, size);
-        auto end = std::clamp(normalize(k.at(n.input(2)).values.at(0), size), std::int64_t { 0 }, size);
-        const std::int64_t step = n.input_size() > 4 ? k.at(n.input(4)).values.at(0) : 1;
-        if (step != 1)
-            return std::nullopt;
-        return vector1d({ data.values.begin() + start, data.values.begin() + std::max(start, end) });
+        const auto own = stridesOf(operand);
+        Dims strides(out.size(), 0);
+        const auto offset = out.size() - operand.size();
+        for (std::size_t i = 0; i < operand.size(); ++i)
+            strides[offset + i] = operand[i] == 1 ? 0 : own[i];
+        const auto total = count(out);
+        std::vector<std::int64_t> offsets(static_cast<std::size_t>(total));
+        Dims index(out.size(), 0);
+        std::int64_t at = 0;
+        for (std::int64_t i = 0; i < total; ++i) {
+            offsets[static_cast<std::size_t>(i)] = at;
+            for (std::size_t d = out.size(); d-- > 0;) {
+                ++index[d];
+                at += strides[d];
+                if (index[d] < out[d])
+                    break;
+                at -= strides[d] * out[d];
+                index[d] = 0;
+            }
+        }
+        return offsets;
     }
 
-    std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const Known& k, const Shapes& shapes)
+    template <typename F>
+    std::optional<FoldedTensor> elementwise(const std::vector<const FoldedTensor*>& in, int outType, F f)
+    {
+        Dims shape = in[0]->shape;
+        for (std::size_t i = 1; i < in.size(); ++i) {
+            auto b = broadcast(shape, in[i]->shape);
+            if (!b)
+                return std::nullopt;
+            shape = *b;
+        }
+        if (count(shape) > kMaxElements)
+            return std::nullopt;
+        std::vector<std::vector<std::int64_t>> offsets;
+        for (const auto* t : in)
+            offsets.push_back(broadcastOffsets(shape, t->shape));
+        FoldedTensor out { shape, outType, {} };
+        const auto total = count(shape);
+        out.values.resize(static_cast<std::size_t>(total));
+        std::vector<double> args(in.size());
+        for (std::int64_t i = 0; i < total; ++i) {
+            for (std::size_t k = 0; k < in.size(); ++k)
+                args[k] = in[k]->values[static_cast<std::size_t>(offsets[k][static_cast<std::size_t>(i)])];
+            out.values[static_cast<std::size_t>(i)] = convert(f(args), outType);
+        }
+        return out;
+    }
+
+    std::optional<double> arithmetic(const std::string& op, double x, double y, int type, std::int64_t fmod)
+    {
+        const bool integral = isIntegral(type);
+        if (op == "Add")
+            return x + y;
+        if (op == "Sub")
+            return x - y;
+        if (op == "Mul")
+            return x * y;
+        if (op == "Div") {
+            if (integral && y == 0)
+                return std::nullopt;
+            return integral ? std::trunc(x / y) : x / y;
+        }
+        if (op == "Mod") {
+            if (y == 0)
+                return std::nullopt;
+            const double r = std::fmod(x, y);
+            return fmod != 0 || r == 0 || (r < 0) == (y < 0) ? r : r + y; // fmod 0: the divisor's sign
+        }
+        if (op == "Pow")
+            return std::pow(x, y);
+        if (op == "Max")
+            return std::max(x, y);
+        if (op == "Min")
+            return std::min(x, y);
+        if (op == "Equal")
+            return x == y ? 1 : 0;
+        if (op == "Less")
+            return x < y ? 1 : 0;
+        if (op == "LessOrEqual")
+            return x <= y ? 1 : 0;
+        if (op == "Greater")
+            return x > y ? 1 : 0;
+        if (op == "GreaterOrEqual")
+            return x >= y ? 1 : 0;
+        if (op == "And")
+            return (x != 0 && y != 0) ? 1 : 0;
+        if (op == "Or")
+            return (x != 0 || y != 0) ? 1 : 0;
+        if (op == "Xor")
+            return ((x != 0) != (y != 0)) ? 1 : 0;
+        return std::nullopt;
+    }
+
+    bool isComparison(const std::string& op)
+    {
+        return op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" || op == "GreaterOrEqual"
+            || op == "And" || op == "Or" || op == "Xor";
+    }
+
+    // Axes from input 1 (opset 13) or the attribute (older opsets).
+    std::optional<Dims> axesOf(const onnx::NodeProto& n, const Known& k)
+    {
+        if (n.input_size() > 1 && !n.input(1).empty())
+            return k.at(n.input(1)).ints();
+        return attrInts(n, "axes");
+    }
+
+    std::optional<FoldedTensor> gather(const onnx::NodeProto& n, const FoldedTensor& data, const FoldedTensor& idx)
+    {
+        const auto rank = static_cast<std::int64_t>(data.shape.size());
+        const auto axis = normalize(attrInt(n, "axis", 0), rank);
+        if (axis < 0 || axis >= rank)
+            return std::nullopt;
+        const auto a = static_cast<std::size_t>(axis);
+        Dims shape(data.shape.begin(), data.shape.begin() + axis);
+        shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
+        shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+        if (count(shape) > kMaxElements)
+            return std::nullopt;
+        const auto outer = count(Dims(data.shape.begin(), data.shape.begin() + axis));
+        const auto inner = count(Dims(data.shape.begin() + axis + 1, data.shape.end()));
+        FoldedTensor out { shape, data.elemType, {} };
+        for (std::int64_t o = 0; o < outer; ++o) {
+            for (auto i : idx.ints()) {
+                const auto j = normalize(i, data.shape[a]);
+                if (j < 0 || j >= data.shape[a])
+                    return std::nullopt;
+                const auto base = (o * data.shape[a] + j) * inner;
+                out.values.insert(out.values.end(), data.values.begin() + base, data.values.begin() + base + inner);
+            }
+        }
+        return out;
+    }
+
+    std::optional<FoldedTensor> slice(const onnx::NodeProto& n, const Known& k)
+    {
+        const auto& data = k.at(n.input(0));
+        const auto rank = static_cast<std::int64_t>(data.shape.size());
+        const auto starts = k.at(n.input(1)).ints();
+        const auto ends = k.at(n.input(2)).ints();
+        Dims axes;
+        if (n.input_size() > 3 && !n.input(3).empty())
+            axes = k.at(n.input(3)).ints();
+        else
+            for (std::size_t i = 0; i < starts.size(); ++i)
+                axes.push_back(static_cast<std::int64_t>(i));
+        Dims steps(starts.size(), 1);
+        if (n.input_size() > 4 && !n.input(4).empty())
+            steps = k.at(n.input(4)).ints();
+        if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+            return std::nullopt;
+        Dims begin(data.shape.size(), 0);
+        Dims step(data.shape.size(), 1);
+        Dims shape = data.shape;
+        for (std::size_t i = 0; i < axes.size(); ++i) {
+            const auto axis = normalize(axes[i], rank);
+            if (axis < 0 || axis >= rank || steps[i] == 0)
+                return std::nullopt;
+            const auto a = static_cast<std::size_t>(axis);
+            const auto size = data.shape[a];
+            const auto s = steps[i];
+            auto b = starts[i] < 0 ? starts[i] + size : starts[i];
+            auto e = ends[i] < 0 ? ends[i] + size : ends[i];
+            if (s > 0) {
+                b = std::clamp(b, std::int64_t { 0 }, size);
+                e = std::clamp(e, std::int64_t { 0 }, size);
+                shape[a] = e > b ? (e - b + s - 1) / s : 0;
+            } else {
+                b = std::clamp(b, std::int64_t { -1 }, size - 1);
+                e = std::clamp(e, std::int64_t { -1 }, size - 1);
+                shape[a] = b > e ? (b - e - s - 1) / -s : 0;
+            }
+            begin[a] = b;
+            step[a] = s;
+        }
+        const auto strides = stridesOf(data.shape);
+        FoldedTensor out { shape, data.elemType, {} };
+        const auto total = count(shape);
+        Dims index(shape.size(), 0);
+        for (std::int64_t i = 0; i < total; ++i) {
+            std::int64_t at = 0;
+            for (std::size_t d = 0; d < shape.size(); ++d)
+                at += (begin[d] + index[d] * step[d]) * strides[d];
+            out.values.push_back(data.values[static_cast<std::size_t>(at)]);
+            for (std::size_t d = shape.size(); d-- > 0;) {
+                if (++index[d] < shape[d])
+                    break;
+                index[d] = 0;
+            }
+        }
+        return out;
+    }
+
+    std::optional<FoldedTensor> concat(const onnx::NodeProto& n, const Known& k)
+    {
+        const auto& first = k.at(n.input(0));
+        const auto rank = static_cast<std::int64_t>(first.shape.size());
+        const auto axis = normalize(attrInt(n, "axis", 0), rank);
+        if (axis < 0 || axis >= rank)
+            return std::nullopt;
+        const auto a = static_cast<std::size_t>(axis);
+        Dims shape = first.shape;
+        shape[a] = 0;
+        for (int i = 0; i < n.input_size(); ++i) {
+            const auto& s = k.at(n.input(i)).shape;
+            if (s.size() != first.shape.size())
+                return std::nullopt;
+            for (std::size_t d = 0; d < s.size(); ++d) {
+                if (d != a && s[d] != first.shape[d])
+                    return std::nullopt;
+            }
+            shape[a] += s[a];
+        }
+        const auto outer = count(Dims(shape.begin(), shape.begin() + axis));
+        FoldedTensor out { shape, first.elemType, {} };
+        for (std::int64_t o = 0; o < outer; ++o) {
+            for (int i = 0; i < n.input_size(); ++i) {
+                const auto& t = k.at(n.input(i));
+                const auto block = count(Dims(t.shape.begin() + axis, t.shape.end()));
+                out.values.insert(out.values.end(), t.values.begin() + o * block, t.values.begin() + (o + 1) * block);
+            }
+        }
+        return out;
+    }
+
+    std::optional<FoldedTensor> transpose(const onnx::NodeProto& n, const FoldedTensor& x)
+    {
+        const auto rank = x.shape.size();
+        auto perm = attrInts(n, "perm").value_or(Dims {});
+        if (perm.empty()) {
+            for (std::size_t i = rank; i-- > 0;)
+                perm.push_back(static_cast<std::int64_t>(i));
+        }
+        if (perm.size() != rank)
+            return std::nullopt;
+        Dims shape;
+        std::vector<bool> seen(rank, false);
+        for (auto p : perm) {
+            if (p < 0 || p >= static_cast<std::int64_t>(rank) || seen[static_cast<std::size_t>(p)])
+                return std::nullopt; // not a permutation
+            seen[static_cast<std::size_t>(p)] = true;
+            shape.push_back(x.shape[static_cast<std::size_t>(p)]);
+        }
+        const auto strides = stridesOf(x.shape);
+        FoldedTensor out { shape, x.elemType, {} };
+        const auto total = count(shape);
+        Dims index(rank, 0);
+        for (std::int64_t i = 0; i < total; ++i) {
+            std::int64_t at = 0;
+            for (std::size_t d = 0; d < rank; ++d)
+                at += index[d] * strides[static_cast<std::size_t>(perm[d])];
+            out.values.push_back(x.values[static_cast<std::size_t>(at)]);
+            for (std::size_t d = rank; d-- > 0;) {
+                if (++index[d] < shape[d])
+                    break;
+                index[d] = 0;
+            }
+        }
+        return out;
+    }
+
+    std::optional<FoldedTensor> reshape(const FoldedTensor& x, Dims shape)
+    {
+        std::int64_t known = 1;
+        int inferred = -1;
+        for (std::size_t i = 0; i < shape.size(); ++i) {
+            if (shape[i] == 0 && i < x.shape.size())
+                shape[i] = x.shape[i];
+            if (shape[i] == -1) {
+                if (inferred >= 0)
+                    return std::nullopt;
+                inferred = static_cast<int>(i);
+            } else {
+                known *= shape[i];
+            }
+        }
+        const auto total = static_cast<std::int64_t>(x.values.size());
+        if (inferred >= 0) {
+            if (known <= 0 || total % known != 0)
+                return std::nullopt;
+            shape[static_cast<std::size_t>(inferred)] = total / known;
+        }
+        if (count(shape) != total)
+            return std::nullopt;
+        return FoldedTensor { shape, x.elemType, x.values };
+    }
+
+    std::optional<FoldedTensor> trilu(const onnx::NodeProto& n, const Known& k)
+    {
+        const auto& x = k.at(n.input(0));
+        if (x.shape.size() < 2)
+            return std::nullopt;
+        const std::int64_t diagonal = n.input_size() > 1 && !n.input(1).empty() ? k.at(n.input(1)).ints().at(0) : 0;
+        const bool upper = attrInt(n, "upper", 1) != 0;
+        const auto rows = x.shape[x.shape.size() - 2];
+        const auto cols = x.shape.back();
+        FoldedTensor out = x;
+        for (std::size_t i = 0; i < out.values.size(); ++i) {
+            const auto c = static_cast<std::int64_t>(i) % cols;
+            const auto r = (static_cast<std::int64_t>(i) / cols) % rows;
+            const bool keep = upper ? c - r >= diagonal : c - r <= diagonal;
+            if (!keep)
+                out.values[i] = 0;
+        }
+        return out;
+    }
+
+    std::optional<FoldedTensor> scatterNd(const Known& k, const onnx::NodeProto& n)
+    {
+        if (const auto* r = findAttr(n, "reduction"); r != nullptr && r->s() != "none")
+            return std::nullopt;
+        FoldedTensor out = k.at(n.input(0));
+        const auto& idx = k.at(n.input(1));
+        const auto& upd = k.at(n.input(2));
+        if (idx.shape.empty())
+            return std::nullopt;
+        const auto depth = idx.shape.back();
+        if (depth < 1 || depth > static_cast<std::int64_t>(out.shape.size()))
+            return std::nullopt;
+        const auto strides = stridesOf(out.shape);
+        const auto block = count(Dims(out.shape.begin() + depth, out.shape.end()));
+        const auto updates = static_cast<std::int64_t>(idx.values.size()) / depth;
+        if (static_cast<std::int64_t>(upd.values.size()) != updates * block)
+            return std::nullopt;
+        const auto indices = idx.ints();
+        for (std::int64_t u = 0; u < updates; ++u) {
+            std::int64_t at = 0;
+            for (std::int64_t d = 0; d < depth; ++d) {
+                const auto size = out.shape[static_cast<std::size_t>(d)];
+                const auto i = normalize(indices[static_cast<std::size_t>(u * depth + d)], size);
+                if (i < 0 || i >= size)
+                    return std::nullopt;
+                at += i * strides[static_cast<std::size_t>(d)];
+            }
+            std::copy_n(upd.values.begin() + u * block, block, out.values.begin() + at);
+        }
+        return out;
+    }
+
+    FoldedTensor vector1d(std::vector<double> values, int type = T::INT64)
+    {
+        const auto n = static_cast<std::int64_t>(values.size());
+        return { { n }, type, std::move(values) };
+    }
+
+    std::optional<FoldedTensor> evaluate(const onnx::NodeProto& n, const Known& k, const Shapes& shapes)
     {
         const auto& op = n.op_type();
-        const auto in = [&](int i) -> const IntTensor& { return k.at(n.input(i)); };
+        const auto in = [&](int i) -> const FoldedTensor& { return k.at(n.input(i)); };
         if (op == "Shape") {
             const auto& s = shapes.at(n.input(0));
             const auto rank = static_cast<std::int64_t>(s.size());
@@ -116,68 +561,141 @@ namespace {
             const auto end = std::clamp(normalize(attrInt(n, "end", rank), rank), std::int64_t { 0 }, rank);
             return vector1d({ s.begin() + start, s.begin() + std::max(start, end) });
         }
-        if (op == "Gather" && in(0).shape.size() == 1) {
-            IntTensor out { in(1).shape, {} };
-            for (auto i : in(1).values)
-                out.values.push_back(in(0).values.at(
-                    static_cast<std::size_t>(normalize(i, static_cast<std::int64_t>(in(0).values.size())))));
+        if (op == "Size") {
+            const auto& s = shapes.at(n.input(0));
+            return FoldedTensor { {}, T::INT64, { static_cast<double>(count(s)) } };
+        }
+        if (op == "Gather")
+            return gather(n, in(0), in(1));
+        if (op == "Unsqueeze") {
+            auto axes = axesOf(n, k);
+            if (!axes)
+                return std::nullopt;
+            auto shape = in(0).shape;
+            const auto rank = static_cast<std::int64_t>(shape.size() + axes->size());
+            for (auto& a : *axes)
+                a = normalize(a, rank);
+            std::sort(axes->begin(), axes->end());
+            for (auto a : *axes) {
+                if (a < 0 || a > static_cast<std::int64_t>(shape.size()))
+                    return std::nullopt;
+                shape.insert(shape.begin() + a, 1);
+            }
+            return FoldedTensor { shape, in(0).elemType, in(0).values };
+        }
+        if (op == "Squeeze") {
+            const auto axes = axesOf(n, k);
+            const auto& x = in(0);
+            Dims shape;
+            for (std::size_t i = 0; i < x.shape.size(); ++i) {
+                const auto rank = static_cast<std::int64_t>(x.shape.size());
+                const bool listed = axes && std::any_of(axes->begin(), axes->end(), [&](std::int64_t a) {
+                    return normalize(a, rank) == static_cast<std::int64_t>(i);
+                });
+                if (!(axes && !axes->empty() ? listed : x.shape[i] == 1))
+                    shape.push_back(x.shape[i]);
+            }
+            return FoldedTensor { shape, x.elemType, x.values };
+        }
+        if (op == "Flatten") {
+            const auto& x = in(0);
+            const auto rank = static_cast<std::int64_t>(x.shape.size());
+            const auto axis = normalize(attrInt(n, "axis", 1), rank);
+            if (axis < 0 || axis > rank)
+                return std::nullopt;
+            return FoldedTensor { { count(Dims(x.shape.begin(), x.shape.begin() + axis)),
+                                      count(Dims(x.shape.begin() + axis, x.shape.end())) },
+                x.elemType, x.values };
+        }
+        if (op == "Concat")
+            return concat(n, k);
+        if (op == "Identity")
+            return in(0);
+        if (op == "Cast") {
+            const auto to = static_cast<int>(attrInt(n, "to", T::FLOAT));
+            if (!isSupported(to))
+                return std::nullopt;
+            FoldedTensor out = in(0);
+            out.elemType = to;
+            for (auto& v : out.values)
+                v = convert(v, to);
             return out;
         }
-        if (op == "Unsqueeze" && in(0).values.size() == 1 && in(0).shape.empty())
-            return vector1d(in(0).values);
-        if (op == "Squeeze" && in(0).values.size() == 1)
-            return IntTensor { {}, in(0).values };
-        if (op == "Concat") {
-            std::vector<std::int64_t> all;
-            for (int i = 0; i < n.input_size(); ++i)
-                all.insert(all.end(), in(i).values.begin(), in(i).values.end());
-            return vector1d(std::move(all));
-        }
-        if (op == "Cast" || op == "Identity")
-            return in(0);
-        if (op == "Reshape") {
-            IntTensor out = in(0);
-            out.shape = in(1).values;
-            const auto total = static_cast<std::int64_t>(out.values.size());
-            std::int64_t known = 1;
-            for (std::size_t i = 0; i < out.shape.size(); ++i) {
-                if (out.shape[i] == 0 && i < in(0).shape.size())
-                    out.shape[i] = in(0).shape[i];
-                if (out.shape[i] != -1)
-                    known *= out.shape[i];
-            }
-            for (auto& d : out.shape) {
-                if (d == -1 && known > 0)
-                    d = total / known;
-            }
+        if (op == "Reshape")
+            return reshape(in(0), in(1).ints());
+        if (op == "Expand") {
+            const auto target = in(1).ints();
+            const auto shape = broadcast(in(0).shape, target);
+            if (!shape || count(*shape) > kMaxElements)
+                return std::nullopt;
+            FoldedTensor out { *shape, in(0).elemType, {} };
+            for (auto o : broadcastOffsets(*shape, in(0).shape))
+                out.values.push_back(in(0).values[static_cast<std::size_t>(o)]);
             return out;
         }
         if (op == "ConstantOfShape") {
-            std::int64_t fill = 0;
-            for (const auto& a : n.attribute()) {
-                if (a.name() == "value" && a.has_t()) {
-                    const auto v = fromProto(a.t());
-                    if (!v || v->values.empty())
-                        return std::nullopt; // a float fill: not an integer computation
-                    fill = v->values.front();
-                }
+            FoldedTensor fill { {}, T::FLOAT, { 0.0 } };
+            if (const auto* a = findAttr(n, "value"); a != nullptr && a->has_t()) {
+                const auto v = fromProto(a->t());
+                if (!v || v->values.empty())
+                    return std::nullopt;
+                fill = *v;
             }
-            IntTensor out { in(0).values, {} };
-            const auto count =
-                std::accumulate(out.shape.begin(), out.shape.end(), std::int64_t { 1 }, std::multiplies<>());
-            if (count > 4096)
+            const auto shape = in(0).ints();
+            if (count(shape) > kMaxElements)
                 return std::nullopt;
-            out.values.assign(static_cast<std::size_t>(count), fill);
-            return out;
+            return FoldedTensor { shape, fill.elemType,
+                std::vector<double>(static_cast<std::size_t>(count(shape)), fill.values.front()) };
+        }
+        if (op == "Range") {
+            const auto start = in(0).values.at(0);
+            const auto limit = in(1).values.at(0);
+            const auto delta = in(2).values.at(0);
+            if (delta == 0)
+                return std::nullopt;
+            const auto steps = std::max(0.0, std::ceil((limit - start) / delta));
+            if (steps > static_cast<double>(kMaxElements))
+                return std::nullopt;
+            std::vector<double> values;
+            for (std::int64_t i = 0; i < static_cast<std::int64_t>(steps); ++i)
+                values.push_back(convert(start + static_cast<double>(i) * delta, in(0).elemType));
+            return vector1d(std::move(values), in(0).elemType);
         }
         if (op == "Slice")
             return slice(n, k);
-        if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal")
-            return binary(op, in(0), in(1));
-        if (op == "Where" && in(0).values.size() == in(1).values.size() && in(1).values.size() == in(2).values.size()) {
-            IntTensor out = in(1);
-            for (std::size_t i = 0; i < out.values.size(); ++i)
-                out.values[i] = in(0).values[i] != 0 ? in(1).values[i] : in(2).values[i];
+        if (op == "Transpose")
+            return transpose(n, in(0));
+        if (op == "Trilu")
+            return trilu(n, k);
+        if (op == "ScatterND")
+            return scatterNd(k, n);
+        if (op == "Where")
+            return elementwise({ &in(0), &in(1), &in(2) }, in(1).elemType,
+                [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
+        if (op == "Not")
+            return elementwise({ &in(0) }, T::BOOL, [](const std::vector<double>& a) { return a[0] != 0 ? 0.0 : 1.0; });
+        if (op == "Neg" || op == "Abs" || op == "Sqrt" || op == "Floor" || op == "Ceil" || op == "Reciprocal") {
+            return elementwise({ &in(0) }, in(0).elemType, [&op](const std::vector<double>& a) {
+                const double x = a[0];
+                return op == "Neg"  ? -x
+                    : op == "Abs"   ? std::abs(x)
+                    : op == "Sqrt"  ? std::sqrt(x)
+                    : op == "Floor" ? std::floor(x)
+                    : op == "Ceil"  ? std::ceil(x)
+                                    : 1.0 / x;
+            });
+        }
+        if (n.input_size() == 2 && (isComparison(op) || arithmetic(op, 1, 1, T::FLOAT, 0))) {
+            const int type = isComparison(op) ? static_cast<int>(T::BOOL) : in(0).elemType;
+            const auto fmod = attrInt(n, "fmod", 0);
+            bool failed = false;
+            auto out = elementwise({ &in(0), &in(1) }, type, [&](const std::vector<double>& a) {
+                const auto v = arithmetic(op, a[0], a[1], in(0).elemType, fmod);
+                failed = failed || !v;
+                return v.value_or(0);
+            });
+            if (failed)
+                return std::nullopt;
             return out;
         }
         return std::nullopt;
@@ -185,10 +703,11 @@ namespace {
 
     bool inputsKnown(const onnx::NodeProto& n, const Known& k, const Shapes& shapes)
     {
-        if (n.op_type() == "Shape")
+        if (n.op_type() == "Shape" || n.op_type() == "Size")
             return shapes.contains(n.input(0));
-        return std::all_of(
-            n.input().begin(), n.input().end(), [&](const std::string& i) { return i.empty() || k.contains(i); });
+        return n.input_size() > 0 && std::all_of(n.input().begin(), n.input().end(), [&](const std::string& i) {
+            return i.empty() || k.contains(i);
+        });
     }
 
     Shapes shapesOf(const onnx::ModelProto& m)
@@ -216,26 +735,50 @@ namespace {
 
 } // namespace
 
-std::unordered_map<std::string, IntTensor> foldShapeComputations(
+std::vector<std::int64_t> FoldedTensor::ints() const
+{
+    std::vector<std::int64_t> out;
+    out.reserve(values.size());
+    constexpr auto kMax = static_cast<double>(std::numeric_limits<std::int64_t>::max());
+    constexpr auto kMin = static_cast<double>(std::numeric_limits<std::int64_t>::min());
+    for (auto v : values) {
+        if (std::isnan(v))
+            out.push_back(0);
+        else if (v >= kMax)
+            out.push_back(std::numeric_limits<std::int64_t>::max());
+        else if (v <= kMin)
+            out.push_back(std::numeric_limits<std::int64_t>::min());
+        else
+            out.push_back(static_cast<std::int64_t>(v));
+    }
+    return out;
+}
+
+std::unordered_map<std::string, FoldedTensor> foldShapeComputations(
     const onnx::ModelProto& model, onnx::ModelProto& inferred, const std::function<void(onnx::ModelProto&)>& infer)
 {
     Known known;
+    // Integer initializers (shapes, indices); float ones are weights.
     for (const auto& t : model.graph().initializer()) {
-        if (auto v = fromProto(t))
-            known[t.name()] = *v;
+        if (isIntegral(t.data_type())) {
+            if (auto v = fromProto(t))
+                known[t.name()] = *v;
+        }
     }
+    // Constant nodes of integers, and float scalars (scales, epsilons, mask fills); a float constant
+    // with several elements is a folded slice of a parameter.
     for (const auto& n : model.graph().node()) {
-        if (n.op_type() == "Constant") {
-            for (const auto& a : n.attribute()) {
-                if (a.name() == "value" && a.has_t()) {
-                    if (auto v = fromProto(a.t()))
-                        known[n.output(0)] = *v;
-                }
+        if (n.op_type() != "Constant")
+            continue;
+        for (const auto& a : n.attribute()) {
+            if (a.name() == "value" && a.has_t()) {
+                if (auto v = fromProto(a.t()); v && (!v->isFloat() || v->values.size() <= 1))
+                    known[n.output(0)] = *v;
             }
         }
     }
     std::set<int> folded;
-    for (int round = 0; round < 32; ++round) {
+    for (int round = 0; round < 64; ++round) {
         // Working copy: folded nodes replaced by initializers holding their values.
         inferred = model;
         auto* g = inferred.mutable_graph();
@@ -245,8 +788,11 @@ std::unordered_map<std::string, IntTensor> foldShapeComputations(
             if (!folded.contains(i))
                 *g->add_node() = model.graph().node(i);
         }
-        for (int i : folded)
-            *g->add_initializer() = toProto(model.graph().node(i).output(0), known.at(model.graph().node(i).output(0)));
+        for (int i : folded) {
+            const auto& name = model.graph().node(i).output(0);
+            if (auto t = toProto(name, known.at(name)))
+                *g->add_initializer() = std::move(*t);
+        }
         infer(inferred);
         const auto shapes = shapesOf(inferred);
         bool progress = false;
@@ -255,14 +801,14 @@ std::unordered_map<std::string, IntTensor> foldShapeComputations(
             if (folded.contains(i) || n.output_size() != 1 || n.op_type() == "Constant"
                 || !inputsKnown(n, known, shapes))
                 continue;
-            std::optional<IntTensor> v;
+            std::optional<FoldedTensor> v;
             try {
                 v = evaluate(n, known, shapes);
             } catch (const std::exception&) {
                 v.reset(); // out-of-range index or missing input: leave it to shape inference
             }
-            if (v) {
-                known[n.output(0)] = *v;
+            if (v && count(v->shape) == static_cast<std::int64_t>(v->values.size())) {
+                known[n.output(0)] = std::move(*v);
                 folded.insert(i);
                 progress = true;
             }

@@ -43,6 +43,8 @@ CpuBackend::CpuBackend()
     detail::registerNnKernels(m_kernels);
     detail::registerLayoutKernels(m_kernels);
     detail::registerConvKernels(m_kernels);
+    detail::registerElementwiseKernels(m_kernels);
+    detail::registerIndexKernels(m_kernels);
 }
 
 NdArray CpuBackend::zeros(Allocator& allocator, const Shape& shape, DType dtype) const

@@ -1,10 +1,11 @@
 // Internal to the CPU backend: the per-family registration of its kernels (one forward and one
-// backward function per op, in kernels_math/nn/layout/conv.cpp) and the broadcasting helpers they
-// share.
+// backward function per op, in kernels_math/nn/layout/conv.cpp) and the broadcasting and shape
+// helpers they share.
 #pragma once
 
 #include "backend.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -16,6 +17,13 @@ void forEachBroadcast(const Shape& out, const Shape& a, const Shape& b,
 // Sums a gradient of the broadcast shape back to `target` (the operand's shape).
 [[nodiscard]] NdArray reduceToShape(const NdArray& grad, const Shape& target, Allocator& allocator);
 [[nodiscard]] std::vector<std::int64_t> stridesOf(const Shape& shape);
+
+// Views a shape as (outer, shape[axis], inner).
+struct AxisView
+{
+    std::int64_t outer = 1, length = 1, inner = 1;
+};
+[[nodiscard]] AxisView axisView(const Shape& shape, std::size_t axis);
 // A zero array where a gradient is undefined (an unused output).
 [[nodiscard]] NdArray gradOrZeros(const NdArray& grad, const Shape& shape, Allocator& allocator);
 
@@ -27,5 +35,10 @@ void registerNnKernels(KernelTable& table);
 void registerLayoutKernels(KernelTable& table);
 // Conv, BatchNorm, MaxPool, GlobalAvgPool.
 void registerConvKernels(KernelTable& table);
+// Activations, unary math, Max/Min, comparisons and logic, Where, Cast, ReduceSum/ReduceMax,
+// CumSum, Trilu.
+void registerElementwiseKernels(KernelTable& table);
+// AvgPool, Pad, Resize, Gather, ScatterND, TopK, Einsum.
+void registerIndexKernels(KernelTable& table);
 
 } // namespace ps::engine::detail

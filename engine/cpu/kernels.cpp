@@ -1,4 +1,4 @@
-// The broadcasting helpers the CPU kernels share, and the BLAS thread setting.
+// The broadcasting and shape helpers the CPU kernels share, and the BLAS thread setting.
 #include "cpu/kernels.h"
 
 #include "cpu/kernel_impl.h"
@@ -15,6 +15,20 @@ namespace detail {
         for (std::size_t i = shape.size(); i-- > 1;)
             s[i - 1] = s[i] * shape[i];
         return s;
+    }
+
+    AxisView axisView(const Shape& shape, std::size_t axis)
+    {
+        AxisView v;
+        for (std::size_t i = 0; i < shape.size(); ++i) {
+            if (i < axis)
+                v.outer *= shape[i];
+            else if (i == axis)
+                v.length = shape[i];
+            else
+                v.inner *= shape[i];
+        }
+        return v;
     }
 
     namespace {

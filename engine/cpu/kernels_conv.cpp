@@ -22,14 +22,30 @@ namespace {
         return v.empty() ? fallback : v;
     }
 
+    // Window positions along one dim. ceil_mode (pooling) keeps a last partial window when it starts
+    // inside the input or its leading pad (PyTorch's and ONNX's rule); the taps past the input are
+    // skipped like padding.
+    std::int64_t slideCount(std::int64_t size, std::int64_t padBefore, std::int64_t padAfter, std::int64_t dilation,
+        std::int64_t k, std::int64_t stride, bool ceil)
+    {
+        const auto span = size + padBefore + padAfter - dilation * (k - 1) - 1;
+        if (!ceil)
+            return span / stride + 1;
+        auto out = (span + stride - 1) / stride + 1;
+        if ((out - 1) * stride >= size + padBefore)
+            --out;
+        return out;
+    }
+
     Window windowOf(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
     {
         const auto s = intsOr(node, "strides", { 1, 1 });
         const auto p = intsOr(node, "pads", { 0, 0, 0, 0 });
         const auto d = intsOr(node, "dilations", { 1, 1 });
+        const bool ceil = node.intAttr("ceil_mode", 0) != 0;
         Window w { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], x[2], x[3], 0, 0 };
-        w.oh = (x[2] + p[0] + p[2] - d[0] * (kh - 1) - 1) / s[0] + 1;
-        w.ow = (x[3] + p[1] + p[3] - d[1] * (kw - 1) - 1) / s[1] + 1;
+        w.oh = slideCount(x[2], p[0], p[2], d[0], kh, s[0], ceil);
+        w.ow = slideCount(x[3], p[1], p[3], d[1], kw, s[1], ceil);
         return w;
     }
 

@@ -13,26 +13,6 @@ namespace {
         return static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
     }
 
-    // Views a shape as (outer, shape[axis], inner).
-    struct AxisView
-    {
-        std::int64_t outer = 1, length = 1, inner = 1;
-    };
-
-    AxisView axisView(const Shape& s, std::size_t axis)
-    {
-        AxisView v;
-        for (std::size_t i = 0; i < s.size(); ++i) {
-            if (i < axis)
-                v.outer *= s[i];
-            else if (i == axis)
-                v.length = s[i];
-            else
-                v.inner *= s[i];
-        }
-        return v;
-    }
-
     // Copies `count` positions along the axis: src[:, srcStart + k, :] -> dst[:, dstStart + k, :].
     void copyAxis(const NdArray& src, std::int64_t srcStart, NdArray& dst, std::int64_t dstStart, std::int64_t count,
         std::size_t axis)

@@ -157,7 +157,9 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         };
         const auto named = [&](const auto& in) { return in.first == tensor.name; };
         auto& value = s.values[static_cast<std::size_t>(slotOf(t))];
-        if (tensor.dtype == DType::I64) {
+        const bool floating = tensor.dtype == DType::F32 || tensor.dtype == DType::F64 || tensor.dtype == DType::F16
+            || tensor.dtype == DType::BF16;
+        if (!floating) { // integers and bools travel as int64
             const auto it = std::find_if(batch.inputs.begin(), batch.inputs.end(), named);
             if (it == batch.inputs.end() || static_cast<std::int64_t>(it->second.size()) != numElements(tensor.shape))
                 throw missing();

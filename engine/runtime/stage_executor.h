@@ -24,6 +24,7 @@
 #pragma once
 
 #include "backend.h"
+#include "data.h"
 #include "graph/graph.h"
 #include "runtime/chunk_manager.h"
 #include "runtime/copy_stream.h"
@@ -43,11 +44,6 @@ enum class BackwardMode { Full, InputOnly }; // InputOnly: zero-bubble's B; W fo
 
 // One micro-batch's graph inputs on the host by input name: int64 ones (token ids, labels) and
 // fp32 ones (attention masks, features), each matched to the graph input's dtype.
-struct HostBatch
-{
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> inputs;
-    std::vector<std::pair<std::string, std::vector<float>>> floatInputs;
-};
 
 struct StageOptimizerConfig
 {

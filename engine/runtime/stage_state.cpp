@@ -10,49 +10,13 @@
 #include <cstring>
 
 namespace ps::engine {
-namespace {
-
-    // A constant's values as the engine's element type (f32 or i64) on the host.
-    std::vector<std::byte> hostValues(const Tensor& t, DType& engineType)
-    {
-        const auto n = static_cast<std::size_t>(numElements(t.shape));
-        const bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F64;
-        engineType = isFloat ? DType::F32 : DType::I64;
-        if (t.data->size() != static_cast<std::size_t>(numBytes(t.shape, t.dtype)))
-            throw Error("tensor '" + t.name + "' carries " + std::to_string(t.data->size()) + " bytes, expected "
-                + std::to_string(numBytes(t.shape, t.dtype)) + " for " + formatShape(t.shape));
-        if (t.dtype == DType::F32 || t.dtype == DType::I64)
-            return *t.data;
-        std::vector<std::byte> out(n * (isFloat ? 4 : 8));
-        const auto* p = t.data->data();
-        for (std::size_t i = 0; i < n; ++i) {
-            if (t.dtype == DType::F64) {
-                double d = 0;
-                std::memcpy(&d, p + i * 8, 8);
-                const auto f = static_cast<float>(d);
-                std::memcpy(out.data() + i * 4, &f, 4);
-            } else if (t.dtype == DType::I32) {
-                std::int32_t v = 0;
-                std::memcpy(&v, p + i * 4, 4);
-                const std::int64_t w = v;
-                std::memcpy(out.data() + i * 8, &w, 8);
-            } else {
-                throw Error("tensor '" + t.name + "' is " + std::string(toString(t.dtype))
-                    + "; the engine reads f32, f64, i64, i32");
-            }
-        }
-        return out;
-    }
-
-} // namespace
-
 void StageExecutor::loadConstant(TensorId t)
 {
     const auto& tensor = m_graph.tensor(t);
     if (!tensor.data)
         throw Error("constant '" + tensor.name + "' has no values in the project (create it again)");
     DType type = DType::F32;
-    const auto bytes = hostValues(tensor, type);
+    const auto bytes = engineHostValues(tensor, type);
     m_device.setOwner("constants");
     m_constants[static_cast<std::size_t>(slotOf(t))] = m_backend.fromHost(m_device, tensor.shape, type, bytes);
 }

@@ -83,14 +83,10 @@ Schedule runtimeSchedule(const RunConfig& config)
 
 TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice> devices, RunConfig config)
     : m_graph(std::move(graph))
-    , m_data(std::move(data))
     , m_devices(std::move(devices))
     , m_config(std::move(config))
-    , m_sampler(m_config.seed + 1)
+    , m_source(m_graph, std::move(data), m_config.seed + 1)
 {
-    const auto shape = languageModelShape(m_graph, m_data);
-    m_batch = shape.batch;
-    m_seq = shape.sequence;
     // One device uses OpenBLAS's threads; several split their GEMMs over their own cores' teams
     // (PipelineRunner), so OpenBLAS runs single-threaded in each team member.
     setComputeThreads(m_devices.size() == 1 ? threadsPerDevice(1) : 1);
@@ -120,12 +116,8 @@ double TrainingRun::learningRate(std::int64_t step) const
 std::vector<HostBatch> TrainingRun::sampleStep()
 {
     std::vector<HostBatch> batches(static_cast<std::size_t>(m_config.schedule.microBatches));
-    for (auto& b : batches) {
-        std::vector<std::int64_t> ids(static_cast<std::size_t>(m_batch * m_seq));
-        std::vector<std::int64_t> labels(ids.size());
-        m_data.sample(m_sampler, m_batch, m_seq, ids.data(), labels.data());
-        b.inputs = { { "input_ids", std::move(ids) }, { "labels", std::move(labels) } };
-    }
+    for (auto& b : batches)
+        b = m_source.next();
     return batches;
 }
 

@@ -67,7 +67,7 @@ struct RunCheckpoint
 class TrainingRun
 {
 public:
-    // Throws ps::Error when the graph is not a language model the data can feed, or the plan cannot
+    // Throws ps::Error when the graph has no scalar loss or the data cannot feed it, or the plan cannot
     // run on the devices (naming the stage or device).
     TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice> devices, RunConfig config);
 
@@ -79,7 +79,11 @@ public:
     }
     [[nodiscard]] std::int64_t tokensPerStep() const
     {
-        return m_batch * m_seq * m_config.schedule.microBatches;
+        return m_source.itemsPerBatch() * m_config.schedule.microBatches;
+    }
+    [[nodiscard]] const BatchSource& batchSource() const
+    {
+        return m_source;
     }
     // From the next step on, runs `schedule` (same stages, devices and micro-batches; Ada-Grouper's
     // controller changes k this way). Parameters and optimizer state are untouched. Throws
@@ -112,13 +116,10 @@ private:
     std::vector<HostBatch> sampleStep();
 
     Graph m_graph;
-    TokenData m_data;
     std::vector<RuntimeDevice> m_devices;
     RunConfig m_config;
+    BatchSource m_source;
     std::unique_ptr<PipelineRunner> m_runner;
-    std::mt19937_64 m_sampler;
-    std::int64_t m_batch = 0;
-    std::int64_t m_seq = 0;
     std::int64_t m_steps = 0;
 };
 

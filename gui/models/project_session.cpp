@@ -1,7 +1,9 @@
 #include "models/project_session.h"
 
+#include "graph/loss.h"
 #include "onnx/onnx_import.h"
 #include "store/project_store.h"
+#include "util/error.h"
 
 #include <QFileInfo>
 
@@ -32,20 +34,27 @@ LoadedProject loadProjectFile(const QString& path)
     return p;
 }
 
-LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence)
+LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss)
 {
     OnnxImportOptions options;
     options.batch = batch;
     options.sequence = sequence;
     auto imported = ps::importOnnx(path.toStdString(), options);
+    if (!loss.isEmpty()) {
+        const auto kind = parseLossKind(loss.toStdString());
+        if (!kind)
+            throw Error("unknown loss '" + loss.toStdString() + "' (cross-entropy or mse)");
+        imported.graph = attachLoss(std::move(imported.graph), { *kind, std::nullopt });
+    }
     QStringList opaque;
     for (const auto& [op, count] : imported.report.opaqueOps)
         opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
     LoadedProject p;
-    p.summary = ProjectSession::tr("Imported %1: %2 nodes (opset %3); costed from shapes only: %4")
+    p.summary = ProjectSession::tr("Imported %1: %2 nodes (opset %3); loss: %4; costed from shapes only: %5")
                     .arg(QFileInfo(path).fileName())
                     .arg(imported.graph.nodeCount())
                     .arg(imported.report.opset)
+                    .arg(loss.isEmpty() ? ProjectSession::tr("none (not trainable)") : loss)
                     .arg(opaque.isEmpty() ? ProjectSession::tr("none") : opaque.join(QStringLiteral(", ")));
     p.graph = std::make_shared<const Graph>(std::move(imported.graph));
     return p;
@@ -104,10 +113,11 @@ bool ProjectSession::reloadProfiles()
     }
 }
 
-bool ProjectSession::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary)
+bool ProjectSession::importOnnx(
+    const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary, const QString& loss)
 {
     try {
-        auto project = loadOnnxModel(path, batch, sequence);
+        auto project = loadOnnxModel(path, batch, sequence, loss);
         if (summary)
             *summary = project.summary;
         adopt(std::move(project));

@@ -25,7 +25,9 @@ struct LoadedProject
 
 // Each throws with a message naming the file or model when it cannot.
 [[nodiscard]] LoadedProject loadProjectFile(const QString& path);
-[[nodiscard]] LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence);
+// `loss` "cross-entropy" or "mse" attaches that loss (graph/loss.h); empty: none.
+[[nodiscard]] LoadedProject loadOnnxModel(
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss = {});
 [[nodiscard]] LoadedProject buildZooProject(const ModelConfig& config);
 
 class ProjectSession : public QObject
@@ -57,7 +59,8 @@ public:
     bool newFromZoo(const ModelConfig& config);
     bool open(const QString& path);
     // Imports an ONNX file as a new, unsaved project; `summary` receives what the import did.
-    bool importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary = nullptr);
+    bool importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence, QString* summary = nullptr,
+        const QString& loss = {});
     // Makes `project` the current one (GUI thread); a project without a path is unsaved.
     void adopt(LoadedProject project);
     bool save();

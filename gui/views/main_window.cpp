@@ -261,8 +261,15 @@ void MainWindow::importWithDialog()
         return;
     const int seq = QInputDialog::getInt(
         this, tr("Import ONNX"), tr("Sequence length (other dynamic dimensions)"), 128, 1, 1 << 20, 1, &ok);
+    if (!ok)
+        return;
+    // A loss on the model's first output makes it trainable (pipestudio import --loss).
+    const QStringList losses { tr("none (plan only)"), QStringLiteral("cross-entropy"), QStringLiteral("mse") };
+    const auto loss = QInputDialog::getItem(this, tr("Import ONNX"),
+        tr("Loss on the first output (cross-entropy: class labels over the last dimension; mse: float targets)"),
+        losses, 0, false, &ok);
     if (ok)
-        importOnnxInBackground(path, batch, seq);
+        importOnnxInBackground(path, batch, seq, loss == losses.front() ? QString() : loss);
 }
 
 bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)

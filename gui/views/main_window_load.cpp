@@ -97,10 +97,11 @@ bool MainWindow::openProjectInBackground(const QString& path)
         tr("Opening %1…").arg(QFileInfo(path).fileName()), [path] { return loadProjectFile(path); });
 }
 
-bool MainWindow::importOnnxInBackground(const QString& path, std::int64_t batch, std::int64_t sequence)
+bool MainWindow::importOnnxInBackground(
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss)
 {
     return loadInBackground(tr("Importing %1…").arg(QFileInfo(path).fileName()),
-        [path, batch, sequence] { return loadOnnxModel(path, batch, sequence); });
+        [path, batch, sequence, loss] { return loadOnnxModel(path, batch, sequence, loss); });
 }
 
 bool MainWindow::newFromZooInBackground(const ModelConfig& config)

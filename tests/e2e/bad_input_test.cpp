@@ -211,6 +211,11 @@ std::vector<Case> optionCases()
         { "import {onnx}", "--output" },
         { "import {onnx} -o {out}/i.pstudio --batch 0", "--batch" },
         { "import {onnx} -o {out}/i.pstudio --seq -1", "--seq" },
+        { "import {onnx} -o {out}/i.pstudio --loss hinge", "--loss" },
+        { "import {onnx} -o {out}/i.pstudio --labels-shape 2", "--labels-shape" },
+        { "import {onnx} -o {out}/i.pstudio --loss mse --labels-shape 9,9", "labels shape (9, 9)" },
+        { "import {onnx} -o {out}/i.pstudio --loss mse --labels-shape 2,x", "--labels-shape" },
+        { "import {onnx} -o {out}/i.pstudio --loss mse --labels-shape 0,4", "positive" },
         { "import {onnx} -o {proj}", "base.pstudio" },
         // estimate
         { "estimate {proj} --device bogus", "bogus" },
@@ -527,6 +532,28 @@ TEST_F(BadInput, TheFixtureOnnxIsAValidModel)
     makeFixtures();
     const auto r = ps::e2e::runCli("import " + quote(m_dir / "tiny.onnx") + " -o " + quote(m_dir / "ok.pstudio"));
     EXPECT_EQ(r.exitCode, 0) << r.output;
+}
+
+// An imported model trains only with a loss: without one `train` says how to attach it; with
+// `--loss mse` it trains on generated inputs and says so.
+TEST_F(BadInput, AnImportedModelTrainsOnceItHasALoss)
+{
+    makeFixtures();
+    const auto bare = m_dir / "bare.pstudio";
+    ASSERT_EQ(ps::e2e::runCli("import " + quote(m_dir / "tiny.onnx") + " -o " + quote(bare)).exitCode, 0);
+    const auto refused = ps::e2e::runCli("train " + quote(bare) + " --steps 1");
+    EXPECT_NE(refused.exitCode, 0);
+    EXPECT_NE(refused.output.find("import --loss"), std::string::npos) << refused.output;
+    const auto withLoss = m_dir / "mse.pstudio";
+    const auto imported = ps::e2e::runCli("import " + quote(m_dir / "tiny.onnx") + " --loss mse -o " + quote(withLoss));
+    ASSERT_EQ(imported.exitCode, 0) << imported.output;
+    EXPECT_NE(imported.output.find("loss: mse on the output, labels input 'labels' (2, 4)"), std::string::npos)
+        << imported.output;
+    const auto trained = ps::e2e::runCli("train " + quote(withLoss) + " --steps 2");
+    ASSERT_EQ(trained.exitCode, 0) << trained.output;
+    EXPECT_NE(trained.output.find("generated inputs (x random N(0, 1), labels random N(0, 1))"), std::string::npos)
+        << trained.output;
+    EXPECT_NE(trained.output.find("samples/s"), std::string::npos) << trained.output;
 }
 
 TEST_F(BadInput, EveryCommandGivesOneLineNamingTheProblem)

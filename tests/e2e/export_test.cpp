@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -119,6 +120,44 @@ TEST(ExportRunner, MapsScopesOntoTheFxGraph)
     const auto r = runShell("cd " + quote(kHere) + " && PS_RUNNER_DIR=" + quote(kRunnerDir) + " " + kPython
         + " -m unittest -q test_run_pipeline_mapping");
     EXPECT_EQ(r.exitCode, 0) << r.output;
+}
+
+// `import --loss cross-entropy` makes an exported GPT (token input 'input', a registered causal-mask
+// buffer) a language model the engine trains: its parameters are torch's (the mask buffer is not
+// one), and it trains on token windows over two pipelined CPU devices.
+TEST_F(Export, ImportedGptWithALossTrainsOnTwoDevices)
+{
+    if (const auto why = torchMissing(); !why.empty())
+        GTEST_SKIP() << why;
+    const auto onnx = m_dir / "gpt.onnx";
+    const auto made = runShell(std::string(kPython) + " " + quote(kHere / "export_gpt.py") + " onnx " + quote(onnx));
+    ASSERT_EQ(made.exitCode, 0) << made.output;
+    const auto counted = runShell("cd " + quote(kHere) + " && " + kPython
+        + " -c 'import export_gpt as g; print(sum(p.numel() for p in g.TinyGPT().parameters()))'");
+    ASSERT_EQ(counted.exitCode, 0) << counted.output;
+    const auto project = m_dir / "gpt-loss.pstudio";
+    const auto imported = cli("import " + quote(onnx) + " --batch 2 --loss cross-entropy -o " + quote(project));
+    ASSERT_EQ(imported.exitCode, 0) << imported.output;
+    EXPECT_NE(imported.output.find("labels input 'labels' (2, 16)"), std::string::npos) << imported.output;
+    const auto info = cli("info " + quote(project) + " --json");
+    ASSERT_EQ(info.exitCode, 0) << info.output;
+    EXPECT_EQ(nlohmann::json::parse(info.output).value("parameters", std::int64_t { -1 }), std::stoll(counted.output));
+    const auto trained =
+        cli("train " + quote(project) + " --steps 3 --devices cpu:2 --data-format random --vocab 64 --json");
+    ASSERT_EQ(trained.exitCode, 0) << trained.output;
+    int steps = 0;
+    std::istringstream lines(trained.output);
+    for (std::string line; std::getline(lines, line);) {
+        const auto j = nlohmann::json::parse(line);
+        if (j.contains("config")) {
+            EXPECT_EQ(j["config"].value("throughput_unit", ""), "tokens") << line;
+        }
+        if (j.contains("loss") && !j.contains("summary")) {
+            EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << line;
+            ++steps;
+        }
+    }
+    EXPECT_EQ(steps, 3) << trained.output;
 }
 
 TEST_F(Export, TorchrunOnTwoProcessesMatchesOneProcess)

@@ -203,3 +203,14 @@ TEST(CpuBackend, SgdMatchesTwoHandComputedSteps)
         EXPECT_NEAR(bv[i], bufRef[i], 1e-6) << i;
     }
 }
+
+// Every op of the registry but Opaque has CPU kernels (the engine trains any mapped import).
+TEST(CpuBackend, EveryRegisteredOpHasAKernel)
+{
+    for (const auto& info : allOpTypes()) {
+        if (info.type != OpType::Opaque) {
+            EXPECT_TRUE(cpuBackend().supports(info.type)) << info.name;
+        }
+    }
+    EXPECT_FALSE(cpuBackend().supports(OpType::Opaque));
+}

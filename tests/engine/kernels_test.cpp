@@ -1,35 +1,21 @@
 // Every CPU kernel's backward against central finite differences of its forward, on small random
 // inputs: L = sum(out * R) for a fixed random R, so dL/dout = R.
 #include "backend.h"
+#include "kernel_test_support.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <random>
 
 using namespace ps;
 using namespace ps::engine;
+using ps::engine::testing::makeNode;
 
 namespace {
 
-struct Case
-{
-    Node node;
-    std::vector<NdArray> inputs;
-    std::vector<bool> differentiable;
-};
-
-class KernelGrad : public ::testing::Test
+class KernelGrad : public ps::engine::testing::KernelTest
 {
 protected:
-    NdArray random(Shape shape, float lo = -1.0F, float hi = 1.0F)
-    {
-        auto a = NdArray::empty(m_alloc, std::move(shape));
-        std::uniform_real_distribution<float> u(lo, hi);
-        for (std::int64_t i = 0; i < a.numel(); ++i)
-            a.f32()[i] = u(m_data);
-        return a;
-    }
     NdArray ints(Shape shape, std::int64_t bound)
     {
         auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
@@ -40,75 +26,8 @@ protected:
     }
     static Node node(OpType op, Attributes attrs = {})
     {
-        Node n;
-        n.name = std::string(toString(op)) + "_under_test";
-        n.op = op;
-        n.attrs = std::move(attrs);
-        return n;
+        return makeNode(op, std::move(attrs));
     }
-
-    // Forward with the dropout stream re-seeded, so every evaluation draws the same mask.
-    std::vector<NdArray> forward(const Node& n, const std::vector<NdArray>& in, NodeValues& v)
-    {
-        std::mt19937_64 rng(7);
-        KernelContext ctx { m_alloc, rng, true };
-        v = NodeValues();
-        v.in = in;
-        cpuBackend().forward(n, v, ctx);
-        return v.out;
-    }
-
-    double objective(const Node& n, const std::vector<NdArray>& in, const std::vector<NdArray>& weights)
-    {
-        NodeValues v;
-        const auto out = forward(n, in, v);
-        double sum = 0;
-        for (std::size_t k = 0; k < out.size(); ++k) {
-            for (std::int64_t i = 0; i < out[k].numel(); ++i)
-                sum += static_cast<double>(out[k].f32()[i]) * weights[k].f32()[i];
-        }
-        return sum;
-    }
-
-    void check(const Case& c, double tolerance = 2e-2)
-    {
-        NodeValues v;
-        std::vector<NdArray> in;
-        for (const auto& a : c.inputs)
-            in.push_back(a.clone());
-        const auto out = forward(c.node, in, v);
-        std::vector<NdArray> weights;
-        for (const auto& o : out)
-            weights.push_back(random(o.shape()));
-        std::mt19937_64 rng(7);
-        KernelContext ctx { m_alloc, rng, true };
-        const auto grads = cpuBackend().backward(c.node, v, weights, c.differentiable, ctx);
-        for (std::size_t k = 0; k < in.size(); ++k) {
-            if (!c.differentiable[k])
-                continue;
-            ASSERT_TRUE(grads[k].defined()) << c.node.name << " input " << k;
-            ASSERT_EQ(grads[k].shape(), in[k].shape()) << c.node.name << " input " << k;
-            double worst = 0;
-            double scale = 1e-3;
-            for (std::int64_t i = 0; i < in[k].numel(); ++i) {
-                const float keep = in[k].f32()[i];
-                const float h = 1e-2F * std::max(1.0F, std::abs(keep));
-                in[k].f32()[i] = keep + h;
-                const double up = objective(c.node, in, weights);
-                in[k].f32()[i] = keep - h;
-                const double down = objective(c.node, in, weights);
-                in[k].f32()[i] = keep;
-                const double numeric = (up - down) / (2.0 * h);
-                worst = std::max(worst, std::abs(numeric - grads[k].f32()[i]));
-                scale = std::max(scale, std::abs(numeric));
-            }
-            EXPECT_LT(worst / scale, tolerance)
-                << c.node.name << " input " << k << ": max error " << worst << " against gradients up to " << scale;
-        }
-    }
-
-    Allocator m_alloc;
-    std::mt19937_64 m_data { 42 };
 };
 
 } // namespace

@@ -149,12 +149,22 @@ TEST(MainWindow, ScreenshotOfAStoredMixedPipePlan)
     EXPECT_NE(error.find("has no plan " + std::to_string(id + 100)), std::string::npos) << error;
 }
 
-TEST(MainWindow, DropImportsAnOnnxModel)
+namespace {
+
+// Written by the onnx_fixtures CTest fixture (tests/data/make_onnx_fixtures.py); empty without it.
+QString resnetFixture()
 {
-    // Written by the onnx_fixtures CTest fixture (tests/data/make_onnx_fixtures.py).
     const char* env = std::getenv("PS_ONNX_FIXTURES");
     const auto file = QString::fromLocal8Bit(env ? env : PS_ONNX_FIXTURES_DIR) + QStringLiteral("/resnet18-op17.onnx");
-    if (!QFile::exists(file))
+    return QFile::exists(file) ? file : QString();
+}
+
+} // namespace
+
+TEST(MainWindow, DropImportsAnOnnxModel)
+{
+    const auto file = resnetFixture();
+    if (file.isEmpty())
         GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
     MainWindow window;
     QSignalSpy loaded(&window, &MainWindow::loadFinished);
@@ -164,4 +174,22 @@ TEST(MainWindow, DropImportsAnOnnxModel)
     EXPECT_EQ(window.session()->graph()->parameterCount(), 11'689'512);
     EXPECT_TRUE(window.session()->isModified()); // imported, not saved yet
     EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("Imported resnet18-op17.onnx")));
+}
+
+// The import dialog's loss: the imported classifier ends in a scalar cross-entropy and can train.
+TEST(MainWindow, ImportWithALossMakesTheModelTrainable)
+{
+    const auto file = resnetFixture();
+    if (file.isEmpty())
+        GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
+    MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::loadFinished);
+    ASSERT_TRUE(window.importOnnxInBackground(file, 2, 128, QStringLiteral("cross-entropy")));
+    ASSERT_TRUE(loaded.wait(60'000));
+    const auto graph = window.session()->graph();
+    ASSERT_TRUE(graph);
+    const auto& loss = graph->tensor(graph->outputs().front());
+    EXPECT_TRUE(loss.shape.empty());
+    EXPECT_EQ(graph->node(loss.producer).op, ps::OpType::CrossEntropy);
+    EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("loss: cross-entropy")));
 }

@@ -1,0 +1,755 @@
+// Activations, unary math, Max/Min, comparisons and logic, Where, Cast, ReduceSum/ReduceMax, CumSum
+// and Trilu, with ONNX / PyTorch semantics. Float values are f32 and integer or bool values i64 (bool
+// as 0/1); comparisons and logic produce i64 0/1. Each backward says which values it reads ("keeps"):
+// the runtime may release the others after forward, leaving only their shapes.
+#include "cpu/kernel_impl.h"
+#include "graph/shape_inference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace ps::engine::detail {
+namespace {
+
+    // ---- Element types: float (f32 arrays) or std::int64_t (i64 arrays) ----
+
+    template <typename T> constexpr DType dtypeOf()
+    {
+        return std::is_same_v<T, float> ? DType::F32 : DType::I64;
+    }
+
+    template <typename T> T* data(NdArray& a)
+    {
+        if constexpr (std::is_same_v<T, float>)
+            return a.f32();
+        else
+            return a.i64();
+    }
+
+    template <typename T> const T* data(const NdArray& a)
+    {
+        if constexpr (std::is_same_v<T, float>)
+            return a.f32();
+        else
+            return a.i64();
+    }
+
+    // Calls fn with a value of the array's element type (float or std::int64_t) as a type tag.
+    template <typename Fn> decltype(auto) byDType(const NdArray& a, Fn&& fn)
+    {
+        if (a.dtype() == DType::I64)
+            return fn(std::int64_t {});
+        return fn(float {});
+    }
+
+    template <typename T> bool isNan(T value)
+    {
+        if constexpr (std::is_same_v<T, float>)
+            return std::isnan(value);
+        else
+            return false;
+    }
+
+    template <typename T> bool truthy(T value) // a bool or a condition: nonzero is true
+    {
+        return value != T {};
+    }
+
+    std::string label(const Node& node)
+    {
+        return "node '" + node.name + "' (" + std::string(toString(node.op)) + ")";
+    }
+
+    void requireF32(const Node& node, const NdArray& a, std::size_t input)
+    {
+        if (a.dtype() != DType::F32)
+            throw Error(label(node) + ": input " + std::to_string(input) + " is " + std::string(toString(a.dtype()))
+                + ", expected f32");
+    }
+
+    void requireSameDType(const Node& node, const NdArray& a, const NdArray& b)
+    {
+        if (a.dtype() != b.dtype())
+            throw Error(label(node) + ": operands of " + std::string(toString(a.dtype())) + " and "
+                + std::string(toString(b.dtype())) + " must have one dtype");
+    }
+
+    // NumPy broadcasting of two shapes (ps::broadcastShapes); the error names the node.
+    Shape broadcastShape(const Node& node, const Shape& a, const Shape& b)
+    {
+        try {
+            return broadcastShapes(a, b);
+        } catch (const Error& e) {
+            throw Error(label(node) + ": " + e.what());
+        }
+    }
+
+    // out[i] = op(x[i]) with the element types In and Out.
+    template <typename Out, typename In, typename Op> NdArray mapArray(const NdArray& x, KernelContext& ctx, Op op)
+    {
+        auto out = NdArray::empty(ctx.allocator, x.shape(), dtypeOf<Out>());
+        Out* o = data<Out>(out);
+        const In* in = data<In>(x);
+        const auto n = x.numel();
+        for (std::int64_t i = 0; i < n; ++i)
+            o[i] = op(in[i]);
+        return out;
+    }
+
+    // out[i] = op(a[ia], b[ib]) over the broadcast shape.
+    template <typename Out, typename A, typename B, typename Op>
+    NdArray broadcastMap(const Node& node, const NdArray& a, const NdArray& b, KernelContext& ctx, Op op)
+    {
+        const auto shape = broadcastShape(node, a.shape(), b.shape());
+        auto out = NdArray::empty(ctx.allocator, shape, dtypeOf<Out>());
+        Out* o = data<Out>(out);
+        const A* x = data<A>(a);
+        const B* y = data<B>(b);
+        if (a.shape() == shape && b.shape() == shape) {
+            for (std::int64_t i = 0; i < out.numel(); ++i)
+                o[i] = op(x[i], y[i]);
+        } else {
+            forEachBroadcast(shape, a.shape(), b.shape(),
+                [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { o[i] = op(x[ia], y[ib]); });
+        }
+        return out;
+    }
+
+    // Comparisons, logic and casts to integers: nothing to differentiate, gradIn stays undefined.
+    void noGradient(const Node&, const NodeValues&, BackwardArgs&, KernelContext&) { }
+
+    // ---- Unary float ops: dx = dy * d(k), k the one value the backward keeps ----
+
+    template <typename Op> void floatUnary(const Node& node, NodeValues& v, KernelContext& ctx, Op op)
+    {
+        requireF32(node, v.in[0], 0);
+        v.out = { mapArray<float, float>(v.in[0], ctx, op) };
+    }
+
+    template <typename D> void unaryBackward(BackwardArgs& g, KernelContext& ctx, const NdArray& kept, D d)
+    {
+        if (!g.needGrad[0])
+            return;
+        const auto dy = gradOrZeros(g.gradOut[0], kept.shape(), ctx.allocator);
+        auto dx = NdArray::empty(ctx.allocator, kept.shape());
+        const float* gy = dy.f32();
+        const float* k = kept.f32();
+        float* o = dx.f32();
+        for (std::int64_t i = 0; i < dx.numel(); ++i)
+            o[i] = gy[i] * d(k[i]);
+        g.gradIn[0] = dx;
+    }
+
+    float sigmoid(float x)
+    {
+        if (x >= 0)
+            return 1.0F / (1.0F + std::exp(-x));
+        const float e = std::exp(x); // no overflow for large negative x
+        return e / (1.0F + e);
+    }
+
+    void sigmoidForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        floatUnary(node, v, ctx, sigmoid);
+    }
+
+    void sigmoidBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps the output
+    {
+        unaryBackward(g, ctx, v.out[0], [](float y) { return y * (1.0F - y); });
+    }
+
+    struct HardSigmoidParams
+    {
+        float alpha, beta;
+    };
+
+    HardSigmoidParams hardSigmoidParams(const Node& node)
+    {
+        return { static_cast<float>(node.floatAttr("alpha", 0.2)), static_cast<float>(node.floatAttr("beta", 0.5)) };
+    }
+
+    void hardSigmoidForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto p = hardSigmoidParams(node);
+        floatUnary(node, v, ctx, [p](float x) { return std::clamp(p.alpha * x + p.beta, 0.0F, 1.0F); });
+    }
+
+    void hardSigmoidBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
+    {
+        const auto p = hardSigmoidParams(node);
+        unaryBackward(g, ctx, v.in[0], [p](float x) {
+            const float t = p.alpha * x + p.beta;
+            return t > 0.0F && t < 1.0F ? p.alpha : 0.0F;
+        });
+    }
+
+    void hardSwishForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        floatUnary(node, v, ctx, [](float x) { return x * std::clamp(x + 3.0F, 0.0F, 6.0F) / 6.0F; });
+    }
+
+    void hardSwishBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
+    {
+        unaryBackward(g, ctx, v.in[0], [](float x) { return x < -3.0F ? 0.0F : x > 3.0F ? 1.0F : x / 3.0F + 0.5F; });
+    }
+
+    void leakyReluForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto alpha = static_cast<float>(node.floatAttr("alpha", 0.01));
+        floatUnary(node, v, ctx, [alpha](float x) { return x < 0.0F ? alpha * x : x; });
+    }
+
+    void leakyReluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
+    {
+        const auto alpha = static_cast<float>(node.floatAttr("alpha", 0.01));
+        unaryBackward(g, ctx, v.in[0], [alpha](float x) { return x > 0.0F ? 1.0F : alpha; });
+    }
+
+    void expForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        floatUnary(node, v, ctx, [](float x) { return std::exp(x); });
+    }
+
+    void expBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps the output
+    {
+        unaryBackward(g, ctx, v.out[0], [](float y) { return y; });
+    }
+
+    void logForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        floatUnary(node, v, ctx, [](float x) { return std::log(x); });
+    }
+
+    void logBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
+    {
+        unaryBackward(g, ctx, v.in[0], [](float x) { return 1.0F / x; });
+    }
+
+    // ---- Clip (f32 or i64): an absent bound is open; min > max gives max everywhere, as ONNX ----
+
+    struct ClipBounds
+    {
+        double lo, hi;
+    };
+
+    ClipBounds clipBounds(const Node& node)
+    {
+        constexpr double kInf = std::numeric_limits<double>::infinity();
+        return { node.floatAttr("min", -kInf), node.floatAttr("max", kInf) };
+    }
+
+    // The integer bound of x >= lo (ceil) or x <= hi (floor), saturated to the i64 range.
+    std::int64_t integerBound(double bound, bool lower)
+    {
+        constexpr double kLimit = 9.2e18;
+        if (bound <= -kLimit)
+            return std::numeric_limits<std::int64_t>::min();
+        if (bound >= kLimit)
+            return std::numeric_limits<std::int64_t>::max();
+        return static_cast<std::int64_t>(lower ? std::ceil(bound) : std::floor(bound));
+    }
+
+    void clipForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto b = clipBounds(node);
+        const auto& x = v.in[0];
+        if (x.dtype() == DType::I64) {
+            const auto lo = integerBound(b.lo, true);
+            const auto hi = integerBound(b.hi, false);
+            v.out = { mapArray<std::int64_t, std::int64_t>(
+                x, ctx, [lo, hi](std::int64_t a) { return std::min(std::max(a, lo), hi); }) };
+            return;
+        }
+        const auto lo = static_cast<float>(b.lo);
+        const auto hi = static_cast<float>(b.hi);
+        v.out = { mapArray<float, float>(x, ctx, [lo, hi](float a) { return std::min(std::max(a, lo), hi); }) };
+    }
+
+    void clipBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
+    {
+        const auto b = clipBounds(node);
+        const auto lo = static_cast<float>(b.lo);
+        const auto hi = static_cast<float>(b.hi);
+        // torch.clamp: the gradient passes where lo <= x <= hi, bounds included.
+        unaryBackward(g, ctx, v.in[0], [lo, hi](float x) { return x >= lo && x <= hi ? 1.0F : 0.0F; });
+    }
+
+    // ---- Neg and Abs (f32 or i64) ----
+
+    void negForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { byDType(v.in[0], [&](auto tag) {
+            using T = decltype(tag);
+            return mapArray<T, T>(v.in[0], ctx, [](T a) { return -a; });
+        }) };
+    }
+
+    void negBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps nothing
+    {
+        if (g.needGrad[0])
+            g.gradIn[0] = mapArray<float, float>(
+                gradOrZeros(g.gradOut[0], v.in[0].shape(), ctx.allocator), ctx, [](float dy) { return -dy; });
+    }
+
+    void absForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { byDType(v.in[0], [&](auto tag) {
+            using T = decltype(tag);
+            return mapArray<T, T>(v.in[0], ctx, [](T a) { return a < T {} ? -a : a; });
+        }) };
+    }
+
+    void absBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
+    {
+        unaryBackward(g, ctx, v.in[0], [](float x) { return x > 0.0F ? 1.0F : x < 0.0F ? -1.0F : 0.0F; });
+    }
+
+    // ---- Max and Min (f32 or i64, broadcasting; NaN propagates as in torch.maximum) ----
+
+    template <typename T> bool takesA(T a, T b, bool isMax) // a is the result (a wins ties)
+    {
+        return isNan(a) || (isMax ? a >= b : a <= b);
+    }
+
+    template <bool kMax> void extremumForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& a = v.in[0];
+        const auto& b = v.in[1];
+        requireSameDType(node, a, b);
+        v.out = { byDType(a, [&](auto tag) {
+            using T = decltype(tag);
+            return broadcastMap<T, T, T>(node, a, b, ctx, [](T x, T y) { return takesA(x, y, kMax) ? x : y; });
+        }) };
+    }
+
+    // dy to input `first` where toA(j, k) holds and to input `first + 1` elsewhere, each summed back to
+    // its shape; j and k are the offsets into operands of shapes sj and sk broadcast to `shape`.
+    template <typename ToA>
+    void routeGradient(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, std::size_t first, const Shape& shape,
+        const Shape& sj, const Shape& sk, ToA toA)
+    {
+        const auto dy = gradOrZeros(g.gradOut[0], shape, ctx.allocator);
+        const float* gy = dy.f32();
+        for (std::size_t side = 0; side < 2; ++side) {
+            if (!g.needGrad[first + side])
+                continue;
+            auto full = NdArray::empty(ctx.allocator, shape);
+            float* o = full.f32();
+            forEachBroadcast(shape, sj, sk, [&](std::int64_t i, std::int64_t j, std::int64_t k) {
+                o[i] = toA(j, k) == (side == 0) ? gy[i] : 0.0F;
+            });
+            g.gradIn[first + side] = reduceToShape(full, v.in[first + side].shape(), ctx.allocator);
+        }
+    }
+
+    template <bool kMax>
+    void extremumBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        // Keeps both operands (f32: integer operands need no gradient).
+        const auto& a = v.in[0];
+        const auto& b = v.in[1];
+        const auto shape = broadcastShape(node, a.shape(), b.shape());
+        const float* x = a.f32();
+        const float* y = b.f32();
+        routeGradient(v, g, ctx, 0, shape, a.shape(), b.shape(),
+            [&](std::int64_t ia, std::int64_t ib) { return takesA(x[ia], y[ib], kMax); });
+    }
+
+    // ---- Where (condition i64 or f32, nonzero true; a and b both f32 or both i64) ----
+
+    void whereForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& cond = v.in[0];
+        const auto& a = v.in[1];
+        const auto& b = v.in[2];
+        requireSameDType(node, a, b);
+        const auto shape = broadcastShape(node, broadcastShape(node, cond.shape(), a.shape()), b.shape());
+        v.out = { byDType(a, [&](auto tag) {
+            using T = decltype(tag);
+            auto out = NdArray::empty(ctx.allocator, shape, dtypeOf<T>());
+            T* o = data<T>(out);
+            const T* x = data<T>(a);
+            const T* y = data<T>(b);
+            // Two passes, as forEachBroadcast walks two operands: b everywhere, then a where cond.
+            forEachBroadcast(
+                shape, b.shape(), b.shape(), [&](std::int64_t i, std::int64_t ib, std::int64_t) { o[i] = y[ib]; });
+            byDType(cond, [&](auto condTag) {
+                const auto* c = data<decltype(condTag)>(cond);
+                forEachBroadcast(shape, cond.shape(), a.shape(), [&](std::int64_t i, std::int64_t ic, std::int64_t ia) {
+                    if (truthy(c[ic]))
+                        o[i] = x[ia];
+                });
+            });
+            return out;
+        }) };
+    }
+
+    void whereBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        // Keeps the condition; a and b only size their gradients.
+        const auto& cond = v.in[0];
+        const auto shape = broadcastShape(node, broadcastShape(node, cond.shape(), v.in[1].shape()), v.in[2].shape());
+        byDType(cond, [&](auto condTag) {
+            const auto* c = data<decltype(condTag)>(cond);
+            routeGradient(v, g, ctx, 1, shape, cond.shape(), cond.shape(),
+                [c](std::int64_t ic, std::int64_t) { return truthy(c[ic]); });
+        });
+    }
+
+    // ---- Comparisons and logic: f32 or i64 operands (mixed compare as double), i64 0/1 out ----
+
+    // i64 0/1 of pred(a[ia], b[ib]) over the broadcast shape, for f32 and i64 operands in any mix.
+    template <typename Pred>
+    NdArray broadcastPredicate(const Node& node, const NdArray& a, const NdArray& b, KernelContext& ctx, Pred pred)
+    {
+        return byDType(a, [&](auto tagA) {
+            return byDType(b, [&](auto tagB) {
+                using A = decltype(tagA);
+                using B = decltype(tagB);
+                return broadcastMap<std::int64_t, A, B>(
+                    node, a, b, ctx, [&pred](A x, B y) -> std::int64_t { return pred(x, y) ? 1 : 0; });
+            });
+        });
+    }
+
+    // Cmp and Logic: std::less<>, std::logical_and<> and the like.
+    template <typename Cmp> void compareForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { broadcastPredicate(node, v.in[0], v.in[1], ctx, [](auto x, auto y) {
+            using A = decltype(x);
+            using B = decltype(y);
+            using C = std::conditional_t<std::is_same_v<A, B>, A, double>; // i64 stays exact
+            return Cmp {}(static_cast<C>(x), static_cast<C>(y));
+        }) };
+    }
+
+    void notForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { byDType(v.in[0], [&](auto tag) {
+            using T = decltype(tag);
+            return mapArray<std::int64_t, T>(v.in[0], ctx, [](T a) -> std::int64_t { return truthy(a) ? 0 : 1; });
+        }) };
+    }
+
+    template <typename Logic> void logicForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { broadcastPredicate(
+            node, v.in[0], v.in[1], ctx, [](auto x, auto y) { return Logic {}(truthy(x), truthy(y)); }) };
+    }
+
+    // ---- Cast: to a float type gives f32 (f16/bf16/f64 values stay f32 here), to an integer type i64
+    // (truncation toward zero, wrapped to the target's width), to bool i64 0/1 ----
+
+    DType castTarget(const Node& node)
+    {
+        const auto it = node.attrs.find("to");
+        const auto* name = it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+        const auto dtype = name ? parseDType(*name) : std::nullopt;
+        if (!dtype)
+            throw Error(
+                label(node) + ": attribute 'to' must name a dtype (f32, f16, bf16, f64, i64, i32, i8, u8, bool)");
+        return *dtype;
+    }
+
+    bool isFloatType(DType dtype)
+    {
+        return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F64;
+    }
+
+    template <typename T> std::int64_t toInteger(T a, DType to)
+    {
+        if (to == DType::Bool)
+            return truthy(a) ? 1 : 0;
+        std::int64_t t = 0;
+        if constexpr (std::is_same_v<T, float>) {
+            constexpr float kLimit = 9.2e18F;
+            if (!(std::abs(a) < kLimit)) // out of range or NaN: saturate (NaN as x86 does, to the minimum)
+                t = a > 0.0F ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+            else
+                t = static_cast<std::int64_t>(a); // truncates toward zero
+        } else {
+            t = a;
+        }
+        switch (to) {
+        case DType::I32:
+            return static_cast<std::int32_t>(t);
+        case DType::I8:
+            return static_cast<std::int8_t>(t);
+        case DType::U8:
+            return static_cast<std::uint8_t>(t);
+        default:
+            return t;
+        }
+    }
+
+    void castForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto to = castTarget(node);
+        const auto& x = v.in[0];
+        v.out = { byDType(x, [&](auto tag) {
+            using T = decltype(tag);
+            if (isFloatType(to))
+                return mapArray<float, T>(x, ctx, [](T a) { return static_cast<float>(a); });
+            return mapArray<std::int64_t, T>(x, ctx, [to](T a) { return toInteger(a, to); });
+        }) };
+    }
+
+    void castBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps nothing
+    {
+        // Float to float passes the gradient; a cast to or from integers has none.
+        if (g.needGrad[0] && isFloatType(castTarget(node)) && v.in[0].dtype() == DType::F32)
+            g.gradIn[0] = gradOrZeros(g.gradOut[0], v.in[0].shape(), ctx.allocator);
+    }
+
+    // ---- ReduceSum and ReduceMax: attrs axes (empty: all, negative from the end), keepdims (1) ----
+
+    struct Reduction
+    {
+        Shape kept; // the input's shape with 1 on reduced axes
+        Shape out; // kept, less the reduced axes when keepdims is 0
+    };
+
+    Reduction reduction(const Node& node, const Shape& in)
+    {
+        const auto rank = static_cast<std::int64_t>(in.size());
+        const auto axes = node.intsAttr("axes");
+        // ONNX's noop_with_empty_axes: no axes then means no reduction instead of all.
+        std::vector<bool> reduced(in.size(), axes.empty() && node.intAttr("noop_with_empty_axes", 0) == 0);
+        for (auto a : axes) {
+            const auto axis = a < 0 ? a + rank : a;
+            if (axis < 0 || axis >= rank || reduced[static_cast<std::size_t>(axis)])
+                throw Error(label(node) + ": axis " + std::to_string(a) + " is out of range or repeated for input "
+                    + formatShape(in));
+            reduced[static_cast<std::size_t>(axis)] = true;
+        }
+        const bool keep = node.intAttr("keepdims", 1) != 0;
+        Reduction r { in, {} };
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            if (reduced[i])
+                r.kept[i] = 1;
+            if (keep || !reduced[i])
+                r.out.push_back(r.kept[i]);
+        }
+        return r;
+    }
+
+    void reduceSumForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto r = reduction(node, x.shape());
+        v.out = { byDType(x, [&](auto tag) {
+            using T = decltype(tag);
+            auto out = NdArray::zeros(ctx.allocator, r.kept, dtypeOf<T>());
+            T* o = data<T>(out);
+            const T* in = data<T>(x);
+            forEachBroadcast(
+                x.shape(), r.kept, r.kept, [&](std::int64_t i, std::int64_t ik, std::int64_t) { o[ik] += in[i]; });
+            return out.view(r.out);
+        }) };
+    }
+
+    void reduceSumBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        // Keeps nothing: dx broadcasts dy back over the reduced axes.
+        if (!g.needGrad[0])
+            return;
+        const auto& shape = v.in[0].shape();
+        const auto r = reduction(node, shape);
+        const auto dy = gradOrZeros(g.gradOut[0], r.out, ctx.allocator).view(r.kept);
+        auto dx = NdArray::empty(ctx.allocator, shape);
+        const float* gy = dy.f32();
+        float* o = dx.f32();
+        forEachBroadcast(shape, r.kept, r.kept, [&](std::int64_t i, std::int64_t ik, std::int64_t) { o[i] = gy[ik]; });
+        g.gradIn[0] = dx;
+    }
+
+    void reduceMaxForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto r = reduction(node, x.shape());
+        if (x.numel() == 0 && numElements(r.kept) > 0)
+            throw Error(label(node) + ": cannot take the maximum over an empty axis of " + formatShape(x.shape()));
+        // Saves the flat input index of each maximum, the first one in row-major order (NaN wins).
+        auto arg = NdArray::empty(ctx.allocator, r.kept, DType::I64);
+        std::fill(arg.i64(), arg.i64() + arg.numel(), -1);
+        std::int64_t* at = arg.i64();
+        v.out = { byDType(x, [&](auto tag) {
+            using T = decltype(tag);
+            auto out = NdArray::empty(ctx.allocator, r.kept, dtypeOf<T>());
+            T* o = data<T>(out);
+            const T* in = data<T>(x);
+            forEachBroadcast(x.shape(), r.kept, r.kept, [&](std::int64_t i, std::int64_t ik, std::int64_t) {
+                if (at[ik] < 0 || in[i] > o[ik] || (isNan(in[i]) && !isNan(o[ik]))) {
+                    o[ik] = in[i];
+                    at[ik] = i;
+                }
+            });
+            return out.view(r.out);
+        }) };
+        v.saved = { arg };
+    }
+
+    void reduceMaxBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        // Keeps the saved indices: dy goes to the first maximum of each reduced group.
+        if (!g.needGrad[0])
+            return;
+        const auto& arg = v.saved[0];
+        const auto dy = gradOrZeros(g.gradOut[0], arg.shape(), ctx.allocator);
+        auto dx = NdArray::zeros(ctx.allocator, v.in[0].shape());
+        const std::int64_t* at = arg.i64();
+        for (std::int64_t j = 0; j < arg.numel(); ++j)
+            dx.f32()[at[j]] += dy.f32()[j];
+        g.gradIn[0] = dx;
+    }
+
+    // ---- Shared by CumSum and Trilu: the output has the input's shape and element type ----
+
+    // An array of x's shape and dtype, filled by fn(x's data, the output's data) for either element type.
+    template <typename Fn> NdArray sameShapeMap(const NdArray& x, KernelContext& ctx, Fn fn)
+    {
+        return byDType(x, [&](auto tag) {
+            using T = decltype(tag);
+            auto out = NdArray::empty(ctx.allocator, x.shape(), dtypeOf<T>());
+            fn(data<T>(x), data<T>(out));
+            return out;
+        });
+    }
+
+    // The backward of a linear map from the one input to a same-shaped output: dx = fn(dy), with
+    // fn(dy, dx, input shape) writing every element of dx. Keeps nothing but the input's shape.
+    template <typename Fn> void sameShapeLinearBackward(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, Fn fn)
+    {
+        if (!g.needGrad[0])
+            return;
+        const auto& shape = v.in[0].shape();
+        const auto dy = gradOrZeros(g.gradOut[0], shape, ctx.allocator);
+        auto dx = NdArray::empty(ctx.allocator, shape);
+        fn(dy.f32(), dx.f32(), shape);
+        g.gradIn[0] = dx;
+    }
+
+    // ---- CumSum along attr axis (default 0); exclusive (0) and reverse (0) ----
+
+    struct AxisSplit
+    {
+        std::int64_t outer, len, inner; // the shape as (outer, len, inner) around the axis
+    };
+
+    AxisSplit splitAtAxis(const Node& node, const Shape& shape)
+    {
+        const auto rank = static_cast<std::int64_t>(shape.size());
+        const auto attr = node.intAttr("axis", 0);
+        const auto axis = attr < 0 ? attr + rank : attr;
+        if (axis < 0 || axis >= rank)
+            throw Error(
+                label(node) + ": axis " + std::to_string(attr) + " is out of range for input " + formatShape(shape));
+        const auto a = static_cast<std::size_t>(axis);
+        const Shape before(shape.begin(), shape.begin() + axis);
+        const Shape after(shape.begin() + axis + 1, shape.end());
+        return { numElements(before), shape[a], numElements(after) };
+    }
+
+    template <typename T> void cumsum(const T* x, T* y, const AxisSplit& d, bool exclusive, bool reverse)
+    {
+        for (std::int64_t o = 0; o < d.outer; ++o) {
+            for (std::int64_t in = 0; in < d.inner; ++in) {
+                T run {};
+                for (std::int64_t s = 0; s < d.len; ++s) {
+                    const auto at = (o * d.len + (reverse ? d.len - 1 - s : s)) * d.inner + in;
+                    const T value = x[at];
+                    y[at] = exclusive ? run : run + value;
+                    run += value;
+                }
+            }
+        }
+    }
+
+    void cumSumForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto d = splitAtAxis(node, x.shape());
+        const bool exclusive = node.intAttr("exclusive", 0) != 0;
+        const bool reverse = node.intAttr("reverse", 0) != 0;
+        v.out = { sameShapeMap(x, ctx, [&](const auto* in, auto* out) { cumsum(in, out, d, exclusive, reverse); }) };
+    }
+
+    void cumSumBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        // Keeps nothing: dx is the running sum of dy in the other direction, equally exclusive.
+        sameShapeLinearBackward(v, g, ctx, [&](const float* dy, float* dx, const Shape& shape) {
+            cumsum(
+                dy, dx, splitAtAxis(node, shape), node.intAttr("exclusive", 0) != 0, node.intAttr("reverse", 0) == 0);
+        });
+    }
+
+    // ---- Trilu over the last two dims: upper (ONNX default 1) keeps j - i >= k, lower j - i <= k ----
+
+    template <typename T> void trilu(const Node& node, const T* x, T* y, const Shape& shape)
+    {
+        if (shape.size() < 2)
+            throw Error(label(node) + ": needs a matrix or a batch of them, got " + formatShape(shape));
+        const bool upper = node.intAttr("upper", 1) != 0;
+        const auto k = node.intAttr("k", 0);
+        const auto rows = shape[shape.size() - 2];
+        const auto cols = shape.back();
+        const auto matrices = rows * cols == 0 ? 0 : numElements(shape) / (rows * cols);
+        for (std::int64_t m = 0; m < matrices; ++m) {
+            for (std::int64_t i = 0; i < rows; ++i) {
+                for (std::int64_t j = 0; j < cols; ++j) {
+                    const auto at = (m * rows + i) * cols + j;
+                    y[at] = (upper ? j - i >= k : j - i <= k) ? x[at] : T {};
+                }
+            }
+        }
+    }
+
+    void triluForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        v.out = { sameShapeMap(x, ctx, [&](const auto* in, auto* out) { trilu(node, in, out, x.shape()); }) };
+    }
+
+    void triluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        // Keeps nothing: dx is dy with the same triangle kept.
+        sameShapeLinearBackward(
+            v, g, ctx, [&](const float* dy, float* dx, const Shape& shape) { trilu(node, dy, dx, shape); });
+    }
+
+} // namespace
+
+void registerElementwiseKernels(KernelTable& table)
+{
+    table.add(OpType::Sigmoid, { sigmoidForward, sigmoidBackward });
+    table.add(OpType::HardSigmoid, { hardSigmoidForward, hardSigmoidBackward });
+    table.add(OpType::HardSwish, { hardSwishForward, hardSwishBackward });
+    table.add(OpType::LeakyRelu, { leakyReluForward, leakyReluBackward });
+    table.add(OpType::Clip, { clipForward, clipBackward });
+    table.add(OpType::Exp, { expForward, expBackward });
+    table.add(OpType::Log, { logForward, logBackward });
+    table.add(OpType::Neg, { negForward, negBackward });
+    table.add(OpType::Abs, { absForward, absBackward });
+    table.add(OpType::Max, { extremumForward<true>, extremumBackward<true> });
+    table.add(OpType::Min, { extremumForward<false>, extremumBackward<false> });
+    table.add(OpType::Where, { whereForward, whereBackward });
+    table.add(OpType::Equal, { compareForward<std::equal_to<>>, noGradient });
+    table.add(OpType::Less, { compareForward<std::less<>>, noGradient });
+    table.add(OpType::LessOrEqual, { compareForward<std::less_equal<>>, noGradient });
+    table.add(OpType::Greater, { compareForward<std::greater<>>, noGradient });
+    table.add(OpType::GreaterOrEqual, { compareForward<std::greater_equal<>>, noGradient });
+    table.add(OpType::Not, { notForward, noGradient });
+    table.add(OpType::And, { logicForward<std::logical_and<>>, noGradient });
+    table.add(OpType::Or, { logicForward<std::logical_or<>>, noGradient });
+    table.add(OpType::Cast, { castForward, castBackward });
+    table.add(OpType::ReduceSum, { reduceSumForward, reduceSumBackward });
+    table.add(OpType::ReduceMax, { reduceMaxForward, reduceMaxBackward });
+    table.add(OpType::CumSum, { cumSumForward, cumSumBackward });
+    table.add(OpType::Trilu, { triluForward, triluBackward });
+}
+
+} // namespace ps::engine::detail

@@ -1,0 +1,980 @@
+// Index and resampling ops on the CPU: AvgPool, Pad, Resize, Gather, ScatterND, TopK and Einsum,
+// with ONNX's semantics where PyTorch's exporter emits them (the numbers match torch's). Every
+// backward is the adjoint of its forward's index map: a scatter-add where forward gathers.
+#include "cpu/gemm_team.h"
+#include "cpu/kernel_impl.h"
+#include "graph/op_registry.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+namespace ps::engine::detail {
+namespace {
+
+    std::string where(const Node& node)
+    {
+        return std::string(toString(node.op)) + " '" + node.name + "': ";
+    }
+
+    std::string str(std::int64_t v)
+    {
+        return std::to_string(v);
+    }
+
+    std::string stringAttr(const Node& node, std::string_view key, const std::string& fallback)
+    {
+        const auto it = node.attrs.find(key);
+        if (it == node.attrs.end())
+            return fallback;
+        if (const auto* s = std::get_if<std::string>(&it->second))
+            return *s;
+        throw Error(where(node) + "attribute '" + std::string(key) + "' is not a string");
+    }
+
+    // An int list attribute of `count` values, or `fallback` when absent.
+    std::vector<std::int64_t> intsOr(
+        const Node& node, const char* key, std::vector<std::int64_t> fallback, std::size_t count)
+    {
+        auto v = node.intsAttr(key);
+        if (v.empty())
+            return fallback;
+        if (v.size() != count)
+            throw Error(where(node) + "attribute '" + key + "' needs " + std::to_string(count) + " values, got "
+                + std::to_string(v.size()));
+        return v;
+    }
+
+    std::size_t axisOf(const Node& node, std::int64_t axis, std::size_t rank)
+    {
+        const auto r = static_cast<std::int64_t>(rank);
+        if (axis < -r || axis >= r)
+            throw Error(where(node) + "axis " + str(axis) + " is out of range for a rank " + str(r) + " input");
+        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+    }
+
+    void requireDType(const Node& node, const NdArray& a, DType dtype, const char* what)
+    {
+        if (a.dtype() != dtype)
+            throw Error(where(node) + what + " must be " + std::string(toString(dtype)) + ", got "
+                + std::string(toString(a.dtype())));
+    }
+
+    // Raw elements of an f32 or i64 array (the kernels that only move data serve both).
+    std::size_t elementBytes(const NdArray& a)
+    {
+        return a.dtype() == DType::F32 ? sizeof(float) : sizeof(std::int64_t);
+    }
+    const std::byte* bytesOf(const NdArray& a)
+    {
+        return a.dtype() == DType::F32 ? reinterpret_cast<const std::byte*>(a.f32())
+                                       : reinterpret_cast<const std::byte*>(a.i64());
+    }
+    std::byte* bytesOf(NdArray& a)
+    {
+        return a.dtype() == DType::F32 ? reinterpret_cast<std::byte*>(a.f32()) : reinterpret_cast<std::byte*>(a.i64());
+    }
+
+    // ---- AvgPool on (N, C, H, W), as torch.nn.functional.avg_pool2d ----
+
+    // One spatial dim: output o averages input [o * stride - padBefore, + kernel), clipped.
+    struct PoolDim
+    {
+        std::int64_t size, kernel, stride, padBefore, padAfter, out;
+    };
+
+    PoolDim poolDim(const Node& node, std::int64_t size, std::int64_t k, std::int64_t s, std::int64_t pb,
+        std::int64_t pa, bool ceil)
+    {
+        if (k < 1 || s < 1 || pb < 0 || pa < 0)
+            throw Error(where(node) + "needs kernel and strides >= 1 and pads >= 0");
+        const auto span = size + pb + pa - k;
+        if (span < 0)
+            throw Error(where(node) + "kernel " + str(k) + " is larger than the padded input " + str(size + pb + pa));
+        auto out = (ceil ? (span + s - 1) / s : span / s) + 1;
+        if (ceil && (out - 1) * s >= size + pb) // the last window must start inside the input or its left pad
+            --out;
+        return { size, k, s, pb, pa, out };
+    }
+
+    struct AvgPool
+    {
+        PoolDim h, w;
+        bool includePad;
+    };
+
+    AvgPool avgPoolOf(const Node& node, const NdArray& x)
+    {
+        requireDType(node, x, DType::F32, "the input");
+        if (x.shape().size() != 4)
+            throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x.shape()));
+        const auto k = intsOr(node, "kernel", {}, 2);
+        if (k.empty())
+            throw Error(where(node) + "needs attribute 'kernel' (2 values)");
+        const auto s = intsOr(node, "strides", { 1, 1 }, 2);
+        const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
+        const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
+        if (d[0] != 1 || d[1] != 1)
+            throw Error(where(node) + "dilated average pooling is not supported");
+        const bool ceil = node.intAttr("ceil_mode", 0) != 0;
+        const auto& xs = x.shape();
+        return { poolDim(node, xs[2], k[0], s[0], p[0], p[2], ceil), poolDim(node, xs[3], k[1], s[1], p[1], p[3], ceil),
+            node.intAttr("count_include_pad", 0) != 0 };
+    }
+
+    // Output o's input range [lo, hi) and its extent clipped to the padded input (the
+    // count_include_pad divisor), as torch's avg_pool2d.
+    struct PoolSpan
+    {
+        std::int64_t lo, hi, padded;
+    };
+
+    PoolSpan poolSpan(const PoolDim& d, std::int64_t o)
+    {
+        const auto start = o * d.stride - d.padBefore;
+        const auto end = std::min(start + d.kernel, d.size + d.padAfter);
+        return { std::max<std::int64_t>(start, 0), std::min(end, d.size), end - start };
+    }
+
+    float poolDivisor(const AvgPool& p, const PoolSpan& y, const PoolSpan& x)
+    {
+        const auto n = p.includePad ? y.padded * x.padded : (y.hi - y.lo) * (x.hi - x.lo);
+        return static_cast<float>(std::max<std::int64_t>(n, 1));
+    }
+
+    void avgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto p = avgPoolOf(node, x);
+        const auto planes = x.shape()[0] * x.shape()[1];
+        auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], p.h.out, p.w.out }); // (N, C, H', W')
+        float* o = out.f32();
+        for (std::int64_t pl = 0; pl < planes; ++pl) {
+            const float* img = x.f32() + pl * p.h.size * p.w.size;
+            for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
+                const auto ys = poolSpan(p.h, oy);
+                for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
+                    const auto xs = poolSpan(p.w, ox);
+                    float sum = 0.0F;
+                    for (auto iy = ys.lo; iy < ys.hi; ++iy) {
+                        for (auto ix = xs.lo; ix < xs.hi; ++ix)
+                            sum += img[iy * p.w.size + ix];
+                    }
+                    *o++ = sum / poolDivisor(p, ys, xs);
+                }
+            }
+        }
+        v.out = { out };
+    }
+
+    void avgPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto p = avgPoolOf(node, x);
+        const auto planes = x.shape()[0] * x.shape()[1];
+        const auto dy = gradOrZeros(g.gradOut[0], { x.shape()[0], x.shape()[1], p.h.out, p.w.out }, ctx.allocator);
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        const float* d = dy.f32();
+        for (std::int64_t pl = 0; pl < planes; ++pl) {
+            float* img = dx.f32() + pl * p.h.size * p.w.size;
+            for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
+                const auto ys = poolSpan(p.h, oy);
+                for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
+                    const auto xs = poolSpan(p.w, ox);
+                    const float share = *d++ / poolDivisor(p, ys, xs);
+                    for (auto iy = ys.lo; iy < ys.hi; ++iy) {
+                        for (auto ix = xs.lo; ix < xs.hi; ++ix)
+                            img[iy * p.w.size + ix] += share;
+                    }
+                }
+            }
+        }
+        g.gradIn[0] = dx;
+    }
+
+    // ---- Pad (ONNX: begins, then ends; negative crops) ----
+
+    enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+    // The input position output position `s - begin` reads along an axis of length n (-1: the constant).
+    std::int64_t padSource(PadMode mode, std::int64_t s, std::int64_t n)
+    {
+        if (s >= 0 && s < n)
+            return s;
+        switch (mode) {
+        case PadMode::Constant:
+            return -1;
+        case PadMode::Edge:
+            return std::clamp<std::int64_t>(s, 0, n - 1);
+        case PadMode::Wrap:
+            return ((s % n) + n) % n;
+        case PadMode::Reflect:
+            break;
+        }
+        if (n == 1)
+            return 0;
+        const auto period = 2 * (n - 1); // mirrored about both ends, without repeating the edge (numpy "reflect")
+        s = ((s % period) + period) % period;
+        return s < n ? s : period - s;
+    }
+
+    // Per axis and output position, the input position read (-1: the constant value).
+    struct PadPlan
+    {
+        Shape out;
+        std::vector<std::vector<std::int64_t>> source;
+    };
+
+    PadPlan padPlan(const Node& node, const Shape& in)
+    {
+        const auto rank = in.size();
+        const auto pads = node.intsAttr("pads");
+        if (pads.size() != 2 * rank)
+            throw Error(where(node) + "pads needs " + std::to_string(2 * rank) + " values (begins, then ends) for a "
+                + formatShape(in) + " input, got " + std::to_string(pads.size()));
+        const auto modeName = stringAttr(node, "mode", "constant");
+        PadMode mode = PadMode::Constant;
+        if (modeName == "reflect")
+            mode = PadMode::Reflect;
+        else if (modeName == "edge")
+            mode = PadMode::Edge;
+        else if (modeName == "wrap")
+            mode = PadMode::Wrap;
+        else if (modeName != "constant")
+            throw Error(where(node) + "mode '" + modeName + "' is not one of constant, reflect, edge, wrap");
+        PadPlan plan { in, std::vector<std::vector<std::int64_t>>(rank) };
+        for (std::size_t a = 0; a < rank; ++a) {
+            const auto begin = pads[a];
+            plan.out[a] = in[a] + begin + pads[a + rank];
+            if (plan.out[a] < 0)
+                throw Error(
+                    where(node) + "pads crop axis " + std::to_string(a) + " of length " + str(in[a]) + " below zero");
+            if (mode != PadMode::Constant && in[a] == 0 && plan.out[a] > 0)
+                throw Error(where(node) + "mode '" + modeName + "' cannot pad the empty axis " + std::to_string(a));
+            for (std::int64_t o = 0; o < plan.out[a]; ++o)
+                plan.source[a].push_back(padSource(mode, o - begin, in[a]));
+        }
+        return plan;
+    }
+
+    // fn(output flat index, input flat index or -1) for every output element.
+    template <typename Fn> void forEachPadded(const PadPlan& plan, const Shape& in, Fn fn)
+    {
+        const auto rank = plan.out.size();
+        const auto total = numElements(plan.out);
+        if (rank == 0 || total == 0) {
+            if (total > 0)
+                fn(0, 0);
+            return;
+        }
+        const auto strides = stridesOf(in);
+        const auto& last = plan.source.back();
+        const auto cols = plan.out.back();
+        std::vector<std::int64_t> index(rank, 0);
+        for (std::int64_t row = 0; row < total / cols; ++row) {
+            std::int64_t base = 0; // input offset of the row's leading coordinates (-1: in the constant border)
+            for (std::size_t a = 0; a + 1 < rank && base >= 0; ++a) {
+                const auto s = plan.source[a][static_cast<std::size_t>(index[a])];
+                base = s < 0 ? -1 : base + s * strides[a];
+            }
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const auto s = last[static_cast<std::size_t>(c)];
+                fn(row * cols + c, base < 0 || s < 0 ? -1 : base + s);
+            }
+            for (std::size_t a = rank - 1; a-- > 0;) { // odometer over the leading axes
+                if (++index[a] < plan.out[a])
+                    break;
+                index[a] = 0;
+            }
+        }
+    }
+
+    void padForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto plan = padPlan(node, x.shape());
+        auto out = NdArray::empty(ctx.allocator, plan.out, x.dtype());
+        const double value = node.floatAttr("value", 0.0);
+        if (x.dtype() == DType::F32) {
+            const auto fill = static_cast<float>(value);
+            forEachPadded(
+                plan, x.shape(), [&](std::int64_t o, std::int64_t i) { out.f32()[o] = i < 0 ? fill : x.f32()[i]; });
+        } else {
+            const auto fill = static_cast<std::int64_t>(value);
+            forEachPadded(
+                plan, x.shape(), [&](std::int64_t o, std::int64_t i) { out.i64()[o] = i < 0 ? fill : x.i64()[i]; });
+        }
+        v.out = { out };
+    }
+
+    void padBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto plan = padPlan(node, x.shape());
+        const auto dy = gradOrZeros(g.gradOut[0], plan.out, ctx.allocator);
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        forEachPadded(plan, x.shape(), [&](std::int64_t o, std::int64_t i) {
+            if (i >= 0)
+                dx.f32()[i] += dy.f32()[o];
+        });
+        g.gradIn[0] = dx;
+    }
+
+    // ---- Resize of the last two dims (ONNX Resize with sizes; nearest or bilinear) ----
+
+    // One output position along an axis: value = w0 * in[i0] + w1 * in[i1].
+    struct Taps
+    {
+        std::int64_t i0, i1;
+        float w0, w1;
+    };
+
+    enum class Coord { Asymmetric, HalfPixel, PytorchHalfPixel, AlignCorners };
+    enum class Rounding { Floor, Ceil, RoundPreferFloor, RoundPreferCeil };
+
+    // ONNX's x_original of output position o, as one exact-integer division where possible so that
+    // integers and halves come out exact (nearest rounding depends on them).
+    double sourceCoord(Coord c, std::int64_t o, std::int64_t in, std::int64_t out)
+    {
+        switch (c) {
+        case Coord::Asymmetric:
+            return static_cast<double>(o * in) / static_cast<double>(out);
+        case Coord::PytorchHalfPixel:
+            if (out == 1)
+                return 0.0;
+            [[fallthrough]];
+        case Coord::HalfPixel:
+            return static_cast<double>((2 * o + 1) * in - out) / static_cast<double>(2 * out);
+        case Coord::AlignCorners:
+            break;
+        }
+        return out == 1 ? 0.0 : static_cast<double>(o * (in - 1)) / static_cast<double>(out - 1);
+    }
+
+    std::int64_t roundNearest(Rounding r, double x)
+    {
+        const double f = std::floor(x);
+        switch (r) {
+        case Rounding::Floor:
+            return static_cast<std::int64_t>(f);
+        case Rounding::Ceil:
+            return static_cast<std::int64_t>(std::ceil(x));
+        case Rounding::RoundPreferFloor:
+            return static_cast<std::int64_t>(x - f <= 0.5 ? f : f + 1);
+        case Rounding::RoundPreferCeil:
+            break;
+        }
+        return static_cast<std::int64_t>(x - f < 0.5 ? f : f + 1);
+    }
+
+    struct ResizePlan
+    {
+        Shape out;
+        std::vector<Taps> rows, cols;
+        std::int64_t h, w, planes; // the input as `planes` images of h x w
+    };
+
+    template <typename E>
+    E choose(const Node& node, const char* key, const std::string& fallback,
+        std::initializer_list<std::pair<const char*, E>> names)
+    {
+        const auto name = stringAttr(node, key, fallback);
+        std::string known;
+        for (const auto& [text, value] : names) {
+            if (name == text)
+                return value;
+            known += known.empty() ? text : std::string(", ") + text;
+        }
+        throw Error(where(node) + key + " '" + name + "' is not supported (" + known + ")");
+    }
+
+    std::vector<Taps> resizeTaps(bool linear, Coord coord, Rounding rounding, std::int64_t in, std::int64_t out)
+    {
+        std::vector<Taps> taps;
+        for (std::int64_t o = 0; o < out; ++o) {
+            const double x = sourceCoord(coord, o, in, out);
+            if (!linear) {
+                const auto i = std::clamp<std::int64_t>(roundNearest(rounding, x), 0, in - 1);
+                taps.push_back({ i, i, 1.0F, 0.0F });
+                continue;
+            }
+            // Outside [0, in - 1] the edge value holds (ONNX pads with the edge; torch clamps).
+            const double c = std::clamp(x, 0.0, static_cast<double>(in - 1));
+            const auto i0 = static_cast<std::int64_t>(c);
+            const auto w1 = static_cast<float>(c - static_cast<double>(i0));
+            taps.push_back({ i0, std::min(i0 + 1, in - 1), 1.0F - w1, w1 });
+        }
+        return taps;
+    }
+
+    ResizePlan resizePlan(const Node& node, const NdArray& x)
+    {
+        requireDType(node, x, DType::F32, "the input");
+        const auto& xs = x.shape();
+        const auto rank = xs.size();
+        auto sizes = node.intsAttr("sizes");
+        if (rank < 2 || (sizes.size() != 2 && sizes.size() != rank))
+            throw Error(where(node) + "needs attribute 'sizes' (H', W') for an (N, C, H, W) input, got "
+                + std::to_string(sizes.size()) + " sizes for " + formatShape(xs));
+        if (sizes.size() == rank) {
+            if (!std::equal(sizes.begin(), sizes.end() - 2, xs.begin()))
+                throw Error(where(node) + "only the last two dims can be resized, not " + formatShape(xs) + " to "
+                    + formatShape(sizes));
+            sizes.erase(sizes.begin(), sizes.end() - 2);
+        }
+        const auto h = xs[rank - 2];
+        const auto w = xs[rank - 1];
+        if (sizes[0] < 1 || sizes[1] < 1 || h < 1 || w < 1)
+            throw Error(where(node) + "cannot resize " + formatShape(xs) + " to " + formatShape(sizes));
+        if (node.intAttr("antialias", 0) != 0)
+            throw Error(where(node) + "antialiased resizing is not supported");
+        const bool linear = choose<bool>(node, "mode", "nearest", { { "nearest", false }, { "linear", true } });
+        const auto coord = choose<Coord>(node, "coordinate_transformation_mode", "half_pixel",
+            { { "asymmetric", Coord::Asymmetric }, { "half_pixel", Coord::HalfPixel },
+                { "pytorch_half_pixel", Coord::PytorchHalfPixel }, { "align_corners", Coord::AlignCorners } });
+        const auto rounding = choose<Rounding>(node, "nearest_mode", "round_prefer_floor",
+            { { "round_prefer_floor", Rounding::RoundPreferFloor }, { "round_prefer_ceil", Rounding::RoundPreferCeil },
+                { "floor", Rounding::Floor }, { "ceil", Rounding::Ceil } });
+        ResizePlan plan { xs, resizeTaps(linear, coord, rounding, h, sizes[0]),
+            resizeTaps(linear, coord, rounding, w, sizes[1]), h, w, numElements(xs) / (h * w) };
+        plan.out[rank - 2] = sizes[0];
+        plan.out[rank - 1] = sizes[1];
+        return plan;
+    }
+
+    void resizeForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto plan = resizePlan(node, x);
+        const auto w = plan.w;
+        auto out = NdArray::empty(ctx.allocator, plan.out); // (N, C, H', W')
+        float* o = out.f32();
+        for (std::int64_t pl = 0; pl < plan.planes; ++pl) {
+            const float* img = x.f32() + pl * plan.h * w;
+            for (const auto& r : plan.rows) {
+                const float* top = img + r.i0 * w;
+                const float* bottom = img + r.i1 * w;
+                for (const auto& c : plan.cols) // torch's order of the products
+                    *o++ = r.w0 * (c.w0 * top[c.i0] + c.w1 * top[c.i1])
+                        + r.w1 * (c.w0 * bottom[c.i0] + c.w1 * bottom[c.i1]);
+            }
+        }
+        v.out = { out };
+    }
+
+    void resizeBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto plan = resizePlan(node, x);
+        const auto w = plan.w;
+        const auto dy = gradOrZeros(g.gradOut[0], plan.out, ctx.allocator);
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        const float* d = dy.f32();
+        for (std::int64_t pl = 0; pl < plan.planes; ++pl) {
+            float* img = dx.f32() + pl * plan.h * w;
+            for (const auto& r : plan.rows) {
+                float* top = img + r.i0 * w;
+                float* bottom = img + r.i1 * w;
+                for (const auto& c : plan.cols) {
+                    const float gv = *d++;
+                    top[c.i0] += r.w0 * c.w0 * gv;
+                    top[c.i1] += r.w0 * c.w1 * gv;
+                    bottom[c.i0] += r.w1 * c.w0 * gv;
+                    bottom[c.i1] += r.w1 * c.w1 * gv;
+                }
+            }
+        }
+        g.gradIn[0] = dx;
+    }
+
+    // ---- Gather along an axis ----
+
+    // The indices as positions in [0, length), negative ones counted from the end.
+    std::vector<std::int64_t> positionsOf(
+        const Node& node, const NdArray& indices, std::int64_t length, const std::string& what)
+    {
+        requireDType(node, indices, DType::I64, "the indices");
+        std::vector<std::int64_t> pos(static_cast<std::size_t>(indices.numel()));
+        for (std::size_t i = 0; i < pos.size(); ++i) {
+            const auto raw = indices.i64()[i];
+            pos[i] = raw < 0 ? raw + length : raw;
+            if (pos[i] < 0 || pos[i] >= length)
+                throw Error(
+                    where(node) + "index " + str(raw) + " is out of range for " + what + " of length " + str(length));
+        }
+        return pos;
+    }
+
+    struct GatherPlan
+    {
+        AxisView data;
+        Shape out;
+        std::vector<std::int64_t> positions;
+    };
+
+    GatherPlan gatherPlan(const Node& node, const NdArray& data, const NdArray& indices)
+    {
+        if (data.dtype() != DType::F32 && data.dtype() != DType::I64)
+            throw Error(where(node) + "data must be f32 or i64");
+        const auto& ds = data.shape();
+        if (ds.empty())
+            throw Error(where(node) + "cannot gather from a scalar");
+        const auto axis = axisOf(node, node.intAttr("axis", 0), ds.size());
+        GatherPlan plan { axisView(ds, axis), Shape(ds.begin(), ds.begin() + static_cast<std::ptrdiff_t>(axis)), {} };
+        plan.out.insert(plan.out.end(), indices.shape().begin(), indices.shape().end());
+        plan.out.insert(plan.out.end(), ds.begin() + static_cast<std::ptrdiff_t>(axis) + 1, ds.end());
+        plan.positions = positionsOf(node, indices, plan.data.length, "axis " + std::to_string(axis));
+        return plan;
+    }
+
+    void gatherForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& data = v.in[0];
+        const auto plan = gatherPlan(node, data, v.in[1]);
+        auto out = NdArray::empty(ctx.allocator, plan.out, data.dtype());
+        const auto size = elementBytes(data);
+        const auto rowBytes = static_cast<std::size_t>(plan.data.inner) * size;
+        const auto count = static_cast<std::int64_t>(plan.positions.size());
+        for (std::int64_t o = 0; o < plan.data.outer; ++o) {
+            for (std::int64_t j = 0; j < count; ++j) {
+                const auto src = (o * plan.data.length + plan.positions[static_cast<std::size_t>(j)]) * plan.data.inner;
+                std::memcpy(bytesOf(out) + static_cast<std::size_t>((o * count + j) * plan.data.inner) * size,
+                    bytesOf(data) + static_cast<std::size_t>(src) * size, rowBytes);
+            }
+        }
+        v.out = { out };
+    }
+
+    void gatherBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        if (!g.needGrad[0])
+            return;
+        const auto& data = v.in[0];
+        const auto plan = gatherPlan(node, data, v.in[1]);
+        requireDType(node, data, DType::F32, "data with a gradient");
+        const auto dy = gradOrZeros(g.gradOut[0], plan.out, ctx.allocator);
+        auto dx = NdArray::zeros(ctx.allocator, data.shape());
+        const auto count = static_cast<std::int64_t>(plan.positions.size());
+        const auto inner = plan.data.inner;
+        for (std::int64_t o = 0; o < plan.data.outer; ++o) {
+            for (std::int64_t j = 0; j < count; ++j) {
+                float* dst = dx.f32() + (o * plan.data.length + plan.positions[static_cast<std::size_t>(j)]) * inner;
+                const float* src = dy.f32() + (o * count + j) * inner;
+                for (std::int64_t k = 0; k < inner; ++k)
+                    dst[k] += src[k];
+            }
+        }
+        g.gradIn[0] = dx;
+    }
+
+    // ---- ScatterND (reduction none) ----
+
+    // Each update row's slot: data viewed as (slots, inner) with inner = prod(data.shape[k:]).
+    struct ScatterPlan
+    {
+        std::int64_t inner = 1;
+        std::vector<std::int64_t> slots;
+    };
+
+    ScatterPlan scatterPlan(const Node& node, const NodeValues& v)
+    {
+        if (v.in.size() != 3)
+            throw Error(where(node) + "needs data, indices and updates");
+        const auto& data = v.in[0];
+        const auto& indices = v.in[1];
+        requireDType(node, indices, DType::I64, "the indices");
+        if (v.in[2].dtype() != data.dtype())
+            throw Error(where(node) + "updates must have the data's dtype");
+        if (stringAttr(node, "reduction", "none") != "none")
+            throw Error(where(node) + "only reduction 'none' is supported");
+        const auto& ds = data.shape();
+        const auto& is = indices.shape();
+        const auto k = is.empty() ? -1 : is.back();
+        if (k < 0 || k > static_cast<std::int64_t>(ds.size()))
+            throw Error(where(node) + "indices " + formatShape(is) + " do not index data " + formatShape(ds));
+        Shape expect(is.begin(), is.end() - 1);
+        expect.insert(expect.end(), ds.begin() + k, ds.end());
+        if (v.in[2].shape() != expect)
+            throw Error(
+                where(node) + "updates must be " + formatShape(expect) + ", got " + formatShape(v.in[2].shape()));
+        ScatterPlan plan;
+        plan.inner = numElements(Shape(ds.begin() + k, ds.end()));
+        const auto rows = numElements(Shape(is.begin(), is.end() - 1));
+        for (std::int64_t r = 0; r < rows; ++r) {
+            std::int64_t slot = 0;
+            for (std::int64_t j = 0; j < k; ++j) {
+                const auto dim = ds[static_cast<std::size_t>(j)];
+                const auto raw = indices.i64()[r * k + j];
+                const auto i = raw < 0 ? raw + dim : raw;
+                if (i < 0 || i >= dim)
+                    throw Error(where(node) + "index " + str(raw) + " is out of range for axis " + str(j)
+                        + " of length " + str(dim));
+                slot = slot * dim + i;
+            }
+            plan.slots.push_back(slot);
+        }
+        return plan;
+    }
+
+    void scatterNDForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& data = v.in[0];
+        const auto plan = scatterPlan(node, v);
+        auto out = NdArray::empty(ctx.allocator, data.shape(), data.dtype());
+        const auto size = elementBytes(data);
+        std::memcpy(bytesOf(out), bytesOf(data), static_cast<std::size_t>(data.numel()) * size);
+        const auto rowBytes = static_cast<std::size_t>(plan.inner) * size;
+        for (std::size_t r = 0; r < plan.slots.size(); ++r) // in order: the last of duplicates wins
+            std::memcpy(bytesOf(out) + static_cast<std::size_t>(plan.slots[r] * plan.inner) * size,
+                bytesOf(v.in[2]) + r * rowBytes, rowBytes);
+        v.out = { out };
+    }
+
+    void scatterNDBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& data = v.in[0];
+        const auto plan = scatterPlan(node, v);
+        const auto dy = gradOrZeros(g.gradOut[0], data.shape(), ctx.allocator);
+        // The update that forward left in each slot (duplicates: the last).
+        std::vector<std::int64_t> writer(static_cast<std::size_t>(plan.inner > 0 ? data.numel() / plan.inner : 0), -1);
+        for (std::size_t r = 0; r < plan.slots.size(); ++r)
+            writer[static_cast<std::size_t>(plan.slots[r])] = static_cast<std::int64_t>(r);
+        const auto rowBytes = static_cast<std::size_t>(plan.inner) * sizeof(float);
+        if (g.needGrad[0]) {
+            auto dx = NdArray::empty(ctx.allocator, data.shape());
+            std::memcpy(dx.f32(), dy.f32(), static_cast<std::size_t>(data.numel()) * sizeof(float));
+            for (auto slot : plan.slots)
+                std::memset(dx.f32() + slot * plan.inner, 0, rowBytes);
+            g.gradIn[0] = dx;
+        }
+        if (g.needGrad.size() > 2 && g.needGrad[2]) {
+            auto du = NdArray::zeros(ctx.allocator, v.in[2].shape());
+            for (std::size_t r = 0; r < plan.slots.size(); ++r) {
+                if (writer[static_cast<std::size_t>(plan.slots[r])] == static_cast<std::int64_t>(r))
+                    std::memcpy(du.f32() + static_cast<std::int64_t>(r) * plan.inner,
+                        dy.f32() + plan.slots[r] * plan.inner, rowBytes);
+            }
+            g.gradIn[2] = du;
+        }
+    }
+
+    // ---- TopK: values and their indices along an axis ----
+
+    struct TopKPlan
+    {
+        AxisView x;
+        std::int64_t k;
+        Shape out;
+    };
+
+    // `k` < 0: from the attribute, else from ONNX's k input (forward only: backward takes k from the
+    // saved indices, as the k input's data may be released by then).
+    TopKPlan topKPlan(const Node& node, const NodeValues& v, std::int64_t k)
+    {
+        const auto& x = v.in[0];
+        requireDType(node, x, DType::F32, "the input");
+        if (x.shape().empty())
+            throw Error(where(node) + "needs an input of rank 1 or more");
+        const auto axis = axisOf(node, node.intAttr("axis", -1), x.shape().size());
+        if (k < 0)
+            k = node.intAttr("k", -1);
+        if (k < 0 && v.in.size() > 1 && v.in[1].dtype() == DType::I64 && v.in[1].numel() == 1)
+            k = v.in[1].i64()[0];
+        TopKPlan plan { axisView(x.shape(), axis), k, x.shape() };
+        if (k < 0 || k > plan.x.length)
+            throw Error(where(node) + "k " + str(k) + " is not in [0, " + str(plan.x.length) + "] (axis "
+                + std::to_string(axis) + " of " + formatShape(x.shape()) + ")");
+        plan.out[axis] = k;
+        return plan;
+    }
+
+    // NaN ranks above every number (as torch); equal values keep the lower index first.
+    bool ranksBefore(float a, float b, bool largest)
+    {
+        if (std::isnan(a) || std::isnan(b))
+            return largest ? std::isnan(a) && !std::isnan(b) : std::isnan(b) && !std::isnan(a);
+        return largest ? a > b : a < b;
+    }
+
+    void topKForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto plan = topKPlan(node, v, -1);
+        const bool largest = node.intAttr("largest", 1) != 0;
+        auto values = NdArray::empty(ctx.allocator, plan.out);
+        auto indices = NdArray::empty(ctx.allocator, plan.out, DType::I64);
+        const auto outer = plan.x.outer;
+        const auto length = plan.x.length;
+        const auto inner = plan.x.inner;
+        std::vector<std::int64_t> order(static_cast<std::size_t>(length));
+        for (std::int64_t o = 0; o < outer; ++o) {
+            for (std::int64_t i = 0; i < inner; ++i) {
+                const float* line = v.in[0].f32() + o * length * inner + i;
+                std::iota(order.begin(), order.end(), 0);
+                std::partial_sort(order.begin(), order.begin() + plan.k, order.end(), [&](auto a, auto b) {
+                    const float va = line[a * inner];
+                    const float vb = line[b * inner];
+                    return ranksBefore(va, vb, largest) || (!ranksBefore(vb, va, largest) && a < b);
+                });
+                for (std::int64_t j = 0; j < plan.k; ++j) { // sorted whatever "sorted" says: deterministic
+                    const auto at = (o * plan.k + j) * inner + i;
+                    indices.i64()[at] = order[static_cast<std::size_t>(j)];
+                    values.f32()[at] = line[order[static_cast<std::size_t>(j)] * inner];
+                }
+            }
+        }
+        v.out = { values, indices };
+        v.saved = { indices };
+    }
+
+    void topKBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& indices = v.saved[0];
+        const auto axis = axisOf(node, node.intAttr("axis", -1), indices.shape().size());
+        const auto plan = topKPlan(node, v, indices.shape()[axis]);
+        const auto dy = gradOrZeros(g.gradOut[0], plan.out, ctx.allocator);
+        auto dx = NdArray::zeros(ctx.allocator, v.in[0].shape());
+        const auto inner = plan.x.inner;
+        for (std::int64_t o = 0; o < plan.x.outer; ++o) {
+            for (std::int64_t j = 0; j < plan.k; ++j) {
+                for (std::int64_t i = 0; i < inner; ++i) {
+                    const auto at = (o * plan.k + j) * inner + i;
+                    dx.f32()[(o * plan.x.length + indices.i64()[at]) * inner + i] += dy.f32()[at];
+                }
+            }
+        }
+        g.gradIn[0] = dx;
+    }
+
+    // ---- Einsum over one or two operands (letters only) ----
+
+    struct EinsumSpec
+    {
+        std::vector<std::string> inputs;
+        std::string output;
+        std::array<std::int64_t, 128> sizes {}; // per letter
+    };
+
+    // The equation is parsed by the op registry (the same rules as shape inference), then every
+    // letter's size is read off the operands.
+    EinsumSpec einsumSpec(const Node& node, const std::vector<NdArray>& in)
+    {
+        EinsumSpec spec;
+        try {
+            auto parsed = parseEinsum(stringAttr(node, "equation", ""), in.size());
+            spec.inputs = std::move(parsed.operands);
+            spec.output = std::move(parsed.output);
+        } catch (const Error& e) {
+            throw Error(where(node) + e.what());
+        }
+        for (const auto& term : spec.inputs) {
+            for (char c : term) {
+                if (static_cast<unsigned char>(c) >= spec.sizes.size())
+                    throw Error(where(node) + "letter '" + c + "' is not ASCII");
+            }
+        }
+        for (std::size_t t = 0; t < in.size(); ++t) {
+            requireDType(node, in[t], DType::F32, "every operand");
+            const auto& term = spec.inputs[t];
+            const auto& shape = in[t].shape();
+            if (shape.size() != term.size())
+                throw Error(where(node) + "operand '" + term + "' has shape " + formatShape(shape));
+            for (std::size_t i = 0; i < term.size(); ++i) {
+                auto& size = spec.sizes[static_cast<std::size_t>(term[i])];
+                if (size != 0 && size != shape[i] + 1)
+                    throw Error(
+                        where(node) + "letter '" + term[i] + "' has sizes " + str(size - 1) + " and " + str(shape[i]));
+                size = shape[i] + 1; // 0: not seen yet
+            }
+        }
+        for (auto& s : spec.sizes)
+            s = std::max<std::int64_t>(s - 1, 0);
+        return spec;
+    }
+
+    struct Term
+    {
+        std::string letters;
+        const float* data;
+    };
+
+    Shape shapeOf(const std::string& letters, const EinsumSpec& spec)
+    {
+        Shape s;
+        for (char c : letters)
+            s.push_back(spec.sizes[static_cast<std::size_t>(c)]);
+        return s;
+    }
+
+    // Walks every combination of some letters (the last fastest), keeping each term's offset.
+    struct Odometer
+    {
+        Shape sizes;
+        std::vector<std::array<std::int64_t, 2>> strides; // per letter, per term (0: not in it)
+        std::vector<std::int64_t> index;
+        std::array<std::int64_t, 2> offset {};
+
+        Odometer(const std::string& letters, const std::vector<Term>& terms, const EinsumSpec& spec)
+            : sizes(shapeOf(letters, spec))
+            , strides(letters.size(), { 0, 0 })
+            , index(letters.size(), 0)
+        {
+            for (std::size_t t = 0; t < terms.size(); ++t) {
+                const auto own = stridesOf(shapeOf(terms[t].letters, spec));
+                for (std::size_t l = 0; l < letters.size(); ++l) {
+                    const auto at = terms[t].letters.find(letters[l]);
+                    if (at != std::string::npos)
+                        strides[l][t] = own[at];
+                }
+            }
+        }
+        void next()
+        {
+            for (std::size_t d = sizes.size(); d-- > 0;) {
+                ++index[d];
+                offset[0] += strides[d][0];
+                offset[1] += strides[d][1];
+                if (index[d] < sizes[d])
+                    return;
+                offset[0] -= strides[d][0] * sizes[d];
+                offset[1] -= strides[d][1] * sizes[d];
+                index[d] = 0;
+            }
+        }
+    };
+
+    // result[letters] = sum over every other letter of the product of the terms: a loop over all index
+    // combinations. A result letter in no term replicates (the gradient of a summed-out letter).
+    NdArray contractLoop(
+        const std::vector<Term>& terms, const std::string& result, const EinsumSpec& spec, Allocator& allocator)
+    {
+        std::string summed;
+        for (const auto& t : terms)
+            for (char c : t.letters)
+                if (result.find(c) == std::string::npos && summed.find(c) == std::string::npos)
+                    summed += c;
+        auto out = NdArray::empty(allocator, shapeOf(result, spec));
+        Odometer outer(result, terms, spec);
+        Odometer inner(summed, terms, spec);
+        const auto innerCount = numElements(inner.sizes);
+        for (std::int64_t r = 0; r < out.numel(); ++r, outer.next()) {
+            double sum = 0;
+            inner.offset = { 0, 0 };
+            for (std::int64_t s = 0; s < innerCount; ++s, inner.next()) {
+                const auto a = outer.offset[0] + inner.offset[0];
+                const auto b = outer.offset[1] + inner.offset[1];
+                sum += terms.size() == 1 ? terms[0].data[a] : static_cast<double>(terms[0].data[a]) * terms[1].data[b];
+            }
+            out.f32()[r] = static_cast<float>(sum);
+        }
+        return out;
+    }
+
+    bool has(const std::string& letters, char c)
+    {
+        return letters.find(c) != std::string::npos;
+    }
+
+    // Two terms where every letter is in two of (a, b, result): batch letters in all three, M in a and
+    // the result, N in b and the result, K in a and b; C (batch, M, N) = A (batch, M, K) B (batch, K, N).
+    bool isBatchedGemm(const Term& a, const Term& b, const std::string& result)
+    {
+        const auto inTwo = [&](char c) { return has(a.letters, c) + has(b.letters, c) + has(result, c) >= 2; };
+        return std::all_of(a.letters.begin(), a.letters.end(), inTwo)
+            && std::all_of(b.letters.begin(), b.letters.end(), inTwo)
+            && std::all_of(result.begin(), result.end(), inTwo);
+    }
+
+    // One GEMM operand: the term as stored when its letters are (batch, rows, cols) or (batch, cols, rows)
+    // (transposed), else a permuted copy.
+    struct GemmOperand
+    {
+        const float* data;
+        bool trans;
+        NdArray copy;
+    };
+
+    GemmOperand gemmOperand(const Term& t, const std::string& batch, const std::string& rows, const std::string& cols,
+        const EinsumSpec& spec, Allocator& allocator)
+    {
+        if (t.letters == batch + rows + cols)
+            return { t.data, false, {} };
+        if (t.letters == batch + cols + rows)
+            return { t.data, true, {} };
+        auto copy = contractLoop({ t }, batch + rows + cols, spec, allocator);
+        return { copy.f32(), false, copy };
+    }
+
+    NdArray contractGemm(
+        const Term& a, const Term& b, const std::string& result, const EinsumSpec& spec, Allocator& allocator)
+    {
+        std::string batch, m, n, k;
+        for (char c : result)
+            (has(a.letters, c) && has(b.letters, c) ? batch : has(a.letters, c) ? m : n) += c;
+        for (char c : a.letters)
+            if (!has(result, c))
+                k += c;
+        const auto order = batch + m + n;
+        if (order != result && result == batch + n + m) // C^T = B^T A^T lands in the result's order
+            return contractGemm(b, a, result, spec, allocator);
+        const auto size = [&](const std::string& letters) { return numElements(shapeOf(letters, spec)); };
+        const auto nb = size(batch), nm = size(m), nn = size(n), nk = size(k);
+        const auto pa = gemmOperand(a, batch, m, k, spec, allocator); // (batch, M, K)
+        const auto pb = gemmOperand(b, batch, k, n, spec, allocator); // (batch, K, N)
+        auto c = NdArray::zeros(allocator, shapeOf(order, spec)); // (batch, M, N)
+        if (nm > 0 && nn > 0 && nk > 0) {
+            for (std::int64_t i = 0; i < nb; ++i)
+                sgemm(pa.trans, pb.trans, nm, nn, nk, 1.0F, pa.data + i * nm * nk, pa.trans ? nm : nk,
+                    pb.data + i * nk * nn, pb.trans ? nk : nn, 0.0F, c.f32() + i * nm * nn, nn);
+        }
+        return order == result ? c : contractLoop({ { order, c.f32() } }, result, spec, allocator);
+    }
+
+    NdArray contract(
+        const std::vector<Term>& terms, const std::string& result, const EinsumSpec& spec, Allocator& allocator)
+    {
+        if (terms.size() == 2 && isBatchedGemm(terms[0], terms[1], result))
+            return contractGemm(terms[0], terms[1], result, spec, allocator);
+        return contractLoop(terms, result, spec, allocator);
+    }
+
+    void einsumForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto spec = einsumSpec(node, v.in);
+        std::vector<Term> terms;
+        for (std::size_t t = 0; t < v.in.size(); ++t)
+            terms.push_back({ spec.inputs[t], v.in[t].f32() });
+        v.out = { contract(terms, spec.output, spec, ctx.allocator) };
+    }
+
+    // d operand t = einsum(dOut, the other operand -> operand t's letters).
+    void einsumBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto spec = einsumSpec(node, v.in);
+        const auto dy = gradOrZeros(g.gradOut[0], shapeOf(spec.output, spec), ctx.allocator);
+        for (std::size_t t = 0; t < v.in.size(); ++t) {
+            if (!g.needGrad[t])
+                continue;
+            std::vector<Term> terms { { spec.output, dy.f32() } };
+            if (v.in.size() == 2)
+                terms.push_back({ spec.inputs[1 - t], v.in[1 - t].f32() });
+            g.gradIn[t] = contract(terms, spec.inputs[t], spec, ctx.allocator);
+        }
+    }
+
+} // namespace
+
+void registerIndexKernels(KernelTable& table)
+{
+    table.add(OpType::AvgPool, { avgPoolForward, avgPoolBackward });
+    table.add(OpType::Pad, { padForward, padBackward });
+    table.add(OpType::Resize, { resizeForward, resizeBackward });
+    table.add(OpType::Gather, { gatherForward, gatherBackward });
+    table.add(OpType::ScatterND, { scatterNDForward, scatterNDBackward });
+    table.add(OpType::TopK, { topKForward, topKBackward });
+    table.add(OpType::Einsum, { einsumForward, einsumBackward });
+}
+
+} // namespace ps::engine::detail

@@ -1,0 +1,157 @@
+// Imported models train: every model of the ONNX corpus (tests/data/make_onnx_corpus.py) gets a
+// loss (`import --loss`: cross-entropy on a classifier's or a language model's logits, mse on a
+// transformer's features), the engine takes optimizer steps on one fixed batch and the loss falls
+// (gradients reach the parameters through every imported op); an imported GPT pipelined over two
+// CPU devices gives the single-device losses.
+#include "executor.h"
+#include "graph/loss.h"
+#include "onnx/onnx_import.h"
+#include "onnx_corpus_support.h"
+#include "optimizer.h"
+#include "pipeline_support.h"
+#include "runtime/training_run.h"
+#include "trainer.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <span>
+
+using namespace ps;
+using namespace ps::engine;
+using namespace ps::engine::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Cross-entropy where the output has classes (a classifier's (B, classes), a GPT's logits), mse on
+// features (encoders, decoders, nn.Transformer).
+LossKind lossFor(const std::string& name, const Shape& output)
+{
+    if (name.starts_with("gpt") || output.size() == 2)
+        return LossKind::CrossEntropy;
+    return LossKind::MeanSquaredError;
+}
+
+Graph importWithLoss(const fs::path& dir, const nlohmann::json& e)
+{
+    auto imported = importOnnx(dir / e["file"].get<std::string>(), ps::testing::corpusImportOptions(e));
+    const auto output = imported.graph.tensor(imported.graph.outputs().front()).shape;
+    return attachLoss(std::move(imported.graph), { lossFor(e["name"].get<std::string>(), output), std::nullopt });
+}
+
+void setBatch(GraphExecutor& ex, const HostBatch& batch)
+{
+    const auto shapeOf = [&ex](const std::string& name) {
+        for (const auto& t : ex.graph().tensors()) {
+            if (t.kind == TensorKind::Input && t.name == name)
+                return t.shape;
+        }
+        throw Error("no input " + name);
+    };
+    for (const auto& [name, values] : batch.inputs)
+        ex.setInput(
+            name, ex.backend().fromHost(ex.allocator(), shapeOf(name), DType::I64, std::as_bytes(std::span(values))));
+    for (const auto& [name, values] : batch.floatInputs)
+        ex.setInput(
+            name, ex.backend().fromHost(ex.allocator(), shapeOf(name), DType::F32, std::as_bytes(std::span(values))));
+}
+
+} // namespace
+
+TEST(ImportedTraining, EveryCorpusModelLearnsAFixedBatch)
+{
+    fs::path dir;
+    const auto manifest = ps::testing::corpusManifest(dir);
+    if (!manifest)
+        GTEST_SKIP() << "no ONNX corpus (tests/data/make_onnx_corpus.py needs Debian's python3-torch)";
+    constexpr int kSteps = 8;
+    int trained = 0;
+    std::printf("%-40s %-5s %12s %12s %9s\n", "model", "loss", "first", "last", "ms");
+    for (const auto& e : *manifest) {
+        if (e.contains("error"))
+            continue;
+        const auto stem = e["file"].get<std::string>();
+        SCOPED_TRACE(stem);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+            auto graph = importWithLoss(dir, e);
+            const bool crossEntropy =
+                graph.node(graph.tensor(graph.outputs().front()).producer).op == OpType::CrossEntropy;
+            // Vocabulary 2: within any embedding; a language model samples its windows from it.
+            BatchSource source(graph, TokenData::random(2, 1 << 12, 3), 7);
+            const auto batch = source.next();
+            GraphExecutor ex(std::move(graph), ExecutorOptions { 3, 0, true });
+            engine::OptimizerConfig config;
+            config.lr = 3e-3;
+            config.weightDecay = 0;
+            engine::Optimizer optimizer(ex, config);
+            std::vector<double> losses;
+            for (int s = 0; s < kSteps; ++s) {
+                ex.zeroGrad();
+                setBatch(ex, batch);
+                losses.push_back(ex.forward());
+                ex.backward();
+                ex.releaseActivations();
+                optimizer.step(1.0F);
+            }
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+            std::printf("%-40s %-5s %12.5f %12.5f %9.1f\n", stem.c_str(), crossEntropy ? "ce" : "mse", losses.front(),
+                losses.back(), ms);
+            for (double l : losses)
+                EXPECT_TRUE(std::isfinite(l)) << stem << ": loss " << l;
+            EXPECT_LT(losses.back(), losses.front()) << stem << ": the loss did not fall in " << kSteps << " steps";
+            ++trained;
+        } catch (const std::exception& ex) {
+            ADD_FAILURE() << stem << ": " << ex.what();
+        }
+    }
+    EXPECT_GE(trained, 50);
+}
+
+// An imported GPT (token input named 'input', not 'input_ids') with `--loss cross-entropy` is a
+// language model: it samples token windows, and two CPU devices running GPipe over it give the
+// single-device losses of the same micro-batches.
+TEST(ImportedTraining, ImportedGptPipelinesLikeOneDevice)
+{
+    fs::path dir;
+    const auto manifest = ps::testing::corpusManifest(dir);
+    if (!manifest)
+        GTEST_SKIP() << "no ONNX corpus (tests/data/make_onnx_corpus.py needs Debian's python3-torch)";
+    const nlohmann::json* gpt = nullptr;
+    for (const auto& e : *manifest) {
+        if (e.value("name", "") == "gpt_arange" && e.value("opset", 0) == 17 && !e.contains("error"))
+            gpt = &e;
+    }
+    ASSERT_NE(gpt, nullptr) << "the corpus has no gpt_arange at opset 17";
+    const auto graph = importWithLoss(dir, *gpt);
+    const auto data = [] { return TokenData::random(16, 1 << 14, 11); };
+    constexpr int kMicroBatches = 2;
+    TrainOptions o;
+    o.accumulation = kMicroBatches;
+    o.optimizer.kind = "sgd";
+    o.optimizer.lr = 0.05;
+    o.seed = 5;
+    Trainer trainer(graph, data(), o);
+    EXPECT_TRUE(trainer.tokensPerStep() > 0);
+    RunConfig c;
+    c.schedule = parseScheduleSpec("gpipe", 2, kMicroBatches);
+    c.partition = evenCuts(graph, 2);
+    c.optimizer.kind = "sgd";
+    c.optimizer.lr = 0.05;
+    c.seed = 5;
+    TrainingRun run(graph, data(), makeDevices("cpu:2", 0), c);
+    ASSERT_TRUE(run.batchSource().samplesTokens()) << run.batchSource().describe();
+    for (int s = 0; s < 3; ++s) {
+        const double single = trainer.step().loss;
+        const double piped = run.step().loss;
+        EXPECT_NEAR(single, piped, 1e-5 * std::max(1.0, std::abs(single))) << "step " << s + 1;
+    }
+}

@@ -1,0 +1,254 @@
+// The ONNX importer on models it was not written against: torchvision's classifiers, nn.Transformer
+// variants, GPT-2- and BERT-like models and an MLP, exported by torch at opset 13 and 17
+// (tests/data/make_onnx_corpus.py). Every model must import with the manifest's parameter count,
+// without opaque ops, with torch's output shapes, and run forward on the CPU engine to torch's
+// output. Every model is checked and reported in one table, not only the first that fails.
+#include "executor.h"
+#include "onnx_corpus_support.h"
+#include "onnx/onnx_import.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace ps;
+using namespace ps::engine;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kForwardTolerance = 1e-4; // max |diff| / max |expected|
+constexpr std::size_t kMinModels = 25;
+
+// One line of the table: what the import and the forward pass gave, and why the model failed.
+struct CorpusRow
+{
+    std::string stem; // "<name>-op<opset>"
+    std::size_t onnxNodes = 0;
+    std::size_t irNodes = 0;
+    std::int64_t parameters = -1;
+    std::int64_t expectedParameters = 0;
+    double importMs = -1;
+    std::optional<double> relativeError;
+    std::vector<std::string> failures; // in check order; the first is the table's reason
+    std::string exportError; // the exporter failed: a finding, not a test failure
+};
+
+std::optional<fs::path> corpusDir()
+{
+    const char* dir = std::getenv("PS_ONNX_CORPUS");
+    if (!dir)
+        return std::nullopt;
+    return fs::path(dir);
+}
+
+void fail(CorpusRow& row, const std::string& reason)
+{
+    ADD_FAILURE() << row.stem << ": " << reason;
+    row.failures.push_back(reason);
+}
+
+std::string formatOpaque(const std::map<std::string, int>& ops)
+{
+    std::ostringstream s;
+    for (const auto& [op, count] : ops)
+        s << (s.tellp() > 0 ? " " : "") << op << "x" << count;
+    return s.str();
+}
+
+
+// Reads the inputs (concatenated, in input order) into arrays of the executor's allocator.
+void setInputs(GraphExecutor& executor, const nlohmann::json& entry, const fs::path& inBin)
+{
+    std::ifstream in(inBin, std::ios::binary);
+    for (const auto& input : entry["inputs"]) {
+        const bool tokens = input["dtype"] == "int64";
+        auto a = NdArray::empty(executor.allocator(), input["shape"].get<Shape>(), tokens ? DType::I64 : DType::F32);
+        in.read(tokens ? reinterpret_cast<char*>(a.i64()) : reinterpret_cast<char*>(a.f32()), a.bytes());
+        if (!in)
+            throw Error(inBin.string() + " is shorter than the inputs' shapes");
+        executor.setInput(input["name"].get<std::string>(), a);
+    }
+}
+
+double relativeMaxError(const NdArray& out, const std::vector<float>& expected)
+{
+    double diff = 0;
+    double scale = 0;
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+        const double e = expected[static_cast<std::size_t>(i)];
+        const double d = std::abs(static_cast<double>(out.f32()[i]) - e);
+        diff = std::isnan(d) ? d : std::max(diff, d);
+        scale = std::max(scale, std::abs(e));
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+void checkShapes(CorpusRow& row, const Graph& graph, const nlohmann::json& entry)
+{
+    const auto expected = entry["output_shapes"].get<std::vector<Shape>>();
+    if (graph.outputs().size() != expected.size()) {
+        fail(row,
+            "graph has " + std::to_string(graph.outputs().size()) + " outputs, torch "
+                + std::to_string(expected.size()));
+        return;
+    }
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const auto& got = graph.tensor(graph.outputs()[i]).shape;
+        if (got != expected[i])
+            fail(row,
+                "output " + std::to_string(i) + " shape " + formatShape(got) + ", torch " + formatShape(expected[i]));
+    }
+}
+
+void checkForward(CorpusRow& row, Graph graph, const nlohmann::json& entry, const fs::path& stem)
+{
+    try {
+        GraphExecutor executor(std::move(graph), ExecutorOptions { 0, 0, false });
+        setInputs(executor, entry, stem.string() + ".in.bin");
+        (void)executor.forward();
+        const auto& out = executor.value(executor.graph().outputs().front());
+        if (out.dtype() != DType::F32) {
+            fail(row, "forward: output is " + std::string(toString(out.dtype())) + ", torch's is float32");
+            return;
+        }
+        std::vector<float> expected(static_cast<std::size_t>(out.numel()));
+        std::ifstream file(stem.string() + ".out.bin", std::ios::binary);
+        file.read(reinterpret_cast<char*>(expected.data()), out.bytes());
+        if (!file || file.peek() != std::char_traits<char>::eof()) {
+            fail(row, "forward: output has " + std::to_string(out.numel()) + " elements, torch's file differs");
+            return;
+        }
+        row.relativeError = relativeMaxError(out, expected);
+        if (!(*row.relativeError < kForwardTolerance)) {
+            std::ostringstream s;
+            s << "forward: relative max error " << *row.relativeError;
+            fail(row, s.str());
+        }
+    } catch (const std::exception& e) {
+        fail(row, std::string("forward: ") + e.what());
+    }
+}
+
+CorpusRow checkModel(const fs::path& dir, const nlohmann::json& entry)
+{
+    CorpusRow row;
+    row.stem = entry["name"].get<std::string>() + "-op" + std::to_string(entry["opset"].get<int>());
+    SCOPED_TRACE(row.stem);
+    if (entry.contains("error")) {
+        row.exportError = entry["error"].get<std::string>();
+        return row;
+    }
+    row.onnxNodes = entry["onnx_nodes"].get<std::size_t>();
+    row.expectedParameters = entry["expected_parameters"].get<std::int64_t>();
+    OnnxImport imported;
+    try {
+        const auto start = std::chrono::steady_clock::now();
+        imported = importOnnx(dir / entry["file"].get<std::string>(), ps::testing::corpusImportOptions(entry));
+        row.importMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    } catch (const std::exception& e) {
+        fail(row, std::string("import: ") + e.what());
+        return row;
+    }
+    row.irNodes = imported.graph.nodeCount();
+    row.parameters = imported.graph.parameterCount();
+    if (!imported.report.opaqueOps.empty())
+        fail(row, "opaque ops: " + formatOpaque(imported.report.opaqueOps));
+    if (row.parameters != row.expectedParameters)
+        fail(row,
+            "parameters " + std::to_string(row.parameters) + ", expected " + std::to_string(row.expectedParameters)
+                + " (" + entry["expected_rule"].get<std::string>() + ")");
+    checkShapes(row, imported.graph, entry);
+    checkForward(row, std::move(imported.graph), entry, dir / row.stem);
+    return row;
+}
+
+void printTable(const std::vector<CorpusRow>& rows)
+{
+    std::printf("%-42s %6s %6s %18s %9s  %s\n", "model", "onnx", "ir", "parameters", "import", "forward / reason");
+    int passed = 0;
+    for (const auto& r : rows) {
+        if (!r.exportError.empty()) {
+            std::printf("%-42s %6s %6s %18s %9s  export failed: %s\n", r.stem.c_str(), "-", "-", "-", "-",
+                r.exportError.c_str());
+            continue;
+        }
+        std::string result;
+        if (!r.failures.empty())
+            result = r.failures.front()
+                + (r.failures.size() > 1 ? " (+" + std::to_string(r.failures.size() - 1) + " more)" : "");
+        else {
+            char ok[32];
+            std::snprintf(ok, sizeof ok, "ok %.2e", r.relativeError.value_or(0.0));
+            result = ok;
+            ++passed;
+        }
+        const auto params =
+            (r.parameters < 0 ? "-" : std::to_string(r.parameters)) + "/" + std::to_string(r.expectedParameters);
+        char ms[32] = "-";
+        if (r.importMs >= 0)
+            std::snprintf(ms, sizeof ms, "%.1fms", r.importMs);
+        std::printf("%-42s %6zu %6zu %18s %9s  %s\n", r.stem.c_str(), r.onnxNodes, r.irNodes, params.c_str(), ms,
+            result.c_str());
+    }
+    const auto exported = std::count_if(rows.begin(), rows.end(), [](const auto& r) { return r.exportError.empty(); });
+    std::printf("%d of %td exported models pass (%zu exports failed)\n", passed, exported,
+        rows.size() - static_cast<std::size_t>(exported));
+}
+
+} // namespace
+
+TEST(OnnxCorpus, ImportsAndRunsEveryExportedModel)
+{
+    const auto dir = corpusDir();
+    if (!dir || !fs::exists(*dir / "manifest.json"))
+        GTEST_SKIP() << "no ONNX corpus in PS_ONNX_CORPUS (tests/data/make_onnx_corpus.py needs Debian's "
+                        "python3-torch and python3-torchvision)";
+    const auto manifest = nlohmann::json::parse(std::ifstream(*dir / "manifest.json"));
+    std::vector<CorpusRow> rows;
+    std::set<std::string> exported; // model names with an export (its two opsets count once)
+    for (const auto& entry : manifest) {
+        rows.push_back(checkModel(*dir, entry));
+        if (!entry.contains("error"))
+            exported.insert(entry["name"].get<std::string>());
+    }
+    printTable(rows);
+    EXPECT_GE(exported.size(), kMinModels) << "the corpus lost models: rebuild it with make_onnx_corpus.py";
+}
+
+// Import time grows with the graph: a 10,000-node residual MLP must import whole. The time is
+// printed, not asserted (timings belong in benchmarks).
+TEST(OnnxCorpus, ImportsATenThousandNodeGraphFast)
+{
+    const auto dir = corpusDir();
+    if (!dir || !fs::exists(*dir / "deep_mlp_10k.json"))
+        GTEST_SKIP() << "no deep_mlp_10k.onnx in PS_ONNX_CORPUS (tests/data/make_onnx_corpus.py needs python3-onnx)";
+    const auto info = nlohmann::json::parse(std::ifstream(*dir / "deep_mlp_10k.json"));
+    const auto nodes = info["onnx_nodes"].get<std::size_t>();
+    ASSERT_GE(nodes, 10000u);
+    OnnxImportOptions options;
+    options.batch = 4;
+    const auto start = std::chrono::steady_clock::now();
+    const auto imported = importOnnx(*dir / info["file"].get<std::string>(), options);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf("deep_mlp_10k.onnx: %zu ONNX nodes, %zu IR nodes, imported in %.1f ms\n", nodes,
+        imported.graph.nodeCount(), ms);
+    EXPECT_EQ(imported.report.onnxNodes, nodes);
+    EXPECT_EQ(imported.graph.nodeCount(), nodes); // MatMul, Add, Relu and Add map one to one
+    EXPECT_EQ(imported.graph.parameterCount(), info["parameters"].get<std::int64_t>());
+    EXPECT_TRUE(imported.report.opaqueOps.empty());
+    EXPECT_EQ(imported.graph.tensor(imported.graph.outputs().front()).shape, (Shape { 4, 16 }));
+}
