@@ -4,8 +4,8 @@
 // without opaque ops, with torch's output shapes, and run forward on the CPU engine to torch's
 // output. Every model is checked and reported in one table, not only the first that fails.
 #include "executor.h"
-#include "onnx_corpus_support.h"
 #include "onnx/onnx_import.h"
+#include "onnx_corpus_support.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -68,7 +68,6 @@ std::string formatOpaque(const std::map<std::string, int>& ops)
         s << (s.tellp() > 0 ? " " : "") << op << "x" << count;
     return s.str();
 }
-
 
 // Reads the inputs (concatenated, in input order) into arrays of the executor's allocator.
 void setInputs(GraphExecutor& executor, const nlohmann::json& entry, const fs::path& inBin)
