@@ -49,7 +49,7 @@ Graph attachLoss(Graph graph, const LossSpec& spec)
     if (graph.outputs().empty())
         throw Error("model '" + model + "' has no output to attach a loss to");
     const auto prediction = graph.outputs().front();
-    const auto& out = graph.tensor(prediction);
+    const Tensor out = graph.tensor(prediction); // a copy: adding tensors below moves the graph's
     if (out.shape.empty())
         throw Error("model '" + model + "' already ends in a scalar ('" + out.name + "'): it has a loss");
     for (const auto& n : graph.nodes()) {

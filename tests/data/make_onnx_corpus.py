@@ -320,6 +320,28 @@ def torchvision_models(torch, torchvision):
         [8, "M", 16, "M", 32, 32, "M", 32, 32, "M", 32, 32, "M"]), num_classes=10), 32 * 7 * 7), (1, 3, 224, 224)
     yield "vgg_bn", lambda: _small_classifier(torch, tv.VGG(vgg.make_layers(
         [8, "M", 16, "M", 32, "M", 32, "M", 32, "M"], batch_norm=True), num_classes=10), 32 * 7 * 7), (1, 3, 224, 224)
+    yield "resnet_fpn", lambda: _resnet_fpn(torch), img
+
+
+def _resnet_fpn(torch):
+    """A detection backbone: torchvision's BackboneWithFPN (lateral 1x1 convs, nearest-neighbour
+    upsampling of the coarser levels, 3x3 output convs, the extra max-pool level) over the narrow
+    ResNet; the finest pyramid level is the output."""
+    from torchvision.models import resnet
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+
+    body = narrow_resnet(torch, resnet.BasicBlock, [1, 1, 1, 1], num_classes=10)
+    fpn = BackboneWithFPN(body, {"layer1": "0", "layer2": "1", "layer3": "2", "layer4": "3"}, [16, 32, 64, 128], 16)
+
+    class Finest(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fpn = fpn
+
+        def forward(self, x):
+            return self.fpn(x)["0"]
+
+    return Finest()
 
 
 def _googlenet(torch):
