@@ -234,7 +234,9 @@ void addImportCommand(CLI::App& app, Action& action)
             for (const auto& [dim, size] : r.boundDims)
                 fmt::print("  bound {} = {}\n", dim, size);
             if (r.aliasedParameters > 0)
-                fmt::print("  {} parameters the exporter stored once (equal at export) imported as separate copies\n",
+                fmt::print(
+                    "  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "
+                    "separate parameters: {}\n",
                     r.aliasedParameters);
             if (!loss->empty()) {
                 const auto& g = imported.graph;

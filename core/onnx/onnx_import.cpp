@@ -564,10 +564,14 @@ namespace {
                 n.inputs.push_back(tensorFor(in, node));
         }
         std::vector<Tensor> outputs;
+        std::vector<Tensor> everyOutput; // read or not, where shape inference gave a shape
         for (const auto& out : node.output()) {
             if (out.empty())
                 continue;
             const auto it = m_shapes.find(out);
+            if (it != m_shapes.end())
+                everyOutput.push_back({ TensorId(), out, it->second.first, it->second.second, TensorKind::Activation,
+                    NodeId(), nullptr });
             if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
                 continue; // an optional output nobody reads (BatchNormalization's running statistics)
             if (it == m_shapes.end())
@@ -595,7 +599,17 @@ namespace {
                 in.push_back(&m_result.graph.tensor(id));
             try {
                 const auto shapes = inferOutputShapes(mapped, in);
-                if (shapes && shapes->size() == outputs.size() && (*shapes)[0] == outputs[0].shape) {
+                // An IR op computing an output nobody reads (TopK's indices) keeps it.
+                if (shapes && shapes->size() > outputs.size() && shapes->size() == everyOutput.size())
+                    outputs = everyOutput;
+                const auto same = [&] {
+                    for (std::size_t i = 0; i < outputs.size(); ++i) {
+                        if ((*shapes)[i] != outputs[i].shape)
+                            return false;
+                    }
+                    return true;
+                };
+                if (shapes && shapes->size() == outputs.size() && !outputs.empty() && same()) {
                     n = std::move(mapped);
                     n.opaqueType.clear();
                 }
