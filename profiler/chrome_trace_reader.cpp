@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 #include <unordered_map>
 
@@ -59,7 +60,11 @@ namespace {
         const auto args = e.find("args");
         if (args == e.end() || !args->is_object())
             return -1;
-        return static_cast<std::int64_t>(number(*args, key, -1));
+        // An id is a non-negative integer; anything else (a fraction, 1e85, nan) reads as absent.
+        const double v = number(*args, key, -1);
+        if (!(v >= 0 && v < 9.0e18) || v != std::floor(v))
+            return -1;
+        return static_cast<std::int64_t>(v);
     }
 
     struct Launch

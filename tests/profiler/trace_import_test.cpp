@@ -306,6 +306,23 @@ TEST_F(TraceImportTest, JsonOfTheWrongTypesIsAnError)
     EXPECT_NE(errorOf(overflow).find("big.json' is not valid JSON"), std::string::npos) << errorOf(overflow);
 }
 
+// Ids out of the int64 range or fractional (found by the fuzzer: 1e85 was converted to an
+// integer, undefined behaviour) read as absent: the kernel stays unmatched, nothing crashes.
+TEST_F(TraceImportTest, CorrelationIdsOutOfRangeAreIgnored)
+{
+    std::string trace = kKinetoTrace;
+    for (const char* id : { "1e85", "-1e85", "2.5", "\"nan\"" }) {
+        auto mutated = trace;
+        const std::string from = R"("correlation": 3)";
+        const auto at = mutated.find(from);
+        ASSERT_NE(at, std::string::npos);
+        mutated.replace(at, from.size(), std::string(R"("correlation": )") + id);
+        const auto t = profiler::importTrace(m_graph, write("ids.json", mutated));
+        EXPECT_EQ(t.activities, 6) << id;
+        EXPECT_LT(t.matchedActivities, 4) << id; // that launch's kernel lost its link
+    }
+}
+
 TEST_F(TraceImportTest, WrongFileKindsGiveOneLineErrorsNamingTheFile)
 {
     const auto random = write("noise.bin", std::string("\x07\x91\xfe\x00\x13garbage", 12));
