@@ -206,6 +206,10 @@ protected:
         const auto status = [&] { return queryText(p, "SELECT status FROM runs WHERE id = " + std::to_string(runId)); };
         if (!killed || runId <= 0) // finished before the kill, or killed before its run began
             return where + (killed ? "killed before the run began" : "finished first");
+        if (status() == "finished") { // the run completed; the kill caught the process on its way out
+            EXPECT_EQ(reported.losses.size(), 60u) << where;
+            return where + "finished first (killed while exiting)";
+        }
         EXPECT_EQ(status(), "running") << where;
         // The CLI marks the dead run when it next opens the project: `info` on odd trials, the
         // resuming `train` itself on even ones.
@@ -243,10 +247,15 @@ protected:
     void trials(const Mode& mode, unsigned seed)
     {
         const auto base = newProject("base.pstudio");
+        const auto start = std::chrono::steady_clock::now();
         const auto reference = referenceLosses(base, mode, 64);
         ASSERT_EQ(reference.size(), 64u);
+        // Kill points spread over how long a run takes on this machine (start-up included), so a
+        // fast machine does not finish most trials before their kill.
+        const auto runMs = static_cast<int>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
         std::mt19937 rng(seed);
-        std::uniform_int_distribution<int> delayMs(150, 1800);
+        std::uniform_int_distribution<int> delayMs(std::max(20, runMs / 20), std::max(40, runMs * 17 / 20));
         for (int i = 0; i < 10; ++i)
             std::printf("[crash safety] %s\n",
                 trial(base, mode, reference, i, std::chrono::milliseconds(delayMs(rng))).c_str());
