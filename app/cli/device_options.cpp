@@ -15,8 +15,12 @@ void addDeviceOptions(CLI::App* cmd, DeviceOptions& o)
     cmd->add_option("--device,-d", o.device, "Catalog device (a100-40gb, h100-80gb, ..., or cpu: measured now)");
     cmd->add_option("--catalog", o.catalog, "Device catalog JSON to use instead of the built-in one")
         ->check(CLI::ExistingFile);
-    cmd->add_flag("--mixed-precision", o.mixedPrecision, "fp16 compute with fp32 master weights");
-    cmd->add_flag("--tf32", o.tf32, "Run fp32 matmuls on TF32 tensor cores");
+    cmd->add_option("--precision", o.precision,
+           "fp32 (default, as PyTorch runs it: TF32 convolutions, FP32 matmuls) | tf32 (matmuls on TF32 too) | bf16 | "
+           "fp16 (mixed precision with FP32 master weights)")
+        ->check(CLI::IsMember({ "fp32", "tf32", "bf16", "fp16" }));
+    cmd->add_flag("--mixed-precision", o.mixedPrecision, "Same as --precision fp16");
+    cmd->add_flag("--tf32", o.tf32, "Same as --precision tf32");
     cmd->add_option("--optimizer", o.optimizer, "adam | sgd-momentum | sgd");
 }
 
@@ -38,10 +42,22 @@ DeviceSpec resolveDevice(const DeviceOptions& o)
     return spec.measured ? engine::measureCpuDevice() : spec;
 }
 
+Precision precisionOf(const DeviceOptions& o)
+{
+    const int given = (o.precision.empty() ? 0 : 1) + (o.mixedPrecision ? 1 : 0) + (o.tf32 ? 1 : 0);
+    if (given > 1)
+        throw Error("give one of --precision, --mixed-precision (fp16) and --tf32");
+    if (o.mixedPrecision)
+        return Precision::Fp16;
+    if (o.tf32)
+        return Precision::Tf32;
+    return o.precision.empty() ? Precision::Fp32 : parsePrecision(o.precision);
+}
+
 CostModelOptions costOptions(const DeviceOptions& o)
 {
     CostModelOptions c;
-    c.setup = { o.mixedPrecision, parseOptimizer(o.optimizer), o.tf32 };
+    c.setup = { precisionOf(o), parseOptimizer(o.optimizer) };
     return c;
 }
 

@@ -16,8 +16,9 @@ struct DeviceOptions
 {
     std::string device = "a100-40gb";
     std::string catalog; // optional JSON catalog overriding the built-in one
-    bool mixedPrecision = false;
-    bool tf32 = false;
+    std::string precision; // fp32 | tf32 | bf16 | fp16; empty: fp32 unless a legacy flag says otherwise
+    bool mixedPrecision = false; // --mixed-precision: fp16
+    bool tf32 = false; // --tf32: tf32
     std::string optimizer = "adam";
 };
 
@@ -25,6 +26,9 @@ void addDeviceOptions(CLI::App* cmd, DeviceOptions& options);
 // The catalog entry, or the measured CPU for `cpu`.
 DeviceSpec resolveDevice(const DeviceOptions& options);
 CostModelOptions costOptions(const DeviceOptions& options);
+// --precision, or what the legacy --mixed-precision / --tf32 flags mean; throws ps::Error when
+// several are given.
+Precision precisionOf(const DeviceOptions& options);
 std::string readFile(const std::string& path);
 // Forward + backward time of every node at micro-batch `mb`.
 std::vector<double> nodeTimes(const Profile& profile, double mb);

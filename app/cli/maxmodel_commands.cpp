@@ -33,7 +33,7 @@ namespace {
     MaxModelRequest requestOf(const MaxModelOptions& o)
     {
         MaxModelRequest r;
-        r.device = resolveDevice({ o.device, o.catalog, true, false, "adam" });
+        r.device = resolveDevice({ o.device, o.catalog, "fp16", false, false, "adam" });
         r.gpus = o.gpus;
         r.hostMemoryBytes = static_cast<std::int64_t>(parseBytes(o.hostRam, "--host-ram"));
         r.seq = o.seq;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <memory>
 #include <numeric>
@@ -29,7 +30,8 @@ namespace {
         auto store = ProjectStore::open(path);
         const auto graph = store.loadGraph();
         const auto device = resolveDevice(o);
-        const auto profile = estimateProfile(graph, device, costOptions(o));
+        const auto options = costOptions(o);
+        const auto profile = estimateProfile(graph, device, options);
         store.saveProfile(profile, 1, mb == 1 ? 2 : mb);
         double fwd = 0;
         double bwd = 0;
@@ -39,19 +41,43 @@ namespace {
             bwd += n.backwardNs.at(mb);
             saved += n.savedBytes.at(mb);
         }
+        // Per kernel class at this micro-batch (a convolution's bias-add is elementwise).
+        std::array<std::pair<double, double>, kKernelClassCount> byClass {};
+        for (const auto& kernels : estimateKernels(graph, device, options, mb)) {
+            for (const auto& k : kernels) {
+                byClass[static_cast<std::size_t>(k.kind)].first += k.forwardNs;
+                byClass[static_cast<std::size_t>(k.kind)].second += k.backwardNs;
+            }
+        }
         const auto perParam = bytesPerParameter(profile.setup);
         const double modelBytes = static_cast<double>(graph.parameterCount()) * perParam.total();
+        const auto precision = std::string(toString(profile.setup.precision));
         if (json) {
+            nlohmann::ordered_json classes = nlohmann::ordered_json::object();
+            for (int c = 0; c < kKernelClassCount; ++c) {
+                const auto& [f, b] = byClass[static_cast<std::size_t>(c)];
+                if (f > 0 || b > 0)
+                    classes[std::string(toString(static_cast<KernelClass>(c)))] = { { "forward_ms", f / 1e6 },
+                        { "backward_ms", b / 1e6 } };
+            }
             const nlohmann::ordered_json j = { { "device", device.id }, { "micro_batch", mb },
-                { "source", profile.source }, { "forward_ms", fwd / 1e6 }, { "backward_ms", bwd / 1e6 },
-                { "saved_activation_bytes", saved }, { "model_state_bytes", modelBytes },
-                { "bytes_per_parameter", perParam.total() }, { "nodes", profile.nodes.size() } };
+                { "precision", precision }, { "source", profile.source }, { "forward_ms", fwd / 1e6 },
+                { "backward_ms", bwd / 1e6 }, { "by_class", classes }, { "saved_activation_bytes", saved },
+                { "model_state_bytes", modelBytes }, { "bytes_per_parameter", perParam.total() },
+                { "nodes", profile.nodes.size() } };
             fmt::print("{}\n", j.dump(2));
             return 0;
         }
         fmt::print("Analytical profile of {} on {} (micro-batch {:g}), saved to {}\n", graph.info().name, device.name,
             mb, path);
+        fmt::print("  precision {}\n", describePrecision(profile.setup.precision));
         fmt::print("  forward  {:10.3f} ms   backward {:10.3f} ms per micro-batch\n", fwd / 1e6, bwd / 1e6);
+        for (int c = 0; c < kKernelClassCount; ++c) {
+            const auto& [f, b] = byClass[static_cast<std::size_t>(c)];
+            if (f > 0 || b > 0)
+                fmt::print("    {:<14} forward {:10.3f} ms   backward {:10.3f} ms\n",
+                    toString(static_cast<KernelClass>(c)), f / 1e6, b / 1e6);
+        }
         fmt::print("  activations saved for backward {}; weights+grads+optimizer {} ({:g} B/parameter)\n",
             formatBytes(saved), formatBytes(modelBytes), perParam.total());
         return 0;
@@ -136,6 +162,7 @@ namespace {
         if (!s.csv.empty())
             writeText(s.csv, scheduleToCsv(schedule), "--csv");
         const nlohmann::ordered_json config = { { "cuts", partition.cutsText() }, { "device", cluster.device.id },
+            { "precision", toString(profile.setup.precision) },
             { "cluster", nlohmann::json::parse(clusterToJson(cluster)) } };
         if (!s.noSave) {
             store.saveCluster(cluster);
@@ -144,8 +171,11 @@ namespace {
         if (s.json) {
             auto j = nlohmann::ordered_json::parse(simulationSummaryJson(result));
             j["cuts"] = partition.cutsText();
+            j["precision"] = toString(profile.setup.precision);
             fmt::print("{}\n", j.dump(2));
         } else {
+            fmt::print(
+                "{} on {}, precision {}\n", graph.info().name, cluster.device.name, toString(profile.setup.precision));
             printResult(result, partition, stages);
         }
         return 0;

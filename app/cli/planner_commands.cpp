@@ -83,6 +83,9 @@ namespace {
         Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
         p.cluster = makeCluster(resolveDevice(d), p.spec.devices());
         p.profile = estimateProfile(p.graph, p.cluster.device, costOptions(d));
+        if (!o.json)
+            fmt::print("{} on {}, precision {}\n", p.graph.info().name, p.cluster.device.name,
+                toString(p.profile.setup.precision));
         return p;
     }
 

@@ -152,11 +152,15 @@ void addInfoCommand(CLI::App& app, Action& action)
         action = [path, json] {
             markStaleRuns(*path);
             const auto store = ProjectStore::open(*path, ProjectStore::Access::ReadOnly);
-            const auto summary = summarizeGraph(store.loadGraph());
+            const auto graph = store.loadGraph();
+            const auto summary = summarizeGraph(graph);
+            const auto dims = inputDimsFromJson(graph.info().configJson);
             const auto runs =
                 store.schemaVersion() == kProjectSchemaVersion ? store.loadRuns() : std::vector<ProjectStore::RunRow>();
             if (*json) {
                 auto j = nlohmann::ordered_json::parse(summaryJson(summary, *path, store.schemaVersion()));
+                if (!dims.empty())
+                    j["input_dims"] = nlohmann::ordered_json::parse(inputDimsToJson(dims))["input_dims"];
                 j["runs"] = nlohmann::ordered_json::array();
                 for (const auto& r : runs)
                     j["runs"].push_back({ { "id", r.id }, { "status", r.status }, { "steps", r.steps } });
@@ -164,6 +168,7 @@ void addInfoCommand(CLI::App& app, Action& action)
                 return 0;
             }
             fmt::print("{}", summaryText(summary, *path, store.schemaVersion()));
+            fmt::print("{}", inputDimsText(dims, "Input          "));
             if (!runs.empty())
                 fmt::print("Runs: {} (newest: run {}, {}, {} step(s) stored)\n", runs.size(), runs.front().id,
                     runs.front().status, runs.front().steps);
@@ -186,9 +191,20 @@ void addImportCommand(CLI::App& app, Action& action)
     auto noWeights = std::make_shared<bool>(false);
     cmd->add_option("model", *input, "ONNX file")->required();
     cmd->add_option("-o,--output", *output, "Project file to write (.pstudio)")->required();
-    cmd->add_option("--batch,-b", options->batch, "Size of the batch dimension")->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--seq", options->sequence, "Size of sequence-like dynamic dimensions")
+    auto batch = std::make_shared<std::int64_t>(0);
+    auto sequence = std::make_shared<std::int64_t>(0);
+    auto batchAxis = std::make_shared<int>(-1);
+    cmd->add_option("--batch,-b", *batch,
+           "Size of the batch dimension (default: the exported size of a fixed one, 1 for a dynamic one; another "
+           "size re-specialises a model exported with fixed shapes)")
         ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--seq", *sequence,
+           "Size of sequence dimensions (default: the exported size of fixed ones, 128 for dynamic ones)")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--batch-axis", *batchAxis,
+           "Which dimension of the inputs exported with fixed shapes is the batch (default: 0, or the one every "
+           "input shares)")
+        ->check(CLI::Range(0, 7));
     auto loss = std::make_shared<std::string>();
     auto labelsShape = std::make_shared<std::string>();
     cmd->add_flag("--no-weights", *noWeights, "Do not store initializer values in the project");
@@ -200,13 +216,19 @@ void addImportCommand(CLI::App& app, Action& action)
         "Shape of the labels, e.g. 4,128 (default: the output's shape, without its last dimension for "
         "cross-entropy); needs --loss");
     cmd->add_flag("--force", *force, "Replace the output file if it exists");
-    cmd->callback([&action, input, output, options, force, noWeights, loss, labelsShape] {
+    cmd->callback([&action, input, output, options, force, noWeights, loss, labelsShape, batch, sequence, batchAxis] {
         if (!labelsShape->empty() && loss->empty())
             throw CLI::ValidationError("--labels-shape", "needs --loss");
         action = [=] {
             checkOutputFolder(*output);
             auto o = *options;
             o.keepWeights = !*noWeights;
+            if (*batch > 0)
+                o.batch = *batch;
+            if (*sequence > 0)
+                o.sequence = *sequence;
+            if (*batchAxis >= 0)
+                o.batchAxis = *batchAxis;
             auto imported = importOnnx(*input, o);
             if (!loss->empty()) {
                 LossSpec spec { *parseLossKind(*loss), std::nullopt };
@@ -231,8 +253,15 @@ void addImportCommand(CLI::App& app, Action& action)
                        "graph nodes, {} parameters\n",
                 *input, r.opset, r.onnxNodes, r.foldedConstants, r.foldedShapeNodes, imported.graph.nodeCount(),
                 formatCount(static_cast<double>(imported.graph.parameterCount())));
-            for (const auto& [dim, size] : r.boundDims)
-                fmt::print("  bound {} = {}\n", dim, size);
+            fmt::print("  micro-batch {}\n", imported.graph.info().microBatch);
+            fmt::print("{}", inputDimsText(r.inputDims, "  input "));
+            if (r.respecialisedConstants > 0)
+                fmt::print("  re-specialised from the exported sizes: {} shape constants rewritten\n",
+                    r.respecialisedConstants);
+            if (*sequence > 0 && std::none_of(r.inputDims.begin(), r.inputDims.end(), [](const OnnxInputDim& d) {
+                    return d.role == DimRole::Sequence;
+                }))
+                fmt::print("  note: --seq {} not used: no input has a sequence dimension\n", *sequence);
             if (r.aliasedParameters > 0)
                 fmt::print(
                     "  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "

@@ -24,6 +24,28 @@ std::string summaryText(const GraphSummary& s, const std::string& projectPath, i
     return out + "\n";
 }
 
+std::string inputDimsText(const std::vector<OnnxInputDim>& dims, const std::string& indent)
+{
+    std::string out;
+    std::string current;
+    for (const auto& d : dims) {
+        if (d.input != current) {
+            current = d.input;
+            out += fmt::format("{}{}'{}':", out.empty() ? "" : "\n", indent, d.input);
+        }
+        const auto role = d.role == DimRole::Other ? std::string() : std::string(toString(d.role)) + " ";
+        if (d.dynamic)
+            out += fmt::format(
+                " [{}] {}{} (dynamic{})", d.axis, role, d.size, d.param.empty() ? "" : " '" + d.param + "'");
+        else if (d.size != d.exported)
+            out +=
+                fmt::format(" [{}] {}{} (fixed at {} in the file, re-specialised)", d.axis, role, d.size, d.exported);
+        else
+            out += fmt::format(" [{}] {}{} (fixed)", d.axis, role, d.size);
+    }
+    return out.empty() ? out : out + "\n";
+}
+
 std::string summaryJson(const GraphSummary& s, const std::string& projectPath, int schemaVersion)
 {
     auto j = nlohmann::ordered_json::parse(summaryToJson(s));

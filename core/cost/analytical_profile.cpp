@@ -1,10 +1,17 @@
-// Analytical profile: a roofline per node. time = launch + max(compute, memory), where compute is
-// the op's FLOPs over the peak of its math mode times an efficiency, and memory is the bytes it
-// reads and writes over the memory bandwidth times an efficiency.
+// Analytical profile: a roofline per kernel. time = launch + max(compute, memory), where compute is
+// the kernel's FLOPs over the peak of the math pipe the training precision puts it on times that
+// class's achievable fraction, and memory is the bytes it reads and writes over the memory
+// bandwidth times an efficiency (streaming or windowed access).
+//
+// On GPUs the kernels are those PyTorch eager runs: cuDNN convolutions by algorithm class with the
+// bias added by a kernel of its own, cuBLAS GEMMs with the bias in the epilogue, max pooling that
+// writes int64 indices next to its output. On the CPU device (the engine's own kernels) a
+// convolution is an im2col GEMM with its bias and a pooling writes only its output.
 #include "cost/profile.h"
 #include "graph/op_cost.h"
 
 #include <algorithm>
+#include <array>
 
 namespace ps {
 namespace {
@@ -18,6 +25,7 @@ namespace {
         double weightGradFlops;
         double activationBytes; // read + written, excluding parameters
         double parameterBytes;
+        double outputBytes;
     };
 
     Scaled scaleTo(const OpCost& c, double ratio, double actScale)
@@ -25,7 +33,7 @@ namespace {
         const double actRead = static_cast<double>(c.bytesRead - c.parameterBytes) * actScale;
         return { c.forwardFlops * ratio, c.backwardFlops * ratio, c.weightGradFlops * ratio,
             (actRead + static_cast<double>(c.bytesWritten) * actScale) * ratio,
-            static_cast<double>(c.parameterBytes) * actScale };
+            static_cast<double>(c.parameterBytes) * actScale, static_cast<double>(c.outputBytes) * actScale * ratio };
     }
 
     double rooflineNs(double flops, double bytes, double peak, double bandwidth, double launchNs)
@@ -35,37 +43,249 @@ namespace {
         return launchNs + 1e9 * std::max(compute, memory);
     }
 
-    struct NodeTimes
+    bool isCudaDevice(const DeviceSpec& d)
     {
-        double forward;
-        double backward;
-        double weightGrad;
+        return d.id != "cpu";
+    }
+
+    // A pipe the device lacks (no TF32 before Ampere, no bf16 on V100) runs at the FP32 rate.
+    double pipePeak(const DeviceSpec& d, MathMode mode)
+    {
+        const double p = d.peakFlops(mode);
+        return p > 0 ? std::max(p, d.flopsFp32) : d.flopsFp32;
+    }
+
+    bool hasParameterOperand(const Graph& g, const Node& n)
+    {
+        return std::any_of(
+            n.inputs.begin(), n.inputs.end(), [&g](TensorId t) { return g.tensor(t).kind == TensorKind::Parameter; });
+    }
+
+    KernelClass classOf(const Graph& g, const Node& n)
+    {
+        switch (n.op) {
+        case OpType::MatMul:
+        case OpType::Einsum:
+            return hasParameterOperand(g, n) ? KernelClass::Gemm : KernelClass::Attention;
+        case OpType::Conv:
+            return KernelClass::Convolution;
+        case OpType::Softmax:
+        case OpType::Mask:
+            return KernelClass::Attention;
+        case OpType::LayerNorm:
+        case OpType::RMSNorm:
+        case OpType::BatchNorm:
+            return KernelClass::Normalization;
+        case OpType::MaxPool:
+        case OpType::AvgPool:
+        case OpType::GlobalAvgPool:
+            return KernelClass::Pooling;
+        case OpType::Embedding:
+            return KernelClass::Embedding;
+        case OpType::ReduceMean:
+        case OpType::ReduceSum:
+        case OpType::ReduceMax:
+        case OpType::CumSum:
+        case OpType::TopK:
+            return KernelClass::Reduction;
+        case OpType::Reshape:
+        case OpType::Transpose:
+        case OpType::Split:
+        case OpType::Slice:
+        case OpType::Concat:
+        case OpType::Select:
+        case OpType::Expand:
+        case OpType::Pad:
+        case OpType::Resize:
+        case OpType::Gather:
+        case OpType::ScatterND:
+            return KernelClass::DataMovement;
+        case OpType::CrossEntropy:
+            return KernelClass::Loss;
+        case OpType::Opaque:
+            return KernelClass::Other;
+        default:
+            return KernelClass::Elementwise;
+        }
+    }
+
+    bool windowed(OpType op)
+    {
+        return op == OpType::MaxPool || op == OpType::AvgPool || op == OpType::Resize || op == OpType::Pad;
+    }
+
+    struct ConvGeometry
+    {
+        std::int64_t channelsPerGroup = 1;
+        std::int64_t group = 1;
+        std::int64_t kernelArea = 1;
+        std::int64_t kernelSide = 1; // the larger side
+        bool unitStride = true;
     };
 
-    NodeTimes nodeTimes(const Node& node, const Scaled& s, const DeviceSpec& d, const CostModelOptions& o)
+    ConvGeometry convGeometry(const Graph& g, const Node& n)
     {
-        const bool matmul = node.op == OpType::MatMul;
-        const double peak = matmul ? d.peakFlops(matmulMathMode(o.setup)) * o.matmulEfficiency
-                                   : d.peakFlops(MathMode::Fp32) * o.vectorEfficiency;
-        const double bw = d.memoryBandwidth * o.bandwidthEfficiency;
+        ConvGeometry c;
+        const auto& w = g.tensor(n.inputs[1]).shape; // (F, C / group, k...)
+        c.channelsPerGroup = w.size() > 1 ? w[1] : 1;
+        c.group = n.intAttr("group", 1);
+        for (std::size_t d = 2; d < w.size(); ++d) {
+            c.kernelArea *= w[d];
+            c.kernelSide = std::max(c.kernelSide, w[d]);
+        }
+        for (auto s : n.intsAttr("strides"))
+            c.unitStride = c.unitStride && s == 1;
+        for (auto s : n.intsAttr("dilations"))
+            c.unitStride = c.unitStride && s == 1;
+        return c;
+    }
+
+    // The rate (FLOP/s) a convolution's multiplies run at, and the share of its FLOPs it computes.
+    struct ConvRate
+    {
+        ConvAlgorithm algorithm;
+        double flopsPerSecond;
+        double flopScale = 1;
+    };
+
+    ConvRate convRate(const Graph& g, const Node& n, const DeviceSpec& d, const CostModelOptions& o)
+    {
+        const auto geo = convGeometry(g, n);
+        const auto mode = convMathMode(o.setup);
+        const double gemm = pipePeak(d, mode) * o.matmulEfficiency;
+        if (!isCudaDevice(d)) // the CPU engine: im2col and its GEMM
+            return { ConvAlgorithm::ImplicitGemm, d.flopsFp32 * o.matmulEfficiency };
+        if (geo.group > 1 && geo.channelsPerGroup < 16)
+            return { ConvAlgorithm::Grouped, d.flopsFp32 * o.vectorEfficiency };
+        if (geo.channelsPerGroup <= 4) {
+            // Tensor-core tiles take 8 channels: a 3-channel image fills 3/8 of them under fp16/bf16;
+            // under fp32/tf32 cuDNN picks FP32 kernels for such layers.
+            if (o.setup.mixedPrecision())
+                return { ConvAlgorithm::FewChannels, gemm * static_cast<double>(geo.channelsPerGroup) / 8.0 };
+            return { ConvAlgorithm::FewChannels, d.flopsFp32 * o.fewChannelConvEfficiency };
+        }
+        ConvRate best { ConvAlgorithm::ImplicitGemm, gemm };
+        // Winograd and FFT trade multiplies for transforms and run on FP32 cores; cuDNN's
+        // autotuner takes them where they beat the implicit GEMM.
+        if (geo.unitStride && geo.kernelSide >= 3 && !o.setup.mixedPrecision()) {
+            const double reduction =
+                geo.kernelSide == 3 ? o.winogradReduction : static_cast<double>(geo.kernelArea) / o.fftKernelArea;
+            const double rate = d.flopsFp32 * o.matmulEfficiency * reduction;
+            if (rate > best.flopsPerSecond)
+                best = { ConvAlgorithm::Transform, rate };
+        }
+        return best;
+    }
+
+    std::vector<KernelTime> nodeKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
+        double actScale, const DeviceSpec& d, const CostModelOptions& o)
+    {
+        auto s = scaleTo(c, ratio, actScale);
+        const auto kind = classOf(g, node);
+        const bool cuda = isCudaDevice(d);
+        double peak = d.flopsFp32 * o.vectorEfficiency;
+        double bw = d.memoryBandwidth * (windowed(node.op) ? o.windowedBandwidthEfficiency : o.bandwidthEfficiency);
+        if (kind == KernelClass::Gemm || kind == KernelClass::Attention) {
+            if (node.op == OpType::MatMul || node.op == OpType::Einsum)
+                peak = pipePeak(d, matmulMathMode(o.setup)) * o.matmulEfficiency;
+        } else if (kind == KernelClass::Convolution) {
+            peak = convRate(g, node, d, o).flopsPerSecond;
+        } else if (kind == KernelClass::Embedding) {
+            s.parameterBytes = std::min(s.parameterBytes, s.outputBytes); // the rows gathered, not the table
+        }
+        if (node.op == OpType::MaxPool && cuda)
+            s.activationBytes += 2 * s.outputBytes / actScale; // int64 indices, one per output
         const double fwdBytes = s.activationBytes + s.parameterBytes;
-        NodeTimes t {};
-        t.forward = rooflineNs(s.forwardFlops, fwdBytes, peak, bw, o.kernelLaunchNs);
-        if (s.backwardFlops <= 0)
-            return t;
-        // Backward reads the output gradient and saved inputs and writes input (and weight)
-        // gradients: about twice the forward traffic.
-        t.backward = rooflineNs(s.backwardFlops, 2 * fwdBytes, peak, bw, 2 * o.kernelLaunchNs);
-        t.weightGrad = t.backward * (s.weightGradFlops / s.backwardFlops);
+        std::vector<KernelTime> kernels;
+        KernelTime t { kind, rooflineNs(s.forwardFlops, fwdBytes, peak, bw, o.kernelLaunchNs), 0, 0 };
+        if (s.backwardFlops > 0) {
+            // Backward reads the output gradient and saved inputs and writes input (and weight)
+            // gradients: about twice the forward traffic.
+            t.backwardNs = rooflineNs(s.backwardFlops, 2 * fwdBytes, peak, bw, 2 * o.kernelLaunchNs);
+            t.weightGradNs = t.backwardNs * (s.weightGradFlops / s.backwardFlops);
+        }
+        // A cuDNN convolution's bias is a separate kernel: read and write the output, then in
+        // backward reduce the output gradient.
+        if (node.op == OpType::Conv && node.inputs.size() > 2 && cuda && !o.fusedEpilogues) {
+            const double biasBw = d.memoryBandwidth * o.bandwidthEfficiency;
+            KernelTime bias { KernelClass::Elementwise, rooflineNs(0, 2 * s.outputBytes, 0, biasBw, o.kernelLaunchNs),
+                0, 0 };
+            if (s.backwardFlops > 0) {
+                bias.backwardNs = rooflineNs(0, s.outputBytes, 0, biasBw, o.kernelLaunchNs);
+                bias.weightGradNs = bias.backwardNs;
+            }
+            kernels.push_back(t);
+            kernels.push_back(bias);
+            return kernels;
+        }
+        kernels.push_back(t);
+        return kernels;
+    }
+
+    std::vector<std::vector<KernelTime>> kernelsAt(const Graph& graph, const std::vector<OpCost>& costs,
+        const DeviceSpec& device, const CostModelOptions& options, double microBatch)
+    {
+        const double base = static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch));
+        const double actScale = activationScale(options.setup);
+        std::vector<std::vector<KernelTime>> out;
+        out.reserve(graph.nodeCount());
+        for (const auto& node : graph.nodes())
+            out.push_back(
+                nodeKernels(graph, node, costs[node.id.index()], microBatch / base, actScale, device, options));
+        return out;
+    }
+
+    KernelTime total(const std::vector<KernelTime>& kernels)
+    {
+        KernelTime t;
+        for (const auto& k : kernels) {
+            t.forwardNs += k.forwardNs;
+            t.backwardNs += k.backwardNs;
+            t.weightGradNs += k.weightGradNs;
+        }
         return t;
     }
 
 } // namespace
 
+std::string_view toString(KernelClass k)
+{
+    static constexpr std::array<std::string_view, kKernelClassCount> names { "gemm", "convolution", "attention",
+        "elementwise", "normalization", "pooling", "embedding", "reduction", "data-movement", "loss", "other" };
+    return names[static_cast<std::size_t>(k)];
+}
+
+std::string_view toString(ConvAlgorithm a)
+{
+    switch (a) {
+    case ConvAlgorithm::ImplicitGemm:
+        return "implicit-gemm";
+    case ConvAlgorithm::Transform:
+        return "winograd/fft";
+    case ConvAlgorithm::FewChannels:
+        return "few-channels";
+    case ConvAlgorithm::Grouped:
+        return "grouped";
+    }
+    return "implicit-gemm";
+}
+
 LinearModel LinearModel::through(double b1, double v1, double b2, double v2)
 {
     const double slope = (v2 - v1) / (b2 - b1);
     return { v1 - slope * b1, slope };
+}
+
+ConvAlgorithm convAlgorithm(
+    const Graph& graph, const Node& node, const DeviceSpec& device, const CostModelOptions& options)
+{
+    return convRate(graph, node, device, options).algorithm;
+}
+
+std::vector<std::vector<KernelTime>> estimateKernels(
+    const Graph& graph, const DeviceSpec& device, const CostModelOptions& options, double microBatch)
+{
+    return kernelsAt(graph, computeOpCosts(graph), device, options, microBatch);
 }
 
 Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const CostModelOptions& options)
@@ -75,16 +295,18 @@ Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const Cost
     const auto costs = computeOpCosts(graph);
     const double base = static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch));
     const double actScale = activationScale(options.setup);
+    const auto at1 = kernelsAt(graph, costs, device, options, kB1);
+    const auto at2 = kernelsAt(graph, costs, device, options, kB2);
     Profile profile { device.id, "analytical", options.setup, {} };
     profile.nodes.reserve(graph.nodeCount());
     for (const auto& node : graph.nodes()) {
         const auto& c = costs[node.id.index()];
-        const auto t1 = nodeTimes(node, scaleTo(c, kB1 / base, actScale), device, options);
-        const auto t2 = nodeTimes(node, scaleTo(c, kB2 / base, actScale), device, options);
+        const auto t1 = total(at1[node.id.index()]);
+        const auto t2 = total(at2[node.id.index()]);
         NodeProfile p;
-        p.forwardNs = LinearModel::through(kB1, t1.forward, kB2, t2.forward);
-        p.backwardNs = LinearModel::through(kB1, t1.backward, kB2, t2.backward);
-        p.weightGradNs = LinearModel::through(kB1, t1.weightGrad, kB2, t2.weightGrad);
+        p.forwardNs = LinearModel::through(kB1, t1.forwardNs, kB2, t2.forwardNs);
+        p.backwardNs = LinearModel::through(kB1, t1.backwardNs, kB2, t2.backwardNs);
+        p.weightGradNs = LinearModel::through(kB1, t1.weightGradNs, kB2, t2.weightGradNs);
         p.outputBytes = { 0, static_cast<double>(c.outputBytes) * actScale / base };
         p.savedBytes = { 0, static_cast<double>(c.savedBytes) * actScale / base };
         p.workspaceBytes = { 0, static_cast<double>(c.workspaceBytes) * actScale / base };

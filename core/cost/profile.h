@@ -8,7 +8,9 @@
 #include "cost/training_setup.h"
 #include "graph/graph.h"
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ps {
@@ -47,18 +49,69 @@ struct Profile
     std::vector<NodeProfile> nodes; // indexed by node id
 };
 
-// Per-op-class efficiency of the roofline: the fraction of the peak a real kernel reaches. A
-// measured profile can calibrate these (issue: compare predicted vs measured).
+// What kind of kernel a node runs, for per-class efficiencies and breakdowns. A node may run
+// several: a convolution with a bias runs the convolution and an elementwise bias-add (PyTorch
+// eager adds a cuDNN convolution's bias in a kernel of its own).
+enum class KernelClass : std::uint8_t {
+    Gemm, // matmuls with a weight operand (linear layers, projections)
+    Convolution,
+    Attention, // matmuls between two activations (scores, context), softmax, masks
+    Elementwise, // activations, residual adds, bias-adds, dropout, casts, comparisons
+    Normalization, // layer/RMS/batch norm
+    Pooling, // max/average pooling windows, global average pooling
+    Embedding,
+    Reduction, // reductions, cumulative sums, top-k
+    DataMovement, // layout copies, slices, concatenations, gathers, padding, resizing
+    Loss,
+    Other, // opaque imported ops
+};
+inline constexpr int kKernelClassCount = 11;
+[[nodiscard]] std::string_view toString(KernelClass k);
+
+// How a convolution is computed: the cuDNN algorithm class the cost model prices it as.
+enum class ConvAlgorithm : std::uint8_t {
+    ImplicitGemm, // on the precision's GEMM pipe (tensor cores where the precision allows)
+    Transform, // Winograd (3x3) or FFT (5x5 and larger), stride 1: fewer multiplies on FP32 cores
+    FewChannels, // first layers (<= 4 input channels per group): FP32 cores, or padded tensor-core tiles
+    Grouped, // depthwise and narrow grouped convolutions: CUDA cores, usually memory-bound
+};
+[[nodiscard]] std::string_view toString(ConvAlgorithm a);
+
+// Per-class achievable fractions of the roofline: of a math pipe's peak, or of the memory
+// bandwidth. Defaults come from what vendor libraries reach on large kernels (see
+// docs/architecture.md, "Cost model"); a measured profile calibrates nothing here yet.
 struct CostModelOptions
 {
     TrainingSetup setup;
-    double matmulEfficiency = 0.6; // of the tensor/FMA peak
-    double vectorEfficiency = 0.5; // elementwise work, of the fp32 peak
-    double bandwidthEfficiency = 0.7; // of the memory bandwidth
+    double matmulEfficiency = 0.6; // GEMMs and implicit-GEMM convolutions, of their pipe's peak
+    double fewChannelConvEfficiency = 0.6; // first-layer convolutions, of the FP32 peak
+    double winogradReduction = 2.25; // multiplies saved by Winograd F(2x2, 3x3) (Lavin and Gray, 2016)
+    double fftKernelArea = 4; // FFT saves about kernel area / this many multiplies (k >= 5)
+    double vectorEfficiency = 0.5; // elementwise math, of the fp32 peak
+    double bandwidthEfficiency = 0.7; // streaming kernels (elementwise, norms), of the memory bandwidth
+    // Windowed kernels (pooling, resizing, padding, gathers) read strided NCHW windows: fewer bytes
+    // per DRAM transaction.
+    double windowedBandwidthEfficiency = 0.4;
+    bool fusedEpilogues = false; // a compiler (torch.compile, XLA) fuses bias-adds into the producer
     double kernelLaunchNs = 4000; // per kernel, forward; backward launches two
+};
+
+// The kernels one node runs at a micro-batch size, by class: forward and backward nanoseconds.
+struct KernelTime
+{
+    KernelClass kind = KernelClass::Other;
+    double forwardNs = 0;
+    double backwardNs = 0;
+    double weightGradNs = 0; // part of backwardNs
 };
 
 // Roofline estimate of every node of `graph` on `device`, fitted through micro-batch 1 and 16.
 [[nodiscard]] Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const CostModelOptions& options);
+// The kernels of every node (indexed by node id) at `microBatch`, as estimateProfile prices them.
+[[nodiscard]] std::vector<std::vector<KernelTime>> estimateKernels(
+    const Graph& graph, const DeviceSpec& device, const CostModelOptions& options, double microBatch);
+// The algorithm class a convolution node is priced as under `setup` on `device`.
+[[nodiscard]] ConvAlgorithm convAlgorithm(
+    const Graph& graph, const Node& node, const DeviceSpec& device, const CostModelOptions& options);
 
 } // namespace ps

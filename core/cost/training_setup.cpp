@@ -11,7 +11,7 @@ ParameterBytes bytesPerParameter(const TrainingSetup& setup)
         : setup.optimizer == Optimizer::SgdMomentum              ? 1
                                                                  : 0;
     b.optimizerStates = 4 * stateCount; // fp32 states in both precisions
-    if (setup.mixedPrecision) {
+    if (setup.mixedPrecision()) {
         b.weights = 2;
         b.gradients = 2;
         b.masterWeights = 4;
@@ -24,14 +24,66 @@ ParameterBytes bytesPerParameter(const TrainingSetup& setup)
 
 double activationScale(const TrainingSetup& setup)
 {
-    return setup.mixedPrecision ? 0.5 : 1.0;
+    return setup.mixedPrecision() ? 0.5 : 1.0;
 }
 
 MathMode matmulMathMode(const TrainingSetup& setup)
 {
-    if (setup.mixedPrecision)
+    switch (setup.precision) {
+    case Precision::Fp32:
+        return MathMode::Fp32;
+    case Precision::Tf32:
+        return MathMode::Tf32;
+    case Precision::Bf16:
+        return MathMode::Bf16;
+    case Precision::Fp16:
         return MathMode::Fp16;
-    return setup.allowTf32 ? MathMode::Tf32 : MathMode::Fp32;
+    }
+    return MathMode::Fp32;
+}
+
+MathMode convMathMode(const TrainingSetup& setup)
+{
+    return setup.precision == Precision::Fp32 ? MathMode::Tf32 : matmulMathMode(setup);
+}
+
+std::string_view toString(Precision precision)
+{
+    switch (precision) {
+    case Precision::Fp32:
+        return "fp32";
+    case Precision::Tf32:
+        return "tf32";
+    case Precision::Bf16:
+        return "bf16";
+    case Precision::Fp16:
+        return "fp16";
+    }
+    return "fp32";
+}
+
+std::string describePrecision(Precision precision)
+{
+    switch (precision) {
+    case Precision::Fp32:
+        return "fp32 (PyTorch's default: TF32 convolutions where the device has TF32, FP32 matmuls)";
+    case Precision::Tf32:
+        return "tf32 (matmuls and convolutions on TF32 tensor cores)";
+    case Precision::Bf16:
+        return "bf16 mixed precision (bf16 compute and activations, FP32 master weights)";
+    case Precision::Fp16:
+        return "fp16 mixed precision (fp16 compute and activations, FP32 master weights)";
+    }
+    return "fp32";
+}
+
+Precision parsePrecision(std::string_view text)
+{
+    for (auto p : kPrecisions) {
+        if (toString(p) == text)
+            return p;
+    }
+    throw Error("unknown precision '" + std::string(text) + "' (fp32, tf32, bf16, fp16)");
 }
 
 std::string_view toString(Optimizer optimizer)

@@ -1,5 +1,13 @@
 // How a model is trained, as far as memory and speed are concerned: precision and optimizer.
 //
+// One precision per plan, honoured by every op class of the cost model (cost/profile.h):
+//   fp32  what PyTorch runs by default: convolutions on TF32 tensor cores where the device has them
+//         (torch.backends.cudnn.allow_tf32 defaults to True) and matmuls in full FP32
+//         (torch.backends.cuda.matmul.allow_tf32 defaults to False since torch 1.12)
+//   tf32  matmuls too on TF32 tensor cores (allow_tf32 = True, or set_float32_matmul_precision("high"))
+//   bf16, fp16  mixed precision (torch.autocast): matmuls and convolutions on half-precision tensor
+//         cores, activations stored in 2 bytes, FP32 master weights and optimizer states
+//
 // Bytes per parameter follow the usual accounting (PatrickStar §2, Table in the digest): fp32 Adam
 // keeps weights, gradients, momentum and variance (4+4+4+4 = 16 B); mixed-precision Adam keeps fp16
 // weights and gradients plus fp32 master weights, momentum and variance (2+2+4+4+4 = 16 B).
@@ -8,19 +16,25 @@
 
 #include "cluster/device_catalog.h"
 
+#include <array>
 #include <string>
 #include <string_view>
 
 namespace ps {
 
 enum class Optimizer { Sgd, SgdMomentum, Adam };
+enum class Precision { Fp32, Tf32, Bf16, Fp16 };
 
 struct TrainingSetup
 {
-    bool mixedPrecision = false; // fp16/bf16 compute with fp32 master weights
+    Precision precision = Precision::Fp32;
     Optimizer optimizer = Optimizer::Adam;
-    bool allowTf32 = false; // fp32 matmuls on TF32 tensor cores (Ampere and later)
 
+    // bf16/fp16 compute with fp32 master weights
+    [[nodiscard]] bool mixedPrecision() const
+    {
+        return precision == Precision::Bf16 || precision == Precision::Fp16;
+    }
     bool operator==(const TrainingSetup&) const = default;
 };
 
@@ -37,10 +51,19 @@ struct ParameterBytes
     }
 };
 
+inline constexpr std::array kPrecisions { Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16 };
+
 [[nodiscard]] ParameterBytes bytesPerParameter(const TrainingSetup& setup);
 // Activation bytes relative to the fp32 graph: 0.5 under mixed precision.
 [[nodiscard]] double activationScale(const TrainingSetup& setup);
+// The math pipe of matrix multiplications (linear layers, attention) and of convolutions.
 [[nodiscard]] MathMode matmulMathMode(const TrainingSetup& setup);
+[[nodiscard]] MathMode convMathMode(const TrainingSetup& setup);
+[[nodiscard]] std::string_view toString(Precision precision);
+// "fp32 (PyTorch default: TF32 convolutions, FP32 matmuls)": what a printed estimate says it used.
+[[nodiscard]] std::string describePrecision(Precision precision);
+// Throws ps::Error listing the choices.
+[[nodiscard]] Precision parsePrecision(std::string_view text);
 [[nodiscard]] std::string_view toString(Optimizer optimizer);
 [[nodiscard]] Optimizer parseOptimizer(std::string_view text);
 

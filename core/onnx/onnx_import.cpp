@@ -2,9 +2,12 @@
 
 #include "graph/shape_inference.h"
 #include "graph/validate.h"
+#include "onnx/fixed_shapes.h"
 #include "onnx/op_mapping.h"
 #include "onnx/shape_folding.h"
 #include "util/error.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +59,15 @@ namespace {
         onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, false));
         if (everyInputTyped(model))
             onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, true));
+    }
+
+    // Shape inference with the importer's folding of static computations, in place: what
+    // re-specialising a fixed-shape model reads its shapes from.
+    void inferFolded(onnx::ModelProto& m)
+    {
+        onnx::ModelProto inferred;
+        onnximport::foldShapeComputations(m, inferred, [](onnx::ModelProto& w) { inferShapesSafely(w); });
+        m = std::move(inferred);
     }
 
     std::optional<DType> dtypeOf(int elemType)
@@ -111,6 +123,13 @@ namespace {
         }
 
         OnnxImport run();
+        std::vector<OnnxInputDim> describe()
+        {
+            load();
+            checkOpset();
+            bindInputs();
+            return m_dims;
+        }
 
     private:
         [[noreturn]] void fail(const std::string& what) const
@@ -120,6 +139,7 @@ namespace {
         void load();
         void checkOpset();
         void bindInputs();
+        void fixSizes();
         void inferShapes();
         void collectShapes();
         std::vector<int> topologicalOrder() const;
@@ -148,6 +168,7 @@ namespace {
         std::unordered_map<std::string, onnximport::FoldedTensor> m_folded;
         std::vector<int> m_order; // topological order of the ONNX nodes
         std::set<std::string> m_trainable; // values a gradient can reach (valuesReachingAFloatOutput)
+        std::vector<OnnxInputDim> m_dims; // every data input dimension, with its role and size
     };
 
     void Importer::load()
@@ -178,8 +199,31 @@ namespace {
                 + "-" + std::to_string(kMaxOpset) + " (re-export with torch.onnx.export(..., opset_version=17))");
     }
 
+    // Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here
+    // (fixSizes re-specialises them).
     void Importer::bindInputs()
     {
+        auto batchAxis = m_options.batchAxis;
+        if (!batchAxis && onnximport::batchAxisAmbiguous(m_model))
+            batchAxis = onnximport::separableAxis(m_model, topologicalOrder(), inferFolded);
+        m_dims = onnximport::describeInputDims(m_model, batchAxis);
+        const auto dimOf = [this](const std::string& input, int axis) -> OnnxInputDim& {
+            for (auto& d : m_dims) {
+                if (d.input == input && d.axis == axis)
+                    return d;
+            }
+            fail("input '" + input + "' changed while its dimensions were read");
+        };
+        for (auto& d : m_dims) {
+            if (d.dynamic)
+                continue;
+            if (d.role == DimRole::Batch)
+                d.size = m_options.batch.value_or(d.exported);
+            else if (d.role == DimRole::Sequence)
+                d.size = m_options.sequence.value_or(d.exported);
+        }
+        const auto batch = m_options.batch.value_or(1);
+        const auto sequence = m_options.sequence.value_or(128);
         std::set<std::string> initializers;
         for (const auto& i : m_model.graph().initializer())
             initializers.insert(i.name());
@@ -187,26 +231,46 @@ namespace {
             if (initializers.contains(input.name()) || !input.type().has_tensor_type())
                 continue;
             int dynamic = 0;
+            int axis = -1;
             for (auto& dim : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+                ++axis;
                 if (dim.has_dim_value() && dim.dim_value() > 0)
                     continue;
                 const auto name = dim.dim_param();
                 std::string lower = name;
                 std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-                std::int64_t size = 0;
+                const auto role = lower.find("batch") != std::string::npos ? DimRole::Batch
+                    : lower.find("seq") != std::string::npos               ? DimRole::Sequence
+                    : dynamic == 0                                         ? DimRole::Batch
+                                                                           : DimRole::Sequence;
+                std::int64_t size = role == DimRole::Batch ? batch : sequence;
                 if (const auto it = m_options.dims.find(name); it != m_options.dims.end())
                     size = it->second;
-                else if (lower.find("batch") != std::string::npos)
-                    size = m_options.batch;
-                else if (lower.find("seq") != std::string::npos)
-                    size = m_options.sequence;
-                else
-                    size = dynamic == 0 ? m_options.batch : m_options.sequence;
                 ++dynamic;
                 dim.set_dim_value(size);
+                auto& d = dimOf(input.name(), axis);
+                d.size = size;
+                d.role = role;
                 m_result.report
                     .boundDims[name.empty() ? input.name() + "[" + std::to_string(dynamic - 1) + "]" : name] = size;
             }
+        }
+    }
+
+    // A model exported with fixed shapes asked for at another batch or sequence size: its input
+    // dimensions and the shape constants carrying them are rewritten (onnx/fixed_shapes.h).
+    void Importer::fixSizes()
+    {
+        const bool resized = std::any_of(
+            m_dims.begin(), m_dims.end(), [](const OnnxInputDim& d) { return !d.dynamic && d.size != d.exported; });
+        if (!resized)
+            return;
+        try {
+            m_result.report.respecialisedConstants = onnximport::respecialise(m_model, m_dims, m_order, inferFolded);
+        } catch (const Error& e) {
+            fail(e.what());
+        } catch (const std::exception& e) {
+            fail(std::string("shape inference failed while re-specialising the fixed shapes: ") + e.what());
         }
     }
 
@@ -635,11 +699,15 @@ namespace {
         bindInputs();
         m_order = topologicalOrder();
         const auto& order = m_order;
+        fixSizes();
         inferShapes();
         collectShapes();
         m_trainable = valuesReachingAFloatOutput();
         m_result.report.onnxNodes = static_cast<std::size_t>(m_model.graph().node_size());
-        m_result.graph = Graph(ModelInfo { m_path.stem().string(), "onnx", "{}", m_options.batch });
+        m_result.report.inputDims = m_dims;
+        const auto exported = onnximport::exportedBatch(m_dims);
+        m_result.graph = Graph(ModelInfo {
+            m_path.stem().string(), "onnx", inputDimsToJson(m_dims), m_options.batch.value_or(exported.value_or(1)) });
         addInitializers();
         addInputs();
         for (int i : order)
@@ -658,9 +726,72 @@ namespace {
 
 } // namespace
 
+const char* toString(DimRole role)
+{
+    switch (role) {
+    case DimRole::Batch:
+        return "batch";
+    case DimRole::Sequence:
+        return "sequence";
+    case DimRole::Other:
+        return "other";
+    }
+    return "other";
+}
+
+std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims)
+{
+    auto list = nlohmann::json::array();
+    for (const auto& d : dims) {
+        nlohmann::json j { { "input", d.input }, { "axis", d.axis }, { "dynamic", d.dynamic },
+            { "role", toString(d.role) }, { "size", d.size } };
+        if (d.dynamic)
+            j["param"] = d.param;
+        else
+            j["exported"] = d.exported;
+        list.push_back(std::move(j));
+    }
+    return nlohmann::json { { "input_dims", list } }.dump();
+}
+
+std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson)
+{
+    const auto j = nlohmann::json::parse(configJson, nullptr, false);
+    std::vector<OnnxInputDim> dims;
+    if (!j.is_object() || !j.contains("input_dims") || !j["input_dims"].is_array())
+        return dims;
+    for (const auto& e : j["input_dims"]) {
+        if (!e.is_object())
+            continue;
+        OnnxInputDim d;
+        d.input = e.value("input", "");
+        d.axis = e.value("axis", 0);
+        d.dynamic = e.value("dynamic", false);
+        d.param = e.value("param", "");
+        d.exported = e.value("exported", std::int64_t { 0 });
+        d.size = e.value("size", std::int64_t { 0 });
+        const auto role = e.value("role", "other");
+        d.role = role == "batch" ? DimRole::Batch : role == "sequence" ? DimRole::Sequence : DimRole::Other;
+        dims.push_back(std::move(d));
+    }
+    return dims;
+}
+
+std::vector<OnnxInputDim> describeOnnxInputs(const std::filesystem::path& path, const OnnxImportOptions& options)
+{
+    try {
+        Importer importer(path, options);
+        return importer.describe();
+    } catch (const Error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw Error("ONNX file '" + path.string() + "': malformed graph (" + e.what() + ")");
+    }
+}
+
 OnnxImport importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options)
 {
-    if (options.batch < 1 || options.sequence < 1)
+    if (options.batch.value_or(1) < 1 || options.sequence.value_or(1) < 1)
         throw Error("ONNX import: batch and sequence sizes must be positive");
     try {
         Importer importer(path, options);

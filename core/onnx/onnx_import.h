@@ -1,7 +1,10 @@
 // ONNX import: a model exported by torch.onnx.export (opsets 13-17) becomes a fine-grained graph
 // with bound shapes and its initializers as parameters (with their values).
 //
-// Dynamic dimensions are bound from user-given sizes (batch, sequence), every tensor's shape comes
+// Dynamic dimensions are bound from user-given sizes (batch, sequence). A model exported with fixed
+// shapes (torch.onnx.export's default) imports at the sizes it was exported with; another batch or
+// sequence size re-specialises it (onnx/fixed_shapes.h) or is refused naming the node whose
+// constant fixes the size. Every tensor's shape comes
 // from ONNX's own shape inference, and what is static once they are bound is evaluated and folded
 // into constant tensors (Constant nodes, shape computations, masks and position ids: see
 // onnx/shape_folding.h). Initializers a gradient can reach become parameters; `Identity` copies of
@@ -16,15 +19,38 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ps {
 
+enum class DimRole { Batch, Sequence, Other };
+[[nodiscard]] const char* toString(DimRole role);
+
+// One dimension of a data input (a graph input that is not an initializer), as imported.
+struct OnnxInputDim
+{
+    std::string input;
+    int axis = 0;
+    bool dynamic = false; // symbolic in the file (named or not)
+    std::string param; // the dim_param of a dynamic dimension ("" when unnamed)
+    std::int64_t exported = 0; // the size written in the file; 0 when dynamic
+    DimRole role = DimRole::Other;
+    std::int64_t size = 0; // the size imported
+
+    bool operator==(const OnnxInputDim&) const = default;
+};
+
 struct OnnxImportOptions
 {
-    std::int64_t batch = 1; // binds dims named like "batch" and the first dynamic dim of each input
-    std::int64_t sequence = 128; // binds dims named like "seq"/"sequence" and the second dynamic dim
+    // Unset: 1 for dynamic batch dimensions, the exported size for fixed ones. Binds dims named like
+    // "batch" and the first dynamic dim of each input; re-specialises a fixed batch dimension.
+    std::optional<std::int64_t> batch;
+    // Unset: 128 for dynamic sequence dimensions, the exported size for fixed ones. Binds dims named
+    // like "seq"/"sequence" and the second dynamic dim; re-specialises fixed sequence dimensions.
+    std::optional<std::int64_t> sequence;
+    std::optional<int> batchAxis; // the batch dimension of fixed inputs (default: see fixed_shapes.h)
     std::map<std::string, std::int64_t> dims; // explicit bindings by dim_param name
     bool keepWeights = true; // store initializer values in the graph (and the project)
 };
@@ -39,7 +65,17 @@ struct OnnxImportReport
     std::size_t foldedIdentities = 0; // other Identity nodes, removed
     std::map<std::string, std::int64_t> boundDims; // dim_param -> size
     std::map<std::string, int> opaqueOps; // op type -> count: costed, not trainable by the engine
+    std::vector<OnnxInputDim> inputDims; // every dimension of every data input
+    int respecialisedConstants = 0; // shape constants rewritten for a size other than the exported one
 };
+
+// The data inputs' dimensions of an ONNX file as `importOnnx(path, options)` would import them,
+// without importing (the import dialog's preview). Throws ps::Error like importOnnx.
+[[nodiscard]] std::vector<OnnxInputDim> describeOnnxInputs(
+    const std::filesystem::path& path, const OnnxImportOptions& options = {});
+// The dimensions as JSON (stored in the project's model configuration, read by `info`).
+[[nodiscard]] std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims);
+[[nodiscard]] std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson);
 
 struct OnnxImport
 {

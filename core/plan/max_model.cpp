@@ -223,7 +223,7 @@ MaxModelResult findMaxModelScale(const MaxModelRequest& request)
     auto cluster = makeCluster(request.device, request.gpus);
     cluster.hostMemoryBytes = request.hostMemoryBytes;
     CostModelOptions cost;
-    cost.setup = { true, Optimizer::Adam, false }; // mixed-precision ADAM, as every system compared
+    cost.setup = { Precision::Fp16, Optimizer::Adam }; // mixed-precision ADAM, as every system compared
     MaxModelResult result;
     for (const auto& rung : request.ladder.empty() ? patrickStarModelLadder(request.seq) : request.ladder) {
         const auto graph = buildZooModel(rung.config);

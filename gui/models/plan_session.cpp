@@ -70,7 +70,9 @@ bool PlanSession::configure(const PlanSetup& setup)
         shape.check();
         std::unique_ptr<Profile> profile;
         if (setup.profileSource == "analytical") {
-            profile = std::make_unique<Profile>(estimateProfile(*m_graph, device, CostModelOptions {}));
+            CostModelOptions cost;
+            cost.setup.precision = setup.precision;
+            profile = std::make_unique<Profile>(estimateProfile(*m_graph, device, cost));
         } else {
             const auto it = std::find_if(m_stored.begin(), m_stored.end(),
                 [&](const Profile& p) { return p.source == setup.profileSource && p.deviceKind == setup.deviceId; });

@@ -22,13 +22,15 @@ struct PlanSetup
     double microBatch = 0; // 0: the model's
     PlannerLimits limits;
     std::string profileSource = "analytical"; // or a stored profile's source ("measured-cpu")
+    Precision precision = Precision::Fp32; // of the analytical estimate (cost/training_setup.h)
 
     bool operator==(const PlanSetup& o) const
     {
-        return profileSource == o.profileSource && deviceId == o.deviceId && devicesPerNode == o.devicesPerNode
-            && intraNodeGBps == o.intraNodeGBps && interNodeGBps == o.interNodeGBps && schedule == o.schedule
-            && microBatch == o.microBatch && limits.memoryLimitBytes == o.limits.memoryLimitBytes
-            && limits.allowSwap == o.limits.allowSwap && limits.allowRecompute == o.limits.allowRecompute;
+        return profileSource == o.profileSource && precision == o.precision && deviceId == o.deviceId
+            && devicesPerNode == o.devicesPerNode && intraNodeGBps == o.intraNodeGBps
+            && interNodeGBps == o.interNodeGBps && schedule == o.schedule && microBatch == o.microBatch
+            && limits.memoryLimitBytes == o.limits.memoryLimitBytes && limits.allowSwap == o.limits.allowSwap
+            && limits.allowRecompute == o.limits.allowRecompute;
     }
 };
 

@@ -36,9 +36,11 @@ LoadedProject loadProjectFile(const QString& path)
 
 LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss)
 {
-    OnnxImportOptions options;
-    options.batch = batch;
-    options.sequence = sequence;
+    OnnxImportOptions options; // 0: the exported size of a fixed dimension, the default of a dynamic one
+    if (batch > 0)
+        options.batch = batch;
+    if (sequence > 0)
+        options.sequence = sequence;
     auto imported = ps::importOnnx(path.toStdString(), options);
     if (!loss.isEmpty()) {
         const auto kind = parseLossKind(loss.toStdString());
@@ -50,12 +52,14 @@ LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_
     for (const auto& [op, count] : imported.report.opaqueOps)
         opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
     LoadedProject p;
-    p.summary = ProjectSession::tr("Imported %1: %2 nodes (opset %3); loss: %4; costed from shapes only: %5")
-                    .arg(QFileInfo(path).fileName())
-                    .arg(imported.graph.nodeCount())
-                    .arg(imported.report.opset)
-                    .arg(loss.isEmpty() ? ProjectSession::tr("none (not trainable)") : loss)
-                    .arg(opaque.isEmpty() ? ProjectSession::tr("none") : opaque.join(QStringLiteral(", ")));
+    p.summary =
+        ProjectSession::tr("Imported %1: %2 nodes (opset %3), micro-batch %6; loss: %4; costed from shapes only: %5")
+            .arg(QFileInfo(path).fileName())
+            .arg(imported.graph.nodeCount())
+            .arg(imported.report.opset)
+            .arg(loss.isEmpty() ? ProjectSession::tr("none (not trainable)") : loss)
+            .arg(opaque.isEmpty() ? ProjectSession::tr("none") : opaque.join(QStringLiteral(", ")))
+            .arg(imported.graph.info().microBatch);
     p.graph = std::make_shared<const Graph>(std::move(imported.graph));
     return p;
 }

@@ -58,6 +58,14 @@ void ClusterDock::setupForm()
     m_recompute = new QCheckBox(tr("recompute"), this);
     m_profile = new QComboBox(this);
     m_profile->addItem(tr("analytical estimate for the device"), QStringLiteral("analytical"));
+    // What every op class of the estimate is priced in (cost/training_setup.h).
+    m_precision = new QComboBox(this);
+    m_precision->addItem(tr("fp32 (PyTorch default: TF32 convolutions)"), QStringLiteral("fp32"));
+    m_precision->addItem(tr("tf32 (matmuls on TF32 too)"), QStringLiteral("tf32"));
+    m_precision->addItem(tr("bf16 mixed precision"), QStringLiteral("bf16"));
+    m_precision->addItem(tr("fp16 mixed precision"), QStringLiteral("fp16"));
+    m_precision->setToolTip(tr("Precision of the analytical estimate: the math pipe of matmuls and convolutions, "
+                               "activation and weight bytes; every estimate is priced in it"));
     const auto local = engine::probeLocalDevices();
     m_local = new QLabel(tr("This machine: %1 CPU thread(s); CUDA: %2")
                              .arg(local.devices.front().computeUnits)
@@ -78,6 +86,7 @@ void ClusterDock::setupForm()
     form->addRow(tr("Memory optimization"), m_swap);
     form->addRow(QString(), m_recompute);
     form->addRow(tr("Profile"), m_profile);
+    form->addRow(tr("Precision"), m_precision);
     form->addRow(m_local);
     form->addRow(apply);
 }
@@ -105,6 +114,8 @@ void ClusterDock::loadFromSession()
             QString::fromStdString(p.source));
     }
     m_profile->setCurrentIndex(std::max(0, m_profile->findData(QString::fromStdString(s.profileSource))));
+    m_precision->setCurrentIndex(
+        std::max(0, m_precision->findData(QString::fromUtf8(std::string(toString(s.precision)).c_str()))));
 }
 
 PlanSetup ClusterDock::setup() const
@@ -118,6 +129,7 @@ PlanSetup ClusterDock::setup() const
     s.microBatch = m_microBatch->value();
     s.limits = { m_memoryGiB->value() * 1024.0 * 1024 * 1024, m_swap->isChecked(), m_recompute->isChecked() };
     s.profileSource = m_profile->currentData().toString().toStdString();
+    s.precision = parsePrecision(m_precision->currentData().toString().toStdString());
     return s;
 }
 
@@ -141,6 +153,14 @@ bool ClusterDock::setProfileSource(const QString& source)
     const int index = m_profile->findData(source);
     if (index >= 0)
         m_profile->setCurrentIndex(index);
+    return index >= 0;
+}
+
+bool ClusterDock::setPrecision(const QString& precision)
+{
+    const int index = m_precision->findData(precision);
+    if (index >= 0)
+        m_precision->setCurrentIndex(index);
     return index >= 0;
 }
 

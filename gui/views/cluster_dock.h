@@ -28,6 +28,8 @@ public:
     void setStages(int stages);
     // Selects a profile source offered in the combo ("analytical", "measured-cpu"); false if absent.
     bool setProfileSource(const QString& source);
+    // Selects the precision of the analytical estimate ("fp32", "tf32", "bf16", "fp16"); false if unknown.
+    bool setPrecision(const QString& precision);
 
 private:
     void setupForm();
@@ -46,6 +48,7 @@ private:
     QCheckBox* m_swap = nullptr;
     QCheckBox* m_recompute = nullptr;
     QComboBox* m_profile = nullptr;
+    QComboBox* m_precision = nullptr;
     QLabel* m_local = nullptr;
 };
 

@@ -52,13 +52,14 @@ public:
 
     // Synchronous loads (scripts, screenshots, tests).
     bool openProject(const QString& path);
-    bool importOnnx(const QString& path, std::int64_t batch = 1, std::int64_t sequence = 128);
+    // batch, sequence 0: the sizes a fixed-shape export has, 1 and 128 for dynamic dimensions.
+    bool importOnnx(const QString& path, std::int64_t batch = 0, std::int64_t sequence = 0);
     // What the menus, drops and start-up use: the file is read (or the model built) by a
     // BackgroundJob while the window shows a busy state, and the project is adopted on the GUI
     // thread; loadFinished reports the end. False when another load is going.
     bool openProjectInBackground(const QString& path);
     bool importOnnxInBackground(
-        const QString& path, std::int64_t batch = 1, std::int64_t sequence = 128, const QString& loss = {});
+        const QString& path, std::int64_t batch = 0, std::int64_t sequence = 0, const QString& loss = {});
     bool newFromZooInBackground(const ModelConfig& config);
     // First start: the example project (gpt2-tiny with a 2-stage CPU plan), created in the app
     // data folder when missing, opened with its plan in the editor.

@@ -46,7 +46,7 @@ namespace {
     Profile mixedPrecisionProfile(const Graph& graph, const DeviceSpec& device)
     {
         CostModelOptions cost;
-        cost.setup.mixedPrecision = true;
+        cost.setup.precision = Precision::Fp16;
         return estimateProfile(graph, device, cost);
     }
 

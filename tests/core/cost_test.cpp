@@ -53,11 +53,11 @@ TEST(Cluster, JsonFieldsOfTheWrongTypeOrRangeAreErrors)
 
 TEST(TrainingSetup, BytesPerParameterMatchPatrickStar)
 {
-    EXPECT_DOUBLE_EQ(bytesPerParameter({ false, Optimizer::Adam, false }).total(), 16); // 4 + 4 + 8
-    const auto mixed = bytesPerParameter({ true, Optimizer::Adam, false });
+    EXPECT_DOUBLE_EQ(bytesPerParameter({ Precision::Fp32, Optimizer::Adam }).total(), 16); // 4 + 4 + 8
+    const auto mixed = bytesPerParameter({ Precision::Fp16, Optimizer::Adam });
     EXPECT_DOUBLE_EQ(mixed.total(), 16); // 2 + 2 + 4 + 4 + 4 (PatrickStar §2 lists these terms)
     EXPECT_DOUBLE_EQ(mixed.weights + mixed.gradients, 4);
-    EXPECT_DOUBLE_EQ(bytesPerParameter({ false, Optimizer::Sgd, false }).total(), 8);
+    EXPECT_DOUBLE_EQ(bytesPerParameter({ Precision::Fp32, Optimizer::Sgd }).total(), 8);
 }
 
 TEST(AnalyticalProfile, LinearInMicroBatchAndComputeBoundForBigMatmuls)
@@ -75,7 +75,7 @@ TEST(AnalyticalProfile, LinearInMicroBatchAndComputeBoundForBigMatmuls)
     EXPECT_NEAR(head.forwardNs.at(16), options.kernelLaunchNs + 1e9 * flops / (19.5e12 * 0.6), 1e3);
     EXPECT_GT(head.backwardNs.at(16), 1.9 * head.forwardNs.at(16));
     EXPECT_GT(head.weightGradNs.at(16), 0);
-    options.setup.mixedPrecision = true;
+    options.setup.precision = Precision::Fp16;
     const auto mixed = estimateProfile(graph, a100, options);
     EXPECT_LT(mixed.nodes[graph.nodeCount() - 2].forwardNs.at(16), head.forwardNs.at(16) / 5);
     EXPECT_DOUBLE_EQ(mixed.nodes[5].savedBytes.at(4), profile.nodes[5].savedBytes.at(4) / 2);

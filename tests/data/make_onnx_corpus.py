@@ -25,7 +25,8 @@ count the importer must reproduce ("expected_parameters") follows one rule:
 Both numbers are recorded. An export that fails is recorded as {"name", "opset", "error"} and
 printed; it does not stop the script.
 
-Also writes deep_mlp_10k.onnx (a 10,000-node residual MLP, needs only python3-onnx) for the
+Also writes pairs/ and pairs.json: every "random" model exported at opset 17 with fixed shapes and
+with dynamic axes (export_pairs), and deep_mlp_10k.onnx (a 10,000-node residual MLP, needs only python3-onnx) for the
 importer's speed check.
 """
 import collections
@@ -556,6 +557,47 @@ def export(name, factory, inputs, axes, variant, out_dir, torch):
     return entries
 
 
+# ---------------------------------------------------------------------------------------------
+# Shape pairs: every model exported once with fixed shapes (torch.onnx.export's default) and once
+# with a dynamic batch (and sequence, where the corpus names one), for the importer's
+# re-specialisation check (tests/engine/onnx_corpus_test.cpp): pairs.json.
+
+
+def export_pairs(out_dir, torch, torchvision):
+    sub = os.path.join(out_dir, "pairs")
+    os.makedirs(sub, exist_ok=True)
+    pairs = []
+    for name, factory, inputs, axes, variant in corpus(torch, torchvision):
+        if variant != "random":
+            continue
+        torch.manual_seed(0)
+        names = [n for n, _ in inputs]
+        args = tuple(a for _, a in inputs)
+        batch_axis = 1 if "seqfirst" in name else 0
+        dynamic = axes or {n: {batch_axis: "batch"} for n in names + ["output"]}
+        entry = {"name": name, "batch_axis": batch_axis,
+                 "sequence": any("seq" in str(v) for a in dynamic.values() for v in a.values()),
+                 "input_shapes": [list(a.shape) for a in args]}
+        try:
+            model = factory().eval()
+            with torch.no_grad():
+                outs = model(*args)
+            n_out = len(outs) if isinstance(outs, (tuple, list)) else 1
+            out_names = ["output"] + [f"output{i}" for i in range(1, n_out)]
+            for kind, ax in (("fixed", None), ("dynamic", dynamic)):
+                path = os.path.join(sub, f"{name}-{kind}.onnx")
+                torch.onnx.export(model, args, path, opset_version=17, input_names=names, output_names=out_names,
+                                  dynamic_axes=ax, do_constant_folding=name not in UNFOLDED)
+                entry[kind] = os.path.join("pairs", os.path.basename(path))
+        except Exception as e:  # the exporter's limits are recorded, not fatal
+            entry["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            print(f"pairs/{name}: export failed: {entry['error']}")
+        pairs.append(entry)
+    with open(os.path.join(out_dir, "pairs.json"), "w") as f:
+        json.dump(pairs, f, indent=2)
+    print(f"shape pairs: {sum(1 for p in pairs if 'error' not in p)} of {len(pairs)} models exported both ways")
+
+
 def main(argv):
     out_dir = argv[0] if argv else "onnx-corpus"
     os.makedirs(out_dir, exist_ok=True)
@@ -580,6 +622,7 @@ def main(argv):
                 manifest.append({"name": name, "variant": variant, "opset": opset, "error": f"{type(e).__name__}: {e}"})
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
+    export_pairs(out_dir, torch, torchvision)
     failed = sum(1 for e in manifest if "error" in e)
     models = len({e["name"] for e in manifest})
     print(f"onnx corpus: {models} models, {len(manifest) - failed} exports, {failed} failed, "

@@ -93,6 +93,96 @@ def export(name, module, args, axes, opset, out_dir):
     }
 
 
+# ---------------------------------------------------------------------------------------------
+# Fixed-shape exports (torch.onnx.export's default: no dynamic axes) beside dynamic ones of the same
+# module, for the importer's re-specialisation tests: fixed_shapes/manifest.json.
+
+
+def fixed_shape_modules():
+    nn = torch.nn
+
+    class TinyLm(nn.Module):
+        """A GPT-style LM written the way users write it: x.view(B, T, H, D) from x.size(),
+        positions from torch.arange(T), a registered causal-mask buffer sliced to T."""
+
+        def __init__(self, vocab=64, d=32, heads=4, block=64):
+            super().__init__()
+            self.heads = heads
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(block, d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab)
+            self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+        def forward(self, idx):
+            b, t = idx.size()
+            x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
+            q, k, v = self.qkv(self.ln(x)).split(x.size(-1), dim=2)
+            hd = x.size(-1) // self.heads
+            q = q.view(b, t, self.heads, hd).transpose(1, 2)
+            k = k.view(b, t, self.heads, hd).transpose(1, 2)
+            v = v.view(b, t, self.heads, hd).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (hd ** -0.5)
+            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(b, t, x.size(-1))
+            return self.head(x + self.proj(y))
+
+    class FlatMlp(nn.Module):
+        """x.view(x.size(0), -1) and a batch-sized reshape back: Reshape constants carrying the batch."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(3 * 8 * 8, 64)
+            self.fc2 = nn.Linear(64, 48)
+
+        def forward(self, x):
+            h = torch.relu(self.fc1(x.view(x.size(0), -1)))
+            return self.fc2(h).view(x.size(0), 3, 16).softmax(-1)
+
+    import torchvision
+
+    ids = torch.randint(0, 64, (2, 16))
+    yield "tiny_lm", TinyLm(), (ids,), {"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
+    yield "flat_mlp", FlatMlp(), (torch.randn(4, 3, 8, 8),), {"input": {0: "batch"}, "output": {0: "batch"}}
+    # The full AlexNet (61M parameters), stored without its weights: the import plans without them.
+    yield "alexnet", torchvision.models.alexnet(weights=None), (torch.randn(8, 3, 224, 224),), \
+        {"input": {0: "batch"}, "output": {0: "batch"}}
+
+
+def strip_weights(path, min_elements=1 << 16):
+    """Marks large initializers as external data that is not there: the graph and shapes stay, the
+    file is small."""
+    model = onnx.load(path)
+    for t in model.graph.initializer:
+        if t.data_type == onnx.TensorProto.FLOAT and len(t.raw_data) >= 4 * min_elements:
+            t.ClearField("raw_data")
+            t.data_location = onnx.TensorProto.EXTERNAL
+            entry = t.external_data.add()
+            entry.key, entry.value = "location", "weights-not-stored.bin"
+    onnx.save(model, path)
+
+
+def export_fixed_shapes(out_dir):
+    sub = os.path.join(out_dir, "fixed_shapes")
+    os.makedirs(sub, exist_ok=True)
+    manifest = []
+    for name, module, args, axes in fixed_shape_modules():
+        module.eval()
+        for kind, dynamic in (("fixed", None), ("dynamic", axes)):
+            path = os.path.join(sub, f"{name}-{kind}.onnx")
+            torch.onnx.export(module, args, path, opset_version=17, input_names=["input"], output_names=["output"],
+                              dynamic_axes=dynamic)
+            if name == "alexnet":
+                strip_weights(path)
+            manifest.append({"name": name, "kind": kind, "file": os.path.basename(path),
+                             "input_shape": list(args[0].shape)})
+            print(f"fixed_shapes/{os.path.basename(path)}")
+    with open(os.path.join(sub, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+
+
 def main(argv):
     out_dir = argv[0] if argv else "onnx-fixtures"
     small = "--small" in argv
@@ -106,6 +196,7 @@ def main(argv):
             print(f"{entry['file']}: {entry['onnx_nodes']} nodes, {entry['parameters']} parameters")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
+    export_fixed_shapes(out_dir)
 
 
 if __name__ == "__main__":

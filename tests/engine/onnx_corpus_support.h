@@ -23,10 +23,13 @@ inline std::optional<nlohmann::json> corpusManifest(std::filesystem::path& dir)
     return nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
 }
 
-// Dim 0 of the first input is the batch; dim 1 of 2-D token ids the sequence.
+// Exports with fixed shapes import at their exported sizes (the importer's default). Of dynamic
+// ones, dim 0 of the first input is the batch; dim 1 of 2-D token ids the sequence.
 inline OnnxImportOptions corpusImportOptions(const nlohmann::json& entry)
 {
     OnnxImportOptions options;
+    if (entry["dynamic_inputs"].empty())
+        return options;
     const auto& first = entry["inputs"][0];
     const auto shape = first["shape"].get<Shape>();
     if (!shape.empty())

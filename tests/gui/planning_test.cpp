@@ -325,6 +325,30 @@ TEST(PlanningStudio, PlansWithTheProjectsMeasuredCpuProfile)
     EXPECT_EQ(plan->profile().source, "analytical");
 }
 
+// The Cluster dock's precision reaches every number of the plan: the profile's setting, its times
+// and the model states' bytes.
+TEST(PlanningStudio, PrecisionSelectorRepricesThePlan)
+{
+    MainWindow window;
+    ModelConfig c = zooPreset("gpt2-tiny");
+    c.seq = 64;
+    c.microBatch = 8;
+    ASSERT_TRUE(window.planSession()->setModel(std::make_shared<const Graph>(buildZooModel(c)), PlanSetup {}));
+    auto* dock = window.clusterDock();
+    auto* plan = window.planSession();
+    ASSERT_TRUE(dock->setPrecision(QStringLiteral("fp32")));
+    ASSERT_TRUE(dock->apply());
+    EXPECT_EQ(plan->profile().setup.precision, Precision::Fp32);
+    const double fp32 = plan->snapshot().simulation.iterationNs;
+    ASSERT_TRUE(dock->setPrecision(QStringLiteral("bf16")));
+    ASSERT_TRUE(dock->apply());
+    EXPECT_EQ(plan->setup().precision, Precision::Bf16);
+    EXPECT_EQ(plan->profile().setup.precision, Precision::Bf16);
+    EXPECT_LT(plan->snapshot().simulation.iterationNs, fp32);
+    EXPECT_EQ(dock->setup().precision, Precision::Bf16); // the form shows what the session plans with
+    EXPECT_FALSE(dock->setPrecision(QStringLiteral("fp8")));
+}
+
 TEST(PlanningStudio, StagesSharingADeviceAreEditedSavedAndApplied)
 {
     SavedProject project;

@@ -1,0 +1,106 @@
+// `pipestudio import`, `info` and `estimate` on models exported with fixed shapes and on the
+// precision setting, as a user runs them (tests/data/make_onnx_fixtures.py, fixed_shapes/).
+#include "cli_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace fs = std::filesystem;
+using ps::e2e::runCli;
+
+namespace {
+
+class CliFixedShapes : public ps::e2e::ScratchTest
+{
+protected:
+    void SetUp() override
+    {
+        ScratchTest::SetUp();
+        const char* env = std::getenv("PS_ONNX_FIXTURES");
+        if (!env || !fs::exists(fs::path(env) / "fixed_shapes" / "manifest.json"))
+            GTEST_SKIP() << "no fixed_shapes/ in PS_ONNX_FIXTURES (tests/data/make_onnx_fixtures.py needs torch)";
+        m_models = fs::path(env) / "fixed_shapes";
+    }
+    std::string project(const std::string& name) const
+    {
+        return ps::e2e::quote(m_dir / (name + ".pstudio"));
+    }
+    nlohmann::json info(const std::string& name)
+    {
+        const auto r = runCli("info " + project(name) + " --json");
+        EXPECT_EQ(r.exitCode, 0) << r.output;
+        return nlohmann::json::parse(r.output);
+    }
+    fs::path m_models;
+};
+
+} // namespace
+
+TEST_F(CliFixedShapes, AlexNetAtItsExportedBatchAndRespecialised)
+{
+    const auto model = ps::e2e::quote(m_models / "alexnet-fixed.onnx");
+    const auto at8 = runCli("import " + model + " -o " + project("a8"));
+    ASSERT_EQ(at8.exitCode, 0) << at8.output;
+    EXPECT_NE(at8.output.find("micro-batch 8"), std::string::npos) << at8.output;
+    const auto i8 = info("a8");
+    EXPECT_EQ(i8["micro_batch"], 8);
+    EXPECT_NEAR(i8["forward_flops_per_sample"].get<double>() / 1e9, 1.43, 0.01);
+    ASSERT_EQ(i8["input_dims"].size(), 4u);
+    EXPECT_EQ(i8["input_dims"][0]["role"], "batch");
+    EXPECT_EQ(i8["input_dims"][0]["dynamic"], false);
+    EXPECT_EQ(i8["input_dims"][0]["exported"], 8);
+
+    const auto at128 = runCli("import " + model + " -o " + project("a128") + " --batch 128");
+    ASSERT_EQ(at128.exitCode, 0) << at128.output;
+    const auto i128 = info("a128");
+    EXPECT_EQ(i128["micro_batch"], 128);
+    EXPECT_DOUBLE_EQ(i128["forward_flops_per_sample"].get<double>(), i8["forward_flops_per_sample"].get<double>());
+    EXPECT_EQ(i128["input_dims"][0]["size"], 128);
+    const auto text = runCli("info " + project("a128"));
+    EXPECT_NE(text.output.find("batch 128 (fixed at 8 in the file, re-specialised)"), std::string::npos) << text.output;
+
+    // The A100 estimate at batch 128 prints the precision it used and the time per op class.
+    const auto est = runCli("estimate " + project("a128") + " --device a100-40gb --micro-batch 128");
+    ASSERT_EQ(est.exitCode, 0) << est.output;
+    EXPECT_NE(est.output.find("precision fp32 (PyTorch's default"), std::string::npos) << est.output;
+    EXPECT_NE(est.output.find("convolution"), std::string::npos) << est.output;
+    const auto json = [&](const std::string& precision) {
+        const auto r = runCli("estimate " + project("a128") + " --device a100-40gb --micro-batch 128 --json"
+            + (precision.empty() ? "" : " --precision " + precision));
+        EXPECT_EQ(r.exitCode, 0) << r.output;
+        return nlohmann::json::parse(r.output);
+    };
+    const auto fp32 = json("");
+    const auto tf32 = json("tf32");
+    const auto bf16 = json("bf16");
+    EXPECT_EQ(fp32["precision"], "fp32");
+    EXPECT_EQ(bf16["precision"], "bf16");
+    const auto gemm = [](const nlohmann::json& j) { return j["by_class"]["gemm"]["forward_ms"].get<double>(); };
+    EXPECT_LT(gemm(bf16), gemm(tf32));
+    EXPECT_LT(gemm(tf32), gemm(fp32));
+    const auto both = runCli("estimate " + project("a128") + " --precision bf16 --tf32");
+    EXPECT_NE(both.exitCode, 0);
+    EXPECT_NE(both.output.find("give one of --precision"), std::string::npos) << both.output;
+}
+
+TEST_F(CliFixedShapes, LanguageModelRespecialisesItsBatchAndRefusesASequenceItsConstantsFix)
+{
+    const auto fixed = ps::e2e::quote(m_models / "tiny_lm-fixed.onnx");
+    const auto dynamic = ps::e2e::quote(m_models / "tiny_lm-dynamic.onnx");
+    ASSERT_EQ(runCli("import " + fixed + " -o " + project("f") + " --batch 8").exitCode, 0);
+    ASSERT_EQ(runCli("import " + dynamic + " -o " + project("d") + " --batch 8 --seq 16").exitCode, 0);
+    const auto f = info("f");
+    const auto d = info("d");
+    EXPECT_EQ(f["micro_batch"], 8);
+    EXPECT_NEAR(f["forward_flops_per_sample"].get<double>() / d["forward_flops_per_sample"].get<double>(), 1.0, 0.02);
+    // A longer sequence meets the position table the export folded at 16 rows: refused, naming the
+    // node and the export argument; nothing written.
+    const auto longer = runCli("import " + fixed + " -o " + project("long") + " --seq 64");
+    EXPECT_NE(longer.exitCode, 0);
+    EXPECT_NE(longer.output.find("node '"), std::string::npos) << longer.output;
+    EXPECT_NE(longer.output.find("dynamic_axes={'input': {1: 'seq'}}"), std::string::npos) << longer.output;
+    EXPECT_FALSE(fs::exists(m_dir / "long.pstudio"));
+}
