@@ -13,7 +13,7 @@ int main(int argc, char** argv)
     const auto launch = [argc, argv](const ps::app::GuiRequest& request) {
         return ps::gui::runApplication(argc, argv,
             { request.project, request.model, request.screenshot, request.width, request.height, request.view,
-                request.microBatch, request.plan });
+                request.microBatch, request.plan, request.onnx });
     };
     const auto render = [argc, argv](const std::vector<ps::ReportFigure>& figures, const std::string& directory,
                             std::string& error) {

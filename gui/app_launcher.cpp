@@ -15,6 +15,7 @@
 #include "views/launch_dialog.h"
 #include "views/main_window.h"
 #include "views/monitor_dock.h"
+#include "views/onnx_import_dialog.h"
 #include "views/plans_panel.h"
 #include "views/run_compare_view.h"
 
@@ -222,9 +223,22 @@ namespace {
         }
         if (view == "launch" || view == "monitor" || view == "compare")
             return renderRunView(window, options, error);
+        if (view == "import") {
+            if (options.onnx.empty()) {
+                error = "the 'import' view needs --onnx FILE";
+                return false;
+            }
+            try {
+                OnnxImportDialog dialog(QString::fromStdString(options.onnx));
+                return savePng(dialog, options, error);
+            } catch (const std::exception& e) {
+                error = e.what();
+                return false;
+            }
+        }
         if (view != "main") {
             error = "unknown view '" + view
-                + "' (main, editor, balance, timeline, plans, search, cluster, launch, monitor, compare)";
+                + "' (main, editor, balance, timeline, plans, search, cluster, launch, monitor, compare, import)";
             return false;
         }
         return savePng(window, options, error);

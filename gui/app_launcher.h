@@ -17,10 +17,11 @@ struct GuiOptions
     std::string screenshot; // render the window to this PNG, then quit
     int width = 1600;
     int height = 1000;
-    // main | editor | balance | timeline | plans | search | cluster | launch | monitor | compare
+    // main | editor | balance | timeline | plans | search | cluster | launch | monitor | compare | import
     std::string view = "main";
     double microBatch = 0; // 0: the model's
     std::int64_t plan = 0; // with --screenshot and a project: a stored plan applied first (0: none)
+    std::string onnx; // with --view import: the ONNX file whose import dialog is rendered
 };
 
 int runApplication(int argc, char** argv, const GuiOptions& options);

@@ -20,6 +20,7 @@ struct GuiRequest
     std::string view = "main";
     double microBatch = 0;
     std::int64_t plan = 0; // with a project: a stored plan applied to the editor first (0: none)
+    std::string onnx; // --view import: the ONNX file previewed
 };
 
 // Parses argv and runs a subcommand. When the command asks for the GUI (no subcommand with a

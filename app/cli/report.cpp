@@ -32,6 +32,8 @@ std::string inputDimsText(const std::vector<OnnxInputDim>& dims, const std::stri
         if (d.input != current) {
             current = d.input;
             out += fmt::format("{}{}'{}':", out.empty() ? "" : "\n", indent, d.input);
+        } else {
+            out += ",";
         }
         const auto role = d.role == DimRole::Other ? std::string() : std::string(toString(d.role)) + " ";
         if (d.dynamic)

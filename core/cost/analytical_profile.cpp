@@ -290,10 +290,12 @@ std::vector<std::vector<KernelTime>> estimateKernels(
 
 Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const CostModelOptions& options)
 {
-    constexpr double kB1 = 1;
-    constexpr double kB2 = 16;
+    // The line through micro-batch 1 and the model's own (16 at least): exact where the model is
+    // planned, close between (a roofline bends where a kernel turns compute-bound).
     const auto costs = computeOpCosts(graph);
     const double base = static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch));
+    const double kB1 = 1;
+    const double kB2 = std::max(16.0, base);
     const double actScale = activationScale(options.setup);
     const auto at1 = kernelsAt(graph, costs, device, options, kB1);
     const auto at2 = kernelsAt(graph, costs, device, options, kB2);

@@ -105,7 +105,8 @@ struct KernelTime
     double weightGradNs = 0; // part of backwardNs
 };
 
-// Roofline estimate of every node of `graph` on `device`, fitted through micro-batch 1 and 16.
+// Roofline estimate of every node of `graph` on `device`, fitted through micro-batch 1 and the
+// graph's own micro-batch (16 when smaller).
 [[nodiscard]] Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const CostModelOptions& options);
 // The kernels of every node (indexed by node id) at `microBatch`, as estimateProfile prices them.
 [[nodiscard]] std::vector<std::vector<KernelTime>> estimateKernels(

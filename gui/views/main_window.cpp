@@ -10,7 +10,6 @@
 #include "models/runs_model.h"
 #include "models/stage_balance_model.h"
 #include "models/summary_model.h"
-#include "onnx/onnx_import.h"
 #include "plots/partition_editor_plot.h"
 #include "plots/stage_balance_plot.h"
 #include "plots/timeline_plot.h"
@@ -20,6 +19,7 @@
 #include "views/monitor_dock.h"
 #include "views/new_model_dialog.h"
 #include "views/node_table_view.h"
+#include "views/onnx_import_dialog.h"
 #include "views/plans_panel.h"
 #include "views/profile_dock.h"
 #include "views/summary_panel.h"
@@ -44,6 +44,8 @@
 #include <QToolBar>
 #include <QUndoStack>
 #include <QVBoxLayout>
+
+#include <memory>
 
 namespace ps::gui {
 namespace {
@@ -255,52 +257,17 @@ void MainWindow::importWithDialog()
         this, tr("Import ONNX model"), QString(), tr("ONNX models (*.onnx);;All files (*)"));
     if (path.isEmpty())
         return;
-    // The preview: every input dimension, dynamic or fixed at its exported size. A fixed size is
-    // the default; another one re-specialises the graph (or the import says which node prevents it).
-    std::vector<OnnxInputDim> dims;
+    // The preview: every input dimension, dynamic or fixed at its exported size, and the sizes to
+    // import at (a fixed one other than the exported size re-specialises the graph).
+    std::unique_ptr<OnnxImportDialog> dialog;
     try {
-        dims = describeOnnxInputs(path.toStdString());
+        dialog = std::make_unique<OnnxImportDialog>(path, this);
     } catch (const std::exception& e) {
         QMessageBox::warning(this, tr("Import ONNX"), QString::fromStdString(e.what()));
         return;
     }
-    QString preview;
-    std::int64_t batchDefault = 1;
-    std::int64_t seqDefault = 128;
-    bool hasSeq = false;
-    for (const auto& d : dims) {
-        const auto role = d.role == DimRole::Other ? QString() : QString::fromUtf8(toString(d.role)) + QLatin1Char(' ');
-        preview += QStringLiteral("%1[%2]: %3%4\n")
-                       .arg(QString::fromStdString(d.input))
-                       .arg(d.axis)
-                       .arg(role)
-                       .arg(d.dynamic ? tr("dynamic") : tr("fixed at %1").arg(d.exported));
-        if (!d.dynamic && d.role == DimRole::Batch)
-            batchDefault = d.exported;
-        if (!d.dynamic && d.role == DimRole::Sequence)
-            seqDefault = d.exported;
-        hasSeq = hasSeq || d.role == DimRole::Sequence || d.dynamic;
-    }
-    bool ok = false;
-    const int batch = QInputDialog::getInt(this, tr("Import ONNX"),
-        tr("Inputs:\n%1\nBatch size (a fixed size other than the exported one re-specialises the graph)").arg(preview),
-        static_cast<int>(batchDefault), 1, 1 << 20, 1, &ok);
-    if (!ok)
-        return;
-    int seq = 0;
-    if (hasSeq) {
-        seq = QInputDialog::getInt(this, tr("Import ONNX"), tr("Inputs:\n%1\nSequence length").arg(preview),
-            static_cast<int>(seqDefault), 1, 1 << 20, 1, &ok);
-        if (!ok)
-            return;
-    }
-    // A loss on the model's first output makes it trainable (pipestudio import --loss).
-    const QStringList losses { tr("none (plan only)"), QStringLiteral("cross-entropy"), QStringLiteral("mse") };
-    const auto loss = QInputDialog::getItem(this, tr("Import ONNX"),
-        tr("Loss on the first output (cross-entropy: class labels over the last dimension; mse: float targets)"),
-        losses, 0, false, &ok);
-    if (ok)
-        importOnnxInBackground(path, batch, seq, loss == losses.front() ? QString() : loss);
+    if (dialog->exec() == QDialog::Accepted)
+        importOnnxInBackground(path, dialog->batch(), dialog->sequence(), dialog->loss());
 }
 
 bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)

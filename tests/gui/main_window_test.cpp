@@ -3,8 +3,10 @@
 #include "plan/plan_editor.h"
 #include "plots/op_histogram_plot.h"
 #include "store/project_store.h"
+#include "util/error.h"
 #include "views/main_window.h"
 #include "views/node_table_view.h"
+#include "views/onnx_import_dialog.h"
 #include "views/summary_panel.h"
 #include "zoo/model_config.h"
 
@@ -18,6 +20,7 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QUrl>
@@ -160,6 +163,34 @@ QString resnetFixture()
 }
 
 } // namespace
+
+// File > Import ONNX's preview: AlexNet exported at batch 8 with fixed shapes shows its batch as
+// fixed at 8 and defaults to it; asking for 128 marks the dimension re-specialised.
+TEST(MainWindow, ImportDialogPreviewsFixedAndDynamicDimensions)
+{
+    const auto dir = QFileInfo(resnetFixture()).absolutePath() + QStringLiteral("/fixed_shapes/");
+    if (!QFile::exists(dir + QStringLiteral("alexnet-fixed.onnx")))
+        GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
+    OnnxImportDialog fixed(dir + QStringLiteral("alexnet-fixed.onnx"));
+    EXPECT_EQ(fixed.batch(), 8);
+    EXPECT_EQ(fixed.sequence(), 0); // an image model: no sequence to ask for
+    ASSERT_EQ(fixed.table()->rowCount(), 4);
+    EXPECT_EQ(fixed.table()->item(0, 2)->text(), QStringLiteral("batch"));
+    EXPECT_EQ(fixed.table()->item(0, 3)->text(), QStringLiteral("fixed at 8"));
+    EXPECT_EQ(fixed.table()->item(0, 4)->text(), QStringLiteral("8"));
+    fixed.setBatch(128);
+    EXPECT_EQ(fixed.table()->item(0, 4)->text(), QStringLiteral("128 (re-specialised)"));
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    fixed.resize(720, 420);
+    EXPECT_TRUE(fixed.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/import-dialog.png")));
+
+    OnnxImportDialog dynamic(dir + QStringLiteral("tiny_lm-dynamic.onnx"));
+    EXPECT_EQ(dynamic.batch(), 1);
+    EXPECT_EQ(dynamic.sequence(), 128);
+    EXPECT_EQ(dynamic.table()->item(1, 3)->text(), QStringLiteral("dynamic 'seq'"));
+    EXPECT_TRUE(dynamic.loss().isEmpty());
+    EXPECT_THROW(OnnxImportDialog(dir + QStringLiteral("manifest.json")), ps::Error);
+}
 
 TEST(MainWindow, DropImportsAnOnnxModel)
 {
