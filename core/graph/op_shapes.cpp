@@ -119,8 +119,10 @@ namespace opshapes {
         if (inferred > 1)
             throw Error("Reshape target " + formatShape(out) + " has more than one -1");
         std::int64_t known = 1;
-        for (auto d : out)
-            known *= d == -1 ? 1 : d;
+        for (auto d : out) {
+            if (__builtin_mul_overflow(known, d == -1 ? 1 : d, &known))
+                throw Error("Reshape target " + formatShape(out) + " has more elements than an int64 holds");
+        }
         if (inferred == 1) {
             if (known == 0 || total % known != 0)
                 throw Error("Reshape cannot infer -1 in " + formatShape(out) + " from " + formatShape(from));

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <charconv>
+#include <limits>
 #include <utility>
 
 namespace ps {
@@ -123,15 +124,22 @@ std::int64_t bytesPerElement(DType dtype)
 
 std::int64_t numElements(const Shape& shape)
 {
+    // Saturates instead of overflowing on the absurd shapes a malformed file can declare (found by
+    // tests/fuzz); the callers reject such sizes.
     std::int64_t n = 1;
-    for (auto d : shape)
-        n *= d;
+    for (auto d : shape) {
+        if (__builtin_mul_overflow(n, d, &n))
+            return std::numeric_limits<std::int64_t>::max();
+    }
     return n;
 }
 
 std::int64_t numBytes(const Shape& shape, DType dtype)
 {
-    return numElements(shape) * bytesPerElement(dtype);
+    std::int64_t bytes = 0;
+    if (__builtin_mul_overflow(numElements(shape), static_cast<std::int64_t>(bytesPerElement(dtype)), &bytes))
+        return std::numeric_limits<std::int64_t>::max();
+    return bytes;
 }
 
 std::string formatShape(const Shape& shape)

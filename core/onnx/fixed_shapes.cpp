@@ -21,12 +21,27 @@ namespace {
         return t == T::INT64 || t == T::INT32 || t == T::INT16 || t == T::INT8 || t == T::UINT8;
     }
 
+    // a * b, or -1 when it overflows (sizes are never negative: a failed comparison, not UB on the
+    // huge dimensions a malformed file can hold).
+    std::int64_t mul(std::int64_t a, std::int64_t b)
+    {
+        std::int64_t r = 0;
+        return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -1 : r;
+    }
+
     std::int64_t product(const Dims& d, std::size_t begin, std::size_t end)
     {
         std::int64_t p = 1;
         for (std::size_t i = begin; i < end && i < d.size(); ++i)
-            p *= d[i];
+            p = mul(p, d[i]);
         return p;
+    }
+
+    // Whether a1 / a0 == to / from, all positive.
+    bool sameRatio(std::int64_t a1, std::int64_t a0, std::int64_t to, std::int64_t from)
+    {
+        const auto l = mul(a1, from);
+        return l > 0 && l == mul(a0, to);
     }
 
     std::string format(const Dims& d)
@@ -84,10 +99,10 @@ namespace {
     std::vector<std::size_t> containingAxes(const Dims& out0, std::int64_t outer, std::int64_t f)
     {
         std::vector<std::size_t> axes;
-        const auto span = outer * f;
+        const auto span = mul(outer, f);
         for (std::size_t k = 0; k < out0.size(); ++k) {
             const auto o = product(out0, 0, k);
-            const auto sp = o * out0[k];
+            const auto sp = mul(o, out0[k]);
             if (o > 0 && o <= outer && outer % o == 0 && sp >= span && span > 0 && sp % span == 0)
                 axes.push_back(k);
         }
@@ -117,27 +132,32 @@ namespace {
                 continue;
             std::vector<Change> fits;
             for (const auto& c : changes) {
-                if (c.from > 0 && in0[a] % c.from == 0 && in1[a] * c.from == in0[a] * c.to)
+                if (c.from > 0 && in0[a] % c.from == 0 && sameRatio(in1[a], in0[a], c.to, c.from))
                     fits.push_back(c);
             }
             for (const auto& b : changes) {
                 for (const auto& t : changes) {
-                    const auto from = b.from * t.from;
-                    if (b.batch && !t.batch && from > 0 && in0[a] % from == 0 && in1[a] * from == in0[a] * b.to * t.to)
-                        fits.push_back({ from, b.to * t.to, true });
+                    const auto from = mul(b.from, t.from);
+                    const auto to = mul(b.to, t.to);
+                    if (b.batch && !t.batch && from > 0 && to > 0 && in0[a] % from == 0
+                        && sameRatio(in1[a], in0[a], to, from))
+                        fits.push_back({ from, to, true });
                 }
             }
             const auto outer = product(in0, 0, a);
             std::vector<Option> options;
             for (const auto& c : fits) {
                 const auto rest = in0[a] / c.from;
+                // Outermost, innermost, or after a small factor (heads, windows) merged before it.
                 std::vector<std::int64_t> positions { 1 };
-                for (std::int64_t p = 2; p <= rest; ++p) {
+                for (std::int64_t p = 2; p <= rest && p <= 1024; ++p) {
                     if (rest % p == 0)
                         positions.push_back(p);
                 }
+                if (rest > 1024)
+                    positions.push_back(rest);
                 for (auto p : positions) {
-                    for (auto k : containingAxes(out0, outer * p, c.from)) {
+                    for (auto k : containingAxes(out0, mul(outer, p), c.from)) {
                         const bool own = out0[k] == c.from;
                         const bool last = k + 1 == out0.size();
                         const int rank = (own ? 0 : 4) + (last ? 2 : 0) + (c.batch && p != 1 ? 1 : 0);
@@ -160,14 +180,14 @@ namespace {
             std::vector<std::pair<std::int64_t, std::int64_t>> scale(out0.size(), { 1, 1 });
             for (std::size_t i = 0; i < perAxis.size(); ++i) {
                 const auto& o = perAxis[i][pick[i]];
-                scale[o.axis].first *= o.change.to;
-                scale[o.axis].second *= o.change.from;
+                scale[o.axis].first = mul(scale[o.axis].first, o.change.to);
+                scale[o.axis].second = mul(scale[o.axis].second, o.change.from);
             }
             Dims out1 = out0;
             bool ok = true;
             for (std::size_t k = 0; k < out0.size() && ok; ++k) {
-                const auto v = out0[k] * scale[k].first;
-                ok = v % scale[k].second == 0;
+                const auto v = mul(out0[k], scale[k].first);
+                ok = v >= 0 && scale[k].second > 0 && v % scale[k].second == 0;
                 out1[k] = ok ? v / scale[k].second : 0;
             }
             if (ok && product(out1, 0, out1.size()) == product(in1, 0, in1.size())
@@ -222,8 +242,14 @@ namespace {
         int run();
 
     private:
-        ShapeMap inferredShapes() const
+        ShapeMap inferredShapes()
         {
+            // Each inference is a full pass over the graph: a malformed file must not make the
+            // placement search run for long.
+            constexpr int kMaxInferences = 512;
+            if (++m_inferences > kMaxInferences)
+                throw Error("exported with fixed shapes; re-specialising did not settle after "
+                    + std::to_string(kMaxInferences) + " rounds of shape inference: " + exportAdvice());
             auto copy = m_model;
             m_infer(copy);
             return shapesOf(copy);
@@ -243,6 +269,7 @@ namespace {
         ShapeMap m_old;
         std::vector<Change> m_changes;
         int m_rewritten = 0;
+        int m_inferences = 0;
         std::map<int, std::size_t> m_choice; // reshape node -> which of its candidate targets
         std::vector<std::pair<int, std::size_t>> m_trail; // reshapes with several candidates, in decision order
     };
@@ -487,7 +514,7 @@ namespace {
                     if (concatAxis && (*concatAxis == k || *concatAxis + rank == k))
                         continue;
                     const bool byAResize = std::any_of(m_changes.begin(), m_changes.end(), [&](const Change& c) {
-                        return ro->second[ku] % c.from == 0 && rn->second[ku] * c.from == ro->second[ku] * c.to;
+                        return ro->second[ku] % c.from == 0 && sameRatio(rn->second[ku], ro->second[ku], c.to, c.from);
                     });
                     if (target[ku] == ro->second[ku] && rn->second[ku] != ro->second[ku] && byAResize) {
                         target[ku] = rn->second[ku];
@@ -680,7 +707,7 @@ int separableAxis(
         auto dims = describeInputDims(model, axis);
         for (auto& d : dims) {
             if (!d.dynamic && d.role == DimRole::Batch)
-                d.size = 2 * d.exported;
+                d.size = std::max<std::int64_t>(1, mul(2, d.exported));
         }
         auto copy = model;
         try {

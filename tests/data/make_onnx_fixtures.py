@@ -9,6 +9,10 @@ count (sum of p.numel()), the ONNX node count, how many of those are Constant no
 shape computations, and the shape
 of the first output for the bound batch/sequence sizes; <name>-op<opset>.in.bin and .out.bin hold
 the inputs and torch's output in eval mode (float32, row-major).
+
+fixed_shapes/: modules exported twice at opset 17, with fixed shapes (torch.onnx.export's default)
+and with dynamic axes (a small LM, an MLP whose views carry the batch and, without --small,
+torchvision's AlexNet stored without its weights), for the re-specialisation tests.
 """
 import json
 import os
@@ -98,7 +102,7 @@ def export(name, module, args, axes, opset, out_dir):
 # module, for the importer's re-specialisation tests: fixed_shapes/manifest.json.
 
 
-def fixed_shape_modules():
+def fixed_shape_modules(small):
     nn = torch.nn
 
     class TinyLm(nn.Module):
@@ -146,6 +150,8 @@ def fixed_shape_modules():
     ids = torch.randint(0, 64, (2, 16))
     yield "tiny_lm", TinyLm(), (ids,), {"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
     yield "flat_mlp", FlatMlp(), (torch.randn(4, 3, 8, 8),), {"input": {0: "batch"}, "output": {0: "batch"}}
+    if small:
+        return
     # The full AlexNet (61M parameters), stored without its weights: the import plans without them.
     yield "alexnet", torchvision.models.alexnet(weights=None), (torch.randn(8, 3, 224, 224),), \
         {"input": {0: "batch"}, "output": {0: "batch"}}
@@ -164,11 +170,11 @@ def strip_weights(path, min_elements=1 << 16):
     onnx.save(model, path)
 
 
-def export_fixed_shapes(out_dir):
+def export_fixed_shapes(out_dir, small=False):
     sub = os.path.join(out_dir, "fixed_shapes")
     os.makedirs(sub, exist_ok=True)
     manifest = []
-    for name, module, args, axes in fixed_shape_modules():
+    for name, module, args, axes in fixed_shape_modules(small):
         module.eval()
         for kind, dynamic in (("fixed", None), ("dynamic", axes)):
             path = os.path.join(sub, f"{name}-{kind}.onnx")
@@ -196,7 +202,7 @@ def main(argv):
             print(f"{entry['file']}: {entry['onnx_nodes']} nodes, {entry['parameters']} parameters")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
-    export_fixed_shapes(out_dir)
+    export_fixed_shapes(out_dir, small)
 
 
 if __name__ == "__main__":
