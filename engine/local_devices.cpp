@@ -60,7 +60,10 @@ LocalDeviceReport probeLocalDevices()
 SelfTestResult cudaSelfTest(int device)
 {
     const auto r = cuda::runSaxpySelfTest(device);
-    return { r.ran, r.passed, r.message };
+    if (!r.ran || !r.passed)
+        return { r.ran, r.passed, r.message };
+    const auto e = cuda::runElementwiseSelfTest(device);
+    return { e.ran, e.passed, r.message + "; " + e.message };
 }
 
 } // namespace ps::engine

@@ -27,7 +27,7 @@ struct LocalDeviceReport
 {
     std::vector<LocalDevice> devices; // CPU first, then GPUs in CUDA order
     bool cudaBuilt = false;
-    std::string cudaStatus; // "2 devices", "no driver (cudaErrorInsufficientDriver)", "built without CUDA"
+    std::string cudaStatus; // "1 GPU(s)", "no NVIDIA driver (libcuda.so.1 not found)", "built without CUDA"
 };
 
 [[nodiscard]] LocalDeviceReport probeLocalDevices();
@@ -39,7 +39,8 @@ struct SelfTestResult
     std::string message;
 };
 
-// Runs a small saxpy kernel on GPU `device` and checks it against the CPU result.
+// Runs a saxpy kernel, then the GELU and AdamW kernels over engine/kernel_math.h, on GPU `device`
+// and checks them against the CPU result.
 [[nodiscard]] SelfTestResult cudaSelfTest(int device);
 
 } // namespace ps::engine

@@ -1,6 +1,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/kernel_impl.h"
+#include "kernel_math.h"
 
 #include <cmath>
 #include <cstring>
@@ -125,26 +126,17 @@ void CpuBackend::adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray&
     requireSameSize(param, grad, "adamw");
     requireSameSize(param, m, "adamw");
     requireSameSize(param, v, "adamw");
-    const float lr = u.lr;
-    const float wd = u.weightDecay;
-    const float b1 = u.beta1;
-    const float b2 = u.beta2;
-    const float eps = u.eps;
-    const float correction1 = 1.0F - std::pow(b1, static_cast<float>(u.step));
-    const float correction2Sqrt = std::sqrt(1.0F - std::pow(b2, static_cast<float>(u.step)));
+    // torch.optim.AdamW (decoupled decay, then Adam); the per-element step is kernel_math.h's.
+    const math::AdamWCoefficients c { u.lr, u.weightDecay, u.beta1, u.beta2, u.eps,
+        1.0F - std::pow(u.beta1, static_cast<float>(u.step)),
+        std::sqrt(1.0F - std::pow(u.beta2, static_cast<float>(u.step))), u.gradScale };
     float* w = param.f32();
     const float* gr = grad.f32();
     float* mm = m.f32();
     float* vv = v.f32();
     const auto n = param.numel();
-    for (std::int64_t i = 0; i < n; ++i) { // torch.optim.AdamW (decoupled decay, then Adam)
-        const float gi = gr[i] * u.gradScale;
-        w[i] *= 1.0F - lr * wd;
-        mm[i] = b1 * mm[i] + (1.0F - b1) * gi;
-        vv[i] = b2 * vv[i] + (1.0F - b2) * gi * gi;
-        const float denom = std::sqrt(vv[i]) / correction2Sqrt + eps;
-        w[i] -= lr / correction1 * mm[i] / denom;
-    }
+    for (std::int64_t i = 0; i < n; ++i)
+        math::adamwElement(w[i], gr[i], mm[i], vv[i], c);
 }
 
 void CpuBackend::sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const

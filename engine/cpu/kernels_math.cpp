@@ -1,6 +1,7 @@
 // MatMul (OpenBLAS sgemm, batched and broadcast), broadcasting binary ops, activations, ReduceMean.
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
+#include "kernel_math.h"
 
 #include <cblas.h>
 #include <cmath>
@@ -248,23 +249,7 @@ namespace {
         return out;
     }
 
-    // tanh with one expf: an odd Taylor polynomial below 0.1 (error < 1e-10), (1 - e) / (1 + e) with
-    // e = exp(-2|x|) above; about four times faster than std::tanh here, within float rounding.
-    inline float fastTanh(float x)
-    {
-        const float a = std::abs(x);
-        if (a < 0.1F) {
-            const float x2 = x * x;
-            return x * (1.0F + x2 * (-1.0F / 3.0F + x2 * (2.0F / 15.0F - x2 * (17.0F / 315.0F))));
-        }
-        const float e = std::exp(-2.0F * std::min(a, 10.0F));
-        return std::copysign((1.0F - e) / (1.0F + e), x);
-    }
-
-    constexpr float kSqrt2OverPi = 0.7978845608028654F;
-    constexpr float kGeluCubic = 0.044715F;
-    constexpr float kInvSqrt2 = 0.7071067811865476F;
-    constexpr float kTwoOverSqrtPi = 1.1283791670955126F;
+    using math::fastTanh;
 
     bool tanhGelu(const Node& node)
     {
@@ -404,7 +389,8 @@ namespace {
 
     void erfBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], ctx, [](float a) { return kTwoOverSqrtPi * std::exp(-a * a); });
+        g.gradIn[0] =
+            unaryGrad(g.gradOut[0], v.in[0], ctx, [](float a) { return math::kTwoOverSqrtPi * std::exp(-a * a); });
     }
 
     void reluForward(const Node&, NodeValues& v, KernelContext& ctx)
@@ -427,14 +413,14 @@ namespace {
         g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return 1.0F - y * y; });
     }
 
+    // The per-element math is engine/kernel_math.h's, which the CUDA kernels share.
     void geluForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         if (tanhGelu(node))
-            v.out = { unary(x, ctx,
-                [](float a) { return 0.5F * a * (1.0F + std::tanh(kSqrt2OverPi * (a + kGeluCubic * a * a * a))); }) };
+            v.out = { unary(x, ctx, [](float a) { return math::geluTanh(a); }) };
         else
-            v.out = { unary(x, ctx, [](float a) { return 0.5F * a * (1.0F + std::erf(a * kInvSqrt2)); }) };
+            v.out = { unary(x, ctx, [](float a) { return math::geluErf(a); }) };
     }
 
     void geluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
@@ -442,17 +428,9 @@ namespace {
         const auto& dy = g.gradOut[0];
         const auto& x = v.in[0];
         if (tanhGelu(node))
-            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) {
-                const float inner = kSqrt2OverPi * (a + kGeluCubic * a * a * a);
-                const float t = fastTanh(inner);
-                return 0.5F * (1.0F + t)
-                    + 0.5F * a * (1.0F - t * t) * kSqrt2OverPi * (1.0F + 3.0F * kGeluCubic * a * a);
-            });
+            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) { return math::geluTanhGrad(a); });
         else
-            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) {
-                return 0.5F * (1.0F + std::erf(a * kInvSqrt2))
-                    + a * 0.5F * kTwoOverSqrtPi * kInvSqrt2 * std::exp(-0.5F * a * a);
-            });
+            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) { return math::geluErfGrad(a); });
     }
 
     void reduceMeanForward(const Node& node, NodeValues& v, KernelContext& ctx)

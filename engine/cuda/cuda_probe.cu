@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <dlfcn.h>
 #include <vector>
 
 namespace ps::engine::cuda {
@@ -38,6 +39,14 @@ GpuProbe probeGpus()
 {
     GpuProbe probe;
     probe.built = true;
+    // Without a driver the runtime says "driver version is insufficient", which misleads a user who
+    // has none at all: look for the driver library first (docs: GPU.md).
+    if (void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); driver == nullptr) {
+        probe.status = "no NVIDIA driver (libcuda.so.1 not found)";
+        return probe;
+    } else {
+        ::dlclose(driver);
+    }
     int count = 0;
     const auto err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
@@ -55,13 +64,20 @@ GpuProbe probeGpus()
     return probe;
 }
 
-KernelCheck runSaxpySelfTest(int device)
+std::optional<KernelCheck> selectDevice(int device)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || device >= count)
-        return { false, false, "no CUDA device " + std::to_string(device) };
+        return KernelCheck { false, false, "no CUDA device " + std::to_string(device) };
     if (const auto err = cudaSetDevice(device); err != cudaSuccess)
-        return { true, false, describe(err) };
+        return KernelCheck { true, false, describe(err) };
+    return std::nullopt;
+}
+
+KernelCheck runSaxpySelfTest(int device)
+{
+    if (auto failed = selectDevice(device))
+        return *failed;
     constexpr int n = 1 << 20;
     std::vector<float> x(n), y(n);
     for (int i = 0; i < n; ++i) {

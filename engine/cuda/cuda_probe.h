@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,10 @@ struct KernelCheck
 };
 
 KernelCheck runSaxpySelfTest(int device);
+// Makes `device` current for a self-test; the failed check when it cannot be (CUDA builds only).
+std::optional<KernelCheck> selectDevice(int device);
+// GELU (tanh and erf) forward and backward and an AdamW step over a range of inputs on `device`,
+// against the same engine/kernel_math.h functions evaluated on the host.
+KernelCheck runElementwiseSelfTest(int device);
 
 } // namespace ps::engine::cuda

@@ -13,4 +13,9 @@ KernelCheck runSaxpySelfTest(int /*device*/)
     return { false, false, "built without CUDA" };
 }
 
+KernelCheck runElementwiseSelfTest(int /*device*/)
+{
+    return { false, false, "built without CUDA" };
+}
+
 } // namespace ps::engine::cuda

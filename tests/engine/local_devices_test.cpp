@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 using namespace ps::engine;
 
 TEST(LocalDevices, CpuIsAlwaysListedFirst)
@@ -27,6 +29,20 @@ TEST(GpuSelfTest, SaxpyMatchesCpu)
     const auto r = cudaSelfTest(0);
     EXPECT_TRUE(r.ran);
     EXPECT_TRUE(r.passed) << r.message;
+}
+
+// A machine without the driver library is told so, not that its driver is too old.
+TEST(LocalDevices, NoDriverIsSaidPlainly)
+{
+    void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (driver) {
+        ::dlclose(driver);
+        GTEST_SKIP() << "this machine has an NVIDIA driver";
+    }
+    const auto report = probeLocalDevices();
+    if (report.cudaStatus.find("built without CUDA") != std::string::npos)
+        GTEST_SKIP() << report.cudaStatus;
+    EXPECT_EQ(report.cudaStatus, "no NVIDIA driver (libcuda.so.1 not found)");
 }
 
 TEST(CpuProbe, MeasuresPositiveRates)

@@ -1,0 +1,80 @@
+// engine/kernel_math.h: the per-element math the CPU backend and the CUDA kernels share, against
+// double-precision references (GELU and its derivatives by finite differences) and torch's AdamW
+// step written out.
+#include "kernel_math.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace ps::engine;
+
+namespace {
+
+double geluErfRef(double a)
+{
+    return 0.5 * a * (1.0 + std::erf(a / std::sqrt(2.0)));
+}
+
+double geluTanhRef(double a)
+{
+    return 0.5 * a * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a * a * a)));
+}
+
+} // namespace
+
+TEST(KernelMath, GeluAndItsDerivativesMatchDoublePrecision)
+{
+    for (double a = -9.0; a <= 9.0; a += 0.0137) {
+        const auto x = static_cast<float>(a);
+        const double xd = x;
+        EXPECT_NEAR(math::geluErf(x), geluErfRef(xd), 2e-6 + 2e-6 * std::fabs(xd)) << a;
+        EXPECT_NEAR(math::geluTanh(x), geluTanhRef(xd), 2e-6 + 2e-6 * std::fabs(xd)) << a;
+        const double h = 1e-4;
+        EXPECT_NEAR(math::geluErfGrad(x), (geluErfRef(xd + h) - geluErfRef(xd - h)) / (2 * h), 2e-5) << a;
+        EXPECT_NEAR(math::geluTanhGrad(x), (geluTanhRef(xd + h) - geluTanhRef(xd - h)) / (2 * h), 2e-5) << a;
+        EXPECT_NEAR(math::fastTanh(x), std::tanh(xd), 2e-7) << a;
+    }
+}
+
+TEST(KernelMath, AdamWStepIsTorchs)
+{
+    // torch.optim.AdamW(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1), step 1 then 2,
+    // written out in double precision.
+    float w = 0.5F;
+    float m = 0;
+    float v = 0;
+    double wd = 0.5;
+    double md = 0;
+    double vd = 0;
+    for (int step = 1; step <= 2; ++step) {
+        const float g = step == 1 ? 0.2F : -0.1F;
+        const math::AdamWCoefficients c { 1e-2F, 0.1F, 0.9F, 0.999F, 1e-8F,
+            1.0F - std::pow(0.9F, static_cast<float>(step)),
+            std::sqrt(1.0F - std::pow(0.999F, static_cast<float>(step))), 1.0F };
+        math::adamwElement(w, g, m, v, c);
+        wd *= 1 - 1e-2 * 0.1;
+        md = 0.9 * md + 0.1 * g;
+        vd = 0.999 * vd + 0.001 * static_cast<double>(g) * g;
+        const double mhat = md / (1 - std::pow(0.9, step));
+        const double denom = std::sqrt(vd) / std::sqrt(1 - std::pow(0.999, step)) + 1e-8;
+        wd -= 1e-2 * mhat / denom;
+        EXPECT_NEAR(w, wd, 1e-6) << "step " << step;
+        EXPECT_NEAR(m, md, 1e-7);
+        EXPECT_NEAR(v, vd, 1e-9);
+    }
+    // The gradient scale divides the gradient first (accumulated micro-batches).
+    float w1 = 1;
+    float m1 = 0;
+    float v1 = 0;
+    float w2 = 1;
+    float m2 = 0;
+    float v2 = 0;
+    const math::AdamWCoefficients half { 1e-3F, 0, 0.9F, 0.999F, 1e-8F, 0.1F, std::sqrt(0.001F), 0.5F };
+    auto whole = half;
+    whole.gradScale = 1;
+    math::adamwElement(w1, 0.4F, m1, v1, half);
+    math::adamwElement(w2, 0.2F, m2, v2, whole);
+    EXPECT_FLOAT_EQ(w1, w2);
+    EXPECT_FLOAT_EQ(m1, m2);
+}
