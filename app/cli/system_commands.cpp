@@ -1,6 +1,7 @@
 // `pipestudio zoo`, `pipestudio devices` and `pipestudio demo`.
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cuda_libraries.h"
 #include "graph/graph_summary.h"
 #include "local_devices.h"
 #include "profiler_backends.h"
@@ -27,8 +28,13 @@ namespace {
         nlohmann::ordered_json backends = nlohmann::ordered_json::array();
         for (const auto& b : profiler::availableBackends())
             backends.push_back({ { "name", b.name }, { "available", b.available }, { "detail", b.detail } });
+        nlohmann::ordered_json libraries = nlohmann::ordered_json::array();
+        for (const auto& l : engine::findCudaLibraries()) {
+            libraries.push_back({ { "role", l.role }, { "soname", l.soname }, { "found", l.found },
+                { l.found ? "path" : "detail", l.found ? l.path : l.detail } });
+        }
         return { { "cuda_built", report.cudaBuilt }, { "cuda_status", report.cudaStatus }, { "devices", devices },
-            { "profilers", backends } };
+            { "cuda_libraries", libraries }, { "profilers", backends } };
     }
 
     int printDevices(bool json, bool selfTest)
@@ -41,6 +47,8 @@ namespace {
                 fmt::print("{:>2}  {:<5} {:<40} {:>12}  {}\n", d.id.value, d.kind, d.name,
                     formatBytes(static_cast<double>(d.memoryBytes)), d.detail);
             fmt::print("CUDA: {}\n", report.cudaStatus);
+            for (const auto& l : engine::findCudaLibraries())
+                fmt::print("  {:<9} {:<18} {}\n", l.role, l.soname, l.found ? l.path : "not found: " + l.detail);
             for (const auto& b : profiler::availableBackends())
                 fmt::print("Profiler {:<11} {}  {}\n", b.name, b.available ? "yes" : "no ", b.detail);
         }

@@ -1,5 +1,6 @@
 #include "cluster/cluster.h"
 #include "cpu_probe.h"
+#include "cuda_libraries.h"
 #include "local_devices.h"
 
 #include <gtest/gtest.h>
@@ -54,4 +55,45 @@ TEST(CpuProbe, MeasuresPositiveRates)
     EXPECT_GT(cpu.memoryBandwidth, 1e8);
     EXPECT_GT(cpu.memoryBytes, 0);
     EXPECT_NO_THROW(ps::makeCluster(cpu, 2).check());
+}
+
+// The GPU half's libraries, found in the documented order, each with its file or the reason.
+TEST(CudaLibraries, EveryLibraryIsFoundOrExplained)
+{
+    const auto libs = findCudaLibraries();
+    ASSERT_EQ(libs.size(), 7u);
+    EXPECT_EQ(libs.front().role, "driver");
+    for (const auto& l : libs) {
+        if (l.found) {
+            EXPECT_TRUE(std::filesystem::exists(l.path)) << l.soname << " at " << l.path;
+            EXPECT_TRUE(l.detail.empty());
+        } else {
+            EXPECT_FALSE(l.detail.empty()) << l.soname;
+        }
+    }
+    // The toolkit's flat layout (development and CI machines) is on the search path.
+    if (std::filesystem::exists("/usr/local/cuda/lib/libcupti.so.13")) {
+        const auto cupti =
+            std::find_if(libs.begin(), libs.end(), [](const CudaLibrary& l) { return l.role == "cupti"; });
+        ASSERT_NE(cupti, libs.end());
+        EXPECT_TRUE(cupti->found) << cupti->detail;
+    }
+    void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (driver)
+        ::dlclose(driver);
+    else
+        EXPECT_NE(libs.front().detail.find("no NVIDIA driver"), std::string::npos) << libs.front().detail;
+}
+
+// $PS_CUDA_LIB_DIR comes first on the search path.
+TEST(CudaLibraries, TheEnvironmentDirectoryIsSearchedFirst)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("ps_cuda_libs_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    ::setenv("PS_CUDA_LIB_DIR", dir.c_str(), 1);
+    const auto path = cudaLibrarySearchPath();
+    ::unsetenv("PS_CUDA_LIB_DIR");
+    std::filesystem::remove_all(dir);
+    ASSERT_FALSE(path.empty());
+    EXPECT_EQ(path.front(), dir);
 }

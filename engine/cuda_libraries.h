@@ -1,0 +1,31 @@
+// Where this machine's CUDA libraries are, found the way the GPU half loads them (dlopen, so the
+// same binary starts where none is installed): the driver, the runtime, cuBLAS/cuBLASLt, cuDNN,
+// NCCL and CUPTI. Search order (docs GPU.md): $PS_CUDA_LIB_DIR, the loader's default path,
+// /usr/local/cuda/lib64, /usr/local/cuda/lib, then the pip layout of the `python3` on PATH
+// (site-packages/nvidia/*/lib, where PyTorch users keep cuDNN and NCCL). `pipestudio devices`
+// prints the file each library came from, or why it was not found.
+// Depends on: the standard library and dlopen; no CUDA headers.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ps::engine {
+
+struct CudaLibrary
+{
+    std::string role; // "driver", "runtime", "cublas", "cublasLt", "cudnn", "nccl", "cupti"
+    std::string soname; // "libcublas.so.13"
+    bool found = false;
+    std::string path; // the file loaded, when found
+    std::string detail; // the loader's error for the last place tried, when not found
+};
+
+// The directories searched after the loader's default path, in order (existing ones only).
+[[nodiscard]] std::vector<std::filesystem::path> cudaLibrarySearchPath();
+
+// Finds every library of the GPU half; each is loaded and released again (nothing stays loaded).
+[[nodiscard]] std::vector<CudaLibrary> findCudaLibraries();
+
+} // namespace ps::engine
