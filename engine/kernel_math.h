@@ -83,4 +83,24 @@ PS_HOST_DEVICE inline void adamwElement(float& w, float grad, float& m, float& v
     w -= c.lr / c.correction1 * m / denom;
 }
 
+// Dropout's keep decision for element `index` of a call seeded with `seed`: a counter-based hash
+// (splitmix64), so any thread or GPU block decides any element without shared generator state and
+// a recompute with the same seed draws the same mask. An element is kept when its 32 random bits
+// reach `dropThreshold` = p * 2^32.
+PS_HOST_DEVICE inline bool dropoutKeep(unsigned long long seed, unsigned long long index, unsigned int dropThreshold)
+{
+    unsigned long long z = seed + (index + 1ULL) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31U;
+    return static_cast<unsigned int>(z >> 32U) >= dropThreshold;
+}
+
+// p * 2^32, saturated: the threshold dropoutKeep compares against.
+PS_HOST_DEVICE inline unsigned int dropoutThreshold(double p)
+{
+    const double t = p * 4294967296.0;
+    return t >= 4294967295.0 ? 4294967295U : t <= 0.0 ? 0U : static_cast<unsigned int>(t);
+}
+
 } // namespace ps::engine::math

@@ -1,5 +1,6 @@
 // Embedding, normalizations, softmax with masks, dropout and the cross-entropy loss.
 #include "cpu/kernel_impl.h"
+#include "kernel_math.h"
 
 #include <cmath>
 #include <cstring>
@@ -275,7 +276,9 @@ namespace {
         g.gradIn[0] = dx;
     }
 
-    // ---- Dropout: an inverted-dropout mask (kept / (1 - p)) saved for backward ----
+    // ---- Dropout: a one-byte keep mask saved for backward (as PyTorch keeps a bool mask), drawn by
+    // engine/kernel_math.h's counter-based hash from one seed per call; kept values scaled by
+    // 1 / (1 - p) ----
 
     void dropoutForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
@@ -285,19 +288,25 @@ namespace {
             v.out = { x };
             return;
         }
-        auto mask = NdArray::empty(ctx.allocator, x.shape());
+        auto mask = NdArray::empty(ctx.allocator, x.shape(), DType::U8);
         auto out = NdArray::empty(ctx.allocator, x.shape());
         const auto keep = static_cast<float>(1.0 / (1.0 - p));
-        std::uniform_real_distribution<double> uniform(0.0, 1.0);
-        for (std::int64_t i = 0; i < x.numel(); ++i) {
-            mask.f32()[i] = uniform(ctx.rng) >= p ? keep : 0.0F;
-            out.f32()[i] = x.f32()[i] * mask.f32()[i];
+        const auto seed = static_cast<unsigned long long>(ctx.rng());
+        const auto threshold = math::dropoutThreshold(p);
+        const float* in = x.f32();
+        float* o = out.f32();
+        std::uint8_t* m = mask.u8();
+        const auto n = x.numel();
+        for (std::int64_t i = 0; i < n; ++i) {
+            const bool kept = math::dropoutKeep(seed, static_cast<unsigned long long>(i), threshold);
+            m[i] = kept ? 1 : 0;
+            o[i] = kept ? in[i] * keep : 0.0F;
         }
         v.out = { out };
         v.saved = { mask };
     }
 
-    void dropoutBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    void dropoutBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& dy = g.gradOut[0];
         if (v.saved.empty()) {
@@ -306,8 +315,13 @@ namespace {
         }
         const auto& x = v.in[0];
         auto dx = NdArray::empty(ctx.allocator, x.shape());
-        for (std::int64_t i = 0; i < x.numel(); ++i)
-            dx.f32()[i] = dy.f32()[i] * v.saved[0].f32()[i];
+        const auto keep = static_cast<float>(1.0 / (1.0 - node.floatAttr("p", 0.0)));
+        const float* d = dy.f32();
+        const std::uint8_t* m = v.saved[0].u8();
+        float* out = dx.f32();
+        const auto n = x.numel();
+        for (std::int64_t i = 0; i < n; ++i)
+            out[i] = m[i] != 0 ? d[i] * keep : 0.0F;
         g.gradIn[0] = dx;
     }
 

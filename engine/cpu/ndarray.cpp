@@ -229,7 +229,8 @@ void Allocator::setOwner(std::string_view owner)
 
 NdArray NdArray::empty(Allocator& allocator, Shape shape, DType dtype)
 {
-    if (dtype != DType::F32 && dtype != DType::I64)
+    // U8 holds masks a kernel saves for its backward (dropout), never a value of the graph.
+    if (dtype != DType::F32 && dtype != DType::I64 && dtype != DType::U8)
         throw Error("the CPU engine computes in fp32 and int64, not " + std::string(toString(dtype)));
     NdArray a;
     a.m_storage = std::make_shared<Storage>(allocator.state(), numBytes(shape, dtype));
@@ -291,6 +292,20 @@ const std::int64_t* NdArray::i64() const
     if (!m_storage || m_storage->data == nullptr)
         notResident();
     return reinterpret_cast<const std::int64_t*>(m_storage->data + m_offset);
+}
+
+std::uint8_t* NdArray::u8()
+{
+    if (!m_storage || m_storage->data == nullptr)
+        notResident();
+    return reinterpret_cast<std::uint8_t*>(m_storage->data + m_offset);
+}
+
+const std::uint8_t* NdArray::u8() const
+{
+    if (!m_storage || m_storage->data == nullptr)
+        notResident();
+    return reinterpret_cast<const std::uint8_t*>(m_storage->data + m_offset);
 }
 
 NdArray NdArray::view(Shape shape) const

@@ -120,6 +120,8 @@ public:
     [[nodiscard]] const float* f32() const;
     [[nodiscard]] std::int64_t* i64();
     [[nodiscard]] const std::int64_t* i64() const;
+    [[nodiscard]] std::uint8_t* u8(); // U8 arrays: one byte per element (dropout masks)
+    [[nodiscard]] const std::uint8_t* u8() const;
     // Same storage, another shape of the same element count.
     [[nodiscard]] NdArray view(Shape shape) const;
     // Same storage, `shape`'s elements from `offsetElements` on (a parameter inside a chunk).

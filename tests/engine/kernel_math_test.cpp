@@ -78,3 +78,32 @@ TEST(KernelMath, AdamWStepIsTorchs)
     EXPECT_FLOAT_EQ(w1, w2);
     EXPECT_FLOAT_EQ(m1, m2);
 }
+
+TEST(KernelMath, DropoutKeepsTheRightShareAndRepeatsPerSeed)
+{
+    for (const double p : { 0.0, 0.1, 0.5, 0.9 }) {
+        const auto threshold = math::dropoutThreshold(p);
+        constexpr int n = 200'000;
+        int kept = 0;
+        int same = 0;
+        for (int i = 0; i < n; ++i) {
+            const bool k = math::dropoutKeep(42, static_cast<unsigned long long>(i), threshold);
+            kept += k ? 1 : 0;
+            same += k == math::dropoutKeep(42, static_cast<unsigned long long>(i), threshold) ? 1 : 0;
+        }
+        EXPECT_NEAR(static_cast<double>(kept) / n, 1.0 - p, 0.005) << "p = " << p;
+        EXPECT_EQ(same, n); // a recompute draws the same mask
+    }
+    // Another seed, another mask; neighbouring elements independent.
+    int differ = 0;
+    int runs = 0;
+    const auto half = math::dropoutThreshold(0.5);
+    for (int i = 0; i < 10'000; ++i) {
+        differ += math::dropoutKeep(1, i, half) != math::dropoutKeep(2, i, half) ? 1 : 0;
+        runs += math::dropoutKeep(1, i, half) != math::dropoutKeep(1, i + 1, half) ? 1 : 0;
+    }
+    EXPECT_NEAR(differ / 10'000.0, 0.5, 0.03);
+    EXPECT_NEAR(runs / 10'000.0, 0.5, 0.03);
+    EXPECT_EQ(math::dropoutThreshold(1.0), 4294967295U);
+    EXPECT_EQ(math::dropoutThreshold(-0.1), 0U);
+}
