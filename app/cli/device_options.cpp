@@ -61,6 +61,44 @@ CostModelOptions costOptions(const DeviceOptions& o)
     return c;
 }
 
+void addProfileOption(CLI::App* cmd, DeviceOptions& o)
+{
+    cmd->add_option("--profile", o.profile,
+        "Per-node profile to plan with: analytical (default, the cost model at --precision), measured (this "
+        "project's `pipestudio profile` rows for --device: measured-cpu on cpu), imported (an `import-trace` "
+        "profile for --device), or a stored source name");
+}
+
+std::string profileLabel(const Profile& profile)
+{
+    if (profile.source == "analytical")
+        return "precision " + std::string(toString(profile.setup.precision));
+    return "profile " + profile.source + " (stored in the project)";
+}
+
+Profile planningProfile(const ProjectStore& store, const Graph& graph, const DeviceSpec& device, const DeviceOptions& o)
+{
+    if (o.profile.empty() || o.profile == "analytical")
+        return estimateProfile(graph, device, costOptions(o));
+    const auto source = o.profile == "measured" ? (device.id == "cpu" ? "measured-cpu" : "measured-cuda") : o.profile;
+    const auto project = store.path().string();
+    auto profile = store.loadProfile(device.id, source);
+    if (!profile) {
+        const auto how = source == "measured-cpu" ? "measure it with `pipestudio profile " + project + "`"
+            : source == "imported"
+            ? "import a trace with `pipestudio import-trace " + project + " TRACE --device " + device.id + "`"
+            : "store one first";
+        throw Error("--profile " + o.profile + ": '" + project + "' has no " + source + " profile for device '"
+            + device.id + "' (" + how + ", or plan with --profile analytical)");
+    }
+    if (profile->nodes.size() != graph.nodeCount())
+        throw Error("--profile " + o.profile + ": the " + source + " profile in '" + project + "' has "
+            + std::to_string(profile->nodes.size()) + " nodes, the model " + std::to_string(graph.nodeCount())
+            + " (profile the model again)");
+    profile->setup.optimizer = parseOptimizer(o.optimizer);
+    return *profile;
+}
+
 std::vector<double> nodeTimes(const Profile& profile, double mb)
 {
     std::vector<double> t;

@@ -4,6 +4,7 @@
 #include "cluster/cluster.h"
 #include "cluster/device_catalog.h"
 #include "cost/profile.h"
+#include "store/project_store.h"
 
 #include <CLI/CLI.hpp>
 
@@ -20,12 +21,24 @@ struct DeviceOptions
     bool mixedPrecision = false; // --mixed-precision: fp16
     bool tf32 = false; // --tf32: tf32
     std::string optimizer = "adam";
+    std::string profile = "analytical"; // --profile: analytical, measured, imported, or a stored source
 };
 
 void addDeviceOptions(CLI::App* cmd, DeviceOptions& options);
 // The catalog entry, or the measured CPU for `cpu`.
 DeviceSpec resolveDevice(const DeviceOptions& options);
 CostModelOptions costOptions(const DeviceOptions& options);
+// --profile on the commands that plan or simulate with a per-node profile.
+void addProfileOption(CLI::App* cmd, DeviceOptions& options);
+// The profile a planning command uses on `device`: the analytical estimate, or one stored in the
+// project (`pipestudio profile`, `import-trace`): "measured" is measured-cpu on the cpu device and
+// measured-cuda on a GPU, "imported" an imported trace's. Throws ps::Error naming the project, the
+// source and the device, and how to make one, when the project has none that fits the graph.
+// "precision fp32" for the analytical estimate, "profile measured-cpu (stored, measured)" otherwise:
+// what a planning command's output says it used.
+std::string profileLabel(const Profile& profile);
+Profile planningProfile(
+    const ProjectStore& store, const Graph& graph, const DeviceSpec& device, const DeviceOptions& options);
 // --precision, or what the legacy --mixed-precision / --tf32 flags mean; throws ps::Error when
 // several are given.
 Precision precisionOf(const DeviceOptions& options);

@@ -62,7 +62,7 @@ namespace {
         const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
         const auto graph = store.loadGraph();
         const auto cluster = clusterFor(o, d);
-        const auto profile = estimateProfile(graph, cluster.device, costOptions(d));
+        const auto profile = planningProfile(store, graph, cluster.device, d);
         GroupingRequest request;
         request.stages = o.stages;
         request.globalBatch = o.globalBatch;
@@ -155,6 +155,7 @@ void addGroupingCommand(CLI::App& app, Action& action)
     cmd->add_option("--interval", o->interval, "Iterations between re-estimations")->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--json", o->json, "Print JSON");
     addDeviceOptions(cmd, *d);
+    addProfileOption(cmd, *d);
     cmd->callback([&action, o, d] { action = [=] { return groupingCommand(*o, *d); }; });
 }
 

@@ -149,7 +149,7 @@ namespace {
         const double mb = s.microBatchSize > 0 ? s.microBatchSize : static_cast<double>(graph.info().microBatch);
         const auto spec = parseScheduleSpec(s.schedule, s.stages, s.microBatches);
         const auto cluster = buildCluster(s, o, spec.devices());
-        const auto profile = estimateProfile(graph, cluster.device, costOptions(o));
+        const auto profile = planningProfile(store, graph, cluster.device, o);
         const auto partition = s.cuts == "auto" ? computeBalancedPartition(nodeTimes(profile, mb), s.stages)
                                                 : cutsOption(s.cuts, graph.nodeCount(), s.stages);
         const auto stages = computeStageCosts(graph, profile, partition, mb);
@@ -162,7 +162,7 @@ namespace {
         if (!s.csv.empty())
             writeText(s.csv, scheduleToCsv(schedule), "--csv");
         const nlohmann::ordered_json config = { { "cuts", partition.cutsText() }, { "device", cluster.device.id },
-            { "precision", toString(profile.setup.precision) },
+            { "precision", toString(profile.setup.precision) }, { "profile", profile.source },
             { "cluster", nlohmann::json::parse(clusterToJson(cluster)) } };
         if (!s.noSave) {
             store.saveCluster(cluster);
@@ -172,10 +172,10 @@ namespace {
             auto j = nlohmann::ordered_json::parse(simulationSummaryJson(result));
             j["cuts"] = partition.cutsText();
             j["precision"] = toString(profile.setup.precision);
+            j["profile"] = profile.source;
             fmt::print("{}\n", j.dump(2));
         } else {
-            fmt::print(
-                "{} on {}, precision {}\n", graph.info().name, cluster.device.name, toString(profile.setup.precision));
+            fmt::print("{} on {}, {}\n", graph.info().name, cluster.device.name, profileLabel(profile));
             printResult(result, partition, stages);
         }
         return 0;
@@ -221,6 +221,7 @@ void addSimulateCommand(CLI::App& app, Action& action)
     cmd->add_flag("--no-save", s->noSave, "Do not store the simulation in the project");
     cmd->add_flag("--no-comm", s->noComm, "Transfers take no time");
     addDeviceOptions(cmd, *device);
+    addProfileOption(cmd, *device);
     cmd->callback([&action, s, device] { action = [=] { return simulateCommand(*s, *device); }; });
 }
 

@@ -57,6 +57,7 @@ namespace {
             "backward (no swap/recompute optimizer)");
         cmd->add_flag("--json", o.json, "Print JSON");
         addDeviceOptions(cmd, d);
+        addProfileOption(cmd, d);
     }
 
     PlannerLimits limitsOf(const PlanCommandOptions& o)
@@ -82,10 +83,9 @@ namespace {
                 + std::to_string(graph.nodeCount()) + " nodes (at least one per stage)");
         Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
         p.cluster = makeCluster(resolveDevice(d), p.spec.devices());
-        p.profile = estimateProfile(p.graph, p.cluster.device, costOptions(d));
+        p.profile = planningProfile(store, p.graph, p.cluster.device, d);
         if (!o.json)
-            fmt::print("{} on {}, precision {}\n", p.graph.info().name, p.cluster.device.name,
-                toString(p.profile.setup.precision));
+            fmt::print("{} on {}, {}\n", p.graph.info().name, p.cluster.device.name, profileLabel(p.profile));
         return p;
     }
 

@@ -482,6 +482,38 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
 }
 
+// plan, search, simulate and grouping plan with a stored profile when asked (--profile), and say so.
+TEST_F(Cli, PlanningCommandsUseAStoredProfileWhenAsked)
+{
+    const auto p = file("stored.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 4 -o " + p).exitCode, 0);
+    const auto missing = runCli("simulate " + p + " --device cpu --stages 2 --profile measured --no-save");
+    EXPECT_NE(missing.exitCode, 0);
+    EXPECT_NE(missing.output.find("has no measured-cpu profile for device 'cpu'"), std::string::npos) << missing.output;
+    EXPECT_NE(missing.output.find("pipestudio profile"), std::string::npos) << missing.output;
+    ASSERT_EQ(runCli("profile " + p + " --repeats 2 --warmup 1").exitCode, 0);
+    const auto simulate = [&](const std::string& profile) {
+        const auto r = runCli("simulate " + p + " --device cpu --stages 2 --cuts 20 --no-save --json" + profile);
+        EXPECT_EQ(r.exitCode, 0) << r.output;
+        return nlohmann::json::parse(r.output);
+    };
+    const auto measured = simulate(" --profile measured");
+    const auto analytical = simulate("");
+    EXPECT_EQ(measured["profile"], "measured-cpu");
+    EXPECT_EQ(analytical["profile"], "analytical");
+    EXPECT_NE(measured["iteration_ms"].get<double>(), analytical["iteration_ms"].get<double>());
+    const auto plan = runCli("plan " + p + " --device cpu --stages 2 --profile measured-cpu --no-save");
+    ASSERT_EQ(plan.exitCode, 0) << plan.output;
+    EXPECT_NE(plan.output.find("profile measured-cpu (stored in the project)"), std::string::npos) << plan.output;
+    const auto search = runCli("search " + p
+        + " --device cpu --stages 2 --schedules 1f1b --micro-batch-sizes 4 "
+          "--global-batch 16 --profile measured");
+    EXPECT_EQ(search.exitCode, 0) << search.output;
+    const auto imported = runCli("plan " + p + " --device a100-40gb --stages 2 --profile imported");
+    EXPECT_NE(imported.exitCode, 0);
+    EXPECT_NE(imported.output.find("import-trace"), std::string::npos) << imported.output;
+}
+
 TEST_F(Cli, TrainCheckpointsOnCtrlC)
 {
     const auto p = file("sigint.pstudio");
