@@ -1,5 +1,7 @@
 #include "onnx/fixed_shapes.h"
 
+#include "onnx/shape_arith.h"
+#include "onnx/shape_folding.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -12,37 +14,9 @@
 namespace ps::onnximport {
 namespace {
 
+    using namespace arith;
     using Dims = std::vector<std::int64_t>;
     using ShapeMap = std::unordered_map<std::string, Dims>;
-
-    bool isIntegerType(int t)
-    {
-        using T = onnx::TensorProto;
-        return t == T::INT64 || t == T::INT32 || t == T::INT16 || t == T::INT8 || t == T::UINT8;
-    }
-
-    // a * b, or -1 when it overflows (sizes are never negative: a failed comparison, not UB on the
-    // huge dimensions a malformed file can hold).
-    std::int64_t mul(std::int64_t a, std::int64_t b)
-    {
-        std::int64_t r = 0;
-        return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -1 : r;
-    }
-
-    std::int64_t product(const Dims& d, std::size_t begin, std::size_t end)
-    {
-        std::int64_t p = 1;
-        for (std::size_t i = begin; i < end && i < d.size(); ++i)
-            p = mul(p, d[i]);
-        return p;
-    }
-
-    // Whether a1 / a0 == to / from, all positive.
-    bool sameRatio(std::int64_t a1, std::int64_t a0, std::int64_t to, std::int64_t from)
-    {
-        const auto l = mul(a1, from);
-        return l > 0 && l == mul(a0, to);
-    }
 
     std::string format(const Dims& d)
     {
@@ -52,29 +26,21 @@ namespace {
         return s + "]";
     }
 
-    // Concrete shapes of every value shape inference resolved, and of initializers and constants.
-    ShapeMap shapesOf(const onnx::ModelProto& inferred)
+    // Concrete shapes of every value shape inference resolved (shape_folding's), graph outputs and
+    // Constant nodes' values too.
+    ShapeMap knownShapes(const onnx::ModelProto& inferred)
     {
-        ShapeMap shapes;
-        const auto add = [&shapes](const onnx::ValueInfoProto& v) {
+        auto shapes = shapesOf(inferred);
+        for (const auto& v : inferred.graph().output()) {
             if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
-                return;
+                continue;
             Dims d;
-            for (const auto& dim : v.type().tensor_type().shape().dim()) {
-                if (!dim.has_dim_value())
-                    return;
-                d.push_back(dim.dim_value());
-            }
-            shapes[v.name()] = std::move(d);
-        };
-        const auto& g = inferred.graph();
-        for (const auto* list : { &g.input(), &g.value_info(), &g.output() }) {
-            for (const auto& v : *list)
-                add(v);
+            for (const auto& dim : v.type().tensor_type().shape().dim())
+                d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+            if (std::none_of(d.begin(), d.end(), [](std::int64_t x) { return x < 0; }))
+                shapes[v.name()] = std::move(d);
         }
-        for (const auto& t : g.initializer())
-            shapes[t.name()] = Dims(t.dims().begin(), t.dims().end());
-        for (const auto& n : g.node()) {
+        for (const auto& n : inferred.graph().node()) {
             if (n.op_type() != "Constant")
                 continue;
             for (const auto& a : n.attribute()) {
@@ -252,7 +218,7 @@ namespace {
                     + std::to_string(kMaxInferences) + " rounds of shape inference: " + exportAdvice());
             auto copy = m_model;
             m_infer(copy);
-            return shapesOf(copy);
+            return knownShapes(copy);
         }
         void setInputSizes();
         void attempt();
@@ -575,161 +541,11 @@ namespace {
 
 } // namespace
 
-std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::optional<int> batchAxis)
-{
-    std::set<std::string> initializers;
-    for (const auto& i : model.graph().initializer())
-        initializers.insert(i.name());
-    struct Input
-    {
-        std::string name;
-        int elemType;
-        std::vector<InputDim> dims;
-    };
-    std::vector<Input> inputs;
-    for (const auto& input : model.graph().input()) {
-        if (initializers.contains(input.name()) || !input.type().has_tensor_type())
-            continue;
-        Input in { input.name(), input.type().tensor_type().elem_type(), {} };
-        int axis = 0;
-        for (const auto& dim : input.type().tensor_type().shape().dim()) {
-            InputDim d;
-            d.input = input.name();
-            d.axis = axis++;
-            d.dynamic = !(dim.has_dim_value() && dim.dim_value() > 0);
-            d.param = dim.dim_param();
-            d.exported = d.dynamic ? 0 : dim.dim_value();
-            d.size = d.exported;
-            in.dims.push_back(std::move(d));
-        }
-        inputs.push_back(std::move(in));
-    }
-    // The batch axis of fixed inputs: given, else one every rank >= 2 input has with one size.
-    std::optional<int> batch = batchAxis;
-    if (!batch) {
-        const auto agree = [&inputs](int axis) {
-            std::optional<std::int64_t> size;
-            for (const auto& in : inputs) {
-                if (in.dims.size() < 2)
-                    continue;
-                const auto& d = in.dims[static_cast<std::size_t>(axis)];
-                if (d.dynamic)
-                    continue;
-                if (size && *size != d.exported)
-                    return false;
-                size = d.exported;
-            }
-            return true;
-        };
-        batch = agree(0) ? 0 : agree(1) ? 1 : 0;
-    }
-    // A dynamic dimension not named like a sequence is the batch the importer binds (the first
-    // such of each input): then no fixed dimension is a batch.
-    const auto dynamicBatch = [](const Input& in) -> std::optional<int> {
-        for (const auto& d : in.dims) {
-            std::string lower = d.param;
-            std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-            if (d.dynamic && lower.find("seq") == std::string::npos)
-                return d.axis;
-        }
-        return std::nullopt;
-    };
-    const bool anyDynamicBatch =
-        std::any_of(inputs.begin(), inputs.end(), [&](const Input& in) { return dynamicBatch(in).has_value(); });
-    std::vector<InputDim> out;
-    for (auto& in : inputs) {
-        const auto rank = static_cast<int>(in.dims.size());
-        const auto own = dynamicBatch(in);
-        const int axis = batchAxis ? *batchAxis : own ? *own : *batch;
-        for (auto& d : in.dims) {
-            if (d.dynamic)
-                continue; // bound by name by the importer
-            if (rank >= 1 && d.axis == axis && (rank >= 2 || batchAxis) && !anyDynamicBatch)
-                d.role = DimRole::Batch;
-            const bool sequenceLike =
-                (rank == 2 && isIntegerType(in.elemType)) || (rank == 3 && in.elemType == onnx::TensorProto::FLOAT);
-            if (sequenceLike && axis <= 1 && d.axis == 1 - axis)
-                d.role = DimRole::Sequence;
-        }
-        for (auto& d : in.dims)
-            out.push_back(std::move(d));
-    }
-    return out;
-}
-
-std::optional<std::int64_t> exportedBatch(const std::vector<InputDim>& dims)
-{
-    for (const auto& d : dims) {
-        if (!d.dynamic && d.role == DimRole::Batch)
-            return d.exported;
-    }
-    return std::nullopt;
-}
-
 int respecialise(onnx::ModelProto& model, const std::vector<InputDim>& dims, const std::vector<int>& order,
     const std::function<void(onnx::ModelProto&)>& infer)
 {
     Respecialiser r(model, dims, order, infer);
     return r.run();
-}
-
-bool batchAxisAmbiguous(const onnx::ModelProto& model)
-{
-    const auto dims = describeInputDims(model, std::nullopt);
-    std::set<std::string> inputs;
-    bool candidate = false;
-    for (const auto& d : dims)
-        inputs.insert(d.input);
-    for (const auto& input : inputs) {
-        std::vector<const InputDim*> mine;
-        for (const auto& d : dims) {
-            if (d.input == input)
-                mine.push_back(&d);
-        }
-        if (mine.size() != 3)
-            return false; // tokens, images and tables have their batch first
-        if (mine[0]->dynamic || mine[1]->dynamic || mine[0]->exported < 2 || mine[1]->exported < 2)
-            return false;
-        candidate = true;
-    }
-    // Several (T, B, C) inputs of different T already told the batch apart (describeInputDims).
-    return candidate && describeInputDims(model, std::nullopt) == describeInputDims(model, 0);
-}
-
-int separableAxis(
-    const onnx::ModelProto& model, const std::vector<int>& order, const std::function<void(onnx::ModelProto&)>& infer)
-{
-    auto before = model;
-    infer(before);
-    const auto old = shapesOf(before);
-    std::vector<int> separable;
-    for (int axis : { 0, 1 }) {
-        auto dims = describeInputDims(model, axis);
-        for (auto& d : dims) {
-            if (!d.dynamic && d.role == DimRole::Batch)
-                d.size = std::max<std::int64_t>(1, mul(2, d.exported));
-        }
-        auto copy = model;
-        try {
-            respecialise(copy, dims, order, infer);
-            infer(copy);
-        } catch (const std::exception&) {
-            continue; // cannot be resized along this axis: not the batch
-        }
-        // Samples never meet along the batch: every value grows at most as fast as the batch.
-        // Along a sequence, attention scores grow with its square.
-        double growth = 0;
-        for (const auto& [name, shape] : shapesOf(copy)) {
-            const auto it = old.find(name);
-            const auto was = it == old.end() ? 0 : product(it->second, 0, it->second.size());
-            if (was > 0)
-                growth =
-                    std::max(growth, static_cast<double>(product(shape, 0, shape.size())) / static_cast<double>(was));
-        }
-        if (growth <= 2.0 + 1e-9)
-            separable.push_back(axis);
-    }
-    return separable.size() == 1 ? separable.front() : 0;
 }
 
 } // namespace ps::onnximport

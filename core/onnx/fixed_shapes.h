@@ -14,7 +14,8 @@
 // which samples never meet (doubling it at most doubles every value; doubling a sequence grows the
 // attention scores four times), found by re-specialising each. The sequence: the other of the first
 // two dimensions of token ids (integer, rank 2) and of rank-3 float inputs (B, T, C).
-// Depends on: onnx/onnx_import.h (the dimension report), libonnx, util/error.h.
+// Roles: input_dims.cpp; re-specialising: fixed_shapes.cpp.
+// Depends on: onnx/onnx_import.h (the dimension report), onnx/shape_folding.h, libonnx, util/error.h.
 #pragma once
 
 #include "onnx/onnx_import.h"

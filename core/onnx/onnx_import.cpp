@@ -7,8 +7,6 @@
 #include "onnx/shape_folding.h"
 #include "util/error.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -725,57 +723,6 @@ namespace {
     }
 
 } // namespace
-
-const char* toString(DimRole role)
-{
-    switch (role) {
-    case DimRole::Batch:
-        return "batch";
-    case DimRole::Sequence:
-        return "sequence";
-    case DimRole::Other:
-        return "other";
-    }
-    return "other";
-}
-
-std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims)
-{
-    auto list = nlohmann::json::array();
-    for (const auto& d : dims) {
-        nlohmann::json j { { "input", d.input }, { "axis", d.axis }, { "dynamic", d.dynamic },
-            { "role", toString(d.role) }, { "size", d.size } };
-        if (d.dynamic)
-            j["param"] = d.param;
-        else
-            j["exported"] = d.exported;
-        list.push_back(std::move(j));
-    }
-    return nlohmann::json { { "input_dims", list } }.dump();
-}
-
-std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson)
-{
-    const auto j = nlohmann::json::parse(configJson, nullptr, false);
-    std::vector<OnnxInputDim> dims;
-    if (!j.is_object() || !j.contains("input_dims") || !j["input_dims"].is_array())
-        return dims;
-    for (const auto& e : j["input_dims"]) {
-        if (!e.is_object())
-            continue;
-        OnnxInputDim d;
-        d.input = e.value("input", "");
-        d.axis = e.value("axis", 0);
-        d.dynamic = e.value("dynamic", false);
-        d.param = e.value("param", "");
-        d.exported = e.value("exported", std::int64_t { 0 });
-        d.size = e.value("size", std::int64_t { 0 });
-        const auto role = e.value("role", "other");
-        d.role = role == "batch" ? DimRole::Batch : role == "sequence" ? DimRole::Sequence : DimRole::Other;
-        dims.push_back(std::move(d));
-    }
-    return dims;
-}
 
 std::vector<OnnxInputDim> describeOnnxInputs(const std::filesystem::path& path, const OnnxImportOptions& options)
 {

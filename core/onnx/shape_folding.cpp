@@ -710,30 +710,30 @@ namespace {
         });
     }
 
-    Shapes shapesOf(const onnx::ModelProto& m)
-    {
-        Shapes shapes;
-        const auto add = [&shapes](const onnx::ValueInfoProto& v) {
-            if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
-                return;
-            std::vector<std::int64_t> s;
-            for (const auto& d : v.type().tensor_type().shape().dim()) {
-                if (!d.has_dim_value())
-                    return;
-                s.push_back(d.dim_value());
-            }
-            shapes[v.name()] = s;
-        };
-        for (const auto& v : m.graph().input())
-            add(v);
-        for (const auto& v : m.graph().value_info())
-            add(v);
-        for (const auto& t : m.graph().initializer())
-            shapes[t.name()] = { t.dims().begin(), t.dims().end() };
-        return shapes;
-    }
-
 } // namespace
+
+std::unordered_map<std::string, std::vector<std::int64_t>> shapesOf(const onnx::ModelProto& m)
+{
+    std::unordered_map<std::string, std::vector<std::int64_t>> shapes;
+    const auto add = [&shapes](const onnx::ValueInfoProto& v) {
+        if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+            return;
+        std::vector<std::int64_t> s;
+        for (const auto& d : v.type().tensor_type().shape().dim()) {
+            if (!d.has_dim_value())
+                return;
+            s.push_back(d.dim_value());
+        }
+        shapes[v.name()] = s;
+    };
+    for (const auto& v : m.graph().input())
+        add(v);
+    for (const auto& v : m.graph().value_info())
+        add(v);
+    for (const auto& t : m.graph().initializer())
+        shapes[t.name()] = { t.dims().begin(), t.dims().end() };
+    return shapes;
+}
 
 std::vector<std::int64_t> FoldedTensor::ints() const
 {

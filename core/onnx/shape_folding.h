@@ -35,6 +35,10 @@ struct FoldedTensor
     [[nodiscard]] std::vector<std::int64_t> ints() const;
 };
 
+// The concrete shapes of a model after shape inference: graph inputs, value_info and initializers
+// (symbolic ones left out).
+[[nodiscard]] std::unordered_map<std::string, std::vector<std::int64_t>> shapesOf(const onnx::ModelProto& model);
+
 // Repeats {shape inference, evaluate what became computable} on a copy of `model` until nothing
 // changes. Returns the evaluated values by tensor name; `inferred` receives the working copy,
 // whose value_info holds the shapes of every other tensor. `infer` runs ONNX shape inference.
