@@ -114,8 +114,9 @@ void ClusterDock::loadFromSession()
             QString::fromStdString(p.source));
     }
     m_profile->setCurrentIndex(std::max(0, m_profile->findData(QString::fromStdString(s.profileSource))));
-    m_precision->setCurrentIndex(
-        std::max(0, m_precision->findData(QString::fromUtf8(std::string(toString(s.precision)).c_str()))));
+    const auto precision = toString(s.precision);
+    m_precision->setCurrentIndex(std::max(
+        0, m_precision->findData(QString::fromUtf8(precision.data(), static_cast<qsizetype>(precision.size())))));
 }
 
 PlanSetup ClusterDock::setup() const
