@@ -107,6 +107,10 @@ public:
     [[nodiscard]] std::vector<NdArray> backward(const Node& node, const NodeValues& values,
         const std::vector<NdArray>& gradOut, const std::vector<bool>& needGrad, KernelContext& ctx) const;
 
+    // Where this backend's buffers live: an allocator for one of its devices is made with it
+    // (host memory for the CPU backend).
+    [[nodiscard]] virtual std::shared_ptr<MemoryResource> memory() const = 0;
+
     // Buffers on a device (its allocator).
     [[nodiscard]] virtual NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype = DType::F32) const = 0;
     // A device buffer holding `bytes` (little-endian f32 or i64 elements of `shape`).
@@ -114,8 +118,8 @@ public:
         Allocator& allocator, const Shape& shape, DType dtype, std::span<const std::byte> bytes) const = 0;
     // The buffer's bytes on the host.
     [[nodiscard]] virtual std::vector<std::byte> toHost(const NdArray& array) const = 0;
-    // A copy of `array` (on this backend) into `target`'s memory (device to device, or to a host
-    // pool for swapping).
+    // A copy of `array` (on this backend) into `allocator`'s memory, `target` being the backend
+    // that owns that memory (device to device, or to a host pool for swapping).
     [[nodiscard]] virtual NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const = 0;
 
     // dst += src (same shape); dst must not share storage with another live array.

@@ -1,11 +1,16 @@
 #include "cuda_libraries.h"
 
+#include "util/error.h"
+
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <link.h>
+#include <map>
 #include <memory>
+#include <mutex>
 
 namespace ps::engine {
 namespace {
@@ -67,12 +72,12 @@ std::vector<std::filesystem::path> cudaLibrarySearchPath()
     return dirs;
 }
 
-std::vector<CudaLibrary> findCudaLibraries()
-{
-    const auto dirs = cudaLibrarySearchPath();
-    const char* env = std::getenv("PS_CUDA_LIB_DIR");
-    std::vector<CudaLibrary> out;
-    for (const auto& w : kWanted) {
+namespace {
+
+    // Opens `w` in the documented order; the handle stays open when `keep`, else it is closed.
+    CudaLibrary openLibrary(const Wanted& w, const std::vector<std::filesystem::path>& dirs, void** keep)
+    {
+        const char* env = std::getenv("PS_CUDA_LIB_DIR");
         CudaLibrary lib { w.role, w.soname, false, {}, {} };
         // $PS_CUDA_LIB_DIR first, then the default path, then the rest of the directories.
         std::vector<std::string> tries;
@@ -95,14 +100,56 @@ std::vector<CudaLibrary> findCudaLibraries()
             lib.found = true;
             lib.path = originOf(handle, w.soname);
             lib.detail.clear();
-            ::dlclose(handle);
+            if (keep != nullptr)
+                *keep = handle;
+            else
+                ::dlclose(handle);
             break;
         }
         if (!lib.found && std::string(w.role) == "driver")
             lib.detail = "no NVIDIA driver (" + lib.detail + ")";
-        out.push_back(std::move(lib));
+        return lib;
     }
+
+} // namespace
+
+std::vector<CudaLibrary> findCudaLibraries()
+{
+    const auto dirs = cudaLibrarySearchPath();
+    std::vector<CudaLibrary> out;
+    for (const auto& w : kWanted)
+        out.push_back(openLibrary(w, dirs, nullptr));
     return out;
+}
+
+void* openCudaLibrary(std::string_view role)
+{
+    static std::mutex mutex;
+    static std::map<std::string, void*, std::less<>> opened;
+    const std::lock_guard lock(mutex);
+    if (const auto it = opened.find(role); it != opened.end())
+        return it->second;
+    const auto* w = std::find_if(kWanted.begin(), kWanted.end(), [&](const Wanted& x) { return x.role == role; });
+    if (w == kWanted.end())
+        throw Error("internal: no CUDA library has the role '" + std::string(role) + "'");
+    void* handle = nullptr;
+    const auto lib = openLibrary(*w, cudaLibrarySearchPath(), &handle);
+    if (!lib.found)
+        throw Error(std::string(w->soname) + " (" + w->role + ") could not be loaded: " + lib.detail
+            + "; set PS_CUDA_LIB_DIR to the folder that holds it");
+    opened.emplace(std::string(role), handle);
+    return handle;
+}
+
+void* cudaSymbol(std::string_view role, const char* name)
+{
+    void* handle = openCudaLibrary(role);
+    ::dlerror();
+    void* symbol = ::dlsym(handle, name);
+    if (symbol == nullptr)
+        throw Error("the " + std::string(role) + " library has no symbol '" + name
+            + "' (a CUDA 13 library is needed; `pipestudio devices` shows which file was loaded)");
+    return symbol;
 }
 
 } // namespace ps::engine

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ps::engine {
@@ -27,5 +28,13 @@ struct CudaLibrary
 
 // Finds every library of the GPU half; each is loaded and released again (nothing stays loaded).
 [[nodiscard]] std::vector<CudaLibrary> findCudaLibraries();
+
+// The one loader of the GPU half: the library of `role` ("cublas", "cudnn", "nccl", "cupti", ...)
+// opened in the order above and kept open for the process. Throws ps::Error naming the library
+// and why it could not be loaded.
+[[nodiscard]] void* openCudaLibrary(std::string_view role);
+// A function of that library by name, to be cast to its declared type; throws ps::Error when
+// the library or the symbol is missing.
+[[nodiscard]] void* cudaSymbol(std::string_view role, const char* name);
 
 } // namespace ps::engine

@@ -42,7 +42,7 @@ GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options, const Backend
     : m_graph(std::move(graph))
     , m_options(options)
     , m_backend(backend)
-    , m_allocator(std::string(backend.name()), options.capacityBytes)
+    , m_allocator(std::string(backend.name()), options.capacityBytes, backend.memory())
     , m_rng(options.seed)
 {
     for (const auto& n : m_graph.nodes()) {

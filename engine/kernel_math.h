@@ -83,6 +83,23 @@ PS_HOST_DEVICE inline void adamwElement(float& w, float grad, float& m, float& v
     w -= c.lr / c.correction1 * m / denom;
 }
 
+// One step of torch.optim.SGD (dampening 0; the momentum buffer is the gradient on the first step).
+struct SgdCoefficients
+{
+    float lr = 0;
+    float momentum = 0;
+    float weightDecay = 0;
+    float gradScale = 1;
+    bool firstStep = true;
+};
+
+PS_HOST_DEVICE inline void sgdElement(float& w, float grad, float& m, const SgdCoefficients& c)
+{
+    const float g = grad * c.gradScale + c.weightDecay * w;
+    m = c.firstStep ? g : c.momentum * m + g;
+    w -= c.lr * m;
+}
+
 // Dropout's keep decision for element `index` of a call seeded with `seed`: a counter-based hash
 // (splitmix64), so any thread or GPU block decides any element without shared generator state and
 // a recompute with the same seed draws the same mask. An element is kept when its 32 random bits

@@ -496,7 +496,9 @@ void addTrainCommand(CLI::App& app, Action& action)
     auto o = std::make_shared<TrainCommandOptions>();
     auto* cmd = app.add_subcommand("train", "Train the project's model on this machine: one CPU device or a pipeline");
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
-    cmd->add_option("--devices", o->devices, "cpu (one device) or cpu:N (N devices sharing the cores)");
+    cmd->add_option("--devices", o->devices,
+        "cpu (one device), cpu:N (N devices sharing the cores), or GPUs with the CUDA backend (not yet run on a "
+        "GPU): cuda:G, cuda:0,cuda:1, cuda:GxK (GPU G as K stage devices)");
     cmd->add_option("--device", o->device, "Same as --devices (cpu)");
     cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
     cmd->add_option("--schedule", o->schedule,

@@ -76,17 +76,11 @@ std::vector<std::byte> CpuBackend::toHost(const NdArray& array) const
     return bytes;
 }
 
-NdArray CpuBackend::copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const
+NdArray CpuBackend::copyTo(const NdArray& array, const Backend& /*target*/, Allocator& allocator) const
 {
-    if (dynamic_cast<const CpuBackend*>(&target) == nullptr)
-        throw Error("cpu backend: copies to the " + std::string(target.name())
-            + " backend go through that backend (fromHost), not the cpu one");
     if (!array.defined())
         throw Error("cpu backend: copy of an undefined array");
-    auto out = NdArray::empty(allocator, array.shape(), array.dtype());
-    if (out.bytes() > 0)
-        std::memcpy(bytesOf(out), bytesOf(array), static_cast<std::size_t>(out.bytes()));
-    return out;
+    return array.copyTo(allocator);
 }
 
 void CpuBackend::accumulate(NdArray& dst, const NdArray& src) const
@@ -143,15 +137,13 @@ void CpuBackend::sgd(NdArray& param, const NdArray& grad, NdArray& momentum, con
 {
     requireSameSize(param, grad, "sgd");
     requireSameSize(param, momentum, "sgd");
+    const math::SgdCoefficients c { u.lr, u.momentum, u.weightDecay, u.gradScale, u.firstStep };
     float* w = param.f32();
     const float* gr = grad.f32();
     float* m = momentum.f32();
     const auto n = param.numel();
-    for (std::int64_t i = 0; i < n; ++i) { // torch.optim.SGD (dampening 0, buffer = g on step 1)
-        const float gi = gr[i] * u.gradScale + u.weightDecay * w[i];
-        m[i] = u.firstStep ? gi : u.momentum * m[i] + gi;
-        w[i] -= u.lr * m[i];
-    }
+    for (std::int64_t i = 0; i < n; ++i)
+        math::sgdElement(w[i], gr[i], m[i], c);
 }
 
 const Backend& cpuBackend()

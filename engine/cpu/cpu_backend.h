@@ -22,11 +22,15 @@ public:
         return m_kernels;
     }
 
+    [[nodiscard]] std::shared_ptr<MemoryResource> memory() const override
+    {
+        return hostMemory();
+    }
     [[nodiscard]] NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype = DType::F32) const override;
     [[nodiscard]] NdArray fromHost(
         Allocator& allocator, const Shape& shape, DType dtype, std::span<const std::byte> bytes) const override;
     [[nodiscard]] std::vector<std::byte> toHost(const NdArray& array) const override;
-    // `target` must be a CPU backend (another device's host pool or the same memory).
+    // Any target: the copy goes through the memory that is not the host's.
     [[nodiscard]] NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const override;
 
     void accumulate(NdArray& dst, const NdArray& src) const override;

@@ -11,12 +11,52 @@
 
 namespace ps::engine {
 
+namespace {
+
+    class HostMemory final : public MemoryResource
+    {
+    public:
+        [[nodiscard]] std::string_view name() const override
+        {
+            return "host";
+        }
+        [[nodiscard]] bool hostAccessible() const override
+        {
+            return true;
+        }
+        [[nodiscard]] std::byte* allocate(std::size_t bytes) override
+        {
+            return static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+        }
+        void release(std::byte* block, std::size_t /*bytes*/) override
+        {
+            std::free(block);
+        }
+        void zero(std::byte* block, std::size_t bytes) override
+        {
+            std::memset(block, 0, bytes);
+        }
+        void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
+        {
+            std::memcpy(dst, src, bytes);
+        }
+    };
+
+} // namespace
+
+const std::shared_ptr<MemoryResource>& hostMemory()
+{
+    static const std::shared_ptr<MemoryResource> memory = std::make_shared<HostMemory>();
+    return memory;
+}
+
 // Freed blocks are kept by size and handed out again, as PyTorch's caching allocators do: a
 // training step allocates the same sizes every micro-batch, and returning large blocks to the
 // system each time costs a page fault per 4 KiB on the next step.
 struct Allocator::State
 {
     std::string device;
+    std::shared_ptr<MemoryResource> memory;
     std::int64_t capacity = 0;
     std::int64_t current = 0;
     std::int64_t peak = 0;
@@ -38,7 +78,7 @@ struct Allocator::State
     {
         for (auto& [size, blocks] : cache) {
             for (auto* b : blocks)
-                std::free(b);
+                memory->release(b, size);
         }
     }
 
@@ -59,7 +99,7 @@ struct Allocator::State
         constexpr std::size_t kMaxCached = std::size_t { 4 } << 30;
         const std::lock_guard lock(mutex);
         if (cachedBytes + rounded > kMaxCached) {
-            std::free(b);
+            memory->release(b, rounded);
             return;
         }
         cache[rounded].push_back(b);
@@ -86,6 +126,11 @@ namespace {
     {
         return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
     }
+
+    // Copies between two allocators' blocks through whichever memory is not the host's (a device
+    // resource copies to, from and within its device); host to host is a memcpy.
+    void transfer(const Allocator::State& to, std::byte* dst, const Allocator::State& from, const std::byte* src,
+        std::size_t bytes);
 
 } // namespace
 
@@ -148,11 +193,11 @@ struct NdArray::Storage
         }
         auto* block = on.take(rounded);
         if (block == nullptr)
-            block = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+            block = on.memory->allocate(rounded);
         if (block == nullptr) {
             unaccount(on);
-            throw OutOfMemoryError(
-                fmt::format("out of host memory on {} allocating {} for {}", on.device, formatMiB(size), ownerText()));
+            throw OutOfMemoryError(fmt::format("out of {} memory on {} allocating {} for {}", on.memory->name(),
+                on.device, formatMiB(size), ownerText()));
         }
         return block;
     }
@@ -173,16 +218,35 @@ struct NdArray::Storage
     std::byte* hostData = nullptr;
 };
 
-Allocator::Allocator(std::string device, std::int64_t capacity)
+namespace {
+
+    void transfer(const Allocator::State& to, std::byte* dst, const Allocator::State& from, const std::byte* src,
+        std::size_t bytes)
+    {
+        auto& via = to.memory->hostAccessible() ? *from.memory : *to.memory;
+        via.copy(dst, src, bytes);
+    }
+
+} // namespace
+
+Allocator::Allocator(std::string device, std::int64_t capacity, std::shared_ptr<MemoryResource> memory)
     : m_state(std::make_shared<State>())
 {
+    if (!memory)
+        throw Error("internal: allocator for " + device + " without a memory resource");
     m_state->device = std::move(device);
     m_state->capacity = capacity;
+    m_state->memory = std::move(memory);
 }
 
 const std::string& Allocator::device() const
 {
     return m_state->device;
+}
+
+MemoryResource& Allocator::memory() const
+{
+    return *m_state->memory;
 }
 
 std::int64_t Allocator::capacity() const
@@ -242,7 +306,7 @@ NdArray NdArray::empty(Allocator& allocator, Shape shape, DType dtype)
 NdArray NdArray::zeros(Allocator& allocator, Shape shape, DType dtype)
 {
     auto a = empty(allocator, std::move(shape), dtype);
-    std::memset(a.m_storage->data, 0, static_cast<std::size_t>(a.bytes()));
+    a.m_storage->state->memory->zero(a.m_storage->data, a.m_storage->rounded);
     return a;
 }
 
@@ -266,46 +330,66 @@ namespace {
 
 } // namespace
 
-float* NdArray::f32()
+std::byte* NdArray::data()
 {
     if (!m_storage || m_storage->data == nullptr)
         notResident();
-    return reinterpret_cast<float*>(m_storage->data + m_offset);
+    return m_storage->data + m_offset;
+}
+
+const std::byte* NdArray::data() const
+{
+    if (!m_storage || m_storage->data == nullptr)
+        notResident();
+    return m_storage->data + m_offset;
+}
+
+MemoryResource& NdArray::memory() const
+{
+    if (!m_storage || m_storage->data == nullptr)
+        notResident();
+    return *m_storage->state->memory;
+}
+
+std::byte* NdArray::hostBytes() const
+{
+    if (!m_storage || m_storage->data == nullptr)
+        notResident();
+    if (!m_storage->state->memory->hostAccessible())
+        throw Error("internal: host code read a value held in " + m_storage->state->device + "'s "
+            + std::string(m_storage->state->memory->name())
+            + " memory; only that device's backend reaches it (copy it to the host first)");
+    return m_storage->data + m_offset;
+}
+
+float* NdArray::f32()
+{
+    return reinterpret_cast<float*>(hostBytes());
 }
 
 const float* NdArray::f32() const
 {
-    if (!m_storage || m_storage->data == nullptr)
-        notResident();
-    return reinterpret_cast<const float*>(m_storage->data + m_offset);
+    return reinterpret_cast<const float*>(hostBytes());
 }
 
 std::int64_t* NdArray::i64()
 {
-    if (!m_storage || m_storage->data == nullptr)
-        notResident();
-    return reinterpret_cast<std::int64_t*>(m_storage->data + m_offset);
+    return reinterpret_cast<std::int64_t*>(hostBytes());
 }
 
 const std::int64_t* NdArray::i64() const
 {
-    if (!m_storage || m_storage->data == nullptr)
-        notResident();
-    return reinterpret_cast<const std::int64_t*>(m_storage->data + m_offset);
+    return reinterpret_cast<const std::int64_t*>(hostBytes());
 }
 
 std::uint8_t* NdArray::u8()
 {
-    if (!m_storage || m_storage->data == nullptr)
-        notResident();
-    return reinterpret_cast<std::uint8_t*>(m_storage->data + m_offset);
+    return reinterpret_cast<std::uint8_t*>(hostBytes());
 }
 
 const std::uint8_t* NdArray::u8() const
 {
-    if (!m_storage || m_storage->data == nullptr)
-        notResident();
-    return reinterpret_cast<const std::uint8_t*>(m_storage->data + m_offset);
+    return reinterpret_cast<const std::uint8_t*>(hostBytes());
 }
 
 NdArray NdArray::view(Shape shape) const
@@ -332,14 +416,47 @@ NdArray NdArray::slice(std::int64_t offsetElements, Shape shape) const
 
 NdArray NdArray::clone() const
 {
+    if (!m_storage)
+        notResident();
+    return copyOnto(m_storage->state);
+}
+
+NdArray NdArray::copyTo(Allocator& target) const
+{
+    return copyOnto(target.state());
+}
+
+NdArray NdArray::copyOnto(const std::shared_ptr<Allocator::State>& state) const
+{
     if (!m_storage || m_storage->data == nullptr)
         notResident();
     NdArray a;
-    a.m_storage = std::make_shared<Storage>(m_storage->state, bytes());
-    std::memcpy(a.m_storage->data, m_storage->data + m_offset, static_cast<std::size_t>(bytes()));
+    a.m_storage = std::make_shared<Storage>(state, bytes());
+    transfer(*a.m_storage->state, a.m_storage->data, *m_storage->state, m_storage->data + m_offset,
+        static_cast<std::size_t>(bytes()));
     a.m_shape = m_shape;
     a.m_dtype = m_dtype;
     return a;
+}
+
+NdArray NdArray::fromBytes(Allocator& allocator, Shape shape, DType dtype, std::span<const std::byte> bytes)
+{
+    const auto expect = static_cast<std::size_t>(numBytes(shape, dtype));
+    if (bytes.size() != expect)
+        throw Error(std::to_string(bytes.size()) + " bytes for " + formatShape(shape) + " "
+            + std::string(toString(dtype)) + ", expected " + std::to_string(expect));
+    auto a = empty(allocator, std::move(shape), dtype);
+    if (!bytes.empty())
+        a.memory().copy(a.data(), bytes.data(), bytes.size());
+    return a;
+}
+
+std::vector<std::byte> NdArray::toBytes() const
+{
+    std::vector<std::byte> bytes(static_cast<std::size_t>(this->bytes()));
+    if (!bytes.empty())
+        memory().copy(bytes.data(), data(), bytes.size());
+    return bytes;
 }
 
 NdArray NdArray::shapeOnly(Shape shape, DType dtype)
@@ -362,7 +479,7 @@ void NdArray::swapOut(Allocator& host)
         return; // already out (another view of the storage)
     s.host = host.state();
     s.hostData = s.acquire(*s.host);
-    std::memcpy(s.hostData, s.data, static_cast<std::size_t>(s.size));
+    transfer(*s.host, s.hostData, *s.state, s.data, static_cast<std::size_t>(s.size));
     s.state->give(s.data, s.rounded);
     s.data = nullptr;
     s.unaccount(*s.state);
@@ -376,7 +493,7 @@ void NdArray::swapIn()
     if (s.hostData == nullptr)
         throw Error("internal: swap-in of a value that was dropped, not swapped out");
     s.data = s.acquire(*s.state);
-    std::memcpy(s.data, s.hostData, static_cast<std::size_t>(s.size));
+    transfer(*s.state, s.data, *s.host, s.hostData, static_cast<std::size_t>(s.size));
     s.host->give(s.hostData, s.rounded);
     s.hostData = nullptr;
     s.unaccount(*s.host);
@@ -409,7 +526,7 @@ void NdArray::moveTo(Allocator& target)
     if (s.data == nullptr)
         throw Error("internal: move of a value that is swapped out or dropped");
     auto* block = s.acquire(*target.state()); // throws before anything changes
-    std::memcpy(block, s.data, static_cast<std::size_t>(s.size));
+    transfer(*target.state(), block, *s.state, s.data, static_cast<std::size_t>(s.size));
     s.state->give(s.data, s.rounded);
     s.unaccount(*s.state);
     s.state = target.state();

@@ -3,6 +3,9 @@
 //
 // Owns: the byte budget of one device (capacity, current, peak) and the out-of-memory error that
 // names the node asking. Arrays share storage by reference count (views share it with a new shape).
+// Where the bytes live is the allocator's MemoryResource: host memory by default, a device's
+// memory when its backend supplies one (engine/cuda). Only host-accessible memory can be read
+// through f32()/i64()/u8(); device memory is reached by its backend's kernels through data().
 // Depends on: core (Shape, DType, ps::Error); no Qt, no CUDA.
 #pragma once
 
@@ -13,8 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ps::engine {
 
@@ -55,13 +60,38 @@ private:
 
 using MemoryByUse = std::array<std::int64_t, kMemoryUses>;
 
+// Where an allocator's blocks live and how bytes reach them: the device-neutral seam below
+// NdArray. Host memory is the default; a device backend supplies its own (cudaMalloc'd memory,
+// copied with cudaMemcpy). Blocks are cached by the allocator, so allocate/release see only the
+// first use of each size and the blocks the cache does not keep.
+class MemoryResource
+{
+public:
+    virtual ~MemoryResource() = default;
+    [[nodiscard]] virtual std::string_view name() const = 0; // "host", "cuda:0"
+    // True when host code may read and write the blocks through a pointer (f32(), i64(), u8()).
+    [[nodiscard]] virtual bool hostAccessible() const = 0;
+    // A block of `bytes` (a multiple of 64), aligned to 64 bytes; nullptr when the memory is full.
+    [[nodiscard]] virtual std::byte* allocate(std::size_t bytes) = 0;
+    virtual void release(std::byte* block, std::size_t bytes) = 0;
+    virtual void zero(std::byte* block, std::size_t bytes) = 0;
+    // Copies `bytes` where one side is this resource's memory and the other this resource's or
+    // host-accessible memory (device to host, host to device, device to device).
+    virtual void copy(std::byte* dst, const std::byte* src, std::size_t bytes) = 0;
+};
+
+// The process's host memory (aligned_alloc, memcpy).
+[[nodiscard]] const std::shared_ptr<MemoryResource>& hostMemory();
+
 class Allocator
 {
 public:
-    // `capacity` 0: unlimited (only peak accounting).
-    explicit Allocator(std::string device = "cpu", std::int64_t capacity = 0);
+    // `capacity` 0: unlimited (only peak accounting). `memory`: where the blocks live.
+    explicit Allocator(
+        std::string device = "cpu", std::int64_t capacity = 0, std::shared_ptr<MemoryResource> memory = hostMemory());
 
     [[nodiscard]] const std::string& device() const;
+    [[nodiscard]] MemoryResource& memory() const;
     [[nodiscard]] std::int64_t capacity() const;
     [[nodiscard]] std::int64_t current() const;
     [[nodiscard]] std::int64_t peak() const;
@@ -122,6 +152,12 @@ public:
     [[nodiscard]] const std::int64_t* i64() const;
     [[nodiscard]] std::uint8_t* u8(); // U8 arrays: one byte per element (dropout masks)
     [[nodiscard]] const std::uint8_t* u8() const;
+    // The first byte's address in its memory (a device address for device memory), for the
+    // backend that owns the memory. Throws NotResident when the storage is released.
+    [[nodiscard]] std::byte* data();
+    [[nodiscard]] const std::byte* data() const;
+    // The memory the bytes are in (throws NotResident when released).
+    [[nodiscard]] MemoryResource& memory() const;
     // Same storage, another shape of the same element count.
     [[nodiscard]] NdArray view(Shape shape) const;
     // Same storage, `shape`'s elements from `offsetElements` on (a parameter inside a chunk).
@@ -133,6 +169,14 @@ public:
     void relabel(MemoryUse use);
     // A deep copy on the same allocator.
     [[nodiscard]] NdArray clone() const;
+    // A deep copy on `target` (another device's memory, a host pool), copied through whichever
+    // memory is a device's.
+    [[nodiscard]] NdArray copyTo(Allocator& target) const;
+    // An array on `allocator` holding `bytes` (exactly the shape's), copied in through its memory.
+    // Throws ps::Error when the byte count does not fit the shape.
+    static NdArray fromBytes(Allocator& allocator, Shape shape, DType dtype, std::span<const std::byte> bytes);
+    // The array's bytes on the host, copied out through its memory.
+    [[nodiscard]] std::vector<std::byte> toBytes() const;
 
     // Storage-level residency, seen by every array sharing the storage (views, the node values that
     // hold it): swap and recompute act on a storage, not on one reference to it.
@@ -159,6 +203,10 @@ public:
     }
 
 private:
+    // The bytes for host code: throws when released or when the memory is a device's.
+    [[nodiscard]] std::byte* hostBytes() const;
+    [[nodiscard]] NdArray copyOnto(const std::shared_ptr<Allocator::State>& state) const;
+
     struct Storage;
     std::shared_ptr<Storage> m_storage;
     Shape m_shape;

@@ -1,5 +1,7 @@
 // cuda_probe.h for builds without the CUDA toolkit (PS_WITH_CUDA=OFF or no nvcc).
+#include "cuda/cuda_backend.h"
 #include "cuda/cuda_probe.h"
+#include "util/error.h"
 
 namespace ps::engine::cuda {
 
@@ -16,6 +18,12 @@ KernelCheck runSaxpySelfTest(int /*device*/)
 KernelCheck runElementwiseSelfTest(int /*device*/)
 {
     return { false, false, "built without CUDA" };
+}
+
+const Backend& cudaBackend(int device)
+{
+    throw Error("cuda:" + std::to_string(device)
+        + ": this build has no CUDA backend (reconfigure with PS_WITH_CUDA=ON on a machine with nvcc)");
 }
 
 } // namespace ps::engine::cuda

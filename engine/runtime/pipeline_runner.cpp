@@ -500,7 +500,9 @@ PipelineRunner::ActionOutcome PipelineRunner::runAction(
     case ActionType::SendForward: {
         auto message = stage.takeOutbound(mb);
         const auto bytes = messageBytes(message);
-        return { bytes, channel(a.stage, next).send(mb, std::move(message)) };
+        auto transfer = channel(a.stage, next).send(mb, std::move(message)); // copies before it returns
+        stage.outboundSent(mb);
+        return { bytes, transfer };
     }
     case ActionType::RecvForward:
         stage.receiveActivations(mb, channel(prev, a.stage).receive(mb));

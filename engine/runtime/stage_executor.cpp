@@ -241,8 +241,12 @@ std::vector<NdArray> StageExecutor::takeOutbound(MicroBatchId mb)
     auto& s = state(mb, "send");
     auto out = std::move(s.outbound);
     s.outbound.clear();
-    applyPending(s, mb);
     return out;
+}
+
+void StageExecutor::outboundSent(MicroBatchId mb)
+{
+    applyPending(state(mb, "send"), mb);
 }
 
 void StageExecutor::applyPending(MicroBatch& s, MicroBatchId mb)

@@ -130,8 +130,10 @@ public:
     }
     void receiveActivations(MicroBatchId mb, std::vector<NdArray> values);
     void forward(MicroBatchId mb, const HostBatch& batch);
-    // The activations to send on (after forward); pending swaps and drops of them happen after.
+    // The activations to send on (after forward). The swaps and drops the memory plan makes after
+    // forward wait for outboundSent(): a boundary tensor may be one of them, and the send reads it.
     [[nodiscard]] std::vector<NdArray> takeOutbound(MicroBatchId mb);
+    void outboundSent(MicroBatchId mb);
     [[nodiscard]] std::optional<double> loss(MicroBatchId mb) const;
 
     void receiveGradients(MicroBatchId mb, std::vector<NdArray> grads);

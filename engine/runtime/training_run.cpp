@@ -2,9 +2,12 @@
 
 #include "cpu/kernels.h"
 #include "cpu/thread_affinity.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_probe.h"
 #include "executor.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -23,29 +26,95 @@ int threadsPerDevice(std::size_t devices)
     return std::max(1, hardwareCores() / static_cast<int>(std::max<std::size_t>(devices, 1)));
 }
 
+namespace {
+
+    int parseCount(std::string_view digits, std::string_view spec, const char* expected, int max)
+    {
+        int value = -1;
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+        if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() || value < 0 || value > max)
+            throw Error("device '" + std::string(spec) + "': expected " + expected);
+        return value;
+    }
+
+    constexpr const char* kCudaForms = "cuda, cuda:G, cuda:0,cuda:1 or cuda:GxK (GPU G as K stage devices)";
+
+} // namespace
+
+RuntimeDeviceSpec parseDeviceSpec(std::string_view spec)
+{
+    RuntimeDeviceSpec d;
+    if (spec == "cpu")
+        return d;
+    if (spec.starts_with("cpu:")) {
+        d.cpuDevices = parseCount(spec.substr(4), spec, "cpu:N with N between 1 and 256", 256);
+        if (d.cpuDevices < 1)
+            throw Error("device '" + std::string(spec) + "': expected cpu:N with N between 1 and 256");
+        return d;
+    }
+    if (!spec.starts_with("cuda"))
+        throw Error("device '" + std::string(spec) + "': expected cpu, cpu:N, " + kCudaForms);
+    d.cuda = true;
+    if (spec == "cuda") {
+        d.gpus = { 0 };
+        return d;
+    }
+    std::string_view rest = spec;
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        const auto item = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        if (!item.starts_with("cuda:"))
+            throw Error("device '" + std::string(spec) + "': expected " + kCudaForms);
+        auto body = item.substr(5);
+        const auto x = body.find('x');
+        const int gpu = parseCount(body.substr(0, x), spec, kCudaForms, 1023);
+        if (x != std::string_view::npos) {
+            if (!d.gpus.empty() || comma != std::string_view::npos)
+                throw Error("device '" + std::string(spec) + "': a split GPU (cuda:GxK) is the only device of a run");
+            d.split = parseCount(body.substr(x + 1), spec, "cuda:GxK with K between 1 and 64", 64);
+            if (d.split < 1)
+                throw Error("device '" + std::string(spec) + "': expected cuda:GxK with K between 1 and 64");
+        }
+        if (std::find(d.gpus.begin(), d.gpus.end(), gpu) != d.gpus.end())
+            throw Error("device '" + std::string(spec) + "': GPU " + std::to_string(gpu) + " is named twice");
+        d.gpus.push_back(gpu);
+    }
+    return d;
+}
+
 std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memoryBytes)
 {
-    int count = 1;
-    const auto colon = spec.find(':');
-    const auto kind = spec.substr(0, colon);
-    if (kind != "cpu")
-        throw Error("device '" + std::string(spec) + "': this build runs pipelines on CPU devices (cpu or cpu:N)");
-    if (colon != std::string_view::npos) {
-        const auto digits = spec.substr(colon + 1);
-        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
-        if (ec != std::errc() || ptr != digits.data() + digits.size() || count < 1 || count > 256)
-            throw Error("device '" + std::string(spec) + "': expected cpu:N with N between 1 and 256");
-    }
     if (memoryBytes < 0)
         throw Error("device memory must not be negative");
+    const auto parsed = parseDeviceSpec(spec);
+    std::vector<RuntimeDevice> devices;
+    if (parsed.cuda) {
+        for (const int gpu : parsed.gpus) {
+            const auto& backend = cuda::cudaBackend(gpu); // throws saying why this GPU cannot be used
+            std::int64_t capacity = memoryBytes;
+            if (capacity == 0 && parsed.split > 1) { // an equal share of the GPU's memory each
+                const auto probe = cuda::probeGpus();
+                capacity = probe.devices.at(static_cast<std::size_t>(gpu)).memoryBytes / parsed.split;
+            }
+            for (int k = 0; k < parsed.split; ++k) {
+                RuntimeDevice dev;
+                dev.name = "cuda:" + std::to_string(gpu) + (parsed.split > 1 ? "." + std::to_string(k) : "");
+                dev.backend = &backend;
+                dev.memory = std::make_unique<Allocator>(dev.name, capacity, backend.memory());
+                devices.push_back(std::move(dev));
+            }
+        }
+        return devices;
+    }
+    const int count = parsed.cpuDevices;
     const auto cores = allowedCores();
     const int share = threadsPerDevice(static_cast<std::size_t>(count));
-    std::vector<RuntimeDevice> devices;
     for (int d = 0; d < count; ++d) {
         RuntimeDevice dev;
-        dev.name = count == 1 && colon == std::string_view::npos ? "cpu" : "cpu:" + std::to_string(d);
+        dev.name = spec == "cpu" ? "cpu" : "cpu:" + std::to_string(d);
         dev.backend = &cpuBackend();
-        dev.memory = std::make_unique<Allocator>(dev.name, memoryBytes);
+        dev.memory = std::make_unique<Allocator>(dev.name, memoryBytes, dev.backend->memory());
         if (count > 1) { // one device uses the whole machine; several split it
             for (int c = 0; c < share; ++c)
                 dev.cores.push_back(cores[static_cast<std::size_t>(d * share + c) % cores.size()]);

@@ -18,9 +18,22 @@
 
 namespace ps::engine {
 
-// "cpu" (one device) or "cpu:N" (N devices, each confined to an equal share of the cores), each
-// with `memoryBytes` of capacity (0: unlimited). Throws ps::Error for other forms; CUDA devices
-// are not built yet.
+// A --devices text, parsed: "cpu" (one device), "cpu:N" (N devices sharing the cores), "cuda" or
+// "cuda:G" (GPU G), "cuda:0,cuda:1" (a device per GPU), "cuda:GxK" (GPU G split into K virtual
+// stage devices, so every schedule runs on one real GPU). Throws ps::Error naming the text.
+struct RuntimeDeviceSpec
+{
+    bool cuda = false;
+    int cpuDevices = 1;
+    std::vector<int> gpus; // cuda: the GPUs, in stage-device order
+    int split = 1; // cuda: virtual devices per GPU
+};
+[[nodiscard]] RuntimeDeviceSpec parseDeviceSpec(std::string_view spec);
+
+// The devices of `spec`, each with `memoryBytes` of capacity (0: unlimited on the CPU; a split
+// GPU's share of its memory). CPU devices are each confined to an equal share of the cores.
+// Throws ps::Error saying why a GPU cannot be used (a build without CUDA, no NVIDIA driver, no
+// such GPU).
 [[nodiscard]] std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memoryBytes);
 // BLAS threads per device for `devices` CPU devices on this machine (cores / devices, at least 1).
 [[nodiscard]] int threadsPerDevice(std::size_t devices);

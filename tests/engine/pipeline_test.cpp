@@ -4,6 +4,7 @@
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "cpu/thread_affinity.h"
+#include "cuda/cuda_probe.h"
 #include "graph/op_cost.h"
 #include "pipeline_support.h"
 #include "plan/partition.h"
@@ -184,6 +185,23 @@ TEST(Pipeline, FourLayerGptMatchesSingleDeviceWithSwapAndRecompute)
         ASSERT_FALSE(config.memory[1].recomputedTensors.empty());
         expectSame(ref, pipeline(graph, config, "cpu:4"), std::string(schedule) + " with swap and recompute", 1e-3);
     }
+}
+
+// With dropout on, a stage's boundary output can be a tensor its memory plan drops or swaps after
+// forward; the send must read it first (it once threw "a kernel read a value that is swapped out
+// or dropped" at SEND_F). Recompute regenerates the same masks, so the losses stay those of the
+// run that keeps everything.
+TEST(Pipeline, SwapAndRecomputeWithDropoutKeepTheLosses)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.seq = 32;
+    c.microBatch = 2;
+    c.dropout = 0.1;
+    const auto graph = buildZooModel(c);
+    auto config = configFor(graph, "1f1b", 2, 4, "adamw");
+    const auto keepAll = pipeline(graph, config, "cpu:2");
+    config.memory = swapAndRecompute(graph, config.partition);
+    expectSame(keepAll, pipeline(graph, config, "cpu:2"), "1f1b, dropout 0.1, with swap and recompute", 1e-6);
 }
 
 // Devices with several cores split their GEMMs across a team of threads (one per core): the
@@ -411,4 +429,38 @@ TEST(Pipeline, DeviceSpecs)
     EXPECT_EQ(four[3].memory->capacity(), 1 << 20);
     EXPECT_THROW((void)makeDevices("cpu:0", 0), Error);
     EXPECT_THROW((void)makeDevices("tpu:2", 0), Error);
+}
+
+TEST(Pipeline, CudaDeviceSpecs)
+{
+    EXPECT_EQ(parseDeviceSpec("cuda").gpus, std::vector<int> { 0 });
+    const auto two = parseDeviceSpec("cuda:0,cuda:1");
+    EXPECT_TRUE(two.cuda);
+    EXPECT_EQ(two.gpus, (std::vector<int> { 0, 1 }));
+    EXPECT_EQ(two.split, 1);
+    const auto split = parseDeviceSpec("cuda:1x3");
+    EXPECT_EQ(split.gpus, std::vector<int> { 1 });
+    EXPECT_EQ(split.split, 3);
+    for (const auto* bad :
+        { "cuda:", "cuda:a", "cuda:0,cuda:0", "cuda:0x0", "cuda:0x2,cuda:1", "cuda:0,gpu:1", "cuda0" })
+        EXPECT_THROW((void)parseDeviceSpec(bad), Error) << bad;
+    EXPECT_EQ(parseDeviceSpec("cpu:3").cpuDevices, 3);
+}
+
+// Where no GPU can be used (this build without CUDA, or no driver), asking for one names the
+// device and the reason instead of training on something else.
+TEST(Pipeline, CudaDevicesWithoutAGpuSayWhy)
+{
+    if (!engine::cuda::probeGpus().devices.empty())
+        GTEST_SKIP() << "this machine has a GPU";
+    try {
+        (void)makeDevices("cuda:0x2", 0);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
+        const bool reason = what.find("no CUDA backend") != std::string::npos
+            || what.find("no NVIDIA driver") != std::string::npos || what.find("no usable GPU") != std::string::npos;
+        EXPECT_TRUE(reason) << what;
+    }
 }

@@ -4,13 +4,15 @@
 # Prints and records the machine facts (nvidia-smi, glibc, the CUDA toolkit), configures a GUI-less
 # build for the local GPU's architecture (sm_90 when nvidia-smi cannot say), builds the tests and
 # the CLI, then runs:
-#   1. every `gpu`-labelled test (they skip without a device; here they must pass);
+#   1. every `gpu`-labelled test (they skip without a device; here they must pass): saxpy; the CUDA
+#      backend's GPT forward loss and parameter gradients against the CPU backend (dropout off and
+#      on); 20 training steps of a 4-layer GPT on cuda:0 against the CPU's losses (1e-4 relative);
+#      1F1B on cuda:0x2 (two virtual stage devices), with and without swap/recompute, against one GPU;
 #   2. `pipestudio devices --self-test`: saxpy, then the GELU and AdamW kernels over
 #      engine/kernel_math.h against the host's results.
 # Writes summary.md and the logs into OUT_DIR, on failure too, and exits non-zero on any failure.
-# Not yet here (they need the CUDA training backend and the CUPTI collector, not built yet):
-# training steps against the CPU backend's losses, the two-virtual-device pipeline, a CUPTI
-# profile against a measured step, and the benchmark against PyTorch.
+# Not yet here (they need the CUPTI collector and bf16, not built yet): a CUPTI profile against a
+# measured step, and the benchmark against PyTorch.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -63,7 +65,12 @@ note "- PASS configure"
 check "build (engine and profiler tests, pipestudio)" build.log \
   cmake --build "$build" -j "$jobs" --target engine_tests profiler_tests pipestudio
 if [ "$failures" -eq 0 ]; then
-  check "gpu-labelled tests" gpu-tests.log ctest --test-dir "$build" -L gpu --output-on-failure --no-tests=error
+  check "gpu-labelled tests" gpu-tests.log ctest --test-dir "$build" -L gpu --output-on-failure --no-tests=error -V
+  grep -E "\[ NOTE \]|Passed|Failed|SKIPPED \]" "$out/gpu-tests.log" | sed 's/^/    /' >>"$summary"
+  if grep -q "\[  SKIPPED \]" "$out/gpu-tests.log"; then # on a GPU machine a skip is a failure
+    note "- FAIL gpu-labelled tests skipped here: $(grep -m 1 'no CUDA device' "$out/gpu-tests.log")"
+    failures=$((failures + 1))
+  fi
   check "devices --self-test" self-test.log "$build/app/pipestudio" devices --self-test
   if ! grep -q "^Self-test GPU" "$out/self-test.log"; then
     note "- FAIL devices --self-test found no GPU to test: $(grep '^CUDA:' "$out/self-test.log")"

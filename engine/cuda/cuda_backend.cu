@@ -1,0 +1,323 @@
+// The CUDA backend: GPU memory as a MemoryResource, cuBLAS GEMMs through the loader, the
+// elementwise updates (gradient sums, AdamW and SGD over kernel_math.h), and the kernel table.
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_probe.h"
+#include "cuda_libraries.h"
+#include "kernel_math.h"
+
+#include <cublas_v2.h>
+
+#include <array>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace ps::engine::cuda {
+
+void check(cudaError_t err, const std::string& what)
+{
+    if (err != cudaSuccess)
+        throw Error(what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+void checkLaunch(const std::string& what)
+{
+    check(cudaGetLastError(), what);
+}
+
+namespace {
+
+    // One GPU's memory. Blocks come from cudaMalloc (256-byte aligned) and go back through the
+    // allocator's cache; copies use unified addressing (cudaMemcpyDefault), so host, this GPU and
+    // a peer are all reached the same way.
+    class CudaMemory final : public MemoryResource
+    {
+    public:
+        explicit CudaMemory(int device)
+            : m_device(device)
+            , m_name("cuda:" + std::to_string(device))
+        {
+        }
+        [[nodiscard]] std::string_view name() const override
+        {
+            return m_name;
+        }
+        [[nodiscard]] bool hostAccessible() const override
+        {
+            return false;
+        }
+        [[nodiscard]] std::byte* allocate(std::size_t bytes) override
+        {
+            check(cudaSetDevice(m_device), m_name);
+            void* p = nullptr;
+            const auto err = cudaMalloc(&p, bytes);
+            if (err == cudaErrorMemoryAllocation) {
+                (void)cudaGetLastError(); // clears the sticky-free error state
+                return nullptr; // the allocator reports out of memory, naming the node
+            }
+            check(err, m_name + ": cudaMalloc");
+            return static_cast<std::byte*>(p);
+        }
+        void release(std::byte* block, std::size_t /*bytes*/) override
+        {
+            (void)cudaSetDevice(m_device);
+            (void)cudaFree(block); // at exit the context may be gone: nothing to report then
+        }
+        void zero(std::byte* block, std::size_t bytes) override
+        {
+            check(cudaSetDevice(m_device), m_name);
+            check(cudaMemset(block, 0, bytes), m_name + ": cudaMemset");
+        }
+        void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
+        {
+            if (bytes == 0)
+                return;
+            check(cudaSetDevice(m_device), m_name);
+            check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), m_name + ": cudaMemcpy");
+        }
+        [[nodiscard]] int device() const
+        {
+            return m_device;
+        }
+
+    private:
+        int m_device;
+        std::string m_name;
+    };
+
+    // cuBLAS entry points, resolved by name from the library the loader found.
+    struct Cublas
+    {
+        decltype(&cublasCreate_v2) create = nullptr;
+        decltype(&cublasSgemmStridedBatched) sgemmStridedBatched = nullptr;
+        decltype(&cublasSetMathMode) setMathMode = nullptr;
+    };
+
+    const Cublas& cublas()
+    {
+        static const Cublas api = [] {
+            Cublas c;
+            c.create = reinterpret_cast<decltype(c.create)>(cudaSymbol("cublas", "cublasCreate_v2"));
+            c.sgemmStridedBatched =
+                reinterpret_cast<decltype(c.sgemmStridedBatched)>(cudaSymbol("cublas", "cublasSgemmStridedBatched"));
+            c.setMathMode = reinterpret_cast<decltype(c.setMathMode)>(cudaSymbol("cublas", "cublasSetMathMode"));
+            return c;
+        }();
+        return api;
+    }
+
+    // One handle per thread and device (a handle belongs to the device current at its creation;
+    // pipeline workers each drive one device). Kept for the thread's life.
+    cublasHandle_t handleFor(int device)
+    {
+        thread_local std::map<int, cublasHandle_t> handles;
+        if (const auto it = handles.find(device); it != handles.end())
+            return it->second;
+        cublasHandle_t h = nullptr;
+        if (const auto status = cublas().create(&h); status != CUBLAS_STATUS_SUCCESS)
+            throw Error("cuda:" + std::to_string(device) + ": cublasCreate failed (status "
+                + std::to_string(static_cast<int>(status)) + ")");
+        // fp32 arithmetic, as the CPU backend (TF32 would differ from it by 1e-3).
+        (void)cublas().setMathMode(h, CUBLAS_PEDANTIC_MATH);
+        handles.emplace(device, h);
+        return h;
+    }
+
+    __global__ void addKernel(const float* a, const float* b, float* out, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            out[i] = a[i] + b[i];
+    }
+
+    __global__ void fillKernel(float* dst, float value, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            dst[i] = value;
+    }
+
+    __global__ void adamwKernel(float* w, const float* g, float* m, float* v, math::AdamWCoefficients c, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            math::adamwElement(w[i], g[i], m[i], v[i], c);
+    }
+
+    __global__ void sgdKernel(float* w, const float* g, float* m, math::SgdCoefficients c, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            math::sgdElement(w[i], g[i], m[i], c);
+    }
+
+    void requireSame(const NdArray& a, const NdArray& b, const char* what)
+    {
+        if (a.numel() != b.numel())
+            throw Error(std::string("cuda backend: ") + what + " of " + formatShape(a.shape()) + " and "
+                + formatShape(b.shape()));
+    }
+
+    class CudaBackend final : public Backend
+    {
+    public:
+        explicit CudaBackend(int device)
+            : m_device(device)
+            , m_memory(std::make_shared<CudaMemory>(device))
+            , m_name("cuda")
+        {
+            registerCudaMathKernels(m_kernels);
+            registerCudaNnKernels(m_kernels);
+            registerCudaLayoutKernels(m_kernels);
+        }
+        [[nodiscard]] std::string_view name() const override
+        {
+            return m_name;
+        }
+        [[nodiscard]] const KernelTable& kernels() const override
+        {
+            return m_kernels;
+        }
+        [[nodiscard]] std::shared_ptr<MemoryResource> memory() const override
+        {
+            return m_memory;
+        }
+        [[nodiscard]] NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype) const override
+        {
+            return NdArray::zeros(allocator, shape, dtype);
+        }
+        [[nodiscard]] NdArray fromHost(
+            Allocator& allocator, const Shape& shape, DType dtype, std::span<const std::byte> bytes) const override
+        {
+            return NdArray::fromBytes(allocator, shape, dtype, bytes);
+        }
+        [[nodiscard]] std::vector<std::byte> toHost(const NdArray& array) const override
+        {
+            return array.toBytes();
+        }
+        [[nodiscard]] NdArray copyTo(
+            const NdArray& array, const Backend& /*target*/, Allocator& allocator) const override
+        {
+            return array.copyTo(allocator);
+        }
+        void accumulate(NdArray& dst, const NdArray& src) const override
+        {
+            requireSame(dst, src, "accumulate");
+            select();
+            launchAccumulate(f32(dst), f32(src), dst.numel());
+        }
+        [[nodiscard]] NdArray add(const NdArray& a, const NdArray& b, Allocator& allocator) const override
+        {
+            requireSame(a, b, "add");
+            select();
+            auto out = NdArray::empty(allocator, a.shape());
+            launchAdd(f32(a), f32(b), f32(out), a.numel());
+            return out;
+        }
+        void fill(NdArray& dst, float value) const override
+        {
+            select();
+            launchFill(f32(dst), value, dst.numel());
+        }
+        void adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const override
+        {
+            requireSame(param, grad, "adamw");
+            select();
+            const math::AdamWCoefficients c { u.lr, u.weightDecay, u.beta1, u.beta2, u.eps,
+                1.0F - std::pow(u.beta1, static_cast<float>(u.step)),
+                std::sqrt(1.0F - std::pow(u.beta2, static_cast<float>(u.step))), u.gradScale };
+            adamwKernel<<<blocksFor(param.numel()), kThreads>>>(
+                f32(param), f32(grad), f32(m), f32(v), c, param.numel());
+            checkLaunch("cuda adamw");
+        }
+        void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const override
+        {
+            requireSame(param, grad, "sgd");
+            select();
+            const math::SgdCoefficients c { u.lr, u.momentum, u.weightDecay, u.gradScale, u.firstStep };
+            sgdKernel<<<blocksFor(param.numel()), kThreads>>>(f32(param), f32(grad), f32(momentum), c, param.numel());
+            checkLaunch("cuda sgd");
+        }
+
+    private:
+        void select() const
+        {
+            check(cudaSetDevice(m_device), "cuda:" + std::to_string(m_device));
+        }
+
+        int m_device;
+        std::shared_ptr<CudaMemory> m_memory;
+        std::string m_name;
+        KernelTable m_kernels;
+    };
+
+} // namespace
+
+void useDevice(Allocator& allocator)
+{
+    const auto* memory = dynamic_cast<const CudaMemory*>(&allocator.memory());
+    if (memory == nullptr)
+        throw Error("internal: a CUDA kernel was given an allocator of " + allocator.device() + "'s "
+            + std::string(allocator.memory().name()) + " memory");
+    check(cudaSetDevice(memory->device()), allocator.device());
+}
+
+void gemm(bool transA, bool transB, int m, int n, int k, const float* a, int lda, long long strideA, const float* b,
+    int ldb, long long strideB, float beta, float* c, int ldc, long long strideC, int batch)
+{
+    if (m == 0 || n == 0 || batch == 0)
+        return;
+    int device = 0;
+    check(cudaGetDevice(&device), "cuda gemm");
+    const float alpha = 1.0F;
+    // Row-major C (m x n) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+    const auto status = cublas().sgemmStridedBatched(handleFor(device), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+        transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c, ldc, strideC,
+        batch);
+    if (status != CUBLAS_STATUS_SUCCESS)
+        throw Error("cuda:" + std::to_string(device) + ": cublasSgemmStridedBatched (" + std::to_string(m) + "x"
+            + std::to_string(n) + "x" + std::to_string(k) + ", batch " + std::to_string(batch) + ") failed with status "
+            + std::to_string(static_cast<int>(status)));
+}
+
+void launchAdd(const float* a, const float* b, float* out, std::int64_t n)
+{
+    if (n > 0)
+        addKernel<<<blocksFor(n), kThreads>>>(a, b, out, n);
+    checkLaunch("cuda add");
+}
+
+void launchAccumulate(float* dst, const float* src, std::int64_t n)
+{
+    launchAdd(dst, src, dst, n);
+}
+
+void launchFill(float* dst, float value, std::int64_t n)
+{
+    if (n > 0)
+        fillKernel<<<blocksFor(n), kThreads>>>(dst, value, n);
+    checkLaunch("cuda fill");
+}
+
+const Backend& cudaBackend(int device)
+{
+    static std::mutex mutex;
+    static std::map<int, std::unique_ptr<CudaBackend>> backends;
+    const std::lock_guard lock(mutex);
+    if (const auto it = backends.find(device); it != backends.end())
+        return *it->second;
+    const auto probe = probeGpus();
+    if (probe.devices.empty())
+        throw Error("cuda:" + std::to_string(device) + ": " + probe.status);
+    if (device < 0 || static_cast<std::size_t>(device) >= probe.devices.size())
+        throw Error("cuda:" + std::to_string(device) + ": this machine has " + std::to_string(probe.devices.size())
+            + " GPU(s) (cuda:0 to cuda:" + std::to_string(probe.devices.size() - 1) + ")");
+    (void)cublas(); // a missing cuBLAS is reported now, not at the first GEMM
+    auto& b = backends[device];
+    b = std::make_unique<CudaBackend>(device);
+    return *b;
+}
+
+} // namespace ps::engine::cuda

@@ -1,0 +1,82 @@
+// Internal to the CUDA backend (engine/cuda/*.cu): device pointers of arrays, error checks, launch
+// sizes, shapes passed to kernels by value, the GEMM entry and the kernel registration.
+// Every launch goes to the calling thread's current device on the legacy default stream, so each
+// op is ordered after the previous one and a host copy (cudaMemcpy) waits for them.
+#pragma once
+
+#include "backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ps::engine::cuda {
+
+// Throws ps::Error "<what>: <CUDA error name>: <its description>".
+void check(cudaError_t err, const std::string& what);
+// After a launch: the launch error, if any, naming the node.
+void checkLaunch(const std::string& what);
+
+inline float* f32(NdArray& a)
+{
+    return reinterpret_cast<float*>(a.data());
+}
+inline const float* f32(const NdArray& a)
+{
+    return reinterpret_cast<const float*>(a.data());
+}
+inline std::int64_t* i64(NdArray& a)
+{
+    return reinterpret_cast<std::int64_t*>(a.data());
+}
+inline const std::int64_t* i64(const NdArray& a)
+{
+    return reinterpret_cast<const std::int64_t*>(a.data());
+}
+inline std::uint8_t* u8(NdArray& a)
+{
+    return reinterpret_cast<std::uint8_t*>(a.data());
+}
+inline const std::uint8_t* u8(const NdArray& a)
+{
+    return reinterpret_cast<const std::uint8_t*>(a.data());
+}
+
+inline constexpr int kThreads = 256;
+inline unsigned blocksFor(std::int64_t n)
+{
+    const auto b = (n + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(b < 1 ? 1 : (b > 1048576 ? 1048576 : b)); // kernels stride past the grid
+}
+
+// A shape (and strides over it) for kernels: rank at most kMaxRank.
+inline constexpr int kMaxRank = 8;
+struct Dims
+{
+    int rank = 0;
+    long long size[kMaxRank] {};
+    long long stride[kMaxRank] {}; // elements; 0 along a broadcast axis
+};
+
+// Makes the GPU behind `allocator` (a CUDA memory resource) current for the calling thread.
+void useDevice(Allocator& allocator);
+
+// Row-major C = op(A) op(B) (+ beta C), `batch` matrices `stride*` elements apart, through cuBLAS
+// (loaded by engine/cuda_libraries.h). fp32 in, fp32 accumulation.
+void gemm(bool transA, bool transB, int m, int n, int k, const float* a, int lda, long long strideA, const float* b,
+    int ldb, long long strideB, float beta, float* c, int ldc, long long strideC, int batch);
+
+// The op kernels (cuda_kernels.cu and cuda_layout_kernels.cu).
+void registerCudaMathKernels(KernelTable& table);
+void registerCudaNnKernels(KernelTable& table);
+void registerCudaLayoutKernels(KernelTable& table);
+
+// Elementwise helpers the backend's updates share with the op kernels.
+void launchAdd(const float* a, const float* b, float* out, std::int64_t n);
+void launchAccumulate(float* dst, const float* src, std::int64_t n);
+void launchFill(float* dst, float value, std::int64_t n);
+// Sums `grad` (of `from`'s shape) over the axes where `to` is 1 or missing (broadcast gradients).
+[[nodiscard]] NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator);
+
+} // namespace ps::engine::cuda

@@ -1,0 +1,228 @@
+// CUDA kernels of the layout ops: Transpose, Split, Slice and Concat (Reshape is a view: the CPU
+// backend's kernel, which touches no data).
+// Copies move elements of any engine type (f32, i64, u8) by their size.
+#include "cuda/cuda_common.cuh"
+
+#include <cstring>
+
+namespace ps::engine::cuda {
+namespace {
+
+    std::size_t axisOf(const Node& node, const char* key, std::int64_t fallback, std::size_t rank)
+    {
+        const auto a = node.intAttr(key, fallback);
+        return static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
+    }
+
+    // ---- Transpose ----
+
+    template <typename T>
+    __global__ void permuteKernel(const T* in, T* out, Dims outDims, Dims inStrides, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+            long long rest = i;
+            long long offset = 0;
+            for (int d = outDims.rank - 1; d >= 0; --d) {
+                offset += (rest % outDims.size[d]) * inStrides.stride[d];
+                rest /= outDims.size[d];
+            }
+            out[i] = in[offset];
+        }
+    }
+
+    NdArray transpose(const NdArray& x, const std::vector<std::int64_t>& perm, KernelContext& ctx, const Node& node)
+    {
+        useDevice(ctx.allocator);
+        const auto& in = x.shape();
+        if (perm.size() != in.size() || in.size() > static_cast<std::size_t>(kMaxRank))
+            throw Error("node '" + node.name + "': permutation of " + std::to_string(perm.size()) + " axes for "
+                + formatShape(in));
+        Shape outShape;
+        for (auto p : perm)
+            outShape.push_back(in[static_cast<std::size_t>(p)]);
+        auto out = NdArray::empty(ctx.allocator, outShape, x.dtype());
+        Dims outDims;
+        Dims inStrides;
+        outDims.rank = inStrides.rank = static_cast<int>(in.size());
+        std::vector<long long> strides(in.size(), 1);
+        for (int d = static_cast<int>(in.size()) - 2; d >= 0; --d)
+            strides[static_cast<std::size_t>(d)] =
+                strides[static_cast<std::size_t>(d) + 1] * in[static_cast<std::size_t>(d) + 1];
+        for (std::size_t d = 0; d < perm.size(); ++d) {
+            outDims.size[d] = outShape[d];
+            inStrides.stride[d] = strides[static_cast<std::size_t>(perm[d])];
+        }
+        const auto n = out.numel();
+        if (n > 0) {
+            if (x.dtype() == DType::I64)
+                permuteKernel<<<blocksFor(n), kThreads>>>(i64(x), i64(out), outDims, inStrides, n);
+            else
+                permuteKernel<<<blocksFor(n), kThreads>>>(f32(x), f32(out), outDims, inStrides, n);
+        }
+        checkLaunch("node '" + node.name + "'");
+        return out;
+    }
+
+    void transposeForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { transpose(v.in[0], node.intsAttr("perm"), ctx, node) };
+    }
+
+    void transposeBackward(const Node& node, const NodeValues&, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto perm = node.intsAttr("perm");
+        std::vector<std::int64_t> inverse(perm.size());
+        for (std::size_t i = 0; i < perm.size(); ++i)
+            inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+        g.gradIn[0] = transpose(g.gradOut[0], inverse, ctx, node);
+    }
+
+    // ---- Copies along one axis: src[:, srcStart + k, :] -> dst[:, dstStart + k, :] ----
+
+    template <typename T>
+    __global__ void copyAxisKernel(const T* src, T* dst, std::int64_t outer, std::int64_t count, std::int64_t inner,
+        std::int64_t srcLen, std::int64_t srcStart, std::int64_t dstLen, std::int64_t dstStart)
+    {
+        const auto n = outer * count * inner;
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+            const auto x = i % inner;
+            const auto k = (i / inner) % count;
+            const auto o = i / (inner * count);
+            dst[(o * dstLen + dstStart + k) * inner + x] = src[(o * srcLen + srcStart + k) * inner + x];
+        }
+    }
+
+    void copyAxis(const NdArray& src, std::int64_t srcStart, NdArray& dst, std::int64_t dstStart, std::int64_t count,
+        std::size_t axis, const Node& node)
+    {
+        const auto& s = src.shape();
+        std::int64_t outer = 1;
+        std::int64_t inner = 1;
+        for (std::size_t d = 0; d < axis; ++d)
+            outer *= s[d];
+        for (std::size_t d = axis + 1; d < s.size(); ++d)
+            inner *= s[d];
+        const auto n = outer * count * inner;
+        if (n > 0) {
+            const auto srcLen = s[axis];
+            const auto dstLen = dst.shape()[axis];
+            if (src.dtype() == DType::I64)
+                copyAxisKernel<<<blocksFor(n), kThreads>>>(
+                    i64(src), i64(dst), outer, count, inner, srcLen, srcStart, dstLen, dstStart);
+            else
+                copyAxisKernel<<<blocksFor(n), kThreads>>>(
+                    f32(src), f32(dst), outer, count, inner, srcLen, srcStart, dstLen, dstStart);
+        }
+        checkLaunch("node '" + node.name + "'");
+    }
+
+    NdArray gradOrZeros(const NdArray& grad, const Shape& shape, Allocator& allocator)
+    {
+        return grad.defined() ? grad : NdArray::zeros(allocator, shape);
+    }
+
+    void splitForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", -1, x.shape().size());
+        std::int64_t start = 0;
+        v.out.clear();
+        for (auto size : node.intsAttr("sizes")) {
+            auto shape = x.shape();
+            shape[axis] = size;
+            auto part = NdArray::empty(ctx.allocator, shape, x.dtype());
+            copyAxis(x, start, part, 0, size, axis, node);
+            v.out.push_back(part);
+            start += size;
+        }
+    }
+
+    void splitBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", -1, x.shape().size());
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        std::int64_t start = 0;
+        for (std::size_t i = 0; i < v.out.size(); ++i) {
+            const auto part = gradOrZeros(g.gradOut[i], v.out[i].shape(), ctx.allocator);
+            copyAxis(part, 0, dx, start, part.shape()[axis], axis, node);
+            start += part.shape()[axis];
+        }
+        g.gradIn[0] = dx;
+    }
+
+    void sliceForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
+        const auto start = node.intAttr("start", 0);
+        const auto end = std::min(node.intAttr("end", x.shape()[axis]), x.shape()[axis]);
+        auto shape = x.shape();
+        shape[axis] = end - start;
+        auto out = NdArray::empty(ctx.allocator, shape, x.dtype());
+        copyAxis(x, start, out, 0, end - start, axis, node);
+        v.out = { out };
+    }
+
+    void sliceBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        const auto& part = g.gradOut[0];
+        copyAxis(part, 0, dx, node.intAttr("start", 0), part.shape()[axis], axis, node);
+        g.gradIn[0] = dx;
+    }
+
+    void concatForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto axis = axisOf(node, "axis", 0, v.in[0].shape().size());
+        auto shape = v.in[0].shape();
+        shape[axis] = 0;
+        for (const auto& in : v.in)
+            shape[axis] += in.shape()[axis];
+        auto out = NdArray::empty(ctx.allocator, shape, v.in[0].dtype());
+        std::int64_t at = 0;
+        for (const auto& in : v.in) {
+            copyAxis(in, 0, out, at, in.shape()[axis], axis, node);
+            at += in.shape()[axis];
+        }
+        v.out = { out };
+    }
+
+    void concatBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto axis = axisOf(node, "axis", 0, v.in[0].shape().size());
+        std::int64_t at = 0;
+        for (std::size_t i = 0; i < v.in.size(); ++i) {
+            const auto len = v.in[i].shape()[axis];
+            if (g.needGrad[i]) {
+                auto part = NdArray::empty(ctx.allocator, v.in[i].shape());
+                copyAxis(g.gradOut[0], at, part, 0, len, axis, node);
+                g.gradIn[i] = part;
+            }
+            at += len;
+        }
+    }
+
+} // namespace
+
+void registerCudaLayoutKernels(KernelTable& table)
+{
+    // Reshape makes a view of the same storage, no data touched: the CPU backend's kernel serves.
+    table.add(OpType::Reshape, *cpuBackend().kernels().find(OpType::Reshape));
+    table.add(OpType::Transpose, { transposeForward, transposeBackward });
+    table.add(OpType::Split, { splitForward, splitBackward });
+    table.add(OpType::Slice, { sliceForward, sliceBackward });
+    table.add(OpType::Concat, { concatForward, concatBackward });
+}
+
+} // namespace ps::engine::cuda

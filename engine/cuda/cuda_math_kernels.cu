@@ -1,0 +1,426 @@
+// CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Mul, Scale and the activations
+// (Relu, Tanh, GELU over kernel_math.h), and the broadcast-gradient reduction.
+#include "cuda/cuda_common.cuh"
+#include "graph/shape_inference.h"
+#include "kernel_math.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ps::engine::cuda {
+namespace {
+
+    // ---- Shapes ----
+
+    Shape broadcastShape(const Shape& a, const Shape& b, const Node& node)
+    {
+        try {
+            return broadcastShapes(a, b);
+        } catch (const Error& e) {
+            throw Error("node '" + node.name + "': " + e.what());
+        }
+    }
+
+    Dims dimsOf(const Shape& shape)
+    {
+        if (shape.size() > static_cast<std::size_t>(kMaxRank))
+            throw Error("cuda backend: rank " + std::to_string(shape.size()) + " is above " + std::to_string(kMaxRank));
+        Dims d;
+        d.rank = static_cast<int>(shape.size());
+        long long stride = 1;
+        for (int i = d.rank - 1; i >= 0; --i) {
+            d.size[i] = shape[static_cast<std::size_t>(i)];
+            d.stride[i] = stride;
+            stride *= d.size[i];
+        }
+        return d;
+    }
+
+    // `operand`'s element strides along the axes of `out` (0 where it is broadcast).
+    Dims stridesOver(const Shape& operand, const Shape& out)
+    {
+        auto d = dimsOf(out);
+        const auto own = dimsOf(operand);
+        const auto shift = d.rank - own.rank;
+        for (int i = 0; i < d.rank; ++i)
+            d.stride[i] = i < shift || own.size[i - shift] == 1 ? 0 : own.stride[i - shift];
+        return d;
+    }
+
+    __device__ long long offsetOf(long long index, const Dims& out, const Dims& operand)
+    {
+        long long offset = 0;
+        for (int i = out.rank - 1; i >= 0; --i) {
+            const long long coord = index % out.size[i];
+            index /= out.size[i];
+            offset += coord * operand.stride[i];
+        }
+        return offset;
+    }
+
+    // ---- Broadcasting binary ops ----
+
+    enum class Binary { Add, Mul };
+
+    __global__ void binaryKernel(
+        Binary op, const float* a, const float* b, float* out, Dims shape, Dims sa, Dims sb, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+            const float x = a[offsetOf(i, shape, sa)];
+            const float y = b[offsetOf(i, shape, sb)];
+            out[i] = op == Binary::Add ? x + y : x * y;
+        }
+    }
+
+    NdArray binary(Binary op, const NdArray& a, const NdArray& b, const Node& node, KernelContext& ctx)
+    {
+        const auto shape = broadcastShape(a.shape(), b.shape(), node);
+        auto out = NdArray::empty(ctx.allocator, shape);
+        const auto n = out.numel();
+        if (n > 0)
+            binaryKernel<<<blocksFor(n), kThreads>>>(op, f32(a), f32(b), f32(out), dimsOf(shape),
+                stridesOver(a.shape(), shape), stridesOver(b.shape(), shape), n);
+        checkLaunch("node '" + node.name + "'");
+        return out;
+    }
+
+    void addForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        v.out = { binary(Binary::Add, v.in[0], v.in[1], node, ctx) };
+    }
+
+    void addBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (g.needGrad[i])
+                g.gradIn[i] = reduceTo(g.gradOut[0], v.in[i].shape(), ctx.allocator);
+        }
+    }
+
+    void mulForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        v.out = { binary(Binary::Mul, v.in[0], v.in[1], node, ctx) };
+    }
+
+    void mulBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (g.needGrad[i])
+                g.gradIn[i] =
+                    reduceTo(binary(Binary::Mul, g.gradOut[0], v.in[1 - i], node, ctx), v.in[i].shape(), ctx.allocator);
+        }
+    }
+
+    // ---- Activations and Scale ----
+
+    enum class Unary { Scale, Relu, ReluGrad, Tanh, TanhGrad, GeluTanh, GeluTanhGrad, GeluErf, GeluErfGrad };
+
+    // out = f(x), or for the *Grad ops dy * f'(x) (Relu and Tanh take their output as x).
+    __global__ void unaryKernel(Unary op, const float* x, const float* dy, float* out, float param, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+            const float a = x[i];
+            switch (op) {
+            case Unary::Scale:
+                out[i] = a * param;
+                break;
+            case Unary::Relu:
+                out[i] = a > 0.0F ? a : 0.0F;
+                break;
+            case Unary::ReluGrad:
+                out[i] = a > 0.0F ? dy[i] : 0.0F;
+                break;
+            case Unary::Tanh:
+                out[i] = tanhf(a);
+                break;
+            case Unary::TanhGrad:
+                out[i] = dy[i] * (1.0F - a * a);
+                break;
+            case Unary::GeluTanh:
+                out[i] = math::geluTanh(a);
+                break;
+            case Unary::GeluTanhGrad:
+                out[i] = dy[i] * math::geluTanhGrad(a);
+                break;
+            case Unary::GeluErf:
+                out[i] = math::geluErf(a);
+                break;
+            case Unary::GeluErfGrad:
+                out[i] = dy[i] * math::geluErfGrad(a);
+                break;
+            }
+        }
+    }
+
+    NdArray unary(Unary op, const NdArray& x, const NdArray* dy, float param, KernelContext& ctx, const Node& node)
+    {
+        useDevice(ctx.allocator);
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        const auto n = x.numel();
+        if (n > 0)
+            unaryKernel<<<blocksFor(n), kThreads>>>(op, f32(x), dy ? f32(*dy) : nullptr, f32(out), param, n);
+        checkLaunch("node '" + node.name + "'");
+        return out;
+    }
+
+    bool tanhGelu(const Node& node)
+    {
+        const auto it = node.attrs.find("approximate");
+        return it != node.attrs.end() && std::holds_alternative<std::string>(it->second)
+            && std::get<std::string>(it->second) == "tanh";
+    }
+
+    void scaleForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(Unary::Scale, v.in[0], nullptr, static_cast<float>(node.floatAttr("scale", 1.0)), ctx, node) };
+    }
+    void scaleBackward(const Node& node, const NodeValues&, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] =
+            unary(Unary::Scale, g.gradOut[0], nullptr, static_cast<float>(node.floatAttr("scale", 1.0)), ctx, node);
+    }
+    void reluForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(Unary::Relu, v.in[0], nullptr, 0, ctx, node) };
+    }
+    void reluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unary(Unary::ReluGrad, v.out[0], &g.gradOut[0], 0, ctx, node);
+    }
+    void tanhForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(Unary::Tanh, v.in[0], nullptr, 0, ctx, node) };
+    }
+    void tanhBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unary(Unary::TanhGrad, v.out[0], &g.gradOut[0], 0, ctx, node);
+    }
+    void geluForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(tanhGelu(node) ? Unary::GeluTanh : Unary::GeluErf, v.in[0], nullptr, 0, ctx, node) };
+    }
+    void geluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] =
+            unary(tanhGelu(node) ? Unary::GeluTanhGrad : Unary::GeluErfGrad, v.in[0], &g.gradOut[0], 0, ctx, node);
+    }
+
+    // ---- Broadcast-gradient reduction ----
+
+    // For each element of the target: the sum over the reduced axes of the gradient.
+    __global__ void reduceKernel(
+        const float* grad, float* out, Dims kept, Dims reduced, std::int64_t n, long long inner)
+    {
+        for (auto t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+             t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+            long long base = 0;
+            long long rest = t;
+            for (int i = kept.rank - 1; i >= 0; --i) {
+                base += (rest % kept.size[i]) * kept.stride[i];
+                rest /= kept.size[i];
+            }
+            float sum = 0.0F;
+            for (long long r = 0; r < inner; ++r) {
+                long long offset = base;
+                long long q = r;
+                for (int i = reduced.rank - 1; i >= 0; --i) {
+                    offset += (q % reduced.size[i]) * reduced.stride[i];
+                    q /= reduced.size[i];
+                }
+                sum += grad[offset];
+            }
+            out[t] = sum;
+        }
+    }
+
+    // ---- MatMul (a (..., M, K), b (..., K, N) or (..., N, K) with trans_b[, bias (N)]) ----
+
+    struct MatmulShape
+    {
+        std::int64_t m = 0, k = 0, n = 0;
+        bool transB = false;
+        Shape batchA, batchB, batchOut; // batchA and batchB left-padded to batchOut's rank
+    };
+
+    MatmulShape matmulShape(const Node& node, const Shape& a, const Shape& b)
+    {
+        if (a.size() < 2 || b.size() < 2)
+            throw Error("node '" + node.name + "': the CUDA MatMul takes operands of rank 2 or more, not "
+                + formatShape(a) + " x " + formatShape(b));
+        MatmulShape s;
+        s.transB = node.intAttr("trans_b", 0) != 0;
+        s.m = a[a.size() - 2];
+        s.k = a.back();
+        s.n = s.transB ? b[b.size() - 2] : b.back();
+        Shape ba(a.begin(), a.end() - 2);
+        Shape bb(b.begin(), b.end() - 2);
+        s.batchOut = broadcastShape(ba, bb, node);
+        s.batchA = Shape(s.batchOut.size() - ba.size(), 1);
+        s.batchA.insert(s.batchA.end(), ba.begin(), ba.end());
+        s.batchB = Shape(s.batchOut.size() - bb.size(), 1);
+        s.batchB.insert(s.batchB.end(), bb.begin(), bb.end());
+        return s;
+    }
+
+    // Matrix offsets (in elements) of A and B for each output matrix, by broadcasting.
+    std::vector<std::pair<std::int64_t, std::int64_t>> matrixOffsets(const MatmulShape& s)
+    {
+        const auto count = numElements(s.batchOut);
+        std::vector<std::pair<std::int64_t, std::int64_t>> out(static_cast<std::size_t>(count));
+        const auto sa = stridesOver(s.batchA, s.batchOut);
+        const auto sb = stridesOver(s.batchB, s.batchOut);
+        for (std::int64_t i = 0; i < count; ++i) {
+            std::int64_t rest = i;
+            std::int64_t oa = 0;
+            std::int64_t ob = 0;
+            for (int d = static_cast<int>(s.batchOut.size()) - 1; d >= 0; --d) {
+                const auto coord = rest % s.batchOut[static_cast<std::size_t>(d)];
+                rest /= s.batchOut[static_cast<std::size_t>(d)];
+                oa += coord * sa.stride[d];
+                ob += coord * sb.stride[d];
+            }
+            out[static_cast<std::size_t>(i)] = { oa * s.m * s.k, ob * s.k * s.n };
+        }
+        return out;
+    }
+
+    int asInt(std::int64_t v)
+    {
+        if (v > 2147483647)
+            throw Error("cuda backend: a GEMM dimension of " + std::to_string(v) + " is above cuBLAS's int range");
+        return static_cast<int>(v);
+    }
+
+    void matmulForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& a = v.in[0];
+        const auto& b = v.in[1];
+        const auto s = matmulShape(node, a.shape(), b.shape());
+        auto outShape = s.batchOut;
+        outShape.push_back(s.m);
+        outShape.push_back(s.n);
+        auto out = NdArray::empty(ctx.allocator, outShape);
+        const int ldb = asInt(s.transB ? s.k : s.n);
+        const auto batches = numElements(s.batchOut);
+        if (numElements(s.batchB) == 1) { // one GEMM over every row of A
+            gemm(false, s.transB, asInt(batches * s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), 0, f32(b), ldb, 0,
+                0.0F, f32(out), asInt(s.n), 0, 1);
+        } else if (s.batchA == s.batchB) { // attention: equal batches, one strided-batched call
+            gemm(false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), s.m * s.k, f32(b), ldb,
+                s.k * s.n, 0.0F, f32(out), asInt(s.n), s.m * s.n, asInt(batches));
+        } else {
+            const auto offsets = matrixOffsets(s);
+            for (std::size_t i = 0; i < offsets.size(); ++i)
+                gemm(false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a) + offsets[i].first, asInt(s.k), 0,
+                    f32(b) + offsets[i].second, ldb, 0, 0.0F, f32(out) + static_cast<std::int64_t>(i) * s.m * s.n,
+                    asInt(s.n), 0, 1);
+        }
+        if (v.in.size() == 3) { // Gemm's bias over the last dim
+            auto biased = binary(Binary::Add, out, v.in[2], node, ctx);
+            out = biased;
+        }
+        v.out = { out };
+    }
+
+    void matmulBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& a = v.in[0];
+        const auto& b = v.in[1];
+        const auto& dy = g.gradOut[0];
+        const auto s = matmulShape(node, a.shape(), b.shape());
+        const auto batches = numElements(s.batchOut);
+        const int ldb = asInt(s.transB ? s.k : s.n);
+        const bool flat = numElements(s.batchB) == 1;
+        const bool equal = s.batchA == s.batchB;
+        const auto offsets = flat || equal ? std::vector<std::pair<std::int64_t, std::int64_t>>() : matrixOffsets(s);
+        if (g.needGrad[0]) { // dA = dY B^T (B (K, N)), or dY B (B (N, K))
+            auto da = NdArray::zeros(ctx.allocator, a.shape());
+            if (flat)
+                gemm(false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), 0, f32(b),
+                    ldb, 0, 0.0F, f32(da), asInt(s.k), 0, 1);
+            else if (equal)
+                gemm(false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), s.m * s.n, f32(b), ldb,
+                    s.k * s.n, 0.0F, f32(da), asInt(s.k), s.m * s.k, asInt(batches));
+            else
+                for (std::size_t i = 0; i < offsets.size(); ++i) // A broadcast: sums over its repeats
+                    gemm(false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n),
+                        f32(dy) + static_cast<std::int64_t>(i) * s.m * s.n, asInt(s.n), 0, f32(b) + offsets[i].second,
+                        ldb, 0, 1.0F, f32(da) + offsets[i].first, asInt(s.k), 0, 1);
+            g.gradIn[0] = da;
+        }
+        if (g.needGrad[1]) { // dB = A^T dY (K, N), or dY^T A (N, K) with trans_b
+            auto db = NdArray::zeros(ctx.allocator, b.shape());
+            const auto one = [&](const float* ai, const float* dyi, float* dbi, int rows, long long sa, long long sdy,
+                                 long long sdb, int count, float beta) {
+                if (s.transB)
+                    gemm(true, false, asInt(s.n), asInt(s.k), rows, dyi, asInt(s.n), sdy, ai, asInt(s.k), sa, beta, dbi,
+                        asInt(s.k), sdb, count);
+                else
+                    gemm(true, false, asInt(s.k), asInt(s.n), rows, ai, asInt(s.k), sa, dyi, asInt(s.n), sdy, beta, dbi,
+                        asInt(s.n), sdb, count);
+            };
+            if (flat)
+                one(f32(a), f32(dy), f32(db), asInt(batches * s.m), 0, 0, 0, 1, 0.0F);
+            else if (equal)
+                one(f32(a), f32(dy), f32(db), asInt(s.m), s.m * s.k, s.m * s.n, s.k * s.n, asInt(batches), 0.0F);
+            else
+                for (std::size_t i = 0; i < offsets.size(); ++i) // B broadcast: sums over its repeats
+                    one(f32(a) + offsets[i].first, f32(dy) + static_cast<std::int64_t>(i) * s.m * s.n,
+                        f32(db) + offsets[i].second, asInt(s.m), 0, 0, 0, 1, 1.0F);
+            g.gradIn[1] = db;
+        }
+        if (v.in.size() == 3 && g.needGrad[2])
+            g.gradIn[2] = reduceTo(dy, v.in[2].shape(), ctx.allocator);
+    }
+
+} // namespace
+
+NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator)
+{
+    if (grad.shape() == to)
+        return grad;
+    const auto from = dimsOf(grad.shape());
+    const auto shift = from.rank - static_cast<int>(to.size());
+    Dims kept;
+    Dims reduced;
+    long long inner = 1;
+    for (int i = 0; i < from.rank; ++i) {
+        const auto target = i < shift ? 1 : to[static_cast<std::size_t>(i - shift)];
+        auto& into = target == from.size[i] ? kept : reduced;
+        if (target != from.size[i] && target != 1)
+            throw Error("internal: gradient " + formatShape(grad.shape()) + " does not reduce to " + formatShape(to));
+        into.size[into.rank] = from.size[i];
+        into.stride[into.rank] = from.stride[i];
+        ++into.rank;
+        if (&into == &reduced)
+            inner *= from.size[i];
+    }
+    auto out = NdArray::empty(allocator, to);
+    const auto n = out.numel();
+    if (n > 0)
+        reduceKernel<<<blocksFor(n), kThreads>>>(f32(grad), f32(out), kept, reduced, n, inner);
+    checkLaunch("cuda gradient reduction to " + formatShape(to));
+    return out;
+}
+
+void registerCudaMathKernels(KernelTable& table)
+{
+    table.add(OpType::MatMul, { matmulForward, matmulBackward });
+    table.add(OpType::Add, { addForward, addBackward });
+    table.add(OpType::BiasAdd, { addForward, addBackward });
+    table.add(OpType::Mul, { mulForward, mulBackward });
+    table.add(OpType::Scale, { scaleForward, scaleBackward });
+    table.add(OpType::Relu, { reluForward, reluBackward });
+    table.add(OpType::Tanh, { tanhForward, tanhBackward });
+    table.add(OpType::Gelu, { geluForward, geluBackward });
+}
+
+} // namespace ps::engine::cuda

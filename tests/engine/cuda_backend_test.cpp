@@ -1,0 +1,147 @@
+// The CUDA backend against the CPU backend (issue P14's GPU checks). Labelled `gpu`: they skip
+// where no GPU can be used and run in tests/gpu/run_all.sh on a GPU machine. What they check: a
+// GPT's forward loss and every parameter gradient (all the ops of the transformer zoo models),
+// 20 training steps' losses on one GPU against the CPU's (fp32, 1e-4 relative), and 1F1B over two
+// virtual stage devices of one GPU against that GPU alone.
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_probe.h"
+#include "executor.h"
+#include "pipeline_support.h"
+#include "runtime/training_run.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+using namespace ps;
+using namespace ps::engine;
+using namespace ps::engine::testing;
+
+namespace {
+
+bool noGpu(std::string& why)
+{
+    const auto probe = engine::cuda::probeGpus();
+    why = probe.status;
+    return probe.devices.empty();
+}
+
+Graph smallGpt(int layers, double dropout)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = layers;
+    c.hidden = 128;
+    c.heads = 4;
+    c.seq = 64;
+    c.microBatch = 4;
+    c.dropout = dropout;
+    return buildZooModel(c);
+}
+
+double relativeL2(const std::vector<float>& a, const std::vector<float>& b)
+{
+    double diff = 0;
+    double norm = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+        norm += double(b[i]) * double(b[i]);
+    }
+    return std::sqrt(diff) / std::max(1e-20, std::sqrt(norm));
+}
+
+RunConfig config(const Graph& graph, const std::string& schedule, int stages)
+{
+    RunConfig c;
+    c.schedule = parseScheduleSpec(schedule, stages, 4);
+    c.partition = evenCuts(graph, stages);
+    c.optimizer.kind = "adamw";
+    c.optimizer.lr = 1e-3;
+    c.seed = 5;
+    return c;
+}
+
+std::vector<double> trainLosses(const Graph& graph, const RunConfig& c, const std::string& devices, int steps)
+{
+    TrainingRun run(graph, TokenData::random(256, 1 << 16, 11), makeDevices(devices, 0), c);
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s)
+        losses.push_back(run.step().loss);
+    return losses;
+}
+
+} // namespace
+
+TEST(GpuSelfTest, GptForwardAndGradientsMatchTheCpuBackend)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    for (const double dropout : { 0.0, 0.1 }) {
+        const auto graph = smallGpt(2, dropout);
+        GraphExecutor cpu(graph, ExecutorOptions { 3, 0, true });
+        GraphExecutor gpu(graph, ExecutorOptions { 3, 0, true }, engine::cuda::cudaBackend(0));
+        for (const auto& name : cpu.inputNames()) {
+            const auto& t = *std::find_if(
+                graph.tensors().begin(), graph.tensors().end(), [&](const Tensor& x) { return x.name == name; });
+            std::vector<std::int64_t> ids(static_cast<std::size_t>(numElements(t.shape)));
+            for (std::size_t i = 0; i < ids.size(); ++i)
+                ids[i] = static_cast<std::int64_t>((i * 131 + 7) % 256);
+            const auto bytes = std::as_bytes(std::span(ids));
+            cpu.setInput(name, cpu.backend().fromHost(cpu.allocator(), t.shape, DType::I64, bytes));
+            gpu.setInput(name, gpu.backend().fromHost(gpu.allocator(), t.shape, DType::I64, bytes));
+        }
+        const float want = cpu.forward();
+        const float got = gpu.forward();
+        EXPECT_NEAR(got, want, 1e-5 * std::abs(want)) << "dropout " << dropout;
+        cpu.backward();
+        gpu.backward();
+        double worst = 0;
+        std::string worstName;
+        for (auto id : cpu.parameterIds()) {
+            const auto a = asFloats(gpu.backend().toHost(gpu.gradient(id)));
+            const auto b = asFloats(cpu.backend().toHost(cpu.gradient(id)));
+            const auto rel = relativeL2(a, b);
+            if (rel > worst) {
+                worst = rel;
+                worstName = graph.tensor(id).name;
+            }
+        }
+        std::cout << "[ NOTE ] dropout " << dropout << ": loss cpu " << want << " cuda " << got
+                  << "; largest relative gradient difference " << worst << " (" << worstName << ")\n";
+        EXPECT_LT(worst, 1e-4) << worstName;
+    }
+}
+
+TEST(GpuSelfTest, TwentyGptStepsMatchTheCpuBackend)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto graph = smallGpt(4, 0.0);
+    const auto c = config(graph, "1f1b", 1);
+    const auto cpu = trainLosses(graph, c, "cpu", 20);
+    const auto gpu = trainLosses(graph, c, "cuda:0", 20);
+    for (std::size_t i = 0; i < cpu.size(); ++i)
+        EXPECT_NEAR(gpu[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
+    std::cout << "[ NOTE ] step 20 loss: cpu " << cpu.back() << ", cuda:0 " << gpu.back() << "\n";
+}
+
+TEST(GpuSelfTest, OneFOneBOnTwoVirtualDevicesMatchesOneGpu)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto graph = smallGpt(4, 0.1);
+    const auto one = trainLosses(graph, config(graph, "1f1b", 1), "cuda:0", 10);
+    auto two = config(graph, "1f1b", 2);
+    const auto split = trainLosses(graph, two, "cuda:0x2", 10);
+    for (std::size_t i = 0; i < one.size(); ++i)
+        EXPECT_NEAR(split[i], one[i], 1e-4 * std::abs(one[i])) << "step " << i + 1;
+    two.memory = swapAndRecompute(graph, two.partition);
+    const auto planned = trainLosses(graph, two, "cuda:0x2", 10);
+    for (std::size_t i = 0; i < one.size(); ++i)
+        EXPECT_NEAR(planned[i], one[i], 1e-4 * std::abs(one[i])) << "with swap and recompute, step " << i + 1;
+}
