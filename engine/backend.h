@@ -122,6 +122,10 @@ public:
     // that owns that memory (device to device, or to a host pool for swapping).
     [[nodiscard]] virtual NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const = 0;
 
+    // Waits until the device has finished everything issued to it (host timers around device
+    // work); the CPU's work is done when its calls return.
+    virtual void synchronize() const { }
+
     // dst += src (same shape); dst must not share storage with another live array.
     virtual void accumulate(NdArray& dst, const NdArray& src) const = 0;
     // A new buffer a + b (same shape), so views sharing a's storage stay intact.

@@ -1,6 +1,7 @@
 #include "cpu_profiler.h"
 
 #include "cpu/kernels.h"
+#include "device_profiler.h"
 #include "executor.h"
 #include "graph/op_cost.h"
 #include "optimizer.h"
@@ -85,25 +86,54 @@ namespace {
 
 } // namespace
 
-CpuProfileRun measureOnCpu(
-    const Graph& graph, const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress)
+void HostClockTracer::push(std::uint64_t externalId)
+{
+    m_open.emplace_back(externalId, Clock::now());
+}
+
+void HostClockTracer::pop()
+{
+    const auto end = Clock::now();
+    if (m_open.empty())
+        throw Error("internal: profiler range popped without a push");
+    const auto [id, start] = m_open.back();
+    m_open.pop_back();
+    const auto ns = [](Clock::time_point t) {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+    };
+    const auto correlation = m_nextCorrelation++;
+    m_batch.activities.push_back(
+        { cupti::ActivityKind::Kernel, "host range", ns(start), ns(end), correlation, 0, 0, 0 });
+    m_batch.correlations.push_back({ correlation, id });
+}
+
+cupti::ActivityBatch HostClockTracer::collect()
+{
+    auto out = std::move(m_batch);
+    m_batch = {};
+    return out;
+}
+
+CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend, ActivityTracer& tracer,
+    const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress,
+    std::vector<std::string>* warnings)
 {
     if (options.repeats < 1 || options.warmup < 0)
         throw Error("profiling needs at least one repeat");
-    engine::setComputeThreads(options.threads);
-    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true });
+    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true }, backend);
     std::mt19937_64 rng(options.seed + 11);
     feedRandomInputs(ex, rng);
     const auto requiresGrad = tensorsRequiringGrad(graph);
     const auto costs = computeOpCosts(graph);
     const bool trainable = !graph.outputs().empty() && graph.tensor(graph.outputs().front()).shape.empty();
 
-    CpuProfileRun run;
-    run.microBatch = graph.info().microBatch;
-    // Whole steps first (the reference the per-node sum is checked against).
+    // Whole steps first (the reference the per-node sum is checked against), on the host clock
+    // with the device drained after each.
+    SampleStats stepNs;
     {
         engine::Optimizer adamw(ex, engine::OptimizerConfig {});
-        run.stepNs = timeRepeats(options, [&] {
+        stepNs = timeRepeats(options, [&] {
             ex.zeroGrad();
             (void)ex.forward();
             if (trainable) {
@@ -111,20 +141,44 @@ CpuProfileRun measureOnCpu(
                 adamw.step();
             }
             ex.releaseActivations();
+            backend.synchronize();
         });
     }
     (void)ex.forward(); // every tensor's value, as the nodes' inputs
+    backend.synchronize();
+    (void)tracer.collect(); // the steps' records: not per node
     auto& alloc = ex.allocator();
-    const auto& backend = ex.backend();
     std::mt19937_64 dropout(options.seed + 17);
     engine::KernelContext ctx { alloc, dropout, true };
+    std::vector<NodeMeasurement> memory;
+    std::vector<cupti::NodeLaunch> launches;
+    cupti::ActivityBatch batch;
+    std::uint64_t nextId = 1;
+    // Runs `fn` warm-up times untraced, then `repeats` times each in its own range.
+    const auto traced = [&](std::size_t node, cupti::Pass pass, const auto& fn) {
+        for (int i = 0; i < options.warmup; ++i)
+            fn();
+        backend.synchronize();
+        (void)tracer.collect(); // warm-up work is not a sample
+        for (int r = 0; r < options.repeats; ++r) {
+            launches.push_back({ nextId, node, pass, r });
+            tracer.push(nextId++);
+            fn();
+            tracer.pop();
+        }
+        backend.synchronize();
+        auto got = tracer.collect();
+        batch.activities.insert(batch.activities.end(), got.activities.begin(), got.activities.end());
+        batch.correlations.insert(batch.correlations.end(), got.correlations.begin(), got.correlations.end());
+        batch.droppedRecords += got.droppedRecords;
+    };
     for (const auto& node : graph.nodes()) {
         NodeMeasurement m;
         std::vector<engine::NdArray> inputs;
         for (auto in : node.inputs)
             inputs.push_back(ex.value(in));
         engine::NodeValues kept;
-        m.forwardNs = timeRepeats(options, [&] {
+        traced(node.id.index(), cupti::Pass::Forward, [&] {
             engine::NodeValues v;
             v.in = inputs;
             const auto before = alloc.current();
@@ -148,18 +202,31 @@ CpuProfileRun measureOnCpu(
             std::vector<engine::NdArray> gradOut;
             for (const auto& out : kept.out)
                 gradOut.push_back(filled(backend, alloc, out.shape(), 1e-3F));
-            m.backwardNs = timeRepeats(options, [&] { (void)backend.backward(node, kept, gradOut, need, ctx); });
+            traced(node.id.index(), cupti::Pass::Backward,
+                [&] { (void)backend.backward(node, kept, gradOut, need, ctx); });
         }
         // Saved for backward: the activations the op formulas keep (inputs or outputs, counted as the
         // analytical profile counts them) plus what the kernel really stored besides them.
         const auto& cost = costs[node.id.index()];
         m.savedBytes += cost.savedBytes - cost.savedExtraBytes;
-        run.nodeSumNs += m.forwardNs.median + (m.backwardNs.count > 0 ? m.backwardNs.median : 0.0);
-        run.nodes.push_back(m);
+        memory.push_back(m);
         if (progress)
-            progress(run.nodes.size(), graph.nodeCount());
+            progress(memory.size(), graph.nodeCount());
     }
+    const auto attribution = cupti::attribute(graph.nodeCount(), batch, launches);
+    if (warnings != nullptr)
+        *warnings = attribution.warnings;
+    auto run = cupti::toProfileRun(attribution, graph.info().microBatch, memory);
+    run.stepNs = stepNs;
     return run;
+}
+
+CpuProfileRun measureOnCpu(
+    const Graph& graph, const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress)
+{
+    engine::setComputeThreads(options.threads);
+    HostClockTracer tracer;
+    return measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
 }
 
 Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b)

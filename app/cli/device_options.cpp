@@ -85,6 +85,8 @@ Profile planningProfile(const ProjectStore& store, const Graph& graph, const Dev
     auto profile = store.loadProfile(device.id, source);
     if (!profile) {
         const auto how = source == "measured-cpu" ? "measure it with `pipestudio profile " + project + "`"
+            : source == "measured-cuda"
+            ? "measure it on that GPU with `pipestudio profile " + project + " --device cuda:0`"
             : source == "imported"
             ? "import a trace with `pipestudio import-trace " + project + " TRACE --device " + device.id + "`"
             : "store one first";

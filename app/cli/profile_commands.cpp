@@ -1,6 +1,11 @@
-// `pipestudio profile`: measures every node on this machine's CPU and stores the profile rows.
+// `pipestudio profile`: measures every node on this machine's CPU (host timers) or on one of its
+// GPUs (the CUDA backend, device time from CUPTI) and stores the profile rows.
 #include "cli/commands.h"
+#include "cluster/device_catalog.h"
 #include "cpu_profiler.h"
+#include "cuda/cuda_backend.h"
+#include "cupti/cupti_tracer.h"
+#include "local_devices.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -8,8 +13,11 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 namespace ps::app {
 namespace {
@@ -18,6 +26,7 @@ namespace {
     {
         std::string project;
         std::string device = "cpu";
+        std::string as; // catalog id of the GPU's rows (default: matched from its name and memory)
         std::vector<std::int64_t> microBatches; // empty: the project's and half (or double) of it
         int repeats = 5;
         int warmup = 2;
@@ -25,10 +34,47 @@ namespace {
         bool json = false;
     };
 
+    // GPU `index` of --device cuda[:N]; -1 for cpu.
+    int gpuIndex(const std::string& device)
+    {
+        if (device == "cpu")
+            return -1;
+        if (device == "cuda")
+            return 0;
+        if (device.starts_with("cuda:") && device.size() > 5
+            && std::all_of(
+                device.begin() + 5, device.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })
+            && device.size() < 9)
+            return std::stoi(device.substr(5));
+        throw Error("device '" + device + "': profile on cpu or on one GPU (cuda, cuda:N)");
+    }
+
+    // The catalog id a GPU's rows are stored under.
+    std::string gpuCatalogId(int gpu, const std::string& as)
+    {
+        if (!as.empty())
+            return DeviceCatalog::builtin().find(as).id; // throws listing the ids
+        const auto report = engine::probeLocalDevices();
+        for (const auto& d : report.devices) {
+            if (d.kind != "cuda" || d.id.value != static_cast<std::uint32_t>(gpu + 1))
+                continue;
+            if (const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes))
+                return spec->id;
+            throw Error("GPU " + std::to_string(gpu) + " ('" + d.name
+                + "') matches no device of the catalog: name the entry its rows belong to with --as ID");
+        }
+        throw Error("cuda:" + std::to_string(gpu) + ": " + report.cudaStatus);
+    }
+
     int runProfile(const ProfileCommandOptions& o)
     {
-        if (o.device != "cpu")
-            throw Error("device '" + o.device + "': this build profiles on the CPU backend (--device cpu)");
+        const int gpu = gpuIndex(o.device);
+        // A GPU: its backend and CUPTI first, so a machine without them fails before any work.
+        const engine::Backend* backend = gpu >= 0 ? &engine::cuda::cudaBackend(gpu) : nullptr;
+        const auto deviceKind = gpu >= 0 ? gpuCatalogId(gpu, o.as) : std::string("cpu");
+        std::unique_ptr<profiler::ActivityTracer> tracer;
+        if (gpu >= 0)
+            tracer = profiler::cupti::makeCuptiTracer();
         auto store = ProjectStore::open(o.project);
         const auto stored = store.loadGraph();
         auto sizes = o.microBatches;
@@ -47,13 +93,21 @@ namespace {
                 fmt::print("Profiling {} nodes at micro-batch {} ({} repeats after {} warm-up)\n", graph.nodeCount(), b,
                     o.repeats, o.warmup);
             std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
-            runs.push_back(profiler::measureOnCpu(graph, options));
+            if (gpu < 0) {
+                runs.push_back(profiler::measureOnCpu(graph, options));
+                continue;
+            }
+            std::vector<std::string> warnings;
+            runs.push_back(profiler::measureOnDevice(graph, *backend, *tracer, options, {}, &warnings));
+            for (const auto& w : warnings)
+                fmt::print(stderr, "warning: micro-batch {}: {}\n", b, w);
         }
         const auto& a = runs.front();
         const auto& b = runs.back();
-        const auto profile = profiler::toProfile(stored, a, b);
+        const auto profile =
+            gpu < 0 ? profiler::toProfile(stored, a, b) : profiler::cupti::toCudaProfile(stored, a, b, deviceKind);
         store.saveProfile(profile, static_cast<double>(a.microBatch), static_cast<double>(b.microBatch));
-        nlohmann::json out { { "device", "cpu" }, { "source", profile.source }, { "nodes", stored.nodeCount() } };
+        nlohmann::json out { { "device", deviceKind }, { "source", profile.source }, { "nodes", stored.nodeCount() } };
         for (const auto& r : runs) {
             out["runs"].push_back({ { "micro_batch", r.microBatch }, { "node_sum_ms", r.nodeSumNs / 1e6 },
                 { "step_ms", r.stepNs.median / 1e6 }, { "step_spread_ms", r.stepNs.mad / 1e6 },
@@ -82,8 +136,8 @@ namespace {
                        "ratio {:.2f}\n",
                 r.microBatch, r.nodeSumNs / 1e6, r.stepNs.median / 1e6, r.stepNs.mad / 1e6,
                 r.nodeSumNs / r.stepNs.median);
-        fmt::print("Saved {} profile rows (device cpu, source measured-cpu) to {}\n",
-            stored.nodeCount() * (a.microBatch == b.microBatch ? 1 : 2), o.project);
+        fmt::print("Saved {} profile rows (device {}, source {}) to {}\n",
+            stored.nodeCount() * (a.microBatch == b.microBatch ? 1 : 2), deviceKind, profile.source, o.project);
         return 0;
     }
 
@@ -92,9 +146,12 @@ namespace {
 void addProfileCommand(CLI::App& app, Action& action)
 {
     auto o = std::make_shared<ProfileCommandOptions>();
-    auto* cmd = app.add_subcommand("profile", "Measure every node forward and backward on this machine's CPU");
+    auto* cmd = app.add_subcommand(
+        "profile", "Measure every node forward and backward on this machine's CPU or one of its GPUs");
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
-    cmd->add_option("--device", o->device, "cpu");
+    cmd->add_option("--device", o->device,
+        "cpu (host timers), or cuda / cuda:N (the CUDA backend timed by CUPTI; not yet run on a GPU)");
+    cmd->add_option("--as", o->as, "Catalog device the GPU's rows are stored under (default: matched by name)");
     cmd->add_option(
            "--micro-batches", o->microBatches, "One or two micro-batch sizes (default: the project's and half)")
         ->delimiter(',')

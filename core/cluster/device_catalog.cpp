@@ -4,6 +4,8 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 
 namespace ps {
 
@@ -125,6 +127,64 @@ const DeviceSpec& DeviceCatalog::find(std::string_view id) const
     for (const auto& d : m_devices)
         known += (known.empty() ? "" : ", ") + d.id;
     throw Error("unknown device '" + std::string(id) + "' (catalog: " + known + ")");
+}
+
+namespace {
+
+    // Lower-case letters and digits only: "GeForce RTX 2080 Ti" -> "geforcertx2080ti".
+    std::string squeezed(std::string_view text)
+    {
+        std::string out;
+        for (const char c : text) {
+            if (std::isalnum(static_cast<unsigned char>(c)))
+                out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+        }
+        return out;
+    }
+
+    // An entry's model: its name without the vendor, the form factor and the memory size.
+    std::string modelKey(std::string_view name)
+    {
+        std::string key;
+        std::size_t at = 0;
+        while (at < name.size()) {
+            const auto end = std::min(name.find(' ', at), name.size());
+            const auto word = squeezed(name.substr(at, end - at));
+            at = end + 1;
+            const bool memory = word.size() > 2 && word.ends_with("gb")
+                && std::all_of(
+                    word.begin(), word.end() - 2, [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+            if (word.empty() || word == "nvidia" || word.starts_with("sxm") || word == "pcie" || memory)
+                continue;
+            key += word;
+        }
+        return key;
+    }
+
+} // namespace
+
+const DeviceSpec* DeviceCatalog::matchGpu(std::string_view gpuName, std::int64_t memoryBytes) const
+{
+    const auto name = squeezed(gpuName);
+    const DeviceSpec* best = nullptr;
+    std::size_t bestKey = 0;
+    double bestGap = 0;
+    for (const auto& d : m_devices) {
+        if (d.measured || d.memoryBytes <= 0)
+            continue; // the CPU placeholder
+        const auto key = modelKey(d.name);
+        if (key.empty() || name.find(key) == std::string::npos)
+            continue;
+        const double gap = std::abs(static_cast<double>(memoryBytes) / static_cast<double>(d.memoryBytes) - 1.0);
+        if (gap > 0.15)
+            continue;
+        if (best == nullptr || key.size() > bestKey || (key.size() == bestKey && gap < bestGap)) {
+            best = &d;
+            bestKey = key.size();
+            bestGap = gap;
+        }
+    }
+    return best;
 }
 
 void DeviceCatalog::put(DeviceSpec spec)

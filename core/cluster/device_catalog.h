@@ -56,6 +56,10 @@ public:
 
     // Throws ps::Error listing the known ids when `id` is unknown.
     [[nodiscard]] const DeviceSpec& find(std::string_view id) const;
+    // The entry a local GPU is (what its driver calls it, "NVIDIA H100 80GB HBM3", and its memory):
+    // the entry whose model ("H100", "GeForce RTX 4090", "L4") the name contains, the longest such
+    // model first, with memory within 15% of the entry's. nullptr when none fits.
+    [[nodiscard]] const DeviceSpec* matchGpu(std::string_view gpuName, std::int64_t memoryBytes) const;
     [[nodiscard]] const std::vector<DeviceSpec>& devices() const
     {
         return m_devices;

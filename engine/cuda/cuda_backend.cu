@@ -202,6 +202,11 @@ namespace {
         {
             return array.copyTo(allocator);
         }
+        void synchronize() const override
+        {
+            select();
+            check(cudaDeviceSynchronize(), "cuda:" + std::to_string(m_device) + ": synchronize");
+        }
         void accumulate(NdArray& dst, const NdArray& src) const override
         {
             requireSame(dst, src, "accumulate");
@@ -299,6 +304,20 @@ void launchFill(float* dst, float value, std::int64_t n)
     if (n > 0)
         fillKernel<<<blocksFor(n), kThreads>>>(dst, value, n);
     checkLaunch("cuda fill");
+}
+
+std::vector<OpType> cudaKernelOps()
+{
+    KernelTable table; // registration launches nothing: no GPU needed
+    registerCudaMathKernels(table);
+    registerCudaNnKernels(table);
+    registerCudaLayoutKernels(table);
+    std::vector<OpType> ops;
+    for (std::size_t op = 0; op <= static_cast<std::size_t>(OpType::Opaque); ++op) {
+        if (table.find(static_cast<OpType>(op)) != nullptr)
+            ops.push_back(static_cast<OpType>(op));
+    }
+    return ops;
 }
 
 const Backend& cudaBackend(int device)

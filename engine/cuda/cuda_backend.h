@@ -8,10 +8,15 @@
 
 #include "backend.h"
 
+#include <vector>
+
 namespace ps::engine::cuda {
 
 // The backend of GPU `device` (made once per device). Throws ps::Error saying why a GPU cannot be
 // used: a build without CUDA, no NVIDIA driver, no such device.
 [[nodiscard]] const Backend& cudaBackend(int device);
+
+// The ops the CUDA backend has kernels for (empty in a build without CUDA); needs no GPU.
+[[nodiscard]] std::vector<OpType> cudaKernelOps();
 
 } // namespace ps::engine::cuda

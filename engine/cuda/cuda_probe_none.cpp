@@ -26,4 +26,9 @@ const Backend& cudaBackend(int device)
         + ": this build has no CUDA backend (reconfigure with PS_WITH_CUDA=ON on a machine with nvcc)");
 }
 
+std::vector<OpType> cudaKernelOps()
+{
+    return {};
+}
+
 } // namespace ps::engine::cuda

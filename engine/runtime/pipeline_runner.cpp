@@ -173,8 +173,13 @@ PipelineRunner::PipelineRunner(
         m_stages.push_back(std::make_unique<StageExecutor>(graph, id, m_spec.partition.stageBegin(id),
             m_spec.partition.stageEnd(id, graph.nodeCount()), *dev.backend, *dev.memory, m_hostPool, plan,
             m_options.seed));
-        if (m_options.chunks.enabled)
+        if (m_options.chunks.enabled) {
+            // A chunk's optimizer step runs where the chunk lives (CPU Adam for host chunks); the
+            // CUDA backend's kernels cannot step host memory yet.
+            if (!dev.memory->memory().hostAccessible())
+                throw Error("chunked parameters (--chunks) run on CPU devices only so far, not on " + dev.name);
             m_stages.back()->useChunks(m_options.chunks.chunkElements);
+        }
         m_stages.back()->setOptimizer(m_options.optimizer, async);
     }
     const auto origin = std::chrono::steady_clock::now();

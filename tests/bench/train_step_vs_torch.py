@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Side-by-side training-step benchmark: PipeStudio's CPU engine against PyTorch on the same
-machine, model shape, batch and thread count (GPT-2 layout, byte vocabulary, AdamW, fp32).
+"""Side-by-side training-step benchmark: PipeStudio's engine against PyTorch eager on the same
+machine, device, model shape, batch and thread count (GPT-2 layout, byte vocabulary, AdamW, fp32).
 
     /usr/bin/python3 tests/bench/train_step_vs_torch.py PIPESTUDIO [--layers 4 --hidden 256 --heads 4
-        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE]
+        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE] [--device cuda:0 --peak-tflops 67]
 
 Prints the median step time of each (the first two steps are warm-up and not counted) and the
-ratio engine / PyTorch (below 1: the engine is faster).
+ratio engine / PyTorch (below 1: the engine is faster). On the CPU the engine uses every core the
+process may run on; give PyTorch the same count with --threads. With --device cuda:N both train on that GPU
+(the engine's CUDA backend, PyTorch with TF32 off: fp32 on both sides), and each line adds the
+model FLOP utilisation: 6 x parameters x tokens/s over --peak-tflops (the card's dense fp32 peak;
+67 on an H100 SXM).
 """
 import argparse
 import math
@@ -28,12 +32,16 @@ from torch_reference import gpt2_loss  # noqa: E402
 def torch_steps(a, data):
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32, as the engine computes
+        torch.backends.cudnn.allow_tf32 = False
     h, layers = a.hidden, a.layers
     p = {}
 
     def param(*shape, std=0.02, value=None):
         t = torch.full(shape, value) if value is not None else torch.randn(*shape) * std
-        return t.requires_grad_(True)
+        return t.to(device).requires_grad_(True)
     p["wte.weight"], p["wpe.weight"] = param(256, h), param(a.seq, h)
     for i in range(layers):
         for ln in ("ln_1", "ln_2"):
@@ -51,14 +59,16 @@ def torch_steps(a, data):
     for _ in range(a.steps):
         start = time.perf_counter()
         o = rng.integers(0, len(data) - a.seq - 1, a.batch)
-        ids = torch.tensor(np.stack([data[i:i + a.seq] for i in o]))
-        labels = torch.tensor(np.stack([data[i + 1:i + a.seq + 1] for i in o]))
+        ids = torch.tensor(np.stack([data[i:i + a.seq] for i in o])).to(device)
+        labels = torch.tensor(np.stack([data[i + 1:i + a.seq + 1] for i in o])).to(device)
         loss = gpt2_loss(p, ids, labels, {"layers": layers, "hidden": h, "heads": a.heads})
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
-    return times[2:]
+    return times[2:], sum(t.numel() for t in p.values())
 
 
 def engine_steps(a):
@@ -67,8 +77,9 @@ def engine_steps(a):
         subprocess.run([a.pipestudio, "new", "-m", "gpt2-small", "--layers", str(a.layers), "--hidden", str(a.hidden),
                         "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", "256", "--max-positions", str(a.seq),
                         "-b", str(a.batch), "--dropout", "0", "-o", project], check=True, capture_output=True)
-        out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps), "--threads", str(a.threads),
-                              "--data", a.data], check=True, capture_output=True, text=True).stdout
+        where = [] if a.device == "cpu" else ["--devices", a.device]  # one CPU device uses every core
+        out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps), "--data", a.data] + where,
+                             check=True, capture_output=True, text=True).stdout
     ms = [float(m) for m in re.findall(r"tokens/s\s+([0-9.]+) ms", out)]
     return [t / 1e3 for t in ms[2:]]
 
@@ -80,14 +91,23 @@ def main():
                           ("steps", 8)):
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda:N for both on that GPU")
+    ap.add_argument("--peak-tflops", type=float, default=67.0, help="dense fp32 peak of the GPU, for MFU")
     a = ap.parse_args()
     data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)
     env = f"{a.layers} layers, {a.hidden} hidden, {a.heads} heads, seq {a.seq}, batch {a.batch}, {a.threads} threads"
     engine = statistics.median(engine_steps(a))
-    reference = statistics.median(torch_steps(a, data))
-    print(f"GPT {env}; median of {a.steps - 2} steps after 2 warm-up")
-    print(f"  PipeStudio CPU engine: {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s")
-    print(f"  PyTorch {torch.__version__:<12}  {reference * 1e3:8.1f} ms/step  {a.seq * a.batch / reference:8.0f} tokens/s")
+    times, params = torch_steps(a, data)
+    reference = statistics.median(times)
+    gpu = a.device != "cpu"
+
+    def mfu(step):
+        return f"  MFU {100 * 6 * params * a.seq * a.batch / step / (a.peak_tflops * 1e12):5.1f}%" if gpu else ""
+    where = f"on {a.device} (fp32)" if gpu else "on the CPU"
+    print(f"GPT {env}, {params / 1e6:.1f}M parameters, {where}; median of {a.steps - 2} steps after 2 warm-up")
+    print(f"  PipeStudio engine:     {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s{mfu(engine)}")
+    print(f"  PyTorch {torch.__version__:<12}  {reference * 1e3:8.1f} ms/step  {a.seq * a.batch / reference:8.0f} "
+          f"tokens/s{mfu(reference)}")
     print(f"  ratio engine / PyTorch: {engine / reference:.2f}")
 
 

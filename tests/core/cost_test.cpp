@@ -115,3 +115,22 @@ TEST(Partition, StageCostsCountBoundaryTrafficAndTiedWeights)
     EXPECT_GT(stages[0].activationBytes, 0);
     EXPECT_LE(stages[0].weightGradOnlyBytes, stages[0].activationBytes);
 }
+
+// A local GPU's driver name and memory find its catalog entry (profiles are stored under it).
+TEST(DeviceCatalog, MatchesLocalGpusByModelAndMemory)
+{
+    const auto& c = DeviceCatalog::builtin();
+    const auto id = [&](std::string_view name, double gib) {
+        const auto* d = c.matchGpu(name, static_cast<std::int64_t>(gib * (1LL << 30)));
+        return d != nullptr ? d->id : std::string("none");
+    };
+    EXPECT_EQ(id("NVIDIA H100 80GB HBM3", 79.2), "h100-80gb");
+    EXPECT_EQ(id("NVIDIA A100-SXM4-40GB", 39.6), "a100-40gb");
+    EXPECT_EQ(id("NVIDIA A100-SXM4-80GB", 79.2), "a100-80gb");
+    EXPECT_EQ(id("NVIDIA H200", 139.8), "h200");
+    EXPECT_EQ(id("NVIDIA GeForce RTX 4090", 23.6), "rtx4090");
+    EXPECT_EQ(id("NVIDIA GeForce RTX 2080 Ti", 10.7), "rtx2080ti");
+    EXPECT_EQ(id("NVIDIA L4", 22.0), "l4");
+    EXPECT_EQ(id("NVIDIA L40S", 44.4), "none"); // contains "L4" but has twice its memory
+    EXPECT_EQ(id("Tesla T4", 15.0), "none");
+}

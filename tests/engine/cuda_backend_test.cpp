@@ -74,6 +74,25 @@ std::vector<double> trainLosses(const Graph& graph, const RunConfig& c, const st
 
 } // namespace
 
+// Every op of every zoo model (GPT-2, BERT, T5, the MLP) has a CUDA kernel, so a zoo model is
+// never refused by the CUDA backend. Needs no GPU, only a build with CUDA.
+TEST(CudaKernels, CoverEveryZooModelsOps)
+{
+    const auto ops = engine::cuda::cudaKernelOps();
+    if (ops.empty())
+        GTEST_SKIP() << "built without CUDA";
+    for (const auto& name : zooModelNames()) {
+        auto c = zooPreset(name);
+        c.layers = std::min<std::int64_t>(c.layers, 2); // the op set does not depend on depth
+        const auto graph = buildZooModel(c);
+        for (const auto& node : graph.nodes())
+            EXPECT_NE(std::find(ops.begin(), ops.end(), node.op), ops.end())
+                << name << ": node '" << node.name << "' (" << toString(node.op) << ") has no CUDA kernel";
+    }
+    for (const auto op : ops) // each has a forward and a backward (KernelTable::add requires both)
+        EXPECT_TRUE(cpuBackend().supports(op)) << toString(op) << " has no CPU kernel to check it against";
+}
+
 TEST(GpuSelfTest, GptForwardAndGradientsMatchTheCpuBackend)
 {
     std::string why;

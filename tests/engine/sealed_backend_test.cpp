@@ -312,3 +312,18 @@ TEST(SealedBackend, ExecutorNeverReadsDeviceBuffers)
         EXPECT_EQ(sealed.backend().toHost(sealed.gradient(id)), cpu.backend().toHost(cpu.gradient(id)))
             << graph.tensor(id).name;
 }
+
+// PatrickStar chunks step host-resident chunks with the CPU's Adam: on a device whose memory the
+// host cannot read that is refused before training, naming the device.
+TEST(SealedBackend, ChunkedParametersAreRefusedOnDeviceMemory)
+{
+    const auto graph = gptForSeal(0.0);
+    auto config = oneFOneB(graph, false);
+    config.chunks.enabled = true;
+    try {
+        TrainingRun run(graph, TokenData::random(256, 1 << 14, 3), sealedDevices(2), config);
+        FAIL() << "expected a refusal";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("sealed:0"), std::string::npos) << e.what();
+    }
+}

@@ -41,8 +41,8 @@ def gpt2_loss(p, ids, labels, cfg):
     b, t = ids.shape
     heads, hidden = cfg["heads"], cfg["hidden"]
     d = hidden // heads
-    x = p["wte.weight"][ids] + p["wpe.weight"][torch.arange(t)]
-    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    x = p["wte.weight"][ids] + p["wpe.weight"][torch.arange(t, device=ids.device)]
+    causal = torch.ones(t, t, dtype=torch.bool, device=ids.device).tril()
     for i in range(cfg["layers"]):
         def w(name):
             return p[f"h.{i}.{name}"]

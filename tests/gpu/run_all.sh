@@ -2,17 +2,20 @@
 # The GPU checks in one command (issue P14), for a machine with an NVIDIA GPU, from a bare checkout:
 #   tests/gpu/run_all.sh [OUT_DIR]      (default: $OUT, else build/gpu-out)
 # Prints and records the machine facts (nvidia-smi, glibc, the CUDA toolkit), configures a GUI-less
-# build for the local GPU's architecture (sm_90 when nvidia-smi cannot say), builds the tests and
-# the CLI, then runs:
-#   1. every `gpu`-labelled test (they skip without a device; here they must pass): saxpy; the CUDA
+# build for the local GPU's architecture (sm_90 when nvidia-smi cannot say) and builds the tests
+# and the CLI; where the project's dependencies are missing it unpacks build/gpu-bundle.tar.xz
+# (tests/gpu/make_bundle.sh) instead. Then runs:
+#   1. every GpuSelfTest (the `gpu` label; they skip without a device, here they must pass): saxpy; the CUDA
 #      backend's GPT forward loss and parameter gradients against the CPU backend (dropout off and
 #      on); 20 training steps of a 4-layer GPT on cuda:0 against the CPU's losses (1e-4 relative);
 #      1F1B on cuda:0x2 (two virtual stage devices), with and without swap/recompute, against one GPU;
+#      a CUPTI profile of a 4-layer GPT whose node sum is held against a measured step;
 #   2. `pipestudio devices --self-test`: saxpy, then the GELU and AdamW kernels over
 #      engine/kernel_math.h against the host's results.
 # Writes summary.md and the logs into OUT_DIR, on failure too, and exits non-zero on any failure.
-# Not yet here (they need the CUPTI collector and bf16, not built yet): a CUPTI profile against a
-# measured step, and the benchmark against PyTorch.
+#   3. the benchmark: a 12 x 768 GPT (seq 1024, batch 8) trained in fp32 by the engine and by PyTorch
+#      eager on the same GPU (tests/bench/train_step_vs_torch.py), tokens/s, ratio and MFU.
+# Not yet here (not built yet): bf16 and TF32 runs of the benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -53,30 +56,64 @@ note ""
 note "## Checks"
 
 export PATH=$PATH:/usr/local/cuda/bin
-if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPS_BUILD_GUI=OFF -DPS_BUILD_BENCH=OFF \
+# Where the binaries come from: a build here when CMake finds the project's dependencies, else the
+# bundle tests/gpu/make_bundle.sh made on a development machine (build/gpu-bundle.tar.xz, sent
+# along with the checkout), whose non-system libraries come with it (GPU.md).
+bin=""
+libs=""
+if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPS_BUILD_GUI=OFF -DPS_BUILD_BENCH=OFF \
   -DPS_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1; then
-  note "- FAIL configure: the project's dependencies were not found here (see configure.log)"
+  note "- PASS configure"
+  check "build (engine and profiler tests, pipestudio)" build.log \
+    cmake --build "$build" -j "$jobs" --target engine_tests profiler_tests pipestudio
+  bin=$build
+elif [ -f build/gpu-bundle.tar.xz ]; then
+  note "- configure failed here (see configure.log): using build/gpu-bundle.tar.xz"
+  grep -E "Could not find|not found" "$out/configure.log" | head -n 5 | sed 's/^/    /' >>"$summary"
+  check "unpack the bundle" unpack.log tar -C build -xJf build/gpu-bundle.tar.xz
+  note "    $(cat build/gpu-bundle/BUILT 2>/dev/null)"
+  bin=build/gpu-bundle
+  libs=$PWD/build/gpu-bundle/lib
+else
+  note "- FAIL configure: the project's dependencies were not found here and there is no"
+  note "  build/gpu-bundle.tar.xz (make one with tests/gpu/make_bundle.sh on a development machine)"
   grep -E "Could not find|not found|Error" "$out/configure.log" | head -n 10 | sed 's/^/    /' >>"$summary"
-  note ""
-  note "Result: configure failed after $((SECONDS - start)) s"
-  exit 1
+  failures=$((failures + 1))
 fi
-note "- PASS configure"
-check "build (engine and profiler tests, pipestudio)" build.log \
-  cmake --build "$build" -j "$jobs" --target engine_tests profiler_tests pipestudio
+run() { LD_LIBRARY_PATH=${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
+find_bin() { # the built or bundled file of a target
+  if [ -x "$bin/$1" ]; then echo "$bin/$1"; else find "$bin" -name "$1" -type f -perm -u+x | head -n 1; fi
+}
+
 if [ "$failures" -eq 0 ]; then
-  check "gpu-labelled tests" gpu-tests.log ctest --test-dir "$build" -L gpu --output-on-failure --no-tests=error -V
-  grep -E "\[ NOTE \]|Passed|Failed|SKIPPED \]" "$out/gpu-tests.log" | sed 's/^/    /' >>"$summary"
-  if grep -q "\[  SKIPPED \]" "$out/gpu-tests.log"; then # on a GPU machine a skip is a failure
-    note "- FAIL gpu-labelled tests skipped here: $(grep -m 1 'no CUDA device' "$out/gpu-tests.log")"
-    failures=$((failures + 1))
-  fi
-  check "devices --self-test" self-test.log "$build/app/pipestudio" devices --self-test
+  for t in engine_tests profiler_tests; do
+    exe=$(find_bin "$t")
+    check "gpu tests in $t" "$t.log" run "$exe" --gtest_filter='GpuSelfTest.*' --gtest_color=no
+    grep -E "\[ NOTE \]|\[       OK \]|\[  FAILED  \]|\[  SKIPPED \]" "$out/$t.log" | sed 's/^/    /' >>"$summary"
+    if grep -q "\[  SKIPPED \]" "$out/$t.log"; then # on a GPU machine a skip is a failure
+      note "- FAIL gpu tests in $t skipped here: $(grep -m 1 'no CUDA device' "$out/$t.log")"
+      failures=$((failures + 1))
+    fi
+  done
+  cli=$(find_bin pipestudio)
+  check "devices --self-test" self-test.log run "$cli" devices --self-test
   if ! grep -q "^Self-test GPU" "$out/self-test.log"; then
     note "- FAIL devices --self-test found no GPU to test: $(grep '^CUDA:' "$out/self-test.log")"
     failures=$((failures + 1))
   else
-    grep "^Self-test GPU" "$out/self-test.log" | sed 's/^/    /' >>"$summary"
+    grep -E "^Self-test GPU|^  (driver|runtime|cublas|cupti) " "$out/self-test.log" | sed 's/^/    /' >>"$summary"
+  fi
+fi
+# The benchmark: a GPT-2-small-sized model (12 x 768, seq 1024, batch 8, byte vocabulary) trained
+# in fp32 by the engine and by PyTorch eager on the same GPU, tokens/s and MFU (fp32 peak).
+if [ "$failures" -eq 0 ]; then
+  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    check "benchmark against PyTorch (fp32)" bench.log run timeout 300 python3 tests/bench/train_step_vs_torch.py "$cli" \
+      --device cuda:0 --layers 12 --hidden 768 --heads 12 --seq 1024 --batch 8 --steps 6 --threads "$jobs" \
+      --data README.md --peak-tflops 67
+    grep -E "^GPT|engine|PyTorch" "$out/bench.log" | sed 's/^/    /' >>"$summary"
+  else
+    note "- benchmark skipped: the python3 here has no PyTorch with CUDA"
   fi
 fi
 note ""

@@ -1,0 +1,110 @@
+// The device profiler's bookkeeping (device_profiler.h) on the CPU: every timed repetition is its
+// own traced range, warm-ups are never samples, and the tracer's records become each node's
+// samples. Then, labelled `gpu` (skipped without a device), the same on the CUDA backend with
+// CUPTI: every node that launches kernels gets device-time samples, and their sum is held against
+// a measured training step.
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_probe.h"
+#include "cupti/cupti_tracer.h"
+#include "device_profiler.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+using namespace ps;
+using namespace ps::profiler;
+
+namespace {
+
+// The host clock, counting ranges and collects.
+class CountingTracer final : public ActivityTracer
+{
+public:
+    void push(std::uint64_t id) override
+    {
+        ++pushes;
+        ids.push_back(id);
+        inner.push(id);
+    }
+    void pop() override
+    {
+        inner.pop();
+    }
+    [[nodiscard]] cupti::ActivityBatch collect() override
+    {
+        ++collects;
+        return inner.collect();
+    }
+    HostClockTracer inner;
+    int pushes = 0;
+    int collects = 0;
+    std::vector<std::uint64_t> ids;
+};
+
+Graph tinyGpt(std::int64_t microBatch)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 1;
+    c.seq = 16;
+    c.microBatch = microBatch;
+    return buildZooModel(c);
+}
+
+} // namespace
+
+TEST(DeviceProfiler, EachRepetitionIsItsOwnRangeAndWarmUpsAreNotSamples)
+{
+    const auto graph = tinyGpt(2);
+    CountingTracer tracer;
+    std::vector<std::string> warnings { "stale" };
+    const CpuProfileOptions o { 2, 3, 0, 1 };
+    const auto run = measureOnDevice(graph, engine::cpuBackend(), tracer, o, {}, &warnings);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    std::size_t passes = 0;
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        EXPECT_EQ(run.nodes[i].forwardNs.count, 3U) << graph.nodes()[i].name;
+        passes += 1 + (run.nodes[i].backwardNs.count > 0 ? 1 : 0);
+    }
+    EXPECT_EQ(tracer.pushes, static_cast<int>(passes) * 3); // repeats only: warm-ups run outside ranges
+    std::vector<std::uint64_t> sorted = tracer.ids;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()); // one id per range
+    EXPECT_GT(run.stepNs.median, 0);
+    EXPECT_GT(run.nodeSumNs, 0);
+}
+
+TEST(GpuSelfTest, CuptiProfileNodeSumMatchesAMeasuredStep)
+{
+    const auto probe = engine::cuda::probeGpus();
+    if (probe.devices.empty())
+        GTEST_SKIP() << "no CUDA device: " << probe.status;
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 4;
+    c.hidden = 256;
+    c.heads = 4;
+    c.seq = 256;
+    c.microBatch = 8;
+    const auto graph = buildZooModel(c);
+    auto tracer = cupti::makeCuptiTracer();
+    std::vector<std::string> warnings;
+    const auto run =
+        measureOnDevice(graph, engine::cuda::cudaBackend(0), *tracer, CpuProfileOptions { 2, 5, 0, 0 }, {}, &warnings);
+    for (const auto& w : warnings)
+        std::cout << "[ NOTE ] warning: " << w << "\n";
+    std::size_t measured = 0;
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        const auto& node = graph.nodes()[i];
+        if (node.op == OpType::Reshape)
+            continue; // a view: no kernel
+        EXPECT_EQ(run.nodes[i].forwardNs.count, 5U) << node.name;
+        measured += run.nodes[i].forwardNs.count > 0 ? 1 : 0;
+    }
+    const double ratio = run.nodeSumNs / run.stepNs.median;
+    std::cout << "[ NOTE ] CUPTI: " << measured << " nodes with kernels, node sum " << run.nodeSumNs / 1e6
+              << " ms, measured step " << run.stepNs.median / 1e6 << " ms, ratio " << ratio << "\n";
+    // The step adds launch gaps and the optimizer; isolated nodes add nothing the step lacks.
+    EXPECT_GT(ratio, 0.5);
+    EXPECT_LT(ratio, 1.2);
+}
