@@ -110,6 +110,12 @@ public:
     // Where this backend's buffers live: an allocator for one of its devices is made with it
     // (host memory for the CPU backend).
     [[nodiscard]] virtual std::shared_ptr<MemoryResource> memory() const = 0;
+    // Host memory for what leaves the device (swapped activations, host-resident copies): pinned
+    // for a GPU, so its copies run at the link's full bandwidth; plain host memory by default.
+    [[nodiscard]] virtual std::shared_ptr<MemoryResource> hostStaging() const
+    {
+        return hostMemory();
+    }
 
     // Buffers on a device (its allocator).
     [[nodiscard]] virtual NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype = DType::F32) const = 0;

@@ -6,9 +6,10 @@
 // Blocking: one warp of kRowLanes = 32 lanes per row. Lane l accumulates, in float, the elements
 // l, l + 32, l + 64, ... (lane*Partial below, the same code on both sides); then the lanes combine
 // by a butterfly: for offsets 16, 8, 4, 2, 1 every lane adds (or takes the max of) the value of
-// lane l ^ offset (__shfl_xor_sync on the device, butterflyReference here). Float addition is
-// commutative, so the host and the device combine the same partials to the same bits; only the
-// device's expf/logf may differ from the host's in the last units.
+// lane l ^ offset (__shfl_xor_sync on the device, butterflyReference here). The order of every
+// addition is the same on both sides; they still differ in the last bits where nvcc fuses a
+// multiply and an add (its default) and where the device's expf/logf round differently, so the
+// GPU self-test compares with a relative tolerance.
 // Depends on: kernel_math.h (PS_HOST_DEVICE); no CUDA headers.
 #pragma once
 

@@ -94,6 +94,19 @@ struct Allocator::State
         return b;
     }
 
+    // Returns every cached block to the memory (an allocation found the memory full: the cache
+    // may hold what it needs in blocks of other sizes).
+    void trim()
+    {
+        const std::lock_guard lock(mutex);
+        for (auto& [size, blocks] : cache) {
+            for (auto* b : blocks)
+                memory->release(b, size);
+        }
+        cache.clear();
+        cachedBytes = 0;
+    }
+
     void give(std::byte* b, std::size_t rounded)
     {
         constexpr std::size_t kMaxCached = std::size_t { 4 } << 30;
@@ -194,6 +207,10 @@ struct NdArray::Storage
         auto* block = on.take(rounded);
         if (block == nullptr)
             block = on.memory->allocate(rounded);
+        if (block == nullptr) { // full: give the cached blocks back and try once more
+            on.trim();
+            block = on.memory->allocate(rounded);
+        }
         if (block == nullptr) {
             unaccount(on);
             throw OutOfMemoryError(fmt::format("out of {} memory on {} allocating {} for {}", on.memory->name(),

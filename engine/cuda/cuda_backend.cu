@@ -10,9 +10,11 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace ps::engine::cuda {
 
@@ -87,10 +89,48 @@ namespace {
         std::string m_name;
     };
 
+    // Page-locked host memory (cudaMallocHost): where swapped activations wait, so the copies to
+    // and from the GPU run at the link's bandwidth instead of through a staging buffer.
+    class PinnedHostMemory final : public MemoryResource
+    {
+    public:
+        [[nodiscard]] std::string_view name() const override
+        {
+            return "pinned host";
+        }
+        [[nodiscard]] bool hostAccessible() const override
+        {
+            return true;
+        }
+        [[nodiscard]] std::byte* allocate(std::size_t bytes) override
+        {
+            void* p = nullptr;
+            if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+                (void)cudaGetLastError();
+                return nullptr; // reported as out of host memory, naming the node
+            }
+            return static_cast<std::byte*>(p);
+        }
+        void release(std::byte* block, std::size_t /*bytes*/) override
+        {
+            (void)cudaFreeHost(block);
+        }
+        void zero(std::byte* block, std::size_t bytes) override
+        {
+            std::memset(block, 0, bytes);
+        }
+        void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
+        {
+            if (bytes > 0)
+                check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "pinned host: cudaMemcpy");
+        }
+    };
+
     // cuBLAS entry points, resolved by name from the library the loader found.
     struct Cublas
     {
         decltype(&cublasCreate_v2) create = nullptr;
+        decltype(&cublasDestroy_v2) destroy = nullptr;
         decltype(&cublasSgemmStridedBatched) sgemmStridedBatched = nullptr;
         decltype(&cublasSetMathMode) setMathMode = nullptr;
     };
@@ -100,6 +140,7 @@ namespace {
         static const Cublas api = [] {
             Cublas c;
             c.create = reinterpret_cast<decltype(c.create)>(cudaSymbol("cublas", "cublasCreate_v2"));
+            c.destroy = reinterpret_cast<decltype(c.destroy)>(cudaSymbol("cublas", "cublasDestroy_v2"));
             c.sgemmStridedBatched =
                 reinterpret_cast<decltype(c.sgemmStridedBatched)>(cudaSymbol("cublas", "cublasSgemmStridedBatched"));
             c.setMathMode = reinterpret_cast<decltype(c.setMathMode)>(cudaSymbol("cublas", "cublasSetMathMode"));
@@ -108,21 +149,64 @@ namespace {
         return api;
     }
 
-    // One handle per thread and device (a handle belongs to the device current at its creation;
-    // pipeline workers each drive one device). Kept for the thread's life.
-    cublasHandle_t handleFor(int device)
+    // cuBLAS handles per GPU, lent for one call at a time: pipeline workers are new threads each
+    // step, and two virtual devices of one GPU (cuda:0x2) run GEMMs at once, each needing its own.
+    class HandlePool
     {
-        thread_local std::map<int, cublasHandle_t> handles;
-        if (const auto it = handles.find(device); it != handles.end())
-            return it->second;
-        cublasHandle_t h = nullptr;
-        if (const auto status = cublas().create(&h); status != CUBLAS_STATUS_SUCCESS)
-            throw Error("cuda:" + std::to_string(device) + ": cublasCreate failed (status "
-                + std::to_string(static_cast<int>(status)) + ")");
-        // fp32 arithmetic, as the CPU backend (TF32 would differ from it by 1e-3).
-        (void)cublas().setMathMode(h, CUBLAS_PEDANTIC_MATH);
-        handles.emplace(device, h);
-        return h;
+    public:
+        explicit HandlePool(int device)
+            : m_device(device)
+        {
+        }
+        ~HandlePool()
+        {
+            if (cudaSetDevice(m_device) != cudaSuccess)
+                return;
+            for (auto* h : m_free)
+                (void)cublas().destroy(h);
+        }
+        HandlePool(const HandlePool&) = delete;
+        HandlePool& operator=(const HandlePool&) = delete;
+
+        cublasHandle_t take()
+        {
+            {
+                const std::lock_guard lock(m_mutex);
+                if (!m_free.empty()) {
+                    auto* h = m_free.back();
+                    m_free.pop_back();
+                    return h;
+                }
+            }
+            cublasHandle_t h = nullptr;
+            if (const auto status = cublas().create(&h); status != CUBLAS_STATUS_SUCCESS)
+                throw Error("cuda:" + std::to_string(m_device) + ": cublasCreate failed (status "
+                    + std::to_string(static_cast<int>(status)) + ")");
+            // fp32 arithmetic, as the CPU backend: the default mode, which uses no TF32 for SGEMM.
+            (void)cublas().setMathMode(h, CUBLAS_DEFAULT_MATH);
+            return h;
+        }
+        void give(cublasHandle_t h)
+        {
+            const std::lock_guard lock(m_mutex);
+            m_free.push_back(h);
+        }
+
+    private:
+        int m_device;
+        std::mutex m_mutex;
+        std::vector<cublasHandle_t> m_free;
+    };
+
+    HandlePool& handlePool(int device)
+    {
+        static std::mutex mutex;
+        static std::map<int, std::unique_ptr<HandlePool>> pools;
+        const std::lock_guard lock(mutex);
+        auto& p = pools[device];
+        if (!p)
+            p = std::make_unique<HandlePool>(device);
+        return *p;
     }
 
     __global__ void addKernel(const float* a, const float* b, float* out, std::int64_t n)
@@ -184,6 +268,11 @@ namespace {
         {
             return m_memory;
         }
+        [[nodiscard]] std::shared_ptr<MemoryResource> hostStaging() const override
+        {
+            static const auto pinned = std::make_shared<PinnedHostMemory>();
+            return pinned;
+        }
         [[nodiscard]] NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype) const override
         {
             return NdArray::zeros(allocator, shape, dtype);
@@ -229,6 +318,8 @@ namespace {
         void adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const override
         {
             requireSame(param, grad, "adamw");
+            requireSame(param, m, "adamw");
+            requireSame(param, v, "adamw");
             select();
             const math::AdamWCoefficients c { u.lr, u.weightDecay, u.beta1, u.beta2, u.eps,
                 1.0F - std::pow(u.beta1, static_cast<float>(u.step)),
@@ -240,6 +331,7 @@ namespace {
         void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const override
         {
             requireSame(param, grad, "sgd");
+            requireSame(param, momentum, "sgd");
             select();
             const math::SgdCoefficients c { u.lr, u.momentum, u.weightDecay, u.gradScale, u.firstStep };
             sgdKernel<<<blocksFor(param.numel()), kThreads>>>(f32(param), f32(grad), f32(momentum), c, param.numel());
@@ -277,10 +369,13 @@ void gemm(bool transA, bool transB, int m, int n, int k, const float* a, int lda
     int device = 0;
     check(cudaGetDevice(&device), "cuda gemm");
     const float alpha = 1.0F;
+    auto& pool = handlePool(device);
+    auto* handle = pool.take();
     // Row-major C (m x n) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-    const auto status = cublas().sgemmStridedBatched(handleFor(device), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-        transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c, ldc, strideC,
-        batch);
+    const auto status =
+        cublas().sgemmStridedBatched(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+            m, k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c, ldc, strideC, batch);
+    pool.give(handle);
     if (status != CUBLAS_STATUS_SUCCESS)
         throw Error("cuda:" + std::to_string(device) + ": cublasSgemmStridedBatched (" + std::to_string(m) + "x"
             + std::to_string(n) + "x" + std::to_string(k) + ", batch " + std::to_string(batch) + ") failed with status "

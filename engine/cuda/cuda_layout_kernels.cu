@@ -1,6 +1,6 @@
 // CUDA kernels of the layout ops: Transpose, Split, Slice and Concat (Reshape is a view: the CPU
 // backend's kernel, which touches no data).
-// Copies move elements of any engine type (f32, i64, u8) by their size.
+// Copies move elements of every engine type (f32, i64, u8) at their own size.
 #include "cuda/cuda_common.cuh"
 
 #include <cstring>
@@ -57,6 +57,8 @@ namespace {
         if (n > 0) {
             if (x.dtype() == DType::I64)
                 permuteKernel<<<blocksFor(n), kThreads>>>(i64(x), i64(out), outDims, inStrides, n);
+            else if (x.dtype() == DType::U8)
+                permuteKernel<<<blocksFor(n), kThreads>>>(u8(x), u8(out), outDims, inStrides, n);
             else
                 permuteKernel<<<blocksFor(n), kThreads>>>(f32(x), f32(out), outDims, inStrides, n);
         }
@@ -111,6 +113,9 @@ namespace {
             if (src.dtype() == DType::I64)
                 copyAxisKernel<<<blocksFor(n), kThreads>>>(
                     i64(src), i64(dst), outer, count, inner, srcLen, srcStart, dstLen, dstStart);
+            else if (src.dtype() == DType::U8)
+                copyAxisKernel<<<blocksFor(n), kThreads>>>(
+                    u8(src), u8(dst), outer, count, inner, srcLen, srcStart, dstLen, dstStart);
             else
                 copyAxisKernel<<<blocksFor(n), kThreads>>>(
                     f32(src), f32(dst), outer, count, inner, srcLen, srcStart, dstLen, dstStart);

@@ -55,8 +55,12 @@ GpuProbe probeGpus()
     }
     for (int i = 0; i < count; ++i) {
         cudaDeviceProp prop {};
-        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess)
+        if (const auto e = cudaGetDeviceProperties(&prop, i); e != cudaSuccess) {
+            // Kept in its place: list positions are CUDA ordinals (cuda:N).
+            probe.devices.push_back(
+                { "GPU " + std::to_string(i) + " (properties unreadable: " + describe(e) + ")", 0, 0, 0, 0 });
             continue;
+        }
         probe.devices.push_back({ prop.name, static_cast<std::int64_t>(prop.totalGlobalMem), prop.multiProcessorCount,
             prop.major, prop.minor });
     }

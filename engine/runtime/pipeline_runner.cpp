@@ -153,6 +153,8 @@ PipelineRunner::PipelineRunner(
     , m_spec(std::move(spec))
     , m_devices(devices)
     , m_options(std::move(options))
+    , m_hostPool("host pool", 0,
+          devices.empty() || devices.front().backend == nullptr ? hostMemory() : devices.front().backend->hostStaging())
     , m_abort(std::make_unique<AbortSignal>())
 {
     checkPartition(m_spec.partition, graph.nodeCount());
@@ -434,6 +436,9 @@ void PipelineRunner::runDevice(
         ActionOutcome outcome;
         try {
             outcome = runAction(device, a, batches, lr, result);
+            // The measured timeline is the device's: an action ends when its work has run, not when
+            // it was queued (a no-op on the CPU, whose calls return when done).
+            m_devices[device].backend->synchronize();
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
                 + formatAction(a) + ": " + e.what());

@@ -134,7 +134,7 @@ private:
     Schedule m_schedule; // lowered: with SEND/RECV
     std::vector<RuntimeDevice>& m_devices;
     RunnerOptions m_options;
-    Allocator m_hostPool { "host pool" };
+    Allocator m_hostPool; // the first device's backend's host staging memory (pinned for a GPU)
     // Per device, when a stage swaps: the copy streams (a swap-in may wait on the swap-out stream,
     // so the swap-in streams are destroyed first).
     std::vector<std::unique_ptr<CopyStream>> m_toHost;

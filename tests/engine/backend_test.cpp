@@ -214,3 +214,64 @@ TEST(CpuBackend, EveryRegisteredOpHasAKernel)
     }
     EXPECT_FALSE(cpuBackend().supports(OpType::Opaque));
 }
+
+namespace {
+
+// Memory with a physical limit, as a GPU's: allocate fails past it.
+class LimitedMemory final : public MemoryResource
+{
+public:
+    explicit LimitedMemory(std::size_t limit)
+        : m_limit(limit)
+    {
+    }
+    [[nodiscard]] std::string_view name() const override
+    {
+        return "limited";
+    }
+    [[nodiscard]] bool hostAccessible() const override
+    {
+        return true;
+    }
+    [[nodiscard]] std::byte* allocate(std::size_t bytes) override
+    {
+        if (used + bytes > m_limit)
+            return nullptr;
+        used += bytes;
+        return hostMemory()->allocate(bytes);
+    }
+    void release(std::byte* block, std::size_t bytes) override
+    {
+        used -= bytes;
+        hostMemory()->release(block, bytes);
+    }
+    void zero(std::byte* block, std::size_t bytes) override
+    {
+        hostMemory()->zero(block, bytes);
+    }
+    void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
+    {
+        hostMemory()->copy(dst, src, bytes);
+    }
+    std::size_t used = 0;
+
+private:
+    std::size_t m_limit;
+};
+
+} // namespace
+
+// Freed blocks stay cached for reuse at their size; when the memory is full they are given back
+// and the allocation is tried again, instead of failing while the cache holds the room.
+TEST(Allocator, AFullMemoryGetsTheCachedBlocksBackAndRetries)
+{
+    const auto memory = std::make_shared<LimitedMemory>(2 << 20);
+    Allocator device("gpu-like", 0, memory);
+    {
+        const auto first = NdArray::empty(device, { 256 * 1024 }); // 1 MiB, cached when freed
+    }
+    EXPECT_EQ(memory->used, std::size_t { 1 } << 20);
+    const auto second = NdArray::empty(device, { 384 * 1024 }); // 1.5 MiB: fits only without the cached block
+    EXPECT_EQ(memory->used, std::size_t { 3 } << 19);
+    EXPECT_THROW((void)NdArray::empty(device, { 256 * 1024 }), OutOfMemoryError); // really full now
+}

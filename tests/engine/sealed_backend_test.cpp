@@ -63,6 +63,44 @@ const std::shared_ptr<SealedMemory>& sealedMemory()
     return memory;
 }
 
+// The sealed device's host staging memory (a GPU's pinned memory): host memory, counted.
+class StagingMemory final : public MemoryResource
+{
+public:
+    [[nodiscard]] std::string_view name() const override
+    {
+        return "staging";
+    }
+    [[nodiscard]] bool hostAccessible() const override
+    {
+        return true;
+    }
+    [[nodiscard]] std::byte* allocate(std::size_t bytes) override
+    {
+        ++allocations;
+        return hostMemory()->allocate(bytes);
+    }
+    void release(std::byte* block, std::size_t bytes) override
+    {
+        hostMemory()->release(block, bytes);
+    }
+    void zero(std::byte* block, std::size_t bytes) override
+    {
+        hostMemory()->zero(block, bytes);
+    }
+    void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
+    {
+        hostMemory()->copy(dst, src, bytes);
+    }
+    int allocations = 0;
+};
+
+const std::shared_ptr<StagingMemory>& stagingMemory()
+{
+    static const auto memory = std::make_shared<StagingMemory>();
+    return memory;
+}
+
 // A host copy of a device value (an undefined or released one keeps only its shape).
 NdArray toStaging(const NdArray& a, Allocator& staging)
 {
@@ -139,6 +177,10 @@ public:
     [[nodiscard]] std::shared_ptr<MemoryResource> memory() const override
     {
         return sealedMemory();
+    }
+    [[nodiscard]] std::shared_ptr<MemoryResource> hostStaging() const override
+    {
+        return stagingMemory();
     }
     [[nodiscard]] NdArray zeros(Allocator& allocator, const Shape& shape, DType dtype) const override
     {
@@ -277,9 +319,13 @@ TEST(SealedBackend, PipelineRuntimeNeverReadsDeviceBuffers)
         TrainingRun cpu(graph, TokenData::random(256, 1 << 14, 3), makeDevices("cpu:2", 0), config);
         TrainingRun sealed(graph, TokenData::random(256, 1 << 14, 3), sealedDevices(2), config);
         const auto copies = sealedMemory()->copies;
+        const auto staged = stagingMemory()->allocations;
         const auto want = losses(cpu, 3);
         const auto got = losses(sealed, 3);
         EXPECT_GT(sealedMemory()->copies, copies);
+        if (memoryPlan) { // swapped activations wait in the backend's host staging memory
+            EXPECT_GT(stagingMemory()->allocations, staged);
+        }
         ASSERT_EQ(got.size(), want.size());
         for (std::size_t i = 0; i < want.size(); ++i)
             EXPECT_EQ(got[i], want[i]) << "step " << i + 1 << (memoryPlan ? " with swap and recompute" : "");

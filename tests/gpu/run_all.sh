@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks in one command (issue P14), for a machine with an NVIDIA GPU, from a bare checkout:
-#   tests/gpu/run_all.sh [OUT_DIR]      (default: $OUT, else build/gpu-out)
+#   tests/gpu/run_all.sh [--bundle] [OUT_DIR]      (default: $OUT, else build/gpu-out)
+# --bundle: run the binaries of build/gpu-bundle.tar.xz without trying a build here (saves the
+# build's minutes of a short GPU window).
 # Prints and records the machine facts (nvidia-smi, glibc, the CUDA toolkit), configures a GUI-less
 # build for the local GPU's architecture (sm_90 when nvidia-smi cannot say) and builds the tests
 # and the CLI; where the project's dependencies are missing it unpacks build/gpu-bundle.tar.xz
@@ -19,6 +21,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
+use_bundle=0
+if [ "${1:-}" = "--bundle" ]; then
+  use_bundle=1
+  shift
+fi
 out=${1:-${OUT:-build/gpu-out}}
 mkdir -p "$out"
 summary=$out/summary.md
@@ -61,15 +68,19 @@ export PATH=$PATH:/usr/local/cuda/bin
 # along with the checkout), whose non-system libraries come with it (GPU.md).
 bin=""
 libs=""
-if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPS_BUILD_GUI=OFF -DPS_BUILD_BENCH=OFF \
-  -DPS_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1; then
+if [ "$use_bundle" -eq 0 ] && cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPS_BUILD_GUI=OFF \
+  -DPS_BUILD_BENCH=OFF -DPS_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1; then
   note "- PASS configure"
   check "build (engine and profiler tests, pipestudio)" build.log \
     cmake --build "$build" -j "$jobs" --target engine_tests profiler_tests pipestudio
   bin=$build
 elif [ -f build/gpu-bundle.tar.xz ]; then
-  note "- configure failed here (see configure.log): using build/gpu-bundle.tar.xz"
-  grep -E "Could not find|not found" "$out/configure.log" | head -n 5 | sed 's/^/    /' >>"$summary"
+  if [ "$use_bundle" -eq 1 ]; then
+    note "- using build/gpu-bundle.tar.xz (--bundle)"
+  else
+    note "- configure failed here (see configure.log): using build/gpu-bundle.tar.xz"
+    grep -E "Could not find|not found" "$out/configure.log" | head -n 5 | sed 's/^/    /' >>"$summary"
+  fi
   check "unpack the bundle" unpack.log tar -C build -xJf build/gpu-bundle.tar.xz
   note "    $(cat build/gpu-bundle/BUILT 2>/dev/null)"
   bin=build/gpu-bundle
