@@ -28,6 +28,7 @@ struct KernelContext
     Allocator& allocator;
     std::mt19937_64& rng; // dropout masks
     bool training = true; // dropout active, batch norm on batch statistics
+    bool tf32 = false; // GEMMs may round their inputs to TF32 (CUDA tensor cores); the CPU computes fp32
 };
 
 // One node's values for one micro-batch: inputs and outputs, and what forward saved besides them

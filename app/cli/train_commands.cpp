@@ -42,7 +42,8 @@ namespace {
     {
         std::string project;
         std::string device = "cpu"; // legacy single-device form
-        std::string devices; // cpu, cpu:N
+        std::string devices; // cpu, cpu:N, cuda:...
+        std::string precision = "fp32"; // fp32, or tf32 on GPUs
         int stages = 0; // 0: one per device
         std::string schedule = "1f1b";
         std::int64_t microBatches = 0; // 0: --accumulate
@@ -213,6 +214,10 @@ namespace {
         const double memoryBytes = o.memory.empty() ? 0 : parseBytes(o.memory, "--device-memory");
         auto devices = engine::makeDevices(deviceText, static_cast<std::int64_t>(memoryBytes));
         engine::RunConfig c;
+        if (o.precision != "fp32" && o.precision != "tf32")
+            throw Error("--precision '" + o.precision
+                + "': the engine trains in fp32, or tf32 on GPUs (bf16 training is not built yet)");
+        c.tf32 = o.precision == "tf32";
         std::int64_t planId = 0;
         if (!o.plan.empty()) {
             applyStoredPlan(store, o.plan, graph, c, planId);
@@ -500,6 +505,8 @@ void addTrainCommand(CLI::App& app, Action& action)
         "cpu (one device), cpu:N (N devices sharing the cores), or GPUs with the CUDA backend (not yet run on a "
         "GPU): cuda:G, cuda:0,cuda:1, cuda:GxK (GPU G as K stage devices)");
     cmd->add_option("--device", o->device, "Same as --devices (cpu)");
+    cmd->add_option("--precision", o->precision,
+        "fp32 (default), or tf32: GEMMs on a GPU's tensor cores with TF32 inputs, fp32 accumulation");
     cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
     cmd->add_option("--schedule", o->schedule,
         "gpipe | 1f1b | kfkb:K | kfkb:auto (Ada-Grouper: k chosen from the measured transfers) | "

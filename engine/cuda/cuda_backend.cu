@@ -182,9 +182,7 @@ namespace {
             if (const auto status = cublas().create(&h); status != CUBLAS_STATUS_SUCCESS)
                 throw Error("cuda:" + std::to_string(m_device) + ": cublasCreate failed (status "
                     + std::to_string(static_cast<int>(status)) + ")");
-            // fp32 arithmetic, as the CPU backend: the default mode, which uses no TF32 for SGEMM.
-            (void)cublas().setMathMode(h, CUBLAS_DEFAULT_MATH);
-            return h;
+            return h; // its math mode is set for each call (fp32 or TF32)
         }
         void give(cublasHandle_t h)
         {
@@ -361,8 +359,8 @@ void useDevice(Allocator& allocator)
     check(cudaSetDevice(memory->device()), allocator.device());
 }
 
-void gemm(bool transA, bool transB, int m, int n, int k, const float* a, int lda, long long strideA, const float* b,
-    int ldb, long long strideB, float beta, float* c, int ldc, long long strideC, int batch)
+void gemm(bool tf32, bool transA, bool transB, int m, int n, int k, const float* a, int lda, long long strideA,
+    const float* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC, int batch)
 {
     if (m == 0 || n == 0 || batch == 0)
         return;
@@ -371,6 +369,7 @@ void gemm(bool transA, bool transB, int m, int n, int k, const float* a, int lda
     const float alpha = 1.0F;
     auto& pool = handlePool(device);
     auto* handle = pool.take();
+    (void)cublas().setMathMode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     // Row-major C (m x n) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     const auto status =
         cublas().sgemmStridedBatched(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, n,

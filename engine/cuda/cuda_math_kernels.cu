@@ -310,17 +310,17 @@ namespace {
         const int ldb = asInt(s.transB ? s.k : s.n);
         const auto batches = numElements(s.batchOut);
         if (numElements(s.batchB) == 1) { // one GEMM over every row of A
-            gemm(false, s.transB, asInt(batches * s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), 0, f32(b), ldb, 0,
-                0.0F, f32(out), asInt(s.n), 0, 1);
+            gemm(ctx.tf32, false, s.transB, asInt(batches * s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), 0, f32(b),
+                ldb, 0, 0.0F, f32(out), asInt(s.n), 0, 1);
         } else if (s.batchA == s.batchB) { // attention: equal batches, one strided-batched call
-            gemm(false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), s.m * s.k, f32(b), ldb,
-                s.k * s.n, 0.0F, f32(out), asInt(s.n), s.m * s.n, asInt(batches));
+            gemm(ctx.tf32, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), s.m * s.k, f32(b),
+                ldb, s.k * s.n, 0.0F, f32(out), asInt(s.n), s.m * s.n, asInt(batches));
         } else {
             const auto offsets = matrixOffsets(s);
             for (std::size_t i = 0; i < offsets.size(); ++i)
-                gemm(false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a) + offsets[i].first, asInt(s.k), 0,
-                    f32(b) + offsets[i].second, ldb, 0, 0.0F, f32(out) + static_cast<std::int64_t>(i) * s.m * s.n,
-                    asInt(s.n), 0, 1);
+                gemm(ctx.tf32, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a) + offsets[i].first,
+                    asInt(s.k), 0, f32(b) + offsets[i].second, ldb, 0, 0.0F,
+                    f32(out) + static_cast<std::int64_t>(i) * s.m * s.n, asInt(s.n), 0, 1);
         }
         if (v.in.size() == 3) { // Gemm's bias over the last dim
             auto biased = binary(Binary::Add, out, v.in[2], node, ctx);
@@ -344,14 +344,14 @@ namespace {
         if (g.needGrad[0]) { // dA = dY B^T (B (K, N)), or dY B (B (N, K))
             auto da = NdArray::zeros(ctx.allocator, a.shape());
             if (flat)
-                gemm(false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), 0, f32(b),
-                    ldb, 0, 0.0F, f32(da), asInt(s.k), 0, 1);
+                gemm(ctx.tf32, false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), 0,
+                    f32(b), ldb, 0, 0.0F, f32(da), asInt(s.k), 0, 1);
             else if (equal)
-                gemm(false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), s.m * s.n, f32(b), ldb,
-                    s.k * s.n, 0.0F, f32(da), asInt(s.k), s.m * s.k, asInt(batches));
+                gemm(ctx.tf32, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), s.m * s.n,
+                    f32(b), ldb, s.k * s.n, 0.0F, f32(da), asInt(s.k), s.m * s.k, asInt(batches));
             else
                 for (std::size_t i = 0; i < offsets.size(); ++i) // A broadcast: sums over its repeats
-                    gemm(false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n),
+                    gemm(ctx.tf32, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n),
                         f32(dy) + static_cast<std::int64_t>(i) * s.m * s.n, asInt(s.n), 0, f32(b) + offsets[i].second,
                         ldb, 0, 1.0F, f32(da) + offsets[i].first, asInt(s.k), 0, 1);
             g.gradIn[0] = da;
@@ -361,11 +361,11 @@ namespace {
             const auto one = [&](const float* ai, const float* dyi, float* dbi, int rows, long long sa, long long sdy,
                                  long long sdb, int count, float beta) {
                 if (s.transB)
-                    gemm(true, false, asInt(s.n), asInt(s.k), rows, dyi, asInt(s.n), sdy, ai, asInt(s.k), sa, beta, dbi,
-                        asInt(s.k), sdb, count);
+                    gemm(ctx.tf32, true, false, asInt(s.n), asInt(s.k), rows, dyi, asInt(s.n), sdy, ai, asInt(s.k), sa,
+                        beta, dbi, asInt(s.k), sdb, count);
                 else
-                    gemm(true, false, asInt(s.k), asInt(s.n), rows, ai, asInt(s.k), sa, dyi, asInt(s.n), sdy, beta, dbi,
-                        asInt(s.n), sdb, count);
+                    gemm(ctx.tf32, true, false, asInt(s.k), asInt(s.n), rows, ai, asInt(s.k), sa, dyi, asInt(s.n), sdy,
+                        beta, dbi, asInt(s.n), sdb, count);
             };
             if (flat)
                 one(f32(a), f32(dy), f32(db), asInt(batches * s.m), 0, 0, 0, 1, 0.0F);

@@ -183,6 +183,7 @@ PipelineRunner::PipelineRunner(
             m_stages.back()->useChunks(m_options.chunks.chunkElements);
         }
         m_stages.back()->setOptimizer(m_options.optimizer, async);
+        m_stages.back()->setTf32(m_options.tf32);
     }
     const auto origin = std::chrono::steady_clock::now();
     const auto link = [&](std::size_t from, std::size_t to) -> EmulatedLink* {

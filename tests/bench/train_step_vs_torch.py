@@ -3,7 +3,8 @@
 machine, device, model shape, batch and thread count (GPT-2 layout, byte vocabulary, AdamW, fp32).
 
     /usr/bin/python3 tests/bench/train_step_vs_torch.py PIPESTUDIO [--layers 4 --hidden 256 --heads 4
-        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE] [--device cuda:0 --peak-tflops 67]
+        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE] [--device cuda:0 --precision fp32|tf32
+        --peak-tflops 67]
 
 Prints the median step time of each (the first two steps are warm-up and not counted) and the
 ratio engine / PyTorch (below 1: the engine is faster). On the CPU the engine uses every core the
@@ -33,9 +34,9 @@ def torch_steps(a, data):
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # fp32, as the engine computes
-        torch.backends.cudnn.allow_tf32 = False
+    if device.type == "cuda":  # the engine's precision: fp32, or TF32 GEMMs
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
     h, layers = a.hidden, a.layers
     p = {}
 
@@ -77,7 +78,8 @@ def engine_steps(a):
         subprocess.run([a.pipestudio, "new", "-m", "gpt2-small", "--layers", str(a.layers), "--hidden", str(a.hidden),
                         "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", "256", "--max-positions", str(a.seq),
                         "-b", str(a.batch), "--dropout", "0", "-o", project], check=True, capture_output=True)
-        where = [] if a.device == "cpu" else ["--devices", a.device]  # one CPU device uses every core
+        # One CPU device uses every core.
+        where = [] if a.device == "cpu" else ["--devices", a.device, "--precision", a.precision]
         out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps), "--data", a.data] + where,
                              check=True, capture_output=True, text=True).stdout
     ms = [float(m) for m in re.findall(r"tokens/s\s+([0-9.]+) ms", out)]
@@ -92,7 +94,8 @@ def main():
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda:N for both on that GPU")
-    ap.add_argument("--peak-tflops", type=float, default=67.0, help="dense fp32 peak of the GPU, for MFU")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32"], help="on a GPU: fp32 or TF32 GEMMs")
+    ap.add_argument("--peak-tflops", type=float, default=67.0, help="the GPU's dense peak at that precision, for MFU")
     a = ap.parse_args()
     data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)
     env = f"{a.layers} layers, {a.hidden} hidden, {a.heads} heads, seq {a.seq}, batch {a.batch}, {a.threads} threads"
@@ -103,7 +106,7 @@ def main():
 
     def mfu(step):
         return f"  MFU {100 * 6 * params * a.seq * a.batch / step / (a.peak_tflops * 1e12):5.1f}%" if gpu else ""
-    where = f"on {a.device} (fp32)" if gpu else "on the CPU"
+    where = f"on {a.device} ({a.precision})" if gpu else "on the CPU"
     print(f"GPT {env}, {params / 1e6:.1f}M parameters, {where}; median of {a.steps - 2} steps after 2 warm-up")
     print(f"  PipeStudio engine:     {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s{mfu(engine)}")
     print(f"  PyTorch {torch.__version__:<12}  {reference * 1e3:8.1f} ms/step  {a.seq * a.batch / reference:8.0f} "

@@ -36,6 +36,10 @@ unshare -m env -i PATH=/usr/bin:/bin HOME="$work" CLI="$cli" WORK="$work" bash -
   "$CLI" new --model gpt2-tiny --output g.pstudio
   "$CLI" plan g.pstudio --stages 2 --device a100-40gb > plan.txt
   "$CLI" train g.pstudio --devices cpu:2 --steps 2 > train.txt
+  if "$CLI" train g.pstudio --devices cpu --precision tf32 --steps 1 > tf32.txt 2>&1; then
+    echo "FAIL: tf32 training on a CPU device was not refused"; exit 1
+  fi
+  grep -q "tf32 is a GPU tensor-core mode" tf32.txt
   if "$CLI" train g.pstudio --devices cuda:0 --steps 1 > gpu.txt 2>&1; then
     echo "FAIL: training on cuda:0 succeeded with no CUDA library"; exit 1
   fi

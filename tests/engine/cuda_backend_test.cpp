@@ -148,6 +148,22 @@ TEST(GpuSelfTest, TwentyGptStepsMatchTheCpuBackend)
     std::cout << "[ NOTE ] step 20 loss: cpu " << cpu.back() << ", cuda:0 " << gpu.back() << "\n";
 }
 
+// TF32 GEMMs (10-bit mantissa inputs, fp32 accumulation) train like fp32 to about 1e-2.
+TEST(GpuSelfTest, Tf32TrainsCloseToFp32)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto graph = smallGpt(4, 0.0);
+    auto c = config(graph, "1f1b", 1);
+    const auto fp32 = trainLosses(graph, c, "cuda:0", 10);
+    c.tf32 = true;
+    const auto tf32 = trainLosses(graph, c, "cuda:0", 10);
+    for (std::size_t i = 0; i < fp32.size(); ++i)
+        EXPECT_NEAR(tf32[i], fp32[i], 1e-2 * std::abs(fp32[i])) << "step " << i + 1;
+    std::cout << "[ NOTE ] step 10 loss: fp32 " << fp32.back() << ", tf32 " << tf32.back() << "\n";
+}
+
 TEST(GpuSelfTest, OneFOneBOnTwoVirtualDevicesMatchesOneGpu)
 {
     std::string why;

@@ -431,6 +431,19 @@ TEST(Pipeline, DeviceSpecs)
     EXPECT_THROW((void)makeDevices("tpu:2", 0), Error);
 }
 
+TEST(Pipeline, Tf32IsRefusedOnCpuDevices)
+{
+    const auto graph = tinyGpt();
+    auto config = configFor(graph, "1f1b", 2, 2);
+    config.tf32 = true;
+    try {
+        TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
+        FAIL() << "expected a refusal";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cpu:0"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Pipeline, CudaDeviceSpecs)
 {
     EXPECT_EQ(parseDeviceSpec("cuda").gpus, std::vector<int> { 0 });
