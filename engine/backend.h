@@ -23,12 +23,17 @@
 
 namespace ps::engine {
 
+// What GEMMs compute with, where the backend has the choice (CUDA): fp32; TF32 tensor cores (inputs
+// rounded to 10-bit mantissas); or bf16 inputs (cast per call, as torch.autocast casts a matmul's
+// operands). Accumulation and stored values stay fp32 in every mode. The CPU computes fp32 always.
+enum class GemmPrecision : std::uint8_t { Fp32, Tf32, Bf16 };
+
 struct KernelContext
 {
     Allocator& allocator;
     std::mt19937_64& rng; // dropout masks
     bool training = true; // dropout active, batch norm on batch statistics
-    bool tf32 = false; // GEMMs may round their inputs to TF32 (CUDA tensor cores); the CPU computes fp32
+    GemmPrecision gemm = GemmPrecision::Fp32;
 };
 
 // One node's values for one micro-batch: inputs and outputs, and what forward saved besides them

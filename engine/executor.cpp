@@ -127,7 +127,7 @@ std::vector<std::string> GraphExecutor::inputNames() const
 
 float GraphExecutor::forward()
 {
-    KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.tf32 };
+    KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.gemm };
     for (const auto& node : m_graph.nodes()) {
         auto& nv = m_nodeValues[node.id.index()];
         nv.in.clear();
@@ -158,7 +158,7 @@ float GraphExecutor::forward()
 
 void GraphExecutor::backward()
 {
-    KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.tf32 };
+    KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.gemm };
     std::vector<NdArray> grads(m_graph.tensorCount()); // activation gradients of this pass
     const auto loss = m_graph.outputs().front();
     m_allocator.setOwner("loss gradient");

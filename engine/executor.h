@@ -25,7 +25,7 @@ struct ExecutorOptions
     std::uint64_t seed = 0; // parameter initialisation and dropout masks
     std::int64_t capacityBytes = 0; // device memory budget; 0: unlimited
     bool training = true; // dropout and batch statistics on
-    bool tf32 = false; // GEMMs in TF32 where the backend has it (CUDA)
+    GemmPrecision gemm = GemmPrecision::Fp32; // where the backend has the choice (CUDA)
 };
 
 class GraphExecutor

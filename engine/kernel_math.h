@@ -2,11 +2,12 @@
 // kernels (engine/cuda/elementwise_kernels.cu): each function is __host__ __device__ under nvcc
 // and plain inline C++ elsewhere, so the CPU unit tests cover the arithmetic the GPU runs and a
 // GPU run only has to prove indexing and launches (issue P14's design rule).
-// Only C math functions that exist on both sides (expf, erff, tanhf, sqrtf, fabsf, copysignf, fminf).
+// Only C functions that exist on both sides (expf, erff, tanhf, sqrtf, fabsf, copysignf, fminf, memcpy).
 // Depends on: <cmath> only.
 #pragma once
 
 #include <cmath>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define PS_HOST_DEVICE __host__ __device__
@@ -98,6 +99,27 @@ PS_HOST_DEVICE inline void sgdElement(float& w, float grad, float& m, const SgdC
     const float g = grad * c.gradScale + c.weightDecay * w;
     m = c.firstStep ? g : c.momentum * m + g;
     w -= c.lr * m;
+}
+
+// fp32 -> bfloat16 bits, rounded to nearest even (NaN stays a quiet NaN of the same sign): what
+// __float2bfloat16_rn and torch's .to(torch.bfloat16) give. The CUDA kernels cast GEMM operands
+// with it, so the CPU tests check the rounding the GPU applies.
+PS_HOST_DEVICE inline unsigned short floatToBf16Bits(float value)
+{
+    unsigned int bits = 0;
+    memcpy(&bits, &value, sizeof bits);
+    if ((bits & 0x7F800000U) == 0x7F800000U && (bits & 0x007FFFFFU) != 0U)
+        return static_cast<unsigned short>((bits >> 16U) | 0x0040U); // NaN: keep it quiet
+    const unsigned int roundingBias = 0x7FFFU + ((bits >> 16U) & 1U);
+    return static_cast<unsigned short>((bits + roundingBias) >> 16U);
+}
+
+PS_HOST_DEVICE inline float bf16BitsToFloat(unsigned short half)
+{
+    const unsigned int bits = static_cast<unsigned int>(half) << 16U;
+    float value = 0;
+    memcpy(&value, &bits, sizeof value);
+    return value;
 }
 
 // Dropout's keep decision for element `index` of a call seeded with `seed`: a counter-based hash

@@ -214,10 +214,11 @@ namespace {
         const double memoryBytes = o.memory.empty() ? 0 : parseBytes(o.memory, "--device-memory");
         auto devices = engine::makeDevices(deviceText, static_cast<std::int64_t>(memoryBytes));
         engine::RunConfig c;
-        if (o.precision != "fp32" && o.precision != "tf32")
-            throw Error("--precision '" + o.precision
-                + "': the engine trains in fp32, or tf32 on GPUs (bf16 training is not built yet)");
-        c.tf32 = o.precision == "tf32";
+        if (o.precision != "fp32" && o.precision != "tf32" && o.precision != "bf16")
+            throw Error("--precision '" + o.precision + "': the engine trains in fp32, or on GPUs tf32 or bf16");
+        c.gemm = o.precision == "tf32" ? engine::GemmPrecision::Tf32
+            : o.precision == "bf16"    ? engine::GemmPrecision::Bf16
+                                       : engine::GemmPrecision::Fp32;
         std::int64_t planId = 0;
         if (!o.plan.empty()) {
             applyStoredPlan(store, o.plan, graph, c, planId);
@@ -506,7 +507,8 @@ void addTrainCommand(CLI::App& app, Action& action)
         "GPU): cuda:G, cuda:0,cuda:1, cuda:GxK (GPU G as K stage devices)");
     cmd->add_option("--device", o->device, "Same as --devices (cpu)");
     cmd->add_option("--precision", o->precision,
-        "fp32 (default), or tf32: GEMMs on a GPU's tensor cores with TF32 inputs, fp32 accumulation");
+        "fp32 (default); on GPUs tf32 (GEMM inputs rounded to TF32) or bf16 (GEMM inputs cast to bf16, as "
+        "torch.autocast does); fp32 accumulation, values and master weights in every mode");
     cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
     cmd->add_option("--schedule", o->schedule,
         "gpipe | 1f1b | kfkb:K | kfkb:auto (Ada-Grouper: k chosen from the measured transfers) | "

@@ -133,6 +133,12 @@ namespace {
         decltype(&cublasDestroy_v2) destroy = nullptr;
         decltype(&cublasSgemmStridedBatched) sgemmStridedBatched = nullptr;
         decltype(&cublasSetMathMode) setMathMode = nullptr;
+        // Declared here: the header overloads the name for C++ (the C symbol is this one).
+        using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+            int, const void*, const void*, cudaDataType, int, long long int, const void*, cudaDataType, int,
+            long long int, const void*, void*, cudaDataType, int, long long int, int, cublasComputeType_t,
+            cublasGemmAlgo_t);
+        GemmStridedBatchedEx gemmStridedBatchedEx = nullptr;
     };
 
     const Cublas& cublas()
@@ -144,6 +150,8 @@ namespace {
             c.sgemmStridedBatched =
                 reinterpret_cast<decltype(c.sgemmStridedBatched)>(cudaSymbol("cublas", "cublasSgemmStridedBatched"));
             c.setMathMode = reinterpret_cast<decltype(c.setMathMode)>(cudaSymbol("cublas", "cublasSetMathMode"));
+            c.gemmStridedBatchedEx =
+                reinterpret_cast<Cublas::GemmStridedBatchedEx>(cudaSymbol("cublas", "cublasGemmStridedBatchedEx"));
             return c;
         }();
         return api;
@@ -359,8 +367,9 @@ void useDevice(Allocator& allocator)
     check(cudaSetDevice(memory->device()), allocator.device());
 }
 
-void gemm(bool tf32, bool transA, bool transB, int m, int n, int k, const float* a, int lda, long long strideA,
-    const float* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC, int batch)
+void gemm(GemmPrecision precision, bool transA, bool transB, int m, int n, int k, const void* a, int lda,
+    long long strideA, const void* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC,
+    int batch)
 {
     if (m == 0 || n == 0 || batch == 0)
         return;
@@ -369,15 +378,25 @@ void gemm(bool tf32, bool transA, bool transB, int m, int n, int k, const float*
     const float alpha = 1.0F;
     auto& pool = handlePool(device);
     auto* handle = pool.take();
-    (void)cublas().setMathMode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    const auto opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const auto opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     // Row-major C (m x n) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-    const auto status =
-        cublas().sgemmStridedBatched(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, n,
-            m, k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c, ldc, strideC, batch);
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    if (precision == GemmPrecision::Bf16) {
+        (void)cublas().setMathMode(handle, CUBLAS_DEFAULT_MATH);
+        status = cublas().gemmStridedBatchedEx(handle, opB, opA, n, m, k, &alpha, b, CUDA_R_16BF, ldb, strideB, a,
+            CUDA_R_16BF, lda, strideA, &beta, c, CUDA_R_32F, ldc, strideC, batch, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+    } else {
+        (void)cublas().setMathMode(
+            handle, precision == GemmPrecision::Tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+        status = cublas().sgemmStridedBatched(handle, opB, opA, n, m, k, &alpha, static_cast<const float*>(b), ldb,
+            strideB, static_cast<const float*>(a), lda, strideA, &beta, c, ldc, strideC, batch);
+    }
     pool.give(handle);
     if (status != CUBLAS_STATUS_SUCCESS)
-        throw Error("cuda:" + std::to_string(device) + ": cublasSgemmStridedBatched (" + std::to_string(m) + "x"
-            + std::to_string(n) + "x" + std::to_string(k) + ", batch " + std::to_string(batch) + ") failed with status "
+        throw Error("cuda:" + std::to_string(device) + ": cuBLAS GEMM (" + std::to_string(m) + "x" + std::to_string(n)
+            + "x" + std::to_string(k) + ", batch " + std::to_string(batch) + ") failed with status "
             + std::to_string(static_cast<int>(status)));
 }
 

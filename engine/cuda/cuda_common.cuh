@@ -63,10 +63,11 @@ struct Dims
 void useDevice(Allocator& allocator);
 
 // Row-major C = op(A) op(B) (+ beta C), `batch` matrices `stride*` elements apart, through cuBLAS
-// (loaded by engine/cuda_libraries.h). fp32 in, fp32 accumulation; `tf32`: the inputs rounded to
-// TF32 on the tensor cores (CUBLAS_TF32_TENSOR_OP_MATH).
-void gemm(bool tf32, bool transA, bool transB, int m, int n, int k, const float* a, int lda, long long strideA,
-    const float* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC, int batch);
+// (loaded by engine/cuda_libraries.h), accumulated and written in fp32. A and B are fp32 arrays
+// (Fp32; Tf32: rounded to TF32 on the tensor cores) or bf16 arrays (Bf16, 2 bytes per element).
+void gemm(GemmPrecision precision, bool transA, bool transB, int m, int n, int k, const void* a, int lda,
+    long long strideA, const void* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC,
+    int batch);
 
 // The op kernels (cuda_kernels.cu and cuda_layout_kernels.cu).
 void registerCudaMathKernels(KernelTable& table);

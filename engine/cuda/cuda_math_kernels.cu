@@ -297,88 +297,128 @@ namespace {
         return static_cast<int>(v);
     }
 
+    // ---- bf16 operands: cast once per call into workspace (kernel_math.h's rounding) ----
+
+    __global__ void toBf16Kernel(const float* x, unsigned short* y, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            y[i] = math::floatToBf16Bits(x[i]);
+    }
+
+    // A GEMM operand as the precision wants it: the fp32 array itself, or its bf16 copy (kept alive
+    // by `copy` for the call).
+    struct Operand
+    {
+        NdArray copy;
+        const void* base = nullptr;
+        int elementBytes = 4;
+        [[nodiscard]] const void* at(std::int64_t offset) const
+        {
+            return static_cast<const char*>(base) + offset * elementBytes;
+        }
+    };
+
+    Operand operand(const NdArray& x, KernelContext& ctx, const Node& node)
+    {
+        Operand o;
+        if (ctx.gemm != GemmPrecision::Bf16) {
+            o.base = f32(x);
+            return o;
+        }
+        const auto n = x.numel();
+        o.copy = NdArray::empty(ctx.allocator, { 2 * n }, DType::U8);
+        if (n > 0)
+            toBf16Kernel<<<blocksFor(n), kThreads>>>(f32(x), reinterpret_cast<unsigned short*>(u8(o.copy)), n);
+        checkLaunch("node '" + node.name + "' (bf16 operand)");
+        o.base = u8(o.copy);
+        o.elementBytes = 2;
+        return o;
+    }
+
     void matmulForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         useDevice(ctx.allocator);
-        const auto& a = v.in[0];
-        const auto& b = v.in[1];
-        const auto s = matmulShape(node, a.shape(), b.shape());
+        const auto s = matmulShape(node, v.in[0].shape(), v.in[1].shape());
         auto outShape = s.batchOut;
         outShape.push_back(s.m);
         outShape.push_back(s.n);
         auto out = NdArray::empty(ctx.allocator, outShape);
+        const auto a = operand(v.in[0], ctx, node);
+        const auto b = operand(v.in[1], ctx, node);
+        const auto p = ctx.gemm;
         const int ldb = asInt(s.transB ? s.k : s.n);
         const auto batches = numElements(s.batchOut);
         if (numElements(s.batchB) == 1) { // one GEMM over every row of A
-            gemm(ctx.tf32, false, s.transB, asInt(batches * s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), 0, f32(b),
-                ldb, 0, 0.0F, f32(out), asInt(s.n), 0, 1);
+            gemm(p, false, s.transB, asInt(batches * s.m), asInt(s.n), asInt(s.k), a.at(0), asInt(s.k), 0, b.at(0), ldb,
+                0, 0.0F, f32(out), asInt(s.n), 0, 1);
         } else if (s.batchA == s.batchB) { // attention: equal batches, one strided-batched call
-            gemm(ctx.tf32, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a), asInt(s.k), s.m * s.k, f32(b),
-                ldb, s.k * s.n, 0.0F, f32(out), asInt(s.n), s.m * s.n, asInt(batches));
+            gemm(p, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), a.at(0), asInt(s.k), s.m * s.k, b.at(0), ldb,
+                s.k * s.n, 0.0F, f32(out), asInt(s.n), s.m * s.n, asInt(batches));
         } else {
             const auto offsets = matrixOffsets(s);
             for (std::size_t i = 0; i < offsets.size(); ++i)
-                gemm(ctx.tf32, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), f32(a) + offsets[i].first,
-                    asInt(s.k), 0, f32(b) + offsets[i].second, ldb, 0, 0.0F,
-                    f32(out) + static_cast<std::int64_t>(i) * s.m * s.n, asInt(s.n), 0, 1);
+                gemm(p, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), a.at(offsets[i].first), asInt(s.k), 0,
+                    b.at(offsets[i].second), ldb, 0, 0.0F, f32(out) + static_cast<std::int64_t>(i) * s.m * s.n,
+                    asInt(s.n), 0, 1);
         }
-        if (v.in.size() == 3) { // Gemm's bias over the last dim
-            auto biased = binary(Binary::Add, out, v.in[2], node, ctx);
-            out = biased;
-        }
+        if (v.in.size() == 3) // Gemm's bias over the last dim
+            out = binary(Binary::Add, out, v.in[2], node, ctx);
         v.out = { out };
     }
 
     void matmulBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         useDevice(ctx.allocator);
-        const auto& a = v.in[0];
-        const auto& b = v.in[1];
-        const auto& dy = g.gradOut[0];
-        const auto s = matmulShape(node, a.shape(), b.shape());
+        const auto& dyArray = g.gradOut[0];
+        const auto s = matmulShape(node, v.in[0].shape(), v.in[1].shape());
+        const auto p = ctx.gemm;
         const auto batches = numElements(s.batchOut);
         const int ldb = asInt(s.transB ? s.k : s.n);
         const bool flat = numElements(s.batchB) == 1;
         const bool equal = s.batchA == s.batchB;
         const auto offsets = flat || equal ? std::vector<std::pair<std::int64_t, std::int64_t>>() : matrixOffsets(s);
+        const auto dy = operand(dyArray, ctx, node);
         if (g.needGrad[0]) { // dA = dY B^T (B (K, N)), or dY B (B (N, K))
-            auto da = NdArray::zeros(ctx.allocator, a.shape());
+            const auto b = operand(v.in[1], ctx, node);
+            auto da = NdArray::zeros(ctx.allocator, v.in[0].shape());
             if (flat)
-                gemm(ctx.tf32, false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), 0,
-                    f32(b), ldb, 0, 0.0F, f32(da), asInt(s.k), 0, 1);
+                gemm(p, false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), dy.at(0), asInt(s.n), 0,
+                    b.at(0), ldb, 0, 0.0F, f32(da), asInt(s.k), 0, 1);
             else if (equal)
-                gemm(ctx.tf32, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n), f32(dy), asInt(s.n), s.m * s.n,
-                    f32(b), ldb, s.k * s.n, 0.0F, f32(da), asInt(s.k), s.m * s.k, asInt(batches));
+                gemm(p, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n), dy.at(0), asInt(s.n), s.m * s.n, b.at(0),
+                    ldb, s.k * s.n, 0.0F, f32(da), asInt(s.k), s.m * s.k, asInt(batches));
             else
                 for (std::size_t i = 0; i < offsets.size(); ++i) // A broadcast: sums over its repeats
-                    gemm(ctx.tf32, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n),
-                        f32(dy) + static_cast<std::int64_t>(i) * s.m * s.n, asInt(s.n), 0, f32(b) + offsets[i].second,
-                        ldb, 0, 1.0F, f32(da) + offsets[i].first, asInt(s.k), 0, 1);
+                    gemm(p, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n),
+                        dy.at(static_cast<std::int64_t>(i) * s.m * s.n), asInt(s.n), 0, b.at(offsets[i].second), ldb, 0,
+                        1.0F, f32(da) + offsets[i].first, asInt(s.k), 0, 1);
             g.gradIn[0] = da;
         }
         if (g.needGrad[1]) { // dB = A^T dY (K, N), or dY^T A (N, K) with trans_b
-            auto db = NdArray::zeros(ctx.allocator, b.shape());
-            const auto one = [&](const float* ai, const float* dyi, float* dbi, int rows, long long sa, long long sdy,
+            const auto a = operand(v.in[0], ctx, node);
+            auto db = NdArray::zeros(ctx.allocator, v.in[1].shape());
+            const auto one = [&](std::int64_t ai, std::int64_t dyi, float* dbi, int rows, long long sa, long long sdy,
                                  long long sdb, int count, float beta) {
                 if (s.transB)
-                    gemm(ctx.tf32, true, false, asInt(s.n), asInt(s.k), rows, dyi, asInt(s.n), sdy, ai, asInt(s.k), sa,
-                        beta, dbi, asInt(s.k), sdb, count);
+                    gemm(p, true, false, asInt(s.n), asInt(s.k), rows, dy.at(dyi), asInt(s.n), sdy, a.at(ai),
+                        asInt(s.k), sa, beta, dbi, asInt(s.k), sdb, count);
                 else
-                    gemm(ctx.tf32, true, false, asInt(s.k), asInt(s.n), rows, ai, asInt(s.k), sa, dyi, asInt(s.n), sdy,
-                        beta, dbi, asInt(s.n), sdb, count);
+                    gemm(p, true, false, asInt(s.k), asInt(s.n), rows, a.at(ai), asInt(s.k), sa, dy.at(dyi), asInt(s.n),
+                        sdy, beta, dbi, asInt(s.n), sdb, count);
             };
             if (flat)
-                one(f32(a), f32(dy), f32(db), asInt(batches * s.m), 0, 0, 0, 1, 0.0F);
+                one(0, 0, f32(db), asInt(batches * s.m), 0, 0, 0, 1, 0.0F);
             else if (equal)
-                one(f32(a), f32(dy), f32(db), asInt(s.m), s.m * s.k, s.m * s.n, s.k * s.n, asInt(batches), 0.0F);
+                one(0, 0, f32(db), asInt(s.m), s.m * s.k, s.m * s.n, s.k * s.n, asInt(batches), 0.0F);
             else
                 for (std::size_t i = 0; i < offsets.size(); ++i) // B broadcast: sums over its repeats
-                    one(f32(a) + offsets[i].first, f32(dy) + static_cast<std::int64_t>(i) * s.m * s.n,
-                        f32(db) + offsets[i].second, asInt(s.m), 0, 0, 0, 1, 1.0F);
+                    one(offsets[i].first, static_cast<std::int64_t>(i) * s.m * s.n, f32(db) + offsets[i].second,
+                        asInt(s.m), 0, 0, 0, 1, 1.0F);
             g.gradIn[1] = db;
         }
         if (v.in.size() == 3 && g.needGrad[2])
-            g.gradIn[2] = reduceTo(dy, v.in[2].shape(), ctx.allocator);
+            g.gradIn[2] = reduceTo(dyArray, v.in[2].shape(), ctx.allocator);
     }
 
 } // namespace

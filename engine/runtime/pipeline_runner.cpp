@@ -183,7 +183,7 @@ PipelineRunner::PipelineRunner(
             m_stages.back()->useChunks(m_options.chunks.chunkElements);
         }
         m_stages.back()->setOptimizer(m_options.optimizer, async);
-        m_stages.back()->setTf32(m_options.tf32);
+        m_stages.back()->setGemmPrecision(m_options.gemm);
     }
     const auto origin = std::chrono::steady_clock::now();
     const auto link = [&](std::size_t from, std::size_t to) -> EmulatedLink* {

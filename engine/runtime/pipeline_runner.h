@@ -60,7 +60,7 @@ struct RunnerOptions
     // PatrickStar chunks: the first iteration is the warm-up (every chunk on the host, §8.1);
     // after it each device's margin takes chunks home to the device (§8.2).
     ChunkOptions chunks;
-    bool tf32 = false; // GEMMs in TF32 where the backend has it (CUDA)
+    GemmPrecision gemm = GemmPrecision::Fp32; // where the backend has the choice (CUDA)
 };
 
 struct IterationResult

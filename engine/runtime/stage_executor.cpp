@@ -190,7 +190,7 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
             nv.in.push_back(value);
         }
         rng.seed(nodeSeed(mb, node.id));
-        KernelContext ctx { m_device, rng, true, m_tf32 };
+        KernelContext ctx { m_device, rng, true, m_gemm };
         const NodeAccess access(*this, n - m_begin);
         m_backend.forward(node, nv, ctx);
         for (std::size_t i = 0; i < node.outputs.size(); ++i)
@@ -382,7 +382,7 @@ void StageExecutor::refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root)
     }
     std::mt19937_64 rng(nodeSeed(mb, producer)); // the forward's dropout mask again
     m_device.setOwner("recompute");
-    KernelContext ctx { m_device, rng, true, m_tf32 };
+    KernelContext ctx { m_device, rng, true, m_gemm };
     const NodeAccess access(*this, producer.index() - m_begin);
     m_backend.forward(node, fresh, ctx);
     for (std::size_t k = 0; k < node.outputs.size(); ++k) {
@@ -474,7 +474,7 @@ void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMo
     }
     if (anyNeed) {
         std::mt19937_64 rng(0);
-        KernelContext ctx { m_device, rng, true, m_tf32 };
+        KernelContext ctx { m_device, rng, true, m_gemm };
         const NodeAccess access(*this, local);
         auto gradIn = m_backend.backward(node, s.nodes[local], gradOut, need, ctx);
         m_device.setOwner(node.name + " (backward)");
@@ -531,7 +531,7 @@ void StageExecutor::backwardWeight(MicroBatchId mb)
         for (auto in : node.inputs)
             need.push_back(m_paramIndex[in.index()] >= 0 && m_requiresGrad[in.index()]);
         std::mt19937_64 rng(0);
-        KernelContext ctx { m_device, rng, true, m_tf32 };
+        KernelContext ctx { m_device, rng, true, m_gemm };
         const NodeAccess access(*this, local);
         auto gradIn = m_backend.backward(node, s.nodes[local], s.gradOut[local], need, ctx);
         m_device.setOwner(node.name + " (weight gradient)");

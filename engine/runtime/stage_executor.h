@@ -106,10 +106,10 @@ public:
     // `chunkElements` 0: the manager's default.
     void useChunks(std::int64_t chunkElements);
     void setOptimizer(const StageOptimizerConfig& config, bool weightStashing);
-    // GEMMs in TF32 where the backend has it (KernelContext::tf32).
-    void setTf32(bool on)
+    // What the GEMMs compute with, where the backend has the choice (KernelContext::gemm).
+    void setGemmPrecision(GemmPrecision precision)
     {
-        m_tf32 = on;
+        m_gemm = precision;
     }
     // This stage's F/B/I/W actions of an iteration in schedule order: the op order the chunk
     // manager's eviction looks ahead in (§8.3). Without it, evictions take the first chunk.
@@ -237,7 +237,7 @@ private:
     CopyStream* m_fromHost = nullptr;
     StageMemoryPlan m_memory;
     std::uint64_t m_seed;
-    bool m_tf32 = false;
+    GemmPrecision m_gemm = GemmPrecision::Fp32;
     std::int64_t m_iteration = 0;
 
     std::vector<int> m_slot; // by tensor id: local value slot, -1 if the stage never touches it

@@ -160,14 +160,14 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     // (PipelineRunner), so OpenBLAS runs single-threaded in each team member.
     setComputeThreads(m_devices.size() == 1 ? threadsPerDevice(1) : 1);
     PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
-    if (m_config.tf32) {
+    if (m_config.gemm != GemmPrecision::Fp32) {
         for (const auto& d : m_devices) {
             if (d.memory->memory().hostAccessible())
-                throw Error(
-                    "tf32 is a GPU tensor-core mode; " + d.name + " computes in fp32 (train with --precision fp32)");
+                throw Error(std::string(m_config.gemm == GemmPrecision::Tf32 ? "tf32" : "bf16")
+                    + " is a GPU tensor-core mode; " + d.name + " computes in fp32 (train with --precision fp32)");
         }
     }
-    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks, m_config.tf32 };
+    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks, m_config.gemm };
     m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
     // The same initial values as the single-device executor (graph values, else its seeded draws).
     GraphExecutor init(m_graph, ExecutorOptions { m_config.seed, 0, true });

@@ -51,7 +51,7 @@ struct RunConfig
     std::uint64_t seed = 0; // initialisation, dropout and sampling
     LinkEmulation link; // between the devices; off: memory speed
     ChunkOptions chunks; // PatrickStar chunk managers for parameters and optimizer states
-    bool tf32 = false; // GEMMs in TF32 (CUDA devices only; refused on CPU devices)
+    GemmPrecision gemm = GemmPrecision::Fp32; // tf32 and bf16 on CUDA devices only (refused on CPU ones)
 };
 
 struct RunStepResult

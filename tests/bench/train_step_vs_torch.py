@@ -3,7 +3,7 @@
 machine, device, model shape, batch and thread count (GPT-2 layout, byte vocabulary, AdamW, fp32).
 
     /usr/bin/python3 tests/bench/train_step_vs_torch.py PIPESTUDIO [--layers 4 --hidden 256 --heads 4
-        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE] [--device cuda:0 --precision fp32|tf32
+        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE] [--device cuda:0 --precision fp32|tf32|bf16
         --peak-tflops 67]
 
 Prints the median step time of each (the first two steps are warm-up and not counted) and the
@@ -62,7 +62,8 @@ def torch_steps(a, data):
         o = rng.integers(0, len(data) - a.seq - 1, a.batch)
         ids = torch.tensor(np.stack([data[i:i + a.seq] for i in o])).to(device)
         labels = torch.tensor(np.stack([data[i + 1:i + a.seq + 1] for i in o])).to(device)
-        loss = gpt2_loss(p, ids, labels, {"layers": layers, "hidden": h, "heads": a.heads})
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = gpt2_loss(p, ids, labels, {"layers": layers, "hidden": h, "heads": a.heads})
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -94,7 +95,8 @@ def main():
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda:N for both on that GPU")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32"], help="on a GPU: fp32 or TF32 GEMMs")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+                    help="on a GPU: fp32, TF32 or bf16 GEMMs")
     ap.add_argument("--peak-tflops", type=float, default=67.0, help="the GPU's dense peak at that precision, for MFU")
     a = ap.parse_args()
     data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 using namespace ps::engine;
 
@@ -106,4 +107,25 @@ TEST(KernelMath, DropoutKeepsTheRightShareAndRepeatsPerSeed)
     EXPECT_NEAR(runs / 10'000.0, 0.5, 0.03);
     EXPECT_EQ(math::dropoutThreshold(1.0), 4294967295U);
     EXPECT_EQ(math::dropoutThreshold(-0.1), 0U);
+}
+
+// The bf16 cast the CUDA kernels apply to GEMM operands: round to nearest, ties to even.
+TEST(KernelMath, Bf16CastRoundsToNearestEven)
+{
+    const auto bits = [](float f) { return math::floatToBf16Bits(f); };
+    EXPECT_EQ(bits(1.0F), 0x3F80);
+    EXPECT_EQ(bits(-2.0F), 0xC000);
+    EXPECT_EQ(bits(0.0F), 0x0000);
+    // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+    EXPECT_EQ(bits(1.0F + 1.0F / 256.0F), 0x3F80);
+    // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up to the even one.
+    EXPECT_EQ(bits(1.0F + 3.0F / 256.0F), 0x3F82);
+    EXPECT_EQ(bits(1.0F + 1.0F / 256.0F + 1.0F / 4096.0F), 0x3F81); // above halfway: up
+    EXPECT_EQ(bits(3.0e38F), 0x7F62); // large finite values stay finite
+    EXPECT_EQ(bits(std::numeric_limits<float>::infinity()), 0x7F80);
+    EXPECT_TRUE(std::isnan(math::bf16BitsToFloat(bits(std::numeric_limits<float>::quiet_NaN()))));
+    for (float x = -10.0F; x < 10.0F; x += 0.173F) { // within half a unit of bf16's 8-bit mantissa
+        const float back = math::bf16BitsToFloat(bits(x));
+        EXPECT_LE(std::abs(back - x), std::abs(x) / 256.0F + 1e-30F) << x;
+    }
 }

@@ -435,7 +435,7 @@ TEST(Pipeline, Tf32IsRefusedOnCpuDevices)
 {
     const auto graph = tinyGpt();
     auto config = configFor(graph, "1f1b", 2, 2);
-    config.tf32 = true;
+    config.gemm = GemmPrecision::Tf32;
     try {
         TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
         FAIL() << "expected a refusal";
