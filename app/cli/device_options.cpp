@@ -1,6 +1,7 @@
 #include "cli/device_options.h"
 
 #include "cpu_probe.h"
+#include "local_devices.h"
 #include "util/error.h"
 
 #include <cmath>
@@ -99,6 +100,18 @@ Profile planningProfile(const ProjectStore& store, const Graph& graph, const Dev
             + " (profile the model again)");
     profile->setup.optimizer = parseOptimizer(o.optimizer);
     return *profile;
+}
+
+std::string localGpuCatalogId(int gpu)
+{
+    const auto report = engine::probeLocalDevices();
+    for (const auto& d : report.devices) { // the CPU is id 0, GPU g is id g + 1
+        if (d.kind != "cuda" || d.id.value != static_cast<std::uint32_t>(gpu + 1))
+            continue;
+        const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes);
+        return spec != nullptr ? spec->id : std::string();
+    }
+    throw Error("cuda:" + std::to_string(gpu) + ": " + report.cudaStatus);
 }
 
 std::vector<double> nodeTimes(const Profile& profile, double mb)

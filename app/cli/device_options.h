@@ -43,6 +43,10 @@ Profile planningProfile(
 // several are given.
 Precision precisionOf(const DeviceOptions& options);
 std::string readFile(const std::string& path);
+// The catalog entry local GPU `gpu` (CUDA ordinal) is, from its name and memory
+// (DeviceCatalog::matchGpu); "" when none fits. Throws ps::Error saying why when there is no such
+// GPU (no driver, a build without CUDA, too few GPUs).
+std::string localGpuCatalogId(int gpu);
 // Forward + backward time of every node at micro-batch `mb`.
 std::vector<double> nodeTimes(const Profile& profile, double mb);
 // The largest size parseBytes accepts: 1 EiB.

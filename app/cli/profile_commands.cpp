@@ -1,11 +1,11 @@
 // `pipestudio profile`: measures every node on this machine's CPU (host timers) or on one of its
 // GPUs (the CUDA backend, device time from CUPTI) and stores the profile rows.
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cluster/device_catalog.h"
 #include "cpu_profiler.h"
 #include "cuda/cuda_backend.h"
 #include "cupti/cupti_tracer.h"
-#include "local_devices.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -49,29 +49,18 @@ namespace {
         throw Error("device '" + device + "': profile on cpu or on one GPU (cuda, cuda:N)");
     }
 
-    // The catalog id a GPU's rows are stored under.
-    std::string gpuCatalogId(int gpu, const std::string& as)
-    {
-        if (!as.empty())
-            return DeviceCatalog::builtin().find(as).id; // throws listing the ids
-        const auto report = engine::probeLocalDevices();
-        for (const auto& d : report.devices) {
-            if (d.kind != "cuda" || d.id.value != static_cast<std::uint32_t>(gpu + 1))
-                continue;
-            if (const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes))
-                return spec->id;
-            throw Error("GPU " + std::to_string(gpu) + " ('" + d.name
-                + "') matches no device of the catalog: name the entry its rows belong to with --as ID");
-        }
-        throw Error("cuda:" + std::to_string(gpu) + ": " + report.cudaStatus);
-    }
-
     int runProfile(const ProfileCommandOptions& o)
     {
         const int gpu = gpuIndex(o.device);
         // A GPU: its backend and CUPTI first, so a machine without them fails before any work.
         const engine::Backend* backend = gpu >= 0 ? &engine::cuda::cudaBackend(gpu) : nullptr;
-        const auto deviceKind = gpu >= 0 ? gpuCatalogId(gpu, o.as) : std::string("cpu");
+        auto deviceKind = std::string("cpu");
+        if (gpu >= 0) {
+            deviceKind = o.as.empty() ? localGpuCatalogId(gpu) : DeviceCatalog::builtin().find(o.as).id;
+            if (deviceKind.empty())
+                throw Error("GPU " + std::to_string(gpu)
+                    + " matches no device of the catalog: name the entry its rows belong to with --as ID");
+        }
         std::unique_ptr<profiler::ActivityTracer> tracer;
         if (gpu >= 0)
             tracer = profiler::cupti::makeCuptiTracer();

@@ -121,18 +121,29 @@ namespace {
         c.stageDevices = std::move(shape.stageDevices);
     }
 
-    // Cuts and memory plans from the planner for these devices, on the project's measured CPU
-    // profile when it has one (else the analytical estimate for this CPU).
+    // The catalog device a run's devices are: "cpu" for CPU devices, the entry a GPU matches (""
+    // when none does: planned and predicted as this CPU's devices would be).
+    std::string runDeviceKind(const std::string& deviceText)
+    {
+        const auto spec = engine::parseDeviceSpec(deviceText);
+        return spec.cuda ? localGpuCatalogId(spec.gpus.front()) : std::string("cpu");
+    }
+
+    // Cuts and memory plans from the planner for these devices, on the project's measured profile
+    // of that device kind when it has one (measured-cpu, or measured-cuda on a GPU), else the
+    // analytical estimate for this CPU or the GPU's catalog entry at the run's precision.
     void plannedCuts(const ProjectStore& store, const TrainCommandOptions& o, const Graph& graph, engine::RunConfig& c,
-        double memoryBytes)
+        double memoryBytes, const std::string& deviceKind)
     {
         if (c.schedule.stages == 1) {
             c.partition = Partition { { 0 } };
             return;
         }
+        const bool gpu = !deviceKind.empty() && deviceKind != "cpu";
         DeviceOptions d;
-        d.device = "cpu";
-        auto profile = store.loadProfile("cpu", "measured-cpu");
+        d.device = gpu ? deviceKind : "cpu";
+        d.precision = gpu ? o.precision : "fp32";
+        auto profile = store.loadProfile(d.device, gpu ? "measured-cuda" : "measured-cpu");
         const auto cluster = makeCluster(resolveDevice(d), c.schedule.stages);
         if (!profile)
             profile = estimateProfile(graph, cluster.device, costOptions(d));
@@ -213,6 +224,7 @@ namespace {
         const auto deviceText = o.devices.empty() ? o.device : o.devices;
         const double memoryBytes = o.memory.empty() ? 0 : parseBytes(o.memory, "--device-memory");
         auto devices = engine::makeDevices(deviceText, static_cast<std::int64_t>(memoryBytes));
+        const auto deviceKind = runDeviceKind(deviceText);
         engine::RunConfig c;
         if (o.precision != "fp32" && o.precision != "tf32" && o.precision != "bf16")
             throw Error("--precision '" + o.precision + "': the engine trains in fp32, or on GPUs tf32 or bf16");
@@ -227,7 +239,7 @@ namespace {
             const auto M = static_cast<int>(o.microBatches > 0 ? o.microBatches : o.accumulate);
             c.schedule = parseScheduleSpec(o.schedule == "kfkb:auto" ? "kfkb:1" : o.schedule, stages, M);
             // With chunks the planner cannot see model data leaving the device: cut for compute.
-            plannedCuts(store, o, graph, c, o.chunks.enabled ? 0 : memoryBytes);
+            plannedCuts(store, o, graph, c, o.chunks.enabled ? 0 : memoryBytes, deviceKind);
         }
         c.optimizer.kind = o.optimizer;
         c.optimizer.lr = o.lr;
@@ -277,7 +289,8 @@ namespace {
             { "warmup", o.warmup }, { "cosine", o.cosine }, { "seed", o.seed }, { "memory", o.memory },
             { "resumed_from_step", resumedStep }, { "link", nlohmann::json::parse(engine::linkToJson(c.link)) },
             { "adaptive_group_size", controller != nullptr }, { "chunks", o.chunks.enabled },
-            { "chunk_elements", o.chunks.chunkElements }, { "throughput_unit", unit } };
+            { "chunk_elements", o.chunks.chunkElements }, { "throughput_unit", unit }, { "device_kind", deviceKind },
+            { "precision", o.precision } };
         const auto runId = store.beginRun(config.dump());
         if (o.json) {
             fmt::print("{}\n", nlohmann::json { { "run", runId }, { "config", config } }.dump());
@@ -418,11 +431,14 @@ namespace {
             throw Error("'" + o.project + "' has no training runs");
         const auto graph = store.loadGraph();
         const auto shape = engine::shapeFromRun(store, runId, graph.nodeCount());
-        const auto measuredProfile = store.loadProfile("cpu", "measured-cpu");
+        const bool gpu = shape.deviceKind != "cpu";
+        const auto measuredProfile = store.loadProfile(shape.deviceKind, gpu ? "measured-cuda" : "measured-cpu");
         const auto prediction = engine::predictRun(graph, measuredProfile ? &*measuredProfile : nullptr, shape);
         const auto& predicted = prediction.simulation;
-        const std::string source =
-            measuredProfile ? prediction.profileSource : "analytical (no measured profile: run `pipestudio profile`)";
+        const std::string source = measuredProfile ? prediction.profileSource
+            : gpu ? "analytical on " + shape.deviceKind + " (no measured profile: run `pipestudio profile " + o.project
+                + " --device cuda:0`)"
+                  : "analytical (no measured profile: run `pipestudio profile`)";
         const auto devices = static_cast<int>(predicted.devices.size());
         std::vector<double> stepNs;
         for (const auto& m : store.loadRunMetrics(runId))

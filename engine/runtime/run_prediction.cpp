@@ -90,6 +90,10 @@ RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t
     s.partition = partitionFromCuts(cfg.value("cuts", std::string()), nodeCount, stages);
     s.microBatch = cfg.value("micro_batch", std::int64_t { 0 });
     s.deviceMemoryBytes = bytesOf(cfg.value("memory", std::string()));
+    s.deviceKind = cfg.value("device_kind", std::string("cpu"));
+    if (s.deviceKind.empty()) // a GPU the catalog does not know: predicted as this CPU's devices
+        s.deviceKind = "cpu";
+    s.precision = cfg.value("precision", std::string("fp32"));
     if (cfg.contains("link"))
         s.link = linkFromJson(cfg["link"].dump());
     if (const auto planId = cfg.value("plan_id", std::int64_t { 0 }); planId > 0) {
@@ -113,7 +117,7 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     c.partition = shape.partition;
     c.memory = shape.memory;
     c.stageDevices = shape.stageDevices;
-    auto device = thisCpu();
+    auto device = shape.deviceKind == "cpu" ? thisCpu() : DeviceCatalog::builtin().find(shape.deviceKind);
     if (shape.deviceMemoryBytes > 0)
         device.memoryBytes = shape.deviceMemoryBytes;
     auto cluster = makeCluster(device, static_cast<int>(shape.schedule.devices()));
@@ -123,7 +127,9 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     }
     RunPrediction p;
     p.profileSource = measured ? measured->source : "analytical";
-    const auto profile = measured ? *measured : estimateProfile(graph, device, CostModelOptions {});
+    CostModelOptions options;
+    options.setup.precision = parsePrecision(shape.precision);
+    const auto profile = measured ? *measured : estimateProfile(graph, device, options);
     const auto stages = computeStageCosts(graph, profile, c.partition, static_cast<double>(mb));
     const auto schedule = withCommunication(runtimeSchedule(c));
     p.simulation =

@@ -1,8 +1,10 @@
-// Predicted numbers for a training run on this machine's CPU devices: the simulator over the
-// run's cuts, schedule and memory actions, fed with the project's measured CPU profile (else the
-// analytical estimate). `pipestudio compare`, the GUI's launch dialog, its monitor and its
-// predicted-vs-measured timeline all show this one prediction.
-// Depends on: core (graph, plan, sim, store), engine (runtimeSchedule, the CPU probe).
+// Predicted numbers for a training run on this machine's devices: the simulator over the run's
+// cuts, schedule and memory actions, fed with the project's measured profile of the devices' kind
+// (measured-cpu, or measured-cuda for a GPU's catalog entry), else the analytical estimate for
+// this CPU or that GPU at the run's precision. A split GPU (cuda:0x2) is predicted as that many
+// GPUs: the prediction does not model them sharing one. `pipestudio compare`, the GUI's launch dialog, its monitor and
+// its predicted-vs-measured timeline all show this one prediction. Depends on: core (graph, plan, sim, store), engine
+// (runtimeSchedule, the CPU probe).
 #pragma once
 
 #include "cluster/device_catalog.h"
@@ -30,6 +32,8 @@ struct RunShape
     std::int64_t microBatch = 0; // samples per micro-batch; 0: the graph's
     std::int64_t deviceMemoryBytes = 0; // capacity of each device; 0: no cap
     LinkEmulation link; // the emulated link between devices; off: this machine's memory copies
+    std::string deviceKind = "cpu"; // "cpu", or the catalog entry of the run's GPUs ("h100-80gb")
+    std::string precision = "fp32"; // the run's GEMM precision (train --precision)
 };
 
 // A run config's "link" object ({} when off) and back; throws ps::Error naming a bad field.
@@ -51,14 +55,14 @@ struct DeviceOverflow
 struct RunPrediction
 {
     SimulationResult simulation;
-    std::string profileSource; // "measured-cpu" or "analytical"
+    std::string profileSource; // "measured-cpu", "measured-cuda" or "analytical"
     std::vector<DeviceOverflow> overflows; // devices predicted to run out of memory
 };
 
 // This machine's CPU as a device (measured once per process, about 0.2 s).
 [[nodiscard]] const DeviceSpec& thisCpu();
 
-// `measured`: the project's measured CPU profile, or null for the analytical estimate.
+// `measured`: the project's measured profile of shape.deviceKind, or null for the analytical estimate.
 [[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);
 // Empty when the prediction fits; else which device runs out and by how much, e.g.
 // "cpu:1 is predicted to need 6.20 MiB, 1.20 MiB more than its 5.00 MiB".

@@ -9,6 +9,7 @@
 #include "pipeline_support.h"
 #include "plan/partition.h"
 #include "plan/stage_model.h"
+#include "runtime/run_prediction.h"
 #include "runtime/training_run.h"
 #include "sim/memory_model.h"
 #include "sim/simulator.h"
@@ -442,6 +443,24 @@ TEST(Pipeline, Tf32IsRefusedOnCpuDevices)
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("cpu:0"), std::string::npos) << e.what();
     }
+}
+
+// A GPU run is predicted on its catalog entry at its GEMM precision (what `compare` and the
+// planner of `train --devices cuda:...` use), a CPU run on this machine's CPU.
+TEST(Pipeline, GpuRunsArePredictedOnTheirCatalogDeviceAndPrecision)
+{
+    const auto graph = gpt4x128();
+    RunShape shape;
+    shape.schedule = parseScheduleSpec("1f1b", 2, 4);
+    shape.partition = evenCuts(graph, 2);
+    const auto cpu = predictRun(graph, nullptr, shape);
+    shape.deviceKind = "a100-40gb";
+    const auto fp32 = predictRun(graph, nullptr, shape);
+    shape.precision = "bf16";
+    const auto bf16 = predictRun(graph, nullptr, shape);
+    EXPECT_LT(fp32.simulation.iterationNs, cpu.simulation.iterationNs / 10) << "an A100 against this CPU";
+    EXPECT_LT(bf16.simulation.iterationNs, fp32.simulation.iterationNs) << "bf16 GEMMs against fp32";
+    EXPECT_EQ(fp32.profileSource, "analytical");
 }
 
 TEST(Pipeline, CudaDeviceSpecs)
