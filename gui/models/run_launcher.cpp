@@ -30,9 +30,12 @@ namespace {
 
 QStringList trainArguments(const LaunchRequest& r)
 {
-    QStringList a { QStringLiteral("train"), r.project, QStringLiteral("--devices"),
-        QStringLiteral("cpu:%1").arg(r.devices), QStringLiteral("--steps"), QString::number(r.steps),
-        QStringLiteral("--lr"), QString::number(r.learningRate, 'g', 10), QStringLiteral("--json") };
+    const auto devices = r.gpu < 0 ? QStringLiteral("cpu:%1").arg(r.devices)
+        : r.devices == 1           ? QStringLiteral("cuda:%1").arg(r.gpu)
+                                   : QStringLiteral("cuda:%1x%2").arg(r.gpu).arg(r.devices);
+    QStringList a { QStringLiteral("train"), r.project, QStringLiteral("--devices"), devices, QStringLiteral("--steps"),
+        QString::number(r.steps), QStringLiteral("--lr"), QString::number(r.learningRate, 'g', 10),
+        QStringLiteral("--json") };
     if (r.planId > 0)
         a << QStringLiteral("--plan") << QString::number(r.planId);
     if (r.deviceMemoryBytes > 0)

@@ -20,7 +20,8 @@ struct LaunchRequest
 {
     QString project; // the .pstudio file the child trains and records into
     std::int64_t planId = 0; // a stored plan: its cuts, schedule and memory actions
-    int devices = 2; // CPU devices (cpu:N)
+    int devices = 2; // pipeline devices: cpu:N, or GPU `gpu` split into that many (cuda:GxN)
+    int gpu = -1; // CUDA ordinal of the GPU to train on; -1: CPU devices
     std::int64_t deviceMemoryBytes = 0; // capacity of each device; 0: no cap
     std::int64_t steps = 20;
     std::int64_t microBatch = 0; // 0: the project's

@@ -65,13 +65,20 @@ void LaunchDialog::setupForm()
     m_deviceKind = new QComboBox(box);
     m_deviceKind->addItem(tr("CPU virtual devices (threads sharing this machine's cores)"));
     auto* kinds = qobject_cast<QStandardItemModel*>(m_deviceKind->model());
+    m_deviceKind->setItemData(0, -1);
     for (const auto& d : engine::probeLocalDevices().devices) {
         if (d.kind != "cuda")
             continue;
-        m_deviceKind->addItem(
-            tr("GPU %1: %2 (training on GPUs is not built yet)").arg(d.id.value).arg(QString::fromStdString(d.name)));
-        kinds->item(m_deviceKind->count() - 1)->setEnabled(false);
+        const int ordinal = static_cast<int>(d.id.value) - 1; // the CPU is device 0
+        const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes);
+        m_deviceKind->addItem(tr("GPU %1: %2 (CUDA backend, not yet run on a GPU; the plan's devices share it)")
+                                  .arg(ordinal)
+                                  .arg(QString::fromStdString(d.name)),
+            ordinal);
+        kinds->item(m_deviceKind->count() - 1)
+            ->setData(QString::fromStdString(spec != nullptr ? spec->id : std::string("cpu")), Qt::UserRole + 1);
     }
+    connect(m_deviceKind, &QComboBox::currentIndexChanged, this, [this] { updatePrediction(); });
     form->addRow(tr("Devices"), m_deviceKind);
     m_deviceCount = new QLabel(box);
     form->addRow(tr("Device count"), m_deviceCount);
@@ -204,6 +211,12 @@ std::optional<RunShape> LaunchDialog::chosenShape() const
     return shape;
 }
 
+int LaunchDialog::gpu() const
+{
+    const auto ordinal = m_deviceKind->currentData();
+    return ordinal.isValid() ? ordinal.toInt() : -1;
+}
+
 int LaunchDialog::deviceCountOf(const RunShape& shape) const
 {
     int devices = shape.schedule.devices();
@@ -225,12 +238,18 @@ void LaunchDialog::updatePrediction()
             m_devices = deviceCountOf(*shape);
             m_microBatch = shape->microBatch;
             m_deviceCount->setText(tr("%1 (the plan's pipeline devices)").arg(m_devices));
+            // A GPU is predicted on its catalog entry (this CPU when none matches), with that
+            // device's measured profile when the project has one.
+            auto onDevice = *shape;
+            if (gpu() >= 0)
+                onDevice.deviceKind = m_deviceKind->currentData(Qt::UserRole + 1).toString().toStdString();
+            const auto source = onDevice.deviceKind == "cpu" ? "measured-cpu" : "measured-cuda";
             const Profile* measured = nullptr;
             for (const auto& p : m_session->storedProfiles()) {
-                if (p.source == "measured-cpu")
+                if (p.source == source && p.deviceKind == onDevice.deviceKind)
                     measured = &p;
             }
-            m_prediction = predictRun(*m_session->graph(), measured, *shape);
+            m_prediction = predictRun(*m_session->graph(), measured, onDevice);
         }
     } catch (const std::exception& e) {
         m_refusal = tr("This plan cannot run: %1").arg(QString::fromStdString(e.what()));
@@ -246,7 +265,10 @@ void LaunchDialog::updatePrediction()
         for (std::size_t d = 0; d < sim.devices.size(); ++d) {
             const auto& dev = sim.devices[d];
             const int row = static_cast<int>(d);
-            m_devicesTable->setItem(row, 0, new QTableWidgetItem(QStringLiteral("cpu:%1").arg(d)));
+            const auto name = gpu() < 0   ? QStringLiteral("cpu:%1").arg(d)
+                : sim.devices.size() == 1 ? QStringLiteral("cuda:%1").arg(gpu())
+                                          : QStringLiteral("cuda:%1.%2").arg(gpu()).arg(d);
+            m_devicesTable->setItem(row, 0, new QTableWidgetItem(name));
             auto* peak = new QTableWidgetItem(
                 bytesText(dev.peakBytes) + (dev.outOfMemory ? tr("  (out of memory)") : QString()));
             if (dev.outOfMemory)
@@ -283,6 +305,7 @@ LaunchRequest LaunchDialog::request() const
             r.planId = m_plans[k].first;
     }
     r.devices = m_devices;
+    r.gpu = gpu();
     r.deviceMemoryBytes = static_cast<std::int64_t>(m_memoryMiB->value() * kMiB);
     r.steps = m_steps->value();
     const auto graph = m_session->graph();

@@ -65,6 +65,8 @@ private:
     void updatePrediction();
     [[nodiscard]] std::optional<RunShape> chosenShape() const;
     [[nodiscard]] int deviceCountOf(const RunShape& shape) const;
+    // The chosen GPU's CUDA ordinal; -1 for CPU devices.
+    [[nodiscard]] int gpu() const;
 
     PlanSession* m_session;
     QString m_project;

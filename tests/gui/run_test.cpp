@@ -179,6 +179,18 @@ TEST(RunLaunch, ArgumentsCarryEveryChoice)
         EXPECT_TRUE(args.contains(QString::fromLatin1(part))) << args.toStdString() << " lacks " << part;
 }
 
+// A GPU chosen in the launch dialog: one device is the GPU, several split it (cuda:GxK).
+TEST(RunLaunch, AChosenGpuBecomesCudaDevices)
+{
+    LaunchRequest r;
+    r.project = QStringLiteral("/p/x.pstudio");
+    r.gpu = 1;
+    r.devices = 1;
+    EXPECT_TRUE(trainArguments(r).join(QLatin1Char(' ')).contains(QStringLiteral("--devices cuda:1 ")));
+    r.devices = 2;
+    EXPECT_TRUE(trainArguments(r).join(QLatin1Char(' ')).contains(QStringLiteral("--devices cuda:1x2 ")));
+}
+
 TEST(RunMonitor, ProgressEtaAndBusyShareComeFromTheSteps)
 {
     RunMonitorModel m;
