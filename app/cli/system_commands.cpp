@@ -1,6 +1,7 @@
 // `pipestudio zoo`, `pipestudio devices` and `pipestudio demo`.
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cuda/cuda_backend.h"
 #include "cuda_libraries.h"
 #include "graph/graph_summary.h"
 #include "local_devices.h"
@@ -10,6 +11,7 @@
 #include "zoo/model_config.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -18,6 +20,15 @@
 
 namespace ps::app {
 namespace {
+
+    // The CUDA backend's ops, or why there is none.
+    std::vector<std::string> cudaOps()
+    {
+        std::vector<std::string> names;
+        for (const auto op : engine::cuda::cudaKernelOps())
+            names.emplace_back(toString(op));
+        return names;
+    }
 
     nlohmann::ordered_json devicesJson(const engine::LocalDeviceReport& report)
     {
@@ -34,7 +45,7 @@ namespace {
                 { l.found ? "path" : "detail", l.found ? l.path : l.detail } });
         }
         return { { "cuda_built", report.cudaBuilt }, { "cuda_status", report.cudaStatus }, { "devices", devices },
-            { "cuda_libraries", libraries }, { "profilers", backends } };
+            { "cuda_libraries", libraries }, { "cuda_backend_ops", cudaOps() }, { "profilers", backends } };
     }
 
     int printDevices(bool json, bool selfTest)
@@ -49,6 +60,12 @@ namespace {
             fmt::print("CUDA: {}\n", report.cudaStatus);
             for (const auto& l : engine::findCudaLibraries())
                 fmt::print("  {:<9} {:<18} {}\n", l.role, l.soname, l.found ? l.path : "not found: " + l.detail);
+            const auto ops = cudaOps();
+            if (ops.empty())
+                fmt::print("CUDA backend: not in this build\n");
+            else
+                fmt::print("CUDA backend: kernels for {} ops ({}); train --devices cuda:G; not yet run on a GPU\n",
+                    ops.size(), fmt::join(ops, ", "));
             for (const auto& b : profiler::availableBackends())
                 fmt::print("Profiler {:<11} {}  {}\n", b.name, b.available ? "yes" : "no ", b.detail);
         }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -158,6 +159,13 @@ TEST_F(Cli, DevicesListsTheCpu)
     const auto j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["devices"][0]["kind"], "cpu");
     EXPECT_EQ(j["profilers"][0]["name"], "cpu-timers");
+    // The CUDA backend's ops where it is built (this build says so), none where it is not.
+    ASSERT_TRUE(j.contains("cuda_backend_ops")) << r.output;
+    const auto& ops = j["cuda_backend_ops"];
+    EXPECT_EQ(ops.empty(), !j["cuda_built"].get<bool>()) << r.output;
+    if (!ops.empty()) {
+        EXPECT_NE(std::find(ops.begin(), ops.end(), "MatMul"), ops.end()) << r.output;
+    }
 }
 
 TEST_F(Cli, EstimateAndSimulateAPlan)
