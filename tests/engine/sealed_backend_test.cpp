@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -53,8 +54,8 @@ public:
         ++copies;
         std::memcpy(dst, src, bytes);
     }
-    int allocations = 0;
-    int copies = 0;
+    std::atomic<int> allocations { 0 }; // counted from every pipeline worker
+    std::atomic<int> copies { 0 };
 };
 
 const std::shared_ptr<SealedMemory>& sealedMemory()
@@ -92,7 +93,7 @@ public:
     {
         hostMemory()->copy(dst, src, bytes);
     }
-    int allocations = 0;
+    std::atomic<int> allocations { 0 };
 };
 
 const std::shared_ptr<StagingMemory>& stagingMemory()
@@ -302,7 +303,7 @@ TEST(SealedBackend, HostCodeCannotReadDeviceMemory)
     EXPECT_EQ(asFloats(sealedBackend().toHost(a)), values);
     // Copies between host and device memory go through the device's resource.
     Allocator host("host");
-    const auto before = sealedMemory()->copies;
+    const int before = sealedMemory()->copies;
     const auto back = a.copyTo(host);
     EXPECT_GT(sealedMemory()->copies, before);
     EXPECT_FLOAT_EQ(back.f32()[2], 3.0F);
@@ -318,8 +319,8 @@ TEST(SealedBackend, PipelineRuntimeNeverReadsDeviceBuffers)
         const auto config = oneFOneB(graph, memoryPlan);
         TrainingRun cpu(graph, TokenData::random(256, 1 << 14, 3), makeDevices("cpu:2", 0), config);
         TrainingRun sealed(graph, TokenData::random(256, 1 << 14, 3), sealedDevices(2), config);
-        const auto copies = sealedMemory()->copies;
-        const auto staged = stagingMemory()->allocations;
+        const int copies = sealedMemory()->copies;
+        const int staged = stagingMemory()->allocations;
         const auto want = losses(cpu, 3);
         const auto got = losses(sealed, 3);
         EXPECT_GT(sealedMemory()->copies, copies);
