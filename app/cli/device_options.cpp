@@ -2,6 +2,7 @@
 
 #include "cpu_probe.h"
 #include "local_devices.h"
+#include "runtime/training_run.h"
 #include "util/error.h"
 
 #include <cmath>
@@ -112,6 +113,23 @@ std::string localGpuCatalogId(int gpu)
         return spec != nullptr ? spec->id : std::string();
     }
     throw Error("cuda:" + std::to_string(gpu) + ": " + report.cudaStatus);
+}
+
+std::string runDeviceKind(const std::string& devices)
+{
+    const auto spec = engine::parseDeviceSpec(devices);
+    return spec.cuda ? localGpuCatalogId(spec.gpus.front()) : std::string("cpu");
+}
+
+engine::GemmPrecision trainingGemmPrecision(const std::string& precision)
+{
+    if (precision == "fp32")
+        return engine::GemmPrecision::Fp32;
+    if (precision == "tf32")
+        return engine::GemmPrecision::Tf32;
+    if (precision == "bf16")
+        return engine::GemmPrecision::Bf16;
+    throw Error("--precision '" + precision + "': the engine trains in fp32, or on GPUs tf32 or bf16");
 }
 
 std::vector<double> nodeTimes(const Profile& profile, double mb)

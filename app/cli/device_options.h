@@ -1,6 +1,7 @@
 // Internal to the CLI: device, precision and optimizer options shared by the planning commands.
 #pragma once
 
+#include "backend.h"
 #include "cluster/cluster.h"
 #include "cluster/device_catalog.h"
 #include "cost/profile.h"
@@ -47,6 +48,11 @@ std::string readFile(const std::string& path);
 // (DeviceCatalog::matchGpu); "" when none fits. Throws ps::Error saying why when there is no such
 // GPU (no driver, a build without CUDA, too few GPUs).
 std::string localGpuCatalogId(int gpu);
+// The catalog device a run on `devices` (train --devices) is: "cpu" for CPU devices, the entry
+// its GPU matches ("" when none does: planned and predicted as this CPU's devices would be).
+std::string runDeviceKind(const std::string& devices);
+// train --precision: fp32, tf32 or bf16; throws ps::Error for anything else.
+engine::GemmPrecision trainingGemmPrecision(const std::string& precision);
 // Forward + backward time of every node at micro-batch `mb`.
 std::vector<double> nodeTimes(const Profile& profile, double mb);
 // The largest size parseBytes accepts: 1 EiB.

@@ -121,14 +121,6 @@ namespace {
         c.stageDevices = std::move(shape.stageDevices);
     }
 
-    // The catalog device a run's devices are: "cpu" for CPU devices, the entry a GPU matches (""
-    // when none does: planned and predicted as this CPU's devices would be).
-    std::string runDeviceKind(const std::string& deviceText)
-    {
-        const auto spec = engine::parseDeviceSpec(deviceText);
-        return spec.cuda ? localGpuCatalogId(spec.gpus.front()) : std::string("cpu");
-    }
-
     // Cuts and memory plans from the planner for these devices, on the project's measured profile
     // of that device kind when it has one (measured-cpu, or measured-cuda on a GPU), else the
     // analytical estimate for this CPU or the GPU's catalog entry at the run's precision.
@@ -226,11 +218,7 @@ namespace {
         auto devices = engine::makeDevices(deviceText, static_cast<std::int64_t>(memoryBytes));
         const auto deviceKind = runDeviceKind(deviceText);
         engine::RunConfig c;
-        if (o.precision != "fp32" && o.precision != "tf32" && o.precision != "bf16")
-            throw Error("--precision '" + o.precision + "': the engine trains in fp32, or on GPUs tf32 or bf16");
-        c.gemm = o.precision == "tf32" ? engine::GemmPrecision::Tf32
-            : o.precision == "bf16"    ? engine::GemmPrecision::Bf16
-                                       : engine::GemmPrecision::Fp32;
+        c.gemm = trainingGemmPrecision(o.precision);
         std::int64_t planId = 0;
         if (!o.plan.empty()) {
             applyStoredPlan(store, o.plan, graph, c, planId);
