@@ -2,7 +2,8 @@
 // kernels (engine/cuda/elementwise_kernels.cu): each function is __host__ __device__ under nvcc
 // and plain inline C++ elsewhere, so the CPU unit tests cover the arithmetic the GPU runs and a
 // GPU run only has to prove indexing and launches (issue P14's design rule).
-// Only C functions that exist on both sides (expf, erff, tanhf, sqrtf, fabsf, copysignf, fminf, memcpy).
+// Only C functions that exist on both sides (expf, erff, tanhf, sqrtf, powf, fabsf, copysignf, fminf,
+// fmaxf, memcpy).
 // Depends on: <cmath> only.
 #pragma once
 
@@ -62,6 +63,80 @@ PS_HOST_DEVICE inline float geluErfGrad(float a)
 
 // One AdamW step's constants (torch.optim.AdamW: decoupled decay, then Adam with bias corrections),
 // computed once per step on the host.
+// ---- Activations of the imported models (CNNs and MLPs); Relu, Tanh and GELU are above ----
+
+// No overflow either way: exp of a non-positive number only.
+PS_HOST_DEVICE inline float sigmoid(float x)
+{
+    if (x >= 0.0F)
+        return 1.0F / (1.0F + expf(-x));
+    const float e = expf(x);
+    return e / (1.0F + e);
+}
+
+PS_HOST_DEVICE inline float clampUnit(float x)
+{
+    return x < 0.0F ? 0.0F : (x > 1.0F ? 1.0F : x);
+}
+
+// ONNX HardSigmoid: max(0, min(1, alpha x + beta)); its derivative is alpha inside (0, 1).
+PS_HOST_DEVICE inline float hardSigmoid(float x, float alpha, float beta)
+{
+    return clampUnit(alpha * x + beta);
+}
+PS_HOST_DEVICE inline float hardSigmoidGrad(float x, float alpha, float beta)
+{
+    const float t = alpha * x + beta;
+    return t > 0.0F && t < 1.0F ? alpha : 0.0F;
+}
+
+// x * relu6(x + 3) / 6, and its derivative as torch's hardswish_backward.
+PS_HOST_DEVICE inline float hardSwish(float x)
+{
+    const float t = x + 3.0F;
+    return x * (t < 0.0F ? 0.0F : (t > 6.0F ? 6.0F : t)) / 6.0F;
+}
+PS_HOST_DEVICE inline float hardSwishGrad(float x)
+{
+    return x < -3.0F ? 0.0F : (x > 3.0F ? 1.0F : x / 3.0F + 0.5F);
+}
+
+PS_HOST_DEVICE inline float leakyRelu(float x, float alpha)
+{
+    return x < 0.0F ? alpha * x : x;
+}
+PS_HOST_DEVICE inline float leakyReluGrad(float x, float alpha)
+{
+    return x > 0.0F ? 1.0F : alpha;
+}
+
+// torch.clamp: the gradient passes where lo <= x <= hi, the bounds included.
+PS_HOST_DEVICE inline float clip(float x, float lo, float hi)
+{
+    const float t = x < lo ? lo : x; // NaN passes through; lo > hi gives hi, as ONNX
+    return t > hi ? hi : t;
+}
+PS_HOST_DEVICE inline float clipGrad(float x, float lo, float hi)
+{
+    return x >= lo && x <= hi ? 1.0F : 0.0F;
+}
+
+// d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2).
+PS_HOST_DEVICE inline float erfGrad(float x)
+{
+    return kTwoOverSqrtPi * expf(-x * x);
+}
+
+// x^e with the square exact (what torch's pow does for 2), and its derivative.
+PS_HOST_DEVICE inline float power(float x, float e)
+{
+    return e == 2.0F ? x * x : powf(x, e);
+}
+PS_HOST_DEVICE inline float powerGrad(float x, float e)
+{
+    return e == 2.0F ? 2.0F * x : e * powf(x, e - 1.0F);
+}
+
 struct AdamWCoefficients
 {
     float lr = 0;

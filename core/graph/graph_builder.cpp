@@ -26,15 +26,26 @@ TensorId GraphBuilder::constant(const std::string& name, Shape shape, DType dtyp
         { TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Constant, NodeId(), {} });
 }
 
-TensorId GraphBuilder::constant(const std::string& name, Shape shape, const std::vector<std::int64_t>& values)
+template <typename T>
+TensorId GraphBuilder::valuedConstant(const std::string& name, Shape shape, const std::vector<T>& values, DType dtype)
 {
     if (numElements(shape) != static_cast<std::int64_t>(values.size()))
         throw Error("constant '" + qualified(name) + "' of shape " + formatShape(shape) + " given "
             + std::to_string(values.size()) + " values");
-    auto bytes = std::make_shared<std::vector<std::byte>>(values.size() * sizeof(std::int64_t));
+    auto bytes = std::make_shared<std::vector<std::byte>>(values.size() * sizeof(T));
     std::memcpy(bytes->data(), values.data(), bytes->size());
-    return m_graph.addTensor({ TensorId(), qualified(name), std::move(shape), DType::I64, TensorKind::Constant,
-        NodeId(), std::move(bytes) });
+    return m_graph.addTensor(
+        { TensorId(), qualified(name), std::move(shape), dtype, TensorKind::Constant, NodeId(), std::move(bytes) });
+}
+
+TensorId GraphBuilder::constant(const std::string& name, Shape shape, const std::vector<std::int64_t>& values)
+{
+    return valuedConstant(name, std::move(shape), values, DType::I64);
+}
+
+TensorId GraphBuilder::constant(const std::string& name, Shape shape, const std::vector<float>& values)
+{
+    return valuedConstant(name, std::move(shape), values, DType::F32);
 }
 
 TensorId GraphBuilder::parameter(const std::string& name, Shape shape)

@@ -21,6 +21,8 @@ public:
     TensorId constant(const std::string& name, Shape shape, DType dtype);
     // An int64 constant with its values (position ids, relative-position buckets), row-major.
     TensorId constant(const std::string& name, Shape shape, const std::vector<std::int64_t>& values);
+    // A float constant with its values (BatchNorm's running statistics), row-major.
+    TensorId constant(const std::string& name, Shape shape, const std::vector<float>& values);
     TensorId parameter(const std::string& name, Shape shape);
 
     // Adds a node named "<scope>.<name>" and returns its single output.
@@ -50,6 +52,8 @@ public:
 
 private:
     [[nodiscard]] std::string qualified(const std::string& name) const;
+    template <typename T>
+    TensorId valuedConstant(const std::string& name, Shape shape, const std::vector<T>& values, DType dtype);
 
     Graph m_graph;
     DType m_activationType;

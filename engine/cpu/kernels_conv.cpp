@@ -1,53 +1,16 @@
 // Convolution (im2col + sgemm, groups), batch normalization, max pooling and global average pooling
 // on (N, C, H, W) arrays.
+#include "conv_geometry.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 
 #include <cblas.h>
 #include <cmath>
-#include <limits>
 
 namespace ps::engine::detail {
 namespace {
 
-    struct Window
-    {
-        std::int64_t kh, kw, sh, sw, pt, pl, dh, dw;
-        std::int64_t h, w, oh, ow;
-    };
-
-    std::vector<std::int64_t> intsOr(const Node& node, const char* key, std::vector<std::int64_t> fallback)
-    {
-        auto v = node.intsAttr(key);
-        return v.empty() ? fallback : v;
-    }
-
-    // Window positions along one dim. ceil_mode (pooling) keeps a last partial window when it starts
-    // inside the input or its leading pad (PyTorch's and ONNX's rule); the taps past the input are
-    // skipped like padding.
-    std::int64_t slideCount(std::int64_t size, std::int64_t padBefore, std::int64_t padAfter, std::int64_t dilation,
-        std::int64_t k, std::int64_t stride, bool ceil)
-    {
-        const auto span = size + padBefore + padAfter - dilation * (k - 1) - 1;
-        if (!ceil)
-            return span / stride + 1;
-        auto out = (span + stride - 1) / stride + 1;
-        if ((out - 1) * stride >= size + padBefore)
-            --out;
-        return out;
-    }
-
-    Window windowOf(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
-    {
-        const auto s = intsOr(node, "strides", { 1, 1 });
-        const auto p = intsOr(node, "pads", { 0, 0, 0, 0 });
-        const auto d = intsOr(node, "dilations", { 1, 1 });
-        const bool ceil = node.intAttr("ceil_mode", 0) != 0;
-        Window w { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], x[2], x[3], 0, 0 };
-        w.oh = slideCount(x[2], p[0], p[2], d[0], kh, s[0], ceil);
-        w.ow = slideCount(x[3], p[1], p[3], d[1], kw, s[1], ceil);
-        return w;
-    }
+    using Window = math::Window2d;
 
     // col (C * kh * kw, oh * ow) from one image (C, h, w); out-of-image taps are 0.
     void im2col(const float* img, std::int64_t channels, const Window& w, float* col)
@@ -98,7 +61,7 @@ namespace {
     ConvDims convDims(const Node& node, const NdArray& x, const NdArray& weight)
     {
         const auto& ws = weight.shape();
-        ConvDims d { windowOf(node, x.shape(), ws[2], ws[3]), x.shape()[0], x.shape()[1], ws[0],
+        ConvDims d { slidingWindow(node, x.shape(), ws[2], ws[3]), x.shape()[0], x.shape()[1], ws[0],
             node.intAttr("group", 1), 0, 0, 0, 0 };
         d.cinG = d.cin / d.group;
         d.coutG = d.cout / d.group;
@@ -194,34 +157,19 @@ namespace {
         auto runningVar = v.in[4];
         const auto count = static_cast<double>(n * spatial);
         for (std::int64_t ch = 0; ch < c; ++ch) {
-            double mu = runningMean.f32()[ch];
-            double var = runningVar.f32()[ch];
-            if (ctx.training) {
-                double sum = 0;
-                double sq = 0;
-                for (std::int64_t i = 0; i < n; ++i) {
-                    const float* p = x.f32() + (i * c + ch) * spatial;
-                    for (std::int64_t s = 0; s < spatial; ++s) {
-                        sum += p[s];
-                        sq += static_cast<double>(p[s]) * p[s];
-                    }
-                }
-                mu = sum / count;
-                var = std::max(0.0, sq / count - mu * mu);
-                runningMean.f32()[ch] = static_cast<float>(momentum * runningMean.f32()[ch] + (1 - momentum) * mu);
-                const double unbiased = count > 1 ? var * count / (count - 1) : var;
-                runningVar.f32()[ch] = static_cast<float>(momentum * runningVar.f32()[ch] + (1 - momentum) * unbiased);
-            }
-            const auto rs = static_cast<float>(1.0 / std::sqrt(var + eps));
-            mean.f32()[ch] = static_cast<float>(mu);
-            rstd.f32()[ch] = rs;
+            const auto sums =
+                ctx.training ? math::channelPartial(x.f32(), n, c, spatial, ch, 0, 1) : math::ChannelSums {};
+            const auto st = math::batchNormStats(
+                sums, count, eps, momentum, ctx.training, runningMean.f32()[ch], runningVar.f32()[ch]);
+            mean.f32()[ch] = st.mean;
+            rstd.f32()[ch] = st.rstd;
             const float gamma = v.in[1].f32()[ch];
             const float beta = v.in[2].f32()[ch];
             for (std::int64_t i = 0; i < n; ++i) {
                 const float* p = x.f32() + (i * c + ch) * spatial;
                 float* o = out.f32() + (i * c + ch) * spatial;
                 for (std::int64_t s = 0; s < spatial; ++s)
-                    o[s] = (p[s] - static_cast<float>(mu)) * rs * gamma + beta;
+                    o[s] = math::batchNormValue(p[s], st.mean, st.rstd, gamma, beta);
             }
         }
         v.out = { out };
@@ -243,26 +191,16 @@ namespace {
             const float mu = v.saved[0].f32()[ch];
             const float rs = v.saved[1].f32()[ch];
             const float gamma = v.in[1].f32()[ch];
-            double sumG = 0;
-            double sumGX = 0;
+            const auto sums = math::channelGradPartial(x.f32(), dy.f32(), n, c, spatial, ch, mu, rs, 0, 1);
+            dgamma.f32()[ch] = static_cast<float>(sums.squares);
+            dbeta.f32()[ch] = static_cast<float>(sums.sum);
+            const auto mg = static_cast<float>(sums.sum / count);
+            const auto mgx = static_cast<float>(sums.squares / count);
             for (std::int64_t i = 0; i < n; ++i) {
-                const float* p = x.f32() + (i * c + ch) * spatial;
-                const float* gi = dy.f32() + (i * c + ch) * spatial;
-                for (std::int64_t s = 0; s < spatial; ++s) {
-                    sumG += gi[s];
-                    sumGX += gi[s] * (p[s] - mu) * rs;
-                }
-            }
-            dgamma.f32()[ch] = static_cast<float>(sumGX);
-            dbeta.f32()[ch] = static_cast<float>(sumG);
-            const auto mg = static_cast<float>(sumG / count);
-            const auto mgx = static_cast<float>(sumGX / count);
-            for (std::int64_t i = 0; i < n; ++i) {
-                const float* p = x.f32() + (i * c + ch) * spatial;
-                const float* gi = dy.f32() + (i * c + ch) * spatial;
-                float* o = dx.f32() + (i * c + ch) * spatial;
+                const auto base = (i * c + ch) * spatial;
                 for (std::int64_t s = 0; s < spatial; ++s)
-                    o[s] = gamma * rs * (gi[s] - mg - (p[s] - mu) * rs * mgx);
+                    dx.f32()[base + s] =
+                        math::batchNormGradInput(x.f32()[base + s], dy.f32()[base + s], mu, rs, gamma, mg, mgx);
             }
         }
         if (g.needGrad[0])
@@ -278,8 +216,7 @@ namespace {
     void maxPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto k = node.intsAttr("kernel");
-        const auto w = windowOf(node, x.shape(), k[0], k[1]);
+        const auto w = maxPoolWindow(node, x.shape());
         const auto planes = x.shape()[0] * x.shape()[1];
         auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], w.oh, w.ow });
         auto argmax = NdArray::empty(ctx.allocator, out.shape(), DType::I64);
@@ -287,21 +224,10 @@ namespace {
             const float* img = x.f32() + pl * w.h * w.w;
             for (std::int64_t y = 0; y < w.oh; ++y) {
                 for (std::int64_t xo = 0; xo < w.ow; ++xo) {
-                    float best = -std::numeric_limits<float>::infinity();
-                    std::int64_t at = -1;
-                    for (std::int64_t ki = 0; ki < w.kh; ++ki) {
-                        const auto iy = y * w.sh - w.pt + ki * w.dh;
-                        for (std::int64_t kj = 0; kj < w.kw; ++kj) {
-                            const auto ix = xo * w.sw - w.pl + kj * w.dw;
-                            if (iy >= 0 && iy < w.h && ix >= 0 && ix < w.w && img[iy * w.w + ix] > best) {
-                                best = img[iy * w.w + ix];
-                                at = iy * w.w + ix;
-                            }
-                        }
-                    }
+                    const auto best = math::maxPoolWindow(img, w, y, xo);
                     const auto o = (pl * w.oh + y) * w.ow + xo;
-                    out.f32()[o] = best;
-                    argmax.i64()[o] = at;
+                    out.f32()[o] = best.value;
+                    argmax.i64()[o] = best.at;
                 }
             }
         }
@@ -309,20 +235,20 @@ namespace {
         v.saved = { argmax };
     }
 
-    void maxPoolBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    void maxPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         const auto& dy = g.gradOut[0];
-        auto dx = NdArray::zeros(ctx.allocator, x.shape());
-        const auto& argmax = v.saved[0];
+        const auto w = maxPoolWindow(node, x.shape());
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
         const auto planes = x.shape()[0] * x.shape()[1];
-        const auto area = x.shape()[2] * x.shape()[3];
-        const auto outArea = dy.numel() / planes;
         for (std::int64_t pl = 0; pl < planes; ++pl) {
-            for (std::int64_t o = 0; o < outArea; ++o) {
-                const auto at = argmax.i64()[pl * outArea + o];
-                if (at >= 0)
-                    dx.f32()[pl * area + at] += dy.f32()[pl * outArea + o];
+            const float* d = dy.f32() + pl * w.oh * w.ow;
+            const std::int64_t* at = v.saved[0].i64() + pl * w.oh * w.ow;
+            float* o = dx.f32() + pl * w.h * w.w;
+            for (std::int64_t iy = 0; iy < w.h; ++iy) {
+                for (std::int64_t ix = 0; ix < w.w; ++ix)
+                    o[iy * w.w + ix] = math::maxPoolGradPixel(d, at, w, iy, ix);
             }
         }
         g.gradIn[0] = dx;
@@ -334,12 +260,8 @@ namespace {
         const auto planes = x.shape()[0] * x.shape()[1];
         const auto area = x.shape()[2] * x.shape()[3];
         auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], 1, 1 });
-        for (std::int64_t pl = 0; pl < planes; ++pl) {
-            double sum = 0;
-            for (std::int64_t s = 0; s < area; ++s)
-                sum += x.f32()[pl * area + s];
-            out.f32()[pl] = static_cast<float>(sum / static_cast<double>(area));
-        }
+        for (std::int64_t pl = 0; pl < planes; ++pl)
+            out.f32()[pl] = math::planeMean(x.f32() + pl * area, area);
         v.out = { out };
     }
 

@@ -4,6 +4,7 @@
 // the runtime may release the others after forward, leaving only their shapes.
 #include "cpu/kernel_impl.h"
 #include "graph/shape_inference.h"
+#include "kernel_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -144,17 +145,9 @@ namespace {
         g.gradIn[0] = dx;
     }
 
-    float sigmoid(float x)
-    {
-        if (x >= 0)
-            return 1.0F / (1.0F + std::exp(-x));
-        const float e = std::exp(x); // no overflow for large negative x
-        return e / (1.0F + e);
-    }
-
     void sigmoidForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        floatUnary(node, v, ctx, sigmoid);
+        floatUnary(node, v, ctx, math::sigmoid);
     }
 
     void sigmoidBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps the output
@@ -175,38 +168,35 @@ namespace {
     void hardSigmoidForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto p = hardSigmoidParams(node);
-        floatUnary(node, v, ctx, [p](float x) { return std::clamp(p.alpha * x + p.beta, 0.0F, 1.0F); });
+        floatUnary(node, v, ctx, [p](float x) { return math::hardSigmoid(x, p.alpha, p.beta); });
     }
 
     void hardSigmoidBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
     {
         const auto p = hardSigmoidParams(node);
-        unaryBackward(g, ctx, v.in[0], [p](float x) {
-            const float t = p.alpha * x + p.beta;
-            return t > 0.0F && t < 1.0F ? p.alpha : 0.0F;
-        });
+        unaryBackward(g, ctx, v.in[0], [p](float x) { return math::hardSigmoidGrad(x, p.alpha, p.beta); });
     }
 
     void hardSwishForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        floatUnary(node, v, ctx, [](float x) { return x * std::clamp(x + 3.0F, 0.0F, 6.0F) / 6.0F; });
+        floatUnary(node, v, ctx, math::hardSwish);
     }
 
     void hardSwishBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
     {
-        unaryBackward(g, ctx, v.in[0], [](float x) { return x < -3.0F ? 0.0F : x > 3.0F ? 1.0F : x / 3.0F + 0.5F; });
+        unaryBackward(g, ctx, v.in[0], math::hardSwishGrad);
     }
 
     void leakyReluForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto alpha = static_cast<float>(node.floatAttr("alpha", 0.01));
-        floatUnary(node, v, ctx, [alpha](float x) { return x < 0.0F ? alpha * x : x; });
+        floatUnary(node, v, ctx, [alpha](float x) { return math::leakyRelu(x, alpha); });
     }
 
     void leakyReluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
     {
         const auto alpha = static_cast<float>(node.floatAttr("alpha", 0.01));
-        unaryBackward(g, ctx, v.in[0], [alpha](float x) { return x > 0.0F ? 1.0F : alpha; });
+        unaryBackward(g, ctx, v.in[0], [alpha](float x) { return math::leakyReluGrad(x, alpha); });
     }
 
     void expForward(const Node& node, NodeValues& v, KernelContext& ctx)
@@ -266,7 +256,7 @@ namespace {
         }
         const auto lo = static_cast<float>(b.lo);
         const auto hi = static_cast<float>(b.hi);
-        v.out = { mapArray<float, float>(x, ctx, [lo, hi](float a) { return std::min(std::max(a, lo), hi); }) };
+        v.out = { mapArray<float, float>(x, ctx, [lo, hi](float a) { return math::clip(a, lo, hi); }) };
     }
 
     void clipBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps x
@@ -274,8 +264,7 @@ namespace {
         const auto b = clipBounds(node);
         const auto lo = static_cast<float>(b.lo);
         const auto hi = static_cast<float>(b.hi);
-        // torch.clamp: the gradient passes where lo <= x <= hi, bounds included.
-        unaryBackward(g, ctx, v.in[0], [lo, hi](float x) { return x >= lo && x <= hi ? 1.0F : 0.0F; });
+        unaryBackward(g, ctx, v.in[0], [lo, hi](float x) { return math::clipGrad(x, lo, hi); });
     }
 
     // ---- Neg and Abs (f32 or i64) ----

@@ -1,6 +1,7 @@
 // Index and resampling ops on the CPU: AvgPool, Pad, Resize, Gather, ScatterND, TopK and Einsum,
 // with ONNX's semantics where PyTorch's exporter emits them (the numbers match torch's). Every
 // backward is the adjoint of its forward's index map: a scatter-add where forward gathers.
+#include "conv_geometry.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "graph/op_registry.h"
@@ -35,19 +36,6 @@ namespace {
         throw Error(where(node) + "attribute '" + std::string(key) + "' is not a string");
     }
 
-    // An int list attribute of `count` values, or `fallback` when absent.
-    std::vector<std::int64_t> intsOr(
-        const Node& node, const char* key, std::vector<std::int64_t> fallback, std::size_t count)
-    {
-        auto v = node.intsAttr(key);
-        if (v.empty())
-            return fallback;
-        if (v.size() != count)
-            throw Error(where(node) + "attribute '" + key + "' needs " + std::to_string(count) + " values, got "
-                + std::to_string(v.size()));
-        return v;
-    }
-
     std::size_t axisOf(const Node& node, std::int64_t axis, std::size_t rank)
     {
         const auto r = static_cast<std::int64_t>(rank);
@@ -80,91 +68,19 @@ namespace {
 
     // ---- AvgPool on (N, C, H, W), as torch.nn.functional.avg_pool2d ----
 
-    // One spatial dim: output o averages input [o * stride - padBefore, + kernel), clipped.
-    struct PoolDim
-    {
-        std::int64_t size, kernel, stride, padBefore, padAfter, out;
-    };
-
-    PoolDim poolDim(const Node& node, std::int64_t size, std::int64_t k, std::int64_t s, std::int64_t pb,
-        std::int64_t pa, bool ceil)
-    {
-        if (k < 1 || s < 1 || pb < 0 || pa < 0)
-            throw Error(where(node) + "needs kernel and strides >= 1 and pads >= 0");
-        const auto span = size + pb + pa - k;
-        if (span < 0)
-            throw Error(where(node) + "kernel " + str(k) + " is larger than the padded input " + str(size + pb + pa));
-        auto out = (ceil ? (span + s - 1) / s : span / s) + 1;
-        if (ceil && (out - 1) * s >= size + pb) // the last window must start inside the input or its left pad
-            --out;
-        return { size, k, s, pb, pa, out };
-    }
-
-    struct AvgPool
-    {
-        PoolDim h, w;
-        bool includePad;
-    };
-
-    AvgPool avgPoolOf(const Node& node, const NdArray& x)
-    {
-        requireDType(node, x, DType::F32, "the input");
-        if (x.shape().size() != 4)
-            throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x.shape()));
-        const auto k = intsOr(node, "kernel", {}, 2);
-        if (k.empty())
-            throw Error(where(node) + "needs attribute 'kernel' (2 values)");
-        const auto s = intsOr(node, "strides", { 1, 1 }, 2);
-        const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
-        const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
-        if (d[0] != 1 || d[1] != 1)
-            throw Error(where(node) + "dilated average pooling is not supported");
-        const bool ceil = node.intAttr("ceil_mode", 0) != 0;
-        const auto& xs = x.shape();
-        return { poolDim(node, xs[2], k[0], s[0], p[0], p[2], ceil), poolDim(node, xs[3], k[1], s[1], p[1], p[3], ceil),
-            node.intAttr("count_include_pad", 0) != 0 };
-    }
-
-    // Output o's input range [lo, hi) and its extent clipped to the padded input (the
-    // count_include_pad divisor), as torch's avg_pool2d.
-    struct PoolSpan
-    {
-        std::int64_t lo, hi, padded;
-    };
-
-    PoolSpan poolSpan(const PoolDim& d, std::int64_t o)
-    {
-        const auto start = o * d.stride - d.padBefore;
-        const auto end = std::min(start + d.kernel, d.size + d.padAfter);
-        return { std::max<std::int64_t>(start, 0), std::min(end, d.size), end - start };
-    }
-
-    float poolDivisor(const AvgPool& p, const PoolSpan& y, const PoolSpan& x)
-    {
-        const auto n = p.includePad ? y.padded * x.padded : (y.hi - y.lo) * (x.hi - x.lo);
-        return static_cast<float>(std::max<std::int64_t>(n, 1));
-    }
-
     void avgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto p = avgPoolOf(node, x);
+        requireDType(node, x, DType::F32, "the input");
+        const auto p = avgPoolGeometry(node, x.shape());
         const auto planes = x.shape()[0] * x.shape()[1];
         auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], p.h.out, p.w.out }); // (N, C, H', W')
         float* o = out.f32();
         for (std::int64_t pl = 0; pl < planes; ++pl) {
             const float* img = x.f32() + pl * p.h.size * p.w.size;
             for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
-                const auto ys = poolSpan(p.h, oy);
-                for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
-                    const auto xs = poolSpan(p.w, ox);
-                    float sum = 0.0F;
-                    for (auto iy = ys.lo; iy < ys.hi; ++iy) {
-                        for (auto ix = xs.lo; ix < xs.hi; ++ix)
-                            sum += img[iy * p.w.size + ix];
-                    }
-                    *o++ = sum / poolDivisor(p, ys, xs);
-                }
+                for (std::int64_t ox = 0; ox < p.w.out; ++ox)
+                    *o++ = math::avgPoolValue(img, p.h, p.w, p.includePad, oy, ox);
             }
         }
         v.out = { out };
@@ -173,23 +89,16 @@ namespace {
     void avgPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto p = avgPoolOf(node, x);
+        const auto p = avgPoolGeometry(node, x.shape());
         const auto planes = x.shape()[0] * x.shape()[1];
         const auto dy = gradOrZeros(g.gradOut[0], { x.shape()[0], x.shape()[1], p.h.out, p.w.out }, ctx.allocator);
-        auto dx = NdArray::zeros(ctx.allocator, x.shape());
-        const float* d = dy.f32();
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
         for (std::int64_t pl = 0; pl < planes; ++pl) {
+            const float* d = dy.f32() + pl * p.h.out * p.w.out;
             float* img = dx.f32() + pl * p.h.size * p.w.size;
-            for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
-                const auto ys = poolSpan(p.h, oy);
-                for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
-                    const auto xs = poolSpan(p.w, ox);
-                    const float share = *d++ / poolDivisor(p, ys, xs);
-                    for (auto iy = ys.lo; iy < ys.hi; ++iy) {
-                        for (auto ix = xs.lo; ix < xs.hi; ++ix)
-                            img[iy * p.w.size + ix] += share;
-                    }
-                }
+            for (std::int64_t iy = 0; iy < p.h.size; ++iy) {
+                for (std::int64_t ix = 0; ix < p.w.size; ++ix)
+                    img[iy * p.w.size + ix] = math::avgPoolGradPixel(d, p.h, p.w, p.includePad, iy, ix);
             }
         }
         g.gradIn[0] = dx;

@@ -362,14 +362,13 @@ namespace {
     void powForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
-        v.out = { unary(v.in[0], ctx, [e](float a) { return e == 2.0F ? a * a : std::pow(a, e); }) };
+        v.out = { unary(v.in[0], ctx, [e](float a) { return math::power(a, e); }) };
     }
 
     void powBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto e = static_cast<float>(node.floatAttr("exponent", 1.0));
-        g.gradIn[0] = unaryGrad(
-            g.gradOut[0], v.in[0], ctx, [e](float a) { return e == 2.0F ? 2.0F * a : e * std::pow(a, e - 1.0F); });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], ctx, [e](float a) { return math::powerGrad(a, e); });
     }
 
     void sqrtForward(const Node&, NodeValues& v, KernelContext& ctx)
@@ -389,8 +388,7 @@ namespace {
 
     void erfBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        g.gradIn[0] =
-            unaryGrad(g.gradOut[0], v.in[0], ctx, [](float a) { return math::kTwoOverSqrtPi * std::exp(-a * a); });
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], ctx, math::erfGrad);
     }
 
     void reluForward(const Node&, NodeValues& v, KernelContext& ctx)

@@ -250,6 +250,16 @@ namespace {
                 + formatShape(b.shape()));
     }
 
+    // Every op kernel of the backend, one registration per kernel file.
+    void registerKernels(KernelTable& table)
+    {
+        registerCudaMathKernels(table);
+        registerCudaNnKernels(table);
+        registerCudaLayoutKernels(table);
+        registerCudaPointwiseKernels(table);
+        registerCudaConvKernels(table);
+    }
+
     class CudaBackend final : public Backend
     {
     public:
@@ -258,9 +268,7 @@ namespace {
             , m_memory(std::make_shared<CudaMemory>(device))
             , m_name("cuda")
         {
-            registerCudaMathKernels(m_kernels);
-            registerCudaNnKernels(m_kernels);
-            registerCudaLayoutKernels(m_kernels);
+            registerKernels(m_kernels);
         }
         [[nodiscard]] std::string_view name() const override
         {
@@ -422,9 +430,7 @@ void launchFill(float* dst, float value, std::int64_t n)
 std::vector<OpType> cudaKernelOps()
 {
     KernelTable table; // registration launches nothing: no GPU needed
-    registerCudaMathKernels(table);
-    registerCudaNnKernels(table);
-    registerCudaLayoutKernels(table);
+    registerKernels(table);
     std::vector<OpType> ops;
     for (std::size_t op = 0; op <= static_cast<std::size_t>(OpType::Opaque); ++op) {
         if (table.find(static_cast<OpType>(op)) != nullptr)

@@ -69,10 +69,27 @@ void gemm(GemmPrecision precision, bool transA, bool transB, int m, int n, int k
     long long strideA, const void* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC,
     int batch);
 
-// The op kernels (cuda_kernels.cu and cuda_layout_kernels.cu).
+// A GEMM operand as ctx.gemm wants it: the fp32 array itself, or (Bf16) its bf16 copy, cast with
+// kernel_math.h's rounding and kept alive by `copy` for the call.
+struct GemmOperand
+{
+    NdArray copy;
+    const void* base = nullptr;
+    int elementBytes = 4;
+    [[nodiscard]] const void* at(std::int64_t offset) const
+    {
+        return static_cast<const char*>(base) + offset * elementBytes;
+    }
+};
+[[nodiscard]] GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node);
+
+// The op kernels, one registration per file (cuda_math_kernels.cu, cuda_nn_kernels.cu,
+// cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu).
 void registerCudaMathKernels(KernelTable& table);
 void registerCudaNnKernels(KernelTable& table);
 void registerCudaLayoutKernels(KernelTable& table);
+void registerCudaPointwiseKernels(KernelTable& table);
+void registerCudaConvKernels(KernelTable& table);
 
 // Elementwise helpers the backend's updates share with the op kernels.
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);

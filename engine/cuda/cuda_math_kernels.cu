@@ -1,4 +1,4 @@
-// CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Mul, Scale and the activations
+// CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Sub/Mul/Div, Scale and the activations
 // (Relu, Tanh, GELU over kernel_math.h), and the broadcast-gradient reduction.
 #include "cuda/cuda_common.cuh"
 #include "graph/shape_inference.h"
@@ -60,7 +60,7 @@ namespace {
 
     // ---- Broadcasting binary ops ----
 
-    enum class Binary { Add, Mul };
+    enum class Binary { Add, Sub, Mul, Div };
 
     __global__ void binaryKernel(
         Binary op, const float* a, const float* b, float* out, Dims shape, Dims sa, Dims sb, std::int64_t n)
@@ -69,12 +69,16 @@ namespace {
              i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
             const float x = a[offsetOf(i, shape, sa)];
             const float y = b[offsetOf(i, shape, sb)];
-            out[i] = op == Binary::Add ? x + y : x * y;
+            out[i] = op == Binary::Add ? x + y : op == Binary::Sub ? x - y : op == Binary::Mul ? x * y : x / y;
         }
     }
 
     NdArray binary(Binary op, const NdArray& a, const NdArray& b, const Node& node, KernelContext& ctx)
     {
+        if (a.dtype() != DType::F32 || b.dtype() != DType::F32)
+            throw Error("node '" + node.name + "' (" + std::string(toString(node.op))
+                + "): the CUDA backend runs it on f32 values, its inputs are " + std::string(toString(a.dtype()))
+                + " and " + std::string(toString(b.dtype())));
         const auto shape = broadcastShape(a.shape(), b.shape(), node);
         auto out = NdArray::empty(ctx.allocator, shape);
         const auto n = out.numel();
@@ -113,6 +117,42 @@ namespace {
             if (g.needGrad[i])
                 g.gradIn[i] =
                     reduceTo(binary(Binary::Mul, g.gradOut[0], v.in[1 - i], node, ctx), v.in[i].shape(), ctx.allocator);
+        }
+    }
+
+    void subForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        v.out = { binary(Binary::Sub, v.in[0], v.in[1], node, ctx) };
+    }
+
+    void divForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        v.out = { binary(Binary::Div, v.in[0], v.in[1], node, ctx) };
+    }
+
+    NdArray negated(const NdArray& x, KernelContext& ctx, const Node& node);
+
+    void subBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        if (g.needGrad[0])
+            g.gradIn[0] = reduceTo(g.gradOut[0], v.in[0].shape(), ctx.allocator);
+        if (g.needGrad[1])
+            g.gradIn[1] = negated(reduceTo(g.gradOut[0], v.in[1].shape(), ctx.allocator), ctx, node);
+    }
+
+    // Div keeps both inputs: da = dy / b, db = -(dy / b) * a / b, each summed back to its shape.
+    void divBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto dyOverB = binary(Binary::Div, g.gradOut[0], v.in[1], node, ctx);
+        if (g.needGrad[0])
+            g.gradIn[0] = reduceTo(dyOverB, v.in[0].shape(), ctx.allocator);
+        if (g.needGrad[1]) {
+            const auto t = binary(Binary::Div, binary(Binary::Mul, dyOverB, v.in[0], node, ctx), v.in[1], node, ctx);
+            g.gradIn[1] = negated(reduceTo(t, v.in[1].shape(), ctx.allocator), ctx, node);
         }
     }
 
@@ -167,6 +207,11 @@ namespace {
             unaryKernel<<<blocksFor(n), kThreads>>>(op, f32(x), dy ? f32(*dy) : nullptr, f32(out), param, n);
         checkLaunch("node '" + node.name + "'");
         return out;
+    }
+
+    NdArray negated(const NdArray& x, KernelContext& ctx, const Node& node)
+    {
+        return unary(Unary::Scale, x, nullptr, -1.0F, ctx, node);
     }
 
     bool tanhGelu(const Node& node)
@@ -306,36 +351,6 @@ namespace {
             y[i] = math::floatToBf16Bits(x[i]);
     }
 
-    // A GEMM operand as the precision wants it: the fp32 array itself, or its bf16 copy (kept alive
-    // by `copy` for the call).
-    struct Operand
-    {
-        NdArray copy;
-        const void* base = nullptr;
-        int elementBytes = 4;
-        [[nodiscard]] const void* at(std::int64_t offset) const
-        {
-            return static_cast<const char*>(base) + offset * elementBytes;
-        }
-    };
-
-    Operand operand(const NdArray& x, KernelContext& ctx, const Node& node)
-    {
-        Operand o;
-        if (ctx.gemm != GemmPrecision::Bf16) {
-            o.base = f32(x);
-            return o;
-        }
-        const auto n = x.numel();
-        o.copy = NdArray::empty(ctx.allocator, { 2 * n }, DType::U8);
-        if (n > 0)
-            toBf16Kernel<<<blocksFor(n), kThreads>>>(f32(x), reinterpret_cast<unsigned short*>(u8(o.copy)), n);
-        checkLaunch("node '" + node.name + "' (bf16 operand)");
-        o.base = u8(o.copy);
-        o.elementBytes = 2;
-        return o;
-    }
-
     void matmulForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         useDevice(ctx.allocator);
@@ -344,8 +359,8 @@ namespace {
         outShape.push_back(s.m);
         outShape.push_back(s.n);
         auto out = NdArray::empty(ctx.allocator, outShape);
-        const auto a = operand(v.in[0], ctx, node);
-        const auto b = operand(v.in[1], ctx, node);
+        const auto a = gemmOperand(v.in[0], ctx, node);
+        const auto b = gemmOperand(v.in[1], ctx, node);
         const auto p = ctx.gemm;
         const int ldb = asInt(s.transB ? s.k : s.n);
         const auto batches = numElements(s.batchOut);
@@ -378,9 +393,9 @@ namespace {
         const bool flat = numElements(s.batchB) == 1;
         const bool equal = s.batchA == s.batchB;
         const auto offsets = flat || equal ? std::vector<std::pair<std::int64_t, std::int64_t>>() : matrixOffsets(s);
-        const auto dy = operand(dyArray, ctx, node);
+        const auto dy = gemmOperand(dyArray, ctx, node);
         if (g.needGrad[0]) { // dA = dY B^T (B (K, N)), or dY B (B (N, K))
-            const auto b = operand(v.in[1], ctx, node);
+            const auto b = gemmOperand(v.in[1], ctx, node);
             auto da = NdArray::zeros(ctx.allocator, v.in[0].shape());
             if (flat)
                 gemm(p, false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), dy.at(0), asInt(s.n), 0,
@@ -396,7 +411,7 @@ namespace {
             g.gradIn[0] = da;
         }
         if (g.needGrad[1]) { // dB = A^T dY (K, N), or dY^T A (N, K) with trans_b
-            const auto a = operand(v.in[0], ctx, node);
+            const auto a = gemmOperand(v.in[0], ctx, node);
             auto db = NdArray::zeros(ctx.allocator, v.in[1].shape());
             const auto one = [&](std::int64_t ai, std::int64_t dyi, float* dbi, int rows, long long sa, long long sdy,
                                  long long sdb, int count, float beta) {
@@ -422,6 +437,23 @@ namespace {
     }
 
 } // namespace
+
+GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
+{
+    GemmOperand o;
+    if (ctx.gemm != GemmPrecision::Bf16) {
+        o.base = f32(x);
+        return o;
+    }
+    const auto n = x.numel();
+    o.copy = NdArray::empty(ctx.allocator, { 2 * n }, DType::U8);
+    if (n > 0)
+        toBf16Kernel<<<blocksFor(n), kThreads>>>(f32(x), reinterpret_cast<unsigned short*>(u8(o.copy)), n);
+    checkLaunch("node '" + node.name + "' (bf16 operand)");
+    o.base = u8(o.copy);
+    o.elementBytes = 2;
+    return o;
+}
 
 NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator)
 {
@@ -456,7 +488,9 @@ void registerCudaMathKernels(KernelTable& table)
     table.add(OpType::MatMul, { matmulForward, matmulBackward });
     table.add(OpType::Add, { addForward, addBackward });
     table.add(OpType::BiasAdd, { addForward, addBackward });
+    table.add(OpType::Sub, { subForward, subBackward });
     table.add(OpType::Mul, { mulForward, mulBackward });
+    table.add(OpType::Div, { divForward, divBackward });
     table.add(OpType::Scale, { scaleForward, scaleBackward });
     table.add(OpType::Relu, { reluForward, reluBackward });
     table.add(OpType::Tanh, { tanhForward, tanhBackward });

@@ -37,10 +37,10 @@ struct GradCase
     std::vector<bool> differentiable;
 };
 
-class KernelTest : public ::testing::Test
+// Seeded random host arrays (the kernel tests' inputs and output weights).
+struct RandomArrays
 {
-protected:
-    // Uniform values in [lo, hi) from the fixture's seeded stream.
+    // Uniform values in [lo, hi) from the seeded stream.
     NdArray random(Shape shape, float lo = -1.0F, float hi = 1.0F)
     {
         auto a = NdArray::empty(m_alloc, std::move(shape));
@@ -50,6 +50,23 @@ protected:
         return a;
     }
 
+    // Integers uniform in [0, bound).
+    NdArray ints(Shape shape, std::int64_t bound)
+    {
+        auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
+        std::uniform_int_distribution<std::int64_t> u(0, bound - 1);
+        for (std::int64_t i = 0; i < a.numel(); ++i)
+            a.i64()[i] = u(m_data);
+        return a;
+    }
+
+    Allocator m_alloc;
+    std::mt19937_64 m_data { 42 };
+};
+
+class KernelTest : public ::testing::Test, public RandomArrays
+{
+protected:
     // Forward with the dropout stream re-seeded, so every evaluation draws the same mask.
     std::vector<NdArray> forward(const Node& n, const std::vector<NdArray>& in, NodeValues& v)
     {
@@ -124,9 +141,6 @@ protected:
     {
         checkGradients(c.node, c.inputs, c.differentiable, tolerance, c.node.name + " ", false);
     }
-
-    Allocator m_alloc;
-    std::mt19937_64 m_data { 42 };
 };
 
 } // namespace ps::engine::testing

@@ -16,14 +16,6 @@ namespace {
 class KernelGrad : public ps::engine::testing::KernelTest
 {
 protected:
-    NdArray ints(Shape shape, std::int64_t bound)
-    {
-        auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
-        std::uniform_int_distribution<std::int64_t> u(0, bound - 1);
-        for (std::int64_t i = 0; i < a.numel(); ++i)
-            a.i64()[i] = u(m_data);
-        return a;
-    }
     static Node node(OpType op, Attributes attrs = {})
     {
         return makeNode(op, std::move(attrs));

@@ -7,9 +7,11 @@
 # build for the local GPU's architecture (sm_90 when nvidia-smi cannot say) and builds the tests
 # and the CLI; where the project's dependencies are missing it unpacks build/gpu-bundle.tar.xz
 # (tests/gpu/make_bundle.sh) instead. Then runs:
-#   1. every GpuSelfTest (the `gpu` label; they skip without a device, here they must pass): saxpy; the CUDA
-#      backend's GPT forward loss and parameter gradients against the CPU backend (dropout off and
-#      on); 20 training steps of a 4-layer GPT on cuda:0 against the CPU's losses (1e-4 relative);
+#   1. every GpuSelfTest (the `gpu` label; they skip without a device, here they must pass): saxpy; every
+#      CUDA kernel, op by op, against the CPU kernel (forward, in-place updates, input gradients);
+#      10 steps of a small CNN (Conv, BatchNorm, pools, HardSwish, Sigmoid gate) against the CPU's
+#      losses; the CUDA backend's GPT forward loss and parameter gradients against the CPU backend
+#      (dropout off and on); 20 training steps of a 4-layer GPT on cuda:0 against the CPU's losses (1e-4 relative);
 #      1F1B on cuda:0x2 (two virtual stage devices), with and without swap/recompute, against one GPU;
 #      a CUPTI profile of a 4-layer GPT whose node sum is held against a measured step;
 #   2. `pipestudio devices --self-test`: saxpy, then the GELU and AdamW kernels over

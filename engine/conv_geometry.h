@@ -1,0 +1,29 @@
+// The windows of Conv, MaxPool and AvgPool read from a node's attributes, shared by the CPU and the
+// CUDA kernels (the index math over them is engine/conv_math.h). Errors name the node.
+// Depends on: core graph types, conv_math.h.
+#pragma once
+
+#include "conv_math.h"
+#include "graph/graph.h"
+
+namespace ps::engine {
+
+// Conv's or MaxPool's window over an (N, C, H, W) input for a kh x kw kernel (strides, pads
+// (top, left, bottom, right), dilations, ceil_mode; pooling's ceil_mode keeps a last partial window
+// that starts inside the input or its leading pad, as PyTorch and ONNX).
+[[nodiscard]] math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
+
+// MaxPool's window (its `kernel` attribute).
+[[nodiscard]] math::Window2d maxPoolWindow(const Node& node, const Shape& x);
+
+struct AvgPoolGeometry
+{
+    math::PoolDim h, w;
+    bool includePad = false;
+};
+
+// AvgPool's spans, as torch.nn.functional.avg_pool2d; throws naming the node for a missing kernel,
+// a non-4-d input, dilations, or a kernel larger than the padded input.
+[[nodiscard]] AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x);
+
+} // namespace ps::engine

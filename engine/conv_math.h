@@ -1,0 +1,270 @@
+// Index math of convolution, pooling and batch normalization on (N, C, H, W) arrays, shared by the
+// CPU kernels (engine/cpu/kernels_conv.cpp, kernels_index.cpp) and the CUDA kernels
+// (engine/cuda/cuda_conv_kernels.cu), so the CPU tests cover what the GPU computes (issue P14's
+// rule). Every backward here is a gather (one output element sums what reaches it), so a GPU thread
+// per element writes without atomics and the sums come in the same order on both sides.
+// The column matrix of a convolution is "wide": (C * kh * kw, images * oh * ow), row r = (c, ki,
+// kj), column q = (image, y, x), so one GEMM per group covers a whole chunk of images.
+// Depends on: kernel_math.h (PS_HOST_DEVICE) only.
+#pragma once
+
+#include "kernel_math.h"
+
+#include <cstdint>
+
+namespace ps::engine::math {
+
+// A sliding window over one (H, W) plane: kernel, strides, leading pads, dilations, the input's
+// and the output's sizes.
+struct Window2d
+{
+    long long kh, kw, sh, sw, pt, pl, dh, dw;
+    long long h, w, oh, ow;
+};
+
+// ---- Convolution: im2col and its adjoint ----
+
+// Element (r, q) of the wide column matrix of `images` images starting at `x` (C channels each):
+// the input tap it reads, or 0 outside the image.
+PS_HOST_DEVICE inline float im2colTap(const float* x, long long channels, const Window2d& w, long long r, long long q)
+{
+    const long long pixels = w.oh * w.ow;
+    const long long image = q / pixels;
+    const long long p = q - image * pixels;
+    const long long kj = r % w.kw;
+    const long long ki = (r / w.kw) % w.kh;
+    const long long c = r / (w.kw * w.kh);
+    const long long iy = (p / w.ow) * w.sh - w.pt + ki * w.dh;
+    const long long ix = (p % w.ow) * w.sw - w.pl + kj * w.dw;
+    if (iy < 0 || iy >= w.h || ix < 0 || ix >= w.w)
+        return 0.0F;
+    return x[((image * channels + c) * w.h + iy) * w.w + ix];
+}
+
+// The input gradient at (image, c, iy, ix): the sum of the wide column gradient `dcol` (of
+// `columns` columns) over the taps that read that pixel, in (ki, kj) order.
+PS_HOST_DEVICE inline float col2imPixel(
+    const float* dcol, long long columns, const Window2d& w, long long image, long long c, long long iy, long long ix)
+{
+    float sum = 0.0F;
+    const long long base = image * w.oh * w.ow;
+    for (long long ki = 0; ki < w.kh; ++ki) {
+        const long long ty = iy + w.pt - ki * w.dh;
+        if (ty < 0 || ty % w.sh != 0 || ty / w.sh >= w.oh)
+            continue;
+        for (long long kj = 0; kj < w.kw; ++kj) {
+            const long long tx = ix + w.pl - kj * w.dw;
+            if (tx < 0 || tx % w.sw != 0 || tx / w.sw >= w.ow)
+                continue;
+            const long long r = (c * w.kh + ki) * w.kw + kj;
+            sum += dcol[r * columns + base + (ty / w.sh) * w.ow + tx / w.sw];
+        }
+    }
+    return sum;
+}
+
+// ---- Max pooling: the window's maximum and where it is; the gradient gathered by argmax ----
+
+struct MaxTap
+{
+    float value;
+    long long at; // y * w + x in the plane, -1 for a window with no input tap
+};
+
+PS_HOST_DEVICE inline MaxTap maxPoolWindow(const float* plane, const Window2d& w, long long y, long long x)
+{
+    MaxTap best { -INFINITY, -1 };
+    for (long long ki = 0; ki < w.kh; ++ki) {
+        const long long iy = y * w.sh - w.pt + ki * w.dh;
+        if (iy < 0 || iy >= w.h)
+            continue;
+        for (long long kj = 0; kj < w.kw; ++kj) {
+            const long long ix = x * w.sw - w.pl + kj * w.dw;
+            if (ix >= 0 && ix < w.w && plane[iy * w.w + ix] > best.value) {
+                best.value = plane[iy * w.w + ix];
+                best.at = iy * w.w + ix;
+            }
+        }
+    }
+    return best;
+}
+
+// First and one-past-last output index along one dim whose window can reach input `i`.
+PS_HOST_DEVICE inline void windowsReaching(long long i, long long pad, long long k, long long stride,
+    long long dilation, long long out, long long& lo, long long& hi)
+{
+    const long long first = i + pad - dilation * (k - 1); // the window starting here reaches i with its last tap
+    lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+    hi = (i + pad) / stride + 1;
+    if (hi > out)
+        hi = out;
+}
+
+// dx at (iy, ix) of one plane: the output gradients of the windows whose maximum was this pixel.
+PS_HOST_DEVICE inline float maxPoolGradPixel(
+    const float* dyPlane, const std::int64_t* argmaxPlane, const Window2d& w, long long iy, long long ix)
+{
+    long long y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    windowsReaching(iy, w.pt, w.kh, w.sh, w.dh, w.oh, y0, y1);
+    windowsReaching(ix, w.pl, w.kw, w.sw, w.dw, w.ow, x0, x1);
+    const long long at = iy * w.w + ix;
+    float sum = 0.0F;
+    for (long long y = y0; y < y1; ++y) {
+        for (long long x = x0; x < x1; ++x) {
+            if (argmaxPlane[y * w.ow + x] == at)
+                sum += dyPlane[y * w.ow + x];
+        }
+    }
+    return sum;
+}
+
+// ---- Average pooling, as torch.nn.functional.avg_pool2d ----
+
+// One spatial dim: output o averages input [o * stride - padBefore, + kernel), clipped.
+struct PoolDim
+{
+    long long size, kernel, stride, padBefore, padAfter, out;
+};
+
+// Output o's input range [lo, hi) and its extent clipped to the padded input (the
+// count_include_pad divisor).
+struct PoolSpan
+{
+    long long lo, hi, padded;
+};
+
+PS_HOST_DEVICE inline PoolSpan poolSpan(const PoolDim& d, long long o)
+{
+    const long long start = o * d.stride - d.padBefore;
+    long long end = start + d.kernel;
+    if (end > d.size + d.padAfter)
+        end = d.size + d.padAfter;
+    return { start < 0 ? 0 : start, end < d.size ? end : d.size, end - start };
+}
+
+PS_HOST_DEVICE inline float poolDivisor(bool includePad, const PoolSpan& y, const PoolSpan& x)
+{
+    const long long n = includePad ? y.padded * x.padded : (y.hi - y.lo) * (x.hi - x.lo);
+    return static_cast<float>(n < 1 ? 1 : n);
+}
+
+PS_HOST_DEVICE inline float avgPoolValue(
+    const float* plane, const PoolDim& h, const PoolDim& w, bool includePad, long long oy, long long ox)
+{
+    const PoolSpan ys = poolSpan(h, oy);
+    const PoolSpan xs = poolSpan(w, ox);
+    float sum = 0.0F;
+    for (long long iy = ys.lo; iy < ys.hi; ++iy) {
+        for (long long ix = xs.lo; ix < xs.hi; ++ix)
+            sum += plane[iy * w.size + ix];
+    }
+    return sum / poolDivisor(includePad, ys, xs);
+}
+
+// dx at (iy, ix) of one plane: each window that averaged this pixel passes its share back.
+PS_HOST_DEVICE inline float avgPoolGradPixel(
+    const float* dyPlane, const PoolDim& h, const PoolDim& w, bool includePad, long long iy, long long ix)
+{
+    long long y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    windowsReaching(iy, h.padBefore, h.kernel, h.stride, 1, h.out, y0, y1);
+    windowsReaching(ix, w.padBefore, w.kernel, w.stride, 1, w.out, x0, x1);
+    float sum = 0.0F;
+    for (long long oy = y0; oy < y1; ++oy) {
+        const PoolSpan ys = poolSpan(h, oy);
+        for (long long ox = x0; ox < x1; ++ox) {
+            const PoolSpan xs = poolSpan(w, ox);
+            sum += dyPlane[oy * w.out + ox] / poolDivisor(includePad, ys, xs);
+        }
+    }
+    return sum;
+}
+
+// ---- Batch normalization over (N, spatial) per channel ----
+
+// Lane `lane` of `lanes` accumulates, in double, channel `ch`'s sums over its n images, taking
+// spatial positions lane, lane + lanes, ... of each image in turn. The CPU runs one lane; the GPU a
+// block of lanes whose partials it adds in double (the two agree to double rounding).
+struct ChannelSums
+{
+    double sum, squares;
+};
+
+// sum(x) and sum(x^2) of channel `ch`.
+PS_HOST_DEVICE inline ChannelSums channelPartial(
+    const float* x, long long n, long long channels, long long spatial, long long ch, long long lane, long long lanes)
+{
+    ChannelSums s { 0.0, 0.0 };
+    for (long long i = 0; i < n; ++i) {
+        const float* p = x + (i * channels + ch) * spatial;
+        for (long long e = lane; e < spatial; e += lanes) {
+            const double v = p[e];
+            s.sum += v;
+            s.squares += v * v;
+        }
+    }
+    return s;
+}
+
+// The gradient sums of channel `ch`: sum(dy) and sum(dy * xhat), xhat = (x - mean) * rstd.
+PS_HOST_DEVICE inline ChannelSums channelGradPartial(const float* x, const float* dy, long long n, long long channels,
+    long long spatial, long long ch, float mean, float rstd, long long lane, long long lanes)
+{
+    ChannelSums s { 0.0, 0.0 };
+    for (long long i = 0; i < n; ++i) {
+        const long long base = (i * channels + ch) * spatial;
+        for (long long e = lane; e < spatial; e += lanes) {
+            s.sum += dy[base + e];
+            s.squares += dy[base + e] * (x[base + e] - mean) * rstd;
+        }
+    }
+    return s;
+}
+
+// A channel's statistics for normalizing: the batch's mean and 1 / sqrt(var + eps) in training
+// (which also moves the running mean and the running unbiased variance by `momentum`, as ONNX:
+// running = momentum * running + (1 - momentum) * batch), the running ones otherwise.
+struct ChannelStats
+{
+    float mean, rstd;
+};
+
+PS_HOST_DEVICE inline ChannelStats batchNormStats(const ChannelSums& sums, double count, float eps, float momentum,
+    bool training, float& runningMean, float& runningVar)
+{
+    double mu = runningMean;
+    double var = runningVar;
+    if (training) {
+        mu = sums.sum / count;
+        var = sums.squares / count - mu * mu;
+        if (var < 0.0)
+            var = 0.0;
+        runningMean = static_cast<float>(momentum * runningMean + (1 - momentum) * mu);
+        const double unbiased = count > 1 ? var * count / (count - 1) : var;
+        runningVar = static_cast<float>(momentum * runningVar + (1 - momentum) * unbiased);
+    }
+    return { static_cast<float>(mu), static_cast<float>(1.0 / sqrt(var + eps)) };
+}
+
+PS_HOST_DEVICE inline float batchNormValue(float x, float mean, float rstd, float gamma, float beta)
+{
+    return (x - mean) * rstd * gamma + beta;
+}
+
+// dx of one element, from the channel's mean gradient sums (sum(dy) / count, sum(dy xhat) / count).
+PS_HOST_DEVICE inline float batchNormGradInput(
+    float x, float dy, float mean, float rstd, float gamma, float meanDy, float meanDyXhat)
+{
+    return gamma * rstd * (dy - meanDy - (x - mean) * rstd * meanDyXhat);
+}
+
+// ---- Global average pooling ----
+
+PS_HOST_DEVICE inline float planeMean(const float* plane, long long area)
+{
+    double sum = 0.0;
+    for (long long s = 0; s < area; ++s)
+        sum += plane[s];
+    return static_cast<float>(sum / static_cast<double>(area));
+}
+
+} // namespace ps::engine::math

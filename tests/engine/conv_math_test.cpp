@@ -1,0 +1,219 @@
+// engine/conv_math.h, the index math the CUDA CNN kernels run, against the CPU backend's kernels
+// and against plain scatter references written here: the wide im2col + one GEMM per group and its
+// gathered adjoint give the CPU's Conv forward and gradients; the gathered pooling gradients give
+// what scattering each window's gradient back gives (dilations, ceil_mode, overlaps, pads); the
+// BatchNorm channel sums of many lanes give the one-lane sums the CPU takes.
+#include "backend.h"
+#include "conv_geometry.h"
+#include "conv_math.h"
+#include "kernel_test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace ps;
+using namespace ps::engine;
+using ps::engine::testing::makeNode;
+
+namespace {
+
+class ConvMath : public ps::engine::testing::KernelTest
+{
+protected:
+    std::vector<NdArray> forwardCpu(const Node& node, const std::vector<NdArray>& in, NodeValues& v)
+    {
+        return forward(node, in, v);
+    }
+    std::vector<NdArray> backwardCpu(const Node& node, NodeValues& v, const NdArray& dy)
+    {
+        std::mt19937_64 rng(7);
+        KernelContext ctx { m_alloc, rng, true };
+        std::vector<bool> need(v.in.size(), true);
+        return cpuBackend().backward(node, v, { dy }, need, ctx);
+    }
+};
+
+float worstDifference(const float* a, const float* b, std::int64_t n)
+{
+    float worst = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+    return worst;
+}
+
+// Row-major C (m, n) = op(A) op(B), k the inner size, as a plain triple loop.
+void naiveGemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc)
+{
+    for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (std::int64_t p = 0; p < k; ++p)
+                s += double(ta ? a[p * lda + i] : a[i * lda + p]) * double(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            c[i * ldc + j] = static_cast<float>(s + beta * c[i * ldc + j]);
+        }
+    }
+}
+
+} // namespace
+
+// The CUDA Conv's algorithm (engine/cuda/cuda_conv_kernels.cu), run on the host over the same
+// functions: the wide column matrix of all images, one GEMM per group, the output permuted back;
+// backward: dY made wide, dW = dY col^T, dcol = W^T dY gathered into dX by col2imPixel.
+TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
+{
+    struct Case
+    {
+        Attributes attrs;
+        Shape x, w;
+    };
+    const std::vector<Case> cases {
+        { { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } }, { 3, 3, 7, 6 }, { 4, 3, 3, 3 } },
+        { { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1 } }, { "pads", Shape { 0, 1, 2, 0 } } },
+            { 2, 4, 6, 6 }, { 6, 2, 2, 3 } },
+        { { { "group", std::int64_t { 3 } }, { "strides", Shape { 1, 3 } } }, { 2, 3, 5, 8 }, { 3, 1, 3, 2 } },
+    };
+    for (const auto& c : cases) {
+        const auto node = makeNode(OpType::Conv, c.attrs);
+        NodeValues v;
+        const auto out = forwardCpu(node, { random(c.x), random(c.w) }, v);
+        const auto dy = random(out[0].shape());
+        const auto grads = backwardCpu(node, v, dy);
+
+        const auto win = slidingWindow(node, c.x, c.w[2], c.w[3]);
+        const std::int64_t n = c.x[0], cin = c.x[1], cout = c.w[0], group = cin / c.w[1];
+        const std::int64_t cinG = cin / group, coutG = cout / group, patch = cinG * c.w[2] * c.w[3];
+        const std::int64_t pixels = win.oh * win.ow, columns = n * pixels, rows = cin * c.w[2] * c.w[3];
+        std::vector<float> col(static_cast<std::size_t>(rows * columns));
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t q = 0; q < columns; ++q)
+                col[static_cast<std::size_t>(r * columns + q)] = math::im2colTap(v.in[0].f32(), cin, win, r, q);
+        std::vector<float> wide(static_cast<std::size_t>(cout * columns));
+        for (std::int64_t g = 0; g < group; ++g)
+            naiveGemm(false, false, coutG, columns, patch, v.in[1].f32() + g * coutG * patch, patch,
+                col.data() + g * patch * columns, columns, 0.0F, wide.data() + g * coutG * columns, columns);
+        std::vector<float> y(static_cast<std::size_t>(out[0].numel()));
+        for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t f = 0; f < cout; ++f)
+                for (std::int64_t p = 0; p < pixels; ++p)
+                    y[static_cast<std::size_t>((i * cout + f) * pixels + p)] =
+                        wide[static_cast<std::size_t>(f * columns + i * pixels + p)];
+        EXPECT_LT(worstDifference(y.data(), out[0].f32(), out[0].numel()), 1e-5F) << node.name << " forward";
+
+        std::vector<float> dyWide(wide.size());
+        for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t f = 0; f < cout; ++f)
+                for (std::int64_t p = 0; p < pixels; ++p)
+                    dyWide[static_cast<std::size_t>(f * columns + i * pixels + p)] =
+                        dy.f32()[(i * cout + f) * pixels + p];
+        std::vector<float> dw(static_cast<std::size_t>(cout * patch));
+        std::vector<float> dcol(col.size());
+        for (std::int64_t g = 0; g < group; ++g) {
+            naiveGemm(false, true, coutG, patch, columns, dyWide.data() + g * coutG * columns, columns,
+                col.data() + g * patch * columns, columns, 0.0F, dw.data() + g * coutG * patch, patch);
+            naiveGemm(true, false, patch, columns, coutG, v.in[1].f32() + g * coutG * patch, patch,
+                dyWide.data() + g * coutG * columns, columns, 0.0F, dcol.data() + g * patch * columns, columns);
+        }
+        std::vector<float> dx(static_cast<std::size_t>(v.in[0].numel()));
+        for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t ch = 0; ch < cin; ++ch)
+                for (std::int64_t iy = 0; iy < win.h; ++iy)
+                    for (std::int64_t ix = 0; ix < win.w; ++ix)
+                        dx[static_cast<std::size_t>(((i * cin + ch) * win.h + iy) * win.w + ix)] =
+                            math::col2imPixel(dcol.data(), columns, win, i, ch, iy, ix);
+        EXPECT_LT(worstDifference(dx.data(), grads[0].f32(), grads[0].numel()), 1e-5F) << node.name << " dX";
+        EXPECT_LT(worstDifference(dw.data(), grads[1].f32(), grads[1].numel()), 1e-4F) << node.name << " dW";
+    }
+}
+
+// Pooling gradients gathered per input pixel equal the scatter of each window's gradient.
+TEST_F(ConvMath, GatheredPoolGradientsEqualTheWindowScatter)
+{
+    const std::vector<Attributes> maxCases {
+        { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } },
+        { { "kernel", Shape { 2, 3 } }, { "strides", Shape { 1, 2 } }, { "dilations", Shape { 2, 2 } },
+            { "ceil_mode", std::int64_t { 1 } } },
+        { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 3, 3 } }, { "pads", Shape { 1, 0, 1, 1 } },
+            { "ceil_mode", std::int64_t { 1 } } },
+    };
+    const Shape xs { 2, 2, 9, 8 };
+    for (const auto& attrs : maxCases) {
+        const auto node = makeNode(OpType::MaxPool, attrs);
+        NodeValues v;
+        const auto out = forwardCpu(node, { random(xs) }, v);
+        const auto dy = random(out[0].shape());
+        const auto w = maxPoolWindow(node, xs);
+        std::vector<float> want(static_cast<std::size_t>(numElements(xs)), 0.0F);
+        for (std::int64_t pl = 0; pl < xs[0] * xs[1]; ++pl) {
+            for (std::int64_t o = 0; o < w.oh * w.ow; ++o) {
+                const auto at = v.saved[0].i64()[pl * w.oh * w.ow + o];
+                ASSERT_GE(at, 0);
+                want[static_cast<std::size_t>(pl * w.h * w.w + at)] += dy.f32()[pl * w.oh * w.ow + o];
+            }
+        }
+        const auto grads = backwardCpu(node, v, dy);
+        EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F) << "MaxPool";
+    }
+    for (const bool includePad : { false, true }) {
+        const auto node = makeNode(OpType::AvgPool,
+            { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } },
+                { "ceil_mode", std::int64_t { 1 } }, { "count_include_pad", std::int64_t { includePad } } });
+        NodeValues v;
+        const auto out = forwardCpu(node, { random(xs) }, v);
+        const auto dy = random(out[0].shape());
+        const auto p = avgPoolGeometry(node, xs);
+        std::vector<float> want(static_cast<std::size_t>(numElements(xs)), 0.0F);
+        for (std::int64_t pl = 0; pl < xs[0] * xs[1]; ++pl) {
+            for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
+                const auto ys = math::poolSpan(p.h, oy);
+                for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
+                    const auto xsp = math::poolSpan(p.w, ox);
+                    const float share =
+                        dy.f32()[(pl * p.h.out + oy) * p.w.out + ox] / math::poolDivisor(includePad, ys, xsp);
+                    for (auto iy = ys.lo; iy < ys.hi; ++iy)
+                        for (auto ix = xsp.lo; ix < xsp.hi; ++ix)
+                            want[static_cast<std::size_t>((pl * p.h.size + iy) * p.w.size + ix)] += share;
+                }
+            }
+        }
+        const auto grads = backwardCpu(node, v, dy);
+        EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F)
+            << "AvgPool count_include_pad " << includePad;
+    }
+}
+
+// The GPU's 256 lanes per channel, combined in double, give the CPU's one-lane channel sums.
+TEST_F(ConvMath, ManyLaneChannelSumsEqualOneLane)
+{
+    const auto x = random({ 5, 3, 7, 9 }, -2.0F, 3.0F);
+    const auto dy = random({ 5, 3, 7, 9 });
+    for (std::int64_t ch = 0; ch < 3; ++ch) {
+        const auto one = math::channelPartial(x.f32(), 5, 3, 63, ch, 0, 1);
+        const auto oneGrad = math::channelGradPartial(x.f32(), dy.f32(), 5, 3, 63, ch, 0.25F, 1.5F, 0, 1);
+        math::ChannelSums many { 0, 0 };
+        math::ChannelSums manyGrad { 0, 0 };
+        for (int lane = 0; lane < 256; ++lane) {
+            const auto p = math::channelPartial(x.f32(), 5, 3, 63, ch, lane, 256);
+            const auto q = math::channelGradPartial(x.f32(), dy.f32(), 5, 3, 63, ch, 0.25F, 1.5F, lane, 256);
+            many = { many.sum + p.sum, many.squares + p.squares };
+            manyGrad = { manyGrad.sum + q.sum, manyGrad.squares + q.squares };
+        }
+        EXPECT_NEAR(many.sum, one.sum, 1e-9 * std::abs(one.squares));
+        EXPECT_NEAR(many.squares, one.squares, 1e-9 * one.squares);
+        EXPECT_NEAR(manyGrad.sum, oneGrad.sum, 1e-9);
+        EXPECT_NEAR(manyGrad.squares, oneGrad.squares, 1e-9);
+    }
+    // Training moves the running statistics; evaluation normalizes with them and leaves them.
+    float runningMean = 0.5F;
+    float runningVar = 2.0F;
+    const auto eval = math::batchNormStats({ 10.0, 30.0 }, 5.0, 1e-5F, 0.9F, false, runningMean, runningVar);
+    EXPECT_FLOAT_EQ(eval.mean, 0.5F);
+    EXPECT_NEAR(eval.rstd, 1.0 / std::sqrt(2.0 + 1e-5), 1e-7);
+    EXPECT_EQ(runningMean, 0.5F);
+    const auto train = math::batchNormStats({ 10.0, 30.0 }, 5.0, 1e-5F, 0.9F, true, runningMean, runningVar);
+    EXPECT_FLOAT_EQ(train.mean, 2.0F); // var 30 / 5 - 4 = 2, unbiased 2.5
+    EXPECT_NEAR(runningMean, 0.9 * 0.5 + 0.1 * 2.0, 1e-6);
+    EXPECT_NEAR(runningVar, 0.9 * 2.0 + 0.1 * 2.5, 1e-6);
+}
