@@ -94,4 +94,39 @@ AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x)
         node.intAttr("count_include_pad", 0) != 0 };
 }
 
+PadGeometry padGeometry(const Node& node, const Shape& in)
+{
+    const auto rank = in.size();
+    const auto pads = node.intsAttr("pads");
+    if (pads.size() != 2 * rank)
+        throw Error(where(node) + "pads needs " + std::to_string(2 * rank) + " values (begins, then ends) for a "
+            + formatShape(in) + " input, got " + std::to_string(pads.size()));
+    std::string modeName = "constant";
+    if (const auto it = node.attrs.find("mode"); it != node.attrs.end()) {
+        const auto* name = std::get_if<std::string>(&it->second);
+        if (name == nullptr)
+            throw Error(where(node) + "attribute 'mode' is not a string");
+        modeName = *name;
+    }
+    PadGeometry g { in, std::vector<std::int64_t>(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(rank)),
+        math::PadMode::Constant };
+    if (modeName == "reflect")
+        g.mode = math::PadMode::Reflect;
+    else if (modeName == "edge")
+        g.mode = math::PadMode::Edge;
+    else if (modeName == "wrap")
+        g.mode = math::PadMode::Wrap;
+    else if (modeName != "constant")
+        throw Error(where(node) + "mode '" + modeName + "' is not one of constant, reflect, edge, wrap");
+    for (std::size_t a = 0; a < rank; ++a) {
+        g.out[a] = in[a] + pads[a] + pads[a + rank];
+        if (g.out[a] < 0)
+            throw Error(where(node) + "pads crop axis " + std::to_string(a) + " of length " + std::to_string(in[a])
+                + " below zero");
+        if (g.mode != math::PadMode::Constant && in[a] == 0 && g.out[a] > 0)
+            throw Error(where(node) + "mode '" + modeName + "' cannot pad the empty axis " + std::to_string(a));
+    }
+    return g;
+}
+
 } // namespace ps::engine

@@ -26,4 +26,15 @@ struct AvgPoolGeometry
 // a non-4-d input, dilations, or a kernel larger than the padded input.
 [[nodiscard]] AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x);
 
+// Pad's output shape, leading pads and mode ("pads": begins, then ends, negative crops; "mode"
+// constant, reflect, edge or wrap); throws naming the node for a wrong pads count, an axis cropped
+// below zero, an unknown mode, or a non-constant mode on an empty axis.
+struct PadGeometry
+{
+    Shape out;
+    std::vector<std::int64_t> begin;
+    math::PadMode mode = math::PadMode::Constant;
+};
+[[nodiscard]] PadGeometry padGeometry(const Node& node, const Shape& in);
+
 } // namespace ps::engine

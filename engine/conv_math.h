@@ -257,6 +257,33 @@ PS_HOST_DEVICE inline float batchNormGradInput(
     return gamma * rstd * (dy - meanDy - (x - mean) * rstd * meanDyXhat);
 }
 
+// ---- Pad (ONNX modes) ----
+
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+// The input position that output position `s - begin` reads along an axis of length n (-1: the
+// constant). Reflect mirrors about both ends without repeating the edge (numpy's "reflect").
+PS_HOST_DEVICE inline long long padSource(PadMode mode, long long s, long long n)
+{
+    if (s >= 0 && s < n)
+        return s;
+    switch (mode) {
+    case PadMode::Constant:
+        return -1;
+    case PadMode::Edge:
+        return s < 0 ? 0 : n - 1;
+    case PadMode::Wrap:
+        return ((s % n) + n) % n;
+    case PadMode::Reflect:
+        break;
+    }
+    if (n == 1)
+        return 0;
+    const long long period = 2 * (n - 1);
+    s = ((s % period) + period) % period;
+    return s < n ? s : period - s;
+}
+
 // ---- Global average pooling ----
 
 PS_HOST_DEVICE inline float planeMean(const float* plane, long long area)

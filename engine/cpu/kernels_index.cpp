@@ -106,30 +106,6 @@ namespace {
 
     // ---- Pad (ONNX: begins, then ends; negative crops) ----
 
-    enum class PadMode { Constant, Reflect, Edge, Wrap };
-
-    // The input position output position `s - begin` reads along an axis of length n (-1: the constant).
-    std::int64_t padSource(PadMode mode, std::int64_t s, std::int64_t n)
-    {
-        if (s >= 0 && s < n)
-            return s;
-        switch (mode) {
-        case PadMode::Constant:
-            return -1;
-        case PadMode::Edge:
-            return std::clamp<std::int64_t>(s, 0, n - 1);
-        case PadMode::Wrap:
-            return ((s % n) + n) % n;
-        case PadMode::Reflect:
-            break;
-        }
-        if (n == 1)
-            return 0;
-        const auto period = 2 * (n - 1); // mirrored about both ends, without repeating the edge (numpy "reflect")
-        s = ((s % period) + period) % period;
-        return s < n ? s : period - s;
-    }
-
     // Per axis and output position, the input position read (-1: the constant value).
     struct PadPlan
     {
@@ -139,32 +115,11 @@ namespace {
 
     PadPlan padPlan(const Node& node, const Shape& in)
     {
-        const auto rank = in.size();
-        const auto pads = node.intsAttr("pads");
-        if (pads.size() != 2 * rank)
-            throw Error(where(node) + "pads needs " + std::to_string(2 * rank) + " values (begins, then ends) for a "
-                + formatShape(in) + " input, got " + std::to_string(pads.size()));
-        const auto modeName = stringAttr(node, "mode", "constant");
-        PadMode mode = PadMode::Constant;
-        if (modeName == "reflect")
-            mode = PadMode::Reflect;
-        else if (modeName == "edge")
-            mode = PadMode::Edge;
-        else if (modeName == "wrap")
-            mode = PadMode::Wrap;
-        else if (modeName != "constant")
-            throw Error(where(node) + "mode '" + modeName + "' is not one of constant, reflect, edge, wrap");
-        PadPlan plan { in, std::vector<std::vector<std::int64_t>>(rank) };
-        for (std::size_t a = 0; a < rank; ++a) {
-            const auto begin = pads[a];
-            plan.out[a] = in[a] + begin + pads[a + rank];
-            if (plan.out[a] < 0)
-                throw Error(
-                    where(node) + "pads crop axis " + std::to_string(a) + " of length " + str(in[a]) + " below zero");
-            if (mode != PadMode::Constant && in[a] == 0 && plan.out[a] > 0)
-                throw Error(where(node) + "mode '" + modeName + "' cannot pad the empty axis " + std::to_string(a));
+        const auto g = padGeometry(node, in);
+        PadPlan plan { g.out, std::vector<std::vector<std::int64_t>>(in.size()) };
+        for (std::size_t a = 0; a < in.size(); ++a) {
             for (std::int64_t o = 0; o < plan.out[a]; ++o)
-                plan.source[a].push_back(padSource(mode, o - begin, in[a]));
+                plan.source[a].push_back(math::padSource(g.mode, o - g.begin[a], in[a]));
         }
         return plan;
     }

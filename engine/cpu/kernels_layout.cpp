@@ -1,5 +1,6 @@
 // Layout ops: Reshape (a view), Transpose, Split, Slice, Concat, Select and Expand.
 #include "cpu/kernel_impl.h"
+#include "reduce_shapes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -215,15 +216,7 @@ namespace {
     void expandForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto rank = x.shape().size();
-        const auto target = node.intsAttr("shape");
-        const auto r = std::max(target.size(), rank);
-        Shape shape(r, 1);
-        for (std::size_t i = 0; i < r; ++i) {
-            const auto a = i < r - rank ? 1 : x.shape()[i - (r - rank)];
-            const auto b = i < r - target.size() ? 1 : target[i - (r - target.size())];
-            shape[i] = a == 1 ? b : a;
-        }
+        const auto shape = expandedShape(node, x.shape());
         auto out = NdArray::empty(ctx.allocator, shape);
         const float* src = x.f32();
         float* dst = out.f32();

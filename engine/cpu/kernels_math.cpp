@@ -2,6 +2,7 @@
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "kernel_math.h"
+#include "reduce_shapes.h"
 
 #include <cblas.h>
 #include <cmath>
@@ -258,34 +259,6 @@ namespace {
             && std::get<std::string>(it->second) == "tanh";
     }
 
-    // ---- ReduceMean ----
-
-    bool isReducedAxis(const Node& node, std::size_t axis, std::size_t rank)
-    {
-        const auto axes = node.intsAttr("axes");
-        if (axes.empty())
-            return true;
-        for (auto a : axes) {
-            if (static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a) == axis)
-                return true;
-        }
-        return false;
-    }
-
-    // keepdims shape of the reduction (1 on reduced axes).
-    Shape keptShape(const Node& node, const Shape& in)
-    {
-        auto axes = node.intsAttr("axes");
-        Shape kept = in;
-        if (axes.empty()) {
-            std::fill(kept.begin(), kept.end(), 1);
-            return kept;
-        }
-        for (auto a : axes)
-            kept[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(in.size()) : a)] = 1;
-        return kept;
-    }
-
     // ---- Forward and backward of each op ----
 
     void addForward(const Node&, NodeValues& v, KernelContext& ctx) // Add and BiasAdd
@@ -434,27 +407,20 @@ namespace {
     void reduceMeanForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto kept = keptShape(node, x.shape());
-        auto sum = reduceToShape(x, kept, ctx.allocator);
+        const auto shapes = reduceMeanShapes(node, x.shape());
+        auto sum = reduceToShape(x, shapes.kept, ctx.allocator);
         if (sum.f32() == x.f32())
             sum = sum.clone();
-        const float scale = static_cast<float>(numElements(kept)) / static_cast<float>(x.numel());
+        const float scale = static_cast<float>(numElements(shapes.kept)) / static_cast<float>(x.numel());
         for (std::int64_t i = 0; i < sum.numel(); ++i)
             sum.f32()[i] *= scale;
-        const bool keep = node.intAttr("keepdims", 1) != 0;
-        Shape outShape;
-        for (std::size_t i = 0; i < kept.size(); ++i) {
-            const bool reduced = kept[i] == 1 && (x.shape()[i] != 1 || isReducedAxis(node, i, kept.size()));
-            if (keep || !reduced)
-                outShape.push_back(kept[i]);
-        }
-        v.out = { sum.view(outShape) };
+        v.out = { sum.view(shapes.out) };
     }
 
     void reduceMeanBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto kept = keptShape(node, x.shape());
+        const auto kept = reduceMeanShapes(node, x.shape()).kept;
         const auto keptGrad = g.gradOut[0].view(kept);
         auto out = NdArray::empty(ctx.allocator, x.shape());
         const float scale = static_cast<float>(numElements(kept)) / static_cast<float>(x.numel());

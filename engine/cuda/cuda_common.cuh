@@ -95,6 +95,8 @@ void registerCudaConvKernels(KernelTable& table);
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);
 void launchAccumulate(float* dst, const float* src, std::int64_t n);
 void launchFill(float* dst, float value, std::int64_t n);
+// `src` broadcast (NumPy rules) to `to`, times `scale`.
+[[nodiscard]] NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator& allocator);
 // Sums `grad` (of `from`'s shape) over the axes where `to` is 1 or missing (broadcast gradients).
 [[nodiscard]] NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator);
 

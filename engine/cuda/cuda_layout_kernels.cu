@@ -1,6 +1,7 @@
-// CUDA kernels of the layout ops: Transpose, Split, Slice and Concat (Reshape is a view: the CPU
-// backend's kernel, which touches no data).
+// CUDA kernels of the layout ops: Transpose, Split, Slice, Concat and Pad (Reshape is a view: the
+// CPU backend's kernel, which touches no data).
 // Copies move elements of every engine type (f32, i64, u8) at their own size.
+#include "conv_geometry.h"
 #include "cuda/cuda_common.cuh"
 
 #include <cstring>
@@ -218,6 +219,104 @@ namespace {
         }
     }
 
+    // ---- Pad (engine/conv_math.h's padSource per axis, as the CPU's) ----
+
+    struct PadDims
+    {
+        int rank = 0;
+        long long out[kMaxRank] {};
+        long long in[kMaxRank] {};
+        long long begin[kMaxRank] {};
+        math::PadMode mode = math::PadMode::Constant;
+    };
+
+    // The input offset output element o reads, or -1 for the constant.
+    __device__ long long padOffset(long long o, const PadDims& d)
+    {
+        long long offset = 0;
+        long long stride = 1;
+        for (int a = d.rank - 1; a >= 0; --a) {
+            const long long s = math::padSource(d.mode, o % d.out[a] - d.begin[a], d.in[a]);
+            if (s < 0)
+                return -1;
+            offset += s * stride;
+            stride *= d.in[a];
+            o /= d.out[a];
+        }
+        return offset;
+    }
+
+    __global__ void padKernel(const float* x, float* y, PadDims d, float fill, long long n)
+    {
+        for (auto o = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
+             o += static_cast<long long>(gridDim.x) * blockDim.x) {
+            const long long at = padOffset(o, d);
+            y[o] = at < 0 ? fill : x[at];
+        }
+    }
+
+    // Reflect, edge and wrap read an input element from several outputs: their gradients add up.
+    __global__ void padGradKernel(const float* dy, float* dx, PadDims d, long long n)
+    {
+        for (auto o = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
+             o += static_cast<long long>(gridDim.x) * blockDim.x) {
+            const long long at = padOffset(o, d);
+            if (at >= 0)
+                atomicAdd(dx + at, dy[o]);
+        }
+    }
+
+    PadDims padDims(const Node& node, const NdArray& x)
+    {
+        if (x.dtype() != DType::F32)
+            throw Error("node '" + node.name + "' (Pad): the CUDA backend runs it on f32 values");
+        if (x.shape().size() > static_cast<std::size_t>(kMaxRank))
+            throw Error("node '" + node.name + "' (Pad): rank " + std::to_string(x.shape().size()) + " is above "
+                + std::to_string(kMaxRank));
+        const auto g = padGeometry(node, x.shape());
+        PadDims d;
+        d.rank = static_cast<int>(x.shape().size());
+        d.mode = g.mode;
+        for (int a = 0; a < d.rank; ++a) {
+            d.out[a] = g.out[static_cast<std::size_t>(a)];
+            d.in[a] = x.shape()[static_cast<std::size_t>(a)];
+            d.begin[a] = g.begin[static_cast<std::size_t>(a)];
+        }
+        return d;
+    }
+
+    Shape padShape(const PadDims& d)
+    {
+        return Shape(d.out, d.out + d.rank);
+    }
+
+    void padForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto d = padDims(node, v.in[0]);
+        auto out = NdArray::empty(ctx.allocator, padShape(d));
+        const auto n = out.numel();
+        if (n > 0)
+            padKernel<<<blocksFor(n), kThreads>>>(
+                f32(v.in[0]), f32(out), d, static_cast<float>(node.floatAttr("value", 0.0)), n);
+        checkLaunch("node '" + node.name + "'");
+        v.out = { out };
+    }
+
+    void padBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        if (!g.needGrad[0])
+            return;
+        const auto d = padDims(node, v.in[0]);
+        auto dx = NdArray::zeros(ctx.allocator, v.in[0].shape());
+        const auto n = numElements(padShape(d));
+        if (n > 0)
+            padGradKernel<<<blocksFor(n), kThreads>>>(f32(g.gradOut[0]), f32(dx), d, n);
+        checkLaunch("node '" + node.name + "'");
+        g.gradIn[0] = dx;
+    }
+
 } // namespace
 
 void registerCudaLayoutKernels(KernelTable& table)
@@ -228,6 +327,7 @@ void registerCudaLayoutKernels(KernelTable& table)
     table.add(OpType::Split, { splitForward, splitBackward });
     table.add(OpType::Slice, { sliceForward, sliceBackward });
     table.add(OpType::Concat, { concatForward, concatBackward });
+    table.add(OpType::Pad, { padForward, padBackward });
 }
 
 } // namespace ps::engine::cuda

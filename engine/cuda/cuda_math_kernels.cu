@@ -1,8 +1,9 @@
 // CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Sub/Mul/Div, Scale and the activations
-// (Relu, Tanh, GELU over kernel_math.h), and the broadcast-gradient reduction.
+// (Relu, Tanh, GELU over kernel_math.h), Expand and ReduceMean, and the broadcast-gradient reduction.
 #include "cuda/cuda_common.cuh"
 #include "graph/shape_inference.h"
 #include "kernel_math.h"
+#include "reduce_shapes.h"
 
 #include <algorithm>
 #include <vector>
@@ -56,6 +57,14 @@ namespace {
             offset += coord * operand.stride[i];
         }
         return offset;
+    }
+
+    // out[i] = scale * src[its broadcast source]: Expand, and ReduceMean's backward.
+    __global__ void broadcastKernel(const float* src, float* out, Dims shape, Dims strides, float scale, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            out[i] = scale * src[offsetOf(i, shape, strides)];
     }
 
     // ---- Broadcasting binary ops ----
@@ -154,6 +163,46 @@ namespace {
             const auto t = binary(Binary::Div, binary(Binary::Mul, dyOverB, v.in[0], node, ctx), v.in[1], node, ctx);
             g.gradIn[1] = negated(reduceTo(t, v.in[1].shape(), ctx.allocator), ctx, node);
         }
+    }
+
+    // ---- Expand and ReduceMean (engine/reduce_shapes.h's shapes, as the CPU's) ----
+
+    void expandForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        v.out = { broadcastTo(v.in[0], expandedShape(node, v.in[0].shape()), 1.0F, ctx.allocator) };
+    }
+
+    void expandBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        if (g.needGrad[0])
+            g.gradIn[0] = reduceTo(g.gradOut[0], v.in[0].shape(), ctx.allocator);
+    }
+
+    float meanScale(const Shape& kept, const NdArray& x)
+    {
+        return x.numel() > 0 ? static_cast<float>(numElements(kept)) / static_cast<float>(x.numel()) : 0.0F;
+    }
+
+    void reduceMeanForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        if (x.dtype() != DType::F32)
+            throw Error("node '" + node.name + "' (ReduceMean): the CUDA backend runs it on f32 values");
+        const auto shapes = reduceMeanShapes(node, x.shape());
+        const auto sum = reduceTo(x, shapes.kept, ctx.allocator);
+        v.out = { broadcastTo(sum, shapes.kept, meanScale(shapes.kept, x), ctx.allocator).view(shapes.out) };
+    }
+
+    void reduceMeanBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto kept = reduceMeanShapes(node, x.shape()).kept;
+        if (g.needGrad[0])
+            g.gradIn[0] = broadcastTo(g.gradOut[0].view(kept), x.shape(), meanScale(kept, x), ctx.allocator);
     }
 
     // ---- Activations and Scale ----
@@ -438,6 +487,25 @@ namespace {
 
 } // namespace
 
+NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator& allocator)
+{
+    Shape checked;
+    try {
+        checked = broadcastShapes(src.shape(), to);
+    } catch (const Error& e) {
+        throw Error("cuda broadcast: " + std::string(e.what()));
+    }
+    if (checked != to)
+        throw Error("cuda broadcast: " + formatShape(src.shape()) + " does not broadcast to " + formatShape(to));
+    auto out = NdArray::empty(allocator, to);
+    const auto n = out.numel();
+    if (n > 0)
+        broadcastKernel<<<blocksFor(n), kThreads>>>(
+            f32(src), f32(out), dimsOf(to), stridesOver(src.shape(), to), scale, n);
+    checkLaunch("cuda broadcast to " + formatShape(to));
+    return out;
+}
+
 GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
 {
     GemmOperand o;
@@ -495,6 +563,8 @@ void registerCudaMathKernels(KernelTable& table)
     table.add(OpType::Relu, { reluForward, reluBackward });
     table.add(OpType::Tanh, { tanhForward, tanhBackward });
     table.add(OpType::Gelu, { geluForward, geluBackward });
+    table.add(OpType::Expand, { expandForward, expandBackward });
+    table.add(OpType::ReduceMean, { reduceMeanForward, reduceMeanBackward });
 }
 
 } // namespace ps::engine::cuda

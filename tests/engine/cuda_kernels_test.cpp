@@ -76,6 +76,10 @@ public:
         add(OpType::Sqrt, none, { random({ 4, 9 }, 0.1F, 4.0F) }, { true });
         add(OpType::Erf, none, { random({ 4, 9 }, -3.0F, 3.0F) }, { true });
         add(OpType::Pow, { { "exponent", 3.0 } }, { random({ 4, 9 }) }, { true });
+        add(OpType::Expand, { { "shape", Shape { 3, 1, 4 } } }, { random({ 2, 1 }) }, { true });
+        add(OpType::ReduceMean, { { "axes", Shape { 2, 3 } } }, { random({ 2, 3, 5, 4 }) }, { true });
+        add(OpType::ReduceMean, { { "axes", Shape { -1 } }, { "keepdims", std::int64_t { 0 } } }, { random({ 3, 7 }) },
+            { true });
         add(OpType::Embedding, none, { ints({ 3, 5 }, 11), random({ 11, 8 }) }, { false, true });
         add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 3, 5, 40 }), random({ 40 }), random({ 40 }) },
             { true, true, true }, 1e-4);
@@ -94,6 +98,12 @@ public:
             { random({ 2, 4, 3 }) }, { true });
         add(OpType::Concat, { { "axis", std::int64_t { 1 } } }, { random({ 2, 1, 3 }), random({ 2, 4, 3 }) },
             { true, true });
+        add(OpType::Pad, { { "pads", Shape { 0, 1, 2, 0, 0, 2 } }, { "value", 0.5 } }, { random({ 2, 3, 4 }) },
+            { true });
+        add(OpType::Pad, { { "pads", Shape { 0, 0, 2, 1, 0, 0, 1, 3 } }, { "mode", std::string("reflect") } },
+            { random({ 1, 2, 4, 5 }) }, { true });
+        add(OpType::Pad, { { "pads", Shape { 0, 0, 1, 2, 0, 0, 2, 1 } }, { "mode", std::string("edge") } },
+            { random({ 1, 2, 3, 3 }) }, { true });
         add(OpType::Conv, { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } },
             { random({ 3, 3, 11, 10 }), random({ 8, 3, 3, 3 }), random({ 8 }) }, { true, true, true }, 1e-4);
         add(OpType::Conv, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1 } } },
