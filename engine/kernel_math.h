@@ -127,6 +127,12 @@ PS_HOST_DEVICE inline float erfGrad(float x)
     return kTwoOverSqrtPi * expf(-x * x);
 }
 
+// Trilu: whether element (i, j) of a matrix stays (upper: on or above diagonal k; lower: on or below).
+PS_HOST_DEVICE inline bool triluKeeps(long long i, long long j, bool upper, long long k)
+{
+    return upper ? j - i >= k : j - i <= k;
+}
+
 // x^e with the square exact (what torch's pow does for 2), and its derivative.
 PS_HOST_DEVICE inline float power(float x, float e)
 {

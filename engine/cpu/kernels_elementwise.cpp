@@ -691,7 +691,7 @@ namespace {
             for (std::int64_t i = 0; i < rows; ++i) {
                 for (std::int64_t j = 0; j < cols; ++j) {
                     const auto at = (m * rows + i) * cols + j;
-                    y[at] = (upper ? j - i >= k : j - i <= k) ? x[at] : T {};
+                    y[at] = math::triluKeeps(i, j, upper, k) ? x[at] : T {};
                 }
             }
         }

@@ -1,5 +1,5 @@
-// CUDA kernels of the layout ops: Transpose, Split, Slice, Concat and Pad (Reshape is a view: the
-// CPU backend's kernel, which touches no data).
+// CUDA kernels of the layout ops: Transpose, Split, Slice, Select, Concat, Trilu and Pad (Reshape is
+// a view: the CPU backend's kernel, which touches no data).
 // Copies move elements of every engine type (f32, i64, u8) at their own size.
 #include "conv_geometry.h"
 #include "cuda/cuda_common.cuh"
@@ -186,6 +186,33 @@ namespace {
         g.gradIn[0] = dx;
     }
 
+    // Select: one index along an axis, the axis dropped (Slice of length one, then a view).
+    void selectForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
+        auto kept = x.shape();
+        kept[axis] = 1;
+        auto out = NdArray::empty(ctx.allocator, kept, x.dtype());
+        copyAxis(x, node.intAttr("index", 0), out, 0, 1, axis, node);
+        auto shape = x.shape();
+        shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
+        v.out = { out.view(shape) };
+    }
+
+    void selectBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto axis = axisOf(node, "axis", 0, x.shape().size());
+        auto kept = x.shape();
+        kept[axis] = 1;
+        auto dx = NdArray::zeros(ctx.allocator, x.shape());
+        copyAxis(g.gradOut[0].view(kept), 0, dx, node.intAttr("index", 0), 1, axis, node);
+        g.gradIn[0] = dx;
+    }
+
     void concatForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         useDevice(ctx.allocator);
@@ -217,6 +244,51 @@ namespace {
             }
             at += len;
         }
+    }
+
+    // ---- Trilu (kernel_math.h's triangle rule, as the CPU's) ----
+
+    template <typename T>
+    __global__ void triluKernel(const T* x, T* y, long long rows, long long cols, bool upper, long long k, long long n)
+    {
+        for (auto e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+             e += static_cast<long long>(gridDim.x) * blockDim.x)
+            y[e] = math::triluKeeps((e / cols) % rows, e % cols, upper, k) ? x[e] : T {};
+    }
+
+    NdArray trilu(const Node& node, const NdArray& x, KernelContext& ctx)
+    {
+        const auto& shape = x.shape();
+        if (shape.size() < 2)
+            throw Error(
+                "node '" + node.name + "' (Trilu): needs a matrix or a batch of them, got " + formatShape(shape));
+        if (x.dtype() != DType::F32 && x.dtype() != DType::I64)
+            throw Error("node '" + node.name + "' (Trilu): the CUDA backend runs it on f32 and i64 values");
+        auto out = NdArray::empty(ctx.allocator, shape, x.dtype());
+        const bool upper = node.intAttr("upper", 1) != 0;
+        const auto k = node.intAttr("k", 0);
+        const auto rows = shape[shape.size() - 2];
+        const auto cols = shape.back();
+        const auto n = out.numel();
+        if (n > 0 && x.dtype() == DType::F32)
+            triluKernel<<<blocksFor(n), kThreads>>>(f32(x), f32(out), rows, cols, upper, k, n);
+        else if (n > 0)
+            triluKernel<<<blocksFor(n), kThreads>>>(i64(x), i64(out), rows, cols, upper, k, n);
+        checkLaunch("node '" + node.name + "'");
+        return out;
+    }
+
+    void triluForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        v.out = { trilu(node, v.in[0], ctx) };
+    }
+
+    void triluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        if (g.needGrad[0] && v.in[0].dtype() == DType::F32) // keeps nothing: dy with the same triangle
+            g.gradIn[0] = trilu(node, g.gradOut[0], ctx);
     }
 
     // ---- Pad (engine/conv_math.h's padSource per axis, as the CPU's) ----
@@ -327,6 +399,8 @@ void registerCudaLayoutKernels(KernelTable& table)
     table.add(OpType::Split, { splitForward, splitBackward });
     table.add(OpType::Slice, { sliceForward, sliceBackward });
     table.add(OpType::Concat, { concatForward, concatBackward });
+    table.add(OpType::Select, { selectForward, selectBackward });
+    table.add(OpType::Trilu, { triluForward, triluBackward });
     table.add(OpType::Pad, { padForward, padBackward });
 }
 

@@ -96,6 +96,11 @@ public:
         add(OpType::Slice,
             { { "axis", std::int64_t { 1 } }, { "start", std::int64_t { 1 } }, { "end", std::int64_t { 3 } } },
             { random({ 2, 4, 3 }) }, { true });
+        add(OpType::Select, { { "axis", std::int64_t { 1 } }, { "index", std::int64_t { 2 } } },
+            { random({ 2, 4, 3 }) }, { true });
+        add(OpType::Trilu, { { "upper", std::int64_t { 0 } }, { "k", std::int64_t { 1 } } }, { random({ 2, 5, 4 }) },
+            { true });
+        add(OpType::Trilu, none, { ints({ 3, 6 }, 9) }, { false });
         add(OpType::Concat, { { "axis", std::int64_t { 1 } } }, { random({ 2, 1, 3 }), random({ 2, 4, 3 }) },
             { true, true });
         add(OpType::Pad, { { "pads", Shape { 0, 1, 2, 0, 0, 2 } }, { "value", 0.5 } }, { random({ 2, 3, 4 }) },
