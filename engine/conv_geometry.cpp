@@ -2,6 +2,9 @@
 
 #include "util/error.h"
 
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,88 @@ namespace {
         return { size, k, s, pb, pa, out };
     }
 
+    std::string stringAttr(const Node& node, const char* key, const std::string& fallback)
+    {
+        const auto it = node.attrs.find(key);
+        if (it == node.attrs.end())
+            return fallback;
+        if (const auto* text = std::get_if<std::string>(&it->second))
+            return *text;
+        throw Error(where(node) + "attribute '" + key + "' is not a string");
+    }
+
+    enum class Coord { Asymmetric, HalfPixel, PytorchHalfPixel, AlignCorners };
+    enum class Rounding { Floor, Ceil, RoundPreferFloor, RoundPreferCeil };
+
+    // ONNX's x_original of output position o, as one exact-integer division where possible so that
+    // integers and halves come out exact (nearest rounding depends on them).
+    double sourceCoord(Coord c, std::int64_t o, std::int64_t in, std::int64_t out)
+    {
+        switch (c) {
+        case Coord::Asymmetric:
+            return static_cast<double>(o * in) / static_cast<double>(out);
+        case Coord::PytorchHalfPixel:
+            if (out == 1)
+                return 0.0;
+            [[fallthrough]];
+        case Coord::HalfPixel:
+            return static_cast<double>((2 * o + 1) * in - out) / static_cast<double>(2 * out);
+        case Coord::AlignCorners:
+            break;
+        }
+        return out == 1 ? 0.0 : static_cast<double>(o * (in - 1)) / static_cast<double>(out - 1);
+    }
+
+    std::int64_t roundNearest(Rounding r, double x)
+    {
+        const double f = std::floor(x);
+        switch (r) {
+        case Rounding::Floor:
+            return static_cast<std::int64_t>(f);
+        case Rounding::Ceil:
+            return static_cast<std::int64_t>(std::ceil(x));
+        case Rounding::RoundPreferFloor:
+            return static_cast<std::int64_t>(x - f <= 0.5 ? f : f + 1);
+        case Rounding::RoundPreferCeil:
+            break;
+        }
+        return static_cast<std::int64_t>(x - f < 0.5 ? f : f + 1);
+    }
+
+    template <typename E>
+    E choose(const Node& node, const char* key, const std::string& fallback,
+        std::initializer_list<std::pair<const char*, E>> names)
+    {
+        const auto name = stringAttr(node, key, fallback);
+        std::string known;
+        for (const auto& [text, value] : names) {
+            if (name == text)
+                return value;
+            known += known.empty() ? text : std::string(", ") + text;
+        }
+        throw Error(where(node) + key + " '" + name + "' is not supported (" + known + ")");
+    }
+
+    std::vector<math::ResizeTap> resizeTaps(
+        bool linear, Coord coord, Rounding rounding, std::int64_t in, std::int64_t out)
+    {
+        std::vector<math::ResizeTap> taps;
+        for (std::int64_t o = 0; o < out; ++o) {
+            const double x = sourceCoord(coord, o, in, out);
+            if (!linear) {
+                const auto i = std::clamp<std::int64_t>(roundNearest(rounding, x), 0, in - 1);
+                taps.push_back({ i, i, 1.0F, 0.0F });
+                continue;
+            }
+            // Outside [0, in - 1] the edge value holds (ONNX pads with the edge; torch clamps).
+            const double c = std::clamp(x, 0.0, static_cast<double>(in - 1));
+            const auto i0 = static_cast<std::int64_t>(c);
+            const auto w1 = static_cast<float>(c - static_cast<double>(i0));
+            taps.push_back({ i0, std::min(i0 + 1, in - 1), 1.0F - w1, w1 });
+        }
+        return taps;
+    }
+
 } // namespace
 
 math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
@@ -92,6 +177,39 @@ AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x)
     const bool ceil = node.intAttr("ceil_mode", 0) != 0;
     return { poolDim(node, x[2], k[0], s[0], p[0], p[2], ceil), poolDim(node, x[3], k[1], s[1], p[1], p[3], ceil),
         node.intAttr("count_include_pad", 0) != 0 };
+}
+
+ResizeGeometry resizeGeometry(const Node& node, const Shape& xs)
+{
+    const auto rank = xs.size();
+    auto sizes = node.intsAttr("sizes");
+    if (rank < 2 || (sizes.size() != 2 && sizes.size() != rank))
+        throw Error(where(node) + "needs attribute 'sizes' (H', W') for an (N, C, H, W) input, got "
+            + std::to_string(sizes.size()) + " sizes for " + formatShape(xs));
+    if (sizes.size() == rank) {
+        if (!std::equal(sizes.begin(), sizes.end() - 2, xs.begin()))
+            throw Error(where(node) + "only the last two dims can be resized, not " + formatShape(xs) + " to "
+                + formatShape(sizes));
+        sizes.erase(sizes.begin(), sizes.end() - 2);
+    }
+    const auto h = xs[rank - 2];
+    const auto w = xs[rank - 1];
+    if (sizes[0] < 1 || sizes[1] < 1 || h < 1 || w < 1)
+        throw Error(where(node) + "cannot resize " + formatShape(xs) + " to " + formatShape(sizes));
+    if (node.intAttr("antialias", 0) != 0)
+        throw Error(where(node) + "antialiased resizing is not supported");
+    const bool linear = choose<bool>(node, "mode", "nearest", { { "nearest", false }, { "linear", true } });
+    const auto coord = choose<Coord>(node, "coordinate_transformation_mode", "half_pixel",
+        { { "asymmetric", Coord::Asymmetric }, { "half_pixel", Coord::HalfPixel },
+            { "pytorch_half_pixel", Coord::PytorchHalfPixel }, { "align_corners", Coord::AlignCorners } });
+    const auto rounding = choose<Rounding>(node, "nearest_mode", "round_prefer_floor",
+        { { "round_prefer_floor", Rounding::RoundPreferFloor }, { "round_prefer_ceil", Rounding::RoundPreferCeil },
+            { "floor", Rounding::Floor }, { "ceil", Rounding::Ceil } });
+    ResizeGeometry plan { xs, resizeTaps(linear, coord, rounding, h, sizes[0]),
+        resizeTaps(linear, coord, rounding, w, sizes[1]), h, w, numElements(xs) / (h * w) };
+    plan.out[rank - 2] = sizes[0];
+    plan.out[rank - 1] = sizes[1];
+    return plan;
 }
 
 PadGeometry padGeometry(const Node& node, const Shape& in)

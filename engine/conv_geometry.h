@@ -6,6 +6,8 @@
 #include "conv_math.h"
 #include "graph/graph.h"
 
+#include <vector>
+
 namespace ps::engine {
 
 // Conv's or MaxPool's window over an (N, C, H, W) input for a kh x kw kernel (strides, pads
@@ -25,6 +27,17 @@ struct AvgPoolGeometry
 // AvgPool's spans, as torch.nn.functional.avg_pool2d; throws naming the node for a missing kernel,
 // a non-4-d input, dilations, or a kernel larger than the padded input.
 [[nodiscard]] AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x);
+
+// Resize of the last two dims (ONNX Resize with sizes; mode nearest or linear; the coordinate
+// transformation and nearest rounding modes torch exports), as per-axis taps: output row y reads
+// rows[y], column x reads cols[x]. Throws naming the node for other sizes, modes or antialiasing.
+struct ResizeGeometry
+{
+    Shape out;
+    std::vector<math::ResizeTap> rows, cols;
+    std::int64_t h = 0, w = 0, planes = 0; // the input as `planes` images of h x w
+};
+[[nodiscard]] ResizeGeometry resizeGeometry(const Node& node, const Shape& x);
 
 // Pad's output shape, leading pads and mode ("pads": begins, then ends, negative crops; "mode"
 // constant, reflect, edge or wrap); throws naming the node for a wrong pads count, an axis cropped

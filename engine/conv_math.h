@@ -284,6 +284,22 @@ PS_HOST_DEVICE inline long long padSource(PadMode mode, long long s, long long n
     return s < n ? s : period - s;
 }
 
+// ---- Resize: one output position along an axis reads w0 * in[i0] + w1 * in[i1] ----
+
+struct ResizeTap
+{
+    long long i0, i1;
+    float w0, w1;
+};
+
+// Output (row r, column c) of a w-wide plane, in torch's order of the products.
+PS_HOST_DEVICE inline float resizeValue(const float* plane, long long w, const ResizeTap& r, const ResizeTap& c)
+{
+    const float* top = plane + r.i0 * w;
+    const float* bottom = plane + r.i1 * w;
+    return r.w0 * (c.w0 * top[c.i0] + c.w1 * top[c.i1]) + r.w1 * (c.w0 * bottom[c.i0] + c.w1 * bottom[c.i1]);
+}
+
 // ---- Global average pooling ----
 
 PS_HOST_DEVICE inline float planeMean(const float* plane, long long area)

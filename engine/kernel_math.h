@@ -133,6 +133,43 @@ PS_HOST_DEVICE inline bool triluKeeps(long long i, long long j, bool upper, long
     return upper ? j - i >= k : j - i <= k;
 }
 
+// ---- Cast to the integer types (the engine holds every integer as i64) ----
+
+enum class IntegerType { I64, I32, I8, U8, Bool };
+
+// t wrapped to the target's width (two's complement, as static_cast), or 0/1 for bool.
+PS_HOST_DEVICE inline long long narrowInteger(long long t, IntegerType to)
+{
+    switch (to) {
+    case IntegerType::I32:
+        return static_cast<int>(t);
+    case IntegerType::I8:
+        return static_cast<signed char>(t);
+    case IntegerType::U8:
+        return static_cast<unsigned char>(t);
+    case IntegerType::Bool:
+        return t != 0 ? 1 : 0;
+    case IntegerType::I64:
+        break;
+    }
+    return t;
+}
+
+// A float truncated toward zero; out of range or NaN saturates (NaN to the minimum, as x86 does);
+// to bool: nonzero (NaN included) is 1.
+PS_HOST_DEVICE inline long long floatToInteger(float a, IntegerType to)
+{
+    if (to == IntegerType::Bool)
+        return a != 0.0F ? 1 : 0;
+    constexpr float kLimit = 9.2e18F;
+    long long t = 0;
+    if (!(fabsf(a) < kLimit))
+        t = a > 0.0F ? 9223372036854775807LL : (-9223372036854775807LL - 1);
+    else
+        t = static_cast<long long>(a);
+    return narrowInteger(t, to);
+}
+
 // x^e with the square exact (what torch's pow does for 2), and its derivative.
 PS_HOST_DEVICE inline float power(float x, float e)
 {

@@ -5,6 +5,7 @@
 #include "cpu/kernel_impl.h"
 #include "graph/shape_inference.h"
 #include "kernel_math.h"
+#include "op_rules.h"
 
 #include <algorithm>
 #include <cmath>
@@ -433,64 +434,30 @@ namespace {
     // ---- Cast: to a float type gives f32 (f16/bf16/f64 values stay f32 here), to an integer type i64
     // (truncation toward zero, wrapped to the target's width), to bool i64 0/1 ----
 
-    DType castTarget(const Node& node)
+    template <typename T> std::int64_t toInteger(T a, math::IntegerType to)
     {
-        const auto it = node.attrs.find("to");
-        const auto* name = it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
-        const auto dtype = name ? parseDType(*name) : std::nullopt;
-        if (!dtype)
-            throw Error(
-                label(node) + ": attribute 'to' must name a dtype (f32, f16, bf16, f64, i64, i32, i8, u8, bool)");
-        return *dtype;
-    }
-
-    bool isFloatType(DType dtype)
-    {
-        return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F64;
-    }
-
-    template <typename T> std::int64_t toInteger(T a, DType to)
-    {
-        if (to == DType::Bool)
-            return truthy(a) ? 1 : 0;
-        std::int64_t t = 0;
-        if constexpr (std::is_same_v<T, float>) {
-            constexpr float kLimit = 9.2e18F;
-            if (!(std::abs(a) < kLimit)) // out of range or NaN: saturate (NaN as x86 does, to the minimum)
-                t = a > 0.0F ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
-            else
-                t = static_cast<std::int64_t>(a); // truncates toward zero
-        } else {
-            t = a;
-        }
-        switch (to) {
-        case DType::I32:
-            return static_cast<std::int32_t>(t);
-        case DType::I8:
-            return static_cast<std::int8_t>(t);
-        case DType::U8:
-            return static_cast<std::uint8_t>(t);
-        default:
-            return t;
-        }
+        if constexpr (std::is_same_v<T, float>)
+            return math::floatToInteger(a, to);
+        else
+            return math::narrowInteger(a, to);
     }
 
     void castForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        const auto to = castTarget(node);
+        const auto to = castTarget(node).integer;
         const auto& x = v.in[0];
         v.out = { byDType(x, [&](auto tag) {
             using T = decltype(tag);
-            if (isFloatType(to))
+            if (!to)
                 return mapArray<float, T>(x, ctx, [](T a) { return static_cast<float>(a); });
-            return mapArray<std::int64_t, T>(x, ctx, [to](T a) { return toInteger(a, to); });
+            return mapArray<std::int64_t, T>(x, ctx, [to = *to](T a) { return toInteger(a, to); });
         }) };
     }
 
     void castBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx) // keeps nothing
     {
         // Float to float passes the gradient; a cast to or from integers has none.
-        if (g.needGrad[0] && isFloatType(castTarget(node)) && v.in[0].dtype() == DType::F32)
+        if (g.needGrad[0] && !castTarget(node).integer && v.in[0].dtype() == DType::F32)
             g.gradIn[0] = gradOrZeros(g.gradOut[0], v.in[0].shape(), ctx.allocator);
     }
 

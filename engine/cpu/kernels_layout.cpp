@@ -1,6 +1,6 @@
 // Layout ops: Reshape (a view), Transpose, Split, Slice, Concat, Select and Expand.
 #include "cpu/kernel_impl.h"
-#include "reduce_shapes.h"
+#include "op_rules.h"
 
 #include <algorithm>
 #include <cstring>

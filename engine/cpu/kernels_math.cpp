@@ -2,7 +2,7 @@
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "kernel_math.h"
-#include "reduce_shapes.h"
+#include "op_rules.h"
 
 #include <cblas.h>
 #include <cmath>

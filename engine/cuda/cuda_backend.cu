@@ -258,6 +258,7 @@ namespace {
         registerCudaLayoutKernels(table);
         registerCudaPointwiseKernels(table);
         registerCudaConvKernels(table);
+        registerCudaIndexKernels(table);
     }
 
     class CudaBackend final : public Backend

@@ -59,6 +59,23 @@ struct Dims
     long long stride[kMaxRank] {}; // elements; 0 along a broadcast axis
 };
 
+// Row-major sizes and strides of `shape` (throws above kMaxRank).
+[[nodiscard]] Dims dimsOf(const Shape& shape);
+// `operand`'s element strides along the axes of `out` (0 where it is broadcast, NumPy rules).
+[[nodiscard]] Dims stridesOver(const Shape& operand, const Shape& out);
+
+// The offset into an operand with strides `operand` of element `index` of `out`.
+__device__ inline long long offsetOf(long long index, const Dims& out, const Dims& operand)
+{
+    long long offset = 0;
+    for (int i = out.rank - 1; i >= 0; --i) {
+        const long long coord = index % out.size[i];
+        index /= out.size[i];
+        offset += coord * operand.stride[i];
+    }
+    return offset;
+}
+
 // Makes the GPU behind `allocator` (a CUDA memory resource) current for the calling thread.
 void useDevice(Allocator& allocator);
 
@@ -84,12 +101,13 @@ struct GemmOperand
 [[nodiscard]] GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node);
 
 // The op kernels, one registration per file (cuda_math_kernels.cu, cuda_nn_kernels.cu,
-// cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu).
+// cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu).
 void registerCudaMathKernels(KernelTable& table);
 void registerCudaNnKernels(KernelTable& table);
 void registerCudaLayoutKernels(KernelTable& table);
 void registerCudaPointwiseKernels(KernelTable& table);
 void registerCudaConvKernels(KernelTable& table);
+void registerCudaIndexKernels(KernelTable& table);
 
 // Elementwise helpers the backend's updates share with the op kernels.
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);

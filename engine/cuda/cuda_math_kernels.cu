@@ -3,7 +3,7 @@
 #include "cuda/cuda_common.cuh"
 #include "graph/shape_inference.h"
 #include "kernel_math.h"
-#include "reduce_shapes.h"
+#include "op_rules.h"
 
 #include <algorithm>
 #include <vector>
@@ -20,43 +20,6 @@ namespace {
         } catch (const Error& e) {
             throw Error("node '" + node.name + "': " + e.what());
         }
-    }
-
-    Dims dimsOf(const Shape& shape)
-    {
-        if (shape.size() > static_cast<std::size_t>(kMaxRank))
-            throw Error("cuda backend: rank " + std::to_string(shape.size()) + " is above " + std::to_string(kMaxRank));
-        Dims d;
-        d.rank = static_cast<int>(shape.size());
-        long long stride = 1;
-        for (int i = d.rank - 1; i >= 0; --i) {
-            d.size[i] = shape[static_cast<std::size_t>(i)];
-            d.stride[i] = stride;
-            stride *= d.size[i];
-        }
-        return d;
-    }
-
-    // `operand`'s element strides along the axes of `out` (0 where it is broadcast).
-    Dims stridesOver(const Shape& operand, const Shape& out)
-    {
-        auto d = dimsOf(out);
-        const auto own = dimsOf(operand);
-        const auto shift = d.rank - own.rank;
-        for (int i = 0; i < d.rank; ++i)
-            d.stride[i] = i < shift || own.size[i - shift] == 1 ? 0 : own.stride[i - shift];
-        return d;
-    }
-
-    __device__ long long offsetOf(long long index, const Dims& out, const Dims& operand)
-    {
-        long long offset = 0;
-        for (int i = out.rank - 1; i >= 0; --i) {
-            const long long coord = index % out.size[i];
-            index /= out.size[i];
-            offset += coord * operand.stride[i];
-        }
-        return offset;
     }
 
     // out[i] = scale * src[its broadcast source]: Expand, and ReduceMean's backward.
@@ -165,7 +128,7 @@ namespace {
         }
     }
 
-    // ---- Expand and ReduceMean (engine/reduce_shapes.h's shapes, as the CPU's) ----
+    // ---- Expand and ReduceMean (engine/op_rules.h's shapes, as the CPU's) ----
 
     void expandForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
@@ -486,6 +449,31 @@ namespace {
     }
 
 } // namespace
+
+Dims dimsOf(const Shape& shape)
+{
+    if (shape.size() > static_cast<std::size_t>(kMaxRank))
+        throw Error("cuda backend: rank " + std::to_string(shape.size()) + " is above " + std::to_string(kMaxRank));
+    Dims d;
+    d.rank = static_cast<int>(shape.size());
+    long long stride = 1;
+    for (int i = d.rank - 1; i >= 0; --i) {
+        d.size[i] = shape[static_cast<std::size_t>(i)];
+        d.stride[i] = stride;
+        stride *= d.size[i];
+    }
+    return d;
+}
+
+Dims stridesOver(const Shape& operand, const Shape& out)
+{
+    auto d = dimsOf(out);
+    const auto own = dimsOf(operand);
+    const auto shift = d.rank - own.rank;
+    for (int i = 0; i < d.rank; ++i)
+        d.stride[i] = i < shift || own.size[i - shift] == 1 ? 0 : own.stride[i - shift];
+    return d;
+}
 
 NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator& allocator)
 {

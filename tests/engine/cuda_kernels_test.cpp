@@ -37,6 +37,13 @@ struct OpCase
 class CaseMaker : public ps::engine::testing::RandomArrays
 {
 public:
+    NdArray values(Shape shape, const std::vector<std::int64_t>& v)
+    {
+        auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
+        std::copy(v.begin(), v.end(), a.i64());
+        return a;
+    }
+
     static Node node(OpType op, Attributes attrs)
     {
         return makeNode(op, std::move(attrs));
@@ -80,6 +87,22 @@ public:
         add(OpType::ReduceMean, { { "axes", Shape { 2, 3 } } }, { random({ 2, 3, 5, 4 }) }, { true });
         add(OpType::ReduceMean, { { "axes", Shape { -1 } }, { "keepdims", std::int64_t { 0 } } }, { random({ 3, 7 }) },
             { true });
+        add(OpType::Gather, { { "axis", std::int64_t { 1 } } },
+            { random({ 2, 5, 3 }), values({ 2, 2 }, { 4, -1, 0, 4 }) },
+            { true, false }); // a repeated index and one from the end
+        add(OpType::Gather, none, { ints({ 6, 2 }, 50), values({ 3 }, { 5, 0, -2 }) }, { false, false });
+        add(OpType::Where, none, { ints({ 3, 1 }, 2), random({ 3, 4 }), random({ 4 }) }, { false, true, true });
+        add(OpType::Where, none, { random({ 2, 3 }), ints({ 2, 3 }, 9), ints({ 1 }, 9) }, { false, false, false });
+        add(OpType::Cast, { { "to", std::string("f32") } }, { random({ 3, 4 }) }, { true });
+        add(OpType::Cast, { { "to", std::string("i64") } }, { random({ 3, 4 }, -50.0F, 50.0F) }, { false });
+        add(OpType::Cast, { { "to", std::string("bool") } }, { ints({ 3, 4 }, 3) }, { false });
+        add(OpType::Cast, { { "to", std::string("f32") } }, { ints({ 3, 4 }, 100) }, { false });
+        add(OpType::Resize, { { "sizes", Shape { 7, 9 } }, { "mode", std::string("linear") } },
+            { random({ 2, 3, 4, 5 }) }, { true });
+        add(OpType::Resize,
+            { { "sizes", Shape { 8, 3 } }, { "coordinate_transformation_mode", std::string("asymmetric") },
+                { "nearest_mode", std::string("floor") } },
+            { random({ 1, 2, 4, 6 }) }, { true });
         add(OpType::Embedding, none, { ints({ 3, 5 }, 11), random({ 11, 8 }) }, { false, true });
         add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 3, 5, 40 }), random({ 40 }), random({ 40 }) },
             { true, true, true }, 1e-4);
@@ -227,6 +250,28 @@ TEST(CudaKernels, EveryCudaKernelHasAGpuCase)
         covered.insert(c.node.op);
     for (const auto op : ops)
         EXPECT_TRUE(covered.contains(op)) << toString(op) << " has a CUDA kernel and no case in cuda_kernels_test.cpp";
+}
+
+// Needs no GPU: each case runs on the CPU backend (forward and backward), so a failure of the GPU
+// check is the GPU kernel's, not the case's.
+TEST(CudaKernels, EveryGpuCaseRunsOnTheCpu)
+{
+    CaseMaker make;
+    for (auto& c : make.cases()) {
+        SCOPED_TRACE(c.node.name);
+        NodeValues v;
+        v.in = c.inputs;
+        std::mt19937_64 rng(7);
+        KernelContext ctx { make.m_alloc, rng, true };
+        ASSERT_NO_THROW(cpuBackend().forward(c.node, v, ctx));
+        std::vector<NdArray> dy;
+        for (const auto& o : v.out)
+            dy.push_back(o.dtype() == DType::F32 ? make.random(o.shape()) : NdArray());
+        std::vector<NdArray> grads;
+        ASSERT_NO_THROW(grads = cpuBackend().backward(c.node, v, dy, c.differentiable, ctx));
+        for (std::size_t k = 0; k < c.differentiable.size(); ++k)
+            EXPECT_EQ(grads[k].defined(), static_cast<bool>(c.differentiable[k])) << "input " << k;
+    }
 }
 
 TEST(GpuSelfTest, EveryCudaKernelMatchesTheCpuKernel)

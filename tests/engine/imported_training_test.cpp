@@ -3,6 +3,8 @@
 // transformer's features), the engine takes optimizer steps on one fixed batch and the loss falls
 // (gradients reach the parameters through every imported op); an imported GPT pipelined over two
 // CPU devices gives the single-device losses.
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_probe.h"
 #include "executor.h"
 #include "graph/loss.h"
 #include "onnx/onnx_import.h"
@@ -15,12 +17,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <span>
 
 using namespace ps;
@@ -154,4 +158,75 @@ TEST(ImportedTraining, ImportedGptPipelinesLikeOneDevice)
         const double piped = run.step().loss;
         EXPECT_NEAR(single, piped, 1e-5 * std::max(1.0, std::abs(single))) << "step " << s + 1;
     }
+}
+
+// The CUDA backend on users' models (issue P14's GPU checks): every opset-17 corpus model whose
+// file is here (tests/gpu/make_bundle.sh ships the smaller ones) and whose ops all have CUDA
+// kernels takes one forward and backward on cuda:0 and on the CPU, same weights and batch: the
+// losses agree to 1e-4 and every parameter gradient to 1e-3 (relative L2; long chains of fp32
+// convolutions in another summation order). Models with an op the GPU lacks are listed, not run.
+TEST(GpuSelfTest, CorpusModelsMatchTheCpuBackend)
+{
+    const auto probe = engine::cuda::probeGpus();
+    if (probe.devices.empty())
+        GTEST_SKIP() << "no CUDA device: " << probe.status;
+    fs::path dir;
+    const auto manifest = ps::testing::corpusManifest(dir);
+    if (!manifest)
+        GTEST_SKIP() << "no ONNX corpus in PS_ONNX_CORPUS (tests/gpu/make_bundle.sh ships one)";
+    const auto ops = engine::cuda::cudaKernelOps();
+    int compared = 0;
+    for (const auto& e : *manifest) {
+        if (e.contains("error") || e.value("opset", 0) != 17 || !fs::exists(dir / e["file"].get<std::string>()))
+            continue;
+        const auto stem = e["file"].get<std::string>();
+        SCOPED_TRACE(stem);
+        try {
+            auto graph = importWithLoss(dir, e);
+            std::string missing;
+            for (const auto& node : graph.nodes()) {
+                if (std::find(ops.begin(), ops.end(), node.op) == ops.end())
+                    missing = std::string(toString(node.op));
+            }
+            if (!missing.empty()) {
+                std::cout << "[ NOTE ] " << stem << ": not run, no CUDA kernel for " << missing << "\n";
+                continue;
+            }
+            BatchSource source(graph, TokenData::random(2, 1 << 12, 3), 7);
+            const auto batch = source.next();
+            GraphExecutor cpu(graph, ExecutorOptions { 3, 0, true });
+            GraphExecutor gpu(std::move(graph), ExecutorOptions { 3, 0, true }, engine::cuda::cudaBackend(0));
+            setBatch(cpu, batch);
+            setBatch(gpu, batch);
+            const double want = cpu.forward();
+            const double got = gpu.forward();
+            EXPECT_NEAR(got, want, 1e-4 * std::max(1.0, std::abs(want))) << "loss";
+            cpu.backward();
+            gpu.backward();
+            double worst = 0;
+            std::string worstName;
+            for (const auto id : cpu.parameterIds()) {
+                const auto a = asFloats(gpu.backend().toHost(gpu.gradient(id)));
+                const auto b = asFloats(cpu.backend().toHost(cpu.gradient(id)));
+                double diff = 0;
+                double norm = 0;
+                for (std::size_t i = 0; i < a.size(); ++i) {
+                    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+                    norm += double(b[i]) * double(b[i]);
+                }
+                const auto rel = std::sqrt(diff) / std::max(1e-12, std::sqrt(norm));
+                if (rel > worst) {
+                    worst = rel;
+                    worstName = cpu.graph().tensor(id).name;
+                }
+            }
+            EXPECT_LT(worst, 1e-3) << "gradient of " << worstName;
+            std::cout << "[ NOTE ] " << stem << ": loss cpu " << want << " cuda " << got
+                      << ", largest relative gradient difference " << worst << " (" << worstName << ")\n";
+            ++compared;
+        } catch (const std::exception& ex) {
+            ADD_FAILURE() << stem << ": " << ex.what();
+        }
+    }
+    EXPECT_GE(compared, 20) << "too few corpus models here to call the check run";
 }

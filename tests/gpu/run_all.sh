@@ -10,7 +10,8 @@
 #   1. every GpuSelfTest (the `gpu` label; they skip without a device, here they must pass): saxpy; every
 #      CUDA kernel, op by op, against the CPU kernel (forward, in-place updates, input gradients);
 #      10 steps of a small CNN (Conv, BatchNorm, pools, HardSwish, Sigmoid gate) against the CPU's
-#      losses; the CUDA backend's GPT forward loss and parameter gradients against the CPU backend
+#      losses; one forward and backward of each ONNX corpus model (the bundle's, else made here)
+#      against the CPU; the CUDA backend's GPT forward loss and parameter gradients against the CPU backend
 #      (dropout off and on); 20 training steps of a 4-layer GPT on cuda:0 against the CPU's losses (1e-4 relative);
 #      1F1B on cuda:0x2 (two virtual stage devices), with and without swap/recompute, against one GPU;
 #      a CUPTI profile of a 4-layer GPT whose node sum is held against a measured step;
@@ -93,6 +94,20 @@ else
   grep -E "Could not find|not found|Error" "$out/configure.log" | head -n 10 | sed 's/^/    /' >>"$summary"
   failures=$((failures + 1))
 fi
+# The ONNX corpus for GpuSelfTest.CorpusModelsMatchTheCpuBackend: the bundle's, else one made here
+# where Debian's python3-torch is (the test skips without one, and a skip fails this run).
+if [ -z "${PS_ONNX_CORPUS:-}" ]; then
+  if [ ! -d build/gpu-bundle/corpus ] && [ -f build/gpu-bundle.tar.xz ]; then
+    tar -C build -xJf build/gpu-bundle.tar.xz gpu-bundle/corpus 2>/dev/null
+  fi
+  if [ -f build/gpu-bundle/corpus/manifest.json ]; then
+    export PS_ONNX_CORPUS=$PWD/build/gpu-bundle/corpus
+  elif /usr/bin/python3 tests/data/make_onnx_corpus.py "$build/onnx-corpus" >"$out/corpus.log" 2>&1 \
+    && [ -f "$build/onnx-corpus/manifest.json" ]; then
+    export PS_ONNX_CORPUS=$PWD/$build/onnx-corpus
+  fi
+fi
+note "- ONNX corpus: ${PS_ONNX_CORPUS:-none}"
 run() { LD_LIBRARY_PATH=${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 find_bin() { # the built or bundled file of a target
   if [ -x "$bin/$1" ]; then echo "$bin/$1"; else find "$bin" -name "$1" -type f -perm -u+x | head -n 1; fi

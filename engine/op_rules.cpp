@@ -1,6 +1,9 @@
-#include "reduce_shapes.h"
+#include "op_rules.h"
+
+#include "util/error.h"
 
 #include <algorithm>
+#include <string>
 
 namespace ps::engine {
 namespace {
@@ -44,6 +47,40 @@ Shape expandedShape(const Node& node, const Shape& in)
         shape[i] = a == 1 ? b : a;
     }
     return shape;
+}
+
+CastTarget castTarget(const Node& node)
+{
+    const auto it = node.attrs.find("to");
+    const auto* name = it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    const auto dtype = name ? parseDType(*name) : std::nullopt;
+    if (!dtype)
+        throw Error("node '" + node.name + "' (" + std::string(toString(node.op))
+            + "): attribute 'to' must name a dtype (f32, f16, bf16, f64, i64, i32, i8, u8, bool)");
+    CastTarget t { *dtype, std::nullopt };
+    switch (*dtype) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::F64:
+        break;
+    case DType::I32:
+        t.integer = math::IntegerType::I32;
+        break;
+    case DType::I8:
+        t.integer = math::IntegerType::I8;
+        break;
+    case DType::U8:
+        t.integer = math::IntegerType::U8;
+        break;
+    case DType::Bool:
+        t.integer = math::IntegerType::Bool;
+        break;
+    default:
+        t.integer = math::IntegerType::I64;
+        break;
+    }
+    return t;
 }
 
 } // namespace ps::engine

@@ -1,0 +1,35 @@
+// What ReduceMean, Expand and Cast nodes ask for, read from their attributes: shapes and the cast's
+// target, shared by the CPU and the CUDA kernels (errors name the node). Depends on: core graph
+// types, kernel_math.h (the integer types).
+#pragma once
+
+#include "graph/graph.h"
+#include "kernel_math.h"
+
+#include <optional>
+
+namespace ps::engine {
+
+struct ReduceShapes
+{
+    Shape kept; // the input's shape with 1 on each reduced axis (axes empty: all)
+    Shape out; // kept, less the reduced axes when keepdims is 0
+};
+
+// ReduceMean's shapes over an input of shape `in` (attrs axes, negative from the end; keepdims 1).
+[[nodiscard]] ReduceShapes reduceMeanShapes(const Node& node, const Shape& in);
+
+// Expand's output: `in` and the node's `shape` attribute broadcast together (NumPy rules, a 1
+// taking the other side's size).
+[[nodiscard]] Shape expandedShape(const Node& node, const Shape& in);
+
+// Cast's target (attribute `to`): a float type gives f32 (f16/bf16/f64 values stay f32 in the
+// engine), an integer type i64 wrapped to the target's width (`integer` says which), bool i64 0/1.
+struct CastTarget
+{
+    DType dtype = DType::F32;
+    std::optional<math::IntegerType> integer; // nullopt: a float type
+};
+[[nodiscard]] CastTarget castTarget(const Node& node);
+
+} // namespace ps::engine
