@@ -146,6 +146,20 @@ public:
     // torch.optim.AdamW / torch.optim.SGD update rules over one parameter.
     virtual void adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const = 0;
     virtual void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const = 0;
+    // AdamW over many parameters at once (a stage's or a model's, all of the same update): adamw()
+    // on each by default; the CUDA backend updates up to 64 parameters per launch.
+    struct AdamWSlot
+    {
+        NdArray* param;
+        const NdArray* grad;
+        NdArray* m;
+        NdArray* v;
+    };
+    virtual void adamwAll(std::span<const AdamWSlot> slots, const AdamWUpdate& u) const
+    {
+        for (const auto& s : slots)
+            adamw(*s.param, *s.grad, *s.m, *s.v, u);
+    }
 };
 
 // A graph tensor's stored values (an initializer, a folded constant) converted on the host to the

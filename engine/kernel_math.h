@@ -61,8 +61,6 @@ PS_HOST_DEVICE inline float geluErfGrad(float a)
     return 0.5F * (1.0F + erff(a * kInvSqrt2)) + a * 0.5F * kTwoOverSqrtPi * kInvSqrt2 * expf(-0.5F * a * a);
 }
 
-// One AdamW step's constants (torch.optim.AdamW: decoupled decay, then Adam with bias corrections),
-// computed once per step on the host.
 // ---- Activations of the imported models (CNNs and MLPs); Relu, Tanh and GELU are above ----
 
 // No overflow either way: exp of a non-positive number only.
@@ -180,6 +178,8 @@ PS_HOST_DEVICE inline float powerGrad(float x, float e)
     return e == 2.0F ? 2.0F * x : e * powf(x, e - 1.0F);
 }
 
+// One AdamW step's constants (torch.optim.AdamW: decoupled decay, then Adam with bias corrections),
+// computed once per step on the host.
 struct AdamWCoefficients
 {
     float lr = 0;
@@ -192,6 +192,14 @@ struct AdamWCoefficients
     float gradScale = 1; // 1 / accumulated micro-batches
 };
 
+// The coefficients of step `step` (1-based): the bias corrections 1 - beta1^t and sqrt(1 - beta2^t).
+inline AdamWCoefficients adamwCoefficients(
+    float lr, float weightDecay, float beta1, float beta2, float eps, int step, float gradScale)
+{
+    return { lr, weightDecay, beta1, beta2, eps, 1.0F - std::pow(beta1, static_cast<float>(step)),
+        std::sqrt(1.0F - std::pow(beta2, static_cast<float>(step))), gradScale };
+}
+
 PS_HOST_DEVICE inline void adamwElement(float& w, float grad, float& m, float& v, const AdamWCoefficients& c)
 {
     const float g = grad * c.gradScale;
@@ -203,6 +211,22 @@ PS_HOST_DEVICE inline void adamwElement(float& w, float grad, float& m, float& v
 }
 
 // One step of torch.optim.SGD (dampening 0; the momentum buffer is the gradient on the first step).
+// A fused update over several arrays laid end to end: the slot holding flat element e, given each
+// slot's end offset (increasing), by binary search.
+PS_HOST_DEVICE inline int slotOf(const long long* ends, int count, long long e)
+{
+    int lo = 0;
+    int hi = count - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (ends[mid] > e)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 struct SgdCoefficients
 {
     float lr = 0;

@@ -31,14 +31,17 @@ void Optimizer::step(float gradScale)
         gradScale, m_steps };
     const SgdUpdate sgd { static_cast<float>(m_config.lr), static_cast<float>(m_config.momentum),
         static_cast<float>(m_config.weightDecay), gradScale, m_steps == 1 };
+    std::vector<Backend::AdamWSlot> slots;
     for (std::size_t k = 0; k < m_params.size(); ++k) {
         auto& p = m_executor.parameter(m_params[k]);
         const auto& g = m_executor.gradient(m_params[k]);
         if (m_config.kind == "adamw")
-            backend.adamw(p, g, m_first[k], m_second[k], adamw);
+            slots.push_back({ &p, &g, &m_first[k], &m_second[k] });
         else
             backend.sgd(p, g, m_first[k], sgd);
     }
+    if (!slots.empty())
+        backend.adamwAll(slots, adamw); // one launch per many parameters on a GPU
 }
 
 } // namespace ps::engine

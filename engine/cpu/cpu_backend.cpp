@@ -121,9 +121,7 @@ void CpuBackend::adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray&
     requireSameSize(param, m, "adamw");
     requireSameSize(param, v, "adamw");
     // torch.optim.AdamW (decoupled decay, then Adam); the per-element step is kernel_math.h's.
-    const math::AdamWCoefficients c { u.lr, u.weightDecay, u.beta1, u.beta2, u.eps,
-        1.0F - std::pow(u.beta1, static_cast<float>(u.step)),
-        std::sqrt(1.0F - std::pow(u.beta2, static_cast<float>(u.step))), u.gradScale };
+    const auto c = math::adamwCoefficients(u.lr, u.weightDecay, u.beta1, u.beta2, u.eps, u.step, u.gradScale);
     float* w = param.f32();
     const float* gr = grad.f32();
     float* mm = m.f32();

@@ -236,11 +236,38 @@ namespace {
             math::adamwElement(w[i], g[i], m[i], v[i], c);
     }
 
+    // Up to kAdamWSlots parameters in one launch, passed by value (kernel parameters stay under 4 KiB).
+    constexpr int kAdamWSlots = 64;
+    struct AdamWTable
+    {
+        int count = 0;
+        float* w[kAdamWSlots] {};
+        const float* g[kAdamWSlots] {};
+        float* m[kAdamWSlots] {};
+        float* v[kAdamWSlots] {};
+        long long end[kAdamWSlots] {}; // flat end offset of each slot
+    };
+
+    __global__ void adamwAllKernel(AdamWTable t, math::AdamWCoefficients c, long long total)
+    {
+        for (auto e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+             e += static_cast<long long>(gridDim.x) * blockDim.x) {
+            const int s = math::slotOf(t.end, t.count, e);
+            const long long i = e - (s > 0 ? t.end[s - 1] : 0);
+            math::adamwElement(t.w[s][i], t.g[s][i], t.m[s][i], t.v[s][i], c);
+        }
+    }
+
     __global__ void sgdKernel(float* w, const float* g, float* m, math::SgdCoefficients c, std::int64_t n)
     {
         for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
              i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
             math::sgdElement(w[i], g[i], m[i], c);
+    }
+
+    math::AdamWCoefficients coefficients(const AdamWUpdate& u)
+    {
+        return math::adamwCoefficients(u.lr, u.weightDecay, u.beta1, u.beta2, u.eps, u.step, u.gradScale);
     }
 
     void requireSame(const NdArray& a, const NdArray& b, const char* what)
@@ -336,12 +363,34 @@ namespace {
             requireSame(param, m, "adamw");
             requireSame(param, v, "adamw");
             select();
-            const math::AdamWCoefficients c { u.lr, u.weightDecay, u.beta1, u.beta2, u.eps,
-                1.0F - std::pow(u.beta1, static_cast<float>(u.step)),
-                std::sqrt(1.0F - std::pow(u.beta2, static_cast<float>(u.step))), u.gradScale };
+            const auto c = coefficients(u);
             adamwKernel<<<blocksFor(param.numel()), kThreads>>>(
                 f32(param), f32(grad), f32(m), f32(v), c, param.numel());
             checkLaunch("cuda adamw");
+        }
+        void adamwAll(std::span<const AdamWSlot> slots, const AdamWUpdate& u) const override
+        {
+            select();
+            const auto c = coefficients(u);
+            for (std::size_t first = 0; first < slots.size(); first += kAdamWSlots) {
+                AdamWTable t;
+                long long total = 0;
+                for (std::size_t k = first; k < slots.size() && t.count < kAdamWSlots; ++k) {
+                    const auto& s = slots[k];
+                    requireSame(*s.param, *s.grad, "adamw");
+                    requireSame(*s.param, *s.m, "adamw");
+                    requireSame(*s.param, *s.v, "adamw");
+                    t.w[t.count] = f32(*s.param);
+                    t.g[t.count] = f32(*s.grad);
+                    t.m[t.count] = f32(*s.m);
+                    t.v[t.count] = f32(*s.v);
+                    total += s.param->numel();
+                    t.end[t.count++] = total;
+                }
+                if (total > 0)
+                    adamwAllKernel<<<blocksFor(total), kThreads>>>(t, c, total);
+                checkLaunch("cuda adamw over " + std::to_string(t.count) + " parameters");
+            }
         }
         void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const override
         {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend.h"
+#include "conv_math.h"
 
 #include <cuda_runtime.h>
 
@@ -99,6 +100,20 @@ struct GemmOperand
     }
 };
 [[nodiscard]] GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node);
+
+// Conv through cuDNN (cuda_cudnn_conv.cu) where it applies: cuDNN found, fp32 or TF32 GEMM
+// precision, pads equal on both sides, PS_CUDNN not "0". Return false, having done nothing,
+// elsewhere (the caller takes the im2col path). Out, dx and dw are written, not accumulated.
+struct ConvParams
+{
+    math::Window2d w;
+    std::int64_t n, cin, cout, group;
+    bool symmetricPads;
+};
+[[nodiscard]] bool cudnnConvForward(
+    const Node& node, const ConvParams& p, const NdArray& x, const NdArray& weight, NdArray& out, KernelContext& ctx);
+[[nodiscard]] bool cudnnConvBackward(const Node& node, const ConvParams& p, const NdArray& x, const NdArray& weight,
+    const NdArray& dy, NdArray* dx, NdArray* dw, KernelContext& ctx);
 
 // The op kernels, one registration per file (cuda_math_kernels.cu, cuda_nn_kernels.cu,
 // cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu).

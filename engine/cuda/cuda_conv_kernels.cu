@@ -1,6 +1,6 @@
-// CUDA kernels of the CNN ops: Conv (im2col + one cuBLAS GEMM per chunk of images, batched over
-// groups), BatchNorm (per-channel sums in double, one block per channel), MaxPool, AvgPool and
-// GlobalAvgPool, forward and backward, on (N, C, H, W) f32 arrays. The index math and the
+// CUDA kernels of the CNN ops: Conv (cuDNN where it applies, cuda_cudnn_conv.cu; else im2col + one
+// cuBLAS GEMM per chunk of images, batched over groups), BatchNorm (per-channel sums in double, one block per channel),
+// MaxPool, AvgPool and GlobalAvgPool, forward and backward, on (N, C, H, W) f32 arrays. The index math and the
 // per-element and per-channel arithmetic are engine/conv_math.h's, which the CPU kernels run too;
 // every backward gathers (one thread per input element), so nothing needs atomics and the sums
 // come in the CPU's order. Windows are read from the node by engine/conv_geometry.h, as on the CPU.
@@ -64,6 +64,20 @@ namespace {
         s.patch = s.cinG * ws[2] * ws[3];
         s.pixels = s.w.oh * s.w.ow;
         return s;
+    }
+
+    ConvParams cudnnParams(const Node& node, const ConvShape& s)
+    {
+        const auto pads = node.intsAttr("pads");
+        const bool symmetric = pads.empty() || (pads.size() == 4 && pads[0] == pads[2] && pads[1] == pads[3]);
+        return { s.w, s.n, s.cin, s.cout, s.group, symmetric };
+    }
+
+    // out (N, C, pixels) += bias[c] (cuDNN's output has no bias).
+    __global__ void channelBiasKernel(float* out, const float* bias, long long channels, long long pixels, long long n)
+    {
+        PS_FOR_EACH(e, n)
+        out[e] += bias[(e / pixels) % channels];
     }
 
     std::int64_t imagesPerChunk(const ConvShape& s)
@@ -202,6 +216,14 @@ namespace {
         const auto s = convShape(node, x, v.in[1]);
         const float* bias = v.in.size() > 2 ? f32(v.in[2]) : nullptr;
         auto out = NdArray::empty(ctx.allocator, { s.n, s.cout, s.w.oh, s.w.ow });
+        if (cudnnConvForward(node, cudnnParams(node, s), x, v.in[1], out, ctx)) {
+            const auto total = out.numel();
+            if (bias != nullptr && total > 0)
+                channelBiasKernel<<<blocksFor(total), kThreads>>>(f32(out), bias, s.cout, s.pixels, total);
+            checkLaunch(label(node) + " bias");
+            v.out = { out };
+            return;
+        }
         const auto weight = gemmOperand(v.in[1], ctx, node);
         const auto chunk = imagesPerChunk(s);
         for (std::int64_t first = 0; first < s.n; first += chunk) {
@@ -232,8 +254,10 @@ namespace {
         const auto weight = gemmOperand(v.in[1], ctx, node);
         NdArray dx = g.needGrad[0] ? NdArray::empty(ctx.allocator, x.shape()) : NdArray();
         NdArray dw = g.needGrad[1] ? NdArray::empty(ctx.allocator, v.in[1].shape()) : NdArray();
-        const auto chunk = imagesPerChunk(s);
-        for (std::int64_t first = 0; first < s.n; first += chunk) {
+        const bool viaCudnn = cudnnConvBackward(node, cudnnParams(node, s), x, v.in[1], dy,
+            dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr, ctx);
+        const auto chunk = viaCudnn ? s.n : imagesPerChunk(s);
+        for (std::int64_t first = 0; !viaCudnn && first < s.n; first += chunk) {
             const auto count = std::min(chunk, s.n - first);
             const auto columns = count * s.pixels;
             const int cols = asInt(columns, node);

@@ -242,6 +242,13 @@ void StageExecutor::optimizerStep(double lr, float gradScale)
         throw Error("stage " + std::to_string(m_id.value) + ": optimizer step before setOptimizer");
     ++m_optimizerSteps;
     m_device.setOwner(m_weightStashing ? "stashed weights" : "gradients");
+    const AdamWUpdate adamw { static_cast<float>(lr), static_cast<float>(m_optimizer.beta1),
+        static_cast<float>(m_optimizer.beta2), static_cast<float>(m_optimizer.eps),
+        static_cast<float>(m_optimizer.weightDecay), gradScale, m_optimizerSteps };
+    // AdamW updates the whole stage at once (one launch on a GPU); with weight stashing each
+    // parameter's gradient goes as soon as its new version exists, as the memory model counts.
+    const bool fused = m_optimizer.kind == "adamw" && !m_weightStashing;
+    std::vector<Backend::AdamWSlot> slots;
     for (std::size_t k = 0; k < m_params.size(); ++k) {
         if (!m_grads[k].defined()) { // as GraphExecutor::gradient: a parameter no micro-batch reached
             const MemoryUseScope use(MemoryUse::Gradients);
@@ -251,17 +258,23 @@ void StageExecutor::optimizerStep(double lr, float gradScale)
             const MemoryUseScope use(MemoryUse::Parameters);
             m_params[k] = m_backend.copyTo(m_params[k], m_backend, m_device);
         }
-        if (m_optimizer.kind == "adamw") {
-            m_backend.adamw(m_params[k], m_grads[k], m_first[k], m_second[k],
-                { static_cast<float>(lr), static_cast<float>(m_optimizer.beta1), static_cast<float>(m_optimizer.beta2),
-                    static_cast<float>(m_optimizer.eps), static_cast<float>(m_optimizer.weightDecay), gradScale,
-                    m_optimizerSteps });
-        } else {
+        if (fused) {
+            slots.push_back({ &m_params[k], &m_grads[k], &m_first[k], &m_second[k] });
+            continue;
+        }
+        if (m_optimizer.kind == "adamw")
+            m_backend.adamw(m_params[k], m_grads[k], m_first[k], m_second[k], adamw);
+        else
             m_backend.sgd(m_params[k], m_grads[k], m_first[k],
                 { static_cast<float>(lr), static_cast<float>(m_optimizer.momentum),
                     static_cast<float>(m_optimizer.weightDecay), gradScale, m_optimizerSteps == 1 });
-        }
         m_grads[k] = NdArray();
+    }
+    if (!slots.empty())
+        m_backend.adamwAll(slots, adamw);
+    if (fused) {
+        for (auto& g : m_grads)
+            g = NdArray();
     }
     m_device.setOwner("");
     ++m_version;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <set>
@@ -274,6 +275,55 @@ TEST(CudaKernels, EveryGpuCaseRunsOnTheCpu)
     }
 }
 
+namespace {
+
+// One case on both backends: forward outputs, in-place updates and input gradients.
+void expectGpuMatchesCpu(const OpCase& c, CaseMaker& make, const Backend& gpu, Allocator& gpuAlloc)
+{
+    SCOPED_TRACE(c.node.name);
+    NodeValues cpuValues;
+    NodeValues gpuValues;
+    for (const auto& in : c.inputs) {
+        cpuValues.in.push_back(in.clone());
+        gpuValues.in.push_back(upload(gpu, gpuAlloc, in));
+    }
+    std::mt19937_64 cpuRng(7);
+    std::mt19937_64 gpuRng(7);
+    KernelContext cpuCtx { make.m_alloc, cpuRng, true };
+    KernelContext gpuCtx { gpuAlloc, gpuRng, true };
+    cpuBackend().forward(c.node, cpuValues, cpuCtx);
+    gpu.forward(c.node, gpuValues, gpuCtx);
+    ASSERT_EQ(gpuValues.out.size(), cpuValues.out.size());
+    double worst = 0;
+    for (std::size_t k = 0; k < cpuValues.out.size(); ++k)
+        worst = std::max(worst, relativeError(gpuValues.out[k], cpuValues.out[k], gpu));
+    for (std::size_t k = 0; k < cpuValues.in.size(); ++k) // in place: BatchNorm's running statistics
+        worst = std::max(worst, relativeError(gpuValues.in[k], cpuValues.in[k], gpu));
+    EXPECT_LT(worst, c.tolerance) << "forward";
+    std::vector<NdArray> cpuDy;
+    std::vector<NdArray> gpuDy;
+    for (const auto& o : cpuValues.out) {
+        cpuDy.push_back(o.dtype() == DType::F32 ? make.random(o.shape()) : NdArray());
+        gpuDy.push_back(cpuDy.back().defined() ? upload(gpu, gpuAlloc, cpuDy.back()) : NdArray());
+    }
+    const auto cpuGrads = cpuBackend().backward(c.node, cpuValues, cpuDy, c.differentiable, cpuCtx);
+    const auto gpuGrads = gpu.backward(c.node, gpuValues, gpuDy, c.differentiable, gpuCtx);
+    double worstGrad = 0;
+    for (std::size_t k = 0; k < c.differentiable.size(); ++k) {
+        if (!c.differentiable[k])
+            continue;
+        ASSERT_TRUE(gpuGrads[k].defined()) << "input " << k;
+        ASSERT_EQ(gpuGrads[k].shape(), cpuGrads[k].shape()) << "input " << k;
+        worstGrad = std::max(worstGrad, relativeError(gpuGrads[k], cpuGrads[k], gpu));
+    }
+    EXPECT_LT(worstGrad, c.tolerance) << "backward";
+    std::cout << "[ NOTE ] " << toString(c.node.op) << ": forward " << worst << ", backward " << worstGrad << "\n";
+}
+
+} // namespace
+
+// Conv runs through cuDNN where cuDNN is found (symmetric pads, fp32): the im2col path is checked
+// by ConvWithoutCudnnMatchesTheCpuKernel.
 TEST(GpuSelfTest, EveryCudaKernelMatchesTheCpuKernel)
 {
     std::string why;
@@ -282,46 +332,25 @@ TEST(GpuSelfTest, EveryCudaKernelMatchesTheCpuKernel)
     const auto& gpu = engine::cuda::cudaBackend(0);
     Allocator gpuAlloc("cuda:0", 0, gpu.memory());
     CaseMaker make;
-    for (auto& c : make.cases()) {
-        SCOPED_TRACE(c.node.name);
-        NodeValues cpuValues;
-        NodeValues gpuValues;
-        for (const auto& in : c.inputs) {
-            cpuValues.in.push_back(in.clone());
-            gpuValues.in.push_back(upload(gpu, gpuAlloc, in));
-        }
-        std::mt19937_64 cpuRng(7);
-        std::mt19937_64 gpuRng(7);
-        KernelContext cpuCtx { make.m_alloc, cpuRng, true };
-        KernelContext gpuCtx { gpuAlloc, gpuRng, true };
-        cpuBackend().forward(c.node, cpuValues, cpuCtx);
-        gpu.forward(c.node, gpuValues, gpuCtx);
-        ASSERT_EQ(gpuValues.out.size(), cpuValues.out.size());
-        double worst = 0;
-        for (std::size_t k = 0; k < cpuValues.out.size(); ++k)
-            worst = std::max(worst, relativeError(gpuValues.out[k], cpuValues.out[k], gpu));
-        for (std::size_t k = 0; k < cpuValues.in.size(); ++k) // in place: BatchNorm's running statistics
-            worst = std::max(worst, relativeError(gpuValues.in[k], cpuValues.in[k], gpu));
-        EXPECT_LT(worst, c.tolerance) << "forward";
-        std::vector<NdArray> cpuDy;
-        std::vector<NdArray> gpuDy;
-        for (const auto& o : cpuValues.out) {
-            cpuDy.push_back(o.dtype() == DType::F32 ? make.random(o.shape()) : NdArray());
-            gpuDy.push_back(cpuDy.back().defined() ? upload(gpu, gpuAlloc, cpuDy.back()) : NdArray());
-        }
-        const auto cpuGrads = cpuBackend().backward(c.node, cpuValues, cpuDy, c.differentiable, cpuCtx);
-        const auto gpuGrads = gpu.backward(c.node, gpuValues, gpuDy, c.differentiable, gpuCtx);
-        double worstGrad = 0;
-        for (std::size_t k = 0; k < c.differentiable.size(); ++k) {
-            if (!c.differentiable[k])
-                continue;
-            ASSERT_TRUE(gpuGrads[k].defined()) << "input " << k;
-            ASSERT_EQ(gpuGrads[k].shape(), cpuGrads[k].shape()) << "input " << k;
-            worstGrad = std::max(worstGrad, relativeError(gpuGrads[k], cpuGrads[k], gpu));
-        }
-        EXPECT_LT(worstGrad, c.tolerance) << "backward";
-        std::cout << "[ NOTE ] " << toString(c.node.op) << ": forward " << worst << ", backward " << worstGrad << "\n";
+    for (const auto& c : make.cases())
+        expectGpuMatchesCpu(c, make, gpu, gpuAlloc);
+}
+
+// PS_CUDNN=0: every Conv case on the im2col + cuBLAS path.
+TEST(GpuSelfTest, ConvWithoutCudnnMatchesTheCpuKernel)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto& gpu = engine::cuda::cudaBackend(0);
+    Allocator gpuAlloc("cuda:0", 0, gpu.memory());
+    CaseMaker make;
+    ::setenv("PS_CUDNN", "0", 1);
+    for (const auto& c : make.cases()) {
+        if (c.node.op == OpType::Conv)
+            expectGpuMatchesCpu(c, make, gpu, gpuAlloc);
     }
+    ::unsetenv("PS_CUDNN");
 }
 
 // The CNN kernels together, trained: 10 AdamW steps of a small CNN (BatchNorm in training mode,
@@ -348,4 +377,46 @@ TEST(CudaKernels, TheCheckedCnnTrainsOnTheCpu)
     const auto ops = engine::cuda::cudaKernelOps();
     for (const auto& node : smallCnn().nodes())
         EXPECT_TRUE(ops.empty() || std::find(ops.begin(), ops.end(), node.op) != ops.end()) << node.name;
+}
+
+// AdamW over 150 parameters of assorted sizes in the fused launches (64 per launch) gives the
+// CPU's per-parameter steps, three steps in a row.
+TEST(GpuSelfTest, FusedAdamWMatchesTheCpuSteps)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto& gpu = engine::cuda::cudaBackend(0);
+    Allocator gpuAlloc("cuda:0", 0, gpu.memory());
+    CaseMaker make;
+    struct Param
+    {
+        NdArray w, g, m, v;
+    };
+    std::vector<Param> cpu;
+    std::vector<Param> dev;
+    for (int k = 0; k < 150; ++k) {
+        const Shape shape { 1 + (k * 37) % 300 };
+        cpu.push_back(
+            { make.random(shape), make.random(shape), make.random(shape, 0.0F, 0.1F), make.random(shape, 0.0F, 0.1F) });
+        const auto& c = cpu.back();
+        dev.push_back({ upload(gpu, gpuAlloc, c.w), upload(gpu, gpuAlloc, c.g), upload(gpu, gpuAlloc, c.m),
+            upload(gpu, gpuAlloc, c.v) });
+    }
+    for (int step = 1; step <= 3; ++step) {
+        const AdamWUpdate u { 1e-2F, 0.9F, 0.999F, 1e-8F, 0.01F, 0.5F, step };
+        std::vector<Backend::AdamWSlot> slots;
+        for (std::size_t k = 0; k < cpu.size(); ++k) {
+            cpuBackend().adamw(cpu[k].w, cpu[k].g, cpu[k].m, cpu[k].v, u);
+            slots.push_back({ &dev[k].w, &dev[k].g, &dev[k].m, &dev[k].v });
+        }
+        gpu.adamwAll(slots, u);
+    }
+    double worst = 0;
+    for (std::size_t k = 0; k < cpu.size(); ++k) {
+        worst = std::max(worst, relativeError(dev[k].w, cpu[k].w, gpu));
+        worst = std::max(worst, relativeError(dev[k].v, cpu[k].v, gpu));
+    }
+    EXPECT_LT(worst, 1e-5);
+    std::cout << "[ NOTE ] fused AdamW, 150 parameters, 3 steps: largest relative difference " << worst << "\n";
 }

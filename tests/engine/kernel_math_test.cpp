@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 using namespace ps::engine;
@@ -128,4 +129,51 @@ TEST(KernelMath, Bf16CastRoundsToNearestEven)
         const float back = math::bf16BitsToFloat(bits(x));
         EXPECT_LE(std::abs(back - x), std::abs(x) / 256.0F + 1e-30F) << x;
     }
+}
+
+// The CNN and imported-model activations both backends run, at their edges.
+TEST(KernelMath, ActivationsAtTheirEdges)
+{
+    EXPECT_FLOAT_EQ(math::sigmoid(-200.0F), 0.0F); // no overflow of exp either way
+    EXPECT_FLOAT_EQ(math::sigmoid(200.0F), 1.0F);
+    EXPECT_NEAR(math::sigmoid(0.5F), 1.0 / (1.0 + std::exp(-0.5)), 1e-7);
+    EXPECT_FLOAT_EQ(math::hardSwish(-3.5F), -0.0F);
+    EXPECT_FLOAT_EQ(math::hardSwish(1.0F), 1.0F * 4.0F / 6.0F);
+    EXPECT_FLOAT_EQ(math::hardSwishGrad(1.5F), 1.0F);
+    EXPECT_FLOAT_EQ(math::hardSigmoidGrad(10.0F, 0.2F, 0.5F), 0.0F);
+    EXPECT_FLOAT_EQ(math::hardSigmoidGrad(0.0F, 0.2F, 0.5F), 0.2F);
+    EXPECT_TRUE(std::isnan(math::clip(std::nanf(""), -1.0F, 1.0F))); // torch.clamp keeps NaN
+    EXPECT_FLOAT_EQ(math::clip(0.0F, 2.0F, 1.0F), 1.0F); // min > max gives max (ONNX)
+    EXPECT_FLOAT_EQ(math::clipGrad(1.0F, -1.0F, 1.0F), 1.0F); // the bounds pass the gradient
+    EXPECT_FLOAT_EQ(math::power(-3.0F, 2.0F), 9.0F);
+    EXPECT_FLOAT_EQ(math::powerGrad(2.0F, 3.0F), 12.0F);
+    EXPECT_NEAR(math::erfGrad(0.0F), 2.0 / std::sqrt(3.141592653589793), 1e-6);
+    EXPECT_TRUE(math::triluKeeps(2, 3, true, 1) && !math::triluKeeps(2, 2, true, 1));
+    EXPECT_TRUE(math::triluKeeps(3, 1, false, -2) && !math::triluKeeps(3, 2, false, -2));
+}
+
+// Casts to the integer types as static_cast and ONNX: truncation, wrap to the width, saturation of
+// out-of-range floats (NaN to the minimum), bool as nonzero.
+TEST(KernelMath, CastsToIntegersTruncateWrapAndSaturate)
+{
+    using math::IntegerType;
+    EXPECT_EQ(math::floatToInteger(-2.7F, IntegerType::I64), -2);
+    EXPECT_EQ(math::floatToInteger(3e19F, IntegerType::I64), std::numeric_limits<std::int64_t>::max());
+    EXPECT_EQ(math::floatToInteger(std::nanf(""), IntegerType::I64), std::numeric_limits<std::int64_t>::min());
+    EXPECT_EQ(math::floatToInteger(std::nanf(""), IntegerType::Bool), 1);
+    EXPECT_EQ(math::floatToInteger(0.0F, IntegerType::Bool), 0);
+    EXPECT_EQ(math::narrowInteger(300, IntegerType::U8), 44);
+    EXPECT_EQ(math::narrowInteger(200, IntegerType::I8), -56);
+    EXPECT_EQ(math::narrowInteger((1LL << 32) + 5, IntegerType::I32), 5);
+    EXPECT_EQ(math::narrowInteger(-7, IntegerType::Bool), 1);
+}
+
+// A fused AdamW launch finds each element's parameter by its slot's end offset.
+TEST(KernelMath, SlotOfFindsTheArrayHoldingAnElement)
+{
+    const long long ends[] = { 3, 3, 10, 11 }; // an empty slot 1
+    const int want[] = { 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 3 };
+    for (long long e = 0; e < 11; ++e)
+        EXPECT_EQ(math::slotOf(ends, 4, e), want[e]) << "element " << e;
+    EXPECT_EQ(math::slotOf(ends, 1, 2), 0);
 }
