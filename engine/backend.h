@@ -134,8 +134,8 @@ public:
     // that owns that memory (device to device, or to a host pool for swapping).
     [[nodiscard]] virtual NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const = 0;
 
-    // Waits until the device has finished everything issued to it (host timers around device
-    // work); the CPU's work is done when its calls return.
+    // Waits until the device has finished the compute issued to it (host timers around device
+    // work; copies return when done); the CPU's work is done when its calls return.
     virtual void synchronize() const { }
 
     // dst += src (same shape); dst must not share storage with another live array.

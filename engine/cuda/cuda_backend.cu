@@ -31,6 +31,36 @@ void checkLaunch(const std::string& what)
 
 namespace {
 
+    // The calling thread's copy stream on a GPU (non-blocking: it does not wait for the legacy
+    // default stream by itself) and the event that orders it after the default stream's work.
+    struct CopyStreamOfThread
+    {
+        cudaStream_t stream = nullptr;
+        cudaEvent_t issued = nullptr;
+    };
+
+    const CopyStreamOfThread& copyStream(int device)
+    {
+        thread_local std::map<int, CopyStreamOfThread> streams; // released with the process
+        auto& s = streams[device];
+        if (s.stream == nullptr) {
+            check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+            check(cudaEventCreateWithFlags(&s.issued, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        }
+        return s;
+    }
+
+    // True for memory on a GPU other than `device`.
+    bool onOtherDeviceOf(int device, const void* p)
+    {
+        cudaPointerAttributes a {};
+        if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+            (void)cudaGetLastError(); // unregistered host memory on old drivers
+            return false;
+        }
+        return (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) && a.device != device;
+    }
+
     // One GPU's memory. Blocks come from cudaMalloc (256-byte aligned) and go back through the
     // allocator's cache; copies use unified addressing (cudaMemcpyDefault), so host, this GPU and
     // a peer are all reached the same way.
@@ -72,12 +102,25 @@ namespace {
             check(cudaSetDevice(m_device), m_name);
             check(cudaMemset(block, 0, bytes), m_name + ": cudaMemset");
         }
+        // A copy between this GPU and host memory (a swap, a staging copy) runs on the calling
+        // thread's copy stream, after everything issued so far on the device's default stream (an
+        // event between them), and returns when it is done: the compute the default stream runs
+        // meanwhile overlaps it, where a cudaMemcpy would hold the default stream. Copies between
+        // GPUs keep cudaMemcpy, which orders them after both devices' work.
         void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
         {
             if (bytes == 0)
                 return;
             check(cudaSetDevice(m_device), m_name);
-            check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), m_name + ": cudaMemcpy");
+            if (onOtherDevice(dst) || onOtherDevice(src)) {
+                check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), m_name + ": cudaMemcpy");
+                return;
+            }
+            const auto& s = copyStream(m_device);
+            check(cudaEventRecord(s.issued, nullptr), m_name + ": cudaEventRecord");
+            check(cudaStreamWaitEvent(s.stream, s.issued, 0), m_name + ": cudaStreamWaitEvent");
+            check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.stream), m_name + ": cudaMemcpyAsync");
+            check(cudaStreamSynchronize(s.stream), m_name + ": copy stream");
         }
         [[nodiscard]] int device() const
         {
@@ -85,6 +128,11 @@ namespace {
         }
 
     private:
+        [[nodiscard]] bool onOtherDevice(const void* p) const
+        {
+            return onOtherDeviceOf(m_device, p);
+        }
+
         int m_device;
         std::string m_name;
     };
@@ -333,10 +381,11 @@ namespace {
         {
             return array.copyTo(allocator);
         }
+        // The compute issued so far (the legacy default stream), not the copy streams' swaps in flight.
         void synchronize() const override
         {
             select();
-            check(cudaDeviceSynchronize(), "cuda:" + std::to_string(m_device) + ": synchronize");
+            check(cudaStreamSynchronize(nullptr), "cuda:" + std::to_string(m_device) + ": synchronize");
         }
         void accumulate(NdArray& dst, const NdArray& src) const override
         {
