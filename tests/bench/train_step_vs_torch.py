@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Side-by-side training-step benchmark: PipeStudio's engine against PyTorch eager on the same
-machine, device, model shape, batch and thread count (GPT-2 layout, byte vocabulary, AdamW, fp32).
+machine, device, model shape, batch and thread count (GPT-2 layout, AdamW; byte vocabulary over a
+text file, or with --vocab V uniform random tokens of V ids on both sides, GPT-2's own 50257 for
+the 124M model).
 
     /usr/bin/python3 tests/bench/train_step_vs_torch.py PIPESTUDIO [--layers 4 --hidden 256 --heads 4
-        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE] [--device cuda:0 --precision fp32|tf32|bf16
-        --peak-tflops 67]
+        --seq 256 --batch 8 --threads 2 --steps 8 --data FILE | --vocab 50257] [--device cuda:0
+        --precision fp32|tf32|bf16 --peak-tflops 67]
 
 Prints the median step time of each (the first two steps are warm-up and not counted) and the
 ratio engine / PyTorch (below 1: the engine is faster). On the CPU the engine uses every core the
@@ -43,7 +45,7 @@ def torch_steps(a, data):
     def param(*shape, std=0.02, value=None):
         t = torch.full(shape, value) if value is not None else torch.randn(*shape) * std
         return t.to(device).requires_grad_(True)
-    p["wte.weight"], p["wpe.weight"] = param(256, h), param(a.seq, h)
+    p["wte.weight"], p["wpe.weight"] = param(a.vocab or 256, h), param(a.seq, h)
     for i in range(layers):
         for ln in ("ln_1", "ln_2"):
             p[f"h.{i}.{ln}.weight"], p[f"h.{i}.{ln}.bias"] = param(h, value=1.0), param(h, value=0.0)
@@ -77,11 +79,13 @@ def engine_steps(a):
     with tempfile.TemporaryDirectory() as d:
         project = os.path.join(d, "bench.pstudio")
         subprocess.run([a.pipestudio, "new", "-m", "gpt2-small", "--layers", str(a.layers), "--hidden", str(a.hidden),
-                        "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", "256", "--max-positions", str(a.seq),
+                        "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", str(a.vocab or 256),
+                        "--max-positions", str(a.seq),
                         "-b", str(a.batch), "--dropout", "0", "-o", project], check=True, capture_output=True)
         # One CPU device uses every core.
         where = [] if a.device == "cpu" else ["--devices", a.device, "--precision", a.precision]
-        out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps), "--data", a.data] + where,
+        data = ["--data-format", "random", "--vocab", str(a.vocab)] if a.vocab else ["--data", a.data]
+        out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps)] + data + where,
                              check=True, capture_output=True, text=True).stdout
     ms = [float(m) for m in re.findall(r"tokens/s\s+([0-9.]+) ms", out)]
     return [t / 1e3 for t in ms[2:]]
@@ -94,12 +98,16 @@ def main():
                           ("steps", 8)):
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--vocab", type=int, default=0, help="random tokens of this many ids instead of --data's bytes")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda:N for both on that GPU")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
                     help="on a GPU: fp32, TF32 or bf16 GEMMs")
     ap.add_argument("--peak-tflops", type=float, default=67.0, help="the GPU's dense peak at that precision, for MFU")
     a = ap.parse_args()
-    data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)
+    if a.vocab:
+        data = np.random.default_rng(1).integers(0, a.vocab, 1 << 22, dtype=np.int64)
+    else:
+        data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)
     env = f"{a.layers} layers, {a.hidden} hidden, {a.heads} heads, seq {a.seq}, batch {a.batch}, {a.threads} threads"
     engine = statistics.median(engine_steps(a))
     times, params = torch_steps(a, data)
