@@ -526,6 +526,27 @@ void launchFill(float* dst, float value, std::int64_t n)
     checkLaunch("cuda fill");
 }
 
+namespace {
+
+    // Lets `device` read and write every other GPU it can reach directly (NVLink or PCIe P2P), so the
+    // pipeline's GPU-to-GPU sends are direct peer copies; where it cannot, cudaMemcpy stages them
+    // through the host. Both directions are enabled as each GPU's backend is made.
+    void enablePeerAccess(int device, int count)
+    {
+        for (int peer = 0; peer < count; ++peer) {
+            int can = 0;
+            if (peer == device || cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || can == 0)
+                continue;
+            check(cudaSetDevice(device), "cuda:" + std::to_string(device));
+            const auto err = cudaDeviceEnablePeerAccess(peer, 0);
+            if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+                check(err, "cuda:" + std::to_string(device) + ": peer access to cuda:" + std::to_string(peer));
+            (void)cudaGetLastError(); // an already-enabled peer leaves its error set
+        }
+    }
+
+} // namespace
+
 std::vector<OpType> cudaKernelOps()
 {
     KernelTable table; // registration launches nothing: no GPU needed
@@ -552,6 +573,7 @@ const Backend& cudaBackend(int device)
         throw Error("cuda:" + std::to_string(device) + ": this machine has " + std::to_string(probe.devices.size())
             + " GPU(s) (cuda:0 to cuda:" + std::to_string(probe.devices.size() - 1) + ")");
     (void)cublas(); // a missing cuBLAS is reported now, not at the first GEMM
+    enablePeerAccess(device, static_cast<int>(probe.devices.size()));
     auto& b = backends[device];
     b = std::make_unique<CudaBackend>(device);
     return *b;
