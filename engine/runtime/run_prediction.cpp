@@ -94,6 +94,12 @@ RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t
     if (s.deviceKind.empty()) // a GPU the catalog does not know: predicted as this CPU's devices
         s.deviceKind = "cpu";
     s.precision = cfg.value("precision", std::string("fp32"));
+    if (const auto it = cfg.find("devices"); it != cfg.end() && it->is_string()) {
+        try {
+            s.deviceNames = runtimeDeviceNames(it->get<std::string>());
+        } catch (const Error&) { // an older or foreign spelling: named by kind
+        }
+    }
     if (cfg.contains("link"))
         s.link = linkFromJson(cfg["link"].dump());
     if (const auto planId = cfg.value("plan_id", std::int64_t { 0 }); planId > 0) {
@@ -138,6 +144,9 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
         const auto& dev = p.simulation.devices[d];
         if (dev.outOfMemory)
             p.overflows.push_back({ static_cast<int>(d), dev.peakBytes, dev.capacityBytes });
+        p.deviceNames.push_back(d < shape.deviceNames.size()
+                ? shape.deviceNames[d]
+                : (shape.deviceKind == "cpu" ? "cpu:" : "gpu:") + std::to_string(d));
     }
     return p;
 }
@@ -169,14 +178,20 @@ LinkEmulation linkFromJson(const std::string& json)
     return link;
 }
 
+std::string deviceLabel(const RunPrediction& prediction, std::size_t d)
+{
+    return d < prediction.deviceNames.size() ? prediction.deviceNames[d] : "device " + std::to_string(d);
+}
+
 std::string overflowMessage(const RunPrediction& prediction)
 {
     std::string out;
     for (const auto& o : prediction.overflows) {
         if (!out.empty())
             out += "; ";
-        out += "cpu:" + std::to_string(o.device) + " is predicted to need " + formatBytes(o.peakBytes) + ", "
-            + formatBytes(o.peakBytes - o.capacityBytes) + " more than its " + formatBytes(o.capacityBytes);
+        out += deviceLabel(prediction, static_cast<std::size_t>(o.device)) + " is predicted to need "
+            + formatBytes(o.peakBytes) + ", " + formatBytes(o.peakBytes - o.capacityBytes) + " more than its "
+            + formatBytes(o.capacityBytes);
     }
     return out;
 }

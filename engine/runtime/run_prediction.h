@@ -34,6 +34,7 @@ struct RunShape
     LinkEmulation link; // the emulated link between devices; off: this machine's memory copies
     std::string deviceKind = "cpu"; // "cpu", or the catalog entry of the run's GPUs ("h100-80gb")
     std::string precision = "fp32"; // the run's GEMM precision (train --precision)
+    std::vector<std::string> deviceNames {}; // the run's devices ("cuda:0.1"); empty: named by kind
 };
 
 // A run config's "link" object ({} when off) and back; throws ps::Error naming a bad field.
@@ -57,6 +58,7 @@ struct RunPrediction
     SimulationResult simulation;
     std::string profileSource; // "measured-cpu", "measured-cuda" or "analytical"
     std::vector<DeviceOverflow> overflows; // devices predicted to run out of memory
+    std::vector<std::string> deviceNames {}; // one per simulated device: the run's, else "cpu:N" / "gpu:N"
 };
 
 // This machine's CPU as a device (measured once per process, about 0.2 s).
@@ -64,6 +66,8 @@ struct RunPrediction
 
 // `measured`: the project's measured profile of shape.deviceKind, or null for the analytical estimate.
 [[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);
+// Device d's name in `prediction` ("cpu:1", "cuda:0.1", or "device d" past the named ones).
+[[nodiscard]] std::string deviceLabel(const RunPrediction& prediction, std::size_t d);
 // Empty when the prediction fits; else which device runs out and by how much, e.g.
 // "cpu:1 is predicted to need 6.20 MiB, 1.20 MiB more than its 5.00 MiB".
 [[nodiscard]] std::string overflowMessage(const RunPrediction& prediction);

@@ -83,11 +83,28 @@ RuntimeDeviceSpec parseDeviceSpec(std::string_view spec)
     return d;
 }
 
+std::vector<std::string> runtimeDeviceNames(std::string_view spec)
+{
+    const auto parsed = parseDeviceSpec(spec);
+    std::vector<std::string> names;
+    if (parsed.cuda) {
+        for (const int gpu : parsed.gpus) {
+            for (int k = 0; k < parsed.split; ++k)
+                names.push_back("cuda:" + std::to_string(gpu) + (parsed.split > 1 ? "." + std::to_string(k) : ""));
+        }
+        return names;
+    }
+    for (int d = 0; d < parsed.cpuDevices; ++d)
+        names.push_back(spec == "cpu" ? "cpu" : "cpu:" + std::to_string(d));
+    return names;
+}
+
 std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memoryBytes)
 {
     if (memoryBytes < 0)
         throw Error("device memory must not be negative");
     const auto parsed = parseDeviceSpec(spec);
+    const auto names = runtimeDeviceNames(spec);
     std::vector<RuntimeDevice> devices;
     if (parsed.cuda) {
         for (const int gpu : parsed.gpus) {
@@ -99,7 +116,7 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
             }
             for (int k = 0; k < parsed.split; ++k) {
                 RuntimeDevice dev;
-                dev.name = "cuda:" + std::to_string(gpu) + (parsed.split > 1 ? "." + std::to_string(k) : "");
+                dev.name = names[devices.size()];
                 dev.backend = &backend;
                 dev.memory = std::make_unique<Allocator>(dev.name, capacity, backend.memory());
                 devices.push_back(std::move(dev));
@@ -112,7 +129,7 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
     const int share = threadsPerDevice(static_cast<std::size_t>(count));
     for (int d = 0; d < count; ++d) {
         RuntimeDevice dev;
-        dev.name = spec == "cpu" ? "cpu" : "cpu:" + std::to_string(d);
+        dev.name = names[static_cast<std::size_t>(d)];
         dev.backend = &cpuBackend();
         dev.memory = std::make_unique<Allocator>(dev.name, memoryBytes, dev.backend->memory());
         if (count > 1) { // one device uses the whole machine; several split it

@@ -29,6 +29,9 @@ struct RuntimeDeviceSpec
     int split = 1; // cuda: virtual devices per GPU
 };
 [[nodiscard]] RuntimeDeviceSpec parseDeviceSpec(std::string_view spec);
+// The names makeDevices gives the devices of `spec` ("cpu", "cpu:1", "cuda:0", "cuda:0.1" for the
+// second half of a split GPU), without touching a device.
+[[nodiscard]] std::vector<std::string> runtimeDeviceNames(std::string_view spec);
 
 // The devices of `spec`, each with `memoryBytes` of capacity (0: unlimited on the CPU; a split
 // GPU's share of its memory). CPU devices are each confined to an equal share of the cores.

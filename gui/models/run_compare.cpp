@@ -22,6 +22,8 @@ RunComparison compareRun(const ProjectStore& store, std::int64_t runId, std::int
     const auto prediction = predictStoredRun(store, runId);
     c.predicted = prediction.simulation;
     c.profileSource = prediction.profileSource;
+    for (std::size_t d = 0; d < prediction.simulation.devices.size(); ++d)
+        c.deviceNames.push_back(deviceLabel(prediction, d));
     c.measured = store.loadRunEvents(runId, c.iteration);
     double start = std::numeric_limits<double>::max();
     for (const auto& e : c.measured)

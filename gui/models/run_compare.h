@@ -25,6 +25,7 @@ struct RunComparison
     double measuredIterationNs = 0;
     std::vector<ActionDifference> largestDifferences;
     std::vector<DevicePeakComparison> peaks;
+    std::vector<std::string> deviceNames; // the run's devices ("cpu:1", "cuda:0.1"), one per device
 };
 
 // `iteration` 0: the last stored one (as `pipestudio compare`). Throws ps::Error naming the run

@@ -28,11 +28,16 @@ namespace {
 
 } // namespace
 
+QString devicesArgument(int gpu, int devices)
+{
+    return gpu < 0     ? QStringLiteral("cpu:%1").arg(devices)
+        : devices == 1 ? QStringLiteral("cuda:%1").arg(gpu)
+                       : QStringLiteral("cuda:%1x%2").arg(gpu).arg(devices);
+}
+
 QStringList trainArguments(const LaunchRequest& r)
 {
-    const auto devices = r.gpu < 0 ? QStringLiteral("cpu:%1").arg(r.devices)
-        : r.devices == 1           ? QStringLiteral("cuda:%1").arg(r.gpu)
-                                   : QStringLiteral("cuda:%1x%2").arg(r.gpu).arg(r.devices);
+    const auto devices = devicesArgument(r.gpu, r.devices);
     QStringList a { QStringLiteral("train"), r.project, QStringLiteral("--devices"), devices, QStringLiteral("--steps"),
         QString::number(r.steps), QStringLiteral("--lr"), QString::number(r.learningRate, 'g', 10),
         QStringLiteral("--json") };

@@ -33,6 +33,8 @@ struct LaunchRequest
 
 // The child's command line after the executable.
 [[nodiscard]] QStringList trainArguments(const LaunchRequest& request);
+// `train --devices` for `devices` stage devices: CPU devices (gpu < 0), or GPU `gpu` whole or split.
+[[nodiscard]] QString devicesArgument(int gpu, int devices);
 // The pipestudio executable: this process when it is pipestudio, else $PIPESTUDIO, else a
 // `pipestudio` next to this executable or on PATH. Empty when none is found.
 [[nodiscard]] QString pipestudioExecutable();

@@ -1,6 +1,8 @@
 #include "models/run_monitor_model.h"
 
+#include "runtime/training_run.h"
 #include "store/project_store.h"
+#include "util/error.h"
 
 #include <nlohmann/json.hpp>
 
@@ -38,11 +40,13 @@ RunMonitorModel::RunMonitorModel(QObject* parent)
 {
 }
 
-void RunMonitorModel::beginRun(std::int64_t runId, int devices, std::int64_t totalSteps, std::int64_t firstStep)
+void RunMonitorModel::beginRun(std::int64_t runId, int devices, std::int64_t totalSteps, std::int64_t firstStep,
+    std::vector<std::string> deviceNames)
 {
     beginResetModel();
     m_runId = runId;
     m_devices = devices;
+    m_deviceNames = std::move(deviceNames);
     m_totalSteps = totalSteps;
     m_firstStep = firstStep;
     m_steps.clear();
@@ -50,6 +54,13 @@ void RunMonitorModel::beginRun(std::int64_t runId, int devices, std::int64_t tot
     m_message.clear();
     endResetModel();
     Q_EMIT changed();
+}
+
+QString RunMonitorModel::deviceName(int device) const
+{
+    return device >= 0 && device < static_cast<int>(m_deviceNames.size())
+        ? QString::fromStdString(m_deviceNames[static_cast<std::size_t>(device)])
+        : QStringLiteral("device %1").arg(device);
 }
 
 void RunMonitorModel::setPrediction(double iterationMs, std::vector<double> peakBytes, const QString& profileSource)
@@ -111,7 +122,14 @@ void RunMonitorModel::loadRun(const ProjectStore& store, std::int64_t runId)
         devices = std::max(devices, d.device + 1);
     }
     const auto first = cfg.is_object() ? cfg.value("resumed_from_step", std::int64_t { 0 }) : 0;
-    beginRun(runId, devices, cfg.is_object() ? cfg.value("steps", std::int64_t { 0 }) : 0, first);
+    std::vector<std::string> names;
+    if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string()) {
+        try {
+            names = engine::runtimeDeviceNames(cfg["devices"].get<std::string>());
+        } catch (const Error&) { // a spelling this build does not read: "device N"
+        }
+    }
+    beginRun(runId, devices, cfg.is_object() ? cfg.value("steps", std::int64_t { 0 }) : 0, first, std::move(names));
     beginResetModel();
     for (auto& [step, s] : bySteps)
         m_steps.push_back(std::move(s));
@@ -231,7 +249,7 @@ QVariant RunMonitorModel::headerData(int section, Qt::Orientation orientation, i
     case TokensColumn:
         return tr("Tokens/s");
     default:
-        return tr("Peak cpu:%1 (MiB, measured)").arg(section - FirstDeviceColumn);
+        return tr("Peak %1 (MiB, measured)").arg(deviceName(section - FirstDeviceColumn));
     }
 }
 

@@ -23,7 +23,9 @@ public:
     explicit RunMonitorModel(QObject* parent = nullptr);
 
     // A new run: `firstStep` is the step it resumed from (0 for a fresh run).
-    void beginRun(std::int64_t runId, int devices, std::int64_t totalSteps, std::int64_t firstStep = 0);
+    // `deviceNames`: the run's devices as `train` names them ("cpu:1", "cuda:0.1"); empty: "device N".
+    void beginRun(std::int64_t runId, int devices, std::int64_t totalSteps, std::int64_t firstStep = 0,
+        std::vector<std::string> deviceNames = {});
     // The simulator's numbers for this run (labelled predicted wherever shown).
     void setPrediction(double iterationMs, std::vector<double> peakBytes, const QString& profileSource);
     void addStep(const RunStep& step);
@@ -44,6 +46,7 @@ public:
     {
         return m_devices;
     }
+    [[nodiscard]] QString deviceName(int device) const;
     [[nodiscard]] std::int64_t totalSteps() const
     {
         return m_totalSteps;
@@ -93,6 +96,7 @@ private:
 
     std::int64_t m_runId = 0;
     int m_devices = 0;
+    std::vector<std::string> m_deviceNames;
     std::int64_t m_totalSteps = 0;
     std::int64_t m_firstStep = 0;
     std::vector<RunStep> m_steps;

@@ -7,6 +7,7 @@
 namespace ps::gui {
 
 using engine::ActionDifference;
+using engine::deviceLabel;
 using engine::DeviceOverflow;
 using engine::largestActionDifferences;
 using engine::overflowMessage;

@@ -60,8 +60,11 @@ void CompareTimelinePlot::setComparison(const RunComparison& c)
     m_measuredBlocks = drawRow(c.measured, mbs, 1, 2);
     auto ticker = QSharedPointer<QCPAxisTickerText>::create();
     for (int d = 0; d < devices; ++d) {
-        ticker->addTick(2 * d, tr("cpu:%1 predicted").arg(d));
-        ticker->addTick(2 * d + 1, tr("cpu:%1 measured").arg(d));
+        const auto name = d < static_cast<int>(c.deviceNames.size())
+            ? QString::fromStdString(c.deviceNames[static_cast<std::size_t>(d)])
+            : QStringLiteral("device %1").arg(d);
+        ticker->addTick(2 * d, tr("%1 predicted").arg(name));
+        ticker->addTick(2 * d + 1, tr("%1 measured").arg(name));
     }
     m_plot->yAxis->setTicker(ticker);
     m_plot->yAxis->setRange(-0.6, 2 * devices - 0.4);

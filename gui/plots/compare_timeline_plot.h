@@ -1,5 +1,5 @@
 // Predicted against measured timeline, stacked per device: for each device a row of the
-// simulated iteration ("cpu:0 predicted") above the measured one ("cpu:0 measured"), on one time
+// simulated iteration ("cpu:0 predicted", "cuda:0.1 predicted") above the measured one, on one time
 // axis, so each action's predicted and measured place line up. Zoom and pan in time.
 #pragma once
 

@@ -15,11 +15,11 @@ namespace {
     const QColor kMeasured(30, 100, 180);
     const QColor kPredicted(240, 140, 40);
 
-    QSharedPointer<QCPAxisTickerText> deviceTicker(int devices)
+    QSharedPointer<QCPAxisTickerText> deviceTicker(const RunMonitorModel& model, int devices)
     {
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
         for (int d = 0; d < devices; ++d)
-            ticker->addTick(d, QStringLiteral("cpu:%1").arg(d));
+            ticker->addTick(d, model.deviceName(d));
         return ticker;
     }
 
@@ -183,7 +183,7 @@ void RunMonitorPlot::drawDevices()
     m_measuredPeak->setData(keys, measured, true);
     m_busyBars->setData(keys, busy, true);
     for (auto* r : { m_memory, m_busy }) {
-        r->axis(QCPAxis::atBottom)->setTicker(deviceTicker(devices));
+        r->axis(QCPAxis::atBottom)->setTicker(deviceTicker(*m_model, devices));
         r->axis(QCPAxis::atBottom)->setRange(-0.6, std::max(1, devices) - 0.4);
     }
     fitY(m_memory->axis(QCPAxis::atLeft), top, kLegendHeadroom);

@@ -3,6 +3,8 @@
 #include "graph/graph_summary.h"
 #include "local_devices.h"
 #include "models/plan_session.h"
+#include "models/run_launcher.h"
+#include "runtime/training_run.h"
 #include "store/project_store.h"
 
 #include <QCheckBox>
@@ -243,6 +245,7 @@ void LaunchDialog::updatePrediction()
             auto onDevice = *shape;
             if (gpu() >= 0)
                 onDevice.deviceKind = m_deviceKind->currentData(Qt::UserRole + 1).toString().toStdString();
+            onDevice.deviceNames = engine::runtimeDeviceNames(devicesArgument(gpu(), m_devices).toStdString());
             const auto source = onDevice.deviceKind == "cpu" ? "measured-cpu" : "measured-cuda";
             const Profile* measured = nullptr;
             for (const auto& p : m_session->storedProfiles()) {
@@ -265,10 +268,8 @@ void LaunchDialog::updatePrediction()
         for (std::size_t d = 0; d < sim.devices.size(); ++d) {
             const auto& dev = sim.devices[d];
             const int row = static_cast<int>(d);
-            const auto name = gpu() < 0   ? QStringLiteral("cpu:%1").arg(d)
-                : sim.devices.size() == 1 ? QStringLiteral("cuda:%1").arg(gpu())
-                                          : QStringLiteral("cuda:%1.%2").arg(gpu()).arg(d);
-            m_devicesTable->setItem(row, 0, new QTableWidgetItem(name));
+            m_devicesTable->setItem(
+                row, 0, new QTableWidgetItem(QString::fromStdString(deviceLabel(*m_prediction, d))));
             auto* peak = new QTableWidgetItem(
                 bytesText(dev.peakBytes) + (dev.outOfMemory ? tr("  (out of memory)") : QString()));
             if (dev.outOfMemory)

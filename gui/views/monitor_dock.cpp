@@ -6,6 +6,7 @@
 #include "models/run_prediction.h"
 #include "models/runs_model.h"
 #include "plots/run_monitor_plot.h"
+#include "runtime/training_run.h"
 #include "store/project_store.h"
 
 #include <QHBoxLayout>
@@ -49,7 +50,8 @@ MonitorDock::MonitorDock(RunLauncher* launcher, RunMonitorModel* model, RunsMode
     setupTabs();
     connect(launcher, &RunLauncher::runStarted, this, [this](std::int64_t id, const QString&) {
         const auto& r = m_launcher->request();
-        m_model->beginRun(id, r.devices, r.steps);
+        m_model->beginRun(
+            id, r.devices, r.steps, 0, engine::runtimeDeviceNames(devicesArgument(r.gpu, r.devices).toStdString()));
         m_runs->reload();
         m_runsRefreshed.restart();
     });

@@ -124,13 +124,24 @@ bool RunCompareView::showRun(std::int64_t runId, std::int64_t iteration)
     return true;
 }
 
+namespace {
+
+    QString deviceName(const RunComparison& c, int device)
+    {
+        return device >= 0 && device < static_cast<int>(c.deviceNames.size())
+            ? QString::fromStdString(c.deviceNames[static_cast<std::size_t>(device)])
+            : QStringLiteral("device %1").arg(device);
+    }
+
+} // namespace
+
 void RunCompareView::fillTables()
 {
     const auto& c = *m_comparison;
     m_actions->setRowCount(static_cast<int>(c.largestDifferences.size()));
     for (int r = 0; r < m_actions->rowCount(); ++r) {
         const auto& a = c.largestDifferences[static_cast<std::size_t>(r)];
-        const QStringList cells { QString::fromStdString(a.action), QStringLiteral("cpu:%1").arg(a.device),
+        const QStringList cells { QString::fromStdString(a.action), deviceName(c, a.device),
             QString::number(a.predictedMs, 'f', 3), QString::number(a.measuredMs, 'f', 3),
             percent(a.predictedMs, a.measuredMs) };
         for (int k = 0; k < cells.size(); ++k)
@@ -139,7 +150,7 @@ void RunCompareView::fillTables()
     m_peaks->setRowCount(static_cast<int>(c.peaks.size()));
     for (int r = 0; r < m_peaks->rowCount(); ++r) {
         const auto& p = c.peaks[static_cast<std::size_t>(r)];
-        const QStringList cells { QStringLiteral("cpu:%1").arg(p.device), bytes(p.predictedBytes),
+        const QStringList cells { deviceName(c, p.device), bytes(p.predictedBytes),
             bytes(static_cast<double>(p.measuredBytes)),
             percent(p.predictedBytes, static_cast<double>(p.measuredBytes)) };
         for (int k = 0; k < cells.size(); ++k)

@@ -477,6 +477,33 @@ TEST(Pipeline, CudaDeviceSpecs)
         { "cuda:", "cuda:a", "cuda:0,cuda:0", "cuda:0x0", "cuda:0x2,cuda:1", "cuda:0,gpu:1", "cuda0" })
         EXPECT_THROW((void)parseDeviceSpec(bad), Error) << bad;
     EXPECT_EQ(parseDeviceSpec("cpu:3").cpuDevices, 3);
+    // The names train gives the devices, which compare, the monitor and refusals show.
+    EXPECT_EQ(runtimeDeviceNames("cpu"), std::vector<std::string> { "cpu" });
+    EXPECT_EQ(runtimeDeviceNames("cpu:2"), (std::vector<std::string> { "cpu:0", "cpu:1" }));
+    EXPECT_EQ(runtimeDeviceNames("cuda:1"), std::vector<std::string> { "cuda:1" });
+    EXPECT_EQ(runtimeDeviceNames("cuda:0,cuda:1"), (std::vector<std::string> { "cuda:0", "cuda:1" }));
+    EXPECT_EQ(runtimeDeviceNames("cuda:0x2"), (std::vector<std::string> { "cuda:0.0", "cuda:0.1" }));
+}
+
+// A prediction names its devices as the run does: an out-of-memory refusal of a split GPU says
+// "cuda:0.1", not "cpu:1".
+TEST(Pipeline, PredictionsNameTheRunsDevices)
+{
+    const auto graph = gpt4x128();
+    RunShape shape;
+    shape.schedule = parseScheduleSpec("1f1b", 2, 4);
+    shape.partition = evenCuts(graph, 2);
+    shape.deviceKind = "a100-40gb";
+    shape.deviceMemoryBytes = 1 << 20; // far too small
+    shape.deviceNames = runtimeDeviceNames("cuda:0x2");
+    const auto p = predictRun(graph, nullptr, shape);
+    ASSERT_EQ(p.deviceNames, shape.deviceNames);
+    ASSERT_FALSE(p.overflows.empty());
+    const auto message = overflowMessage(p);
+    EXPECT_NE(message.find("cuda:0.0 is predicted to need"), std::string::npos) << message;
+    EXPECT_EQ(message.find("cpu:"), std::string::npos) << message;
+    shape.deviceNames.clear(); // a shape without names: named by kind
+    EXPECT_EQ(deviceLabel(predictRun(graph, nullptr, shape), 1), "gpu:1");
 }
 
 // Where no GPU can be used (this build without CUDA, or no driver), asking for one names the
