@@ -210,7 +210,6 @@ PS_HOST_DEVICE inline void adamwElement(float& w, float grad, float& m, float& v
     w -= c.lr / c.correction1 * m / denom;
 }
 
-// One step of torch.optim.SGD (dampening 0; the momentum buffer is the gradient on the first step).
 // A fused update over several arrays laid end to end: the slot holding flat element e, given each
 // slot's end offset (increasing), by binary search.
 PS_HOST_DEVICE inline int slotOf(const long long* ends, int count, long long e)
@@ -227,6 +226,7 @@ PS_HOST_DEVICE inline int slotOf(const long long* ends, int count, long long e)
     return lo;
 }
 
+// One step of torch.optim.SGD (dampening 0; the momentum buffer is the gradient on the first step).
 struct SgdCoefficients
 {
     float lr = 0;

@@ -1,5 +1,6 @@
-// The CUDA backend: GPU memory as a MemoryResource, cuBLAS GEMMs through the loader, the
-// elementwise updates (gradient sums, AdamW and SGD over kernel_math.h), and the kernel table.
+// The CUDA backend: GPU memory as a MemoryResource (host copies on per-thread copy streams),
+// cuBLAS GEMMs through the loader, the elementwise updates (gradient sums, SGD, and AdamW over up to
+// 64 parameters per launch, over kernel_math.h), peer access between GPUs, and the kernel table.
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_probe.h"
@@ -31,34 +32,39 @@ void checkLaunch(const std::string& what)
 
 namespace {
 
-    // The calling thread's copy stream on a GPU (non-blocking: it does not wait for the legacy
-    // default stream by itself) and the event that orders it after the default stream's work.
-    struct CopyStreamOfThread
+    // Copy streams of a GPU (non-blocking: they do not wait for the legacy default stream by
+    // themselves), each with the event that orders it after the default stream's work; lent for
+    // one copy at a time (pipeline workers are new threads every step, so per-thread streams would
+    // pile up) and kept for the process.
+    struct CopyStream
     {
         cudaStream_t stream = nullptr;
         cudaEvent_t issued = nullptr;
     };
 
-    const CopyStreamOfThread& copyStream(int device)
+    DevicePool<CopyStream>& copyStreams()
     {
-        thread_local std::map<int, CopyStreamOfThread> streams; // released with the process
-        auto& s = streams[device];
-        if (s.stream == nullptr) {
-            check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-            check(cudaEventCreateWithFlags(&s.issued, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-        }
+        static auto* streams = new DevicePool<CopyStream>(); // kept for the process
+        return *streams;
+    }
+
+    CopyStream makeCopyStream(int /*device*/) // on the current device
+    {
+        CopyStream s;
+        check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        check(cudaEventCreateWithFlags(&s.issued, cudaEventDisableTiming), "cudaEventCreateWithFlags");
         return s;
     }
 
-    // True for memory on a GPU other than `device`.
-    bool onOtherDeviceOf(int device, const void* p)
+    // True for memory of the host (pinned, registered or pageable).
+    bool onHost(const void* p)
     {
         cudaPointerAttributes a {};
         if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
             (void)cudaGetLastError(); // unregistered host memory on old drivers
-            return false;
+            return true;
         }
-        return (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) && a.device != device;
+        return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
     }
 
     // One GPU's memory. Blocks come from cudaMalloc (256-byte aligned) and go back through the
@@ -102,25 +108,32 @@ namespace {
             check(cudaSetDevice(m_device), m_name);
             check(cudaMemset(block, 0, bytes), m_name + ": cudaMemset");
         }
-        // A copy between this GPU and host memory (a swap, a staging copy) runs on the calling
-        // thread's copy stream, after everything issued so far on the device's default stream (an
-        // event between them), and returns when it is done: the compute the default stream runs
-        // meanwhile overlaps it, where a cudaMemcpy would hold the default stream. Copies between
-        // GPUs keep cudaMemcpy, which orders them after both devices' work.
+        // A copy between this GPU and host memory (a swap, a staging copy) runs on a copy stream,
+        // after everything issued so far on the device's default stream (an event between them),
+        // and returns when it is done: the compute the default stream runs meanwhile overlaps it,
+        // where a cudaMemcpy would hold the default stream. Copies between device memory (this GPU
+        // or a peer) keep cudaMemcpy, ordered after both devices' work.
         void copy(std::byte* dst, const std::byte* src, std::size_t bytes) override
         {
             if (bytes == 0)
                 return;
             check(cudaSetDevice(m_device), m_name);
-            if (onOtherDevice(dst) || onOtherDevice(src)) {
+            if (!onHost(dst) && !onHost(src)) {
                 check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), m_name + ": cudaMemcpy");
                 return;
             }
-            const auto& s = copyStream(m_device);
-            check(cudaEventRecord(s.issued, nullptr), m_name + ": cudaEventRecord");
-            check(cudaStreamWaitEvent(s.stream, s.issued, 0), m_name + ": cudaStreamWaitEvent");
-            check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.stream), m_name + ": cudaMemcpyAsync");
-            check(cudaStreamSynchronize(s.stream), m_name + ": copy stream");
+            const auto s = copyStreams().take(m_device, makeCopyStream);
+            const auto give = [&] { copyStreams().give(m_device, s); };
+            try {
+                check(cudaEventRecord(s.issued, nullptr), m_name + ": cudaEventRecord");
+                check(cudaStreamWaitEvent(s.stream, s.issued, 0), m_name + ": cudaStreamWaitEvent");
+                check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.stream), m_name + ": cudaMemcpyAsync");
+                check(cudaStreamSynchronize(s.stream), m_name + ": copy stream");
+            } catch (...) {
+                give();
+                throw;
+            }
+            give();
         }
         [[nodiscard]] int device() const
         {
@@ -128,11 +141,6 @@ namespace {
         }
 
     private:
-        [[nodiscard]] bool onOtherDevice(const void* p) const
-        {
-            return onOtherDeviceOf(m_device, p);
-        }
-
         int m_device;
         std::string m_name;
     };
@@ -529,19 +537,16 @@ void launchFill(float* dst, float value, std::int64_t n)
 namespace {
 
     // Lets `device` read and write every other GPU it can reach directly (NVLink or PCIe P2P), so the
-    // pipeline's GPU-to-GPU sends are direct peer copies; where it cannot, cudaMemcpy stages them
-    // through the host. Both directions are enabled as each GPU's backend is made.
+    // pipeline's GPU-to-GPU sends are direct peer copies; where it cannot (or enabling fails),
+    // cudaMemcpy stages them through the host. Both directions are enabled as each GPU's backend is made.
     void enablePeerAccess(int device, int count)
     {
         for (int peer = 0; peer < count; ++peer) {
             int can = 0;
-            if (peer == device || cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || can == 0)
-                continue;
-            check(cudaSetDevice(device), "cuda:" + std::to_string(device));
-            const auto err = cudaDeviceEnablePeerAccess(peer, 0);
-            if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
-                check(err, "cuda:" + std::to_string(device) + ": peer access to cuda:" + std::to_string(peer));
-            (void)cudaGetLastError(); // an already-enabled peer leaves its error set
+            if (peer != device && cudaDeviceCanAccessPeer(&can, device, peer) == cudaSuccess && can != 0
+                && cudaSetDevice(device) == cudaSuccess)
+                (void)cudaDeviceEnablePeerAccess(peer, 0); // an optimisation: without it cudaMemcpy stages
+            (void)cudaGetLastError(); // already enabled, too many peers, ...: nothing left set
         }
     }
 

@@ -1,7 +1,8 @@
 // Internal to the CUDA backend (engine/cuda/*.cu): device pointers of arrays, error checks, launch
 // sizes, shapes passed to kernels by value, the GEMM entry and the kernel registration.
 // Every launch goes to the calling thread's current device on the legacy default stream, so each
-// op is ordered after the previous one and a host copy (cudaMemcpy) waits for them.
+// op is ordered after the previous one; a copy to or from the host (MemoryResource::copy) waits for
+// them through an event, on the copying thread's own stream (cuda_backend.cu).
 #pragma once
 
 #include "backend.h"
@@ -10,7 +11,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace ps::engine::cuda {
 
@@ -76,6 +80,37 @@ __device__ inline long long offsetOf(long long index, const Dims& out, const Dim
     }
     return offset;
 }
+
+// Objects of one kind per GPU (cuDNN handles, copy streams), lent for one use at a time (pipeline
+// workers are new threads every step, and two virtual devices of one GPU work at once) and kept
+// for the process (never destroyed: the driver may be gone before static destructors run).
+template <typename T> class DevicePool
+{
+public:
+    // A free one of `device`, else make(device).
+    template <typename Make> T take(int device, Make make)
+    {
+        {
+            const std::lock_guard lock(m_mutex);
+            auto& free = m_free[device];
+            if (!free.empty()) {
+                const T t = free.back();
+                free.pop_back();
+                return t;
+            }
+        }
+        return make(device);
+    }
+    void give(int device, T t)
+    {
+        const std::lock_guard lock(m_mutex);
+        m_free[device].push_back(t);
+    }
+
+private:
+    std::mutex m_mutex;
+    std::map<int, std::vector<T>> m_free;
+};
 
 // Makes the GPU behind `allocator` (a CUDA memory resource) current for the calling thread.
 void useDevice(Allocator& allocator);

@@ -1,9 +1,10 @@
 // CUDA kernels of the CNN ops: Conv (cuDNN where it applies, cuda_cudnn_conv.cu; else im2col + one
-// cuBLAS GEMM per chunk of images, batched over groups), BatchNorm (per-channel sums in double, one block per channel),
-// MaxPool, AvgPool and GlobalAvgPool, forward and backward, on (N, C, H, W) f32 arrays. The index math and the
-// per-element and per-channel arithmetic are engine/conv_math.h's, which the CPU kernels run too;
-// every backward gathers (one thread per input element), so nothing needs atomics and the sums
-// come in the CPU's order. Windows are read from the node by engine/conv_geometry.h, as on the CPU.
+// cuBLAS GEMM per chunk of images, batched over groups), BatchNorm (per-channel sums in double, one
+// block per channel), MaxPool, AvgPool and GlobalAvgPool, forward and backward, on (N, C, H, W) f32
+// arrays. The index math and the per-element and per-channel arithmetic are engine/conv_math.h's,
+// which the CPU kernels run too; these backwards gather (one thread per input element), so they
+// need no atomics and their sums come in the CPU's order. Windows are read from the node by
+// engine/conv_geometry.h, as on the CPU.
 #include "conv_geometry.h"
 #include "cuda/cuda_common.cuh"
 
@@ -253,7 +254,9 @@ namespace {
         const auto s = convShape(node, x, v.in[1]);
         const auto weight = gemmOperand(v.in[1], ctx, node);
         NdArray dx = g.needGrad[0] ? NdArray::empty(ctx.allocator, x.shape()) : NdArray();
-        NdArray dw = g.needGrad[1] ? NdArray::empty(ctx.allocator, v.in[1].shape()) : NdArray();
+        NdArray dw = !g.needGrad[1] ? NdArray()
+            : s.n > 0               ? NdArray::empty(ctx.allocator, v.in[1].shape())
+                                    : NdArray::zeros(ctx.allocator, v.in[1].shape()); // no image adds to it
         const bool viaCudnn = cudnnConvBackward(node, cudnnParams(node, s), x, v.in[1], dy,
             dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr, ctx);
         const auto chunk = viaCudnn ? s.n : imagesPerChunk(s);

@@ -2,8 +2,10 @@
 // and filter gradients with the algorithms cuDNN's heuristics rank first, their workspaces taken
 // from the engine's accounted allocator. Used where it applies: cuDNN found, fp32 (FMA math, no
 // TF32, so the CPU's numbers hold) or TF32 GEMM precision, pads equal on both sides of each dim,
-// and PS_CUDNN not "0". Elsewhere the callers in cuda_conv_kernels.cu take the im2col + cuBLAS
-// path, which the CPU tests cover; the GPU self-test compares both with the CPU kernel.
+// and PS_CUDNN not "0", a non-empty batch and sizes within cuDNN's int descriptors, and an algorithm
+// cuDNN offers. Elsewhere the callers in cuda_conv_kernels.cu take the im2col + cuBLAS path, which
+// the CPU tests cover; the GPU self-test compares both with the CPU kernel. cuDNN's ranking may
+// pick nondeterministic gradient algorithms (atomics): its sums need not come in the CPU's order.
 #include "cuda/cuda_common.cuh"
 #include "cuda_libraries.h"
 
@@ -14,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,39 +100,17 @@ namespace {
     }
 
     // cuDNN handles per GPU, lent for one call (a handle must not be used by two threads at once).
-    class Handles
+    DevicePool<cudnnHandle_t>& handles()
     {
-    public:
-        cudnnHandle_t take(int device)
-        {
-            {
-                const std::lock_guard lock(m_mutex);
-                auto& free = m_free[device];
-                if (!free.empty()) {
-                    auto* h = free.back();
-                    free.pop_back();
-                    return h;
-                }
-            }
-            cudnnHandle_t h = nullptr;
-            checkCudnn(cudnn()->create(&h), "cuda:" + std::to_string(device) + ": cudnnCreate");
-            return h; // on the legacy default stream, as every other kernel
-        }
-        void give(int device, cudnnHandle_t h)
-        {
-            const std::lock_guard lock(m_mutex);
-            m_free[device].push_back(h);
-        }
-
-    private:
-        std::mutex m_mutex;
-        std::map<int, std::vector<cudnnHandle_t>> m_free;
-    };
-
-    Handles& handles()
-    {
-        static auto* h = new Handles(); // never destroyed: the driver may be gone before static destructors
+        static auto* h = new DevicePool<cudnnHandle_t>(); // kept for the process
         return *h;
+    }
+
+    cudnnHandle_t makeHandle(int device) // on the current device, the legacy default stream
+    {
+        cudnnHandle_t h = nullptr;
+        checkCudnn(cudnn()->create(&h), "cuda:" + std::to_string(device) + ": cudnnCreate");
+        return h;
     }
 
     int currentDevice()
@@ -145,7 +126,7 @@ namespace {
         cudnnHandle_t handle;
         explicit Lease(int d)
             : device(d)
-            , handle(handles().take(d))
+            , handle(handles().take(d, makeHandle))
         {
         }
         ~Lease()
@@ -165,9 +146,26 @@ namespace {
 
         Descriptors(const ConvParams& p, bool tf32, const std::string& what)
         {
+            try {
+                configure(p, tf32, what);
+            } catch (...) {
+                release(); // what was created before the failure
+                throw;
+            }
+        }
+        ~Descriptors()
+        {
+            release();
+        }
+        Descriptors(const Descriptors&) = delete;
+        Descriptors& operator=(const Descriptors&) = delete;
+
+    private:
+        void configure(const ConvParams& p, bool tf32, const std::string& what)
+        {
             const auto* c = cudnn();
             const auto& win = p.w;
-            const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+            const auto i = [](std::int64_t v) { return static_cast<int>(v); }; // applies() checked the range
             checkCudnn(c->createTensor(&x), what);
             checkCudnn(c->createTensor(&y), what);
             checkCudnn(c->createFilter(&w), what);
@@ -185,7 +183,7 @@ namespace {
             checkCudnn(c->setGroups(conv, i(p.group)), what);
             checkCudnn(c->setMath(conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), what);
         }
-        ~Descriptors()
+        void release()
         {
             const auto* c = cudnn();
             if (conv != nullptr)
@@ -196,19 +194,21 @@ namespace {
                 (void)c->destroyTensor(y);
             if (x != nullptr)
                 (void)c->destroyTensor(x);
+            conv = nullptr;
+            w = nullptr;
+            y = nullptr;
+            x = nullptr;
         }
-        Descriptors(const Descriptors&) = delete;
-        Descriptors& operator=(const Descriptors&) = delete;
     };
 
-    // The first algorithm of cuDNN's ranking that it reports as usable.
-    template <typename Perf> auto firstUsable(const Perf* perf, int count, const std::string& what)
+    // The first algorithm of cuDNN's ranking that it reports as usable (none: the im2col path).
+    template <typename Perf> std::optional<decltype(Perf::algo)> firstUsable(const Perf* perf, int count)
     {
         for (int k = 0; k < count; ++k) {
             if (perf[k].status == CUDNN_STATUS_SUCCESS)
                 return perf[k].algo;
         }
-        throw Error(what + ": cuDNN offers no algorithm");
+        return std::nullopt;
     }
 
     // A workspace from the engine's allocator (counted like every other buffer).
@@ -230,6 +230,12 @@ namespace {
         const char* env = std::getenv("PS_CUDNN");
         if (env != nullptr && std::strcmp(env, "0") == 0)
             return false;
+        constexpr std::int64_t kMax = 2147483647;
+        const long long sizes[] = { p.n, p.cin, p.cout, p.w.h, p.w.w, p.w.oh, p.w.ow };
+        for (const long long v : sizes) {
+            if (v < 1 || v > kMax) // an empty batch, or beyond cuDNN's int descriptors
+                return false;
+        }
         return p.symmetricPads && ctx.gemm != GemmPrecision::Bf16 && cudnn() != nullptr;
     }
 
@@ -249,7 +255,10 @@ bool cudnnConvForward(
     cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
     int found = 0;
     checkCudnn(c->forwardAlgos(lease.handle, d.x, d.w, d.conv, d.y, kAlgos, &found, perf), what);
-    const auto algo = firstUsable(perf, found, what);
+    const auto chosen = firstUsable(perf, found);
+    if (!chosen)
+        return false;
+    const auto algo = *chosen;
     std::size_t bytes = 0;
     checkCudnn(c->forwardWorkspace(lease.handle, d.x, d.w, d.conv, d.y, algo, &bytes), what);
     const Workspace ws(bytes, ctx.allocator);
@@ -270,30 +279,36 @@ bool cudnnConvBackward(const Node& node, const ConvParams& p, const NdArray& x, 
     const auto* c = cudnn();
     const Lease lease(currentDevice());
     const Descriptors d(p, ctx.gemm == GemmPrecision::Tf32, what);
+    // Both algorithms first: where cuDNN offers none for either, nothing is written and the
+    // im2col path computes both.
+    cudnnConvolutionBwdDataAlgoPerf_t dataPerf[kAlgos];
+    cudnnConvolutionBwdFilterAlgoPerf_t filterPerf[kAlgos];
+    int dataFound = 0;
+    int filterFound = 0;
+    if (dx != nullptr)
+        checkCudnn(c->dataAlgos(lease.handle, d.w, d.y, d.conv, d.x, kAlgos, &dataFound, dataPerf), what);
+    if (dw != nullptr)
+        checkCudnn(c->filterAlgos(lease.handle, d.x, d.y, d.conv, d.w, kAlgos, &filterFound, filterPerf), what);
+    const auto dataAlgo = firstUsable(dataPerf, dataFound);
+    const auto filterAlgo = firstUsable(filterPerf, filterFound);
+    if ((dx != nullptr && !dataAlgo) || (dw != nullptr && !filterAlgo))
+        return false;
     const float one = 1.0F;
     const float zero = 0.0F;
     if (dx != nullptr) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
-        int found = 0;
-        checkCudnn(c->dataAlgos(lease.handle, d.w, d.y, d.conv, d.x, kAlgos, &found, perf), what);
-        const auto algo = firstUsable(perf, found, what);
         std::size_t bytes = 0;
-        checkCudnn(c->dataWorkspace(lease.handle, d.w, d.y, d.conv, d.x, algo, &bytes), what);
+        checkCudnn(c->dataWorkspace(lease.handle, d.w, d.y, d.conv, d.x, *dataAlgo, &bytes), what);
         const Workspace ws(bytes, ctx.allocator);
-        checkCudnn(c->backwardData(lease.handle, &one, d.w, weight.data(), d.y, dy.data(), d.conv, algo, ws.data, bytes,
-                       &zero, d.x, dx->data()),
+        checkCudnn(c->backwardData(lease.handle, &one, d.w, weight.data(), d.y, dy.data(), d.conv, *dataAlgo, ws.data,
+                       bytes, &zero, d.x, dx->data()),
             what);
     }
     if (dw != nullptr) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kAlgos];
-        int found = 0;
-        checkCudnn(c->filterAlgos(lease.handle, d.x, d.y, d.conv, d.w, kAlgos, &found, perf), what);
-        const auto algo = firstUsable(perf, found, what);
         std::size_t bytes = 0;
-        checkCudnn(c->filterWorkspace(lease.handle, d.x, d.y, d.conv, d.w, algo, &bytes), what);
+        checkCudnn(c->filterWorkspace(lease.handle, d.x, d.y, d.conv, d.w, *filterAlgo, &bytes), what);
         const Workspace ws(bytes, ctx.allocator);
-        checkCudnn(c->backwardFilter(lease.handle, &one, d.x, x.data(), d.y, dy.data(), d.conv, algo, ws.data, bytes,
-                       &zero, d.w, dw->data()),
+        checkCudnn(c->backwardFilter(lease.handle, &one, d.x, x.data(), d.y, dy.data(), d.conv, *filterAlgo, ws.data,
+                       bytes, &zero, d.w, dw->data()),
             what);
     }
     return true;

@@ -133,6 +133,8 @@ namespace {
     void expandForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         useDevice(ctx.allocator);
+        if (v.in[0].dtype() != DType::F32)
+            throw Error("node '" + node.name + "' (Expand): the CUDA backend runs it on f32 values");
         v.out = { broadcastTo(v.in[0], expandedShape(node, v.in[0].shape()), 1.0F, ctx.allocator) };
     }
 
