@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace ps::engine::detail {
 
@@ -24,6 +25,10 @@ struct AxisView
     std::int64_t outer = 1, length = 1, inner = 1;
 };
 [[nodiscard]] AxisView axisView(const Shape& shape, std::size_t axis);
+// "<Op> '<node>': ", the start of a kernel's error message.
+[[nodiscard]] std::string nodeLabel(const Node& node);
+// Throws naming the node when `a` (`what`: "the input", ...) is not of `dtype`.
+void requireDType(const Node& node, const NdArray& a, DType dtype, const char* what);
 // A zero array where a gradient is undefined (an unused output).
 [[nodiscard]] NdArray gradOrZeros(const NdArray& grad, const Shape& shape, Allocator& allocator);
 
@@ -33,12 +38,12 @@ void registerMathKernels(KernelTable& table);
 void registerNnKernels(KernelTable& table);
 // Reshape, Transpose, Split, Slice, Concat, Select, Expand.
 void registerLayoutKernels(KernelTable& table);
-// Conv, BatchNorm, MaxPool, GlobalAvgPool.
+// Conv, BatchNorm, MaxPool, AvgPool, GlobalAvgPool, Pad, Resize.
 void registerConvKernels(KernelTable& table);
 // Activations, unary math, Max/Min, comparisons and logic, Where, Cast, ReduceSum/ReduceMax,
 // CumSum, Trilu.
 void registerElementwiseKernels(KernelTable& table);
-// AvgPool, Pad, Resize, Gather, ScatterND, TopK, Einsum.
+// Gather, ScatterND, TopK, Einsum.
 void registerIndexKernels(KernelTable& table);
 
 } // namespace ps::engine::detail

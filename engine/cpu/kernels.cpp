@@ -93,6 +93,18 @@ namespace detail {
         return out;
     }
 
+    std::string nodeLabel(const Node& node)
+    {
+        return std::string(toString(node.op)) + " '" + node.name + "': ";
+    }
+
+    void requireDType(const Node& node, const NdArray& a, DType dtype, const char* what)
+    {
+        if (a.dtype() != dtype)
+            throw Error(nodeLabel(node) + what + " must be " + std::string(toString(dtype)) + ", got "
+                + std::string(toString(a.dtype())));
+    }
+
     NdArray gradOrZeros(const NdArray& grad, const Shape& shape, Allocator& allocator)
     {
         return grad.defined() ? grad : NdArray::zeros(allocator, shape);
