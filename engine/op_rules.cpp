@@ -83,4 +83,27 @@ CastTarget castTarget(const Node& node)
     return t;
 }
 
+StridedView collapseAxes(StridedView view)
+{
+    StridedView out;
+    out.strides.resize(view.strides.size());
+    for (std::size_t i = 0; i < view.size.size(); ++i) {
+        if (view.size[i] == 1 && view.size.size() > 1)
+            continue;
+        bool merges = !out.size.empty();
+        for (std::size_t o = 0; merges && o < view.strides.size(); ++o)
+            merges = out.strides[o].back() == view.strides[o][i] * view.size[i];
+        if (merges) {
+            out.size.back() *= view.size[i];
+            for (std::size_t o = 0; o < view.strides.size(); ++o)
+                out.strides[o].back() = view.strides[o][i];
+            continue;
+        }
+        out.size.push_back(view.size[i]);
+        for (std::size_t o = 0; o < view.strides.size(); ++o)
+            out.strides[o].push_back(view.strides[o][i]);
+    }
+    return out;
+}
+
 } // namespace ps::engine

@@ -1,6 +1,7 @@
 // What ReduceMean, Expand and Cast nodes ask for, read from their attributes: shapes and the cast's
-// target, shared by the CPU and the CUDA kernels (errors name the node). Depends on: core graph
-// types, kernel_math.h (the integer types).
+// target, shared by the CPU and the CUDA kernels (errors name the node); and the axis merging the
+// CUDA kernels apply to strided views. Depends on: core graph types, kernel_math.h (the integer
+// types).
 #pragma once
 
 #include "graph/graph.h"
@@ -31,5 +32,19 @@ struct CastTarget
     std::optional<math::IntegerType> integer; // nullopt: a float type
 };
 [[nodiscard]] CastTarget castTarget(const Node& node);
+
+// A strided walk over `size` (row-major) by several operands at once, each with its element
+// strides (0 along an axis it is broadcast over).
+struct StridedView
+{
+    std::vector<std::int64_t> size;
+    std::vector<std::vector<std::int64_t>> strides; // one per operand, size.size() each
+};
+// The same walk with fewer axes: axes of size 1 dropped, and axis i merged into axis i + 1 where
+// every operand has stride[i] == stride[i + 1] * size[i + 1] (the two walk memory as one axis;
+// two broadcast axes merge too). Flat index k reaches the same offset in every operand before and
+// after. A bias over a (batch, seq, hidden) activation becomes (batch x seq, hidden): the CUDA
+// kernels divide by two sizes per element instead of three.
+[[nodiscard]] StridedView collapseAxes(StridedView view);
 
 } // namespace ps::engine

@@ -139,7 +139,7 @@ void addProfileCommand(CLI::App& app, Action& action)
         "profile", "Measure every node forward and backward on this machine's CPU or one of its GPUs");
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
     cmd->add_option("--device", o->device,
-        "cpu (host timers), or cuda / cuda:N (the CUDA backend timed by CUPTI; not yet run on a GPU)");
+        "cpu (host timers), or cuda / cuda:N (the CUDA backend timed by CUPTI)");
     cmd->add_option("--as", o->as, "Catalog device the GPU's rows are stored under (default: matched by name)");
     cmd->add_option(
            "--micro-batches", o->microBatches, "One or two micro-batch sizes (default: the project's and half)")

@@ -6,11 +6,13 @@
 #pragma once
 
 #include "backend.h"
+#include "column_math.h"
 #include "conv_math.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -68,6 +70,9 @@ struct Dims
 [[nodiscard]] Dims dimsOf(const Shape& shape);
 // `operand`'s element strides along the axes of `out` (0 where it is broadcast, NumPy rules).
 [[nodiscard]] Dims stridesOver(const Shape& operand, const Shape& out);
+// engine/op_rules.h's collapseAxes on a walk over `shape` by `operands` (strides over `shape`): all
+// of them lose the same axes; flat indices reach the same elements.
+void collapseDims(Dims& shape, std::initializer_list<Dims*> operands);
 
 // The offset into an operand with strides `operand` of element `index` of `out`.
 __device__ inline long long offsetOf(long long index, const Dims& out, const Dims& operand)
@@ -167,5 +172,33 @@ void launchFill(float* dst, float value, std::int64_t n);
 [[nodiscard]] NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator& allocator);
 // Sums `grad` (of `from`'s shape) over the axes where `to` is 1 or missing (broadcast gradients).
 [[nodiscard]] NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator);
+
+// Column sums in engine/column_math.h's two passes: out[col] = the sum over rows of value(row, col)
+// for a functor with a PS_HOST_DEVICE operator()(row, col). Pass 1 writes chunk partials into a
+// workspace from `allocator`, pass 2 (launchSumChunkPartials) sums them.
+template <typename Value>
+__global__ void columnPartialsKernel(
+    Value value, float* partials, std::int64_t rows, std::int64_t cols, math::ColumnChunks k)
+{
+    const auto total = k.chunks * cols;
+    for (auto t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+         t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+        partials[t] = math::chunkPartial(value, rows, t % cols, t / cols, k);
+}
+void launchSumChunkPartials(const float* partials, float* out, std::int64_t cols, std::int64_t chunks);
+template <typename Value>
+void columnSums(const Value& value, std::int64_t rows, std::int64_t cols, float* out, Allocator& allocator)
+{
+    if (cols <= 0)
+        return;
+    const auto k = math::columnChunks(rows, cols);
+    if (k.chunks == 0) {
+        launchFill(out, 0.0F, cols);
+        return;
+    }
+    auto partials = NdArray::empty(allocator, { k.chunks * cols });
+    columnPartialsKernel<<<blocksFor(k.chunks * cols), kThreads>>>(value, f32(partials), rows, cols, k);
+    launchSumChunkPartials(f32(partials), out, cols, k.chunks);
+}
 
 } // namespace ps::engine::cuda

@@ -54,9 +54,12 @@ namespace {
         const auto shape = broadcastShape(a.shape(), b.shape(), node);
         auto out = NdArray::empty(ctx.allocator, shape);
         const auto n = out.numel();
+        auto walk = dimsOf(shape);
+        auto sa = stridesOver(a.shape(), shape);
+        auto sb = stridesOver(b.shape(), shape);
+        collapseDims(walk, { &sa, &sb });
         if (n > 0)
-            binaryKernel<<<blocksFor(n), kThreads>>>(op, f32(a), f32(b), f32(out), dimsOf(shape),
-                stridesOver(a.shape(), shape), stridesOver(b.shape(), shape), n);
+            binaryKernel<<<blocksFor(n), kThreads>>>(op, f32(a), f32(b), f32(out), walk, sa, sb, n);
         checkLaunch("node '" + node.name + "'");
         return out;
     }
@@ -272,30 +275,35 @@ namespace {
 
     // ---- Broadcast-gradient reduction ----
 
-    // For each element of the target: the sum over the reduced axes of the gradient.
-    __global__ void reduceKernel(
-        const float* grad, float* out, Dims kept, Dims reduced, std::int64_t n, long long inner)
+    // Element (row r of the reduced axes, column t of the kept axes) of a gradient being summed
+    // to a broadcast operand's shape.
+    struct BroadcastGradValue
     {
-        for (auto t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
-             t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-            long long base = 0;
+        const float* grad;
+        Dims kept;
+        Dims reduced;
+        PS_HOST_DEVICE float operator()(std::int64_t r, std::int64_t t) const
+        {
+            long long offset = 0;
             long long rest = t;
             for (int i = kept.rank - 1; i >= 0; --i) {
-                base += (rest % kept.size[i]) * kept.stride[i];
+                offset += (rest % kept.size[i]) * kept.stride[i];
                 rest /= kept.size[i];
             }
-            float sum = 0.0F;
-            for (long long r = 0; r < inner; ++r) {
-                long long offset = base;
-                long long q = r;
-                for (int i = reduced.rank - 1; i >= 0; --i) {
-                    offset += (q % reduced.size[i]) * reduced.stride[i];
-                    q /= reduced.size[i];
-                }
-                sum += grad[offset];
+            rest = r;
+            for (int i = reduced.rank - 1; i >= 0; --i) {
+                offset += (rest % reduced.size[i]) * reduced.stride[i];
+                rest /= reduced.size[i];
             }
-            out[t] = sum;
+            return grad[offset];
         }
+    };
+
+    __global__ void sumChunkPartialsKernel(const float* partials, float* out, std::int64_t cols, std::int64_t chunks)
+    {
+        for (auto t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < cols;
+             t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            out[t] = math::sumChunkPartials(partials, cols, t, chunks);
     }
 
     // ---- MatMul (a (..., M, K), b (..., K, N) or (..., N, K) with trans_b[, bias (N)]) ----
@@ -467,6 +475,31 @@ Dims dimsOf(const Shape& shape)
     return d;
 }
 
+void collapseDims(Dims& shape, std::initializer_list<Dims*> operands)
+{
+    StridedView view;
+    view.size.assign(shape.size, shape.size + shape.rank);
+    for (const auto* o : operands)
+        view.strides.emplace_back(o->stride, o->stride + shape.rank);
+    const auto merged = collapseAxes(std::move(view));
+    shape.rank = static_cast<int>(merged.size.size());
+    long long stride = 1;
+    for (int i = shape.rank - 1; i >= 0; --i) {
+        shape.size[i] = merged.size[static_cast<std::size_t>(i)];
+        shape.stride[i] = stride;
+        stride *= shape.size[i];
+    }
+    std::size_t k = 0;
+    for (auto* o : operands) {
+        o->rank = shape.rank;
+        for (int i = 0; i < shape.rank; ++i) {
+            o->size[i] = shape.size[i];
+            o->stride[i] = merged.strides[k][static_cast<std::size_t>(i)];
+        }
+        ++k;
+    }
+}
+
 Dims stridesOver(const Shape& operand, const Shape& out)
 {
     auto d = dimsOf(out);
@@ -489,9 +522,11 @@ NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator&
         throw Error("cuda broadcast: " + formatShape(src.shape()) + " does not broadcast to " + formatShape(to));
     auto out = NdArray::empty(allocator, to);
     const auto n = out.numel();
+    auto walk = dimsOf(to);
+    auto strides = stridesOver(src.shape(), to);
+    collapseDims(walk, { &strides });
     if (n > 0)
-        broadcastKernel<<<blocksFor(n), kThreads>>>(
-            f32(src), f32(out), dimsOf(to), stridesOver(src.shape(), to), scale, n);
+        broadcastKernel<<<blocksFor(n), kThreads>>>(f32(src), f32(out), walk, strides, scale, n);
     checkLaunch("cuda broadcast to " + formatShape(to));
     return out;
 }
@@ -533,12 +568,20 @@ NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator)
         if (&into == &reduced)
             inner *= from.size[i];
     }
+    auto keptWalk = kept;
+    collapseDims(keptWalk, { &kept });
+    auto reducedWalk = reduced;
+    collapseDims(reducedWalk, { &reduced });
     auto out = NdArray::empty(allocator, to);
-    const auto n = out.numel();
-    if (n > 0)
-        reduceKernel<<<blocksFor(n), kThreads>>>(f32(grad), f32(out), kept, reduced, n, inner);
+    columnSums(BroadcastGradValue { f32(grad), kept, reduced }, inner, out.numel(), f32(out), allocator);
     checkLaunch("cuda gradient reduction to " + formatShape(to));
     return out;
+}
+
+void launchSumChunkPartials(const float* partials, float* out, std::int64_t cols, std::int64_t chunks)
+{
+    if (cols > 0)
+        sumChunkPartialsKernel<<<blocksFor(cols), kThreads>>>(partials, out, cols, chunks);
 }
 
 void registerCudaMathKernels(KernelTable& table)

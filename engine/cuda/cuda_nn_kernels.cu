@@ -6,6 +6,7 @@
 #include "kernel_math.h"
 #include "row_math.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ps::engine::cuda {
@@ -90,24 +91,28 @@ namespace {
             dx[row * c + j] = math::normGradElement(xr[j], gr[j], gamma[j], mean[row], rstd[row], meanG, meanGX, rms);
     }
 
-    // dgamma and dbeta: one thread per column, summing the rows in order.
-    __global__ void normParamGradKernel(const float* x, const float* dy, const float* mean, const float* rstd,
-        float* dgamma, float* dbeta, std::int64_t rows, int c)
+    // dgamma and dbeta: column sums over the rows (engine/column_math.h's two passes) of these.
+    struct NormGammaGrad
     {
-        const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-        if (j >= c)
-            return;
-        float g = 0.0F;
-        float b = 0.0F;
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const float d = dy[r * c + j];
-            g += d * (x[r * c + j] - mean[r]) * rstd[r];
-            b += d;
+        const float* x;
+        const float* dy;
+        const float* mean;
+        const float* rstd;
+        std::int64_t c;
+        PS_HOST_DEVICE float operator()(std::int64_t r, std::int64_t j) const
+        {
+            return dy[r * c + j] * (x[r * c + j] - mean[r]) * rstd[r];
         }
-        dgamma[j] = g;
-        if (dbeta != nullptr)
-            dbeta[j] = b;
-    }
+    };
+    struct RowElement
+    {
+        const float* dy;
+        std::int64_t c;
+        PS_HOST_DEVICE float operator()(std::int64_t r, std::int64_t j) const
+        {
+            return dy[r * c + j];
+        }
+    };
 
     void normForward(const Node& node, NodeValues& v, KernelContext& ctx, bool rms)
     {
@@ -140,9 +145,10 @@ namespace {
         if (rows > 0)
             normBackwardKernel<<<rowBlocks(rows), kRowThreads>>>(f32(x), f32(dy), f32(v.in[1]), f32(v.saved[0]),
                 f32(v.saved[1]), f32(dx), rows, static_cast<int>(c), rms);
-        if (c > 0)
-            normParamGradKernel<<<blocksFor(c), kThreads>>>(f32(x), f32(dy), f32(v.saved[0]), f32(v.saved[1]),
-                f32(dgamma), dbeta.defined() ? f32(dbeta) : nullptr, rows, static_cast<int>(c));
+        columnSums(NormGammaGrad { f32(x), f32(dy), f32(v.saved[0]), f32(v.saved[1]), c }, rows, c, f32(dgamma),
+            ctx.allocator);
+        if (dbeta.defined())
+            columnSums(RowElement { f32(dy), c }, rows, c, f32(dbeta), ctx.allocator);
         checkLaunch("node '" + node.name + "' backward");
         if (g.needGrad[0])
             g.gradIn[0] = dx;
@@ -226,20 +232,24 @@ namespace {
 
     // ---- Mask: causal (key j visible to query i when j <= i + Tk - Tq) and padding (0 = masked) ----
 
-    __global__ void maskKernel(const float* in, float* out, float fill, std::int64_t n, int tq, int tk,
-        std::int64_t perBatch, bool causal, const std::int64_t* pad, const float* padF)
+    // One block per row (query) of scores at a time, its threads over the keys: the row's query
+    // and batch come from one division per row, not three per element.
+    __global__ void maskKernel(const float* in, float* out, float fill, std::int64_t rows, int tq, int tk,
+        std::int64_t rowsPerBatch, bool causal, const std::int64_t* pad, const float* padF)
     {
-        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-            const auto j = i % tk;
-            const auto q = (i / tk) % tq;
-            const auto b = i / perBatch;
-            bool masked = causal && j > q + tk - tq;
-            if (!masked && pad != nullptr)
-                masked = pad[b * tk + j] == 0;
-            if (!masked && padF != nullptr)
-                masked = padF[b * tk + j] == 0.0F;
-            out[i] = masked ? fill : in[i];
+        for (auto row = static_cast<std::int64_t>(blockIdx.x); row < rows; row += gridDim.x) {
+            const auto q = static_cast<int>(row % tq);
+            const auto b = row / rowsPerBatch;
+            const float* src = in + row * tk;
+            float* dst = out + row * tk;
+            for (int j = static_cast<int>(threadIdx.x); j < tk; j += static_cast<int>(blockDim.x)) {
+                bool masked = causal && j > q + tk - tq;
+                if (!masked && pad != nullptr)
+                    masked = pad[b * tk + j] == 0;
+                if (!masked && padF != nullptr)
+                    masked = padF[b * tk + j] == 0.0F;
+                dst[j] = masked ? fill : src[j];
+            }
         }
     }
 
@@ -255,9 +265,12 @@ namespace {
         const bool padded = v.in.size() > 1;
         const std::int64_t* pad = padded && v.in[1].dtype() == DType::I64 ? i64(v.in[1]) : nullptr;
         const float* padF = padded && v.in[1].dtype() == DType::F32 ? f32(v.in[1]) : nullptr;
-        if (n > 0)
-            maskKernel<<<blocksFor(n), kThreads>>>(f32(source), f32(out), fill, n, static_cast<int>(s[s.size() - 2]),
-                static_cast<int>(s.back()), n / batches, node.intAttr("causal", 0) != 0, pad, padF);
+        const auto tk = s.back();
+        const auto rows = tk > 0 ? n / tk : 0;
+        if (rows > 0)
+            maskKernel<<<static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 20)), kThreads>>>(f32(source),
+                f32(out), fill, rows, static_cast<int>(s[s.size() - 2]), static_cast<int>(tk), rows / batches,
+                node.intAttr("causal", 0) != 0, pad, padF);
         checkLaunch("node '" + node.name + "'");
         return out;
     }

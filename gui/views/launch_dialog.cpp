@@ -73,7 +73,7 @@ void LaunchDialog::setupForm()
             continue;
         const int ordinal = static_cast<int>(d.id.value) - 1; // the CPU is device 0
         const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes);
-        m_deviceKind->addItem(tr("GPU %1: %2 (CUDA backend, not yet run on a GPU; the plan's devices share it)")
+        m_deviceKind->addItem(tr("GPU %1: %2 (CUDA backend; the plan's devices share it)")
                                   .arg(ordinal)
                                   .arg(QString::fromStdString(d.name)),
             ordinal);

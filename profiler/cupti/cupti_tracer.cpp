@@ -94,8 +94,13 @@ namespace {
         std::free(buffer);
     }
 
+    // CUPTI writes an external-correlation record only in front of an API record, so the runtime
+    // and driver API kinds are on as well (cuBLAS and cuDNN launch through the driver API); their
+    // records carry nothing else the profile uses and are skipped (seen on an H200: with neither
+    // on, no kernel could be attributed to a node).
     constexpr CUpti_ActivityKind kKinds[] = { CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION };
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+        CUPTI_ACTIVITY_KIND_DRIVER };
 
     class CuptiTracer final : public ActivityTracer
     {

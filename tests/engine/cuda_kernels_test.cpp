@@ -64,6 +64,8 @@ public:
         add(OpType::MatMul, none, { random({ 3, 4, 6 }), random({ 1, 6, 5 }) }, { true, true }, 1e-4);
         add(OpType::Add, none, { random({ 2, 3, 4 }), random({ 3, 1 }) }, { true, true });
         add(OpType::BiasAdd, none, { random({ 5, 6 }), random({ 6 }) }, { true, true });
+        add(OpType::BiasAdd, none, { random({ 3, 40, 30 }), random({ 30 }) }, { true, true }); // chunked sums
+        add(OpType::Add, none, { random({ 2, 3, 4, 5 }), random({ 3, 1, 5 }) }, { true, true });
         add(OpType::Sub, none, { random({ 2, 3, 4 }), random({ 2, 1, 4 }) }, { true, true });
         add(OpType::Mul, none, { random({ 2, 1, 4 }), random({ 3, 1 }) }, { true, true });
         add(OpType::Div, none, { random({ 4, 3 }), random({ 3 }, 0.5F, 2.0F) }, { true, true });
@@ -107,9 +109,13 @@ public:
         add(OpType::Embedding, none, { ints({ 3, 5 }, 11), random({ 11, 8 }) }, { false, true });
         add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 3, 5, 40 }), random({ 40 }), random({ 40 }) },
             { true, true, true }, 1e-4);
+        add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 4, 25, 40 }), random({ 40 }), random({ 40 }) },
+            { true, true, true }, 1e-4);
         add(OpType::RMSNorm, { { "epsilon", 1e-6 } }, { random({ 3, 5, 40 }), random({ 40 }) }, { true, true }, 1e-4);
         add(OpType::Softmax, none, { random({ 2, 3, 37 }, -5.0F, 5.0F) }, { true }, 1e-4);
         add(OpType::Mask, { { "causal", std::int64_t { 1 } } }, { random({ 2, 2, 6, 6 }) }, { true });
+        add(OpType::Mask, { { "causal", std::int64_t { 1 } } }, // padding, fewer queries than keys
+            { random({ 2, 3, 4, 6 }), values({ 2, 6 }, { 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1 }) }, { true, false });
         add(OpType::Dropout, { { "p", 0.3 } }, { random({ 6, 50 }) }, { true });
         add(OpType::CrossEntropy, none, { random({ 2, 3, 45 }, -3.0F, 3.0F), ints({ 2, 3 }, 45) }, { true, false },
             1e-4);

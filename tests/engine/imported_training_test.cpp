@@ -163,8 +163,9 @@ TEST(ImportedTraining, ImportedGptPipelinesLikeOneDevice)
 // The CUDA backend on users' models (issue P14's GPU checks): every opset-17 corpus model whose
 // file is here (tests/gpu/make_bundle.sh ships the smaller ones) and whose ops all have CUDA
 // kernels takes one forward and backward on cuda:0 and on the CPU, same weights and batch: the
-// losses agree to 1e-4 and every parameter gradient to 1e-3 (relative L2; long chains of fp32
-// convolutions in another summation order). Models with an op the GPU lacks are listed, not run.
+// losses agree to 1e-4 and every parameter gradient to 1e-3 (relative L2, on the model's scale
+// where a gradient is zero in exact arithmetic; long chains of fp32 convolutions in another
+// summation order). Models with an op the GPU lacks are listed, not run.
 TEST(GpuSelfTest, CorpusModelsMatchTheCpuBackend)
 {
     const auto probe = engine::cuda::probeGpus();
@@ -203,8 +204,14 @@ TEST(GpuSelfTest, CorpusModelsMatchTheCpuBackend)
             EXPECT_NEAR(got, want, 1e-4 * std::max(1.0, std::abs(want))) << "loss";
             cpu.backward();
             gpu.backward();
-            double worst = 0;
-            std::string worstName;
+            // Relative L2 per parameter, on the model's scale where a gradient is mathematically
+            // zero (a key bias under softmax, a Linear bias before BatchNorm): there both backends
+            // return rounding noise, so the difference is held against sqrt(n) times the RMS
+            // element of the whole model's gradient instead of the tensor's own norm.
+            std::vector<std::pair<double, double>> diffAndNorm; // squared, per parameter
+            std::vector<std::size_t> sizes;
+            double totalSquares = 0;
+            std::size_t totalElements = 0;
             for (const auto id : cpu.parameterIds()) {
                 const auto a = asFloats(gpu.backend().toHost(gpu.gradient(id)));
                 const auto b = asFloats(cpu.backend().toHost(cpu.gradient(id)));
@@ -214,10 +221,20 @@ TEST(GpuSelfTest, CorpusModelsMatchTheCpuBackend)
                     diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
                     norm += double(b[i]) * double(b[i]);
                 }
-                const auto rel = std::sqrt(diff) / std::max(1e-12, std::sqrt(norm));
+                diffAndNorm.emplace_back(diff, norm);
+                sizes.push_back(b.size());
+                totalSquares += norm;
+                totalElements += b.size();
+            }
+            const double rms = std::sqrt(totalSquares / double(std::max<std::size_t>(1, totalElements)));
+            double worst = 0;
+            std::string worstName;
+            for (std::size_t p = 0; p < sizes.size(); ++p) {
+                const double scale = std::max(std::sqrt(diffAndNorm[p].second), std::sqrt(double(sizes[p])) * rms);
+                const auto rel = std::sqrt(diffAndNorm[p].first) / std::max(1e-30, scale);
                 if (rel > worst) {
                     worst = rel;
-                    worstName = cpu.graph().tensor(id).name;
+                    worstName = cpu.graph().tensor(cpu.parameterIds()[p]).name;
                 }
             }
             EXPECT_LT(worst, 1e-3) << "gradient of " << worstName;

@@ -1,7 +1,9 @@
 // engine/row_math.h: the warp-blocked row reductions the CUDA kernels run, as host references,
 // against the CPU backend's LayerNorm, RMSNorm, Softmax and CrossEntropy kernels (which sum in
-// double) on rows shorter than a warp, of a warp, and many warps long.
+// double) on rows shorter than a warp, of a warp, and many warps long; engine/column_math.h: the
+// chunked column sums (bias, gamma and beta gradients) against plain sums and the CPU kernels.
 #include "backend.h"
+#include "column_math.h"
 #include "row_math.h"
 
 #include <gtest/gtest.h>
@@ -157,4 +159,90 @@ TEST(RowMath, CrossEntropyMatchesTheCpuKernelWithIgnoredRows)
         const float scale = 1.0F / counted;
         EXPECT_EQ(math::crossEntropyGradElement(0.25F, true, scale), -0.75F * scale);
     }
+}
+
+TEST(ColumnMath, ChunksCoverEveryRowOnceAndFillTheGpu)
+{
+    for (const std::int64_t rows : { 0, 1, 15, 16, 17, 1000, 8192, 70001, 6291456 }) {
+        for (const std::int64_t cols : { 1, 3, 768, 50257, 1 << 20 }) {
+            const auto k = math::columnChunks(rows, cols);
+            const auto what = std::to_string(rows) + " x " + std::to_string(cols);
+            if (rows == 0) {
+                EXPECT_EQ(k.chunks, 0) << what;
+                continue;
+            }
+            EXPECT_GE(k.chunks * k.rowsPerChunk, rows) << what;
+            EXPECT_LT((k.chunks - 1) * k.rowsPerChunk, rows) << what; // no empty chunk
+            EXPECT_LE(k.chunks, 1024) << what;
+            EXPECT_TRUE(k.rowsPerChunk >= 16 || k.chunks == 1) << what;
+        }
+    }
+    // GPT-2's bias gradient (batch 8 x seq 1024 rows, 768 columns): over 2^17 threads in pass 1.
+    const auto gpt2 = math::columnChunks(8192, 768);
+    EXPECT_GE(gpt2.chunks * 768, 1 << 17);
+}
+
+TEST(ColumnMath, ChunkedSumsMatchPlainSums)
+{
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> u(-1.0F, 1.0F);
+    for (const std::int64_t rows : { 1, 16, 17, 999, 40000 }) {
+        for (const std::int64_t cols : { 1, 7, 768 }) {
+            std::vector<float> m(static_cast<std::size_t>(rows * cols));
+            for (auto& x : m)
+                x = u(gen);
+            const auto value = [&](std::int64_t r, std::int64_t c) {
+                return m[static_cast<std::size_t>(r * cols + c)];
+            };
+            for (std::int64_t c = 0; c < cols; c += std::max<std::int64_t>(1, cols / 5)) {
+                double sum = 0;
+                double magnitude = 0;
+                for (std::int64_t r = 0; r < rows; ++r) {
+                    sum += value(r, c);
+                    magnitude += std::abs(value(r, c));
+                }
+                EXPECT_NEAR(math::chunkedColumnSum(value, rows, cols, c), sum, 1e-6 * magnitude + 1e-7)
+                    << rows << " x " << cols << ", column " << c;
+            }
+        }
+    }
+}
+
+TEST(ColumnMath, BiasAndNormParameterGradientsMatchTheCpuKernels)
+{
+    KernelRun r;
+    std::mt19937 gen(3);
+    const std::int64_t rows = 300;
+    const std::int64_t c = 40;
+    const auto x = randomArray(r.alloc, { rows, c }, gen);
+    const auto gamma = randomArray(r.alloc, { c }, gen);
+    const auto beta = randomArray(r.alloc, { c }, gen);
+    const auto dy = randomArray(r.alloc, { rows, c }, gen);
+    auto bias = nodeOf(OpType::BiasAdd);
+    NodeValues b;
+    b.in = { x, beta };
+    cpuBackend().forward(bias, b, r.ctx);
+    const auto biasGrads = cpuBackend().backward(bias, b, { dy }, { false, true }, r.ctx);
+    auto norm = nodeOf(OpType::LayerNorm);
+    NodeValues v;
+    v.in = { x, gamma, beta };
+    cpuBackend().forward(norm, v, r.ctx);
+    const auto normGrads = cpuBackend().backward(norm, v, { dy }, { false, true, true }, r.ctx);
+    std::vector<float> dbeta(static_cast<std::size_t>(c));
+    std::vector<float> dgamma(static_cast<std::size_t>(c));
+    const float* mean = v.saved[0].f32();
+    const float* rstd = v.saved[1].f32();
+    for (std::int64_t j = 0; j < c; ++j) {
+        // The CUDA kernels' functors: dy for a bias and beta, dy (x - mean) rstd for gamma.
+        dbeta[static_cast<std::size_t>(j)] = math::chunkedColumnSum(
+            [&](std::int64_t row, std::int64_t col) { return dy.f32()[row * c + col]; }, rows, c, j);
+        dgamma[static_cast<std::size_t>(j)] = math::chunkedColumnSum(
+            [&](std::int64_t row, std::int64_t col) {
+                return dy.f32()[row * c + col] * (x.f32()[row * c + col] - mean[row]) * rstd[row];
+            },
+            rows, c, j);
+    }
+    expectClose(dbeta.data(), biasGrads[1].f32(), c, 1e-5, "bias gradient");
+    expectClose(dbeta.data(), normGrads[2].f32(), c, 1e-5, "beta gradient");
+    expectClose(dgamma.data(), normGrads[1].f32(), c, 2e-5, "gamma gradient");
 }

@@ -85,6 +85,7 @@ TEST(GpuSelfTest, CuptiProfileNodeSumMatchesAMeasuredStep)
     c.hidden = 256;
     c.heads = 4;
     c.seq = 256;
+    c.maxPositions = c.seq;
     c.microBatch = 8;
     const auto graph = buildZooModel(c);
     auto tracer = cupti::makeCuptiTracer();
