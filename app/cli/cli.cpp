@@ -82,6 +82,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addDevicesCommand(app, action);
     addDemoCommand(app, action);
     addEstimateCommand(app, action);
+    addGemmCheckCommand(app, action);
     addSimulateCommand(app, action);
     addPlanCommand(app, action);
     addSearchCommand(app, action);

@@ -21,6 +21,7 @@ void addZooCommand(CLI::App& app, Action& action);
 void addDevicesCommand(CLI::App& app, Action& action);
 void addDemoCommand(CLI::App& app, Action& action);
 void addEstimateCommand(CLI::App& app, Action& action);
+void addGemmCheckCommand(CLI::App& app, Action& action);
 void addSimulateCommand(CLI::App& app, Action& action);
 void addPlanCommand(CLI::App& app, Action& action);
 void addSearchCommand(CLI::App& app, Action& action);

@@ -30,8 +30,10 @@ namespace detail {
             { "flops",
                 { { "fp32", d.flopsFp32 }, { "tf32", d.flopsTf32 }, { "fp16", d.flopsFp16 },
                     { "bf16", d.flopsBf16 } } },
-            { "memory_bandwidth", d.memoryBandwidth }, { "host_link", linkToJson(d.hostLink) },
-            { "peer_link", linkToJson(d.peerLink) }, { "measured", d.measured } };
+            { "memory_bandwidth", d.memoryBandwidth }, { "multiprocessors", d.multiprocessors },
+            { "gemm_efficiency", { { "fp32", d.gemmEfficiencyFp32 }, { "tensor", d.gemmEfficiencyTensor } } },
+            { "host_link", linkToJson(d.hostLink) }, { "peer_link", linkToJson(d.peerLink) },
+            { "measured", d.measured } };
     }
 
     DeviceSpec deviceFromJson(const nlohmann::json& j, const std::string& where)
@@ -49,6 +51,13 @@ namespace detail {
         d.flopsFp16 = flops.value("fp16", d.flopsFp32);
         d.flopsBf16 = flops.value("bf16", d.flopsFp32);
         d.memoryBandwidth = j.value("memory_bandwidth", 0.0);
+        d.multiprocessors = static_cast<int>(integerValue(j, "multiprocessors", std::int64_t { 0 }, at));
+        const auto gemm = j.value("gemm_efficiency", nlohmann::json::object());
+        d.gemmEfficiencyFp32 = gemm.value("fp32", 0.0);
+        d.gemmEfficiencyTensor = gemm.value("tensor", 0.0);
+        if (d.multiprocessors < 0 || d.gemmEfficiencyFp32 < 0 || d.gemmEfficiencyFp32 > 1 || d.gemmEfficiencyTensor < 0
+            || d.gemmEfficiencyTensor > 1)
+            throw Error(at + ": multiprocessors must be >= 0 and gemm_efficiency values within 0..1");
         d.hostLink = linkFromJson(j.value("host_link", nlohmann::json::object()), at);
         d.peerLink = linkFromJson(j.value("peer_link", nlohmann::json::object()), at);
         d.measured = j.value("measured", false);
@@ -110,8 +119,16 @@ DeviceCatalog DeviceCatalog::fromJson(std::string_view json, const std::string& 
         throw Error(source + ": not a device catalog (expected {\"devices\": [...]})");
     DeviceCatalog catalog;
     try {
-        for (const auto& d : j["devices"])
-            catalog.put(detail::deviceFromJson(d, source));
+        // The catalog's GEMM efficiencies apply to each device that names none of its own.
+        const auto gemm = j.value("gemm_efficiency", nlohmann::json::object());
+        for (const auto& d : j["devices"]) {
+            auto spec = detail::deviceFromJson(d, source);
+            if (spec.gemmEfficiencyFp32 == 0)
+                spec.gemmEfficiencyFp32 = gemm.value("fp32", 0.0);
+            if (spec.gemmEfficiencyTensor == 0)
+                spec.gemmEfficiencyTensor = gemm.value("tensor", 0.0);
+            catalog.put(std::move(spec));
+        }
     } catch (const nlohmann::json::exception& e) { // a field of the wrong type ("memory_bytes": "x")
         throw Error(source + ": " + e.what());
     }

@@ -35,6 +35,12 @@ struct DeviceSpec
     double flopsFp16 = 0;
     double flopsBf16 = 0;
     double memoryBandwidth = 0; // bytes/s
+    // The GEMM model's inputs (core/cost/gemm_model.h): streaming multiprocessors, and the fraction
+    // of a pipe's peak that GEMMs whose tiles fill them reach (FP32 cores; tensor cores for TF32,
+    // fp16 and bf16). 0 where unknown: GEMMs are then priced at CostModelOptions::matmulEfficiency.
+    int multiprocessors = 0;
+    double gemmEfficiencyFp32 = 0;
+    double gemmEfficiencyTensor = 0;
     LinkSpec hostLink; // to host memory (swap traffic)
     LinkSpec peerLink; // fastest device-to-device link inside a node
     bool measured = false; // true for `cpu` until measured

@@ -4,14 +4,17 @@
 // bandwidth times an efficiency (streaming or windowed access).
 //
 // On GPUs the kernels are those PyTorch eager runs: cuDNN convolutions by algorithm class with the
-// bias added by a kernel of its own, cuBLAS GEMMs with the bias in the epilogue, max pooling that
+// bias added by a kernel of its own, cuBLAS GEMMs with the bias in the epilogue (MatMuls priced by
+// cost/gemm_model.h's tile and wave quantisation where the catalog gives the device's SMs), max pooling that
 // writes int64 indices next to its output. On the CPU device (the engine's own kernels) a
 // convolution is an im2col GEMM with its bias and a pooling writes only its output.
+#include "cost/gemm_model.h"
 #include "cost/profile.h"
 #include "graph/op_cost.h"
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace ps {
 namespace {
@@ -177,8 +180,50 @@ namespace {
         return best;
     }
 
+    // A MatMul's GEMMs at `ratio` times the graph's micro-batch: forward C = A B (A (..., M, K); B
+    // (K, N), or (N, K) with trans_b, or batched like A), backward dA = dC B^T and dB = A^T dC
+    // where those need a gradient. A flat B folds A's leading axes into M; batched operands keep
+    // them as the batch. The micro-batch scales M (flat) or the batch.
+    struct MatmulGemms
+    {
+        GemmShape forward;
+        std::optional<GemmShape> inputGrad;
+        std::optional<GemmShape> otherGrad; // B's gradient: the weight gradient when B is a parameter
+    };
+
+    std::optional<MatmulGemms> matmulGemms(
+        const Graph& g, const Node& node, double ratio, const std::vector<bool>& requiresGrad)
+    {
+        if (node.op != OpType::MatMul || node.inputs.size() < 2)
+            return std::nullopt;
+        const auto& a = g.tensor(node.inputs[0]).shape;
+        const auto& b = g.tensor(node.inputs[1]).shape;
+        if (a.size() < 2 || b.size() < 2)
+            return std::nullopt;
+        const bool transB = node.intAttr("trans_b", 0) != 0;
+        const auto leading = [](const Shape& s) {
+            double p = 1;
+            for (std::size_t i = 0; i + 2 < s.size(); ++i)
+                p *= static_cast<double>(s[i]);
+            return p;
+        };
+        const double m = static_cast<double>(a[a.size() - 2]);
+        const double k = static_cast<double>(a.back());
+        const double n = static_cast<double>(transB ? b[b.size() - 2] : b.back());
+        MatmulGemms gm;
+        const bool flat = leading(b) == 1;
+        const double batch = flat ? 1 : std::max(leading(a), leading(b)) * ratio;
+        const double rows = flat ? leading(a) * m * ratio : m;
+        gm.forward = { batch, rows, n, k };
+        if (requiresGrad[node.inputs[0].index()])
+            gm.inputGrad = GemmShape { batch, rows, k, n };
+        if (requiresGrad[node.inputs[1].index()])
+            gm.otherGrad = GemmShape { batch, transB ? n : k, transB ? k : n, rows };
+        return gm;
+    }
+
     std::vector<KernelTime> nodeKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
-        double actScale, const DeviceSpec& d, const CostModelOptions& o)
+        double actScale, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
     {
         auto s = scaleTo(c, ratio, actScale);
         const auto kind = classOf(g, node);
@@ -197,6 +242,25 @@ namespace {
             s.activationBytes += 2 * s.outputBytes / actScale; // int64 indices, one per output
         const double fwdBytes = s.activationBytes + s.parameterBytes;
         std::vector<KernelTime> kernels;
+        // On a catalog GPU with the GEMM model's inputs, a MatMul's GEMMs are priced by tile and wave
+        // quantisation (cost/gemm_model.h) instead of a flat fraction of peak.
+        const auto pipe = gemmDevice(d, matmulMathMode(o.setup));
+        if (cuda && pipe.multiprocessors > 0 && pipe.efficiency > 0) {
+            if (const auto gm = matmulGemms(g, node, ratio, requiresGrad)) {
+                const auto ns = [&pipe](const GemmShape& shape) { return 1e9 * estimateGemm(shape, pipe).seconds; };
+                KernelTime t { kind, o.kernelLaunchNs + ns(gm->forward), 0, 0 };
+                if (gm->inputGrad)
+                    t.backwardNs += o.kernelLaunchNs + ns(*gm->inputGrad);
+                if (gm->otherGrad) {
+                    const double other = o.kernelLaunchNs + ns(*gm->otherGrad);
+                    t.backwardNs += other;
+                    if (g.tensor(node.inputs[1]).kind == TensorKind::Parameter)
+                        t.weightGradNs = other;
+                }
+                kernels.push_back(t);
+                return kernels;
+            }
+        }
         KernelTime t { kind, rooflineNs(s.forwardFlops, fwdBytes, peak, bw, o.kernelLaunchNs), 0, 0 };
         if (s.backwardFlops > 0) {
             // Backward reads the output gradient and saved inputs and writes input (and weight)
@@ -227,11 +291,12 @@ namespace {
     {
         const double base = static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch));
         const double actScale = activationScale(options.setup);
+        const auto requiresGrad = tensorsRequiringGrad(graph);
         std::vector<std::vector<KernelTime>> out;
         out.reserve(graph.nodeCount());
         for (const auto& node : graph.nodes())
-            out.push_back(
-                nodeKernels(graph, node, costs[node.id.index()], microBatch / base, actScale, device, options));
+            out.push_back(nodeKernels(
+                graph, node, costs[node.id.index()], microBatch / base, actScale, device, options, requiresGrad));
         return out;
     }
 

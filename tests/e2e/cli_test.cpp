@@ -570,3 +570,25 @@ TEST_F(Cli, MaxModelComparesPatrickStarWithItsBaselines)
     EXPECT_NE(bad.exitCode, 0);
     EXPECT_NE(bad.output.find("'plenty' is not a size"), std::string::npos) << bad.output;
 }
+
+TEST_F(Cli, GemmCheckFitsAndChecksTheGemmModel)
+{
+    const auto r = runCli("gemm-check --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_GE(j["checks"].get<int>(), 10);
+    EXPECT_EQ(j["checks_within_15_percent"], j["checks"]);
+    EXPECT_NEAR(j["fitted_efficiency"]["fp32"].get<double>(), 0.742, 0.001);
+    // A user's own measurements: one point, refused with the file and point named when malformed.
+    const auto mine = file("mine.json");
+    std::ofstream(mine) << R"({"points": [{"id": "my gemm", "device": "a100-80gb", "math": "bf16",
+        "gemms": [[1, 4096, 4096, 4096]], "measured_us": 600, "role": "check"}]})";
+    const auto own = runCli("gemm-check --measurements " + mine);
+    EXPECT_EQ(own.exitCode, 0) << own.output;
+    EXPECT_NE(own.output.find("my gemm"), std::string::npos) << own.output;
+    std::ofstream(mine) << R"({"points": [{"id": "bad", "device": "a100-80gb", "math": "bf16", "gemms": [[1, 4096]],
+        "measured_us": 600, "role": "check"}]})";
+    const auto bad = runCli("gemm-check --measurements " + mine);
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("point 'bad'"), std::string::npos) << bad.output;
+}
