@@ -6,6 +6,7 @@
 #include "cpu_profiler.h"
 #include "cuda/cuda_backend.h"
 #include "cupti/cupti_tracer.h"
+#include "runtime/training_run.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -74,33 +75,64 @@ namespace {
         }
         if (sizes.size() > 2)
             throw Error("profile at one or two micro-batch sizes, got " + std::to_string(sizes.size()));
-        profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, o.threads };
-        std::vector<profiler::CpuProfileRun> runs;
-        for (auto b : sizes) {
-            const auto graph = buildAtMicroBatch(stored, b);
-            if (!o.json)
-                fmt::print("Profiling {} nodes at micro-batch {} ({} repeats after {} warm-up)\n", graph.nodeCount(), b,
-                    o.repeats, o.warmup);
-            std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
-            if (gpu < 0) {
-                runs.push_back(profiler::measureOnCpu(graph, options));
-                continue;
-            }
-            std::vector<std::string> warnings;
-            runs.push_back(profiler::measureOnDevice(graph, *backend, *tracer, options, {}, &warnings));
-            for (const auto& w : warnings)
-                fmt::print(stderr, "warning: micro-batch {}: {}\n", b, w);
+        // On the CPU, by default, every node at one thread and at all cores (a pipeline's devices
+        // share the cores; predictions fit the counts between, core/cost/profile_threads.h).
+        std::vector<int> threadCounts { o.threads };
+        if (gpu < 0 && o.threads == 0) {
+            threadCounts = { engine::threadsPerDevice(1) };
+            if (threadCounts.front() > 1)
+                threadCounts.push_back(1);
         }
-        const auto& a = runs.front();
-        const auto& b = runs.back();
-        const auto profile =
-            gpu < 0 ? profiler::toProfile(stored, a, b) : profiler::cupti::toCudaProfile(stored, a, b, deviceKind);
-        store.saveProfile(profile, static_cast<double>(a.microBatch), static_cast<double>(b.microBatch));
-        nlohmann::json out { { "device", deviceKind }, { "source", profile.source }, { "nodes", stored.nodeCount() } };
-        for (const auto& r : runs) {
-            out["runs"].push_back({ { "micro_batch", r.microBatch }, { "node_sum_ms", r.nodeSumNs / 1e6 },
-                { "step_ms", r.stepNs.median / 1e6 }, { "step_spread_ms", r.stepNs.mad / 1e6 },
-                { "ratio", r.nodeSumNs / r.stepNs.median } });
+        nlohmann::json out { { "device", deviceKind }, { "nodes", stored.nodeCount() } };
+        std::vector<profiler::CpuProfileRun> runs; // of the last thread count
+        for (const int threads : threadCounts) {
+            profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, threads };
+            runs.clear();
+            for (auto b : sizes) {
+                const auto graph = buildAtMicroBatch(stored, b);
+                if (!o.json)
+                    fmt::print("Profiling {} nodes at micro-batch {}{} ({} repeats after {} warm-up)\n",
+                        graph.nodeCount(), b, gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threads) : "", o.repeats,
+                        o.warmup);
+                std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
+                if (gpu < 0) {
+                    runs.push_back(profiler::measureOnCpu(graph, options));
+                    continue;
+                }
+                std::vector<std::string> warnings;
+                runs.push_back(profiler::measureOnDevice(graph, *backend, *tracer, options, {}, &warnings));
+                for (const auto& w : warnings)
+                    fmt::print(stderr, "warning: micro-batch {}: {}\n", b, w);
+            }
+            const auto& a = runs.front();
+            const auto& b = runs.back();
+            auto profile =
+                gpu < 0 ? profiler::toProfile(stored, a, b) : profiler::cupti::toCudaProfile(stored, a, b, deviceKind);
+            profile.threads = gpu < 0 ? threads : 0;
+            store.saveProfile(profile, static_cast<double>(a.microBatch), static_cast<double>(b.microBatch));
+            out["source"] = profile.source;
+            for (const auto& r : runs) {
+                nlohmann::json row { { "micro_batch", r.microBatch }, { "node_sum_ms", r.nodeSumNs / 1e6 },
+                    { "step_ms", r.stepNs.median / 1e6 }, { "step_spread_ms", r.stepNs.mad / 1e6 },
+                    { "ratio", r.nodeSumNs / r.stepNs.median } };
+                if (gpu < 0)
+                    row["threads"] = threads;
+                out["runs"].push_back(row);
+            }
+            for (const auto& r : runs) {
+                if (!o.json)
+                    fmt::print("Micro-batch {}: nodes in isolation {:.1f} ms, measured training step {:.1f} ms "
+                               "(+/- {:.1f}), ratio {:.2f}\n",
+                        r.microBatch, r.nodeSumNs / 1e6, r.stepNs.median / 1e6, r.stepNs.mad / 1e6,
+                        r.nodeSumNs / r.stepNs.median);
+            }
+            if (!o.json && gpu < 0)
+                fmt::print("Saved {} profile rows (device {}, source {}, {} BLAS thread(s)) to {}\n",
+                    stored.nodeCount() * (a.microBatch == b.microBatch ? 1 : 2), deviceKind, profile.source, threads,
+                    o.project);
+            else if (!o.json)
+                fmt::print("Saved {} profile rows (device {}, source {}) to {}\n",
+                    stored.nodeCount() * (a.microBatch == b.microBatch ? 1 : 2), deviceKind, profile.source, o.project);
         }
         if (o.json) {
             fmt::print("{}\n", out.dump(2));
@@ -117,16 +149,10 @@ namespace {
         for (const auto& [op, ns] : byOp)
             sorted.emplace_back(ns, op);
         std::sort(sorted.rbegin(), sorted.rend());
-        fmt::print("Forward + backward by op at micro-batch {}:\n", mine.microBatch);
+        fmt::print("Forward + backward by op at micro-batch {}{}:\n", mine.microBatch,
+            gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threadCounts.back()) : "");
         for (const auto& [ns, op] : sorted)
             fmt::print("  {:<14} {:9.2f} ms  {:5.1f}%\n", op, ns / 1e6, 100.0 * ns / mine.nodeSumNs);
-        for (const auto& r : runs)
-            fmt::print("Micro-batch {}: nodes in isolation {:.1f} ms, measured training step {:.1f} ms (+/- {:.1f}), "
-                       "ratio {:.2f}\n",
-                r.microBatch, r.nodeSumNs / 1e6, r.stepNs.median / 1e6, r.stepNs.mad / 1e6,
-                r.nodeSumNs / r.stepNs.median);
-        fmt::print("Saved {} profile rows (device {}, source {}) to {}\n",
-            stored.nodeCount() * (a.microBatch == b.microBatch ? 1 : 2), deviceKind, profile.source, o.project);
         return 0;
     }
 
@@ -138,8 +164,7 @@ void addProfileCommand(CLI::App& app, Action& action)
     auto* cmd = app.add_subcommand(
         "profile", "Measure every node forward and backward on this machine's CPU or one of its GPUs");
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
-    cmd->add_option("--device", o->device,
-        "cpu (host timers), or cuda / cuda:N (the CUDA backend timed by CUPTI)");
+    cmd->add_option("--device", o->device, "cpu (host timers), or cuda / cuda:N (the CUDA backend timed by CUPTI)");
     cmd->add_option("--as", o->as, "Catalog device the GPU's rows are stored under (default: matched by name)");
     cmd->add_option(
            "--micro-batches", o->microBatches, "One or two micro-batch sizes (default: the project's and half)")
@@ -147,7 +172,10 @@ void addProfileCommand(CLI::App& app, Action& action)
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
     cmd->add_option("--repeats", o->repeats, "Timed repeats per node (median reported)")->check(CLI::Range(1, 1000));
     cmd->add_option("--warmup", o->warmup, "Untimed runs before the repeats")->check(CLI::Range(0, 1000));
-    cmd->add_option("--threads", o->threads, "BLAS threads (0: OpenBLAS's default)")->check(CLI::Range(0, 1024));
+    cmd->add_option("--threads", o->threads,
+           "BLAS threads (0: two CPU profiles, on one thread and on every core, for runs whose devices share the "
+           "cores)")
+        ->check(CLI::Range(0, 1024));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([o, &action] { action = [o] { return runProfile(*o); }; });
 }

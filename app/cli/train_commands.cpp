@@ -135,7 +135,10 @@ namespace {
         DeviceOptions d;
         d.device = gpu ? deviceKind : "cpu";
         d.precision = gpu ? o.precision : "fp32";
-        auto profile = store.loadProfile(d.device, gpu ? "measured-cuda" : "measured-cpu");
+        // CPU devices share the cores: the profile measured (or fitted) at their thread count.
+        const auto matched = loadMatchedProfile(store, d.device, gpu ? "measured-cuda" : "measured-cpu",
+            gpu ? 0 : engine::threadsPerDevice(static_cast<std::size_t>(c.schedule.devices())));
+        auto profile = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
         const auto cluster = makeCluster(resolveDevice(d), c.schedule.stages);
         if (!profile)
             profile = estimateProfile(graph, cluster.device, costOptions(d));
@@ -420,10 +423,10 @@ namespace {
         const auto graph = store.loadGraph();
         const auto shape = engine::shapeFromRun(store, runId, graph.nodeCount());
         const bool gpu = shape.deviceKind != "cpu";
-        const auto measuredProfile = store.loadProfile(shape.deviceKind, gpu ? "measured-cuda" : "measured-cpu");
-        const auto prediction = engine::predictRun(graph, measuredProfile ? &*measuredProfile : nullptr, shape);
+        const auto measuredProfile = engine::measuredProfileFor(store, shape);
+        const auto prediction = engine::predictWithStoredProfile(store, graph, shape);
         const auto& predicted = prediction.simulation;
-        const std::string source = measuredProfile ? prediction.profileSource
+        const std::string source = measuredProfile ? engine::profileDescription(prediction)
             : gpu ? "analytical on " + shape.deviceKind + " (no measured profile: run `pipestudio profile " + o.project
                 + " --device cuda:0`)"
                   : "analytical (no measured profile: run `pipestudio profile`)";

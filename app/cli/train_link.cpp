@@ -2,6 +2,7 @@
 
 #include "cli/device_options.h"
 #include "cli/validators.h"
+#include "runtime/run_prediction.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
@@ -44,8 +45,13 @@ std::unique_ptr<engine::GroupSizeController> groupController(
     const auto& c = run.config();
     engine::RunShape shape { c.partition, c.schedule, c.memory, c.stageDevices, run.graph().info().microBatch,
         deviceMemoryBytes, c.link };
-    auto controller = std::make_unique<engine::GroupSizeController>(run.graph(),
-        store.loadProfile("cpu", "measured-cpu"), shape, engine::autoGroupSizes(c.schedule.microBatches), adaptEvery);
+    auto controller = std::make_unique<engine::GroupSizeController>(
+        run.graph(),
+        [&] {
+            const auto matched = engine::measuredProfileFor(store, shape);
+            return matched ? std::optional<Profile>(matched->profile) : std::nullopt;
+        }(),
+        shape, engine::autoGroupSizes(c.schedule.microBatches), adaptEvery);
     controller->setK(controller->choose(c.link.bandwidth).k);
     auto spec = c.schedule;
     spec.groupSize = controller->k();

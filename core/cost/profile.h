@@ -46,6 +46,9 @@ struct Profile
     std::string deviceKind; // catalog id, e.g. "a100-40gb"
     std::string source; // "analytical", "measured-cpu", ...
     TrainingSetup setup;
+    // CPU profiles: the BLAS threads each node ran with (a pipeline's CPU devices get the cores
+    // divided among them); 0 where not recorded or not a CPU.
+    int threads = 0;
     std::vector<NodeProfile> nodes; // indexed by node id
 };
 

@@ -27,12 +27,12 @@ namespace {
 void ProjectStore::saveProfile(const Profile& profile, double microBatchA, double microBatchB)
 {
     sql::Transaction tx(*m_db);
-    sql::Statement clear(*m_db, "DELETE FROM profiles WHERE device_kind = ?1 AND source = ?2");
-    clear.bind(1, profile.deviceKind).bind(2, profile.source).execute();
+    sql::Statement clear(*m_db, "DELETE FROM profiles WHERE device_kind = ?1 AND source = ?2 AND threads = ?3");
+    clear.bind(1, profile.deviceKind).bind(2, profile.source).bind(3, std::int64_t { profile.threads }).execute();
     sql::Statement insert(*m_db,
         "INSERT INTO profiles(node_id, device_kind, micro_batch, forward_ns, backward_ns, weight_grad_ns, "
-        "output_bytes, saved_bytes, workspace_bytes, parameter_bytes, source, created_at) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+        "output_bytes, saved_bytes, workspace_bytes, parameter_bytes, source, created_at, threads) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
     const auto created = sql::utcNow();
     constexpr double paramBytes = 4; // fp32 bytes per parameter, whatever the training precision
     for (std::size_t n = 0; n < profile.nodes.size(); ++n) {
@@ -46,7 +46,7 @@ void ProjectStore::saveProfile(const Profile& profile, double microBatchA, doubl
                 .bind(8, static_cast<std::int64_t>(p.savedBytes.at(b)));
             insert.bind(9, static_cast<std::int64_t>(p.workspaceBytes.at(b)));
             insert.bind(10, static_cast<std::int64_t>(static_cast<double>(p.parameterCount) * paramBytes));
-            insert.bind(11, profile.source).bind(12, created).execute();
+            insert.bind(11, profile.source).bind(12, created).bind(13, std::int64_t { profile.threads }).execute();
             if (microBatchA == microBatchB)
                 break;
         }
@@ -54,13 +54,31 @@ void ProjectStore::saveProfile(const Profile& profile, double microBatchA, doubl
     tx.commit();
 }
 
-std::optional<Profile> ProjectStore::loadProfile(const std::string& deviceKind, const std::string& source) const
+std::vector<int> ProjectStore::profileThreads(const std::string& deviceKind, const std::string& source) const
 {
+    sql::Statement st(
+        *m_db, "SELECT DISTINCT threads FROM profiles WHERE device_kind = ?1 AND source = ?2 ORDER BY threads");
+    st.bind(1, deviceKind).bind(2, source);
+    std::vector<int> out;
+    while (st.step())
+        out.push_back(static_cast<int>(st.columnInt(0)));
+    return out;
+}
+
+std::optional<Profile> ProjectStore::loadProfile(
+    const std::string& deviceKind, const std::string& source, int threads) const
+{
+    if (threads < 0) {
+        const auto counts = profileThreads(deviceKind, source);
+        if (counts.empty())
+            return std::nullopt;
+        threads = counts.back();
+    }
     sql::Statement st(*m_db,
         "SELECT node_id, micro_batch, forward_ns, backward_ns, weight_grad_ns, output_bytes, "
         "saved_bytes, workspace_bytes, parameter_bytes FROM profiles "
-        "WHERE device_kind = ?1 AND source = ?2 ORDER BY node_id, micro_batch");
-    st.bind(1, deviceKind).bind(2, source);
+        "WHERE device_kind = ?1 AND source = ?2 AND threads = ?3 ORDER BY node_id, micro_batch");
+    st.bind(1, deviceKind).bind(2, source).bind(3, std::int64_t { threads });
     std::map<std::int64_t, std::vector<ProfileRow>> rows;
     std::map<std::int64_t, std::int64_t> paramBytes;
     while (st.step()) {
@@ -71,7 +89,7 @@ std::optional<Profile> ProjectStore::loadProfile(const std::string& deviceKind, 
     }
     if (rows.empty())
         return std::nullopt;
-    Profile profile { deviceKind, source, {}, {} };
+    Profile profile { deviceKind, source, {}, threads, {} };
     for (const auto& [node, list] : rows) {
         if (node != static_cast<std::int64_t>(profile.nodes.size()))
             throw Error(path().string() + ": profile '" + source + "' for " + deviceKind + " misses node #"

@@ -25,7 +25,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 7;
+inline constexpr int kProjectSchemaVersion = 8;
 
 class ProjectStore
 {
@@ -55,7 +55,13 @@ public:
     // which is what the linear model needs.
     void saveProfile(const Profile& profile, double microBatchA, double microBatchB);
     // The profile of `deviceKind` from `source`, or nullopt if none was saved.
-    [[nodiscard]] std::optional<Profile> loadProfile(const std::string& deviceKind, const std::string& source) const;
+    // With several thread counts stored (CPU profiles), the one measured with the most threads;
+    // `threads` >= 0 asks for exactly that count.
+    [[nodiscard]] std::optional<Profile> loadProfile(
+        const std::string& deviceKind, const std::string& source, int threads = -1) const;
+    // The thread counts `source`'s profiles of `deviceKind` were measured with, ascending (0: not
+    // recorded); empty when there is none.
+    [[nodiscard]] std::vector<int> profileThreads(const std::string& deviceKind, const std::string& source) const;
     void saveCluster(const Cluster& cluster);
     [[nodiscard]] std::vector<Cluster> loadClusters() const;
     // Stores a simulation's metrics and events; returns its id.

@@ -157,12 +157,40 @@ ALTER TABLE runs ADD COLUMN boot_id TEXT;
 ALTER TABLE runs ADD COLUMN process_start TEXT;
 )sql";
 
+    // Version 8: the BLAS threads a CPU profile was measured with (0: not recorded), part of its
+    // key, so profiles measured at several thread counts live side by side.
+    constexpr std::string_view kVersion8 = R"sql(
+CREATE TABLE profiles_v8(
+    id INTEGER PRIMARY KEY,
+    node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+    device_kind TEXT NOT NULL,
+    micro_batch INTEGER NOT NULL,
+    forward_ns REAL NOT NULL,
+    backward_ns REAL NOT NULL,
+    output_bytes INTEGER NOT NULL,
+    saved_bytes INTEGER NOT NULL,
+    workspace_bytes INTEGER NOT NULL,
+    parameter_bytes INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    weight_grad_ns REAL NOT NULL DEFAULT 0,
+    threads INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (node_id, device_kind, micro_batch, source, threads));
+INSERT INTO profiles_v8(id, node_id, device_kind, micro_batch, forward_ns, backward_ns, output_bytes, saved_bytes,
+    workspace_bytes, parameter_bytes, source, created_at, weight_grad_ns, threads)
+    SELECT id, node_id, device_kind, micro_batch, forward_ns, backward_ns, output_bytes, saved_bytes, workspace_bytes,
+        parameter_bytes, source, created_at, weight_grad_ns, 0 FROM profiles;
+DROP TABLE profiles;
+ALTER TABLE profiles_v8 RENAME TO profiles;
+CREATE INDEX profiles_by_device ON profiles(device_kind, source, micro_batch);
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
     static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 },
-        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 }, { 7, kVersion7 } };
+        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 }, { 7, kVersion7 }, { 8, kVersion8 } };
     return kMigrations;
 }
 

@@ -216,11 +216,31 @@ std::vector<ActionDifference> largestActionDifferences(
     return out;
 }
 
+std::string profileDescription(const RunPrediction& prediction)
+{
+    return prediction.profileSource + (prediction.profileNote.empty() ? "" : " (" + prediction.profileNote + ")");
+}
+
+std::optional<MatchedProfile> measuredProfileFor(const ProjectStore& store, const RunShape& shape)
+{
+    const bool cpu = shape.deviceKind == "cpu";
+    return loadMatchedProfile(store, shape.deviceKind, cpu ? "measured-cpu" : "measured-cuda",
+        cpu ? threadsPerDevice(shape.schedule.devices()) : 0);
+}
+
+RunPrediction predictWithStoredProfile(const ProjectStore& store, const Graph& graph, const RunShape& shape)
+{
+    const auto measured = measuredProfileFor(store, shape);
+    auto prediction = predictRun(graph, measured ? &measured->profile : nullptr, shape);
+    if (measured)
+        prediction.profileNote = measured->note;
+    return prediction;
+}
+
 RunPrediction predictStoredRun(const ProjectStore& store, std::int64_t runId)
 {
     const auto graph = store.loadGraph();
-    const auto measured = store.loadProfile("cpu", "measured-cpu");
-    return predictRun(graph, measured ? &*measured : nullptr, shapeFromRun(store, runId, graph.nodeCount()));
+    return predictWithStoredProfile(store, graph, shapeFromRun(store, runId, graph.nodeCount()));
 }
 
 } // namespace ps::engine

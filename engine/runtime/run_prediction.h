@@ -8,6 +8,7 @@
 #pragma once
 
 #include "cluster/device_catalog.h"
+#include "cost/profile_threads.h"
 #include "graph/graph.h"
 #include "runtime/emulated_link.h"
 #include "sim/simulator.h"
@@ -57,6 +58,7 @@ struct RunPrediction
 {
     SimulationResult simulation;
     std::string profileSource; // "measured-cpu", "measured-cuda" or "analytical"
+    std::string profileNote; // which measured profile and why (its thread count on CPU devices)
     std::vector<DeviceOverflow> overflows; // devices predicted to run out of memory
     std::vector<std::string> deviceNames {}; // one per simulated device: the run's, else "cpu:N" / "gpu:N"
 };
@@ -66,6 +68,8 @@ struct RunPrediction
 
 // `measured`: the project's measured profile of shape.deviceKind, or null for the analytical estimate.
 [[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);
+// "measured-cpu (fitted to 1 thread per device from ...)": the source with its note, if any.
+[[nodiscard]] std::string profileDescription(const RunPrediction& prediction);
 // Device d's name in `prediction` ("cpu:1", "cuda:0.1", or "device d" past the named ones).
 [[nodiscard]] std::string deviceLabel(const RunPrediction& prediction, std::size_t d);
 // Empty when the prediction fits; else which device runs out and by how much, e.g.
@@ -84,7 +88,15 @@ struct ActionDifference
 [[nodiscard]] std::vector<ActionDifference> largestActionDifferences(
     const std::vector<SimEvent>& measured, const std::vector<SimEvent>& predicted, std::size_t limit = 8);
 
-// The prediction for a stored run, on the project's graph and measured CPU profile (if any).
+// The measured profile a run of `shape` is predicted with: measured-cuda of its GPU's catalog
+// entry, or measured-cpu matched to the BLAS threads each of its CPU devices gets on this machine
+// (threadsPerDevice; core/cost/profile_threads.h); nullopt when the project has none.
+[[nodiscard]] std::optional<MatchedProfile> measuredProfileFor(const ProjectStore& store, const RunShape& shape);
+// predictRun with measuredProfileFor's profile (the analytical estimate without one) and its note.
+[[nodiscard]] RunPrediction predictWithStoredProfile(
+    const ProjectStore& store, const Graph& graph, const RunShape& shape);
+
+// The prediction for a stored run, on the project's graph and measured profile (if any).
 [[nodiscard]] RunPrediction predictStoredRun(const ProjectStore& store, std::int64_t runId);
 
 } // namespace ps::engine

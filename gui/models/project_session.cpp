@@ -12,13 +12,22 @@
 namespace ps::gui {
 namespace {
 
+    // The measured CPU profiles, one per thread count, the most threads first (what the planning
+    // views use; a launch matches its devices' thread count among them).
+    std::vector<Profile> measuredCpuProfiles(const ProjectStore& store)
+    {
+        std::vector<Profile> profiles;
+        auto counts = store.profileThreads("cpu", "measured-cpu");
+        for (auto t = counts.rbegin(); t != counts.rend(); ++t) {
+            if (auto measured = store.loadProfile("cpu", "measured-cpu", *t))
+                profiles.push_back(std::move(*measured));
+        }
+        return profiles;
+    }
+
     std::vector<Profile> storedProfilesOf(const QString& path)
     {
-        const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
-        std::vector<Profile> profiles;
-        if (auto measured = store.loadProfile("cpu", "measured-cpu"))
-            profiles.push_back(std::move(*measured));
-        return profiles;
+        return measuredCpuProfiles(ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly));
     }
 
 } // namespace
@@ -28,8 +37,7 @@ LoadedProject loadProjectFile(const QString& path)
     const auto store = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly);
     LoadedProject p;
     p.graph = std::make_shared<const Graph>(store.loadGraph());
-    if (auto measured = store.loadProfile("cpu", "measured-cpu"))
-        p.profiles.push_back(std::move(*measured));
+    p.profiles = measuredCpuProfiles(store);
     p.path = path;
     return p;
 }

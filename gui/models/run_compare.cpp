@@ -21,7 +21,7 @@ RunComparison compareRun(const ProjectStore& store, std::int64_t runId, std::int
             "run " + std::to_string(runId) + " stored no timeline for iteration " + std::to_string(c.iteration));
     const auto prediction = predictStoredRun(store, runId);
     c.predicted = prediction.simulation;
-    c.profileSource = prediction.profileSource;
+    c.profileSource = profileDescription(prediction);
     for (std::size_t d = 0; d < prediction.simulation.devices.size(); ++d)
         c.deviceNames.push_back(deviceLabel(prediction, d));
     c.measured = store.loadRunEvents(runId, c.iteration);

@@ -246,13 +246,18 @@ void LaunchDialog::updatePrediction()
             if (gpu() >= 0)
                 onDevice.deviceKind = m_deviceKind->currentData(Qt::UserRole + 1).toString().toStdString();
             onDevice.deviceNames = engine::runtimeDeviceNames(devicesArgument(gpu(), m_devices).toStdString());
-            const auto source = onDevice.deviceKind == "cpu" ? "measured-cpu" : "measured-cuda";
-            const Profile* measured = nullptr;
+            // CPU devices share the cores: the profile of their thread count (or fitted to it).
+            const bool cpu = onDevice.deviceKind == "cpu";
+            std::vector<Profile> candidates;
             for (const auto& p : m_session->storedProfiles()) {
-                if (p.source == source && p.deviceKind == onDevice.deviceKind)
-                    measured = &p;
+                if (p.source == (cpu ? "measured-cpu" : "measured-cuda") && p.deviceKind == onDevice.deviceKind)
+                    candidates.push_back(p);
             }
-            m_prediction = predictRun(*m_session->graph(), measured, onDevice);
+            const auto measured = matchProfileThreads(
+                candidates, cpu ? engine::threadsPerDevice(static_cast<std::size_t>(m_devices)) : 0);
+            m_prediction = predictRun(*m_session->graph(), measured ? &measured->profile : nullptr, onDevice);
+            if (measured)
+                m_prediction->profileNote = measured->note;
         }
     } catch (const std::exception& e) {
         m_refusal = tr("This plan cannot run: %1").arg(QString::fromStdString(e.what()));
@@ -262,7 +267,7 @@ void LaunchDialog::updatePrediction()
         m_predicted->setText(tr("Iteration %1 ms, %2 samples/s (profile: %3, schedule %4)")
                                  .arg(sim.iterationNs / 1e6, 0, 'f', 2)
                                  .arg(sim.samplesPerSecond, 0, 'f', 1)
-                                 .arg(QString::fromStdString(m_prediction->profileSource))
+                                 .arg(QString::fromStdString(profileDescription(*m_prediction)))
                                  .arg(QString::fromStdString(sim.scheduleName)));
         m_devicesTable->setRowCount(static_cast<int>(sim.devices.size()));
         for (std::size_t d = 0; d < sim.devices.size(); ++d) {

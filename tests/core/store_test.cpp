@@ -261,3 +261,39 @@ TEST_F(StoreTest, ProfilesClustersAndSimulationsRoundTrip)
     EXPECT_EQ(plans[2].name, "broken");
     EXPECT_LT(plans[0].slowestStageNs, plans[1].slowestStageNs);
 }
+
+// CPU profiles measured at several thread counts live side by side (schema 8); a v7 file's profile
+// migrates with its thread count unrecorded (0).
+TEST_F(StoreTest, ProfilesOfSeveralThreadCountsLiveSideBySide)
+{
+    const auto graph = smallGpt2();
+    {
+        auto old = ProjectStore::create(file("v7.pstudio"), 7);
+        old.saveGraph(graph);
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(file("v7.pstudio").c_str(), &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db,
+                      "INSERT INTO profiles(node_id, device_kind, micro_batch, forward_ns, backward_ns, output_bytes, "
+                      "saved_bytes, workspace_bytes, parameter_bytes, source, created_at) "
+                      "SELECT id, 'cpu', 4, 1000, 2000, 0, 0, 0, 0, 'measured-cpu', 'now' FROM nodes",
+                      nullptr, nullptr, nullptr),
+            SQLITE_OK);
+        sqlite3_close(db);
+    }
+    auto store = ProjectStore::open(file("v7.pstudio"));
+    EXPECT_EQ(store.schemaVersion(), kProjectSchemaVersion);
+    EXPECT_EQ(store.profileThreads("cpu", "measured-cpu"), (std::vector<int> { 0 }));
+    auto profile = *store.loadProfile("cpu", "measured-cpu");
+    EXPECT_EQ(profile.threads, 0);
+    EXPECT_EQ(profile.nodes.size(), graph.nodeCount());
+    for (const int threads : { 2, 1 }) {
+        profile.threads = threads;
+        for (auto& n : profile.nodes)
+            n.forwardNs = { 0, 1000.0 / threads };
+        store.saveProfile(profile, 2, 4);
+    }
+    EXPECT_EQ(store.profileThreads("cpu", "measured-cpu"), (std::vector<int> { 0, 1, 2 }));
+    EXPECT_EQ(store.loadProfile("cpu", "measured-cpu")->threads, 2); // the most threads by default
+    EXPECT_NEAR(store.loadProfile("cpu", "measured-cpu", 1)->nodes[0].forwardNs.at(4), 4000, 1e-6);
+    EXPECT_FALSE(store.loadProfile("cpu", "measured-cpu", 3).has_value());
+}

@@ -484,10 +484,35 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
     EXPECT_NE(r.output.find("measured training step"), std::string::npos) << r.output;
     const auto nodes = ps::e2e::queryInt(p, "SELECT count(*) FROM nodes");
     EXPECT_GT(nodes, 20);
+    // By default at two thread counts (one, and every core) where the machine has several cores.
+    const auto counts = ps::e2e::queryInt(p, "SELECT count(DISTINCT threads) FROM profiles");
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT min(threads) FROM profiles"), 1);
+    EXPECT_EQ(counts, ps::e2e::queryInt(p, "SELECT max(threads) FROM profiles") > 1 ? 2 : 1);
     EXPECT_EQ(
         ps::e2e::queryInt(p, "SELECT count(*) FROM profiles WHERE source = 'measured-cpu' AND device_kind = 'cpu'"),
-        2 * nodes);
+        2 * nodes * counts);
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
+    // --threads N measures at N alone and replaces only that count's rows.
+    ASSERT_EQ(runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1").exitCode, 0);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM profiles"), 2 * nodes * counts);
+}
+
+// A pipeline run's prediction takes the profile measured at its devices' thread count (each of
+// cpu:2's devices gets half the cores) and says so.
+TEST_F(Cli, CompareMatchesTheProfileToTheDevicesThreads)
+{
+    const auto p = file("threads.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    ASSERT_EQ(runCli("profile " + p + " --repeats 2 --warmup 1").exitCode, 0);
+    ASSERT_EQ(runCli("train " + p + " --devices cpu:2 --schedule 1f1b --micro-batches 4 --steps 3").exitCode, 0);
+    const auto c = runCli("compare " + p + " --json");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    const auto profile = nlohmann::json::parse(c.output)["profile"].get<std::string>();
+    const auto perDevice = std::max<long long>(1, ps::e2e::queryInt(p, "SELECT max(threads) FROM profiles") / 2);
+    EXPECT_NE(profile.find("measured-cpu"), std::string::npos) << profile;
+    EXPECT_NE(profile.find(std::to_string(perDevice) + (perDevice == 1 ? " thread per device" : " threads per device")),
+        std::string::npos)
+        << profile;
 }
 
 // plan, search, simulate and grouping plan with a stored profile when asked (--profile), and say so.
