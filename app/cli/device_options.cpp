@@ -1,5 +1,6 @@
 #include "cli/device_options.h"
 
+#include "cost/profile_threads.h"
 #include "cpu_probe.h"
 #include "local_devices.h"
 #include "runtime/training_run.h"
@@ -75,16 +76,22 @@ std::string profileLabel(const Profile& profile)
 {
     if (profile.source == "analytical")
         return "precision " + std::string(toString(profile.setup.precision));
+    if (profile.threads > 0)
+        return "profile " + profile.source + " for " + std::to_string(profile.threads)
+            + (profile.threads == 1 ? " thread" : " threads") + " per device (stored in the project)";
     return "profile " + profile.source + " (stored in the project)";
 }
 
-Profile planningProfile(const ProjectStore& store, const Graph& graph, const DeviceSpec& device, const DeviceOptions& o)
+Profile planningProfile(
+    const ProjectStore& store, const Graph& graph, const DeviceSpec& device, const DeviceOptions& o, int devices)
 {
     if (o.profile.empty() || o.profile == "analytical")
         return estimateProfile(graph, device, costOptions(o));
     const auto source = o.profile == "measured" ? (device.id == "cpu" ? "measured-cpu" : "measured-cuda") : o.profile;
     const auto project = store.path().string();
-    auto profile = store.loadProfile(device.id, source);
+    const auto matched = loadMatchedProfile(store, device.id, source,
+        device.id == "cpu" ? engine::threadsPerDevice(static_cast<std::size_t>(std::max(devices, 1))) : 0);
+    auto profile = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
     if (!profile) {
         const auto how = source == "measured-cpu" ? "measure it with `pipestudio profile " + project + "`"
             : source == "measured-cuda"

@@ -38,8 +38,10 @@ void addProfileOption(CLI::App* cmd, DeviceOptions& options);
 // "precision fp32" for the analytical estimate, "profile measured-cpu (stored, measured)" otherwise:
 // what a planning command's output says it used.
 std::string profileLabel(const Profile& profile);
-Profile planningProfile(
-    const ProjectStore& store, const Graph& graph, const DeviceSpec& device, const DeviceOptions& options);
+// On the cpu device, `devices` pipeline devices share the cores: the measured profile of their
+// thread count, or fitted to it (core/cost/profile_threads.h).
+Profile planningProfile(const ProjectStore& store, const Graph& graph, const DeviceSpec& device,
+    const DeviceOptions& options, int devices = 1);
 // --precision, or what the legacy --mixed-precision / --tf32 flags mean; throws ps::Error when
 // several are given.
 Precision precisionOf(const DeviceOptions& options);

@@ -62,7 +62,7 @@ namespace {
         const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
         const auto graph = store.loadGraph();
         const auto cluster = clusterFor(o, d);
-        const auto profile = planningProfile(store, graph, cluster.device, d);
+        const auto profile = planningProfile(store, graph, cluster.device, d, o.stages);
         GroupingRequest request;
         request.stages = o.stages;
         request.globalBatch = o.globalBatch;

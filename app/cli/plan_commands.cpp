@@ -149,7 +149,7 @@ namespace {
         const double mb = s.microBatchSize > 0 ? s.microBatchSize : static_cast<double>(graph.info().microBatch);
         const auto spec = parseScheduleSpec(s.schedule, s.stages, s.microBatches);
         const auto cluster = buildCluster(s, o, spec.devices());
-        const auto profile = planningProfile(store, graph, cluster.device, o);
+        const auto profile = planningProfile(store, graph, cluster.device, o, spec.devices());
         const auto partition = s.cuts == "auto" ? computeBalancedPartition(nodeTimes(profile, mb), s.stages)
                                                 : cutsOption(s.cuts, graph.nodeCount(), s.stages);
         const auto stages = computeStageCosts(graph, profile, partition, mb);

@@ -83,7 +83,7 @@ namespace {
                 + std::to_string(graph.nodeCount()) + " nodes (at least one per stage)");
         Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
         p.cluster = makeCluster(resolveDevice(d), p.spec.devices());
-        p.profile = planningProfile(store, p.graph, p.cluster.device, d);
+        p.profile = planningProfile(store, p.graph, p.cluster.device, d, p.spec.devices());
         if (!o.json)
             fmt::print("{} on {}, {}\n", p.graph.info().name, p.cluster.device.name, profileLabel(p.profile));
         return p;

@@ -1,6 +1,8 @@
 #include "models/plan_session.h"
 
+#include "cost/profile_threads.h"
 #include "models/run_prediction.h"
+#include "runtime/training_run.h"
 #include "util/error.h"
 
 #include <QUndoCommand>
@@ -74,12 +76,19 @@ bool PlanSession::configure(const PlanSetup& setup)
             cost.setup.precision = setup.precision;
             profile = std::make_unique<Profile>(estimateProfile(*m_graph, device, cost));
         } else {
-            const auto it = std::find_if(m_stored.begin(), m_stored.end(),
-                [&](const Profile& p) { return p.source == setup.profileSource && p.deviceKind == setup.deviceId; });
-            if (it == m_stored.end() || it->nodes.size() != m_graph->nodeCount())
+            // The plan's CPU devices share the cores: the profile of their thread count.
+            std::vector<Profile> candidates;
+            for (const auto& p : m_stored) {
+                if (p.source == setup.profileSource && p.deviceKind == setup.deviceId)
+                    candidates.push_back(p);
+            }
+            const auto matched = matchProfileThreads(candidates,
+                setup.deviceId == "cpu" ? engine::threadsPerDevice(static_cast<std::size_t>(setup.schedule.devices()))
+                                        : 0);
+            if (!matched || matched->profile.nodes.size() != m_graph->nodeCount())
                 throw Error("the project has no " + setup.profileSource + " profile for device '" + setup.deviceId
                     + "' (measure one with `pipestudio profile --device cpu`, then plan on the device 'cpu')");
-            profile = std::make_unique<Profile>(*it);
+            profile = std::make_unique<Profile>(matched->profile);
         }
         const double mb = setup.microBatch > 0 ? setup.microBatch : static_cast<double>(m_graph->info().microBatch);
         // Build the new editor first: if the setup is impossible, the current plan stays.

@@ -537,7 +537,12 @@ TEST_F(Cli, PlanningCommandsUseAStoredProfileWhenAsked)
     EXPECT_NE(measured["iteration_ms"].get<double>(), analytical["iteration_ms"].get<double>());
     const auto plan = runCli("plan " + p + " --device cpu --stages 2 --profile measured-cpu --no-save");
     ASSERT_EQ(plan.exitCode, 0) << plan.output;
-    EXPECT_NE(plan.output.find("profile measured-cpu (stored in the project)"), std::string::npos) << plan.output;
+    // Two stages on the cpu device: each gets half the cores, and the profile of that count.
+    const auto perDevice = std::max<long long>(1, ps::e2e::queryInt(p, "SELECT max(threads) FROM profiles") / 2);
+    EXPECT_NE(plan.output.find("profile measured-cpu for " + std::to_string(perDevice)
+                  + (perDevice == 1 ? " thread" : " threads") + " per device (stored in the project)"),
+        std::string::npos)
+        << plan.output;
     const auto search = runCli("search " + p
         + " --device cpu --stages 2 --schedules 1f1b --micro-batch-sizes 4 "
           "--global-batch 16 --profile measured");
