@@ -83,6 +83,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addDemoCommand(app, action);
     addEstimateCommand(app, action);
     addGemmCheckCommand(app, action);
+    addCalibrateCommand(app, action);
     addSimulateCommand(app, action);
     addPlanCommand(app, action);
     addSearchCommand(app, action);

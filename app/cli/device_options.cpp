@@ -1,5 +1,6 @@
 #include "cli/device_options.h"
 
+#include "cost/calibration.h"
 #include "cost/profile_threads.h"
 #include "cpu_probe.h"
 #include "local_devices.h"
@@ -76,10 +77,11 @@ std::string profileLabel(const Profile& profile)
 {
     if (profile.source == "analytical")
         return "precision " + std::string(toString(profile.setup.precision));
+    const auto note = profile.note.empty() ? std::string() : "; " + profile.note;
     if (profile.threads > 0)
         return "profile " + profile.source + " for " + std::to_string(profile.threads)
-            + (profile.threads == 1 ? " thread" : " threads") + " per device (stored in the project)";
-    return "profile " + profile.source + " (stored in the project)";
+            + (profile.threads == 1 ? " thread" : " threads") + " per device (stored in the project" + note + ")";
+    return "profile " + profile.source + " (stored in the project" + note + ")";
 }
 
 Profile planningProfile(
@@ -107,7 +109,28 @@ Profile planningProfile(
             + std::to_string(profile->nodes.size()) + " nodes, the model " + std::to_string(graph.nodeCount())
             + " (profile the model again)");
     profile->setup.optimizer = parseOptimizer(o.optimizer);
+    // An imported trace may miss nodes: those come from the analytical model scaled by the per-class
+    // factors the trace's own nodes give (core/cost/calibration.h).
+    if (source == "imported") {
+        const auto mb = static_cast<double>(graph.info().microBatch);
+        const auto analytical = estimateProfile(graph, device, costOptions(o));
+        const auto calibration = calibrate(graph, *profile, analytical, nodeClasses(graph, device, o), mb);
+        int filled = 0;
+        profile = fillUncovered(*profile, calibratedProfile(analytical, calibration), mb, &filled);
+        if (filled > 0)
+            profile->note = std::to_string(filled) + " node(s) the trace missed filled from the analytical model "
+                + "calibrated on its " + std::to_string(calibration.coveredNodes);
+    }
     return *profile;
+}
+
+std::vector<KernelClass> nodeClasses(const Graph& graph, const DeviceSpec& device, const DeviceOptions& o)
+{
+    std::vector<KernelClass> out;
+    for (const auto& kernels :
+        estimateKernels(graph, device, costOptions(o), static_cast<double>(graph.info().microBatch)))
+        out.push_back(kernels.empty() ? KernelClass::Other : kernels.front().kind);
+    return out;
 }
 
 std::string localGpuCatalogId(int gpu)

@@ -42,6 +42,8 @@ std::string profileLabel(const Profile& profile);
 // thread count, or fitted to it (core/cost/profile_threads.h).
 Profile planningProfile(const ProjectStore& store, const Graph& graph, const DeviceSpec& device,
     const DeviceOptions& options, int devices = 1);
+// The kernel class of each node's first kernel on `device` (per-class calibration).
+std::vector<KernelClass> nodeClasses(const Graph& graph, const DeviceSpec& device, const DeviceOptions& options);
 // --precision, or what the legacy --mixed-precision / --tf32 flags mean; throws ps::Error when
 // several are given.
 Precision precisionOf(const DeviceOptions& options);

@@ -364,7 +364,7 @@ Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const Cost
     const double actScale = activationScale(options.setup);
     const auto at1 = kernelsAt(graph, costs, device, options, kB1);
     const auto at2 = kernelsAt(graph, costs, device, options, kB2);
-    Profile profile { device.id, "analytical", options.setup, 0, {} };
+    Profile profile { device.id, "analytical", options.setup, 0, {}, {} };
     profile.nodes.reserve(graph.nodeCount());
     for (const auto& node : graph.nodes()) {
         const auto& c = costs[node.id.index()];

@@ -50,6 +50,7 @@ struct Profile
     // divided among them); 0 where not recorded or not a CPU.
     int threads = 0;
     std::vector<NodeProfile> nodes; // indexed by node id
+    std::string note; // how it was made where a label should say so ("12 nodes filled from ..."); not stored
 };
 
 // What kind of kernel a node runs, for per-class efficiencies and breakdowns. A node may run

@@ -165,6 +165,26 @@ TEST_F(TraceCli, ImportTraceStoresAnImportedProfile)
                   "SELECT CAST(round(backward_ns) AS INTEGER) FROM profiles p JOIN nodes n ON n.id = p.node_id "
                   "WHERE p.source = 'imported' AND n.name = 'head.matmul'"),
         40000);
+
+    // Planning with it fills the nodes the trace missed from the analytical model calibrated on the
+    // four it has, and says so; `calibrate` fits and stores that model for --profile calibrated.
+    const auto plan = runCli("plan " + m_project + " --device cpu --stages 2 --profile imported --no-save");
+    ASSERT_EQ(plan.exitCode, 0) << plan.output;
+    EXPECT_NE(
+        plan.output.find("the trace missed filled from the analytical model calibrated on its 4"), std::string::npos)
+        << plan.output;
+    const auto fit = runCli("calibrate " + m_project + " --device cpu --profile imported --json");
+    ASSERT_EQ(fit.exitCode, 0) << fit.output;
+    const auto cj = nlohmann::json::parse(fit.output);
+    EXPECT_EQ(cj["covered_nodes"], 4);
+    EXPECT_FALSE(cj["classes"].empty());
+    EXPECT_EQ(ps::e2e::queryInt(m_project, "SELECT count(DISTINCT node_id) FROM profiles WHERE source = 'calibrated'"),
+        ps::e2e::queryInt(m_project, "SELECT count(*) FROM nodes"));
+    const auto sim = runCli("simulate " + m_project + " --device cpu --stages 2 --profile calibrated --no-save");
+    EXPECT_EQ(sim.exitCode, 0) << sim.output;
+    const auto refused = runCli("calibrate " + m_project + " --device cpu --profile analytical");
+    EXPECT_NE(refused.exitCode, 0);
+    EXPECT_NE(refused.output.find("measured or imported"), std::string::npos) << refused.output;
 }
 
 TEST_F(TraceCli, ImportTraceRefusesWrongFilesAndLeavesTheProjectUntouched)

@@ -1,0 +1,98 @@
+// `pipestudio calibrate`: the analytical model against a stored measured or imported profile, per
+// op class (core/cost/calibration.h): each class's factor and per-node error before and after,
+// and the calibrated profile stored as "calibrated" for the planning commands' --profile.
+#include "cli/commands.h"
+#include "cli/device_options.h"
+#include "cost/calibration.h"
+#include "cost/profile_threads.h"
+#include "runtime/training_run.h"
+#include "store/project_store.h"
+#include "util/error.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+namespace ps::app {
+namespace {
+
+    struct CalibrateOptions
+    {
+        std::string project;
+        bool json = false;
+        bool noSave = false;
+    };
+
+    int runCalibrate(const CalibrateOptions& o, DeviceOptions d)
+    {
+        if (d.profile.empty() || d.profile == "analytical" || d.profile == "calibrated")
+            throw Error("--profile: calibrate against a measured or imported profile (measured, imported or a stored "
+                        "source), not '"
+                + d.profile + "'");
+        auto store =
+            ProjectStore::open(o.project, o.noSave ? ProjectStore::Access::ReadOnly : ProjectStore::Access::ReadWrite);
+        const auto graph = store.loadGraph();
+        const auto device = resolveDevice(d);
+        const auto source =
+            d.profile == "measured" ? (device.id == "cpu" ? "measured-cpu" : "measured-cuda") : d.profile;
+        const auto matched =
+            loadMatchedProfile(store, device.id, source, device.id == "cpu" ? engine::threadsPerDevice(1) : 0);
+        if (!matched || matched->profile.nodes.size() != graph.nodeCount())
+            throw Error("--profile " + d.profile + ": '" + o.project + "' has no " + source + " profile of its "
+                + std::to_string(graph.nodeCount()) + " nodes for device '" + device.id + "'");
+        const double mb = static_cast<double>(graph.info().microBatch);
+        const auto analytical = estimateProfile(graph, device, costOptions(d));
+        const auto calibration = calibrate(graph, matched->profile, analytical, nodeClasses(graph, device, d), mb);
+        if (calibration.coveredNodes == 0)
+            throw Error("the " + source + " profile covers no node with a time: nothing to calibrate against");
+        const auto calibrated = calibratedProfile(analytical, calibration);
+        if (!o.noSave)
+            store.saveProfile(calibrated, 1, mb > 1 ? mb : 2);
+        if (o.json) {
+            nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+            for (const auto& c : calibration.classes)
+                classes.push_back(
+                    { { "class", toString(c.kind) }, { "nodes", c.nodes }, { "measured_ms", c.measuredNs / 1e6 },
+                        { "analytical_ms", c.analyticalNs / 1e6 }, { "factor", c.factor },
+                        { "median_error_before", c.medianErrorBefore }, { "median_error_after", c.medianErrorAfter } });
+            nlohmann::ordered_json out { { "device", device.id }, { "profile", source },
+                { "covered_nodes", calibration.coveredNodes }, { "nodes", graph.nodeCount() }, { "micro_batch", mb },
+                { "saved", !o.noSave }, { "classes", classes } };
+            fmt::print("{}\n", out.dump(2));
+            return 0;
+        }
+        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}\n",
+            device.name, source, calibration.coveredNodes, graph.nodeCount(), mb);
+        fmt::print("{:<14} {:>5} {:>12} {:>14} {:>8}  {}\n", "class", "nodes", "measured ms", "analytical ms", "factor",
+            "median |error| per node, before -> after");
+        for (const auto& c : calibration.classes)
+            fmt::print("{:<14} {:>5} {:>12.3f} {:>14.3f} {:>8.3f}  {:.1f}% -> {:.1f}%\n", toString(c.kind), c.nodes,
+                c.measuredNs / 1e6, c.analyticalNs / 1e6, c.factor, 100 * c.medianErrorBefore,
+                100 * c.medianErrorAfter);
+        if (!o.noSave)
+            fmt::print("Saved the calibrated profile (source calibrated, device {}): plan with --profile calibrated "
+                       "--device {}\n",
+                device.id, device.id);
+        return 0;
+    }
+
+} // namespace
+
+void addCalibrateCommand(CLI::App& app, Action& action)
+{
+    auto* cmd = app.add_subcommand("calibrate",
+        "Fit the analytical model per op class to a stored measured or imported profile; store it as 'calibrated'");
+    auto o = std::make_shared<CalibrateOptions>();
+    auto d = std::make_shared<DeviceOptions>();
+    d->device = "cpu";
+    d->profile = "measured";
+    cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
+    addDeviceOptions(cmd, *d);
+    cmd->add_option("--profile", d->profile, "The profile to fit to: measured (default), imported, or a stored source");
+    cmd->add_flag("--json", o->json, "Print JSON");
+    cmd->add_flag("--no-save", o->noSave, "Print the fit without storing the calibrated profile");
+    cmd->callback([&action, o, d] { action = [o, d] { return runCalibrate(*o, *d); }; });
+}
+
+} // namespace ps::app

@@ -1,0 +1,46 @@
+// The analytical model calibrated per op class against a measured or imported profile (issue P15,
+// deliverable 3): for each kernel class, the factor measured / analytical over the nodes the
+// profile covers; the analytical profile scaled by those factors ("calibrated"); and a measured
+// or imported profile whose uncovered nodes (a trace that missed them) are filled from it.
+// Depends on: cost/profile.h, graph/.
+#pragma once
+
+#include "cost/profile.h"
+
+#include <array>
+#include <vector>
+
+namespace ps {
+
+struct ClassFit
+{
+    KernelClass kind = KernelClass::Other;
+    int nodes = 0; // covered nodes of this class
+    double measuredNs = 0; // forward + backward at the calibration micro-batch, summed
+    double analyticalNs = 0;
+    double factor = 1; // measured / analytical
+    double medianErrorBefore = 0; // per node |analytical / measured - 1|
+    double medianErrorAfter = 0; // per node |factor x analytical / measured - 1|
+};
+
+struct Calibration
+{
+    std::vector<ClassFit> classes; // the classes with covered nodes, most measured time first
+    std::array<double, kKernelClassCount> factors {}; // 1 where a class had no covered node
+    std::vector<KernelClass> nodeClass; // by node id: the class of the node's first kernel
+    int coveredNodes = 0;
+};
+
+// A node counts as covered when its measured forward + backward at `microBatch` is positive.
+[[nodiscard]] bool coversNode(const NodeProfile& node, double microBatch);
+// Fits the factors over the nodes `measured` covers; `nodeClass` by node id (estimateKernels'
+// first kernel). Throws ps::Error when the profiles do not have the graph's node count.
+[[nodiscard]] Calibration calibrate(const Graph& graph, const Profile& measured, const Profile& analytical,
+    std::vector<KernelClass> nodeClass, double microBatch);
+// `analytical` with each node's times times its class's factor, source "calibrated".
+[[nodiscard]] Profile calibratedProfile(const Profile& analytical, const Calibration& calibration);
+// `measured` with the nodes it does not cover taken from `calibrated`; `filled` counts them.
+[[nodiscard]] Profile fillUncovered(
+    const Profile& measured, const Profile& calibrated, double microBatch, int* filled = nullptr);
+
+} // namespace ps

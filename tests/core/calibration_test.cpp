@@ -1,0 +1,60 @@
+// cost/calibration.h: per-class factors over the covered nodes, the calibrated profile, and the
+// nodes a trace missed filled from it.
+#include "cost/calibration.h"
+#include "cost/profile.h"
+#include "util/error.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+using namespace ps;
+
+TEST(Calibration, ClassFactorsFitAndFillTheNodesATraceMissed)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 2;
+    const auto graph = buildZooModel(c);
+    const auto& a100 = DeviceCatalog::builtin().find("a100-40gb");
+    const auto analytical = estimateProfile(graph, a100, {});
+    const double mb = static_cast<double>(graph.info().microBatch);
+    std::vector<KernelClass> classes;
+    for (const auto& k : estimateKernels(graph, a100, {}, mb))
+        classes.push_back(k.front().kind);
+    // "Measured": GEMMs twice the model, everything else half, and every fifth node missing.
+    auto measured = analytical;
+    int missing = 0;
+    for (std::size_t i = 0; i < measured.nodes.size(); ++i) {
+        auto& n = measured.nodes[i];
+        const double f = classes[i] == KernelClass::Gemm ? 2.0 : 0.5;
+        if (i % 5 == 0 && coversNode(analytical.nodes[i], mb)) {
+            n.forwardNs = {};
+            n.backwardNs = {};
+            n.weightGradNs = {};
+            ++missing;
+            continue;
+        }
+        n.forwardNs = { n.forwardNs.fixed * f, n.forwardNs.perSample * f };
+        n.backwardNs = { n.backwardNs.fixed * f, n.backwardNs.perSample * f };
+    }
+    const auto fit = calibrate(graph, measured, analytical, classes, mb);
+    EXPECT_NEAR(fit.factors[static_cast<std::size_t>(KernelClass::Gemm)], 2.0, 1e-9);
+    EXPECT_NEAR(fit.factors[static_cast<std::size_t>(KernelClass::Normalization)], 0.5, 1e-9);
+    for (const auto& k : fit.classes) {
+        EXPECT_NEAR(k.medianErrorAfter, 0, 1e-9) << toString(k.kind);
+        EXPECT_GT(k.medianErrorBefore, 0.4) << toString(k.kind);
+    }
+    const auto calibrated = calibratedProfile(analytical, fit);
+    EXPECT_EQ(calibrated.source, "calibrated");
+    int filled = 0;
+    const auto blended = fillUncovered(measured, calibrated, mb, &filled);
+    EXPECT_EQ(filled, missing);
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        if (!coversNode(analytical.nodes[i], mb))
+            continue;
+        const double f = classes[i] == KernelClass::Gemm ? 2.0 : 0.5;
+        EXPECT_NEAR(blended.nodes[i].forwardNs.at(mb), f * analytical.nodes[i].forwardNs.at(mb),
+            1e-6 * analytical.nodes[i].forwardNs.at(mb))
+            << graph.nodes()[i].name;
+    }
+    EXPECT_THROW((void)calibrate(graph, measured, analytical, {}, mb), Error);
+}
