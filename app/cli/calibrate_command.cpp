@@ -46,7 +46,8 @@ namespace {
         const auto calibration = calibrate(graph, matched->profile, analytical, nodeClasses(graph, device, d), mb);
         if (calibration.coveredNodes == 0)
             throw Error("the " + source + " profile covers no node with a time: nothing to calibrate against");
-        const auto calibrated = calibratedProfile(analytical, calibration);
+        auto calibrated = calibratedProfile(analytical, calibration);
+        calibrated.threads = matched->profile.threads; // fitted at that count
         if (!o.noSave)
             store.saveProfile(calibrated, 1, mb > 1 ? mb : 2);
         if (o.json) {

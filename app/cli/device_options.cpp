@@ -94,6 +94,8 @@ Profile planningProfile(
     const auto matched = loadMatchedProfile(store, device.id, source,
         device.id == "cpu" ? engine::threadsPerDevice(static_cast<std::size_t>(std::max(devices, 1))) : 0);
     auto profile = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
+    if (profile)
+        profile->note = matched->note;
     if (!profile) {
         const auto how = source == "measured-cpu" ? "measure it with `pipestudio profile " + project + "`"
             : source == "measured-cuda"
@@ -116,10 +118,13 @@ Profile planningProfile(
         const auto analytical = estimateProfile(graph, device, costOptions(o));
         const auto calibration = calibrate(graph, *profile, analytical, nodeClasses(graph, device, o), mb);
         int filled = 0;
-        profile = fillUncovered(*profile, calibratedProfile(analytical, calibration), mb, &filled);
+        const auto note = profile->note;
+        profile = fillUncovered(graph, *profile, calibratedProfile(analytical, calibration), mb, &filled);
+        profile->note = note;
         if (filled > 0)
-            profile->note = std::to_string(filled) + " node(s) the trace missed filled from the analytical model "
-                + "calibrated on its " + std::to_string(calibration.coveredNodes);
+            profile->note += (note.empty() ? "" : "; ") + std::to_string(filled)
+                + " node(s) the trace missed filled from the analytical model calibrated on its "
+                + std::to_string(calibration.coveredNodes);
     }
     return *profile;
 }

@@ -121,6 +121,11 @@ DeviceCatalog DeviceCatalog::fromJson(std::string_view json, const std::string& 
     try {
         // The catalog's GEMM efficiencies apply to each device that names none of its own.
         const auto gemm = j.value("gemm_efficiency", nlohmann::json::object());
+        for (const char* pipe : { "fp32", "tensor" }) {
+            const double e = gemm.value(pipe, 0.0);
+            if (e < 0 || e > 1)
+                throw Error(source + ": gemm_efficiency values must be within 0..1");
+        }
         for (const auto& d : j["devices"]) {
             auto spec = detail::deviceFromJson(d, source);
             if (spec.gemmEfficiencyFp32 == 0)

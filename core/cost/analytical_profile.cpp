@@ -257,6 +257,11 @@ namespace {
                     if (g.tensor(node.inputs[1]).kind == TensorKind::Parameter)
                         t.weightGradNs = other;
                 }
+                if (node.inputs.size() > 2 && requiresGrad[node.inputs[2].index()]) { // bias: dY summed over rows
+                    const double bias = rooflineNs(0, s.outputBytes, 0, bw, o.kernelLaunchNs);
+                    t.backwardNs += bias;
+                    t.weightGradNs += bias;
+                }
                 kernels.push_back(t);
                 return kernels;
             }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 namespace ps {
 namespace {
@@ -93,12 +95,19 @@ Profile calibratedProfile(const Profile& analytical, const Calibration& calibrat
     return out;
 }
 
-Profile fillUncovered(const Profile& measured, const Profile& calibrated, double microBatch, int* filled)
+Profile fillUncovered(
+    const Graph& graph, const Profile& measured, const Profile& calibrated, double microBatch, int* filled)
 {
     Profile out = measured;
+    std::set<std::string> coveredScopes;
+    for (std::size_t i = 0; i < out.nodes.size() && i < graph.nodeCount(); ++i) {
+        if (coversNode(out.nodes[i], microBatch) && !graph.nodes()[i].scope.empty())
+            coveredScopes.insert(graph.nodes()[i].scope);
+    }
     int count = 0;
-    for (std::size_t i = 0; i < out.nodes.size() && i < calibrated.nodes.size(); ++i) {
-        if (coversNode(out.nodes[i], microBatch) || !coversNode(calibrated.nodes[i], microBatch))
+    for (std::size_t i = 0; i < out.nodes.size() && i < calibrated.nodes.size() && i < graph.nodeCount(); ++i) {
+        if (coversNode(out.nodes[i], microBatch) || !coversNode(calibrated.nodes[i], microBatch)
+            || coveredScopes.contains(graph.nodes()[i].scope))
             continue;
         out.nodes[i].forwardNs = calibrated.nodes[i].forwardNs;
         out.nodes[i].backwardNs = calibrated.nodes[i].backwardNs;

@@ -39,8 +39,10 @@ struct Calibration
     std::vector<KernelClass> nodeClass, double microBatch);
 // `analytical` with each node's times times its class's factor, source "calibrated".
 [[nodiscard]] Profile calibratedProfile(const Profile& analytical, const Calibration& calibration);
-// `measured` with the nodes it does not cover taken from `calibrated`; `filled` counts them.
+// `measured` with the nodes it does not cover taken from `calibrated`; `filled` counts them. A node
+// whose scope has a covered node is left as it is: a trace range named after the scope split its
+// time over the scope's nodes by FLOPs, so its zero-FLOP views and copies were matched, at 0.
 [[nodiscard]] Profile fillUncovered(
-    const Profile& measured, const Profile& calibrated, double microBatch, int* filled = nullptr);
+    const Graph& graph, const Profile& measured, const Profile& calibrated, double microBatch, int* filled = nullptr);
 
 } // namespace ps

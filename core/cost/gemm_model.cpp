@@ -62,6 +62,9 @@ GemmEstimate estimateGemm(const GemmShape& s, const GemmDevice& d)
                 best = { seconds, tm, tn, split, waves, useful / (waves * sms * 2 * tileElements * sliceK) };
         }
     }
+    // Nothing runs faster than its operands can be read and its result written once.
+    const double streamed = s.batch * ((s.m * s.k + s.k * s.n) * d.inputBytes + s.m * s.n * d.outputBytes);
+    best.seconds = std::max(best.seconds, streamed / d.memoryBandwidth);
     return best;
 }
 

@@ -11,7 +11,8 @@
 //   multiply-add);
 // and a split GEMM adds a pass that reads the s partial outputs and writes C. The library is taken
 // to pick the tile and split with the least time (what cuBLAS's heuristics aim at). So a GEMM whose
-// tiles fill the GPU's SMs 1.1 times takes two full rounds, a thin K runs below the pipe's
+// tiles fill the GPU's SMs 1.1 times takes two full rounds, none runs faster than its operands and
+// result stream through memory once (a skinny GEMM at a small micro-batch), a thin K runs below the pipe's
 // efficiency (the fixed cost weighs more), and a GEMM with few output tiles and a long K is split.
 // Everything but the efficiency is the device's datasheet (SMs, peak, bandwidth); the efficiencies
 // are measured (resources/catalog/devices.json names the measurements, tests/data/measured/ holds

@@ -7,17 +7,19 @@
 namespace ps {
 namespace {
 
-    // value(t) = serial + parallel / t through (ta, a) and (tb, b), component by component, at t.
+    // value(t) = serial + parallel / t through (ta, a) and (tb, b), at micro-batches 1 and 16 (a
+    // time is never negative there), and the line through those two.
     LinearModel amdahl(const LinearModel& a, int ta, const LinearModel& b, int tb, int t)
     {
         const double ia = 1.0 / ta;
         const double ib = 1.0 / tb;
         const double it = 1.0 / t;
-        const auto at = [&](double va, double vb) {
-            const double parallel = (va - vb) / (ia - ib);
+        const auto at = [&](double mb) {
+            const double va = a.at(mb);
+            const double parallel = (va - b.at(mb)) / (ia - ib);
             return std::max(0.0, va + parallel * (it - ia));
         };
-        return { at(a.fixed, b.fixed), at(a.perSample, b.perSample) };
+        return LinearModel::through(1, at(1), 16, at(16));
     }
 
     Profile fitted(const Profile& a, const Profile& b, int threads)
@@ -69,12 +71,18 @@ std::optional<MatchedProfile> matchProfileThreads(const std::vector<Profile>& ca
         return MatchedProfile { *recorded.front(),
             "measured with " + perDevice(recorded.front()->threads) + "; the devices run " + std::to_string(threads)
                 + " each (profile with --threads " + std::to_string(threads) + " to match)" };
-    // The two measured counts nearest to `threads` (distinct, ascending by distance).
+    // The measured counts on either side of `threads` where there are such, else the two nearest.
     std::stable_sort(recorded.begin(), recorded.end(), [threads](const Profile* x, const Profile* y) {
         return std::abs(x->threads - threads) < std::abs(y->threads - threads);
     });
     const auto* a = recorded[0];
     const auto* b = recorded[1];
+    for (const auto* p : recorded) {
+        if ((p->threads < threads) != (a->threads < threads)) {
+            b = p;
+            break;
+        }
+    }
     return MatchedProfile { fitted(*a, *b, threads),
         "fitted to " + perDevice(threads) + " from the profiles measured with " + std::to_string(a->threads) + " and "
             + std::to_string(b->threads) + " (per node, time = serial + parallel / threads)" };

@@ -21,7 +21,8 @@ struct MatchedProfile
 
 // From `candidates` (one device kind and source, one per thread count), the profile for devices
 // running `threads` BLAS threads each: the one measured at that count; else, per node, the line
-// time(t) = serial + parallel / t through the two measured counts nearest to it (Amdahl's law, each
+// time(t) = serial + parallel / t through the measured counts on either side of it (else the two
+// nearest; Amdahl's law, each
 // of forward, backward and weight-gradient time, at every micro-batch size); else the only one, with
 // a note that it does not match. threads <= 0 (a GPU) or no recorded count: the one measured with
 // the most threads. nullopt when `candidates` is empty.

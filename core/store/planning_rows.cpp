@@ -56,8 +56,11 @@ void ProjectStore::saveProfile(const Profile& profile, double microBatchA, doubl
 
 std::vector<int> ProjectStore::profileThreads(const std::string& deviceKind, const std::string& source) const
 {
-    sql::Statement st(
-        *m_db, "SELECT DISTINCT threads FROM profiles WHERE device_kind = ?1 AND source = ?2 ORDER BY threads");
+    // A file read without migrating (schema 7 and older) has no threads column: its count is 0.
+    sql::Statement st(*m_db,
+        schemaVersion() >= 8
+            ? "SELECT DISTINCT threads FROM profiles WHERE device_kind = ?1 AND source = ?2 ORDER BY threads"
+            : "SELECT DISTINCT 0 FROM profiles WHERE device_kind = ?1 AND source = ?2");
     st.bind(1, deviceKind).bind(2, source);
     std::vector<int> out;
     while (st.step())
@@ -77,7 +80,8 @@ std::optional<Profile> ProjectStore::loadProfile(
     sql::Statement st(*m_db,
         "SELECT node_id, micro_batch, forward_ns, backward_ns, weight_grad_ns, output_bytes, "
         "saved_bytes, workspace_bytes, parameter_bytes FROM profiles "
-        "WHERE device_kind = ?1 AND source = ?2 AND threads = ?3 ORDER BY node_id, micro_batch");
+        "WHERE device_kind = ?1 AND source = ?2 AND "
+            + std::string(schemaVersion() >= 8 ? "threads" : "0") + " = ?3 ORDER BY node_id, micro_batch");
     st.bind(1, deviceKind).bind(2, source).bind(3, std::int64_t { threads });
     std::map<std::int64_t, std::vector<ProfileRow>> rows;
     std::map<std::int64_t, std::int64_t> paramBytes;

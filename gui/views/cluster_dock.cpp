@@ -109,6 +109,8 @@ void ClusterDock::loadFromSession()
     m_profile->clear();
     m_profile->addItem(tr("analytical estimate for the device"), QStringLiteral("analytical"));
     for (const auto& p : m_session->storedProfiles()) {
+        if (m_profile->findData(QString::fromStdString(p.source)) >= 0)
+            continue; // one entry per source: several CPU thread counts plan as one (matched per plan)
         m_profile->addItem(tr("%1 on %2 (pipestudio profile)")
                                .arg(QString::fromStdString(p.source), QString::fromStdString(p.deviceKind)),
             QString::fromStdString(p.source));

@@ -280,6 +280,13 @@ TEST_F(StoreTest, ProfilesOfSeveralThreadCountsLiveSideBySide)
             SQLITE_OK);
         sqlite3_close(db);
     }
+    {
+        const auto readOnly = ProjectStore::open(file("v7.pstudio"), ProjectStore::Access::ReadOnly);
+        EXPECT_EQ(readOnly.schemaVersion(), 7); // not migrated: its profile reads as thread count 0
+        EXPECT_EQ(readOnly.profileThreads("cpu", "measured-cpu"), (std::vector<int> { 0 }));
+        ASSERT_TRUE(readOnly.loadProfile("cpu", "measured-cpu").has_value());
+        EXPECT_EQ(readOnly.loadProfile("cpu", "measured-cpu")->nodes.size(), graph.nodeCount());
+    }
     auto store = ProjectStore::open(file("v7.pstudio"));
     EXPECT_EQ(store.schemaVersion(), kProjectSchemaVersion);
     EXPECT_EQ(store.profileThreads("cpu", "measured-cpu"), (std::vector<int> { 0 }));

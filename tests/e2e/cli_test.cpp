@@ -540,7 +540,7 @@ TEST_F(Cli, PlanningCommandsUseAStoredProfileWhenAsked)
     // Two stages on the cpu device: each gets half the cores, and the profile of that count.
     const auto perDevice = std::max<long long>(1, ps::e2e::queryInt(p, "SELECT max(threads) FROM profiles") / 2);
     EXPECT_NE(plan.output.find("profile measured-cpu for " + std::to_string(perDevice)
-                  + (perDevice == 1 ? " thread" : " threads") + " per device (stored in the project)"),
+                  + (perDevice == 1 ? " thread" : " threads") + " per device (stored in the project"),
         std::string::npos)
         << plan.output;
     const auto search = runCli("search " + p
