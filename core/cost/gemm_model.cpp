@@ -9,9 +9,12 @@
 namespace ps {
 namespace {
 
-    // cuBLAS's common CTA tiles on Ampere and Hopper, and the splits of K it takes.
-    constexpr std::array<std::pair<int, int>, 5> kTiles { { { 256, 128 }, { 128, 256 }, { 128, 128 }, { 128, 64 },
-        { 64, 128 } } };
+    // cuBLAS's common CTA tiles on Ampere and Hopper, and the splits of K it takes. The small tiles
+    // are taken only by GEMMs too shallow to split (K < 2 x kMinSliceK): that is how such a GEMM
+    // with few output tiles spreads over the SMs; a deeper one is split instead.
+    constexpr std::array<std::pair<int, int>, 9> kTiles { { { 256, 128 }, { 128, 256 }, { 128, 128 }, { 128, 64 },
+        { 64, 128 }, { 64, 64 }, { 64, 32 }, { 32, 64 }, { 32, 32 } } };
+    constexpr std::size_t kLargeTiles = 5;
     constexpr std::array<int, 8> kSplits { 1, 2, 3, 4, 6, 8, 12, 16 };
     constexpr double kMinSliceK = 128; // a split leaves each slice at least this deep
     constexpr double kPrologueK = 64; // the inner depth loaded before the first multiply-add
@@ -44,7 +47,9 @@ GemmEstimate estimateGemm(const GemmShape& s, const GemmDevice& d)
     const double smBandwidth = d.memoryBandwidth / sms;
     const double useful = 2 * s.batch * s.m * s.n * s.k;
     best.seconds = std::numeric_limits<double>::infinity();
-    for (const auto& [tm, tn] : kTiles) {
+    const bool shallow = s.k < 2 * kMinSliceK;
+    for (std::size_t t = 0; t < (shallow ? kTiles.size() : kLargeTiles); ++t) {
+        const auto [tm, tn] = kTiles[t];
         for (const int split : kSplits) {
             if (split > 1 && s.k / split < kMinSliceK)
                 continue;

@@ -1,6 +1,7 @@
 // GEMM time on a GPU with tile and wave quantisation (issue P15, deliverable 1).
 //
-// A library GEMM (cuBLAS) cuts each output matrix C (M x N) into tiles of tm x tn and may cut the
+// A library GEMM (cuBLAS) cuts each output matrix C (M x N) into tiles of tm x tn (256 x 128 down to
+// 64 x 128; down to 32 x 32 for a GEMM too shallow to split) and may cut the
 // inner dimension K into s slices (split-K); one SM computes one tile-slice at a time, so the
 // kernel runs in waves = ceil(batch x ceil(M/tm) x ceil(N/tn) x s / SMs) rounds. A round costs
 //   the multiply-adds of one tile-slice, 2 tm tn K/s, at the SM's share of the pipe's peak times

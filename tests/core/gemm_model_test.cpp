@@ -24,10 +24,10 @@ TEST(GemmModel, TilesThatOverflowAWaveCostAWholeRound)
 {
     const auto d = h200Fp32();
     ASSERT_EQ(d.multiprocessors, 132);
-    // 132 tiles of 128 x 128 fill the SMs once; half a row of tiles more needs a second round
-    // (or tiles twice as large), whichever tile the library takes. K too short to split.
-    const auto full = estimateGemm({ 1, 128 * 12, 128 * 11, 128 }, d);
-    const auto over = estimateGemm({ 1, 128 * 12 + 64, 128 * 11, 128 }, d);
+    // 132 tiles of 128 x 128 fill the SMs once; half a row of tiles more needs a second round, or
+    // tiles twice as large, or K split in two (three rounds of half the depth), whichever is least.
+    const auto full = estimateGemm({ 1, 128 * 12, 128 * 11, 256 }, d);
+    const auto over = estimateGemm({ 1, 128 * 12 + 64, 128 * 11, 256 }, d);
     EXPECT_GT(over.seconds / full.seconds, 1.3) << "tiles " << over.tileM << "x" << over.tileN;
     EXPECT_GT(full.utilisation, 0.95);
     EXPECT_LT(over.utilisation, 0.8);

@@ -458,7 +458,9 @@ TEST(Pipeline, GpuRunsArePredictedOnTheirCatalogDeviceAndPrecision)
     const auto fp32 = predictRun(graph, nullptr, shape);
     shape.precision = "bf16";
     const auto bf16 = predictRun(graph, nullptr, shape);
-    EXPECT_LT(fp32.simulation.iterationNs, cpu.simulation.iterationNs / 10) << "an A100 against this CPU";
+    // At 4 x 128 the A100's kernels are launch- and tile-bound (4 us per launch, 128 x 128 tiles
+    // of small GEMMs), so it is a few times faster than this CPU rather than its peak ratio.
+    EXPECT_LT(fp32.simulation.iterationNs, cpu.simulation.iterationNs / 4) << "an A100 against this CPU";
     EXPECT_LT(bf16.simulation.iterationNs, fp32.simulation.iterationNs) << "bf16 GEMMs against fp32";
     EXPECT_EQ(fp32.profileSource, "analytical");
 }
