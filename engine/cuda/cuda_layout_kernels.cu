@@ -3,6 +3,7 @@
 // Copies move elements of every engine type (f32, i64, u8) at their own size.
 #include "conv_geometry.h"
 #include "cuda/cuda_common.cuh"
+#include "op_rules.h"
 
 #include <cstring>
 
@@ -402,6 +403,32 @@ void registerCudaLayoutKernels(KernelTable& table)
     table.add(OpType::Select, { selectForward, selectBackward });
     table.add(OpType::Trilu, { triluForward, triluBackward });
     table.add(OpType::Pad, { padForward, padBackward });
+}
+
+// Dims helper shared by the broadcasting kernels (cuda_math_kernels.cu).
+void collapseDims(Dims& shape, std::initializer_list<Dims*> operands)
+{
+    StridedView view;
+    view.size.assign(shape.size, shape.size + shape.rank);
+    for (const auto* o : operands)
+        view.strides.emplace_back(o->stride, o->stride + shape.rank);
+    const auto merged = collapseAxes(std::move(view));
+    shape.rank = static_cast<int>(merged.size.size());
+    long long stride = 1;
+    for (int i = shape.rank - 1; i >= 0; --i) {
+        shape.size[i] = merged.size[static_cast<std::size_t>(i)];
+        shape.stride[i] = stride;
+        stride *= shape.size[i];
+    }
+    std::size_t k = 0;
+    for (auto* o : operands) {
+        o->rank = shape.rank;
+        for (int i = 0; i < shape.rank; ++i) {
+            o->size[i] = shape.size[i];
+            o->stride[i] = merged.strides[k][static_cast<std::size_t>(i)];
+        }
+        ++k;
+    }
 }
 
 } // namespace ps::engine::cuda

@@ -475,31 +475,6 @@ Dims dimsOf(const Shape& shape)
     return d;
 }
 
-void collapseDims(Dims& shape, std::initializer_list<Dims*> operands)
-{
-    StridedView view;
-    view.size.assign(shape.size, shape.size + shape.rank);
-    for (const auto* o : operands)
-        view.strides.emplace_back(o->stride, o->stride + shape.rank);
-    const auto merged = collapseAxes(std::move(view));
-    shape.rank = static_cast<int>(merged.size.size());
-    long long stride = 1;
-    for (int i = shape.rank - 1; i >= 0; --i) {
-        shape.size[i] = merged.size[static_cast<std::size_t>(i)];
-        shape.stride[i] = stride;
-        stride *= shape.size[i];
-    }
-    std::size_t k = 0;
-    for (auto* o : operands) {
-        o->rank = shape.rank;
-        for (int i = 0; i < shape.rank; ++i) {
-            o->size[i] = shape.size[i];
-            o->stride[i] = merged.strides[k][static_cast<std::size_t>(i)];
-        }
-        ++k;
-    }
-}
-
 Dims stridesOver(const Shape& operand, const Shape& out)
 {
     auto d = dimsOf(out);
