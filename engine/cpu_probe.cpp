@@ -1,5 +1,6 @@
 #include "cpu_probe.h"
 
+#include "cpu/thread_affinity.h"
 #include "local_devices.h"
 
 #include <algorithm>
@@ -80,6 +81,7 @@ DeviceSpec measureCpuDevice(int threads)
     d.hostLink = { "memory", d.memoryBandwidth, 0 };
     d.peerLink = { "memory", d.memoryBandwidth, 0 };
     d.measured = false; // filled in
+    d.cores = static_cast<int>(allowedCores().size());
     return d;
 }
 

@@ -167,9 +167,12 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
         if (t.shape.size() == 2 && classes[t.id.index()] > 0)
             m_labels = t.id;
     }
+    // The token ids: of the inputs shaped as the labels that index a table, the one whose table is
+    // the vocabulary (the most rows; BERT's token types and a position input index smaller ones).
     for (const auto& t : graph.tensors()) {
         if (m_labels.valid() && t.kind == TensorKind::Input && embeddingRows[t.id.index()] > 0
-            && t.shape == graph.tensor(m_labels).shape)
+            && t.shape == graph.tensor(m_labels).shape
+            && (!m_ids.valid() || embeddingRows[t.id.index()] > embeddingRows[m_ids.index()]))
             m_ids = t.id;
     }
     if (!m_ids.valid())

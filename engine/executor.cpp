@@ -36,6 +36,28 @@ namespace {
         return Init::Normal;
     }
 
+    // Brackets one node's work for an observer, if there is one.
+    class ObservedSpan
+    {
+    public:
+        ObservedSpan(NodeObserver* observer, NodeId node, bool backward)
+            : m_observer(observer)
+        {
+            if (m_observer != nullptr)
+                m_observer->nodeBegin(node, backward);
+        }
+        ~ObservedSpan()
+        {
+            if (m_observer != nullptr)
+                m_observer->nodeEnd();
+        }
+        ObservedSpan(const ObservedSpan&) = delete;
+        ObservedSpan& operator=(const ObservedSpan&) = delete;
+
+    private:
+        NodeObserver* m_observer;
+    };
+
 } // namespace
 
 GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options, const Backend& backend)
@@ -129,6 +151,7 @@ float GraphExecutor::forward()
 {
     KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.gemm };
     for (const auto& node : m_graph.nodes()) {
+        const ObservedSpan span(m_observer, node.id, false);
         auto& nv = m_nodeValues[node.id.index()];
         nv.in.clear();
         for (auto in : node.inputs) {
@@ -177,8 +200,12 @@ void GraphExecutor::backward()
         if (!any)
             continue;
         std::vector<bool> need;
-        for (auto in : node.inputs)
+        bool anyNeed = false;
+        for (auto in : node.inputs) {
             need.push_back(m_requiresGrad[in.index()]);
+            anyNeed = anyNeed || need.back();
+        }
+        const ObservedSpan span(anyNeed ? m_observer : nullptr, node.id, true);
         auto gradIn = m_backend.backward(node, m_nodeValues[node.id.index()], gradOut, need, ctx);
         m_nodeValues[node.id.index()] = NodeValues();
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {

@@ -28,6 +28,17 @@ struct ExecutorOptions
     GemmPrecision gemm = GemmPrecision::Fp32; // where the backend has the choice (CUDA)
 };
 
+// Told where each node's work starts and ends inside real steps (a profiler times nodes in place,
+// with the caches and gradient sums a step has, rather than one node repeated alone). A node's
+// backward span covers its kernel and the sums of the gradients it returns.
+class NodeObserver
+{
+public:
+    virtual ~NodeObserver() = default;
+    virtual void nodeBegin(NodeId node, bool backward) = 0;
+    virtual void nodeEnd() = 0;
+};
+
 class GraphExecutor
 {
 public:
@@ -58,6 +69,11 @@ public:
     // Drops the micro-batch's activations (after backward, or to evaluate without one).
     void releaseActivations();
     void zeroGrad();
+    // Every later forward and backward reports its nodes to `observer` (nullptr: none). Not owned.
+    void setObserver(NodeObserver* observer)
+    {
+        m_observer = observer;
+    }
 
     [[nodiscard]] std::vector<TensorId> parameterIds() const;
     [[nodiscard]] NdArray& parameter(TensorId id);
@@ -78,6 +94,7 @@ private:
     std::vector<NdArray> m_values; // by tensor id: parameters, constants, inputs, activations
     std::vector<NdArray> m_grads; // by tensor id: parameter gradients (accumulated)
     std::vector<NodeValues> m_nodeValues; // by node id, for backward
+    NodeObserver* m_observer = nullptr;
 };
 
 } // namespace ps::engine

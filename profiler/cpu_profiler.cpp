@@ -84,6 +84,41 @@ namespace {
         return summarizeSamples(std::move(samples));
     }
 
+    void appendBatch(cupti::ActivityBatch& to, cupti::ActivityBatch got)
+    {
+        to.activities.insert(to.activities.end(), got.activities.begin(), got.activities.end());
+        to.correlations.insert(to.correlations.end(), got.correlations.begin(), got.correlations.end());
+        to.droppedRecords += got.droppedRecords;
+    }
+
+    // One traced range per node and pass of a step, numbered for the attribution.
+    class StepObserver final : public engine::NodeObserver
+    {
+    public:
+        StepObserver(ActivityTracer& tracer, std::vector<cupti::NodeLaunch>& launches, std::uint64_t& nextId)
+            : m_tracer(tracer)
+            , m_launches(launches)
+            , m_nextId(nextId)
+        {
+        }
+        void nodeBegin(NodeId node, bool backward) override
+        {
+            m_launches.push_back(
+                { m_nextId, node.index(), backward ? cupti::Pass::Backward : cupti::Pass::Forward, repeat });
+            m_tracer.push(m_nextId++);
+        }
+        void nodeEnd() override
+        {
+            m_tracer.pop();
+        }
+        int repeat = 0;
+
+    private:
+        ActivityTracer& m_tracer;
+        std::vector<cupti::NodeLaunch>& m_launches;
+        std::uint64_t& m_nextId;
+    };
+
 } // namespace
 
 void HostClockTracer::push(std::uint64_t externalId)
@@ -144,16 +179,43 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             backend.synchronize();
         });
     }
+    (void)tracer.collect(); // the timed steps' records: not per node
+
+    // Node times in place: whole steps with a range around each node's forward and backward (as
+    // the PyTorch profiler or Nsight time ops), so each node runs with the caches, allocations and
+    // gradient sums a real step gives it. What runs outside every node (the loss seed, the
+    // optimizer) launches outside any range and is not a node's.
+    std::vector<cupti::NodeLaunch> stepLaunches;
+    cupti::ActivityBatch stepBatch;
+    std::uint64_t nextId = 1;
+    {
+        engine::Optimizer adamw(ex, engine::OptimizerConfig {});
+        StepObserver observer(tracer, stepLaunches, nextId);
+        for (int r = 0; r < options.repeats; ++r) {
+            observer.repeat = r;
+            ex.setObserver(&observer);
+            ex.zeroGrad();
+            (void)ex.forward();
+            if (trainable)
+                ex.backward();
+            ex.setObserver(nullptr);
+            if (trainable)
+                adamw.step();
+            ex.releaseActivations();
+            backend.synchronize();
+            appendBatch(stepBatch, tracer.collect());
+        }
+    }
+
     (void)ex.forward(); // every tensor's value, as the nodes' inputs
     backend.synchronize();
-    (void)tracer.collect(); // the steps' records: not per node
+    (void)tracer.collect();
     auto& alloc = ex.allocator();
     std::mt19937_64 dropout(options.seed + 17);
     engine::KernelContext ctx { alloc, dropout, true };
     std::vector<NodeMeasurement> memory;
     std::vector<cupti::NodeLaunch> launches;
     cupti::ActivityBatch batch;
-    std::uint64_t nextId = 1;
     // Runs `fn` warm-up times untraced, then `repeats` times each in its own range.
     const auto traced = [&](std::size_t node, cupti::Pass pass, const auto& fn) {
         for (int i = 0; i < options.warmup; ++i)
@@ -167,10 +229,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             tracer.pop();
         }
         backend.synchronize();
-        auto got = tracer.collect();
-        batch.activities.insert(batch.activities.end(), got.activities.begin(), got.activities.end());
-        batch.correlations.insert(batch.correlations.end(), got.correlations.begin(), got.correlations.end());
-        batch.droppedRecords += got.droppedRecords;
+        appendBatch(batch, tracer.collect());
     };
     for (const auto& node : graph.nodes()) {
         NodeMeasurement m;
@@ -213,10 +272,17 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
         if (progress)
             progress(memory.size(), graph.nodeCount());
     }
-    const auto attribution = cupti::attribute(graph.nodeCount(), batch, launches);
-    if (warnings != nullptr)
-        *warnings = attribution.warnings;
-    auto run = cupti::toProfileRun(attribution, graph.info().microBatch, memory);
+    // Stored times are the in-place ones; the isolated ones stay beside them for the report.
+    const auto inPlace = cupti::attribute(graph.nodeCount(), stepBatch, stepLaunches);
+    const auto isolated = cupti::attribute(graph.nodeCount(), batch, launches);
+    if (warnings != nullptr) {
+        *warnings = isolated.warnings;
+        if (inPlace.droppedRecords > 0) // work outside the nodes is expected in a step, not a warning
+            warnings->push_back(inPlace.warnings.front());
+    }
+    auto run = cupti::toProfileRun(inPlace, graph.info().microBatch, memory);
+    run.isolatedSumNs = cupti::toProfileRun(isolated, graph.info().microBatch, memory).nodeSumNs;
+    run.outsideNodesNs = inPlace.unattributedNs / std::max(1, options.repeats);
     run.stepNs = stepNs;
     return run;
 }

@@ -1,6 +1,7 @@
-// The CPU profiler: every node's forward and backward on the CPU backend, in isolation, with
-// warm-up and repeats (median and spread), on inputs from a real forward pass; plus a measured
-// full training step to check the per-node sum against. Writes profile rows with source
+// The CPU profiler: every node's forward and backward on the CPU backend timed inside whole
+// training steps (median and spread over the repeats), plus each node alone on inputs from a real
+// forward pass for its memory (and its time in isolation, for comparison), plus measured full
+// training steps to check the per-node sum against. Writes profile rows with source
 // "measured-cpu" for device kind "cpu".
 // Depends on: engine (executor, kernels, optimizer), core (Profile, op costs); no Qt, no CUDA.
 #pragma once
@@ -36,7 +37,9 @@ struct CpuProfileRun
     std::int64_t microBatch = 0;
     std::vector<NodeMeasurement> nodes; // by node id
     SampleStats stepNs; // whole training steps: forward, backward and an AdamW update
-    double nodeSumNs = 0; // sum over nodes of median forward + backward
+    double nodeSumNs = 0; // sum over nodes of median forward + backward, timed inside steps
+    double isolatedSumNs = 0; // the same with each node run alone, repeatedly, on the same inputs
+    double outsideNodesNs = 0; // per step, device time outside every node (GPU tracers; host clock: 0)
 };
 
 // Throws ps::Error naming the node when one cannot run on the CPU backend. `progress` gets

@@ -1,6 +1,7 @@
-// Per-node measurement on any backend: every node's forward and backward, in isolation, with
-// warm-up and repeats, on inputs from a real forward pass, plus whole training steps to check the
-// per-node sum against. Each timed repetition is a range with its own external id pushed to an
+// Per-node measurement on any backend: every node's forward and backward timed inside whole
+// training steps (one traced range per node and pass, repeated over steps), each node also alone on
+// inputs from a real forward pass (its memory, and its isolated time for comparison), plus untraced
+// whole steps to check the per-node sum against. Each timed repetition is a range with its own external id pushed to an
 // ActivityTracer; the tracer's records are attributed to (node, pass, repetition) by
 // cupti/activity.h's rules. On a GPU the tracer is CUPTI (cupti/cupti_tracer.h: device time of
 // the kernels each range launched); on the CPU it is the host clock around each range.

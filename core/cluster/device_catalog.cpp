@@ -33,7 +33,7 @@ namespace detail {
             { "memory_bandwidth", d.memoryBandwidth }, { "multiprocessors", d.multiprocessors },
             { "gemm_efficiency", { { "fp32", d.gemmEfficiencyFp32 }, { "tensor", d.gemmEfficiencyTensor } } },
             { "host_link", linkToJson(d.hostLink) }, { "peer_link", linkToJson(d.peerLink) },
-            { "measured", d.measured } };
+            { "measured", d.measured }, { "cores", d.cores } };
     }
 
     DeviceSpec deviceFromJson(const nlohmann::json& j, const std::string& where)
@@ -61,6 +61,9 @@ namespace detail {
         d.hostLink = linkFromJson(j.value("host_link", nlohmann::json::object()), at);
         d.peerLink = linkFromJson(j.value("peer_link", nlohmann::json::object()), at);
         d.measured = j.value("measured", false);
+        d.cores = static_cast<int>(integerValue(j, "cores", std::int64_t { 0 }, at));
+        if (d.cores < 0)
+            throw Error(at + ": cores must be >= 0");
         if (!d.measured && (d.memoryBytes <= 0 || d.flopsFp32 <= 0 || d.memoryBandwidth <= 0))
             throw Error(at + ": memory_bytes, flops.fp32 and memory_bandwidth must be positive");
         return d;

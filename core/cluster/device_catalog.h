@@ -44,6 +44,9 @@ struct DeviceSpec
     LinkSpec hostLink; // to host memory (swap traffic)
     LinkSpec peerLink; // fastest device-to-device link inside a node
     bool measured = false; // true for `cpu` until measured
+    // CPU: the cores one node's devices run on. Devices outnumbering them time-share them (the
+    // runtime pins device d to core d mod cores; sim/shared_compute.h). 0: each device computes alone.
+    int cores = 0;
 
     [[nodiscard]] double peakFlops(MathMode mode) const;
     bool operator==(const DeviceSpec&) const = default;

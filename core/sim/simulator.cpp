@@ -1,8 +1,10 @@
 #include "sim/simulator.h"
 
+#include "sim/shared_compute.h"
 #include "util/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <utility>
@@ -23,8 +25,17 @@ namespace {
     class Simulator
     {
     public:
-        explicit Simulator(const SimulationInput& in);
+        // `slowdown[d][i]` stretches device d's action i (time-shared cores); nullptr: none.
+        Simulator(const SimulationInput& in, const std::vector<std::vector<double>>* slowdown);
         SimulationResult run();
+        [[nodiscard]] const Schedule& schedule() const
+        {
+            return m_schedule;
+        }
+        [[nodiscard]] const std::vector<sim::ComputeSpan>& computeSpans() const
+        {
+            return m_spans;
+        }
 
     private:
         [[nodiscard]] std::size_t key(const Action& a) const
@@ -92,6 +103,8 @@ namespace {
         void gradients(std::size_t device, StageId s, double timeNs, bool allocate);
         std::vector<double> m_busy;
         std::vector<SimEvent> m_events;
+        const std::vector<std::vector<double>>* m_slowdown = nullptr;
+        std::vector<sim::ComputeSpan> m_spans;
         std::vector<std::size_t> m_ready;
     };
 
@@ -116,10 +129,11 @@ namespace {
         return planned && !hasMemoryActions(s) ? withMemoryActions(s, in.memoryPlans) : s;
     }
 
-    Simulator::Simulator(const SimulationInput& in)
+    Simulator::Simulator(const SimulationInput& in, const std::vector<std::vector<double>>* slowdown)
         : m_in(in)
         , m_schedule(prepare(in))
         , m_microBatches(static_cast<std::size_t>(std::max(1, in.schedule.spec.microBatches)))
+        , m_slowdown(slowdown)
     {
         const auto devices = m_schedule.devices.size();
         if (static_cast<int>(devices) > in.cluster.deviceCount())
@@ -211,8 +225,11 @@ namespace {
 
     void Simulator::compute(std::size_t device, const Action& a, double durationNs, double readyNs)
     {
+        if (m_slowdown != nullptr)
+            durationNs *= (*m_slowdown)[device][m_next[device]];
         const double start = std::max(m_computeFree[device], readyNs);
         const double end = start + durationNs;
+        m_spans.push_back({ device, m_next[device], start, end });
         m_computeFree[device] = end;
         m_busy[device] += durationNs;
         m_events.push_back({ DeviceId(static_cast<std::uint32_t>(device)), Stream::Compute, a.type, a.stage,
@@ -530,8 +547,36 @@ namespace {
 SimulationResult simulate(const SimulationInput& input)
 {
     input.cluster.check();
-    Simulator sim(input);
-    return sim.run();
+    const auto groups = sim::coreGroups(
+        static_cast<int>(input.schedule.devices.size()), input.cluster.devicesPerNode, input.cluster.device.cores);
+    if (groups.empty()) {
+        Simulator sim(input, nullptr);
+        return sim.run();
+    }
+    // Time-shared cores: stretch each compute action by the sharing its interval saw, until the
+    // stretches settle (half steps: a full step can swing between two orders of the actions).
+    std::vector<std::vector<double>> slowdown;
+    SimulationResult result;
+    for (int round = 0; round < 40; ++round) {
+        Simulator sim(input, slowdown.empty() ? nullptr : &slowdown);
+        result = sim.run();
+        if (slowdown.empty()) {
+            for (const auto& list : sim.schedule().devices)
+                slowdown.emplace_back(list.size(), 1.0);
+        }
+        const auto& spans = sim.computeSpans();
+        const auto seen = sim::sharingSlowdowns(spans, groups);
+        bool settled = true;
+        for (std::size_t i = 0; i < spans.size(); ++i) {
+            auto& f = slowdown[spans[i].device][spans[i].action];
+            const double next = 0.5 * (f + seen[i]);
+            settled = settled && std::abs(next - f) <= 1e-3 * f;
+            f = next;
+        }
+        if (settled)
+            break;
+    }
+    return result;
 }
 
 std::string_view toString(Stream stream)

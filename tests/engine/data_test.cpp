@@ -2,9 +2,11 @@
 // that name the file.
 #include "data.h"
 #include "util/error.h"
+#include "zoo/model_config.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -87,4 +89,33 @@ TEST(TokenData, DefaultCorpusIsDebiansLicenses)
     const auto d = TokenData::defaultCorpus();
     EXPECT_GT(d.size(), 100000);
     EXPECT_NE(d.source().find("common-licenses"), std::string::npos);
+}
+
+TEST(BatchSource, BertTokensGoToTheVocabularyTableNotTheTokenTypes)
+{
+    // BERT has two (B, T) int inputs read by tables: input_ids (the vocabulary) and token_type_ids
+    // (2 rows). The data's tokens belong in the first; the second gets ids within its 2 rows.
+    auto c = zooPreset("bert-base");
+    c.layers = 1;
+    c.hidden = 32;
+    c.heads = 2;
+    c.seq = 16;
+    c.vocab = 300;
+    c.microBatch = 2;
+    const auto graph = buildZooModel(c);
+    BatchSource source(graph, TokenData::random(256, 1 << 12, 3), 7);
+    EXPECT_TRUE(source.samplesTokens());
+    const auto batch = source.next();
+    bool sawIds = false;
+    for (const auto& [name, values] : batch.inputs) {
+        const auto top = *std::max_element(values.begin(), values.end());
+        if (name == "input_ids") {
+            sawIds = true;
+            EXPECT_LT(top, 256);
+            EXPECT_GT(top, 1) << "token ids drawn from the data, not from the 2 token types";
+        } else if (name == "token_type_ids") {
+            EXPECT_LT(top, 2);
+        }
+    }
+    EXPECT_TRUE(sawIds);
 }

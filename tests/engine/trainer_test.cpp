@@ -1,4 +1,5 @@
 // End-to-end training on the CPU backend: a small GPT learns byte-level Shakespeare.
+#include "executor.h"
 #include "trainer.h"
 #include "zoo/model_config.h"
 
@@ -33,4 +34,60 @@ TEST(Trainer, SmallGptLearnsShakespeareBytes)
     }
     std::cout << "[ NOTE ] loss " << first.loss << " -> " << last10 << " (mean of steps 191-200)\n";
     EXPECT_LT(last10, 2.5);
+}
+
+namespace {
+
+// Records what a NodeObserver is told, and checks that spans pair up without nesting.
+class RecordingObserver final : public NodeObserver
+{
+public:
+    void nodeBegin(NodeId node, bool backward) override
+    {
+        EXPECT_FALSE(open) << "span of node " << node.index() << " opened inside another";
+        open = true;
+        spans.emplace_back(node.index(), backward);
+    }
+    void nodeEnd() override
+    {
+        EXPECT_TRUE(open);
+        open = false;
+    }
+    bool open = false;
+    std::vector<std::pair<std::size_t, bool>> spans;
+};
+
+} // namespace
+
+TEST(GraphExecutor, ObserverSeesEveryForwardInOrderAndEveryBackwardInReverse)
+{
+    ModelConfig c = zooPreset("gpt2-tiny");
+    c.layers = 1;
+    c.seq = 8;
+    c.microBatch = 1;
+    GraphExecutor ex(buildZooModel(c));
+    for (const auto& t : ex.graph().tensors()) { // token ids and labels 0
+        if (t.kind == TensorKind::Input)
+            ex.setInput(t.name, NdArray::zeros(ex.allocator(), t.shape, t.dtype));
+    }
+    RecordingObserver observer;
+    ex.setObserver(&observer);
+    (void)ex.forward();
+    const auto n = ex.graph().nodeCount();
+    ASSERT_EQ(observer.spans.size(), n);
+    for (std::size_t i = 0; i < n; ++i)
+        EXPECT_EQ(observer.spans[i], std::make_pair(i, false));
+    ex.backward();
+    ASSERT_GT(observer.spans.size(), n + n / 2); // most nodes pass a gradient back
+    for (std::size_t i = n + 1; i < observer.spans.size(); ++i) {
+        EXPECT_TRUE(observer.spans[i].second);
+        EXPECT_LT(observer.spans[i].first, observer.spans[i - 1].first); // reverse graph order
+    }
+    EXPECT_EQ(observer.spans[n].first, n - 1); // the loss first
+    EXPECT_FALSE(observer.open);
+    const auto recorded = observer.spans.size();
+    ex.setObserver(nullptr);
+    ex.releaseActivations();
+    (void)ex.forward();
+    EXPECT_EQ(observer.spans.size(), recorded); // nothing reported once detached
 }

@@ -67,12 +67,18 @@ TEST(DeviceProfiler, EachRepetitionIsItsOwnRangeAndWarmUpsAreNotSamples)
         EXPECT_EQ(run.nodes[i].forwardNs.count, 3U) << graph.nodes()[i].name;
         passes += 1 + (run.nodes[i].backwardNs.count > 0 ? 1 : 0);
     }
-    EXPECT_EQ(tracer.pushes, static_cast<int>(passes) * 3); // repeats only: warm-ups run outside ranges
+    // Each node and pass is a range in each of the 3 traced steps and in each of its 3 isolated
+    // repeats; warm-ups run outside ranges.
+    EXPECT_EQ(tracer.pushes, static_cast<int>(passes) * 3 * 2);
     std::vector<std::uint64_t> sorted = tracer.ids;
     std::sort(sorted.begin(), sorted.end());
     EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()); // one id per range
     EXPECT_GT(run.stepNs.median, 0);
     EXPECT_GT(run.nodeSumNs, 0);
+    EXPECT_GT(run.isolatedSumNs, 0);
+    // Stored times are those inside steps: their sum cannot exceed a step by more than the spread
+    // of medians (the step also runs the loss seed and the optimizer outside every node).
+    EXPECT_LT(run.nodeSumNs, 1.25 * run.stepNs.median);
 }
 
 TEST(GpuSelfTest, CuptiProfileNodeSumMatchesAMeasuredStep)

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Predicted against measured on CPU devices, over configurations no test tunes on.
+
+For each configuration: `pipestudio new` (a zoo model at a size of its own), `profile --device cpu`
+(the default: every core and one thread), `train` on CPU devices for a few steps, then `compare
+--json`. Prints the iteration error and each device's peak-memory error; exits 1 when a row misses
+the bounds (--iteration-bound, --peak-bound) so a run can gate on it.
+
+Usage: prediction_sweep.py [--pipestudio PATH] [--only NAME ...] [--steps N] [--keep DIR]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# name, `new` arguments, `train` arguments. Sizes, sequence lengths, dropout, device counts and
+# schedules vary; none of these is a configuration a test or a constant was fitted on.
+CONFIGS = [
+    ("gpt2 4x192 s128 drop 1f1b cpu:2", ["-m", "gpt2-tiny", "--layers", "4", "--hidden", "192", "--heads", "6",
+                                          "--seq", "128", "-b", "2", "--dropout", "0.1"],
+     ["--devices", "cpu:2", "--schedule", "1f1b", "--micro-batches", "8"]),
+    ("gpt2 4x192 s128 nodrop gpipe cpu:2", ["-m", "gpt2-tiny", "--layers", "4", "--hidden", "192", "--heads", "6",
+                                             "--seq", "128", "-b", "2", "--dropout", "0"],
+     ["--devices", "cpu:2", "--schedule", "gpipe", "--micro-batches", "4"]),
+    ("gpt2 6x256 s256 drop zb-h1 cpu:2", ["-m", "gpt2-tiny", "--layers", "6", "--hidden", "256", "--heads", "8",
+                                           "--seq", "256", "-b", "1", "--dropout", "0.1"],
+     ["--devices", "cpu:2", "--schedule", "zb-h1", "--micro-batches", "6"]),
+    ("gpt2 8x128 s64 drop 1f1b cpu:4", ["-m", "gpt2-tiny", "--layers", "8", "--hidden", "128", "--heads", "4",
+                                         "--seq", "64", "-b", "4", "--dropout", "0.1"],
+     ["--devices", "cpu:4", "--schedule", "1f1b", "--micro-batches", "8"]),
+    ("gpt2 8x128 s64 nodrop interleaved:2 cpu:2", ["-m", "gpt2-tiny", "--layers", "8", "--hidden", "128", "--heads",
+                                                    "4", "--seq", "64", "-b", "4", "--dropout", "0"],
+     ["--devices", "cpu:2", "--stages", "4", "--schedule", "interleaved:2", "--micro-batches", "8"]),
+    ("gpt2 4x320 s96 drop kfkb:2 cpu:2", ["-m", "gpt2-tiny", "--layers", "4", "--hidden", "320", "--heads", "5",
+                                           "--seq", "96", "-b", "2", "--dropout", "0.1"],
+     ["--devices", "cpu:2", "--schedule", "kfkb:2", "--micro-batches", "8"]),
+    ("bert 4x256 s128 drop 1f1b cpu:2", ["-m", "bert-base", "--layers", "4", "--hidden", "256", "--heads", "4",
+                                          "--seq", "128", "-b", "2", "--vocab", "256", "--dropout", "0.1"],
+     ["--devices", "cpu:2", "--schedule", "1f1b", "--micro-batches", "4"]),
+    ("gpt2 8x192 s128 drop gpipe cpu:4", ["-m", "gpt2-tiny", "--layers", "8", "--hidden", "192", "--heads", "6",
+                                           "--seq", "128", "-b", "1", "--dropout", "0.1"],
+     ["--devices", "cpu:4", "--schedule", "gpipe", "--micro-batches", "8"]),
+]
+
+
+def run(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return done.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--pipestudio", default=os.path.join(here, "..", "..", "build", "ci", "app", "pipestudio"))
+    ap.add_argument("--only", nargs="*", help="substrings of the configuration names to run")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--iteration-bound", type=float, default=0.10)
+    ap.add_argument("--peak-bound", type=float, default=0.05)
+    ap.add_argument("--keep", help="directory for the projects (default: a temporary one)")
+    args = ap.parse_args()
+    work = args.keep or tempfile.mkdtemp(prefix="ps-sweep-")
+    os.makedirs(work, exist_ok=True)
+    ps = args.pipestudio
+    failed = 0
+    print(f"{'configuration':44} {'predicted':>10} {'measured':>10} {'iter err':>9}  peak errors by device")
+    for i, (name, new_args, train_args) in enumerate(CONFIGS):
+        if args.only and not any(s in name for s in args.only):
+            continue
+        project = os.path.join(work, f"sweep{i}.pstudio")
+        run([ps, "new", *new_args, "-o", project, "--force"])
+        run([ps, "profile", project, "--device", "cpu"])
+        run([ps, "train", project, *train_args, "--steps", str(args.steps)])
+        c = json.loads(run([ps, "compare", project, "--json"]))
+        peaks = [d["peak_error"] for d in c["devices"]]
+        ok = abs(c["iteration_error"]) <= args.iteration_bound and all(abs(p) <= args.peak_bound for p in peaks)
+        failed += 0 if ok else 1
+        print(f"{name:44} {c['predicted_iteration_ms']:8.1f}ms {c['measured_iteration_ms']:8.1f}ms "
+              f"{100 * c['iteration_error']:+8.1f}%  " + " ".join(f"{100 * p:+.1f}%" for p in peaks)
+              + ("" if ok else "  MISS"), flush=True)
+    print(f"{failed} configuration(s) outside +/-{100 * args.iteration_bound:.0f}% iteration, "
+          f"+/-{100 * args.peak_bound:.0f}% peak (projects in {work})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
