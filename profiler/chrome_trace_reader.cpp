@@ -79,6 +79,7 @@ namespace {
         double durationNs = 0;
         std::int64_t correlation = -1;
         std::int64_t externalId = -1;
+        double startNs = 0;
     };
 
     class Reader
@@ -149,7 +150,7 @@ namespace {
             const double startNs = number(e, "ts", 0) * 1000.0;
             const double durationNs = std::max(0.0, number(e, "dur", 0) * 1000.0);
             if (kDeviceCategories.contains(cat)) {
-                m_device.push_back({ name, durationNs, argInt(e, "correlation"), argInt(e, "External id") });
+                m_device.push_back({ name, durationNs, argInt(e, "correlation"), argInt(e, "External id"), startNs });
                 return;
             }
             const auto thread = threadOf(e, idText(e, "tid"));
@@ -174,7 +175,7 @@ namespace {
                 else if (const auto x = m_byExternalId.find(d.externalId);
                          d.externalId >= 0 && x != m_byExternalId.end())
                     at = x->second;
-                m_data.work.push_back({ d.name, d.durationNs, at.thread, at.atNs });
+                m_data.work.push_back({ d.name, d.durationNs, at.thread, at.atNs, d.startNs });
             }
         }
 

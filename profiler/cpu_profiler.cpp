@@ -187,10 +187,12 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
     // optimizer) launches outside any range and is not a node's.
     std::vector<cupti::NodeLaunch> stepLaunches;
     cupti::ActivityBatch stepBatch;
+    SampleStats optimizerStats;
     std::uint64_t nextId = 1;
     {
         engine::Optimizer adamw(ex, engine::OptimizerConfig {});
         StepObserver observer(tracer, stepLaunches, nextId);
+        std::vector<double> optimizerNs; // the step's update, timed on the host clock
         for (int r = 0; r < options.repeats; ++r) {
             observer.repeat = r;
             ex.setObserver(&observer);
@@ -199,12 +201,19 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             if (trainable)
                 ex.backward();
             ex.setObserver(nullptr);
-            if (trainable)
+            if (trainable) {
+                backend.synchronize();
+                const auto start = Clock::now();
                 adamw.step();
+                backend.synchronize();
+                optimizerNs.push_back(nanosSince(start));
+            }
             ex.releaseActivations();
             backend.synchronize();
             appendBatch(stepBatch, tracer.collect());
         }
+        if (!optimizerNs.empty())
+            optimizerStats = summarizeSamples(std::move(optimizerNs));
     }
 
     (void)ex.forward(); // every tensor's value, as the nodes' inputs
@@ -284,6 +293,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
     run.isolatedSumNs = cupti::toProfileRun(isolated, graph.info().microBatch, memory).nodeSumNs;
     run.outsideNodesNs = inPlace.unattributedNs / std::max(1, options.repeats);
     run.stepNs = stepNs;
+    run.optimizerNs = optimizerStats;
     return run;
 }
 
@@ -324,6 +334,13 @@ Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRu
         n.parameterCount = costs[i].parameterCount;
         p.nodes.push_back(n);
     }
+    // The optimizer's time per parameter, from the run at the larger micro-batch (it does not
+    // depend on the micro-batch; the later run is the warmer one).
+    std::int64_t parameters = 0;
+    for (const auto& t : graph.tensors())
+        parameters += t.kind == TensorKind::Parameter ? numElements(t.shape) : 0;
+    if (b.optimizerNs.count > 0 && parameters > 0)
+        p.setup.optimizerNsPerParameter = b.optimizerNs.median / static_cast<double>(parameters);
     return p;
 }
 

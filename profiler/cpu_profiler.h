@@ -40,6 +40,7 @@ struct CpuProfileRun
     double nodeSumNs = 0; // sum over nodes of median forward + backward, timed inside steps
     double isolatedSumNs = 0; // the same with each node run alone, repeatedly, on the same inputs
     double outsideNodesNs = 0; // per step, device time outside every node (GPU tracers; host clock: 0)
+    SampleStats optimizerNs; // the AdamW update of every parameter, per step (no samples: no loss to train)
 };
 
 // Throws ps::Error naming the node when one cannot run on the CPU backend. `progress` gets

@@ -208,7 +208,8 @@ namespace {
                 const auto it = m_launches.find(st.columnInt(2));
                 const Launch at = it == m_launches.end() ? Launch {} : it->second;
                 m_data.work.push_back({ fixedName.empty() ? stringId(st.columnInt(3)) : fixedName,
-                    static_cast<double>(st.columnInt(1) - st.columnInt(0)), at.thread, at.atNs });
+                    static_cast<double>(st.columnInt(1) - st.columnInt(0)), at.thread, at.atNs,
+                    static_cast<double>(st.columnInt(0)) });
             }
         }
 

@@ -4,6 +4,7 @@
 #include "trace_model.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <string_view>
@@ -82,6 +83,22 @@ Profile toImportedProfile(
         n.workspaceBytes = perSample(static_cast<double>(c.workspaceBytes), graphBatch);
         n.parameterCount = c.parameterCount;
         p.nodes.push_back(n);
+    }
+    // The optimizer step the trace timed (its Optimizer.step ranges), per parameter: the median
+    // over iterations, a first iteration's allocation of the states included among them.
+    std::vector<double> optimizerNs;
+    for (const auto& it : trace.iterations) {
+        for (const auto& a : it.actions) {
+            if (a.kind == TraceActionKind::Optimizer)
+                optimizerNs.push_back(a.endNs - a.startNs);
+        }
+    }
+    std::int64_t parameters = 0;
+    for (const auto& t : graph.tensors())
+        parameters += t.kind == TensorKind::Parameter ? numElements(t.shape) : 0;
+    if (!optimizerNs.empty() && parameters > 0) {
+        std::sort(optimizerNs.begin(), optimizerNs.end());
+        p.setup.optimizerNsPerParameter = optimizerNs[optimizerNs.size() / 2] / static_cast<double>(parameters);
     }
     return p;
 }

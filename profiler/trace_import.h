@@ -49,6 +49,27 @@ struct UnmatchedName
     double totalNs = 0;
 };
 
+// The trace as a measured timeline of one device: per iteration (a `ProfilerStep#N` range of the
+// PyTorch profiler's schedule; else the whole trace), its forward and backward passes (micro-batches
+// of gradient accumulation) and its optimizer step. Built by trace_timeline.h's rules.
+enum class TraceActionKind : std::uint8_t { Forward, Backward, Optimizer };
+
+struct TraceAction
+{
+    TraceActionKind kind = TraceActionKind::Forward;
+    int microBatch = 0; // forwards and backwards counted separately from 0; the optimizer: 0
+    double startNs = 0; // first activity attributed to it
+    double endNs = 0; // last one's end
+};
+
+struct TraceIteration
+{
+    double startNs = 0;
+    double endNs = 0;
+    bool marked = false; // delimited by a ProfilerStep range (else: first to last action)
+    std::vector<TraceAction> actions; // by start time
+};
+
 struct TraceImport
 {
     std::string format; // "nsys-sqlite", "kineto-json"
@@ -64,6 +85,7 @@ struct TraceImport
     double unmatchedNs = 0;
     std::int64_t ranges = 0; // ranges whose name is a node or scope
     std::vector<UnmatchedName> unmatched; // most time first, at most 10
+    std::vector<TraceIteration> iterations; // empty when no activity matched a node
 };
 
 // Reads `path` (kind detected from its content) and maps it onto `graph`. Throws ps::Error naming
@@ -74,7 +96,8 @@ struct TraceImport
 
 // The imported times as a profile (source "imported") for `deviceKind`, proportional to the
 // micro-batch size the trace was recorded at; bytes follow the op formulas. Nodes the trace
-// did not cover get zero time.
+// did not cover get zero time. The optimizer's time per parameter is the median of the
+// iterations' optimizer steps, where the trace has Optimizer.step ranges.
 [[nodiscard]] Profile toImportedProfile(
     const Graph& graph, const TraceImport& trace, const std::string& deviceKind, std::int64_t microBatch);
 

@@ -1,6 +1,7 @@
 #include "trace_model.h"
 
 #include "graph/op_cost.h"
+#include "trace_timeline.h"
 
 #include <algorithm>
 #include <array>
@@ -67,6 +68,14 @@ namespace {
                     m_scopes[n.scope.substr(0, dot)].push_back(n.id);
                 if (!n.scope.empty())
                     m_scopes[n.scope].push_back(n.id);
+                // The module a node's dotted name lies in ("head" for "head.matmul"), where no
+                // scope says it: a range named after the module covers the node.
+                for (auto dot = n.name.find('.'); dot != std::string::npos; dot = n.name.find('.', dot + 1))
+                    m_scopes[n.name.substr(0, dot)].push_back(n.id);
+            }
+            for (auto& [scope, nodes] : m_scopes) { // a node under a scope and a name prefix alike: once
+                std::sort(nodes.begin(), nodes.end(), [](NodeId a, NodeId b) { return a.index() < b.index(); });
+                nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
             }
         }
 
@@ -107,6 +116,7 @@ namespace {
         int mapped = -1; // the innermost span naming nodes
         int outer = -1; // the outermost one: one occurrence (micro-batch, iteration) of what it covers
         bool backwardMarker = false;
+        bool optimizer = false; // inside an optimizer range
         int backwardOp = -1; // the innermost autograd function carrying a sequence number
     };
 
@@ -143,24 +153,32 @@ namespace {
 
         TraceImport run()
         {
+            std::vector<std::pair<double, double>> steps;
             for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
-                m_info[i].nodes = m_index.find(m_data.spans[i].name, m_info[i].phase);
+                const auto& span = m_data.spans[i];
+                m_info[i].nodes = m_index.find(span.name, m_info[i].phase);
                 m_result.ranges += m_info[i].nodes ? 1 : 0;
+                if (isProfilerStep(span.name))
+                    steps.emplace_back(span.startNs, span.endNs);
             }
             sweepThreads();
             indexForwardOps();
             if (m_data.work.empty()) {
                 for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
+                    const auto& span = m_data.spans[i];
                     if (m_info[i].selfNs > 0)
-                        attribute(m_data.spans[i].name, m_info[i].selfNs, m_info[i].context, m_data.spans[i].thread);
+                        attribute(
+                            span.name, m_info[i].selfNs, m_info[i].context, span.thread, { span.startNs, span.endNs });
                 }
             } else {
                 for (std::size_t w = 0; w < m_data.work.size(); ++w) {
                     const auto& work = m_data.work[w];
-                    attribute(work.name, work.durationNs, m_workContext[w], work.launchThread);
+                    attribute(work.name, work.durationNs, m_workContext[w], work.launchThread,
+                        { work.startNs, work.startNs + work.durationNs });
                 }
             }
             finish();
+            m_result.iterations = buildTraceTimeline(std::move(m_timed), std::move(steps));
             return std::move(m_result);
         }
 
@@ -224,6 +242,7 @@ namespace {
                     c.outer = c.outer < 0 ? i : c.outer;
                 }
                 c.backwardMarker = c.backwardMarker || isBackwardMarker(s.name);
+                c.optimizer = c.optimizer || isOptimizerRange(s.name);
                 if (s.sequence >= 0 && namesAutogradFunction(s.name))
                     c.backwardOp = i;
                 m_info[i].context = c;
@@ -273,7 +292,8 @@ namespace {
             std::set<std::int64_t> occurrences[2];
         };
 
-        void attribute(const std::string& name, double ns, const Context& c, std::int64_t thread)
+        void attribute(const std::string& name, double ns, const Context& c, std::int64_t thread,
+            std::pair<double, double> interval)
         {
             ++m_result.activities;
             m_result.totalNs += ns;
@@ -290,6 +310,8 @@ namespace {
                 occurrence = forward >= 0 ? m_info[forward].context.outer : -1; // its forward's occurrence
             }
             if (range < 0) {
+                if (c.optimizer)
+                    m_timed.push_back({ interval.first, interval.second, TraceActionKind::Optimizer, 0 });
                 ++m_result.unmatchedActivities;
                 m_result.unmatchedNs += ns;
                 auto& u = m_unmatched[name];
@@ -299,7 +321,11 @@ namespace {
             }
             ++m_result.matchedActivities;
             m_result.matchedNs += ns;
-            split(*m_info[range].nodes, phase, ns, occurrence);
+            const auto& nodes = *m_info[range].nodes;
+            m_timed.push_back({ interval.first, interval.second,
+                phase == Phase::Forward ? TraceActionKind::Forward : TraceActionKind::Backward,
+                nodes.front().index() });
+            split(nodes, phase, ns, occurrence);
         }
 
         // A scope's time goes to its nodes in proportion to their FLOPs in that phase (evenly
@@ -349,6 +375,7 @@ namespace {
         std::map<std::int64_t, std::vector<int>> m_forwardOps; // by sequence number
         std::vector<Sums> m_sums;
         std::map<std::string, UnmatchedName> m_unmatched;
+        std::vector<TimedActivity> m_timed; // for the timeline
         TraceImport m_result;
     };
 

@@ -30,6 +30,7 @@ struct TraceWork
     double durationNs = 0;
     std::int64_t launchThread = -1; // -1: no launch record found
     double launchNs = 0;
+    double startNs = 0; // on the device, same clock as the spans (Kineto and Nsight both align them)
 };
 
 struct TraceData

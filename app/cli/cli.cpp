@@ -91,6 +91,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addMaxBatchCommand(app, action);
     addMaxModelCommand(app, action);
     addTrainCommand(app, action);
+    addCompareCommand(app, action);
     addProfileCommand(app, action);
     addExportCommand(app, action);
     addImportTraceCommand(app, action);

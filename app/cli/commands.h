@@ -30,6 +30,7 @@ void addGroupingCommand(CLI::App& app, Action& action);
 void addMaxBatchCommand(CLI::App& app, Action& action);
 void addMaxModelCommand(CLI::App& app, Action& action);
 void addTrainCommand(CLI::App& app, Action& action);
+void addCompareCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);
 void addExportCommand(CLI::App& app, Action& action);
 void addImportTraceCommand(CLI::App& app, Action& action);

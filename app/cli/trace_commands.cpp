@@ -1,13 +1,19 @@
 // `pipestudio import-trace`: per-node times from an Nsight Systems SQLite export or a PyTorch
-// profiler JSON trace, stored as the project's "imported" profile.
+// profiler JSON trace, stored as the project's "imported" profile, and the trace's timeline (its
+// iterations' forward, backward and optimizer passes) stored as a run that `compare` and the
+// studio's Predicted vs measured view set beside the simulation.
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "cluster/device_catalog.h"
+#include "sim/simulator.h"
 #include "store/project_store.h"
 #include "trace_import.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 namespace ps::app {
 namespace {
@@ -65,6 +71,63 @@ namespace {
                 device, microBatch, o.project);
     }
 
+    // The iterations' shape: micro-batches (forward passes) per iteration and whether they run
+    // F B F B (gradient accumulation, 1F1B on one stage) or F F B B (GPipe). Throws when the
+    // iterations disagree.
+    std::pair<int, std::string> timelineShape(const std::vector<profiler::TraceIteration>& iterations)
+    {
+        int micro = -1;
+        bool interleaved = false;
+        for (const auto& it : iterations) {
+            int forwards = 0;
+            bool backwardSeen = false;
+            for (const auto& a : it.actions) {
+                if (a.kind == profiler::TraceActionKind::Forward) {
+                    ++forwards;
+                    interleaved = interleaved || backwardSeen;
+                }
+                backwardSeen = backwardSeen || a.kind == profiler::TraceActionKind::Backward;
+            }
+            if (micro >= 0 && forwards != micro)
+                throw Error("iterations of the trace run " + std::to_string(micro) + " and " + std::to_string(forwards)
+                    + " forward passes");
+            micro = forwards;
+        }
+        return { micro, interleaved || micro <= 1 ? "1f1b" : "gpipe" };
+    }
+
+    // The timeline as a finished run of one device: its options, one metric per iteration, and
+    // each iteration's passes as events. Returns the run id.
+    std::int64_t storeTimelineRun(ProjectStore& store, const ImportTraceOptions& o, const profiler::TraceImport& t,
+        const std::string& device, std::int64_t microBatch)
+    {
+        const auto [micro, schedule] = timelineShape(t.iterations);
+        const nlohmann::ordered_json config { { "source", "trace" }, { "trace", o.trace }, { "format", t.format },
+            { "device_kind", device }, { "devices", device == "cpu" ? "cpu" : device + " (traced)" },
+            { "device_count", 1 }, { "stages", 1 }, { "schedule", schedule }, { "micro_batches", std::max(1, micro) },
+            { "micro_batch", microBatch }, { "cuts", "" }, { "profile_source", "imported" }, { "precision", "fp32" },
+            { "steps", t.iterations.size() } };
+        const auto runId = store.beginRun(config.dump());
+        std::vector<ProjectStore::RunMetric> metrics;
+        const double origin = t.iterations.front().startNs;
+        for (std::size_t i = 0; i < t.iterations.size(); ++i) {
+            const auto& it = t.iterations[i];
+            metrics.push_back({ static_cast<std::int64_t>(i + 1), 0.0, it.endNs - it.startNs, 0.0 });
+            std::vector<SimEvent> events;
+            for (const auto& a : it.actions) {
+                const auto type = a.kind == profiler::TraceActionKind::Forward ? ActionType::Forward
+                    : a.kind == profiler::TraceActionKind::Backward            ? ActionType::Backward
+                                                                               : ActionType::OptimizerStep;
+                events.push_back({ DeviceId(0), Stream::Compute, type, StageId(0),
+                    MicroBatchId(static_cast<std::uint32_t>(a.microBatch)), a.startNs - origin, a.endNs - origin });
+            }
+            store.saveRunEvents(runId, static_cast<std::int64_t>(i + 1), events);
+        }
+        store.appendRunMetrics(runId, metrics);
+        store.endRun(runId, "finished");
+        return runId;
+    }
+
     int runImportTrace(const ImportTraceOptions& o)
     {
         // Everything is read and checked before the project is opened for writing.
@@ -76,15 +139,61 @@ namespace {
                 + "ranges after nodes such as '" + graph.nodes().front().name + "'");
         const auto device = !o.device.empty() ? o.device : (trace.deviceActivity ? "cuda" : "cpu");
         const auto microBatch = o.microBatch > 0 ? o.microBatch : graph.info().microBatch;
+        // A timeline is a run where the simulator can predict it: on the CPU or a catalog GPU.
+        const auto& catalog = DeviceCatalog::builtin().devices();
+        const bool predictable = device == "cpu"
+            || std::any_of(catalog.begin(), catalog.end(), [&](const DeviceSpec& d) { return d.id == device; });
+        std::string timelineNote;
+        if (trace.iterations.empty())
+            timelineNote = "no timeline: no forward or backward pass matched";
+        else if (!predictable)
+            timelineNote = "timeline not stored as a run: '" + device
+                + "' is not a catalog device to predict it on (--device a100-80gb, h100-80gb, ...)";
+        else
+            (void)timelineShape(trace.iterations); // checked before anything is written
+        std::int64_t runId = 0;
         if (!o.dryRun) {
             const auto profile = profiler::toImportedProfile(graph, trace, device, microBatch);
             const auto b = static_cast<double>(microBatch);
-            ProjectStore::open(o.project).saveProfile(profile, b, b);
+            auto store = ProjectStore::open(o.project);
+            store.saveProfile(profile, b, b);
+            if (predictable && !trace.iterations.empty())
+                runId = storeTimelineRun(store, o, trace, device, microBatch);
         }
-        if (o.json)
-            fmt::print("{}\n", toJson(o, graph, trace, device, microBatch).dump(2));
-        else
+        if (o.json) {
+            auto j = toJson(o, graph, trace, device, microBatch);
+            j["iterations"] = nlohmann::ordered_json::array();
+            for (const auto& it : trace.iterations) {
+                nlohmann::ordered_json row { { "ms", (it.endNs - it.startNs) / 1e6 }, { "marked", it.marked } };
+                for (const auto& a : it.actions) {
+                    const char* kind = a.kind == profiler::TraceActionKind::Forward ? "F"
+                        : a.kind == profiler::TraceActionKind::Backward             ? "B"
+                                                                                    : "OPT_STEP";
+                    row["actions"].push_back({ { "action", kind }, { "micro_batch", a.microBatch },
+                        { "start_ms", (a.startNs - it.startNs) / 1e6 }, { "ms", (a.endNs - a.startNs) / 1e6 } });
+                }
+                j["iterations"].push_back(row);
+            }
+            j["run"] = runId > 0 ? nlohmann::ordered_json(runId) : nlohmann::ordered_json();
+            if (!timelineNote.empty())
+                j["timeline_note"] = timelineNote;
+            fmt::print("{}\n", j.dump(2));
+        } else {
             printText(o, graph, trace, device, microBatch);
+            if (!trace.iterations.empty()) {
+                std::vector<double> ms;
+                for (const auto& it : trace.iterations)
+                    ms.push_back((it.endNs - it.startNs) / 1e6);
+                fmt::print("Timeline       {} iteration(s){}, {} pass(es) each; iteration {:.3f} ms (first), {:.3f} "
+                           "ms (last)\n",
+                    trace.iterations.size(), trace.iterations.front().marked ? " (ProfilerStep ranges)" : "",
+                    trace.iterations.front().actions.size(), ms.front(), ms.back());
+            }
+            if (runId > 0)
+                fmt::print("Stored the timeline as run {}: pipestudio compare {} --run {}\n", runId, o.project, runId);
+            if (!timelineNote.empty())
+                fmt::print("{}\n", timelineNote);
+        }
         return 0;
     }
 

@@ -396,112 +396,6 @@ namespace {
         return 0;
     }
 
-    struct CompareOptions
-    {
-        std::string project;
-        std::int64_t run = 0;
-        bool json = false;
-    };
-
-    double median(std::vector<double> v)
-    {
-        if (v.empty())
-            return 0;
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-    }
-
-    // Predicted against measured for a finished run: the simulator fed with the project's measured
-    // CPU profile (else the analytical one) over the run's cuts and schedule, against the run's
-    // median step time, per-device peak memory and the actions of its last stored timeline.
-    int runCompare(const CompareOptions& o)
-    {
-        const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
-        const auto runId = o.run > 0 ? o.run : store.latestRunId();
-        if (runId == 0)
-            throw Error("'" + o.project + "' has no training runs");
-        const auto graph = store.loadGraph();
-        const auto shape = engine::shapeFromRun(store, runId, graph.nodeCount());
-        const bool gpu = shape.deviceKind != "cpu";
-        const auto measuredProfile = engine::measuredProfileFor(store, shape);
-        const auto prediction = engine::predictWithStoredProfile(store, graph, shape);
-        const auto& predicted = prediction.simulation;
-        const std::string source = measuredProfile ? engine::profileDescription(prediction)
-            : gpu ? "analytical on " + shape.deviceKind + " (no measured profile: run `pipestudio profile " + o.project
-                + " --device cuda:0`)"
-                  : "analytical (no measured profile: run `pipestudio profile`)";
-        const auto devices = static_cast<int>(predicted.devices.size());
-        std::vector<double> stepNs;
-        for (const auto& m : store.loadRunMetrics(runId))
-            stepNs.push_back(m.stepNs);
-        if (stepNs.size() > 1)
-            stepNs.erase(stepNs.begin()); // the first step allocates and warms the caches
-        std::vector<std::int64_t> peak(static_cast<std::size_t>(devices), 0);
-        std::vector<std::string> peakUses(static_cast<std::size_t>(devices), "{}");
-        for (const auto& m : store.loadRunDeviceMetrics(runId)) {
-            const auto k = static_cast<std::size_t>(m.device);
-            if (m.device < devices && m.peakBytes > peak[k]) {
-                peak[k] = m.peakBytes;
-                peakUses[k] = m.peakByUse;
-            }
-        }
-        const double measuredNs = median(stepNs);
-        nlohmann::ordered_json j { { "run", runId }, { "profile", source },
-            { "schedule", scheduleName(shape.schedule) }, { "predicted_iteration_ms", predicted.iterationNs / 1e6 },
-            { "measured_iteration_ms", measuredNs / 1e6 },
-            { "iteration_error", measuredNs > 0 ? predicted.iterationNs / measuredNs - 1 : 0 } };
-        auto devs = nlohmann::ordered_json::array();
-        for (std::size_t k = 0; k < peak.size() && k < predicted.devices.size(); ++k) {
-            // The model's breakdown at its peak against the allocator's at the measured one.
-            const auto& mem = predicted.devices[k].memory;
-            const auto measuredUses = nlohmann::json::parse(peakUses[k]);
-            const std::array<std::pair<const char*, double>, engine::kMemoryUses> modelled {
-                { { "parameters", mem.parameters + mem.stashedWeights }, { "gradients", mem.gradients },
-                    { "optimizer_states", mem.optimizerStates }, { "activations", mem.activations },
-                    { "workspace", mem.workspace }, { "messages", mem.messages } }
-            };
-            auto uses = nlohmann::ordered_json::object();
-            for (const auto& [name, bytes] : modelled)
-                uses[name] = { { "predicted_bytes", bytes }, { "measured_bytes", measuredUses.value(name, 0.0) } };
-            devs.push_back({ { "device", k }, { "predicted_peak_bytes", predicted.devices[k].peakBytes },
-                { "measured_peak_bytes", peak[k] },
-                { "peak_error", peak[k] > 0 ? predicted.devices[k].peakBytes / static_cast<double>(peak[k]) - 1 : 0 },
-                { "by_use", uses } });
-        }
-        j["devices"] = devs;
-        // Action by action over the last stored iteration.
-        const auto iterations = store.runEventIterations(runId);
-        auto actions = nlohmann::ordered_json::array();
-        if (!iterations.empty()) {
-            for (const auto& d :
-                engine::largestActionDifferences(store.loadRunEvents(runId, iterations.back()), predicted.events, 8))
-                actions.push_back({ { "action", d.action }, { "device", d.device }, { "measured_ms", d.measuredMs },
-                    { "predicted_ms", d.predictedMs } });
-        }
-        j["largest_action_differences"] = actions;
-        if (o.json) {
-            fmt::print("{}\n", j.dump(2));
-            return 0;
-        }
-        fmt::print("run {} ({}), profile {}\n", runId, scheduleName(shape.schedule), source);
-        fmt::print("iteration: predicted {:.2f} ms, measured {:.2f} ms (median), error {:+.1f}%\n",
-            predicted.iterationNs / 1e6, measuredNs / 1e6, 100 * j["iteration_error"].get<double>());
-        for (const auto& dv : devs) {
-            fmt::print("device {}: peak predicted {}, measured {}, error {:+.1f}%\n", dv["device"].get<int>(),
-                formatBytes(dv["predicted_peak_bytes"].get<double>()),
-                formatBytes(static_cast<double>(dv["measured_peak_bytes"].get<std::int64_t>())),
-                100 * dv["peak_error"].get<double>());
-            for (const auto& [name, u] : dv["by_use"].items())
-                fmt::print("  {:<17} predicted {:>10}  measured {:>10}\n", name,
-                    formatBytes(u["predicted_bytes"].get<double>()), formatBytes(u["measured_bytes"].get<double>()));
-        }
-        for (const auto& a : actions)
-            fmt::print("  {:>8} on device {}: measured {:.3f} ms, predicted {:.3f} ms\n",
-                a["action"].get<std::string>(), a["device"].get<int>(), a["measured_ms"].get<double>(),
-                a["predicted_ms"].get<double>());
-        return 0;
-    }
-
 } // namespace
 
 void addTrainCommand(CLI::App& app, Action& action)
@@ -579,15 +473,6 @@ void addTrainCommand(CLI::App& app, Action& action)
         ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
     trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
     trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
-
-    auto c = std::make_shared<CompareOptions>();
-    auto* compare = app.add_subcommand("compare",
-        "A training run's measured iteration time, peak memory and actions against the simulator's prediction");
-    compare->add_option("project", c->project, "Project file (.pstudio)")->required();
-    compare->add_option("--run", c->run, "Run id (default: the newest)")
-        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
-    compare->add_flag("--json", c->json, "Print JSON");
-    compare->callback([c, &action] { action = [c] { return runCompare(*c); }; });
 }
 
 } // namespace ps::app

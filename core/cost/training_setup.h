@@ -29,6 +29,9 @@ struct TrainingSetup
 {
     Precision precision = Precision::Fp32;
     Optimizer optimizer = Optimizer::Adam;
+    // A measured optimizer step's time per parameter (a profile's: `pipestudio profile` times the
+    // engine's, an imported trace its Optimizer.step ranges); 0: modelled from memory bandwidth.
+    double optimizerNsPerParameter = 0;
 
     // bf16/fp16 compute with fp32 master weights
     [[nodiscard]] bool mixedPrecision() const

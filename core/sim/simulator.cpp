@@ -340,6 +340,8 @@ namespace {
     {
         if (!m_in.options.optimizerStep)
             return 0;
+        if (m_in.setup.optimizerNsPerParameter > 0) // measured with the profile
+            return static_cast<double>(cost(s).parameterCount) * m_in.setup.optimizerNsPerParameter;
         // An elementwise update reads and writes every per-parameter byte once.
         const double bytes = 2 * static_cast<double>(cost(s).parameterCount) * bytesPerParameter(m_in.setup).total();
         return 1e9 * bytes / (m_in.cluster.device.memoryBandwidth * 0.7);

@@ -51,6 +51,16 @@ void ProjectStore::saveProfile(const Profile& profile, double microBatchA, doubl
                 break;
         }
     }
+    sql::Statement clearStep(
+        *m_db, "DELETE FROM profile_steps WHERE device_kind = ?1 AND source = ?2 AND threads = ?3");
+    clearStep.bind(1, profile.deviceKind).bind(2, profile.source).bind(3, std::int64_t { profile.threads }).execute();
+    if (profile.setup.optimizerNsPerParameter > 0) {
+        sql::Statement step(*m_db,
+            "INSERT INTO profile_steps(device_kind, source, threads, optimizer_ns_per_parameter) "
+            "VALUES (?1, ?2, ?3, ?4)");
+        step.bind(1, profile.deviceKind).bind(2, profile.source).bind(3, std::int64_t { profile.threads });
+        step.bind(4, profile.setup.optimizerNsPerParameter).execute();
+    }
     tx.commit();
 }
 
@@ -109,6 +119,14 @@ std::optional<Profile> ProjectStore::loadProfile(
         p.workspaceBytes = fit(a, b, &ProfileRow::workspaceBytes);
         p.parameterCount = paramBytes[node] / 4;
         profile.nodes.push_back(p);
+    }
+    if (schemaVersion() >= 9) { // older files measured no optimizer step
+        sql::Statement step(*m_db,
+            "SELECT optimizer_ns_per_parameter FROM profile_steps WHERE device_kind = ?1 AND source = ?2 AND "
+            "threads = ?3");
+        step.bind(1, deviceKind).bind(2, source).bind(3, std::int64_t { threads });
+        if (step.step())
+            profile.setup.optimizerNsPerParameter = step.columnDouble(0);
     }
     return profile;
 }

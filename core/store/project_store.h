@@ -25,7 +25,7 @@ namespace sql {
 // PRAGMA application_id of every project file: "PStd".
 inline constexpr std::int32_t kProjectApplicationId = 0x50537464;
 // Newest schema this build writes; older files are migrated forward when opened for writing.
-inline constexpr int kProjectSchemaVersion = 8;
+inline constexpr int kProjectSchemaVersion = 9;
 
 class ProjectStore
 {

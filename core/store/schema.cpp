@@ -185,12 +185,23 @@ ALTER TABLE profiles_v8 RENAME TO profiles;
 CREATE INDEX profiles_by_device ON profiles(device_kind, source, micro_batch);
 )sql";
 
+    // Version 9: what a profile measured besides its nodes, by the profile's key: the optimizer
+    // step's time per parameter (0: not measured).
+    constexpr std::string_view kVersion9 = R"sql(
+CREATE TABLE profile_steps(
+    device_kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    threads INTEGER NOT NULL,
+    optimizer_ns_per_parameter REAL NOT NULL,
+    PRIMARY KEY (device_kind, source, threads));
+)sql";
+
 } // namespace
 
 const std::vector<Migration>& projectMigrations()
 {
     static const std::vector<Migration> kMigrations = { { 1, kVersion1 }, { 2, kVersion2 }, { 3, kVersion3 },
-        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 }, { 7, kVersion7 }, { 8, kVersion8 } };
+        { 4, kVersion4 }, { 5, kVersion5 }, { 6, kVersion6 }, { 7, kVersion7 }, { 8, kVersion8 }, { 9, kVersion9 } };
     return kMigrations;
 }
 

@@ -91,6 +91,7 @@ RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t
     s.microBatch = cfg.value("micro_batch", std::int64_t { 0 });
     s.deviceMemoryBytes = bytesOf(cfg.value("memory", std::string()));
     s.deviceKind = cfg.value("device_kind", std::string("cpu"));
+    s.profileSource = cfg.value("profile_source", std::string());
     if (s.deviceKind.empty()) // a GPU the catalog does not know: predicted as this CPU's devices
         s.deviceKind = "cpu";
     s.precision = cfg.value("precision", std::string("fp32"));
@@ -224,8 +225,14 @@ std::string profileDescription(const RunPrediction& prediction)
 std::optional<MatchedProfile> measuredProfileFor(const ProjectStore& store, const RunShape& shape)
 {
     const bool cpu = shape.deviceKind == "cpu";
-    return loadMatchedProfile(store, shape.deviceKind, cpu ? "measured-cpu" : "measured-cuda",
-        cpu ? threadsPerDevice(shape.schedule.devices()) : 0);
+    if (shape.profileSource == "analytical")
+        return std::nullopt;
+    const auto source = shape.profileSource.empty() || shape.profileSource == "measured"
+        ? std::string(cpu ? "measured-cpu" : "measured-cuda")
+        : shape.profileSource;
+    // Only this machine's own CPU measurements come at several thread counts to match.
+    return loadMatchedProfile(store, shape.deviceKind, source,
+        cpu && source == "measured-cpu" ? threadsPerDevice(shape.schedule.devices()) : 0);
 }
 
 RunPrediction predictWithStoredProfile(const ProjectStore& store, const Graph& graph, const RunShape& shape)

@@ -36,6 +36,10 @@ struct RunShape
     std::string deviceKind = "cpu"; // "cpu", or the catalog entry of the run's GPUs ("h100-80gb")
     std::string precision = "fp32"; // the run's GEMM precision (train --precision)
     std::vector<std::string> deviceNames {}; // the run's devices ("cuda:0.1"); empty: named by kind
+    // The profile to predict it with: "analytical", "measured" (measured-cpu or measured-cuda),
+    // "imported" or a stored source; empty: measured where stored. A trace imported as a run
+    // records "imported".
+    std::string profileSource {};
 };
 
 // A run config's "link" object ({} when off) and back; throws ps::Error naming a bad field.
@@ -88,9 +92,10 @@ struct ActionDifference
 [[nodiscard]] std::vector<ActionDifference> largestActionDifferences(
     const std::vector<SimEvent>& measured, const std::vector<SimEvent>& predicted, std::size_t limit = 8);
 
-// The measured profile a run of `shape` is predicted with: measured-cuda of its GPU's catalog
-// entry, or measured-cpu matched to the BLAS threads each of its CPU devices gets on this machine
-// (threadsPerDevice; core/cost/profile_threads.h); nullopt when the project has none.
+// The stored profile a run of `shape` is predicted with: its profileSource's (imported, a stored
+// source name) or by default measured-cuda of its GPU's catalog entry or measured-cpu, matched to
+// the BLAS threads each of its CPU devices gets on this machine (threadsPerDevice;
+// core/cost/profile_threads.h); nullopt when the project has none or "analytical" is asked for.
 [[nodiscard]] std::optional<MatchedProfile> measuredProfileFor(const ProjectStore& store, const RunShape& shape);
 // predictRun with measuredProfileFor's profile (the analytical estimate without one) and its note.
 [[nodiscard]] RunPrediction predictWithStoredProfile(

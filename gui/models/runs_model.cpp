@@ -39,6 +39,11 @@ void RunsModel::reload()
     endResetModel();
 }
 
+bool RunsModel::isImportedTrace(const ProjectStore::RunRow& row)
+{
+    return row.json.find(R"("source":"trace")") != std::string::npos;
+}
+
 const ProjectStore::RunRow* RunsModel::row(int r) const
 {
     return r >= 0 && r < rowCount() ? &m_rows[static_cast<std::size_t>(r)] : nullptr;
@@ -81,12 +86,13 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const
         return QString::fromStdString(r.error);
     if (role != Qt::DisplayRole)
         return {};
-    const bool hasSteps = r.steps > 0;
+    const bool trace = isImportedTrace(r);
+    const bool hasSteps = r.steps > 0 && !trace; // a trace's iterations carry no loss or throughput
     switch (index.column()) {
     case RunColumn:
         return QVariant::fromValue(r.id);
     case PlanColumn:
-        return r.planId > 0 ? tr("plan %1").arg(r.planId) : tr("planned at launch");
+        return trace ? tr("imported trace") : r.planId > 0 ? tr("plan %1").arg(r.planId) : tr("planned at launch");
     case StatusColumn:
         return QString::fromStdString(r.status);
     case StartedColumn:

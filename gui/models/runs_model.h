@@ -13,6 +13,9 @@ class RunsModel : public QAbstractTableModel
 {
     Q_OBJECT
 public:
+    // A profiler trace stored as a run by `pipestudio import-trace` (its timeline, no loss).
+    [[nodiscard]] static bool isImportedTrace(const ProjectStore::RunRow& row);
+
     enum Column {
         RunColumn,
         PlanColumn,

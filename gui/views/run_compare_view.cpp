@@ -87,8 +87,8 @@ void RunCompareView::fillRuns()
     m_run->clear();
     for (int r = 0; r < m_runs->rowCount(); ++r) {
         const auto* row = m_runs->row(r);
-        m_run->addItem(
-            tr("run %1 (%2)").arg(row->id).arg(QString::fromStdString(row->status)), QVariant::fromValue(row->id));
+        const auto what = RunsModel::isImportedTrace(*row) ? tr("imported trace") : QString::fromStdString(row->status);
+        m_run->addItem(tr("run %1 (%2)").arg(row->id).arg(what), QVariant::fromValue(row->id));
     }
     if (const int i = m_run->findData(QVariant::fromValue(current)); i >= 0)
         m_run->setCurrentIndex(i);
@@ -150,9 +150,10 @@ void RunCompareView::fillTables()
     m_peaks->setRowCount(static_cast<int>(c.peaks.size()));
     for (int r = 0; r < m_peaks->rowCount(); ++r) {
         const auto& p = c.peaks[static_cast<std::size_t>(r)];
+        const bool measured = p.measuredBytes > 0; // a trace imported as a run records no memory
         const QStringList cells { deviceName(c, p.device), bytes(p.predictedBytes),
-            bytes(static_cast<double>(p.measuredBytes)),
-            percent(p.predictedBytes, static_cast<double>(p.measuredBytes)) };
+            measured ? bytes(static_cast<double>(p.measuredBytes)) : tr("not measured"),
+            measured ? percent(p.predictedBytes, static_cast<double>(p.measuredBytes)) : QString() };
         for (int k = 0; k < cells.size(); ++k)
             m_peaks->setItem(r, k, new QTableWidgetItem(cells[k]));
     }

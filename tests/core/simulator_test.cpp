@@ -263,3 +263,27 @@ TEST(Simulator, SwapAndRecomputeTradeTimeForMemory)
     const auto problems = validateSchedule(withMemoryActions(withCommunication(deep), plans));
     EXPECT_TRUE(problems.empty()) << problems.front();
 }
+
+TEST(Simulator, OptimizerStepTakesTheProfilesMeasuredRateElseMemoryBandwidth)
+{
+    auto stages = equalStages(2, 1, 2);
+    stages[0].parameterCount = 1000;
+    stages[1].parameterCount = 3000;
+    const auto schedule = generateSchedule(parseScheduleSpec("1f1b", 2, 2));
+    const auto cluster = testCluster(2);
+    TrainingSetup setup;
+    const auto optimizerNs = [&](const SimulationResult& r, std::uint32_t device) {
+        for (const auto& e : r.events) {
+            if (e.device.value == device && e.action == ActionType::OptimizerStep)
+                return e.endNs - e.startNs;
+        }
+        return -1.0;
+    };
+    const auto modelled = simulate({ schedule, stages, cluster, setup, 1.0, {}, { true, true } });
+    // Adam in fp32 touches 16 B per parameter, read and written, at 70% of the device's bandwidth.
+    EXPECT_NEAR(optimizerNs(modelled, 1), 1e9 * 2 * 3000 * 16 / (1e12 * 0.7), 1e-6);
+    setup.optimizerNsPerParameter = 5;
+    const auto measured = simulate({ schedule, stages, cluster, setup, 1.0, {}, { true, true } });
+    EXPECT_DOUBLE_EQ(optimizerNs(measured, 0), 5000);
+    EXPECT_DOUBLE_EQ(optimizerNs(measured, 1), 15000);
+}

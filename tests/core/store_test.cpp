@@ -303,4 +303,16 @@ TEST_F(StoreTest, ProfilesOfSeveralThreadCountsLiveSideBySide)
     EXPECT_EQ(store.loadProfile("cpu", "measured-cpu")->threads, 2); // the most threads by default
     EXPECT_NEAR(store.loadProfile("cpu", "measured-cpu", 1)->nodes[0].forwardNs.at(4), 4000, 1e-6);
     EXPECT_FALSE(store.loadProfile("cpu", "measured-cpu", 3).has_value());
+
+    // The optimizer step a profile measured (schema 9) travels with it, per thread count; a save
+    // without one clears it. The v7 file's profile measured none.
+    EXPECT_EQ(store.loadProfile("cpu", "measured-cpu", 0)->setup.optimizerNsPerParameter, 0);
+    profile.threads = 1;
+    profile.setup.optimizerNsPerParameter = 3.5;
+    store.saveProfile(profile, 2, 4);
+    EXPECT_DOUBLE_EQ(store.loadProfile("cpu", "measured-cpu", 1)->setup.optimizerNsPerParameter, 3.5);
+    EXPECT_EQ(store.loadProfile("cpu", "measured-cpu", 2)->setup.optimizerNsPerParameter, 0);
+    profile.setup.optimizerNsPerParameter = 0;
+    store.saveProfile(profile, 2, 4);
+    EXPECT_EQ(store.loadProfile("cpu", "measured-cpu", 1)->setup.optimizerNsPerParameter, 0);
 }

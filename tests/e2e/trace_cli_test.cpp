@@ -187,6 +187,42 @@ TEST_F(TraceCli, ImportTraceStoresAnImportedProfile)
     EXPECT_NE(refused.output.find("measured or imported"), std::string::npos) << refused.output;
 }
 
+// A real PyTorch profiler trace of a training step (torch 2.15, CPU; recorded by
+// tests/data/make_torch_step_trace.py) becomes the imported profile and a run whose timeline
+// `compare` predicts from that profile: iteration within 10%, no memory to compare.
+TEST_F(TraceCli, TorchTrainingStepTraceBecomesARunThatCompareHoldsThePredictionAgainst)
+{
+    const auto p = file("mlp.pstudio");
+    ASSERT_EQ(runCli("new -m mlp --layers 4 --hidden 1024 --vocab 1000 -b 128 --dropout 0 -o " + p).exitCode, 0);
+    const std::string trace = PS_SOURCE_DIR "/tests/data/traces/mlp_train_step_cpu.json";
+    const auto r = runCli("import-trace " + p + " " + trace + " --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["nodes_matched"], 15);
+    ASSERT_EQ(j["iterations"].size(), 3U);
+    EXPECT_EQ(j["iterations"][0]["actions"].size(), 5U); // F0 B0 F1 B1 OPT_STEP
+    ASSERT_TRUE(j["run"].is_number_integer()) << r.output;
+    const auto run = j["run"].get<std::int64_t>();
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM run_metrics WHERE run_id = " + std::to_string(run)), 3);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM events WHERE run_id = " + std::to_string(run)), 15);
+
+    const auto c = runCli("compare " + p + " --json");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    const auto cj = nlohmann::json::parse(c.output);
+    EXPECT_EQ(cj["profile"], "imported");
+    EXPECT_EQ(cj["schedule"], "1f1b"); // accumulation: F B F B on one device
+    EXPECT_LT(std::abs(cj["iteration_error"].get<double>()), 0.10) << c.output;
+    EXPECT_TRUE(cj["devices"][0]["measured_peak_bytes"].is_null()); // a trace of times records no memory
+    const auto text = runCli("compare " + p);
+    EXPECT_NE(text.output.find("not measured"), std::string::npos) << text.output;
+    const auto analytical = runCli("compare " + p + " --profile analytical --json");
+    ASSERT_EQ(analytical.exitCode, 0) << analytical.output;
+    EXPECT_EQ(nlohmann::json::parse(analytical.output)["profile"], "analytical on cpu");
+    const auto missing = runCli("compare " + p + " --profile calibrated");
+    EXPECT_NE(missing.exitCode, 0);
+    EXPECT_NE(missing.output.find("stores no 'calibrated' profile"), std::string::npos) << missing.output;
+}
+
 TEST_F(TraceCli, ImportTraceRefusesWrongFilesAndLeavesTheProjectUntouched)
 {
     std::mt19937 rng(11);

@@ -1,0 +1,104 @@
+#include "trace_timeline.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <string>
+
+namespace ps::profiler {
+namespace {
+
+    std::string lower(std::string_view s)
+    {
+        std::string out(s);
+        std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+        return out;
+    }
+
+    // Splits one iteration's activities (start order) into passes.
+    std::vector<TraceAction> passes(const std::vector<TimedActivity>& acts)
+    {
+        std::vector<TraceAction> out;
+        TraceAction optimizer { TraceActionKind::Optimizer, 0, std::numeric_limits<double>::infinity(), 0 };
+        int counts[2] = { 0, 0 };
+        std::size_t current = 0; // index in out + 1; 0: none
+        std::size_t first = 0; // lowest node of the current forward / highest of the current backward
+        std::size_t last = 0;
+        for (const auto& a : acts) {
+            if (a.kind == TraceActionKind::Optimizer) {
+                optimizer.startNs = std::min(optimizer.startNs, a.startNs);
+                optimizer.endNs = std::max(optimizer.endNs, a.endNs);
+                continue;
+            }
+            const bool forward = a.kind == TraceActionKind::Forward;
+            bool fresh = current == 0 || out[current - 1].kind != a.kind;
+            if (!fresh && a.node != last)
+                fresh = forward ? a.node <= first : a.node >= first;
+            if (fresh) {
+                out.push_back({ a.kind, counts[forward ? 0 : 1]++, a.startNs, a.endNs });
+                current = out.size();
+                first = a.node;
+            } else {
+                auto& action = out[current - 1];
+                action.startNs = std::min(action.startNs, a.startNs);
+                action.endNs = std::max(action.endNs, a.endNs);
+                first = forward ? std::min(first, a.node) : std::max(first, a.node);
+            }
+            last = a.node;
+        }
+        if (optimizer.endNs > 0)
+            out.push_back(optimizer);
+        std::stable_sort(
+            out.begin(), out.end(), [](const TraceAction& x, const TraceAction& y) { return x.startNs < y.startNs; });
+        return out;
+    }
+
+} // namespace
+
+bool isProfilerStep(std::string_view name)
+{
+    return name.starts_with("ProfilerStep#");
+}
+
+bool isOptimizerRange(std::string_view name)
+{
+    const auto l = lower(name);
+    return l.starts_with("optimizer.step");
+}
+
+std::vector<TraceIteration> buildTraceTimeline(
+    std::vector<TimedActivity> activities, std::vector<std::pair<double, double>> steps)
+{
+    std::sort(activities.begin(), activities.end(),
+        [](const TimedActivity& a, const TimedActivity& b) { return a.startNs < b.startNs; });
+    std::sort(steps.begin(), steps.end());
+    std::vector<TraceIteration> out;
+    if (steps.empty()) {
+        if (activities.empty())
+            return out;
+        TraceIteration it;
+        it.actions = passes(activities);
+        it.startNs = activities.front().startNs;
+        for (const auto& a : activities)
+            it.endNs = std::max(it.endNs, a.endNs);
+        if (!it.actions.empty())
+            out.push_back(std::move(it));
+        return out;
+    }
+    std::size_t next = 0;
+    for (const auto& [start, end] : steps) {
+        std::vector<TimedActivity> in;
+        for (; next < activities.size() && activities[next].startNs < start; ++next) { }
+        for (; next < activities.size() && activities[next].startNs < end; ++next)
+            in.push_back(activities[next]);
+        TraceIteration it { start, end, true, passes(in) };
+        // Device work launched in the step may finish after its range: the step ends with it.
+        for (const auto& a : it.actions)
+            it.endNs = std::max(it.endNs, a.endNs);
+        if (!it.actions.empty())
+            out.push_back(std::move(it));
+    }
+    return out;
+}
+
+} // namespace ps::profiler

@@ -1,0 +1,42 @@
+// An imported trace's activities as a measured timeline (trace_import.h's TraceIteration).
+//
+// Rules:
+// - Iterations are the PyTorch profiler's `ProfilerStep#N` ranges (torch.profiler.schedule with
+//   prof.step()); an activity belongs to the one its start falls in. A trace without them is one
+//   iteration from its first to its last attributed activity.
+// - Within an iteration, node activities in start order form passes: a new action starts when the
+//   phase changes (forward/backward) or the pass starts over: a forward activity at or before the
+//   first node of the current forward (in graph order), a backward one at or after the last node
+//   of the current backward. So F0 B0 F1 B1 (gradient accumulation) and F0 F1 B0 B1 both read as
+//   two micro-batches.
+// - Activities under an optimizer step range (`Optimizer.step#AdamW.step`) form the iteration's
+//   one optimizer action (zero_grad, at the iteration's start, is not part of it).
+// Depends on: trace_import.h.
+#pragma once
+
+#include "trace_import.h"
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace ps::profiler {
+
+struct TimedActivity
+{
+    double startNs = 0;
+    double endNs = 0;
+    TraceActionKind kind = TraceActionKind::Forward;
+    std::size_t node = 0; // graph order of the (first) node it belongs to; unused for the optimizer
+};
+
+// `steps` are the ProfilerStep ranges (start, end), any order.
+[[nodiscard]] std::vector<TraceIteration> buildTraceTimeline(
+    std::vector<TimedActivity> activities, std::vector<std::pair<double, double>> steps);
+
+// "ProfilerStep#3" and the like.
+[[nodiscard]] bool isProfilerStep(std::string_view name);
+// "Optimizer.step#AdamW.step", "optimizer.step".
+[[nodiscard]] bool isOptimizerRange(std::string_view name);
+
+} // namespace ps::profiler
