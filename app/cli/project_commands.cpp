@@ -183,7 +183,8 @@ namespace ps::app {
 
 void addImportCommand(CLI::App& app, Action& action)
 {
-    auto* cmd = app.add_subcommand("import", "Create a project from an ONNX model (torch.onnx.export, opsets 13-17)");
+    auto* cmd = app.add_subcommand("import",
+        "Create a project from an ONNX model (torch.onnx.export, opsets 13-25; weights in the file or beside it)");
     auto input = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>();
     auto options = std::make_shared<OnnxImportOptions>();

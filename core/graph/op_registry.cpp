@@ -272,6 +272,7 @@ namespace {
         add(binary(OpType::Div, "Div", "a / b, broadcasting", 1, 3, kSaveAllInputs));
         add(unary(OpType::Pow, "Pow", "x ^ exponent", 2, 3, saveInput(0)));
         add(unary(OpType::Sqrt, "Sqrt", "sqrt x", 1, 2, kSaveNoInputs, true));
+        add(unary(OpType::Reciprocal, "Reciprocal", "1 / x", 1, 2, kSaveNoInputs, true));
         add(unary(OpType::Erf, "Erf", "erf x", 8, 4, saveInput(0)));
         {
             OpDef d { OpType::ReduceMean, "ReduceMean", "mean over axes (empty: all); keepdims", 1, 1, reduceShape };
@@ -349,6 +350,7 @@ namespace {
         add(binary(OpType::Greater, "Greater", "a > b -> bool", 1, 0));
         add(binary(OpType::GreaterOrEqual, "GreaterOrEqual", "a >= b -> bool", 1, 0));
         add(unary(OpType::Not, "Not", "!x (bool)", 1, 0, kSaveNoInputs));
+        add(unary(OpType::IsNaN, "IsNaN", "x is NaN -> bool", 1, 0, kSaveNoInputs));
         add(binary(OpType::And, "And", "a && b (bool)", 1, 0));
         add(binary(OpType::Or, "Or", "a || b (bool)", 1, 0));
         {

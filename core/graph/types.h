@@ -96,6 +96,8 @@ enum class OpType : std::uint8_t {
     ScatterND, // (data, indices (i64, (..., k)), updates) -> data with updates written at indices
     TopK, // (x) -> (values, indices (i64)) along attr axis; attrs k, largest (1), sorted (1)
     Einsum, // attr equation, one or two operands ("bhid,bhjd->bhij")
+    Reciprocal, // 1 / x (LLaMA's RMSNorm as exported: x * Reciprocal(Sqrt(mean(x^2) + eps)))
+    IsNaN, // x != x -> Bool (a masked softmax's guard: Where(IsNaN(p), 0, p))
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

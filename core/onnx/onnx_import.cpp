@@ -2,8 +2,10 @@
 
 #include "graph/shape_inference.h"
 #include "graph/validate.h"
+#include "onnx/external_data.h"
 #include "onnx/fixed_shapes.h"
 #include "onnx/op_mapping.h"
+#include "onnx/opset_lowering.h"
 #include "onnx/shape_folding.h"
 #include "util/error.h"
 
@@ -22,7 +24,6 @@ namespace ps {
 namespace {
 
     constexpr int kMinOpset = 13;
-    constexpr int kMaxOpset = 17;
 
     // Whether every node input of the top-level graph has a type (graph input, initializer, or
     // value_info/output filled by shape inference).
@@ -51,9 +52,26 @@ namespace {
     // reads and crashes (SIGSEGV, in Python's onnx too) on an input without one: the output of an
     // op it has no schema for, or of a node whose inference failed (found by tests/fuzz). So a
     // first pass runs without propagation, and propagation only when every input got a type.
+    // Operators newer than libonnx's schemas that keep their input's shape (Gelu, opset 20) are
+    // inferred as an opset-17 operator of that kind (onnx/opset_lowering.h), in a copy.
     void inferShapesSafely(onnx::ModelProto& model)
     {
         const auto* registry = onnx::OpSchemaRegistry::Instance();
+        const bool standIns = std::any_of(model.graph().node().begin(), model.graph().node().end(),
+            [](const onnx::NodeProto& n) { return !onnximport::shapeStandIn(n.op_type()).empty(); });
+        if (standIns) {
+            auto work = model;
+            for (auto& n : *work.mutable_graph()->mutable_node()) {
+                if (const auto op = onnximport::shapeStandIn(n.op_type()); !op.empty()) {
+                    n.set_op_type(op);
+                    n.clear_attribute();
+                }
+            }
+            inferShapesSafely(work);
+            *model.mutable_graph()->mutable_value_info() = work.graph().value_info();
+            *model.mutable_graph()->mutable_output() = work.graph().output();
+            return;
+        }
         onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, false));
         if (everyInputTyped(model))
             onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, true));
@@ -183,6 +201,11 @@ namespace {
             fail("is not an ONNX model (the protobuf does not parse; truncated or another format?)");
         if (m_model.ir_version() <= 0 || !m_model.has_graph() || m_model.graph().node_size() == 0)
             fail("is a protobuf but not an ONNX model (no IR version or no graph nodes)");
+        try {
+            (void)onnximport::loadExternalData(m_model, m_path, m_options.keepWeights);
+        } catch (const Error& e) {
+            fail(e.what());
+        }
     }
 
     void Importer::checkOpset()
@@ -192,9 +215,16 @@ namespace {
                 m_result.report.opset = static_cast<int>(o.version());
         }
         const int opset = m_result.report.opset;
-        if (opset < kMinOpset || opset > kMaxOpset)
+        if (opset < kMinOpset || opset > onnximport::kNewestLoweredOpset)
             fail("uses ONNX opset " + std::to_string(opset) + "; PipeStudio imports opsets " + std::to_string(kMinOpset)
-                + "-" + std::to_string(kMaxOpset) + " (re-export with torch.onnx.export(..., opset_version=17))");
+                + "-" + std::to_string(onnximport::kNewestLoweredOpset)
+                + " (re-export with torch.onnx.export(model, args, \"model.onnx\", opset_version=20), the default "
+                  "of torch 2.9 and newer; with torch 1.x, opset_version=17)");
+        try { // newer operator forms become their opset-17 ones; the report keeps the model's opset
+            (void)onnximport::lowerToOpset17(m_model, opset);
+        } catch (const Error& e) {
+            fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
+        }
     }
 
     // Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here
@@ -395,6 +425,9 @@ namespace {
                     m_bnStats.insert(n.input(i));
             }
         }
+        // torch.export's graph signature names the module's parameters; a one-element initializer
+        // it does not name is a constant its optimizer folded (an attention scale).
+        const auto signatureParameters = onnximport::torchExportParameters(m_model.graph());
         for (const auto& t : m_model.graph().initializer()) {
             const auto dtype = dtypeOf(t.data_type());
             if (!dtype)
@@ -405,7 +438,9 @@ namespace {
             auto data = rawData(t);
             // A buffer that only feeds comparisons (a registered causal mask read as `mask == 0`)
             // never gets a gradient: a constant too.
-            const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty()
+            const bool foldedScalar =
+                signatureParameters && numElements(shape) == 1 && !signatureParameters->contains(t.name());
+            const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty() && !foldedScalar
                 && !(data && *dtype == DType::F32 && hasNonFinite(*data)) && m_trainable.contains(t.name());
             Tensor tensor { TensorId(), t.name(), shape, *dtype,
                 parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
@@ -727,7 +762,9 @@ namespace {
 std::vector<OnnxInputDim> describeOnnxInputs(const std::filesystem::path& path, const OnnxImportOptions& options)
 {
     try {
-        Importer importer(path, options);
+        auto shapesOnly = options; // the preview reads no weights (a missing data file is the import's error)
+        shapesOnly.keepWeights = false;
+        Importer importer(path, shapesOnly);
         return importer.describe();
     } catch (const Error&) {
         throw;

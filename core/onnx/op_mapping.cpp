@@ -216,10 +216,24 @@ namespace {
             { "Neg", OpType::Neg },
             { "Abs", OpType::Abs },
             { "Not", OpType::Not },
+            { "Reciprocal", OpType::Reciprocal },
+            { "IsNaN", OpType::IsNaN },
         };
         if (n.inputs.size() != 1)
             return n;
         return as(std::move(n), kUnary.at(node.op_type()));
+    }
+
+    // Gelu (opset 20): exact, or the tanh approximation, as the IR's Gelu reads "approximate".
+    Node gelu(const onnx::NodeProto& node, Node n, const MappingContext&)
+    {
+        if (n.inputs.size() != 1)
+            return n;
+        for (const auto& a : node.attribute()) {
+            if (a.name() == "approximate" && a.s() == "tanh")
+                n.attrs["approximate"] = std::string("tanh");
+        }
+        return as(std::move(n), OpType::Gelu);
     }
 
     Node hardSigmoid(const onnx::NodeProto& node, Node n, const MappingContext&)
@@ -613,6 +627,9 @@ namespace {
             { "Pow", pow },
             { "Sqrt", unaryOp },
             { "Erf", unaryOp },
+            { "Reciprocal", unaryOp },
+            { "IsNaN", unaryOp },
+            { "Gelu", gelu },
             { "Relu", unaryOp },
             { "Tanh", unaryOp },
             { "Sigmoid", unaryOp },

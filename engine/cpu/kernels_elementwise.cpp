@@ -425,6 +425,14 @@ namespace {
         }) };
     }
 
+    void isNanForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { byDType(v.in[0], [&](auto tag) {
+            using T = decltype(tag);
+            return mapArray<std::int64_t, T>(v.in[0], ctx, [](T a) -> std::int64_t { return a != a ? 1 : 0; });
+        }) };
+    }
+
     template <typename Logic> void logicForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         v.out = { broadcastPredicate(
@@ -699,6 +707,7 @@ void registerElementwiseKernels(KernelTable& table)
     table.add(OpType::Greater, { compareForward<std::greater<>>, noGradient });
     table.add(OpType::GreaterOrEqual, { compareForward<std::greater_equal<>>, noGradient });
     table.add(OpType::Not, { notForward, noGradient });
+    table.add(OpType::IsNaN, { isNanForward, noGradient });
     table.add(OpType::And, { logicForward<std::logical_and<>>, noGradient });
     table.add(OpType::Or, { logicForward<std::logical_or<>>, noGradient });
     table.add(OpType::Cast, { castForward, castBackward });

@@ -354,6 +354,16 @@ namespace {
         g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return 0.5F / y; });
     }
 
+    void reciprocalForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return 1.0F / a; }) };
+    }
+
+    void reciprocalBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return -y * y; });
+    }
+
     void erfForward(const Node&, NodeValues& v, KernelContext& ctx)
     {
         v.out = { unary(v.in[0], ctx, [](float a) { return std::erf(a); }) };
@@ -444,6 +454,7 @@ void registerMathKernels(KernelTable& table)
     table.add(OpType::Scale, { scaleForward, scaleBackward });
     table.add(OpType::Pow, { powForward, powBackward });
     table.add(OpType::Sqrt, { sqrtForward, sqrtBackward });
+    table.add(OpType::Reciprocal, { reciprocalForward, reciprocalBackward });
     table.add(OpType::Erf, { erfForward, erfBackward });
     table.add(OpType::Relu, { reluForward, reluBackward });
     table.add(OpType::Tanh, { tanhForward, tanhBackward });

@@ -23,6 +23,7 @@ namespace {
         Sqrt,
         Erf,
         Pow,
+        Reciprocal,
     };
 
     struct Params
@@ -58,6 +59,8 @@ namespace {
             return erff(x);
         case Op::Pow:
             return math::power(x, p.a);
+        case Op::Reciprocal:
+            return 1.0F / x;
         }
         return x;
     }
@@ -90,6 +93,8 @@ namespace {
             return math::erfGrad(k);
         case Op::Pow:
             return math::powerGrad(k, p.a);
+        case Op::Reciprocal:
+            return -k * k;
         }
         return 1.0F;
     }
@@ -183,6 +188,7 @@ void registerCudaPointwiseKernels(KernelTable& table)
     table.add(OpType::Neg, pointwise<Op::Neg, Keeps::Nothing, none>());
     table.add(OpType::Abs, pointwise<Op::Abs, Keeps::Input, none>());
     table.add(OpType::Sqrt, pointwise<Op::Sqrt, Keeps::Output, none>());
+    table.add(OpType::Reciprocal, pointwise<Op::Reciprocal, Keeps::Output, none>());
     table.add(OpType::Erf, pointwise<Op::Erf, Keeps::Input, none>());
     table.add(OpType::Pow, pointwise<Op::Pow, Keeps::Input, powParams>());
 }

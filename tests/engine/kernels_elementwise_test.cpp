@@ -201,6 +201,9 @@ TEST_F(ElementwiseKernel, NotAndOr)
 {
     expectI64(run(OpType::Not, { i64({ 4 }, { 0, 1, 1, 0 }) }), { 4 }, { 1, 0, 0, 1 });
     expectI64(run(OpType::Not, { f32({ 2 }, { 0, 2.5F }) }), { 2 }, { 1, 0 });
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    expectI64(
+        run(OpType::IsNaN, { f32({ 3 }, { 1.0F, nan, -std::numeric_limits<float>::infinity() }) }), { 3 }, { 0, 1, 0 });
     const auto a = i64({ 2, 2 }, { 1, 1, 0, 0 });
     const auto b = i64({ 2 }, { 1, 0 });
     expectI64(run(OpType::And, { a, b }), { 2, 2 }, { 1, 0, 0, 0 });

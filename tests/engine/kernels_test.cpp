@@ -49,6 +49,7 @@ TEST_F(KernelGrad, Activations)
     check({ node(OpType::Pow, { { "exponent", 2.0 } }), { random({ 3, 4 }) }, { true } });
     check({ node(OpType::Pow, { { "exponent", 3.0 } }), { random({ 3, 4 }) }, { true } });
     check({ node(OpType::Sqrt), { random({ 3, 4 }, 0.5F, 2.0F) }, { true } });
+    check({ node(OpType::Reciprocal), { random({ 3, 4 }, 0.5F, 2.0F) }, { true } });
     check({ node(OpType::Erf), { random({ 3, 4 }) }, { true } });
     check({ node(OpType::Relu), { random({ 3, 4 }, 0.1F, 1.0F) }, { true } });
     check({ node(OpType::Tanh), { random({ 3, 4 }) }, { true } });

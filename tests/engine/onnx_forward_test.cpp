@@ -16,6 +16,25 @@ using namespace ps;
 using namespace ps::engine;
 namespace fs = std::filesystem;
 
+namespace {
+
+// The largest absolute difference between `out` and the float32 values in `file`, and the
+// largest absolute expected value (the scale the difference is held against).
+std::pair<double, double> differenceFrom(const NdArray& out, const fs::path& file)
+{
+    std::vector<float> expected(static_cast<std::size_t>(out.numel()));
+    std::ifstream(file, std::ios::binary).read(reinterpret_cast<char*>(expected.data()), out.bytes());
+    double diff = 0;
+    double scale = 0;
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+        diff = std::max(diff, static_cast<double>(std::abs(out.f32()[i] - expected[static_cast<std::size_t>(i)])));
+        scale = std::max(scale, static_cast<double>(std::abs(expected[static_cast<std::size_t>(i)])));
+    }
+    return { diff, scale };
+}
+
+} // namespace
+
 TEST(OnnxForward, ImportedModulesMatchTorchOutputs)
 {
     const char* dir = std::getenv("PS_ONNX_FIXTURES");
@@ -46,18 +65,40 @@ TEST(OnnxForward, ImportedModulesMatchTorchOutputs)
             ex.setInput(names[i], a);
         }
         (void)ex.forward();
-        const auto& out = ex.value(ex.graph().outputs().front());
-        std::vector<float> expected(static_cast<std::size_t>(out.numel()));
-        std::ifstream(stem.string() + ".out.bin", std::ios::binary)
-            .read(reinterpret_cast<char*>(expected.data()), out.bytes());
-        double diff = 0;
-        double scale = 0;
-        for (std::int64_t i = 0; i < out.numel(); ++i) {
-            diff = std::max(diff, static_cast<double>(std::abs(out.f32()[i] - expected[static_cast<std::size_t>(i)])));
-            scale = std::max(scale, static_cast<double>(std::abs(expected[static_cast<std::size_t>(i)])));
-        }
+        const auto [diff, scale] = differenceFrom(ex.value(ex.graph().outputs().front()), stem.string() + ".out.bin");
         EXPECT_LT(diff / scale, 1e-4) << stem.filename() << ": max difference " << diff << " at output scale " << scale;
         ++checked;
     }
     EXPECT_EQ(checked, 8);
+}
+
+// torch 2.15's default exports (opset 20, weights in external data files) run forward on the
+// engine to onnxruntime's output (tests/data/make_torch2_onnx.py recorded it): the lowered opset-18
+// forms (Split's num_outputs, ReduceMean/ReduceMax axes inputs) and Gelu (exact and tanh) mean what
+// ONNX means.
+TEST(OnnxForward, Torch2DefaultExportsMatchOnnxRuntime)
+{
+    const fs::path dir = fs::path(PS_SOURCE_DIR) / "tests/data/onnx_torch2";
+    const auto manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+    int checked = 0;
+    for (const auto& e : manifest) {
+        const auto name = e["name"].get<std::string>();
+        auto imported = importOnnx(dir / e["file"].get<std::string>());
+        GraphExecutor ex(std::move(imported.graph), ExecutorOptions { 0, 0, false });
+        const auto shape = e["input_shape"].get<Shape>();
+        const bool ids = e["input_dtype"] == "int64";
+        std::ifstream in(dir / (name + ".in.bin"), std::ios::binary);
+        std::vector<std::byte> bytes(static_cast<std::size_t>(numElements(shape)) * (ids ? 8 : 4));
+        in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        ASSERT_TRUE(in) << name << ": input file too short";
+        ex.setInput(e["input"].get<std::string>(),
+            ex.backend().fromHost(ex.allocator(), shape, ids ? DType::I64 : DType::F32, bytes));
+        (void)ex.forward();
+        const auto& out = ex.value(ex.graph().outputs().front());
+        ASSERT_EQ(out.shape(), e["output_shape"].get<Shape>()) << name;
+        const auto [diff, scale] = differenceFrom(out, dir / (name + ".out.bin"));
+        EXPECT_LT(diff / scale, 1e-4) << name << ": max difference " << diff << " at output scale " << scale;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 7);
 }

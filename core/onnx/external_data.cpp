@@ -1,0 +1,114 @@
+#include "onnx/external_data.h"
+
+#include "util/error.h"
+
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace ps::onnximport {
+namespace {
+
+    std::int64_t elementBytes(int type)
+    {
+        using T = onnx::TensorProto;
+        switch (type) {
+        case T::DOUBLE:
+        case T::INT64:
+        case T::UINT64:
+            return 8;
+        case T::FLOAT:
+        case T::INT32:
+        case T::UINT32:
+            return 4;
+        case T::FLOAT16:
+        case T::BFLOAT16:
+        case T::INT16:
+        case T::UINT16:
+            return 2;
+        case T::INT8:
+        case T::UINT8:
+        case T::BOOL:
+            return 1;
+        default:
+            return 0;
+        }
+    }
+
+    bool isInteger(int type)
+    {
+        using T = onnx::TensorProto;
+        return type == T::INT64 || type == T::INT32 || type == T::INT16 || type == T::INT8 || type == T::UINT64
+            || type == T::UINT32 || type == T::UINT16 || type == T::UINT8 || type == T::BOOL;
+    }
+
+    std::int64_t number(const std::string& text, const std::string& what)
+    {
+        std::size_t used = 0;
+        long long v = -1;
+        try {
+            v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != text.size() || v < 0)
+            throw Error(what + " is not a byte count: '" + text + "'");
+        return v;
+    }
+
+} // namespace
+
+std::int64_t loadExternalData(onnx::ModelProto& model, const std::filesystem::path& modelPath, bool values)
+{
+    namespace fs = std::filesystem;
+    const auto folder = modelPath.parent_path();
+    std::int64_t read = 0;
+    std::map<fs::path, bool> present;
+    for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+        if (t.data_location() != onnx::TensorProto::EXTERNAL)
+            continue;
+        if (!values && !isInteger(t.data_type()))
+            continue; // weights not wanted: neither read nor looked for
+        const auto what = "initializer '" + t.name() + "'";
+        std::map<std::string, std::string> keys;
+        for (const auto& kv : t.external_data())
+            keys[kv.key()] = kv.value();
+        const auto location = keys["location"];
+        const fs::path relative(location);
+        if (location.empty() || relative.is_absolute() || relative.lexically_normal().string().starts_with(".."))
+            throw Error(what + " keeps its values at '" + location
+                + "', not a file beside the model (ONNX external data is relative to the model's folder)");
+        const auto file = folder / relative;
+        if (!present.contains(file))
+            present[file] = fs::is_regular_file(file);
+        if (!present[file])
+            throw Error(what + " keeps its values in '" + file.string()
+                + "', which is missing (copy it beside the model, where torch.onnx.export writes it, or import "
+                  "with --no-weights to plan without the weights)");
+        std::int64_t count = 1;
+        for (const auto d : t.dims())
+            count *= d;
+        const auto size = count * elementBytes(t.data_type());
+        if (elementBytes(t.data_type()) == 0)
+            throw Error(
+                what + " has an element type external data cannot hold here (" + std::to_string(t.data_type()) + ")");
+        const auto offset = keys.contains("offset") ? number(keys["offset"], what + "'s offset") : 0;
+        const auto length = keys.contains("length") ? number(keys["length"], what + "'s length") : size;
+        if (length != size)
+            throw Error(what + " has " + std::to_string(length) + " bytes in '" + file.string()
+                + "' but its shape needs " + std::to_string(size));
+        std::ifstream in(file, std::ios::binary);
+        std::string bytes(static_cast<std::size_t>(size), '\0');
+        in.seekg(offset);
+        in.read(bytes.data(), size);
+        if (!in || in.gcount() != size)
+            throw Error(what + " needs bytes " + std::to_string(offset) + "-" + std::to_string(offset + size) + " of '"
+                + file.string() + "', which is shorter");
+        t.set_raw_data(std::move(bytes));
+        t.clear_external_data();
+        t.set_data_location(onnx::TensorProto::DEFAULT);
+        read += size;
+    }
+    return read;
+}
+
+} // namespace ps::onnximport
