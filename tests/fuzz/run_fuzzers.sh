@@ -26,7 +26,7 @@ if [ ! -d "$build/onnx-fixtures-small" ]; then
     echo "fuzz: ONNX fixtures not generated (no torch): hand-built ONNX seeds only"
 fi
 /usr/bin/python3 tests/fuzz/make_onnx_seeds.py "$work/seeds/onnx_import" "$build/onnx-fixtures-small" || exit 1
-cp -r tests/fuzz/corpus/. "$work/seeds/"
+cp -r tests/fuzz/corpus/. "$work/seeds/" # committed seeds: Kineto traces, torch 2.x opset-20 exports
 
 failures=0
 # run TARGET CORPUS_NAME: the regression inputs once, then fuzzing for $seconds.
