@@ -174,7 +174,7 @@ namespace {
                 for (std::size_t w = 0; w < m_data.work.size(); ++w) {
                     const auto& work = m_data.work[w];
                     attribute(work.name, work.durationNs, m_workContext[w], work.launchThread,
-                        { work.startNs, work.startNs + work.durationNs });
+                        { work.startNs, work.startNs + work.durationNs }, work.launchThread >= 0 ? work.launchNs : -1);
                 }
             }
             finish();
@@ -293,7 +293,7 @@ namespace {
         };
 
         void attribute(const std::string& name, double ns, const Context& c, std::int64_t thread,
-            std::pair<double, double> interval)
+            std::pair<double, double> interval, double anchorNs = -1)
         {
             ++m_result.activities;
             m_result.totalNs += ns;
@@ -311,7 +311,7 @@ namespace {
             }
             if (range < 0) {
                 if (c.optimizer)
-                    m_timed.push_back({ interval.first, interval.second, TraceActionKind::Optimizer, 0 });
+                    m_timed.push_back({ interval.first, interval.second, TraceActionKind::Optimizer, 0, anchorNs });
                 ++m_result.unmatchedActivities;
                 m_result.unmatchedNs += ns;
                 auto& u = m_unmatched[name];
@@ -322,9 +322,10 @@ namespace {
             ++m_result.matchedActivities;
             m_result.matchedNs += ns;
             const auto& nodes = *m_info[range].nodes;
-            m_timed.push_back({ interval.first, interval.second,
-                phase == Phase::Forward ? TraceActionKind::Forward : TraceActionKind::Backward,
-                nodes.front().index() });
+            const bool forward = phase == Phase::Forward;
+            m_timed.push_back(
+                { interval.first, interval.second, forward ? TraceActionKind::Forward : TraceActionKind::Backward,
+                    (forward ? nodes.front() : nodes.back()).index(), anchorNs });
             split(nodes, phase, ns, occurrence);
         }
 

@@ -69,18 +69,26 @@ bool isOptimizerRange(std::string_view name)
 std::vector<TraceIteration> buildTraceTimeline(
     std::vector<TimedActivity> activities, std::vector<std::pair<double, double>> steps)
 {
-    std::sort(activities.begin(), activities.end(),
-        [](const TimedActivity& a, const TimedActivity& b) { return a.startNs < b.startNs; });
+    const auto anchor = [](const TimedActivity& a) { return a.anchorNs >= 0 ? a.anchorNs : a.startNs; };
+    std::stable_sort(activities.begin(), activities.end(),
+        [&](const TimedActivity& a, const TimedActivity& b) { return anchor(a) < anchor(b); });
     std::sort(steps.begin(), steps.end());
+    const auto byStart = [](std::vector<TimedActivity> v) {
+        std::stable_sort(
+            v.begin(), v.end(), [](const TimedActivity& a, const TimedActivity& b) { return a.startNs < b.startNs; });
+        return v;
+    };
     std::vector<TraceIteration> out;
     if (steps.empty()) {
         if (activities.empty())
             return out;
         TraceIteration it;
-        it.actions = passes(activities);
-        it.startNs = activities.front().startNs;
-        for (const auto& a : activities)
+        it.actions = passes(byStart(activities));
+        it.startNs = std::numeric_limits<double>::infinity();
+        for (const auto& a : activities) {
+            it.startNs = std::min(it.startNs, a.startNs);
             it.endNs = std::max(it.endNs, a.endNs);
+        }
         if (!it.actions.empty())
             out.push_back(std::move(it));
         return out;
@@ -88,10 +96,10 @@ std::vector<TraceIteration> buildTraceTimeline(
     std::size_t next = 0;
     for (const auto& [start, end] : steps) {
         std::vector<TimedActivity> in;
-        for (; next < activities.size() && activities[next].startNs < start; ++next) { }
-        for (; next < activities.size() && activities[next].startNs < end; ++next)
+        for (; next < activities.size() && anchor(activities[next]) < start; ++next) { }
+        for (; next < activities.size() && anchor(activities[next]) < end; ++next)
             in.push_back(activities[next]);
-        TraceIteration it { start, end, true, passes(in) };
+        TraceIteration it { start, end, true, passes(byStart(std::move(in))) };
         // Device work launched in the step may finish after its range: the step ends with it.
         for (const auto& a : it.actions)
             it.endNs = std::max(it.endNs, a.endNs);

@@ -2,7 +2,8 @@
 //
 // Rules:
 // - Iterations are the PyTorch profiler's `ProfilerStep#N` ranges (torch.profiler.schedule with
-//   prof.step()); an activity belongs to the one its start falls in. A trace without them is one
+//   prof.step()); an activity belongs to the one its start falls in, a kernel to the one its launch
+//   falls in (the host runs ahead of the GPU). A trace without them is one
 //   iteration from its first to its last attributed activity.
 // - Within an iteration, node activities in start order form passes: a new action starts when the
 //   phase changes (forward/backward) or the pass starts over: a forward activity at or before the
@@ -27,7 +28,10 @@ struct TimedActivity
     double startNs = 0;
     double endNs = 0;
     TraceActionKind kind = TraceActionKind::Forward;
-    std::size_t node = 0; // graph order of the (first) node it belongs to; unused for the optimizer
+    // Graph order of the node it belongs to (a scope's first node forward, its last backward);
+    // unused for the optimizer.
+    std::size_t node = 0;
+    double anchorNs = -1; // host time that places it in an iteration (a kernel's launch); <0: startNs
 };
 
 // `steps` are the ProfilerStep ranges (start, end), any order.

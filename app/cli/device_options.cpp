@@ -110,7 +110,10 @@ Profile planningProfile(
         throw Error("--profile " + o.profile + ": the " + source + " profile in '" + project + "' has "
             + std::to_string(profile->nodes.size()) + " nodes, the model " + std::to_string(graph.nodeCount())
             + " (profile the model again)");
-    profile->setup.optimizer = parseOptimizer(o.optimizer);
+    const auto optimizer = parseOptimizer(o.optimizer);
+    if (optimizer != profile->setup.optimizer) // the step it timed was another optimizer's
+        profile->setup.optimizerNsPerParameter = 0;
+    profile->setup.optimizer = optimizer;
     // An imported trace may miss nodes: those come from the analytical model scaled by the per-class
     // factors the trace's own nodes give (core/cost/calibration.h).
     if (source == "imported") {

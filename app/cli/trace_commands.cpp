@@ -109,9 +109,9 @@ namespace {
             { "steps", t.iterations.size() } };
         const auto runId = store.beginRun(config.dump());
         std::vector<ProjectStore::RunMetric> metrics;
-        const double origin = t.iterations.front().startNs;
         for (std::size_t i = 0; i < t.iterations.size(); ++i) {
             const auto& it = t.iterations[i];
+            const double origin = it.startNs; // each iteration's events from its start, as runs store them
             metrics.push_back({ static_cast<std::int64_t>(i + 1), 0.0, it.endNs - it.startNs, 0.0 });
             std::vector<SimEvent> events;
             for (const auto& a : it.actions) {

@@ -3,6 +3,7 @@
 #include "util/error.h"
 
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -74,28 +75,48 @@ std::int64_t loadExternalData(onnx::ModelProto& model, const std::filesystem::pa
             keys[kv.key()] = kv.value();
         const auto location = keys["location"];
         const fs::path relative(location);
-        if (location.empty() || relative.is_absolute() || relative.lexically_normal().string().starts_with(".."))
+        const auto outside = [&] {
             throw Error(what + " keeps its values at '" + location
                 + "', not a file beside the model (ONNX external data is relative to the model's folder)");
+        };
+        if (location.empty() || relative.is_absolute() || relative.has_root_name() || relative.has_root_path()
+            || relative.lexically_normal().string().starts_with(".."))
+            outside();
         const auto file = folder / relative;
-        if (!present.contains(file))
+        if (!present.contains(file)) {
             present[file] = fs::is_regular_file(file);
+            // A link may not lead out of the model's folder (ONNX's own loader refuses the same).
+            std::error_code ec;
+            const auto real = fs::weakly_canonical(file, ec);
+            const auto base = fs::weakly_canonical(folder.empty() ? fs::path(".") : folder, ec);
+            const auto inside = real.lexically_relative(base);
+            if (present[file] && (ec || inside.empty() || inside.string().starts_with("..")))
+                outside();
+        }
         if (!present[file])
             throw Error(what + " keeps its values in '" + file.string()
                 + "', which is missing (copy it beside the model, where torch.onnx.export writes it, or import "
                   "with --no-weights to plan without the weights)");
-        std::int64_t count = 1;
-        for (const auto d : t.dims())
-            count *= d;
-        const auto size = count * elementBytes(t.data_type());
-        if (elementBytes(t.data_type()) == 0)
+        const auto element = elementBytes(t.data_type());
+        if (element == 0)
             throw Error(
                 what + " has an element type external data cannot hold here (" + std::to_string(t.data_type()) + ")");
+        std::int64_t size = element;
+        for (const auto d : t.dims()) {
+            if (d < 0 || (d > 0 && size > std::numeric_limits<std::int64_t>::max() / d))
+                throw Error(what + " has an impossible shape for its external data");
+            size *= d;
+        }
         const auto offset = keys.contains("offset") ? number(keys["offset"], what + "'s offset") : 0;
         const auto length = keys.contains("length") ? number(keys["length"], what + "'s length") : size;
         if (length != size)
             throw Error(what + " has " + std::to_string(length) + " bytes in '" + file.string()
                 + "' but its shape needs " + std::to_string(size));
+        std::error_code sizeError;
+        const auto available = static_cast<std::int64_t>(fs::file_size(file, sizeError));
+        if (sizeError || offset > available || size > available - offset) // before anything is allocated
+            throw Error(what + " needs bytes " + std::to_string(offset) + "-" + std::to_string(offset + size) + " of '"
+                + file.string() + "', which is shorter");
         std::ifstream in(file, std::ios::binary);
         std::string bytes(static_cast<std::size_t>(size), '\0');
         in.seekg(offset);

@@ -173,6 +173,7 @@ namespace {
         std::filesystem::path m_path;
         OnnxImportOptions m_options;
         onnx::ModelProto m_model;
+        std::optional<std::set<std::string>> m_signatureParameters; // torch.export's, when it has one
         OnnxImport m_result;
         std::unordered_map<std::string, std::pair<Shape, DType>> m_shapes;
         std::unordered_map<std::string, TensorId> m_tensors;
@@ -201,6 +202,8 @@ namespace {
             fail("is not an ONNX model (the protobuf does not parse; truncated or another format?)");
         if (m_model.ir_version() <= 0 || !m_model.has_graph() || m_model.graph().node_size() == 0)
             fail("is a protobuf but not an ONNX model (no IR version or no graph nodes)");
+        // Read before the weights come in (the metadata is found by re-serializing the graph).
+        m_signatureParameters = onnximport::torchExportParameters(m_model.graph());
         try {
             (void)onnximport::loadExternalData(m_model, m_path, m_options.keepWeights);
         } catch (const Error& e) {
@@ -427,7 +430,7 @@ namespace {
         }
         // torch.export's graph signature names the module's parameters; a one-element initializer
         // it does not name is a constant its optimizer folded (an attention scale).
-        const auto signatureParameters = onnximport::torchExportParameters(m_model.graph());
+        const auto& signatureParameters = m_signatureParameters;
         for (const auto& t : m_model.graph().initializer()) {
             const auto dtype = dtypeOf(t.data_type());
             if (!dtype)

@@ -7,6 +7,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -92,8 +93,8 @@ namespace {
 
     std::string nodeLabel(const onnx::NodeProto& n, int version)
     {
-        return "node '" + (n.name().empty() ? n.output(0) : n.name()) + "' (" + n.op_type() + ", version "
-            + std::to_string(version) + ")";
+        const auto id = !n.name().empty() ? n.name() : n.output_size() > 0 ? n.output(0) : std::string("(unnamed)");
+        return "node '" + id + "' (" + n.op_type() + ", version " + std::to_string(version) + ")";
     }
 
     const onnx::AttributeProto* attribute(const onnx::NodeProto& n, const std::string& name)
@@ -122,10 +123,15 @@ namespace {
     }
 
     // Integer values of a constant tensor (an initializer or a Constant node's value).
-    std::vector<std::int64_t> integers(const onnx::TensorProto& t)
+    // nullopt when the tensor is not int64 or its bytes do not make whole values.
+    std::optional<std::vector<std::int64_t>> integers(const onnx::TensorProto& t)
     {
+        if (t.data_type() != onnx::TensorProto::INT64)
+            return std::nullopt;
         std::vector<std::int64_t> out(t.int64_data().begin(), t.int64_data().end());
-        if (out.empty() && t.has_raw_data() && t.data_type() == onnx::TensorProto::INT64) {
+        if (out.empty() && t.has_raw_data()) {
+            if (t.raw_data().size() % sizeof(std::int64_t) != 0)
+                return std::nullopt;
             out.resize(t.raw_data().size() / sizeof(std::int64_t));
             std::memcpy(out.data(), t.raw_data().data(), out.size() * sizeof(std::int64_t));
         }
@@ -229,6 +235,8 @@ namespace {
             const auto* noop = attribute(n, "noop_with_empty_axes");
             const bool noopEmpty = noop != nullptr && noop->i() != 0;
             dropIfPresent(n, "noop_with_empty_axes");
+            if (n.input_size() < 1)
+                refuse(n, version, "has no input");
             if (!hasInput(n, 1)) {
                 if (noopEmpty)
                     refuse(n, version, "reduces nothing (noop_with_empty_axes without axes)");
@@ -239,14 +247,16 @@ namespace {
             if (it == m_constants.end())
                 refuse(n, version, "takes its axes from '" + n.input(1) + "', which is not a constant");
             const auto axes = integers(*it->second);
-            if (axes.empty() && noopEmpty)
+            if (!axes)
+                refuse(n, version, "has axes '" + n.input(1) + "' that are not int64 values");
+            if (axes->empty() && noopEmpty)
                 refuse(n, version, "reduces nothing (noop_with_empty_axes with empty axes)");
             n.mutable_input()->DeleteSubrange(1, n.input_size() - 1);
-            if (!axes.empty()) {
+            if (!axes->empty()) {
                 auto* a = n.add_attribute();
                 a->set_name("axes");
                 a->set_type(onnx::AttributeProto::INTS);
-                for (const auto axis : axes)
+                for (const auto axis : *axes)
                     a->add_ints(axis);
             }
             return true;
@@ -271,9 +281,15 @@ namespace {
 
         bool lowerPool(onnx::NodeProto& n, int version)
         {
+            bool changed = false;
+            if (n.op_type() == "LpPool") { // ceil_mode came with LpPool 18
+                if (const auto* c = attribute(n, "ceil_mode"); c != nullptr && c->i() != 0)
+                    refuse(n, version, "rounds its output size up (ceil_mode), which LpPool at 17 cannot");
+                changed = dropIfPresent(n, "ceil_mode");
+            }
             const auto* d = attribute(n, "dilations");
             if (d == nullptr)
-                return false;
+                return changed;
             if (std::any_of(d->ints().begin(), d->ints().end(), [](std::int64_t x) { return x != 1; }))
                 refuse(n, version, "has dilations, which its opset-17 version has not");
             dropAttribute(n, "dilations");

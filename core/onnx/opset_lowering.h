@@ -8,12 +8,13 @@
 // - Reductions (ReduceMean ... at 18, ReduceMax/Min at 20): the axes input, a constant, becomes
 //   the axes attribute; noop_with_empty_axes (0) is dropped.
 // - Split (18): num_outputs is dropped (opset 13's Split without sizes splits evenly into its
-//   outputs; an uneven split is refused).
+//   outputs; an uneven one, which opset 18 allows, fails shape inference or stays opaque).
 // - Pad (18+) without the axes input and not in "wrap" mode; Resize (18, 19) with its new
-//   attributes at their defaults; AveragePool and LpPool (19, 22) without dilations; Scatter
-//   reductions other than max/min; Cast/CastLike (19+) with saturate and round_mode dropped (they
-//   only concern 8- and 4-bit floats).
+//   attributes at their defaults; AveragePool and LpPool (18-22) without dilations (LpPool
+//   without ceil_mode); Scatter reductions other than max/min; Cast/CastLike (19+) with saturate
+//   and round_mode dropped (they only concern 8- and 4-bit floats).
 // - Operators whose newer versions only add element types keep their node as it is.
+// - Subgraphs (If/Loop bodies) are not lowered: those operators are refused after 17 anyway.
 // - Gelu (20) stays: the op mapping takes it as the IR's Gelu (approximate "tanh" or exact), and
 //   shape inference sees it as the elementwise op it is.
 // - Anything else changed or added after 17 (GroupNormalization, RMSNormalization, Attention,

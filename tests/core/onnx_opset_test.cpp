@@ -146,6 +146,20 @@ TEST(OnnxOpset, AMissingExternalDataFileIsAnErrorNamingIt)
         EXPECT_NE(what.find("gelu_amax.onnx.data', which is missing"), std::string::npos) << what;
         EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
+    // A location leading out of the model's folder is refused before anything is read.
+    onnx::ModelProto m;
+    {
+        std::ifstream in(dir / "gelu_amax.onnx", std::ios::binary);
+        ASSERT_TRUE(m.ParseFromIstream(&in));
+    }
+    for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+        for (auto& kv : *t.mutable_external_data()) {
+            if (kv.key() == "location")
+                kv.set_value("../../etc/passwd");
+        }
+    }
+    const auto escaping = importError(m, "escaping.onnx");
+    EXPECT_NE(escaping.find("not a file beside the model"), std::string::npos) << escaping;
     fs::copy_file(dir / "gelu_amax.onnx.data", scratch("gelu_amax.onnx.data"));
     fs::resize_file(scratch("gelu_amax.onnx.data"), 100); // truncated
     try {

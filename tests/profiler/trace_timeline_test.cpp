@@ -108,6 +108,16 @@ TEST(TraceTimeline, ProfilerStepsAreTheIterations)
     EXPECT_DOUBLE_EQ(t[0].startNs, 0);
     EXPECT_DOUBLE_EQ(t[0].endNs, 5);
     EXPECT_DOUBLE_EQ(t[1].endNs, 25);
+    // A kernel launched late in a step runs after the step's range: its launch places it.
+    TimedActivity late = act(21, 26, Kind::Optimizer);
+    late.anchorNs = 19;
+    const auto g = buildTraceTimeline(
+        { act(11, 12, Kind::Forward, 0), act(12, 18, Kind::Backward, 0), late, act(22, 23, Kind::Forward, 0) },
+        { { 10, 20 }, { 20, 30 } });
+    ASSERT_EQ(g.size(), 2U);
+    EXPECT_EQ(shape(g[0]), "F0 B0 O0 ");
+    EXPECT_DOUBLE_EQ(g[0].endNs, 26);
+    EXPECT_EQ(shape(g[1]), "F0 ");
     EXPECT_TRUE(buildTraceTimeline({}, {}).empty());
     EXPECT_TRUE(isProfilerStep("ProfilerStep#12"));
     EXPECT_FALSE(isProfilerStep("Step#1"));
