@@ -6,6 +6,7 @@
 #include "onnx/fixed_shapes.h"
 #include "onnx/op_mapping.h"
 #include "onnx/opset_lowering.h"
+#include "onnx/safe_inference.h"
 #include "onnx/shape_folding.h"
 #include "util/error.h"
 
@@ -25,64 +26,12 @@ namespace {
 
     constexpr int kMinOpset = 13;
 
-    // Whether every node input of the top-level graph has a type (graph input, initializer, or
-    // value_info/output filled by shape inference).
-    bool everyInputTyped(const onnx::ModelProto& model)
-    {
-        const auto& g = model.graph();
-        std::set<std::string> typed;
-        for (const auto& init : g.initializer())
-            typed.insert(init.name());
-        for (const auto* list : { &g.input(), &g.value_info(), &g.output() }) {
-            for (const auto& v : *list) {
-                if (v.type().value_case() != onnx::TypeProto::VALUE_NOT_SET)
-                    typed.insert(v.name());
-            }
-        }
-        for (const auto& n : g.node()) {
-            for (const auto& in : n.input()) {
-                if (!in.empty() && !typed.contains(in))
-                    return false;
-            }
-        }
-        return true;
-    }
-
-    // ONNX shape inference. libonnx 1.12's data propagation dereferences the type of each input it
-    // reads and crashes (SIGSEGV, in Python's onnx too) on an input without one: the output of an
-    // op it has no schema for, or of a node whose inference failed (found by tests/fuzz). So a
-    // first pass runs without propagation, and propagation only when every input got a type.
-    // Operators newer than libonnx's schemas that keep their input's shape (Gelu, opset 20) are
-    // inferred as an opset-17 operator of that kind (onnx/opset_lowering.h), in a copy.
-    void inferShapesSafely(onnx::ModelProto& model)
-    {
-        const auto* registry = onnx::OpSchemaRegistry::Instance();
-        const bool standIns = std::any_of(model.graph().node().begin(), model.graph().node().end(),
-            [](const onnx::NodeProto& n) { return !onnximport::shapeStandIn(n.op_type()).empty(); });
-        if (standIns) {
-            auto work = model;
-            for (auto& n : *work.mutable_graph()->mutable_node()) {
-                if (const auto op = onnximport::shapeStandIn(n.op_type()); !op.empty()) {
-                    n.set_op_type(op);
-                    n.clear_attribute();
-                }
-            }
-            inferShapesSafely(work);
-            *model.mutable_graph()->mutable_value_info() = work.graph().value_info();
-            *model.mutable_graph()->mutable_output() = work.graph().output();
-            return;
-        }
-        onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, false));
-        if (everyInputTyped(model))
-            onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, true));
-    }
-
     // Shape inference with the importer's folding of static computations, in place: what
     // re-specialising a fixed-shape model reads its shapes from.
     void inferFolded(onnx::ModelProto& m)
     {
         onnx::ModelProto inferred;
-        onnximport::foldShapeComputations(m, inferred, [](onnx::ModelProto& w) { inferShapesSafely(w); });
+        onnximport::foldShapeComputations(m, inferred, [](onnx::ModelProto& w) { onnximport::inferShapesSafely(w); });
         m = std::move(inferred);
     }
 
@@ -309,7 +258,7 @@ namespace {
     {
         const auto infer = [this](onnx::ModelProto& m) {
             try {
-                inferShapesSafely(m);
+                onnximport::inferShapesSafely(m);
             } catch (const std::exception& e) {
                 fail(std::string("shape inference failed: ") + e.what());
             }
