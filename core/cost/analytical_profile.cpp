@@ -102,6 +102,8 @@ namespace {
         case OpType::Resize:
         case OpType::Gather:
         case OpType::ScatterND:
+        case OpType::GatherElements:
+        case OpType::GatherND:
             return KernelClass::DataMovement;
         case OpType::CrossEntropy:
             return KernelClass::Loss;

@@ -425,6 +425,21 @@ namespace {
             add(d);
         }
         {
+            OpDef d { OpType::GatherElements, "GatherElements",
+                "(data, indices of data's rank) -> data[..., indices, ...] element-wise along axis", 2, 2,
+                gatherElementsShape };
+            d.backwardFlops = 1; // scatter-add
+            d.savedInputs = saveInput(1);
+            add(d);
+        }
+        {
+            OpDef d { OpType::GatherND, "GatherND", "(data, indices (..., r)) -> slices data[indices]; batch_dims", 2,
+                2, gatherNdShape };
+            d.backwardFlops = 1;
+            d.savedInputs = saveInput(1);
+            add(d);
+        }
+        {
             OpDef d { OpType::TopK, "TopK", "x -> (values, indices) of the k largest along axis; k, largest", 1, 1,
                 topKShape };
             d.forwardFlops = 2;

@@ -412,6 +412,35 @@ namespace opshapes {
         return { data };
     }
 
+    Shapes gatherElementsShape(const Node& node, const Inputs& in)
+    {
+        const Shape& data = in[0]->shape;
+        const Shape& idx = in[1]->shape;
+        const auto axis = normalizeAxis(node.intAttr("axis", 0), data.size(), "GatherElements");
+        if (idx.size() != data.size())
+            throw Error("GatherElements indices " + formatShape(idx) + " do not have the rank of " + formatShape(data));
+        for (std::size_t d = 0; d < data.size(); ++d) {
+            if (d != axis && idx[d] > data[d])
+                throw Error("GatherElements indices " + formatShape(idx) + " exceed " + formatShape(data));
+        }
+        return { idx };
+    }
+
+    Shapes gatherNdShape(const Node& node, const Inputs& in)
+    {
+        const Shape& data = in[0]->shape;
+        const Shape& idx = in[1]->shape;
+        const auto b = node.intAttr("batch_dims", 0);
+        const auto r = idx.empty() ? 0 : idx.back();
+        if (b < 0 || idx.empty() || static_cast<std::size_t>(b) >= idx.size() || r < 1
+            || static_cast<std::size_t>(b + r) > data.size() || !std::equal(idx.begin(), idx.begin() + b, data.begin()))
+            throw Error("GatherND indices " + formatShape(idx) + " (batch_dims " + std::to_string(b) + ") do not index "
+                + formatShape(data));
+        Shape out(idx.begin(), idx.end() - 1);
+        out.insert(out.end(), data.begin() + b + r, data.end());
+        return { out };
+    }
+
     Shapes topKShape(const Node& node, const Inputs& in)
     {
         Shape out = in[0]->shape;

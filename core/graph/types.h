@@ -98,6 +98,8 @@ enum class OpType : std::uint8_t {
     Einsum, // attr equation, one or two operands ("bhid,bhjd->bhij")
     Reciprocal, // 1 / x (LLaMA's RMSNorm as exported: x * Reciprocal(Sqrt(mean(x^2) + eps)))
     IsNaN, // x != x -> Bool (a masked softmax's guard: Where(IsNaN(p), 0, p))
+    GatherElements, // (data, indices (i64, data's rank)) -> indices' shape; data[.., indices[i], ..] on attr axis
+    GatherND, // (data, indices (i64, (..., r))) -> data[indices[..., :]] slices; attr batch_dims
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

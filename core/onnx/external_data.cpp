@@ -2,6 +2,7 @@
 
 #include "util/error.h"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -130,6 +131,24 @@ std::int64_t loadExternalData(onnx::ModelProto& model, const std::filesystem::pa
         read += size;
     }
     return read;
+}
+
+std::vector<std::string> missingExternalFiles(const onnx::ModelProto& model, const std::filesystem::path& modelPath)
+{
+    std::vector<std::string> missing;
+    for (const auto& t : model.graph().initializer()) {
+        if (t.data_location() != onnx::TensorProto::EXTERNAL)
+            continue;
+        for (const auto& kv : t.external_data()) {
+            if (kv.key() != "location")
+                continue;
+            const auto file = modelPath.parent_path() / kv.value();
+            if (!std::filesystem::exists(file)
+                && std::find(missing.begin(), missing.end(), kv.value()) == missing.end())
+                missing.push_back(kv.value());
+        }
+    }
+    return missing;
 }
 
 } // namespace ps::onnximport

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <onnx/onnx_pb.h>
+#include <string>
+#include <vector>
 
 namespace ps::onnximport {
 
@@ -15,5 +17,9 @@ namespace ps::onnximport {
 // for (a plan without weights, the import dialog's preview). Throws ps::Error naming the initializer and the file when
 // it is missing, escapes the model's folder, or holds fewer bytes than the tensor needs. Returns the bytes read.
 std::int64_t loadExternalData(onnx::ModelProto& model, const std::filesystem::path& modelPath, bool values);
+
+// The files external initializers name that are not beside `modelPath` (each once, in order).
+[[nodiscard]] std::vector<std::string> missingExternalFiles(
+    const onnx::ModelProto& model, const std::filesystem::path& modelPath);
 
 } // namespace ps::onnximport

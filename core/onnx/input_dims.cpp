@@ -77,6 +77,26 @@ namespace {
         return t == T::INT64 || t == T::INT32 || t == T::INT16 || t == T::INT8 || t == T::UINT8;
     }
 
+    // Inputs a convolution reads (directly, or through the Unsqueeze of a 1-D one lowered to 2-D):
+    // (N, C, ...) with the batch first and channels second.
+    std::set<std::string> convolvedInputs(const onnx::GraphProto& graph)
+    {
+        std::set<std::string> convInputs;
+        for (const auto& n : graph.node()) {
+            if (n.op_type() == "Conv" && n.input_size() > 0)
+                convInputs.insert(n.input(0));
+        }
+        std::set<std::string> out;
+        for (const auto& n : graph.node()) {
+            if (n.input_size() == 0)
+                continue;
+            if (n.op_type() == "Conv"
+                || (n.op_type() == "Unsqueeze" && n.output_size() == 1 && convInputs.contains(n.output(0))))
+                out.insert(n.input(0));
+        }
+        return out;
+    }
+
 } // namespace
 
 std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::optional<int> batchAxis)
@@ -140,6 +160,7 @@ std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::opti
     };
     const bool anyDynamicBatch =
         std::any_of(inputs.begin(), inputs.end(), [&](const Input& in) { return dynamicBatch(in).has_value(); });
+    const auto convolved = convolvedInputs(model.graph());
     std::vector<InputDim> out;
     for (auto& in : inputs) {
         const auto rank = static_cast<int>(in.dims.size());
@@ -152,8 +173,12 @@ std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::opti
                 d.role = DimRole::Batch;
             const bool sequenceLike =
                 (rank == 2 && isIntegerType(in.elemType)) || (rank == 3 && in.elemType == onnx::TensorProto::FLOAT);
-            if (sequenceLike && axis <= 1 && d.axis == 1 - axis)
+            if (convolved.contains(in.name)) { // (N, C, L): the length is the sequence
+                if (rank == 3 && axis == 0 && d.axis == 2)
+                    d.role = DimRole::Sequence;
+            } else if (sequenceLike && axis <= 1 && d.axis == 1 - axis) {
                 d.role = DimRole::Sequence;
+            }
         }
         for (auto& d : in.dims)
             out.push_back(std::move(d));
@@ -173,6 +198,7 @@ std::optional<std::int64_t> exportedBatch(const std::vector<InputDim>& dims)
 bool batchAxisAmbiguous(const onnx::ModelProto& model)
 {
     const auto dims = describeInputDims(model, std::nullopt);
+    const auto convolved = convolvedInputs(model.graph());
     std::set<std::string> inputs;
     bool candidate = false;
     for (const auto& d : dims)
@@ -183,8 +209,8 @@ bool batchAxisAmbiguous(const onnx::ModelProto& model)
             if (d.input == input)
                 mine.push_back(&d);
         }
-        if (mine.size() != 3)
-            return false; // tokens, images and tables have their batch first
+        if (mine.size() != 3 || convolved.contains(input))
+            return false; // tokens, images, tables and convolutions' inputs have their batch first
         if (mine[0]->dynamic || mine[1]->dynamic || mine[0]->exported < 2 || mine[1]->exported < 2)
             return false;
         candidate = true;

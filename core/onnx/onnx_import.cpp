@@ -4,10 +4,13 @@
 #include "graph/validate.h"
 #include "onnx/external_data.h"
 #include "onnx/fixed_shapes.h"
+#include "onnx/function_inlining.h"
+#include "onnx/norm_lowering.h"
 #include "onnx/op_mapping.h"
 #include "onnx/opset_lowering.h"
 #include "onnx/safe_inference.h"
 #include "onnx/shape_folding.h"
+#include "onnx/window_lowering.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -172,11 +175,15 @@ namespace {
                 + "-" + std::to_string(onnximport::kNewestLoweredOpset)
                 + " (re-export with torch.onnx.export(model, args, \"model.onnx\", opset_version=20), the default "
                   "of torch 2.9 and newer; with torch 1.x, opset_version=17)");
-        try { // newer operator forms become their opset-17 ones; the report keeps the model's opset
+        try { // local functions' bodies in place of their calls, then newer operator forms become
+              // their opset-17 ones; the report keeps the model's opset
+            (void)onnximport::inlineLocalFunctions(m_model);
+            (void)onnximport::decomposeNormalizations(m_model, opset, m_signatureParameters);
             (void)onnximport::lowerToOpset17(m_model, opset);
         } catch (const Error& e) {
             fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
         }
+        (void)onnximport::lowerOneDimensionalWindows(m_model); // Conv1d and 1-D pools as 2-D ones
     }
 
     // Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here
@@ -723,6 +730,15 @@ std::vector<OnnxInputDim> describeOnnxInputs(const std::filesystem::path& path, 
     } catch (const std::exception& e) {
         throw Error("ONNX file '" + path.string() + "': malformed graph (" + e.what() + ")");
     }
+}
+
+std::vector<std::string> missingWeightFiles(const std::filesystem::path& path)
+{
+    onnx::ModelProto model;
+    std::ifstream in(path, std::ios::binary);
+    if (!in || !model.ParseFromIstream(&in))
+        throw Error("ONNX file '" + path.string() + "' cannot be read as an ONNX model");
+    return onnximport::missingExternalFiles(model, path);
 }
 
 OnnxImport importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options)

@@ -73,6 +73,9 @@ struct OnnxImportReport
 // without importing (the import dialog's preview). Throws ps::Error like importOnnx.
 [[nodiscard]] std::vector<OnnxInputDim> describeOnnxInputs(
     const std::filesystem::path& path, const OnnxImportOptions& options = {});
+// The weights files (external data) the model at `path` names that are not beside it: importing it
+// then needs `keepWeights` off. Throws ps::Error naming the file when it is not an ONNX model.
+[[nodiscard]] std::vector<std::string> missingWeightFiles(const std::filesystem::path& path);
 // The dimensions as JSON (stored in the project's model configuration, read by `info`).
 [[nodiscard]] std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims);
 [[nodiscard]] std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson);

@@ -461,6 +461,23 @@ namespace {
         return as(std::move(n), OpType::ScatterND);
     }
 
+    Node gatherElements(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
+    {
+        const auto axis = normalizedAxis(intAttr(node, "axis", 0), rankOf(n, 0, ctx));
+        if (n.inputs.size() != 2 || !axis)
+            return n;
+        n.attrs["axis"] = *axis;
+        return as(std::move(n), OpType::GatherElements);
+    }
+
+    Node gatherNd(const onnx::NodeProto& node, Node n, const MappingContext&)
+    {
+        if (n.inputs.size() != 2)
+            return n;
+        n.attrs["batch_dims"] = intAttr(node, "batch_dims", 0);
+        return as(std::move(n), OpType::GatherND);
+    }
+
     Node topK(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
     {
         const auto k = foldedInput(node, 1, ctx);
@@ -661,6 +678,8 @@ namespace {
             { "Pad", pad },
             { "Resize", resize },
             { "ScatterND", scatterNd },
+            { "GatherElements", gatherElements },
+            { "GatherND", gatherNd },
             { "TopK", topK },
             { "Reshape", reshape },
             { "Flatten", reshape },

@@ -330,27 +330,36 @@ int lowerToOpset17(onnx::ModelProto& model, int opset)
     return changed;
 }
 
-std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto& graph)
+std::vector<std::string> unknownMessageFields(const google::protobuf::Message& message, int field)
 {
     using google::protobuf::internal::WireFormatLite;
-    std::vector<std::pair<std::string, std::string>> out;
-    const auto bytes = graph.SerializeAsString(); // unknown fields are written back as they came
+    std::vector<std::string> out;
+    const auto bytes = message.SerializeAsString(); // unknown fields are written back as they came
     google::protobuf::io::CodedInputStream in(
         reinterpret_cast<const std::uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
-    constexpr std::uint32_t kMetadataProps = 16;
     while (const auto tag = in.ReadTag()) {
-        if (WireFormatLite::GetTagFieldNumber(tag) == kMetadataProps
+        if (static_cast<int>(WireFormatLite::GetTagFieldNumber(tag)) == field
             && WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
             std::string entry;
             std::uint32_t length = 0;
             if (!in.ReadVarint32(&length) || !in.ReadString(&entry, static_cast<int>(length)))
                 break;
-            onnx::StringStringEntryProto kv;
-            if (kv.ParseFromString(entry))
-                out.emplace_back(kv.key(), kv.value());
+            out.push_back(std::move(entry));
         } else if (!WireFormatLite::SkipField(&in, tag)) {
             break;
         }
+    }
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto& graph)
+{
+    constexpr int kMetadataProps = 16;
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& entry : unknownMessageFields(graph, kMetadataProps)) {
+        onnx::StringStringEntryProto kv;
+        if (kv.ParseFromString(entry))
+            out.emplace_back(kv.key(), kv.value());
     }
     return out;
 }

@@ -17,7 +17,9 @@
 // - Subgraphs (If/Loop bodies) are not lowered: those operators are refused after 17 anyway.
 // - Gelu (20) stays: the op mapping takes it as the IR's Gelu (approximate "tanh" or exact), and
 //   shape inference sees it as the elementwise op it is.
-// - Anything else changed or added after 17 (GroupNormalization, RMSNormalization, Attention,
+// - GroupNormalization and RMSNormalization never reach this: onnx/norm_lowering.h writes them out
+//   in opset-17 operators first.
+// - Anything else changed or added after 17 (Attention, RotaryEmbedding,
 //   control flow, quantization, strings, ...) is refused, naming the node, operator and version.
 // Depends on: onnx protobuf types; util/error.h.
 #pragma once
@@ -41,6 +43,10 @@ inline constexpr int kNewestLoweredOpset = 25; // the newest opset whose changes
 // sets its opset import and IR version accordingly. Throws ps::Error naming the first node it
 // cannot lower. Returns how many nodes changed form.
 int lowerToOpset17(onnx::ModelProto& model, int opset);
+
+// The length-delimited values of field `field` of `message` that libonnx 1.12's schema does not
+// know (newer IR fields it keeps as unknown fields), in order.
+[[nodiscard]] std::vector<std::string> unknownMessageFields(const google::protobuf::Message& message, int field);
 
 // The graph's metadata_props (IR 10, field 16 of GraphProto: torch.export's graph signature),
 // which libonnx 1.12's GraphProto keeps as an unknown field: (key, value) pairs.

@@ -46,6 +46,7 @@ CpuBackend::CpuBackend()
     detail::registerConvKernels(m_kernels);
     detail::registerElementwiseKernels(m_kernels);
     detail::registerIndexKernels(m_kernels);
+    detail::registerGatherKernels(m_kernels);
 }
 
 NdArray CpuBackend::zeros(Allocator& allocator, const Shape& shape, DType dtype) const

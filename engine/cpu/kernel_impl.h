@@ -45,5 +45,7 @@ void registerConvKernels(KernelTable& table);
 void registerElementwiseKernels(KernelTable& table);
 // Gather, ScatterND, TopK, Einsum.
 void registerIndexKernels(KernelTable& table);
+// GatherElements, GatherND.
+void registerGatherKernels(KernelTable& table);
 
 } // namespace ps::engine::detail

@@ -217,11 +217,17 @@ namespace {
     {
         const auto& x = v.in[0];
         const auto shape = expandedShape(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, shape);
-        const float* src = x.f32();
-        float* dst = out.f32();
-        forEachBroadcast(
-            shape, x.shape(), x.shape(), [&](std::int64_t i, std::int64_t ia, std::int64_t) { dst[i] = src[ia]; });
+        auto out = NdArray::empty(ctx.allocator, shape, x.dtype());
+        const auto copy = [&](auto* dst, const auto* src) {
+            forEachBroadcast(
+                shape, x.shape(), x.shape(), [&](std::int64_t i, std::int64_t ia, std::int64_t) { dst[i] = src[ia]; });
+        };
+        if (x.dtype() == DType::F32)
+            copy(out.f32(), x.f32());
+        else if (x.dtype() == DType::I64) // ids and positions broadcast over the batch
+            copy(out.i64(), x.i64());
+        else
+            throw Error(nodeLabel(node) + "expands f32 or i64 values, not " + std::string(toString(x.dtype())));
         v.out = { out };
     }
 

@@ -201,6 +201,28 @@ namespace {
         return out;
     }
 
+    // Integer operands (position ids computed from a padding mask: cumsum(mask) * mask + pad): the
+    // op on i64 values, as ONNX defines Add/Sub/Mul/Div for integer types (Div truncates).
+    template <typename Op> NdArray integerBinary(const NdArray& a, const NdArray& b, KernelContext& ctx, Op op)
+    {
+        const auto shape = broadcast(a.shape(), b.shape());
+        auto out = NdArray::empty(ctx.allocator, shape, DType::I64);
+        std::int64_t* o = out.i64();
+        const std::int64_t* x = a.i64();
+        const std::int64_t* y = b.i64();
+        forEachBroadcast(shape, a.shape(), b.shape(),
+            [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { o[i] = op(x[ia], y[ib]); });
+        return out;
+    }
+
+    bool integerOperands(const Node& node, const NodeValues& v)
+    {
+        const bool a = v.in[0].dtype() == DType::I64;
+        if (a != (v.in[1].dtype() == DType::I64))
+            throw Error(nodeLabel(node) + "mixes integer and float operands");
+        return a;
+    }
+
     // d(out)/d(a) and d(out)/d(b) elementwise, then summed back to each operand's shape.
     template <typename Da, typename Db>
     void binaryBackward(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, Da da, Db db)
@@ -261,23 +283,37 @@ namespace {
 
     // ---- Forward and backward of each op ----
 
-    void addForward(const Node&, NodeValues& v, KernelContext& ctx) // Add and BiasAdd
+    void addForward(const Node& node, NodeValues& v, KernelContext& ctx) // Add and BiasAdd
     {
-        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a + b; }) };
+        const auto op = [](auto a, auto b) { return a + b; };
+        v.out = { integerOperands(node, v) ? integerBinary(v.in[0], v.in[1], ctx, op)
+                                           : binary(v.in[0], v.in[1], ctx, op) };
     }
 
-    void subForward(const Node&, NodeValues& v, KernelContext& ctx)
+    void subForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a - b; }) };
+        const auto op = [](auto a, auto b) { return a - b; };
+        v.out = { integerOperands(node, v) ? integerBinary(v.in[0], v.in[1], ctx, op)
+                                           : binary(v.in[0], v.in[1], ctx, op) };
     }
 
-    void mulForward(const Node&, NodeValues& v, KernelContext& ctx)
+    void mulForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a * b; }) };
+        const auto op = [](auto a, auto b) { return a * b; };
+        v.out = { integerOperands(node, v) ? integerBinary(v.in[0], v.in[1], ctx, op)
+                                           : binary(v.in[0], v.in[1], ctx, op) };
     }
 
-    void divForward(const Node&, NodeValues& v, KernelContext& ctx)
+    void divForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
+        if (integerOperands(node, v)) {
+            v.out = { integerBinary(v.in[0], v.in[1], ctx, [&node](std::int64_t a, std::int64_t b) {
+                if (b == 0)
+                    throw Error(nodeLabel(node) + "integer division by zero");
+                return a / b;
+            }) };
+            return;
+        }
         v.out = { binary(v.in[0], v.in[1], ctx, [](float a, float b) { return a / b; }) };
     }
 

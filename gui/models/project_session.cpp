@@ -42,9 +42,11 @@ LoadedProject loadProjectFile(const QString& path)
     return p;
 }
 
-LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss)
+LoadedProject loadOnnxModel(
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss, bool keepWeights)
 {
     OnnxImportOptions options; // 0: the exported size of a fixed dimension, the default of a dynamic one
+    options.keepWeights = keepWeights;
     if (batch > 0)
         options.batch = batch;
     if (sequence > 0)
@@ -61,13 +63,14 @@ LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_
         opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
     LoadedProject p;
     p.summary =
-        ProjectSession::tr("Imported %1: %2 nodes (opset %3), micro-batch %6; loss: %4; costed from shapes only: %5")
+        ProjectSession::tr("Imported %1%7: %2 nodes (opset %3), micro-batch %6; loss: %4; costed from shapes only: %5")
             .arg(QFileInfo(path).fileName())
             .arg(imported.graph.nodeCount())
             .arg(imported.report.opset)
             .arg(loss.isEmpty() ? ProjectSession::tr("none (not trainable)") : loss)
             .arg(opaque.isEmpty() ? ProjectSession::tr("none") : opaque.join(QStringLiteral(", ")))
-            .arg(imported.graph.info().microBatch);
+            .arg(imported.graph.info().microBatch)
+            .arg(keepWeights ? QString() : ProjectSession::tr(" without weights"));
     p.graph = std::make_shared<const Graph>(std::move(imported.graph));
     return p;
 }

@@ -25,9 +25,10 @@ struct LoadedProject
 
 // Each throws with a message naming the file or model when it cannot.
 [[nodiscard]] LoadedProject loadProjectFile(const QString& path);
-// `loss` "cross-entropy" or "mse" attaches that loss (graph/loss.h); empty: none.
+// `loss` "cross-entropy" or "mse" attaches that loss (graph/loss.h); empty: none. Without
+// `keepWeights` the weights are not read (external data files included).
 [[nodiscard]] LoadedProject loadOnnxModel(
-    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss = {});
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss = {}, bool keepWeights = true);
 [[nodiscard]] LoadedProject buildZooProject(const ModelConfig& config);
 
 class ProjectSession : public QObject

@@ -267,7 +267,7 @@ void MainWindow::importWithDialog()
         return;
     }
     if (dialog->exec() == QDialog::Accepted)
-        importOnnxInBackground(path, dialog->batch(), dialog->sequence(), dialog->loss());
+        importOnnxInBackground(path, dialog->batch(), dialog->sequence(), dialog->loss(), dialog->keepWeights());
 }
 
 bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)

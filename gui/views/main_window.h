@@ -58,8 +58,8 @@ public:
     // BackgroundJob while the window shows a busy state, and the project is adopted on the GUI
     // thread; loadFinished reports the end. False when another load is going.
     bool openProjectInBackground(const QString& path);
-    bool importOnnxInBackground(
-        const QString& path, std::int64_t batch = 0, std::int64_t sequence = 0, const QString& loss = {});
+    bool importOnnxInBackground(const QString& path, std::int64_t batch = 0, std::int64_t sequence = 0,
+        const QString& loss = {}, bool keepWeights = true);
     bool newFromZooInBackground(const ModelConfig& config);
     // First start: the example project (gpt2-tiny with a 2-stage CPU plan), created in the app
     // data folder when missing, opened with its plan in the editor.

@@ -98,10 +98,10 @@ bool MainWindow::openProjectInBackground(const QString& path)
 }
 
 bool MainWindow::importOnnxInBackground(
-    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss)
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss, bool keepWeights)
 {
     return loadInBackground(tr("Importing %1…").arg(QFileInfo(path).fileName()),
-        [path, batch, sequence, loss] { return loadOnnxModel(path, batch, sequence, loss); });
+        [path, batch, sequence, loss, keepWeights] { return loadOnnxModel(path, batch, sequence, loss, keepWeights); });
 }
 
 bool MainWindow::newFromZooInBackground(const ModelConfig& config)

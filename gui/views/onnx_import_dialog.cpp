@@ -1,5 +1,6 @@
 #include "views/onnx_import_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileInfo>
@@ -53,6 +54,14 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     form->addRow(tr("Batch size"), m_batch);
     form->addRow(tr("Sequence length"), m_sequence);
     form->addRow(tr("Loss on the first output"), m_loss);
+    m_noWeights = new QCheckBox(tr("Without weights: plan from shapes only, the weights file is not read"), this);
+    const auto missing = missingWeightFiles(path.toStdString());
+    if (!missing.empty()) { // torch 2.x writes m.onnx.data beside m.onnx; without it only a plan is possible
+        m_noWeights->setChecked(true);
+        m_noWeights->setToolTip(
+            tr("The model's weights file '%1' is not beside it.").arg(QString::fromStdString(missing.front())));
+    }
+    form->addRow(tr("Weights"), m_noWeights);
     layout->addLayout(form);
     m_note = new QLabel(this);
     m_note->setWordWrap(true);
@@ -64,6 +73,7 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     layout->addWidget(buttons);
     connect(m_batch, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
     connect(m_sequence, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
+    connect(m_noWeights, &QCheckBox::toggled, this, &OnnxImportDialog::refresh);
     refresh();
     resize(640, 420);
 }
@@ -81,6 +91,16 @@ std::int64_t OnnxImportDialog::sequence() const
 QString OnnxImportDialog::loss() const
 {
     return m_loss->currentData().toString();
+}
+
+bool OnnxImportDialog::keepWeights() const
+{
+    return !m_noWeights->isChecked();
+}
+
+void OnnxImportDialog::setKeepWeights(bool keep)
+{
+    m_noWeights->setChecked(!keep);
 }
 
 void OnnxImportDialog::setBatch(int batch)
@@ -115,11 +135,15 @@ void OnnxImportDialog::refresh()
         for (int c = 0; c < cells.size(); ++c)
             m_table->setItem(row, c, new QTableWidgetItem(cells[c]));
     }
-    m_note->setText(respecialised
-            ? tr("The model was exported with fixed shapes: its input sizes and every shape constant that carries "
-                 "them are rewritten for the sizes asked for. Where a constant of the file fixes the size (a folded "
-                 "position table, say), the import stops and names the node; export with dynamic_axes then.")
-            : tr("Imported at these sizes; nothing in the graph is rewritten."));
+    auto note = respecialised
+        ? tr("The model was exported with fixed shapes: its input sizes and every shape constant that carries "
+             "them are rewritten for the sizes asked for. Where a constant of the file fixes the size (a folded "
+             "position table, say), the import stops and names the node; export with dynamic_axes then.")
+        : tr("Imported at these sizes; nothing in the graph is rewritten.");
+    if (m_noWeights->isChecked())
+        note += tr(" Without weights the project plans, searches and simulates from shapes and costs; training "
+                   "starts from fresh initial values, not the model's.");
+    m_note->setText(note);
 }
 
 } // namespace ps::gui

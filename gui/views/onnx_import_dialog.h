@@ -1,6 +1,8 @@
 // File > Import ONNX: the preview of a model's inputs (every dimension dynamic, or fixed at the size
 // it was exported with, and its role), the batch and sequence sizes to import at (defaults: the
-// exported ones; another fixed size re-specialises the graph) and the loss that makes it trainable.
+// exported ones; another fixed size re-specialises the graph), the loss that makes it trainable,
+// and whether to read the weights (off: a plan-only import that never reads the weights file;
+// checked for the user when a weights file the model names is missing).
 #pragma once
 
 #include "onnx/onnx_import.h"
@@ -9,6 +11,7 @@
 
 #include <vector>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QSpinBox;
@@ -29,6 +32,9 @@ public:
     [[nodiscard]] std::int64_t sequence() const;
     // Empty: no loss (plan only).
     [[nodiscard]] QString loss() const;
+    // False: import without reading the weights (external data files, large initializers).
+    [[nodiscard]] bool keepWeights() const;
+    void setKeepWeights(bool keep);
     void setBatch(int batch);
     void setSequence(int sequence);
     [[nodiscard]] QTableWidget* table() const
@@ -44,6 +50,7 @@ private:
     QSpinBox* m_batch = nullptr;
     QSpinBox* m_sequence = nullptr;
     QComboBox* m_loss = nullptr;
+    QCheckBox* m_noWeights = nullptr;
     QLabel* m_note = nullptr;
 };
 

@@ -9,7 +9,9 @@ the 124M model).
         --precision fp32|tf32|bf16 --peak-tflops 67]
 
 Prints the median step time of each (the first two steps are warm-up and not counted) and the
-ratio engine / PyTorch (below 1: the engine is faster). On the CPU the engine uses every core the
+ratio engine / PyTorch (below 1: the engine is faster). `--also-torch PYTHON` (repeatable) runs the
+PyTorch side once more under another interpreter, e.g. a venv with torch 2.15 beside Debian's 1.13,
+same model, batch and threads, one after the other; the ratio is then taken against the fastest. On the CPU the engine uses every core the
 process may run on; give PyTorch the same count with --threads. With --device cuda:N both train on that GPU
 (the engine's CUDA backend, PyTorch with TF32 off: fp32 on both sides), and each line adds the
 model FLOP utilisation: 6 x parameters x tokens/s over --peak-tflops (the card's dense fp32 peak;
@@ -103,15 +105,28 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
                     help="on a GPU: fp32, TF32 or bf16 GEMMs")
     ap.add_argument("--peak-tflops", type=float, default=67.0, help="the GPU's dense peak at that precision, for MFU")
+    ap.add_argument("--also-torch", action="append", default=[], metavar="PYTHON",
+                    help="another Python whose torch also runs the step (repeatable)")
+    ap.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)  # one --also-torch run
     a = ap.parse_args()
     if a.vocab:
         data = np.random.default_rng(1).integers(0, a.vocab, 1 << 22, dtype=np.int64)
     else:
         data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8).astype(np.int64)
     env = f"{a.layers} layers, {a.hidden} hidden, {a.heads} heads, seq {a.seq}, batch {a.batch}, {a.threads} threads"
+    if a.torch_only:
+        times, params = torch_steps(a, data)
+        print("TORCH", torch.__version__, statistics.median(times), params)
+        return
     engine = statistics.median(engine_steps(a))
     times, params = torch_steps(a, data)
-    reference = statistics.median(times)
+    torches = [(torch.__version__, statistics.median(times))]
+    for python in a.also_torch:
+        argv = [python, os.path.abspath(__file__)] + [x for x in sys.argv[1:]] + ["--torch-only"]
+        out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+        version, median, _ = re.search(r"^TORCH (\S+) (\S+) (\S+)$", out, re.M).groups()
+        torches.append((version, float(median)))
+    reference = min(t for _, t in torches)
     gpu = a.device != "cpu"
 
     def mfu(step):
@@ -119,9 +134,10 @@ def main():
     where = f"on {a.device} ({a.precision})" if gpu else "on the CPU"
     print(f"GPT {env}, {params / 1e6:.1f}M parameters, {where}; median of {a.steps - 2} steps after 2 warm-up")
     print(f"  PipeStudio engine:     {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s{mfu(engine)}")
-    print(f"  PyTorch {torch.__version__:<12}  {reference * 1e3:8.1f} ms/step  {a.seq * a.batch / reference:8.0f} "
-          f"tokens/s{mfu(reference)}")
-    print(f"  ratio engine / PyTorch: {engine / reference:.2f}")
+    for version, t in torches:
+        print(f"  PyTorch {version:<12}  {t * 1e3:8.1f} ms/step  {a.seq * a.batch / t:8.0f} tokens/s{mfu(t)}")
+    fastest = "" if len(torches) == 1 else " (the fastest PyTorch)"
+    print(f"  ratio engine / PyTorch{fastest}: {engine / reference:.2f}")
 
 
 if __name__ == "__main__":

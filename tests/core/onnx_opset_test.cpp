@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <onnx/onnx_pb.h>
+#include <set>
 #include <unistd.h>
 
 using namespace ps;
@@ -109,27 +110,55 @@ TEST(OnnxOpset, Torch2DefaultExportsImportWithTorchsParametersAndShapes)
 {
     const fs::path dir = fs::path(PS_TEST_DATA_DIR) / "onnx_torch2";
     const auto manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
-    ASSERT_GE(manifest.size(), 7U); // 3 torch modules, 4 transformers architectures
+    std::set<std::string> architectures;
+    std::set<std::string> fromTransformers;
+    int torchScript = 0;
+    int withFunctions = 0;
     for (const auto& e : manifest) {
         const auto file = e["file"].get<std::string>();
-        ASSERT_TRUE(fs::exists(dir / (file + ".data"))) << "torch 2.x writes the weights beside the model";
+        SCOPED_TRACE(file);
+        const auto exporter = e["exporter"].get<std::string>();
+        const bool dynamo = exporter.starts_with("dynamo"); // "dynamo-opset23": an opset asked for
+        if (exporter == "dynamo") {
+            architectures.insert(e["name"].get<std::string>());
+            if (file.starts_with("hf_"))
+                fromTransformers.insert(e["name"].get<std::string>());
+        }
+        if (dynamo) { // torch 2.x's default exporter writes the weights beside the model
+            ASSERT_TRUE(fs::exists(dir / (file + ".data")));
+        } else {
+            ++torchScript;
+            withFunctions += e["functions"].get<int>() > 0 ? 1 : 0; // inlined: no opaque calls below
+            EXPECT_EQ(e["opset"].get<int>(), 17); // the TorchScript exporter, opset_version=17
+        }
         const auto imported = importOnnx(dir / file);
-        EXPECT_GE(imported.report.opset, 18) << file; // the exporter's default, not a chosen one
-        EXPECT_EQ(imported.report.opset, e["opset"].get<int>()) << file;
-        // The transformers models' exports fold computations on weights into new initializers (GPT-2's
-        // tied head as a transposed copy, position rows, rotary tables), which the importer cannot
-        // yet tell from parameters: their counts are not torch's (issue P15.5), their numerics are
-        // (OnnxForward.Torch2DefaultExportsMatchOnnxRuntime).
+        if (exporter == "dynamo") {
+            EXPECT_GE(imported.report.opset, 18); // the exporter's default, not a chosen one
+        }
+        EXPECT_EQ(imported.report.opset, e["opset"].get<int>());
+        // The transformers models' default exports fold computations on weights into new
+        // initializers (GPT-2's tied head as a transposed copy, position rows, rotary tables), which
+        // the importer cannot yet tell from parameters: their counts are not torch's (issue P15.5),
+        // their numerics are (OnnxForward.Torch2DefaultExportsMatchOnnxRuntime).
+        // Both exporters fold an eval-mode BatchNorm into the convolution before it (its scale and
+        // shift become that convolution's weight and bias).
         if (!file.starts_with("hf_")) {
-            EXPECT_EQ(imported.graph.parameterCount(), e["parameters"].get<std::int64_t>()) << file;
+            EXPECT_EQ(imported.graph.parameterCount(),
+                e["parameters"].get<std::int64_t>() - e["batchnorm_parameters_folded"].get<std::int64_t>());
         }
         std::string opaque;
         for (const auto& [op, count] : imported.report.opaqueOps)
             opaque += op + " x" + std::to_string(count) + " ";
-        EXPECT_EQ(opaque, "") << file;
-        EXPECT_EQ(imported.graph.tensor(imported.graph.outputs().front()).shape, e["output_shape"].get<Shape>())
-            << file;
+        EXPECT_EQ(opaque, "");
+        EXPECT_EQ(imported.graph.tensor(imported.graph.outputs().front()).shape, e["output_shape"].get<Shape>());
     }
+    // 6 torch modules and 10 transformers architectures (decoders, encoders, encoder-decoders,
+    // vision, speech, mixture of experts), 5 of them also through the TorchScript exporter, one of
+    // those also with its blocks as ONNX local functions.
+    EXPECT_GE(architectures.size(), 16U);
+    EXPECT_GE(fromTransformers.size(), 10U);
+    EXPECT_GE(torchScript, 7);
+    EXPECT_GE(withFunctions, 1);
 }
 
 TEST(OnnxOpset, AMissingExternalDataFileIsAnErrorNamingIt)
@@ -209,13 +238,11 @@ TEST(OnnxOpset, WhatCannotBeLoweredIsRefusedNamingNodeOperatorAndVersion)
     EXPECT_NE(e.find("node 'split' (Split, version 18) names num_outputs 3 for 2 outputs"), std::string::npos) << e;
     EXPECT_NE(e.find("split.onnx"), std::string::npos) << e;
 
-    m = opset18Model(21);
-    auto* gn = node(m.mutable_graph(), "GroupNormalization", "norm", { "z", "s", "b" }, { "n" });
-    intAttr(gn, "num_groups", 2);
-    e = importError(m, "groupnorm.onnx");
-    EXPECT_NE(e.find("node 'norm' (GroupNormalization, version 21) is not read by PipeStudio yet"), std::string::npos)
-        << e;
-    EXPECT_NE(e.find("at opset 21"), std::string::npos) << e;
+    m = opset18Model(23);
+    node(m.mutable_graph(), "Attention", "attn", { "z", "z", "z" }, { "n" });
+    e = importError(m, "attention.onnx");
+    EXPECT_NE(e.find("node 'attn' (Attention, version 23) is not read by PipeStudio yet"), std::string::npos) << e;
+    EXPECT_NE(e.find("at opset 23"), std::string::npos) << e;
 
     m = opset18Model(18);
     m.mutable_graph()->mutable_node(1)->set_input(1, "x"); // axes from an activation
@@ -226,4 +253,125 @@ TEST(OnnxOpset, WhatCannotBeLoweredIsRefusedNamingNodeOperatorAndVersion)
     EXPECT_NE(e.find("uses ONNX opset 26; PipeStudio imports opsets 13-25"), std::string::npos) << e;
     EXPECT_NE(e.find("opset_version=20"), std::string::npos) << e; // the export call that gives one
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+// Conv1d and 1-D pools become the 2-D ones between an Unsqueeze and a Squeeze: the window gets a
+// height of 1 (pads [b, e] -> [0, b, 0, e]), a weight shared by two convolutions is widened once, and
+// the graph's shapes are the 1-D operator's.
+TEST(OnnxOpset, OneDimensionalConvolutionsAndPoolsBecomeTwoDimensionalOnes)
+{
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("conv1d");
+    floatValue(g->add_input(), "x", { 2, 4, 20 });
+    auto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : { 4, 4, 3 })
+        w->add_dims(d);
+    for (int i = 0; i < 4 * 4 * 3; ++i)
+        w->add_float_data(0.01F * static_cast<float>(i % 7));
+    auto* c1 = node(g, "Conv", "c1", { "x", "w" }, { "h" }); // no kernel_shape: told by the weight's rank
+    auto* pads = c1->add_attribute();
+    pads->set_name("pads");
+    pads->set_type(onnx::AttributeProto::INTS);
+    pads->add_ints(2);
+    pads->add_ints(1);
+    auto* c2 = node(g, "Conv", "c2", { "h", "w" }, { "h2" }); // the same weight again
+    auto* strides = c2->add_attribute();
+    strides->set_name("strides");
+    strides->set_type(onnx::AttributeProto::INTS);
+    strides->add_ints(2);
+    auto* pool = node(g, "MaxPool", "pool", { "h2" }, { "y" });
+    auto* k = pool->add_attribute();
+    k->set_name("kernel_shape");
+    k->set_type(onnx::AttributeProto::INTS);
+    k->add_ints(2);
+    floatValue(g->add_output(), "y", {});
+    const auto p = scratch("conv1d.onnx");
+    std::ofstream(p, std::ios::binary) << m.SerializeAsString();
+    const auto imported = importOnnx(p);
+    EXPECT_TRUE(imported.report.opaqueOps.empty());
+    const auto& graph = imported.graph;
+    // (2, 4, 20) -> pads 2 + 1, k 3: 21 -> stride 2: 10 -> pool 2, stride 1: 9.
+    EXPECT_EQ(graph.tensor(graph.outputs().front()).shape, (Shape { 2, 4, 9 }));
+    int convs = 0;
+    for (const auto& n : graph.nodes()) {
+        if (n.op != OpType::Conv)
+            continue;
+        ++convs;
+        EXPECT_EQ(graph.tensor(n.inputs[0]).shape.size(), 4U) << n.name;
+        EXPECT_EQ(graph.tensor(n.inputs[1]).shape, (Shape { 4, 4, 1, 3 })) << n.name;
+        if (n.name == "c1") {
+            EXPECT_EQ(n.intsAttr("pads"), (std::vector<std::int64_t> { 0, 2, 0, 1 }));
+        }
+    }
+    EXPECT_EQ(convs, 2);
+    EXPECT_EQ(graph.parameterCount(), 4 * 4 * 3); // the shared weight is one parameter
+}
+
+// Local functions are inlined: a referenced attribute takes the call's value or is left out (the
+// operator's default), names inside the body are prefixed by the call, and a function that calls
+// itself is refused naming it.
+TEST(OnnxOpset, LocalFunctionsAreInlinedWithTheCallsAttributes)
+{
+    const auto model = [](bool recursive) {
+        onnx::ModelProto m;
+        m.set_ir_version(8);
+        for (const auto& [domain, version] : { std::pair<std::string, int> { "", 17 }, { "mine", 1 } }) {
+            auto* op = m.add_opset_import();
+            op->set_domain(domain);
+            op->set_version(version);
+        }
+        auto* f = m.add_functions();
+        f->set_name("Leaky");
+        f->set_domain("mine");
+        f->add_input("a");
+        f->add_output("b");
+        f->add_attribute("slope");
+        auto* fop = f->add_opset_import();
+        fop->set_domain("");
+        fop->set_version(17);
+        auto* body = f->add_node();
+        body->set_op_type(recursive ? "Leaky" : "LeakyRelu");
+        body->set_domain(recursive ? "mine" : "");
+        body->set_name("act");
+        body->add_input("a");
+        body->add_output("b");
+        auto* ref = body->add_attribute();
+        ref->set_name("alpha");
+        ref->set_type(onnx::AttributeProto::FLOAT);
+        ref->set_ref_attr_name("slope");
+        auto* g = m.mutable_graph();
+        g->set_name("functions");
+        floatValue(g->add_input(), "x", { 2, 3 });
+        auto* first = node(g, "Leaky", "first", { "x" }, { "h" });
+        first->set_domain("mine");
+        auto* slope = first->add_attribute();
+        slope->set_name("slope");
+        slope->set_type(onnx::AttributeProto::FLOAT);
+        slope->set_f(0.5F);
+        node(g, "Leaky", "second", { "h" }, { "y" })->set_domain("mine");
+        floatValue(g->add_output(), "y", { 2, 3 });
+        return m;
+    };
+    const auto p = scratch("functions.onnx");
+    std::ofstream(p, std::ios::binary) << model(false).SerializeAsString();
+    const auto imported = importOnnx(p);
+    EXPECT_TRUE(imported.report.opaqueOps.empty());
+    std::map<std::string, double> alphas;
+    for (const auto& n : imported.graph.nodes()) {
+        ASSERT_EQ(n.op, OpType::LeakyRelu) << n.name;
+        alphas[n.name] = n.attrs.contains("alpha") ? std::get<double>(n.attrs.at("alpha")) : 0.01;
+    }
+    ASSERT_EQ(alphas.size(), 2U);
+    EXPECT_NEAR(alphas["first/act"], 0.5, 1e-7); // the call's slope
+    EXPECT_NEAR(alphas["second/act"], 0.01, 1e-7); // none given: LeakyRelu's default
+    const auto error = importError(model(true), "recursive.onnx");
+    EXPECT_NE(error.find("local function 'Leaky'"), std::string::npos) << error;
+    EXPECT_NE(error.find("recursion"), std::string::npos) << error;
 }

@@ -60,6 +60,22 @@ struct RandomArrays
         return a;
     }
 
+    // The given values, row-major.
+    NdArray floats(Shape shape, const std::vector<float>& values)
+    {
+        auto a = NdArray::empty(m_alloc, std::move(shape));
+        EXPECT_EQ(a.numel(), static_cast<std::int64_t>(values.size()));
+        std::copy(values.begin(), values.end(), a.f32());
+        return a;
+    }
+    NdArray indices(Shape shape, const std::vector<std::int64_t>& values)
+    {
+        auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
+        EXPECT_EQ(a.numel(), static_cast<std::int64_t>(values.size()));
+        std::copy(values.begin(), values.end(), a.i64());
+        return a;
+    }
+
     Allocator m_alloc;
     std::mt19937_64 m_data { 42 };
 };
@@ -133,6 +149,17 @@ protected:
             }
             EXPECT_LT(worst / scale, tolerance)
                 << prefix << "input " << k << ": max error " << worst << " against gradients up to " << scale;
+        }
+    }
+
+    // `fn` throws a ps::Error whose message contains `needle`.
+    template <typename Fn> void expectError(Fn fn, const std::string& needle)
+    {
+        try {
+            fn();
+            ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
         }
     }
 

@@ -139,19 +139,9 @@ void expectTorch(const NdArray& a, const TorchResult& r, const std::string& what
 class IndexKernel : public ps::engine::testing::KernelTest
 {
 protected:
-    NdArray floats(Shape shape, const std::vector<float>& values)
-    {
-        auto a = NdArray::empty(m_alloc, std::move(shape));
-        EXPECT_EQ(a.numel(), static_cast<std::int64_t>(values.size()));
-        std::copy(values.begin(), values.end(), a.f32());
-        return a;
-    }
     NdArray ints(Shape shape, const std::vector<std::int64_t>& values)
     {
-        auto a = NdArray::empty(m_alloc, std::move(shape), DType::I64);
-        EXPECT_EQ(a.numel(), static_cast<std::int64_t>(values.size()));
-        std::copy(values.begin(), values.end(), a.i64());
-        return a;
+        return indices(std::move(shape), values);
     }
     NdArray iota(Shape shape, float first = 1.0F)
     {
@@ -188,15 +178,6 @@ protected:
         checkGradients(n, in, differentiable, tolerance, "", true);
     }
 
-    template <typename Fn> void expectError(Fn fn, const std::string& needle)
-    {
-        try {
-            fn();
-            ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
-        } catch (const Error& e) {
-            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-        }
-    }
 };
 
 using IndexKernelTorch = IndexKernel;

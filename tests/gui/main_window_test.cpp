@@ -192,6 +192,37 @@ TEST(MainWindow, ImportDialogPreviewsFixedAndDynamicDimensions)
     EXPECT_THROW(OnnxImportDialog(dir + QStringLiteral("manifest.json")), ps::Error);
 }
 
+// A torch 2.x export (weights in m.onnx.data) opened without its weights file: the dialog ticks
+// "without weights" and says why, the import with weights fails naming the file, and the plan-only
+// import works and says so. With the file beside it, the weights are read.
+TEST(MainWindow, ImportDialogOffersAPlanOnlyImportWhenTheWeightsFileIsMissing)
+{
+    const QString source = QStringLiteral(PS_SOURCE_DIR "/tests/data/onnx_torch2/");
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    const auto alone = dir.filePath(QStringLiteral("gelu_amax.onnx"));
+    ASSERT_TRUE(QFile::copy(source + QStringLiteral("gelu_amax.onnx"), alone));
+    OnnxImportDialog withData(source + QStringLiteral("gelu_amax.onnx"));
+    EXPECT_TRUE(withData.keepWeights());
+    OnnxImportDialog dialog(alone);
+    EXPECT_FALSE(dialog.keepWeights());
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    dialog.resize(720, 420);
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/import-dialog-no-weights.png")));
+    try {
+        (void)loadOnnxModel(alone, 0, 0, {}, true);
+        ADD_FAILURE() << "imported with weights it does not have";
+    } catch (const ps::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("gelu_amax.onnx.data"), std::string::npos) << e.what();
+    }
+    const auto planOnly = loadOnnxModel(alone, 0, 0, {}, false);
+    EXPECT_TRUE(planOnly.summary.contains(QStringLiteral("without weights"))) << planOnly.summary.toStdString();
+    ASSERT_TRUE(planOnly.graph);
+    const auto full = loadOnnxModel(source + QStringLiteral("gelu_amax.onnx"), 0, 0, {}, true);
+    EXPECT_EQ(planOnly.graph->parameterCount(), full.graph->parameterCount()); // the same shapes, no values
+    EXPECT_FALSE(full.summary.contains(QStringLiteral("without weights")));
+}
+
 TEST(MainWindow, DropImportsAnOnnxModel)
 {
     const auto file = resnetFixture();

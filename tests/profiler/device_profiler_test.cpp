@@ -76,9 +76,13 @@ TEST(DeviceProfiler, EachRepetitionIsItsOwnRangeAndWarmUpsAreNotSamples)
     EXPECT_GT(run.stepNs.median, 0);
     EXPECT_GT(run.nodeSumNs, 0);
     EXPECT_GT(run.isolatedSumNs, 0);
-    // Stored times are those inside steps: their sum cannot exceed a step by more than the spread
-    // of medians (the step also runs the loss seed and the optimizer outside every node).
-    EXPECT_LT(run.nodeSumNs, 1.25 * run.stepNs.median);
+    // Stored times are those inside steps: each node's fastest sample, summed, cannot exceed the
+    // slowest whole step by more than timing noise (the reference steps run untraced before the
+    // traced ones, so a loaded machine can slow either; a node counted twice would double the sum).
+    double fastestSum = 0;
+    for (const auto& n : run.nodes)
+        fastestSum += n.forwardNs.min + (n.backwardNs.count > 0 ? n.backwardNs.min : 0.0);
+    EXPECT_LT(fastestSum, 1.25 * run.stepNs.max);
 }
 
 TEST(GpuSelfTest, CuptiProfileNodeSumMatchesAMeasuredStep)
