@@ -106,4 +106,57 @@ StridedView collapseAxes(StridedView view)
     return out;
 }
 
+math::ElementGather elementGatherOf(const Node& node, const Shape& ds, const Shape& is)
+{
+    const auto label = "node '" + node.name + "' (" + std::string(toString(node.op)) + "): ";
+    if (ds.size() != is.size() || ds.empty())
+        throw Error(label + "indices " + formatShape(is) + " must have the rank of data " + formatShape(ds));
+    if (ds.size() > static_cast<std::size_t>(math::kMaxGatherRank))
+        throw Error(label + "gathers over at most " + std::to_string(math::kMaxGatherRank) + " dimensions");
+    const auto rank = static_cast<std::int64_t>(ds.size());
+    const auto axis = node.intAttr("axis", 0);
+    if (axis < -rank || axis >= rank)
+        throw Error(label + "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    math::ElementGather g;
+    g.rank = static_cast<int>(rank);
+    g.axis = static_cast<int>(axis < 0 ? axis + rank : axis);
+    std::int64_t stride = 1;
+    for (auto d = ds.size(); d-- > 0;) {
+        if (static_cast<int>(d) != g.axis && is[d] > ds[d])
+            throw Error(label + "indices " + formatShape(is) + " are larger than data " + formatShape(ds));
+        g.indexDims[d] = is[d];
+        g.dataStrides[d] = stride;
+        stride *= ds[d];
+    }
+    g.axisLength = ds[static_cast<std::size_t>(g.axis)];
+    return g;
+}
+
+NdGatherPlan ndGatherOf(const Node& node, const Shape& ds, const Shape& is)
+{
+    const auto label = "node '" + node.name + "' (" + std::string(toString(node.op)) + "): ";
+    const auto b = node.intAttr("batch_dims", 0);
+    const auto r = is.empty() ? 0 : is.back();
+    if (b < 0 || is.empty() || static_cast<std::size_t>(b) >= is.size() || r < 1 || r > math::kMaxGatherRank
+        || static_cast<std::size_t>(b + r) > ds.size())
+        throw Error(label + "indices " + formatShape(is) + " (batch_dims " + std::to_string(b) + ") do not index data "
+            + formatShape(ds));
+    for (std::size_t d = 0; d < static_cast<std::size_t>(b); ++d) {
+        if (is[d] != ds[d])
+            throw Error(label + "batch axis " + std::to_string(d) + " of indices " + formatShape(is)
+                + " differs from data " + formatShape(ds));
+    }
+    NdGatherPlan plan;
+    plan.gather.depth = static_cast<int>(r);
+    for (std::int64_t j = 0; j < r; ++j)
+        plan.gather.sliceDims[j] = ds[static_cast<std::size_t>(b + j)];
+    plan.gather.rowsPerBatch = numElements(Shape(is.begin() + b, is.end() - 1));
+    plan.gather.slicesPerBatch = numElements(Shape(ds.begin() + b, ds.begin() + b + r));
+    plan.out.assign(is.begin(), is.end() - 1);
+    plan.out.insert(plan.out.end(), ds.begin() + b + r, ds.end());
+    plan.inner = numElements(Shape(ds.begin() + b + r, ds.end()));
+    plan.rows = numElements(Shape(is.begin(), is.end() - 1));
+    return plan;
+}
+
 } // namespace ps::engine

@@ -1,9 +1,11 @@
-// What ReduceMean, Expand and Cast nodes ask for, read from their attributes: shapes and the cast's
-// target, shared by the CPU and the CUDA kernels (errors name the node); and the axis merging the
+// What ReduceMean, Expand, Cast, GatherElements and GatherND nodes ask for, read from their
+// attributes: shapes, the cast's target and the gathers' index math (gather_math.h), shared by the
+// CPU and the CUDA kernels (errors name the node); and the axis merging the
 // CUDA kernels apply to strided views. Depends on: core graph types, kernel_math.h (the integer
 // types).
 #pragma once
 
+#include "gather_math.h"
 #include "graph/graph.h"
 #include "kernel_math.h"
 
@@ -32,6 +34,20 @@ struct CastTarget
     std::optional<math::IntegerType> integer; // nullopt: a float type
 };
 [[nodiscard]] CastTarget castTarget(const Node& node);
+
+// GatherElements over data and indices of these shapes (same rank, at most kMaxGatherRank; indices
+// no larger than the data off the axis). The indices' values are checked where they are read.
+[[nodiscard]] math::ElementGather elementGatherOf(const Node& node, const Shape& data, const Shape& indices);
+
+// GatherND (attr batch_dims): the output shape, the slice size and the index math.
+struct NdGatherPlan
+{
+    math::NdGather gather;
+    Shape out;
+    std::int64_t inner = 1; // elements per slice
+    std::int64_t rows = 0; // index tuples
+};
+[[nodiscard]] NdGatherPlan ndGatherOf(const Node& node, const Shape& data, const Shape& indices);
 
 // A strided walk over `size` (row-major) by several operands at once, each with its element
 // strides (0 along an axis it is broadcast over).

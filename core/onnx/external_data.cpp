@@ -143,7 +143,7 @@ std::vector<std::string> missingExternalFiles(const onnx::ModelProto& model, con
             if (kv.key() != "location")
                 continue;
             const auto file = modelPath.parent_path() / kv.value();
-            if (!std::filesystem::exists(file)
+            if (!std::filesystem::is_regular_file(file)
                 && std::find(missing.begin(), missing.end(), kv.value()) == missing.end())
                 missing.push_back(kv.value());
         }

@@ -71,13 +71,24 @@ namespace {
                     + std::to_string(node.output_size()) + " outputs, the function " + std::to_string(f.input_size())
                     + " and " + std::to_string(f.output_size()));
             ++m_inlined;
-            const std::string prefix =
-                (node.name().empty() ? node.op_type() + std::to_string(m_inlined) : node.name()) + "/";
+            const std::string prefix = uniquePrefix(node);
             std::unordered_map<std::string, std::string> names; // formal -> actual ("" where omitted)
             for (int i = 0; i < f.input_size(); ++i)
                 names[f.input(i)] = i < node.input_size() ? node.input(i) : std::string();
-            for (int i = 0; i < f.output_size(); ++i) // an output the call omits stays internal
-                names[f.output(i)] = i < node.output_size() ? node.output(i) : prefix + f.output(i);
+            for (int i = 0; i < f.output_size(); ++i) {
+                const bool given = i < node.output_size() && !node.output(i).empty();
+                if (names.contains(f.output(i))) { // an input passed through: Identity to the output
+                    if (given) {
+                        auto* pass = out.Add();
+                        pass->set_op_type("Identity");
+                        pass->set_name(prefix + f.output(i));
+                        pass->add_input(names[f.output(i)]);
+                        pass->add_output(node.output(i));
+                    }
+                    continue;
+                }
+                names[f.output(i)] = given ? node.output(i) : prefix + f.output(i); // omitted: internal
+            }
             std::map<std::string, const onnx::AttributeProto*> given;
             for (const auto& a : node.attribute())
                 given[a.name()] = &a;
@@ -122,6 +133,18 @@ namespace {
         }
 
     private:
+        // "<call>/" (the call's name, else its operator), with "#k" where that prefix was used.
+        std::string uniquePrefix(const onnx::NodeProto& node)
+        {
+            const std::string base = node.name().empty() ? node.op_type() : node.name();
+            std::string prefix = base + "/";
+            for (int k = 2; m_prefixes.contains(prefix); ++k)
+                prefix = base + "#" + std::to_string(k) + "/";
+            m_prefixes.insert(prefix);
+            return prefix;
+        }
+
+        std::set<std::string> m_prefixes;
         std::map<Key, Function> m_functions;
         int m_inlined = 0;
     };
@@ -143,13 +166,22 @@ int inlineLocalFunctions(onnx::ModelProto& model)
     std::set<std::string> used;
     for (const auto& n : model.graph().node())
         used.insert(domainOf(n.domain()));
-    model.clear_functions();
     google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto> imports;
+    std::set<std::string> imported;
     for (const auto& o : model.opset_import()) {
-        if (!functionDomains.contains(domainOf(o.domain())) || used.contains(domainOf(o.domain())))
+        if (!functionDomains.contains(domainOf(o.domain())) || used.contains(domainOf(o.domain()))) {
             *imports.Add() = o;
+            imported.insert(domainOf(o.domain()));
+        }
+    }
+    for (const auto& f : model.functions()) { // domains only a body imported
+        for (const auto& o : f.opset_import()) {
+            if (used.contains(domainOf(o.domain())) && imported.insert(domainOf(o.domain())).second)
+                *imports.Add() = o;
+        }
     }
     model.mutable_opset_import()->Swap(&imports);
+    model.clear_functions();
     return inliner.inlined();
 }
 

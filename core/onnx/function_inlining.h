@@ -2,7 +2,8 @@
 // ...) writes for chosen module classes, and what other exporters emit for composite operators)
 // inlined into the main graph before anything else reads it. Each call node is replaced by the
 // function's body: the body's formal inputs and outputs become the call's actual ones, every other
-// value and node name is prefixed by the call's name ("<call>/<name>"), attributes that refer to the
+// value and node name is prefixed by the call's name ("<call>/<name>"; "<call>#2/" where two calls
+// share a name), an input passed straight through becomes an Identity, attributes that refer to the
 // function's attributes (ref_attr_name) take the call's value, else the function's default (IR 9's
 // attribute_proto), else are left out as ONNX defines. Calls inside bodies are inlined in turn.
 // Depends on: onnx protobuf types; onnx/opset_lowering.h (unknown fields); util/error.h.

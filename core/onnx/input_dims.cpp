@@ -165,7 +165,7 @@ std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::opti
     for (auto& in : inputs) {
         const auto rank = static_cast<int>(in.dims.size());
         const auto own = dynamicBatch(in);
-        const int axis = batchAxis ? *batchAxis : own ? *own : *batch;
+        const int axis = batchAxis ? *batchAxis : own ? *own : convolved.contains(in.name) ? 0 : *batch;
         for (auto& d : in.dims) {
             if (d.dynamic)
                 continue; // bound by name by the importer

@@ -2,10 +2,11 @@
 
 #include "graph/shape_inference.h"
 #include "graph/validate.h"
+#include "onnx/composite_lowering.h"
 #include "onnx/external_data.h"
 #include "onnx/fixed_shapes.h"
 #include "onnx/function_inlining.h"
-#include "onnx/norm_lowering.h"
+#include "onnx/merged_parameters.h"
 #include "onnx/op_mapping.h"
 #include "onnx/opset_lowering.h"
 #include "onnx/safe_inference.h"
@@ -70,12 +71,14 @@ namespace {
         return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
     }
 
-    bool hasNonFinite(const std::vector<std::byte>& f32)
+    // A mask, not a weight: infinities, or the float extremes exporters write for them (torch's
+    // causal SDPA mask at opset 20 holds 0 and -3.4028235e38), which no trained weight reaches.
+    bool holdsMaskValues(const std::vector<std::byte>& f32)
     {
         for (std::size_t i = 0; i + 4 <= f32.size(); i += 4) {
             float v = 0;
             std::memcpy(&v, f32.data() + i, 4);
-            if (!std::isfinite(v))
+            if (!std::isfinite(v) || std::abs(v) >= 1e30F)
                 return true;
         }
         return false;
@@ -177,8 +180,9 @@ namespace {
                   "of torch 2.9 and newer; with torch 1.x, opset_version=17)");
         try { // local functions' bodies in place of their calls, then newer operator forms become
               // their opset-17 ones; the report keeps the model's opset
+            (void)onnximport::untieMergedParameters(m_model); // torch.export's merged equal initializers
             (void)onnximport::inlineLocalFunctions(m_model);
-            (void)onnximport::decomposeNormalizations(m_model, opset, m_signatureParameters);
+            (void)onnximport::decomposeCompositeOps(m_model, opset, m_signatureParameters);
             (void)onnximport::lowerToOpset17(m_model, opset);
         } catch (const Error& e) {
             fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
@@ -392,7 +396,7 @@ namespace {
             if (!dtype)
                 fail("initializer '" + t.name() + "' has an unsupported element type " + std::to_string(t.data_type()));
             // Trainable unless a BatchNorm statistic, a scalar (a constant folded by the exporter) or
-            // holding infinities or NaNs (an additive attention mask registered as a buffer).
+            // holding infinities, NaNs or float extremes (an additive attention mask).
             const Shape shape(t.dims().begin(), t.dims().end());
             auto data = rawData(t);
             // A buffer that only feeds comparisons (a registered causal mask read as `mask == 0`)
@@ -400,7 +404,7 @@ namespace {
             const bool foldedScalar =
                 signatureParameters && numElements(shape) == 1 && !signatureParameters->contains(t.name());
             const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty() && !foldedScalar
-                && !(data && *dtype == DType::F32 && hasNonFinite(*data)) && m_trainable.contains(t.name());
+                && !(data && *dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(t.name());
             Tensor tensor { TensorId(), t.name(), shape, *dtype,
                 parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
             m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));
@@ -446,7 +450,7 @@ namespace {
                 // An attention mask the exporter folded holds infinities: a constant.
                 auto data = rawData(t);
                 const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1
-                    && !(data && dtype == DType::F32 && hasNonFinite(*data)) && m_trainable.contains(node.output(0));
+                    && !(data && dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(node.output(0));
                 Tensor tensor { TensorId(), node.output(0), shape, dtype,
                     parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
                 m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));

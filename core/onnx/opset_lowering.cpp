@@ -364,9 +364,9 @@ std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::Graph
     return out;
 }
 
-std::optional<std::set<std::string>> torchExportParameters(const onnx::GraphProto& graph)
+std::optional<std::map<std::string, std::string>> torchExportPlaceholders(const onnx::GraphProto& graph)
 {
-    std::optional<std::set<std::string>> out;
+    std::optional<std::map<std::string, std::string>> out;
     for (const auto& [key, value] : graphMetadata(graph)) {
         if (key != "pkg.torch.export.ExportedProgram.graph_signature")
             continue;
@@ -375,12 +375,26 @@ std::optional<std::set<std::string>> torchExportParameters(const onnx::GraphProt
         constexpr std::string_view kParameter = ": PARAMETER target='";
         for (std::string line; std::getline(lines, line);) {
             const auto at = line.find(kParameter);
-            if (at == std::string::npos)
-                continue;
             const auto from = at + kParameter.size();
-            out->insert(line.substr(from, line.find('\'', from) - from));
+            const auto end = at == std::string::npos ? at : line.find('\'', from);
+            if (end == std::string::npos)
+                continue;
+            auto placeholder = line.substr(0, at);
+            placeholder.erase(0, placeholder.find_first_not_of(' '));
+            (*out)[placeholder] = line.substr(from, end - from);
         }
     }
+    return out;
+}
+
+std::optional<std::set<std::string>> torchExportParameters(const onnx::GraphProto& graph)
+{
+    const auto placeholders = torchExportPlaceholders(graph);
+    if (!placeholders)
+        return std::nullopt;
+    std::set<std::string> out;
+    for (const auto& [placeholder, target] : *placeholders)
+        out.insert(target);
     return out;
 }
 

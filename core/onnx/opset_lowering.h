@@ -17,13 +17,14 @@
 // - Subgraphs (If/Loop bodies) are not lowered: those operators are refused after 17 anyway.
 // - Gelu (20) stays: the op mapping takes it as the IR's Gelu (approximate "tanh" or exact), and
 //   shape inference sees it as the elementwise op it is.
-// - GroupNormalization and RMSNormalization never reach this: onnx/norm_lowering.h writes them out
+// - GroupNormalization and RMSNormalization never reach this: onnx/composite_lowering.h writes them out
 //   in opset-17 operators first.
 // - Anything else changed or added after 17 (Attention, RotaryEmbedding,
 //   control flow, quantization, strings, ...) is refused, naming the node, operator and version.
 // Depends on: onnx protobuf types; util/error.h.
 #pragma once
 
+#include <map>
 #include <onnx/onnx_pb.h>
 #include <optional>
 #include <set>
@@ -51,6 +52,10 @@ int lowerToOpset17(onnx::ModelProto& model, int opset);
 // The graph's metadata_props (IR 10, field 16 of GraphProto: torch.export's graph signature),
 // which libonnx 1.12's GraphProto keeps as an unknown field: (key, value) pairs.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto& graph);
+
+// torch.export's graph signature's parameter placeholders and the parameters they stand for
+// ("p_blocks_0_ln2_weight" -> "blocks.0.ln2.weight"), or nullopt without a signature.
+[[nodiscard]] std::optional<std::map<std::string, std::string>> torchExportPlaceholders(const onnx::GraphProto& graph);
 
 // The parameters torch.export's graph signature names (its "PARAMETER target='...'" lines), or
 // nullopt when the graph carries no signature (not exported by torch 2.x's exporter).

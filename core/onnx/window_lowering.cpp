@@ -46,6 +46,7 @@ namespace {
     {
         onnx::ModelProto& model;
         std::unordered_map<std::string, onnx::TensorProto*> initializers;
+        std::unordered_map<std::string, int> readers; // value -> how many node inputs read it
         std::set<std::string> widened; // weights already (F, C / group, 1, k)
 
         explicit Lowering(onnx::ModelProto& m)
@@ -53,6 +54,18 @@ namespace {
         {
             for (auto& t : *m.mutable_graph()->mutable_initializer())
                 initializers[t.name()] = &t;
+            for (const auto& n : m.graph().node()) {
+                for (const auto& in : n.input())
+                    ++readers[in];
+            }
+            for (const auto& out : m.graph().output())
+                ++readers[out.name()];
+        }
+
+        [[nodiscard]] const onnx::TensorProto* initializer(const std::string& name) const
+        {
+            const auto it = initializers.find(name);
+            return it == initializers.end() ? nullptr : it->second;
         }
 
         // The node is a 1-D window: a one-element kernel_shape, or (Conv) a rank-3 weight initializer.
@@ -62,23 +75,16 @@ namespace {
                 return k->ints_size() == 1;
             if (node.op_type() != "Conv" || node.input_size() < 2)
                 return false;
-            const auto it = initializers.find(node.input(1));
-            return it != initializers.end() && (it->second->dims_size() == 3 || widened.contains(node.input(1)));
+            const auto* w = initializer(node.input(1));
+            return w != nullptr && (w->dims_size() == 3 || widened.contains(node.input(1)));
         }
 
         bool lowerable(onnx::NodeProto& node)
         {
             const auto& op = node.op_type();
-            if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.output_size() != 1
-                || node.input_size() < 1 || !(op == "Conv" || op == "MaxPool" || op == "AveragePool")
-                || !oneDimensional(node))
-                return false;
-            if (op == "Conv") { // the weight must be an initializer (its dims change in place)
-                const auto it = node.input_size() >= 2 ? initializers.find(node.input(1)) : initializers.end();
-                if (it == initializers.end() || (it->second->dims_size() != 3 && !widened.contains(node.input(1))))
-                    return false;
-            }
-            return true;
+            return (node.domain().empty() || node.domain() == "ai.onnx") && node.output_size() == 1
+                && node.input_size() >= 1 && (op == "Conv" || op == "MaxPool" || op == "AveragePool")
+                && (op != "Conv" || node.input_size() >= 2) && oneDimensional(node);
         }
 
         void addAxisConstant()
@@ -127,26 +133,38 @@ namespace {
             }
         }
 
-        // The node's 2-D form between an Unsqueeze and a Squeeze, appended to `out`.
-        void lower(onnx::NodeProto node, google::protobuf::RepeatedPtrField<onnx::NodeProto>& out)
+        // The node's 2-D form between an Unsqueeze and a Squeeze, appended to `out`. The weight is
+        // widened in place where this convolution is its only reader (the bytes stay as they are);
+        // a shared or computed weight (weight_norm) goes through an Unsqueeze of its own.
+        void lower(const onnx::NodeProto& original, google::protobuf::RepeatedPtrField<onnx::NodeProto>& out)
         {
-            const std::string name = node.name().empty() ? node.output(0) : node.name();
+            onnx::NodeProto node = original;
             if (!widen(node, "kernel_shape", 1) || !widen(node, "strides", 1) || !widen(node, "dilations", 1)
                 || !widen(node, "pads", 0)) {
-                *out.Add() = std::move(node); // a malformed attribute: shape inference names it
+                *out.Add() = original; // a malformed attribute: shape inference names it
                 return;
             }
-            if (node.op_type() == "Conv" && widened.insert(node.input(1)).second)
-                widenWeight(node.input(1));
+            const std::string name = node.name().empty() ? node.output(0) : node.name();
+            const std::string y = node.output(0); // value names after the output, which is unique
             addAxisConstant();
-            const std::string x2d = name + "/as2d";
-            const std::string y2d = name + "/as2d_out";
-            const std::string y = node.output(0);
-            *out.Add() = reshape("Unsqueeze", name + "/as2d", node.input(0), x2d);
-            node.set_input(0, x2d);
-            node.set_output(0, y2d);
+            if (node.op_type() == "Conv") {
+                const auto& w = node.input(1);
+                const auto* t = initializer(w);
+                if (widened.contains(w)) {
+                    // already (F, C / group, 1, k)
+                } else if (t != nullptr && t->dims_size() == 3 && readers[w] == 1) {
+                    widenWeight(w);
+                    widened.insert(w);
+                } else {
+                    *out.Add() = reshape("Unsqueeze", name + "/weight2d", w, y + "/weight2d");
+                    node.set_input(1, y + "/weight2d");
+                }
+            }
+            *out.Add() = reshape("Unsqueeze", name + "/as2d", node.input(0), y + "/as2d_in");
+            node.set_input(0, y + "/as2d_in");
+            node.set_output(0, y + "/as2d_out");
             *out.Add() = std::move(node);
-            *out.Add() = reshape("Squeeze", name + "/as1d", y2d, y);
+            *out.Add() = reshape("Squeeze", name + "/as1d", y + "/as2d_out", y);
         }
     };
 
@@ -164,7 +182,7 @@ int lowerOneDimensionalWindows(onnx::ModelProto& model)
     int lowered = 0;
     for (auto& node : *model.mutable_graph()->mutable_node()) {
         if (lowering.lowerable(node)) {
-            lowering.lower(std::move(node), nodes);
+            lowering.lower(node, nodes);
             ++lowered;
         } else {
             *nodes.Add() = std::move(node);

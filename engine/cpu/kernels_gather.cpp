@@ -1,8 +1,11 @@
 // Element- and slice-wise gathers on the CPU: GatherElements (torch.gather: RoBERTa's position ids,
 // top-k gates) and GatherND (x[idx] on leading axes: a mixture-of-experts layer picking each
 // token's expert weights), with ONNX's semantics. Each backward scatter-adds into the data's
-// gradient (repeated indices accumulate, as torch's do); integer data has no gradient.
+// gradient (repeated indices accumulate, as torch's do); integer data has no gradient. The index
+// math is gather_math.h's, which the CUDA kernels run too.
 #include "cpu/kernel_impl.h"
+#include "gather_math.h"
+#include "op_rules.h"
 
 #include <cstring>
 #include <string>
@@ -33,50 +36,26 @@ namespace {
         return a.dtype() == DType::F32 ? reinterpret_cast<std::byte*>(a.f32()) : reinterpret_cast<std::byte*>(a.i64());
     }
 
-    std::int64_t checkedIndex(const Node& node, std::int64_t raw, std::int64_t length, std::size_t axis)
+    std::string outOfRange(const Node& node, std::int64_t raw, std::int64_t length, std::size_t axis)
     {
-        const auto i = raw < 0 ? raw + length : raw;
-        if (i < 0 || i >= length)
-            throw Error(nodeLabel(node) + "index " + str(raw) + " is out of range for axis " + str(std::int64_t(axis))
-                + " of length " + str(length));
-        return i;
+        return nodeLabel(node) + "index " + str(raw) + " is out of range for axis " + str(std::int64_t(axis))
+            + " of length " + str(length);
     }
 
     // ---- GatherElements ----
 
-    // The flat data offset each output element reads: out[i0..ik] = data[i0..idx..ik], with
-    // idx = indices[i0..ik] on the axis. Indices may be shorter than the data on any axis.
+    // The flat data offset each output element reads.
     std::vector<std::int64_t> elementOffsets(const Node& node, const NdArray& data, const NdArray& indices)
     {
         requireDType(node, indices, DType::I64, "the indices");
-        const auto& ds = data.shape();
-        const auto& is = indices.shape();
-        if (ds.size() != is.size() || ds.empty())
-            throw Error(
-                nodeLabel(node) + "indices " + formatShape(is) + " must have the rank of data " + formatShape(ds));
-        const auto rank = static_cast<std::int64_t>(ds.size());
-        auto axis = node.intAttr("axis", 0);
-        if (axis < -rank || axis >= rank)
-            throw Error(nodeLabel(node) + "axis " + str(axis) + " is out of range for rank " + str(rank));
-        const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
-        for (std::size_t d = 0; d < ds.size(); ++d) {
-            if (d != a && is[d] > ds[d])
-                throw Error(
-                    nodeLabel(node) + "indices " + formatShape(is) + " are larger than data " + formatShape(ds));
-        }
-        const auto strides = stridesOf(ds);
+        const auto g = elementGatherOf(node, data.shape(), indices.shape());
         std::vector<std::int64_t> offsets(static_cast<std::size_t>(indices.numel()));
-        std::vector<std::int64_t> pos(ds.size(), 0);
         for (std::size_t e = 0; e < offsets.size(); ++e) {
-            std::int64_t off = 0;
-            for (std::size_t d = 0; d < ds.size(); ++d)
-                off += (d == a ? checkedIndex(node, indices.i64()[e], ds[a], a) : pos[d]) * strides[d];
-            offsets[e] = off;
-            for (auto d = ds.size(); d-- > 0;) { // the next output position, last axis fastest
-                if (++pos[d] < is[d])
-                    break;
-                pos[d] = 0;
-            }
+            const auto raw = indices.i64()[e];
+            const auto position = math::checkedPosition(raw, g.axisLength);
+            if (position < 0)
+                throw Error(outOfRange(node, raw, g.axisLength, static_cast<std::size_t>(g.axis)));
+            offsets[e] = math::elementGatherOffset(g, static_cast<long long>(e), position);
         }
         return offsets;
     }
@@ -107,8 +86,6 @@ namespace {
 
     // ---- GatherND ----
 
-    // data (B..., S..., inner...) with b batch axes, indices (B..., rows..., r): each index row picks
-    // the slice data[batch][i1..ir] of `inner` elements.
     struct NdPlan
     {
         Shape out;
@@ -119,38 +96,16 @@ namespace {
     NdPlan ndPlan(const Node& node, const NdArray& data, const NdArray& indices)
     {
         requireDType(node, indices, DType::I64, "the indices");
-        const auto& ds = data.shape();
-        const auto& is = indices.shape();
-        const auto b = node.intAttr("batch_dims", 0);
-        const auto r = is.empty() ? 0 : is.back();
-        if (b < 0 || is.empty() || static_cast<std::size_t>(b) >= is.size() || r < 1
-            || static_cast<std::size_t>(b + r) > ds.size())
-            throw Error(nodeLabel(node) + "indices " + formatShape(is) + " (batch_dims " + str(b)
-                + ") do not index data " + formatShape(ds));
-        const auto bu = static_cast<std::size_t>(b);
-        for (std::size_t d = 0; d < bu; ++d) {
-            if (is[d] != ds[d])
-                throw Error(nodeLabel(node) + "batch axis " + str(std::int64_t(d)) + " of indices " + formatShape(is)
-                    + " differs from data " + formatShape(ds));
-        }
-        NdPlan plan;
-        plan.out.assign(is.begin(), is.end() - 1);
-        plan.out.insert(plan.out.end(), ds.begin() + b + r, ds.end());
-        plan.inner = numElements(Shape(ds.begin() + b + r, ds.end()));
-        const auto batches = numElements(Shape(ds.begin(), ds.begin() + b));
-        const auto perBatchSlices = numElements(Shape(ds.begin() + b, ds.begin() + b + r));
-        const auto rowsPerBatch = numElements(Shape(is.begin() + b, is.end() - 1));
-        plan.slices.reserve(static_cast<std::size_t>(batches * rowsPerBatch));
-        const auto* idx = indices.i64();
-        for (std::int64_t batch = 0; batch < batches; ++batch) {
-            for (std::int64_t row = 0; row < rowsPerBatch; ++row, idx += r) {
-                std::int64_t slice = 0;
-                for (std::int64_t j = 0; j < r; ++j) {
-                    const auto axis = bu + static_cast<std::size_t>(j);
-                    slice = slice * ds[axis] + checkedIndex(node, idx[j], ds[axis], axis);
-                }
-                plan.slices.push_back(batch * perBatchSlices + slice);
-            }
+        const auto nd = ndGatherOf(node, data.shape(), indices.shape());
+        const auto r = nd.gather.depth;
+        const auto batchDims = static_cast<std::size_t>(node.intAttr("batch_dims", 0));
+        NdPlan plan { nd.out, nd.inner, std::vector<std::int64_t>(static_cast<std::size_t>(nd.rows)) };
+        for (std::int64_t row = 0; row < nd.rows; ++row) {
+            int bad = 0;
+            const auto* tuple = indices.i64() + row * r;
+            plan.slices[static_cast<std::size_t>(row)] = math::ndGatherSlice(nd.gather, row, tuple, &bad);
+            if (plan.slices[static_cast<std::size_t>(row)] < 0)
+                throw Error(outOfRange(node, tuple[bad], nd.gather.sliceDims[bad], batchDims + std::size_t(bad)));
         }
         return plan;
     }

@@ -310,6 +310,8 @@ namespace {
             v.out = { integerBinary(v.in[0], v.in[1], ctx, [&node](std::int64_t a, std::int64_t b) {
                 if (b == 0)
                     throw Error(nodeLabel(node) + "integer division by zero");
+                if (b == -1) // INT64_MIN / -1 overflows; wrap as two's complement does
+                    return static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(a));
                 return a / b;
             }) };
             return;

@@ -342,6 +342,7 @@ namespace {
         registerCudaPointwiseKernels(table);
         registerCudaConvKernels(table);
         registerCudaIndexKernels(table);
+        registerCudaGatherKernels(table);
     }
 
     class CudaBackend final : public Backend

@@ -156,13 +156,16 @@ struct ConvParams
     const NdArray& dy, NdArray* dx, NdArray* dw, KernelContext& ctx);
 
 // The op kernels, one registration per file (cuda_math_kernels.cu, cuda_nn_kernels.cu,
-// cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu).
+// cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu,
+// cuda_gather_kernels.cu).
 void registerCudaMathKernels(KernelTable& table);
 void registerCudaNnKernels(KernelTable& table);
 void registerCudaLayoutKernels(KernelTable& table);
 void registerCudaPointwiseKernels(KernelTable& table);
 void registerCudaConvKernels(KernelTable& table);
 void registerCudaIndexKernels(KernelTable& table);
+// GatherElements, GatherND.
+void registerCudaGatherKernels(KernelTable& table);
 
 // Elementwise helpers the backend's updates share with the op kernels.
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);

@@ -153,7 +153,7 @@ TEST(OnnxOpset, Torch2DefaultExportsImportWithTorchsParametersAndShapes)
         EXPECT_EQ(imported.graph.tensor(imported.graph.outputs().front()).shape, e["output_shape"].get<Shape>());
     }
     // 6 torch modules and 10 transformers architectures (decoders, encoders, encoder-decoders,
-    // vision, speech, mixture of experts), 5 of them also through the TorchScript exporter, one of
+    // vision, speech, mixture of experts), 6 of them also through the TorchScript exporter, one of
     // those also with its blocks as ONNX local functions.
     EXPECT_GE(architectures.size(), 16U);
     EXPECT_GE(fromTransformers.size(), 10U);
@@ -355,7 +355,8 @@ TEST(OnnxOpset, LocalFunctionsAreInlinedWithTheCallsAttributes)
         slope->set_name("slope");
         slope->set_type(onnx::AttributeProto::FLOAT);
         slope->set_f(0.5F);
-        node(g, "Leaky", "second", { "h" }, { "y" })->set_domain("mine");
+        node(g, "Leaky", "second", { "h" }, { "h2" })->set_domain("mine");
+        node(g, "Leaky", "second", { "h2" }, { "y" })->set_domain("mine"); // a name used twice
         floatValue(g->add_output(), "y", { 2, 3 });
         return m;
     };
@@ -368,9 +369,10 @@ TEST(OnnxOpset, LocalFunctionsAreInlinedWithTheCallsAttributes)
         ASSERT_EQ(n.op, OpType::LeakyRelu) << n.name;
         alphas[n.name] = n.attrs.contains("alpha") ? std::get<double>(n.attrs.at("alpha")) : 0.01;
     }
-    ASSERT_EQ(alphas.size(), 2U);
+    ASSERT_EQ(alphas.size(), 3U);
     EXPECT_NEAR(alphas["first/act"], 0.5, 1e-7); // the call's slope
     EXPECT_NEAR(alphas["second/act"], 0.01, 1e-7); // none given: LeakyRelu's default
+    EXPECT_NEAR(alphas["second#2/act"], 0.01, 1e-7); // the second call of that name: its own values
     const auto error = importError(model(true), "recursive.onnx");
     EXPECT_NE(error.find("local function 'Leaky'"), std::string::npos) << error;
     EXPECT_NE(error.find("recursion"), std::string::npos) << error;

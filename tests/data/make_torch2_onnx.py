@@ -3,7 +3,8 @@
 
 Plain torch modules (an MLP, a small GPT with SDPA attention, a CNN, a 1-D convolution stem, a U-Net
 block with GroupNorm and InstanceNorm; with RMSNorm also at opset 23, where torch writes
-GroupNormalization and RMSNormalization operators) and
+GroupNormalization and RMSNormalization operators; the GPT and LLaMA also at opset 23, where
+scaled_dot_product_attention becomes the Attention operator) and
 Hugging Face transformers architectures at small random configurations: GPT-2, LLaMA with
 grouped-query attention, RMSNorm and rotary positions, Qwen2, Mixtral (mixture of experts), BERT,
 RoBERTa, ViT, BART and T5 (encoder-decoders), Whisper (speech).
@@ -139,6 +140,23 @@ class UNetBlock(nn.Module):  # GroupNorm and SiLU (diffusion U-Nets), InstanceNo
         return self.fc(self.rms(h.mean((2, 3))))
 
 
+class Gqa(nn.Module):  # SDPA with fewer key/value heads than query heads and a boolean padding mask
+    def __init__(self, d=32, h=4, kv=2):
+        super().__init__()
+        self.h, self.kv, self.hd = h, kv, d // h
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, kv * self.hd), nn.Linear(d, kv * self.hd)
+        self.o = nn.Linear(d, 6)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        k = self.k(x).view(b, t, self.kv, self.hd).transpose(1, 2)
+        v = self.v(x).view(b, t, self.kv, self.hd).transpose(1, 2)
+        keep = torch.ones(t, t, dtype=torch.bool).triu(-3)  # a band: each query sees up to 3 back
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
+        return self.o(a.transpose(1, 2).reshape(b, t, -1))
+
+
 class Seq2Seq(nn.Module):  # an encoder-decoder's logits, the decoder fed the same ids
     def __init__(self, model):
         super().__init__()
@@ -261,6 +279,10 @@ def main():
         if name == "unet_groupnorm":
             torch.manual_seed(1)
             manifest.append(export_one("norms_opset23", UNetBlock(rms=True).eval(), x, "dynamo-opset23"))
+        if name in ("gpt_sdpa_gelu_tanh", "hf_llama_gqa"):  # SDPA as the Attention operator
+            manifest.append(export_one(name + "_opset23", model, x, "dynamo-opset23"))
+        if name == "gpt_sdpa_gelu_tanh":  # grouped-query SDPA with a boolean mask
+            manifest.append(export_one("gqa_sdpa_opset23", Gqa().eval(), torch.randn(2, 16, 32), "dynamo-opset23"))
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 

@@ -95,6 +95,16 @@ public:
             { random({ 2, 5, 3 }), values({ 2, 2 }, { 4, -1, 0, 4 }) },
             { true, false }); // a repeated index and one from the end
         add(OpType::Gather, none, { ints({ 6, 2 }, 50), values({ 3 }, { 5, 0, -2 }) }, { false, false });
+        add(OpType::GatherElements, { { "axis", std::int64_t { 1 } } },
+            { random({ 2, 5, 3 }),
+                values({ 2, 4, 3 },
+                    { -5, 2, -1, -4, 3, 0, -3, 4, 1, -2, -5, 2, -1, -4, 3, 0, -3, 4, 1, -2, -5, 2, -1, -4 }) },
+            { true, false }); // repeated and negative indices, fewer rows than the data
+        add(OpType::GatherElements, { { "axis", std::int64_t { -1 } } },
+            { ints({ 2, 6 }, 50), values({ 2, 2 }, { 5, 0, -6, 2 }) }, { false, false });
+        add(OpType::GatherND, none, { random({ 4, 3, 2 }), values({ 5, 1 }, { 1, 3, 1, 0, -1 }) }, { true, false });
+        add(OpType::GatherND, { { "batch_dims", std::int64_t { 1 } } },
+            { random({ 2, 3, 4 }), values({ 2, 2, 2 }, { 0, 1, 2, 3, 1, 1, 1, 1 }) }, { true, false });
         add(OpType::Where, none, { ints({ 3, 1 }, 2), random({ 3, 4 }), random({ 4 }) }, { false, true, true });
         add(OpType::Where, none, { random({ 2, 3 }), ints({ 2, 3 }, 9), ints({ 1 }, 9) }, { false, false, false });
         add(OpType::Cast, { { "to", std::string("f32") } }, { random({ 3, 4 }) }, { true });

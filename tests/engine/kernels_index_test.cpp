@@ -177,7 +177,6 @@ protected:
         SCOPED_TRACE(label);
         checkGradients(n, in, differentiable, tolerance, "", true);
     }
-
 };
 
 using IndexKernelTorch = IndexKernel;

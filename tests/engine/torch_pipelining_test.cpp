@@ -1,7 +1,10 @@
 // The exported PyTorch schedule CSV (`pipestudio export --format pipelining-csv`) run by PyTorch's own
 // pipeline runtime (torch.distributed.pipelining's _PipelineScheduleRuntime, torch 2.4 or newer) on
 // two gloo CPU ranks gives the engine's losses: same zoo GPT-2 weights, micro-batches and AdamW, for
-// every schedule a plan exports (GPipe, 1F1B, kFkB, zero-bubble's split backward).
+// every schedule a plan exports (GPipe, 1F1B, kFkB, zero-bubble's split backward). The losses of
+// every correct schedule are the same; what the check proves is that PyTorch loads each CSV, runs it
+// to the end (no missing or misordered action deadlocks or fails its validation), and computes the
+// engine's gradients and updates from it.
 // tests/engine/torch_pipelining.py is the PyTorch side; PS_TORCH2_PYTHON names a Python with such a
 // torch (a venv: Debian's python3-torch 1.13 has no pipelining runtime), else the test skips saying so.
 #include "data.h"
@@ -110,7 +113,9 @@ TEST(TorchPipelining, ExportedScheduleCsvRunsOnPyTorchsRuntimeWithTheEnginesLoss
         rc.schedule = parseScheduleSpec(schedule, 2, kMicroBatches);
         rc.partition = ps::engine::testing::evenCuts(graph, 2);
         rc.seed = 5;
-        const auto data = [] { return TokenData::random(256, 1 << 14, 11); };
+        // One window of tokens: every micro-batch of every step is the same, so the loss falls by what
+        // the optimizer steps learn, and a gradient or update that differs shows in steps 2 and 3.
+        const auto data = [&c] { return TokenData::random(256, c.seq + 1, 11); };
         TrainingRun run(graph, data(), makeDevices("cpu:2", 0), rc);
         const auto dir = base / schedule.substr(0, schedule.find(':'));
         fs::create_directories(dir);
@@ -129,7 +134,8 @@ TEST(TorchPipelining, ExportedScheduleCsvRunsOnPyTorchsRuntimeWithTheEnginesLoss
             nlohmann::json::parse(std::ifstream(dir / "losses.json"))["losses"].get<std::vector<double>>();
         ASSERT_EQ(theirs.size(), ours.size()) << torch.output;
         for (std::size_t s = 0; s < ours.size(); ++s)
-            EXPECT_NEAR(theirs[s], ours[s], 1e-4 * ours[s]) << "step " << s + 1;
+            EXPECT_NEAR(theirs[s], ours[s], 2e-5) << "step " << s + 1;
+        EXPECT_LT(ours.back(), ours.front() - 1e-3) << "the model learns the batch";
         std::printf("[ NOTE ] %-7s engine %.6f %.6f %.6f, PyTorch pipelining %.6f %.6f %.6f\n", schedule.c_str(),
             ours[0], ours[1], ours[2], theirs[0], theirs[1], theirs[2]);
     }
