@@ -6,6 +6,7 @@
 #include "onnx/external_data.h"
 #include "onnx/fixed_shapes.h"
 #include "onnx/function_inlining.h"
+#include "onnx/importer.h"
 #include "onnx/merged_parameters.h"
 #include "onnx/op_mapping.h"
 #include "onnx/opset_lowering.h"
@@ -25,473 +26,9 @@
 #include <stdexcept>
 #include <unordered_map>
 
-namespace ps {
+namespace ps::onnximport {
 namespace {
 
-    constexpr int kMinOpset = 13;
-
-    // Shape inference with the importer's folding of static computations, in place: what
-    // re-specialising a fixed-shape model reads its shapes from.
-    void inferFolded(onnx::ModelProto& m)
-    {
-        onnx::ModelProto inferred;
-        onnximport::foldShapeComputations(m, inferred, [](onnx::ModelProto& w) { onnximport::inferShapesSafely(w); });
-        m = std::move(inferred);
-    }
-
-    std::optional<DType> dtypeOf(int elemType)
-    {
-        using T = onnx::TensorProto;
-        switch (elemType) {
-        case T::FLOAT:
-            return DType::F32;
-        case T::FLOAT16:
-            return DType::F16;
-        case T::BFLOAT16:
-            return DType::BF16;
-        case T::DOUBLE:
-            return DType::F64;
-        case T::INT64:
-            return DType::I64;
-        case T::INT32:
-            return DType::I32;
-        case T::INT8:
-            return DType::I8;
-        case T::UINT8:
-            return DType::U8;
-        case T::BOOL:
-            return DType::Bool;
-        default:
-            return std::nullopt;
-        }
-    }
-
-    bool isFloat(DType t)
-    {
-        return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
-    }
-
-    // A mask, not a weight: infinities, or the float extremes exporters write for them (torch's
-    // causal SDPA mask at opset 20 holds 0 and -3.4028235e38), which no trained weight reaches.
-    bool holdsMaskValues(const std::vector<std::byte>& f32)
-    {
-        for (std::size_t i = 0; i + 4 <= f32.size(); i += 4) {
-            float v = 0;
-            std::memcpy(&v, f32.data() + i, 4);
-            if (!std::isfinite(v) || std::abs(v) >= 1e30F)
-                return true;
-        }
-        return false;
-    }
-
-    class Importer
-    {
-    public:
-        Importer(std::filesystem::path path, const OnnxImportOptions& options)
-            : m_path(std::move(path))
-            , m_options(options)
-        {
-        }
-
-        OnnxImport run();
-        std::vector<OnnxInputDim> describe()
-        {
-            load();
-            checkOpset();
-            bindInputs();
-            return m_dims;
-        }
-
-    private:
-        [[noreturn]] void fail(const std::string& what) const
-        {
-            throw Error("'" + m_path.string() + "': " + what);
-        }
-        void load();
-        void checkOpset();
-        void bindInputs();
-        void fixSizes();
-        void inferShapes();
-        void collectShapes();
-        std::vector<int> topologicalOrder() const;
-        void addInitializers();
-        void addConstant(const onnx::NodeProto& node);
-        void addInputs();
-        void addNode(const onnx::NodeProto& node, int index);
-        bool foldShapeNode(const onnx::NodeProto& node);
-        bool resolveIdentity(const onnx::NodeProto& node);
-        std::set<std::string> valuesReachingAFloatOutput() const;
-        TensorId foldedTensor(const std::string& name);
-        TensorId tensorFor(const std::string& name, const onnx::NodeProto& user);
-        std::shared_ptr<const std::vector<std::byte>> rawData(const onnx::TensorProto& t) const;
-
-        std::filesystem::path m_path;
-        OnnxImportOptions m_options;
-        onnx::ModelProto m_model;
-        std::optional<std::set<std::string>> m_signatureParameters; // torch.export's, when it has one
-        OnnxImport m_result;
-        std::unordered_map<std::string, std::pair<Shape, DType>> m_shapes;
-        std::unordered_map<std::string, TensorId> m_tensors;
-        std::set<std::string> m_bnStats; // initializers read only as BatchNormalization mean/var
-        std::set<std::string> m_nodeNames;
-        std::unordered_map<std::string, std::int32_t> m_blocks; // block scope -> layer index
-        std::set<std::string> m_consumed; // tensor names some node or the graph output reads
-        onnx::ModelProto m_inferred; // the model with shape computations folded, after inference
-        std::unordered_map<std::string, onnximport::FoldedTensor> m_folded;
-        std::vector<int> m_order; // topological order of the ONNX nodes
-        std::set<std::string> m_trainable; // values a gradient can reach (valuesReachingAFloatOutput)
-        std::vector<OnnxInputDim> m_dims; // every data input dimension, with its role and size
-    };
-
-    void Importer::load()
-    {
-        std::ifstream in(m_path, std::ios::binary);
-        if (!in)
-            fail("cannot be read (no such file or permission denied)");
-        std::ostringstream bytes;
-        bytes << in.rdbuf();
-        const auto data = bytes.str();
-        if (data.empty())
-            fail("is empty, not an ONNX model");
-        if (!m_model.ParseFromString(data))
-            fail("is not an ONNX model (the protobuf does not parse; truncated or another format?)");
-        if (m_model.ir_version() <= 0 || !m_model.has_graph() || m_model.graph().node_size() == 0)
-            fail("is a protobuf but not an ONNX model (no IR version or no graph nodes)");
-        // Read before the weights come in (the metadata is found by re-serializing the graph).
-        m_signatureParameters = onnximport::torchExportParameters(m_model.graph());
-        try {
-            (void)onnximport::loadExternalData(m_model, m_path, m_options.keepWeights);
-        } catch (const Error& e) {
-            fail(e.what());
-        }
-    }
-
-    void Importer::checkOpset()
-    {
-        for (const auto& o : m_model.opset_import()) {
-            if (o.domain().empty() || o.domain() == "ai.onnx")
-                m_result.report.opset = static_cast<int>(o.version());
-        }
-        const int opset = m_result.report.opset;
-        if (opset < kMinOpset || opset > onnximport::kNewestLoweredOpset)
-            fail("uses ONNX opset " + std::to_string(opset) + "; PipeStudio imports opsets " + std::to_string(kMinOpset)
-                + "-" + std::to_string(onnximport::kNewestLoweredOpset)
-                + " (re-export with torch.onnx.export(model, args, \"model.onnx\", opset_version=20), the default "
-                  "of torch 2.9 and newer; with torch 1.x, opset_version=17)");
-        try { // local functions' bodies in place of their calls, then newer operator forms become
-              // their opset-17 ones; the report keeps the model's opset
-            (void)onnximport::untieMergedParameters(m_model); // torch.export's merged equal initializers
-            (void)onnximport::inlineLocalFunctions(m_model);
-            (void)onnximport::decomposeCompositeOps(m_model, opset, m_signatureParameters);
-            (void)onnximport::lowerToOpset17(m_model, opset);
-        } catch (const Error& e) {
-            fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
-        }
-        (void)onnximport::lowerOneDimensionalWindows(m_model); // Conv1d and 1-D pools as 2-D ones
-    }
-
-    // Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here
-    // (fixSizes re-specialises them).
-    void Importer::bindInputs()
-    {
-        auto batchAxis = m_options.batchAxis;
-        if (!batchAxis && onnximport::batchAxisAmbiguous(m_model))
-            batchAxis = onnximport::separableAxis(m_model, topologicalOrder(), inferFolded);
-        m_dims = onnximport::describeInputDims(m_model, batchAxis);
-        const auto dimOf = [this](const std::string& input, int axis) -> OnnxInputDim& {
-            for (auto& d : m_dims) {
-                if (d.input == input && d.axis == axis)
-                    return d;
-            }
-            fail("input '" + input + "' changed while its dimensions were read");
-        };
-        for (auto& d : m_dims) {
-            if (d.dynamic)
-                continue;
-            if (d.role == DimRole::Batch)
-                d.size = m_options.batch.value_or(d.exported);
-            else if (d.role == DimRole::Sequence)
-                d.size = m_options.sequence.value_or(d.exported);
-        }
-        const auto batch = m_options.batch.value_or(1);
-        const auto sequence = m_options.sequence.value_or(128);
-        std::set<std::string> initializers;
-        for (const auto& i : m_model.graph().initializer())
-            initializers.insert(i.name());
-        for (auto& input : *m_model.mutable_graph()->mutable_input()) {
-            if (initializers.contains(input.name()) || !input.type().has_tensor_type())
-                continue;
-            int dynamic = 0;
-            int axis = -1;
-            for (auto& dim : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
-                ++axis;
-                if (dim.has_dim_value() && dim.dim_value() > 0)
-                    continue;
-                const auto name = dim.dim_param();
-                std::string lower = name;
-                std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-                const auto role = lower.find("batch") != std::string::npos ? DimRole::Batch
-                    : lower.find("seq") != std::string::npos               ? DimRole::Sequence
-                    : dynamic == 0                                         ? DimRole::Batch
-                                                                           : DimRole::Sequence;
-                std::int64_t size = role == DimRole::Batch ? batch : sequence;
-                if (const auto it = m_options.dims.find(name); it != m_options.dims.end())
-                    size = it->second;
-                ++dynamic;
-                dim.set_dim_value(size);
-                auto& d = dimOf(input.name(), axis);
-                d.size = size;
-                d.role = role;
-                m_result.report
-                    .boundDims[name.empty() ? input.name() + "[" + std::to_string(dynamic - 1) + "]" : name] = size;
-            }
-        }
-    }
-
-    // A model exported with fixed shapes asked for at another batch or sequence size: its input
-    // dimensions and the shape constants carrying them are rewritten (onnx/fixed_shapes.h).
-    void Importer::fixSizes()
-    {
-        const bool resized = std::any_of(
-            m_dims.begin(), m_dims.end(), [](const OnnxInputDim& d) { return !d.dynamic && d.size != d.exported; });
-        if (!resized)
-            return;
-        try {
-            m_result.report.respecialisedConstants = onnximport::respecialise(m_model, m_dims, m_order, inferFolded);
-        } catch (const Error& e) {
-            fail(e.what());
-        } catch (const std::exception& e) {
-            fail(std::string("shape inference failed while re-specialising the fixed shapes: ") + e.what());
-        }
-    }
-
-    void Importer::inferShapes()
-    {
-        const auto infer = [this](onnx::ModelProto& m) {
-            try {
-                onnximport::inferShapesSafely(m);
-            } catch (const std::exception& e) {
-                fail(std::string("shape inference failed: ") + e.what());
-            }
-        };
-        // The shape subgraphs torch emits for dynamic axes are evaluated with the bound sizes;
-        // the working copy's value_info then has every other shape.
-        m_folded = onnximport::foldShapeComputations(m_model, m_inferred, infer);
-    }
-
-    void Importer::collectShapes()
-    {
-        const auto add = [this](const onnx::ValueInfoProto& v) {
-            if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
-                return;
-            const auto dtype = dtypeOf(v.type().tensor_type().elem_type());
-            Shape shape;
-            for (const auto& d : v.type().tensor_type().shape().dim()) {
-                if (!d.has_dim_value())
-                    return; // still symbolic: unknown
-                shape.push_back(d.dim_value());
-            }
-            m_shapes[v.name()] = { shape, dtype.value_or(DType::F32) };
-        };
-        const auto& g = m_inferred.graph();
-        for (const auto& v : g.input())
-            add(v);
-        for (const auto& v : g.value_info())
-            add(v);
-        for (const auto& v : g.output())
-            add(v);
-        for (const auto& t : m_model.graph().initializer())
-            m_shapes[t.name()] = { Shape(t.dims().begin(), t.dims().end()),
-                dtypeOf(t.data_type()).value_or(DType::F32) };
-        for (const auto& [name, value] : m_folded) {
-            if (!m_shapes.contains(name))
-                m_shapes[name] = { Shape(value.shape.begin(), value.shape.end()), DType::I64 };
-        }
-    }
-
-    // Kahn's order over the node list (exporters already emit one; a cycle is an error).
-    std::vector<int> Importer::topologicalOrder() const
-    {
-        const auto& g = m_model.graph();
-        std::unordered_map<std::string, int> producer;
-        for (int i = 0; i < g.node_size(); ++i) {
-            for (const auto& o : g.node(i).output())
-                producer[o] = i;
-        }
-        std::vector<std::vector<int>> next(static_cast<std::size_t>(g.node_size()));
-        std::vector<int> indegree(static_cast<std::size_t>(g.node_size()), 0);
-        for (int i = 0; i < g.node_size(); ++i) {
-            for (const auto& in : g.node(i).input()) {
-                if (const auto it = producer.find(in); it != producer.end()) {
-                    next[static_cast<std::size_t>(it->second)].push_back(i);
-                    ++indegree[static_cast<std::size_t>(i)];
-                }
-            }
-        }
-        std::vector<int> order;
-        std::vector<int> ready;
-        for (int i = g.node_size() - 1; i >= 0; --i) {
-            if (indegree[static_cast<std::size_t>(i)] == 0)
-                ready.push_back(i);
-        }
-        while (!ready.empty()) {
-            const int i = ready.back();
-            ready.pop_back();
-            order.push_back(i);
-            for (int j : next[static_cast<std::size_t>(i)]) {
-                if (--indegree[static_cast<std::size_t>(j)] == 0)
-                    ready.push_back(j);
-            }
-        }
-        if (order.size() != static_cast<std::size_t>(g.node_size())) {
-            for (int i = 0; i < g.node_size(); ++i) {
-                if (indegree[static_cast<std::size_t>(i)] > 0)
-                    fail("the graph has a cycle through node '" + g.node(i).name() + "' (" + g.node(i).op_type() + ")");
-            }
-        }
-        return order;
-    }
-
-    std::shared_ptr<const std::vector<std::byte>> Importer::rawData(const onnx::TensorProto& t) const
-    {
-        if (!m_options.keepWeights)
-            return nullptr;
-        std::vector<std::byte> bytes;
-        const auto copy = [&bytes](const void* p, std::size_t n) {
-            bytes.resize(n);
-            std::memcpy(bytes.data(), p, n);
-        };
-        if (t.has_raw_data())
-            copy(t.raw_data().data(), t.raw_data().size());
-        else if (t.float_data_size() > 0)
-            copy(t.float_data().data(), static_cast<std::size_t>(t.float_data_size()) * sizeof(float));
-        else if (t.int64_data_size() > 0)
-            copy(t.int64_data().data(), static_cast<std::size_t>(t.int64_data_size()) * sizeof(std::int64_t));
-        else if (t.int32_data_size() > 0)
-            copy(t.int32_data().data(), static_cast<std::size_t>(t.int32_data_size()) * sizeof(std::int32_t));
-        else if (t.data_location() == onnx::TensorProto::EXTERNAL)
-            return nullptr; // weights in a side file: plan without them
-        return std::make_shared<const std::vector<std::byte>>(std::move(bytes));
-    }
-
-    void Importer::addInitializers()
-    {
-        // BatchNormalization's running mean and variance are buffers, not trainable parameters.
-        std::map<std::string, int> uses;
-        for (const auto& o : m_model.graph().output())
-            m_consumed.insert(o.name());
-        for (const auto& n : m_model.graph().node()) {
-            for (int i = 0; i < n.input_size(); ++i) {
-                ++uses[n.input(i)];
-                m_consumed.insert(n.input(i));
-                if (n.op_type() == "BatchNormalization" && i >= 3)
-                    m_bnStats.insert(n.input(i));
-            }
-        }
-        // torch.export's graph signature names the module's parameters; a one-element initializer
-        // it does not name is a constant its optimizer folded (an attention scale).
-        const auto& signatureParameters = m_signatureParameters;
-        for (const auto& t : m_model.graph().initializer()) {
-            const auto dtype = dtypeOf(t.data_type());
-            if (!dtype)
-                fail("initializer '" + t.name() + "' has an unsupported element type " + std::to_string(t.data_type()));
-            // Trainable unless a BatchNorm statistic, a scalar (a constant folded by the exporter) or
-            // holding infinities, NaNs or float extremes (an additive attention mask).
-            const Shape shape(t.dims().begin(), t.dims().end());
-            auto data = rawData(t);
-            // A buffer that only feeds comparisons (a registered causal mask read as `mask == 0`)
-            // never gets a gradient: a constant too.
-            const bool foldedScalar =
-                signatureParameters && numElements(shape) == 1 && !signatureParameters->contains(t.name());
-            const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty() && !foldedScalar
-                && !(data && *dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(t.name());
-            Tensor tensor { TensorId(), t.name(), shape, *dtype,
-                parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
-            m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));
-        }
-    }
-
-    // The values a gradient can reach: walking the nodes backwards from the graph outputs, a node
-    // with a float output something needs passes the need to its float inputs. Comparisons, casts to
-    // integers and shape computations stop it.
-    std::set<std::string> Importer::valuesReachingAFloatOutput() const
-    {
-        const auto floating = [this](const std::string& name) {
-            const auto it = m_shapes.find(name);
-            return it == m_shapes.end() || isFloat(it->second.second); // unknown: assume it can train
-        };
-        std::set<std::string> needed;
-        for (const auto& o : m_model.graph().output())
-            needed.insert(o.name());
-        for (auto i = m_order.rbegin(); i != m_order.rend(); ++i) {
-            const auto& node = m_model.graph().node(*i);
-            const bool needs = std::any_of(node.output().begin(), node.output().end(),
-                [&](const std::string& o) { return needed.contains(o) && floating(o); });
-            if (!needs)
-                continue;
-            for (const auto& in : node.input()) {
-                if (!in.empty() && floating(in))
-                    needed.insert(in);
-            }
-        }
-        return needed;
-    }
-
-    void Importer::addConstant(const onnx::NodeProto& node)
-    {
-        for (const auto& a : node.attribute()) {
-            if (a.name() == "value" && a.has_t()) {
-                const auto& t = a.t();
-                const auto dtype = dtypeOf(t.data_type()).value_or(DType::F32);
-                const Shape shape(t.dims().begin(), t.dims().end());
-                // torch's constant folding turns slices of parameters (e.g. MultiheadAttention's
-                // in_proj_bias split into q, k, v) into Constant nodes: float tensors with more
-                // than one element are parameters; scalars (scales, epsilons) stay constants.
-                // An attention mask the exporter folded holds infinities: a constant.
-                auto data = rawData(t);
-                const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1
-                    && !(data && dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(node.output(0));
-                Tensor tensor { TensorId(), node.output(0), shape, dtype,
-                    parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
-                m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));
-                ++m_result.report.foldedConstants;
-                return;
-            }
-        }
-        // value_float / value_ints ...: a scalar or small list; keep its inferred shape.
-        const auto it = m_shapes.find(node.output(0));
-        Tensor tensor { TensorId(), node.output(0), it != m_shapes.end() ? it->second.first : Shape {},
-            it != m_shapes.end() ? it->second.second : DType::F32, TensorKind::Constant, NodeId(), nullptr };
-        m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));
-        ++m_result.report.foldedConstants;
-    }
-
-    void Importer::addInputs()
-    {
-        for (const auto& input : m_model.graph().input()) {
-            if (m_tensors.contains(input.name()))
-                continue; // an initializer listed as input (older exporters)
-            const auto it = m_shapes.find(input.name());
-            if (it == m_shapes.end())
-                fail("input '" + input.name() + "' has a dimension that could not be bound (pass --batch/--seq)");
-            m_tensors[input.name()] = m_result.graph.addTensor({ TensorId(), input.name(), it->second.first,
-                it->second.second, TensorKind::Input, NodeId(), nullptr });
-        }
-    }
-
-    TensorId Importer::tensorFor(const std::string& name, const onnx::NodeProto& user)
-    {
-        const auto it = m_tensors.find(name);
-        if (it == m_tensors.end() && m_folded.contains(name))
-            return foldedTensor(name);
-        if (it == m_tensors.end())
-            fail("node '" + user.name() + "' (" + user.op_type() + ") reads '" + name + "', which nothing produces");
-        return it->second;
-    }
-
-    // Scope from the exporter's node name ("/encoder/layers.0/self_attn/MatMul" -> encoder.layers.0.self_attn)
-    // and the block it belongs to: the scope up to its first component numbered like "layers.0",
-    // "h.3" or "encoder_layer_11" (the outermost, so ViT's "encoder_layer_0/ln_1" is block 0).
     std::pair<std::string, std::string> scopeOf(const std::string& name)
     {
         std::vector<std::string> parts;
@@ -517,210 +54,361 @@ namespace {
         return { scope, block };
     }
 
-    // A node whose every output the folding evaluated (Shape, integer ops on shapes and constants,
-    // masks and position ids) becomes constant tensors holding those values.
-    bool Importer::foldShapeNode(const onnx::NodeProto& node)
-    {
-        if (node.output_size() == 0)
-            return false;
-        for (const auto& out : node.output()) {
-            if (!m_folded.contains(out))
-                return false;
-        }
-        ++m_result.report.foldedShapeNodes;
-        return true;
-    }
-
-    // The constant tensor of a folded value, created when an op of the graph first reads it (most
-    // folded values only feed other folded computations).
-    TensorId Importer::foldedTensor(const std::string& out)
-    {
-        {
-            const auto& value = m_folded.at(out);
-            const auto dtype = dtypeOf(value.elemType).value_or(DType::I64);
-            auto bytes = std::make_shared<std::vector<std::byte>>(
-                static_cast<std::size_t>(numBytes(Shape(value.shape.begin(), value.shape.end()), dtype)));
-            const auto store = [&bytes]<typename E>(const auto& values, E) {
-                for (std::size_t i = 0; i < values.size(); ++i) {
-                    const auto e = static_cast<E>(values[i]);
-                    std::memcpy(bytes->data() + i * sizeof(E), &e, sizeof(E));
-                }
-            };
-            switch (dtype) {
-            case DType::F32:
-                store(value.values, float {});
-                break;
-            case DType::F64:
-                store(value.values, double {});
-                break;
-            case DType::I32:
-                store(value.values, std::int32_t {});
-                break;
-            case DType::I8:
-                store(value.values, std::int8_t {});
-                break;
-            case DType::U8:
-            case DType::Bool:
-                store(value.values, std::uint8_t {});
-                break;
-            default:
-                store(value.ints(), std::int64_t {});
-                break;
-            }
-            const auto id = m_result.graph.addTensor({ TensorId(), out, Shape(value.shape.begin(), value.shape.end()),
-                dtype == DType::F16 || dtype == DType::BF16 ? DType::I64 : dtype, TensorKind::Constant, NodeId(),
-                std::move(bytes) });
-            m_tensors[out] = id;
-            return id;
-        }
-    }
-
-    // torch.onnx.export stores initializers with equal contents once (fresh biases, LayerNorm and
-    // BatchNorm scales) and re-creates the others as Identity nodes reading it. Those were separate
-    // parameters in the module, equal only at export: each alias becomes its own parameter starting
-    // from the shared value (untied). Parameters the module really shares (tied embeddings) are one
-    // initializer read by several nodes and stay one parameter. An Identity of anything else is
-    // folded away: its output is its input.
-    bool Importer::resolveIdentity(const onnx::NodeProto& node)
-    {
-        if (node.op_type() != "Identity" || node.input_size() != 1 || node.output_size() != 1)
-            return false;
-        const auto source = tensorFor(node.input(0), node);
-        const auto& t = m_result.graph.tensor(source);
-        if (t.kind == TensorKind::Parameter && !t.producer.valid()) {
-            Tensor alias = t;
-            alias.id = TensorId();
-            alias.name = node.output(0);
-            if (m_bnStats.contains(alias.name))
-                alias.kind = TensorKind::Constant; // a running mean/variance equal to some weight at export
-            m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(alias));
-            ++m_result.report.aliasedParameters;
-        } else {
-            m_tensors[node.output(0)] = source;
-            ++m_result.report.foldedIdentities;
-        }
-        return true;
-    }
-
-    void Importer::addNode(const onnx::NodeProto& node, int index)
-    {
-        if (node.op_type() == "Constant") {
-            addConstant(node);
-            return;
-        }
-        if (foldShapeNode(node) || resolveIdentity(node))
-            return;
-        Node n;
-        n.name = node.name().empty() || m_nodeNames.contains(node.name()) ? node.op_type() + "_" + std::to_string(index)
-                                                                          : node.name();
-        m_nodeNames.insert(n.name);
-        // Layers are blocks in order of first appearance: encoder.layers.0, .1, then decoder.layers.0 ...
-        const auto [scope, block] = scopeOf(node.name());
-        n.scope = scope;
-        if (!block.empty())
-            n.layer = m_blocks.try_emplace(block, static_cast<std::int32_t>(m_blocks.size())).first->second;
-        for (const auto& in : node.input()) {
-            if (!in.empty())
-                n.inputs.push_back(tensorFor(in, node));
-        }
-        std::vector<Tensor> outputs;
-        std::vector<Tensor> everyOutput; // read or not, where shape inference gave a shape
-        for (const auto& out : node.output()) {
-            if (out.empty())
-                continue;
-            const auto it = m_shapes.find(out);
-            if (it != m_shapes.end())
-                everyOutput.push_back({ TensorId(), out, it->second.first, it->second.second, TensorKind::Activation,
-                    NodeId(), nullptr });
-            if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
-                continue; // an optional output nobody reads (BatchNormalization's running statistics)
-            if (it == m_shapes.end())
-                fail("node '" + n.name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out
-                    + "'");
-            outputs.push_back(
-                { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
-        }
-        n.op = OpType::Opaque;
-        n.opaqueType = node.op_type();
-        n.outputs.assign(outputs.size(), TensorId()); // the mapping looks at how many outputs are read
-        auto mapped = onnximport::mapNode(node, n,
-            { m_result.graph, m_folded, m_shapes, m_tensors,
-                [this](const std::string& name, std::vector<std::int64_t> v) {
-                    const Shape shape { static_cast<std::int64_t>(v.size()) };
-                    auto bytes = std::make_shared<std::vector<std::byte>>(v.size() * sizeof(std::int64_t));
-                    std::memcpy(bytes->data(), v.data(), bytes->size());
-                    return m_result.graph.addTensor(
-                        { TensorId(), name, shape, DType::I64, TensorKind::Constant, NodeId(), std::move(bytes) });
-                } });
-        if (mapped.op != OpType::Opaque) {
-            // Keep the mapping only where the IR computes exactly what ONNX inferred.
-            std::vector<const Tensor*> in;
-            for (auto id : mapped.inputs)
-                in.push_back(&m_result.graph.tensor(id));
-            try {
-                const auto shapes = inferOutputShapes(mapped, in);
-                // An IR op computing an output nobody reads (TopK's indices) keeps it.
-                if (shapes && shapes->size() > outputs.size() && shapes->size() == everyOutput.size())
-                    outputs = everyOutput;
-                const auto same = [&] {
-                    for (std::size_t i = 0; i < outputs.size(); ++i) {
-                        if ((*shapes)[i] != outputs[i].shape)
-                            return false;
-                    }
-                    return true;
-                };
-                if (shapes && shapes->size() == outputs.size() && !outputs.empty() && same()) {
-                    n = std::move(mapped);
-                    n.opaqueType.clear();
-                }
-            } catch (const Error&) { // keep it opaque
-            }
-        }
-        if (n.op == OpType::Opaque)
-            ++m_result.report.opaqueOps[node.op_type()];
-        n.outputs.clear();
-        for (auto& t : outputs) {
-            const auto name = t.name;
-            const auto id = m_result.graph.addTensor(std::move(t));
-            m_tensors[name] = id;
-            n.outputs.push_back(id);
-        }
-        m_result.graph.addNode(std::move(n));
-    }
-
-    OnnxImport Importer::run()
-    {
-        load();
-        checkOpset();
-        bindInputs();
-        m_order = topologicalOrder();
-        const auto& order = m_order;
-        fixSizes();
-        inferShapes();
-        collectShapes();
-        m_trainable = valuesReachingAFloatOutput();
-        m_result.report.onnxNodes = static_cast<std::size_t>(m_model.graph().node_size());
-        m_result.report.inputDims = m_dims;
-        const auto exported = onnximport::exportedBatch(m_dims);
-        m_result.graph = Graph(ModelInfo {
-            m_path.stem().string(), "onnx", inputDimsToJson(m_dims), m_options.batch.value_or(exported.value_or(1)) });
-        addInitializers();
-        addInputs();
-        for (int i : order)
-            addNode(m_model.graph().node(i), i);
-        std::vector<TensorId> outputs;
-        for (const auto& o : m_model.graph().output())
-            outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
-        m_result.graph.setOutputs(std::move(outputs));
-        try {
-            validateGraphOrThrow(m_result.graph);
-        } catch (const Error& e) {
-            fail(e.what());
-        }
-        return std::move(m_result);
-    }
-
 } // namespace
+
+void Importer::load()
+{
+    std::ifstream in(m_path, std::ios::binary);
+    if (!in)
+        fail("cannot be read (no such file or permission denied)");
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    const auto data = bytes.str();
+    if (data.empty())
+        fail("is empty, not an ONNX model");
+    if (!m_model.ParseFromString(data))
+        fail("is not an ONNX model (the protobuf does not parse; truncated or another format?)");
+    if (m_model.ir_version() <= 0 || !m_model.has_graph() || m_model.graph().node_size() == 0)
+        fail("is a protobuf but not an ONNX model (no IR version or no graph nodes)");
+    // Read before the weights come in (the metadata is found by re-serializing the graph).
+    m_signatureParameters = onnximport::torchExportParameters(m_model.graph());
+    try {
+        (void)onnximport::loadExternalData(m_model, m_path, m_options.keepWeights);
+    } catch (const Error& e) {
+        fail(e.what());
+    }
+}
+
+void Importer::checkOpset()
+{
+    for (const auto& o : m_model.opset_import()) {
+        if (o.domain().empty() || o.domain() == "ai.onnx")
+            m_result.report.opset = static_cast<int>(o.version());
+    }
+    const int opset = m_result.report.opset;
+    if (opset < kMinOpset || opset > onnximport::kNewestLoweredOpset)
+        fail("uses ONNX opset " + std::to_string(opset) + "; PipeStudio imports opsets " + std::to_string(kMinOpset)
+            + "-" + std::to_string(onnximport::kNewestLoweredOpset)
+            + " (re-export with torch.onnx.export(model, args, \"model.onnx\", opset_version=20), the default "
+              "of torch 2.9 and newer; with torch 1.x, opset_version=17)");
+    try { // local functions' bodies in place of their calls, then newer operator forms become
+          // their opset-17 ones; the report keeps the model's opset
+        (void)onnximport::untieMergedParameters(m_model); // torch.export's merged equal initializers
+        (void)onnximport::inlineLocalFunctions(m_model);
+        (void)onnximport::decomposeCompositeOps(m_model, opset, m_signatureParameters);
+        (void)onnximport::lowerToOpset17(m_model, opset);
+    } catch (const Error& e) {
+        fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
+    }
+    (void)onnximport::lowerOneDimensionalWindows(m_model); // Conv1d and 1-D pools as 2-D ones
+}
+
+// Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here
+// (fixSizes re-specialises them).
+void Importer::bindInputs()
+{
+    auto batchAxis = m_options.batchAxis;
+    if (!batchAxis && onnximport::batchAxisAmbiguous(m_model))
+        batchAxis = onnximport::separableAxis(m_model, topologicalOrder(), inferFolded);
+    m_dims = onnximport::describeInputDims(m_model, batchAxis);
+    const auto dimOf = [this](const std::string& input, int axis) -> OnnxInputDim& {
+        for (auto& d : m_dims) {
+            if (d.input == input && d.axis == axis)
+                return d;
+        }
+        fail("input '" + input + "' changed while its dimensions were read");
+    };
+    for (auto& d : m_dims) {
+        if (d.dynamic)
+            continue;
+        if (d.role == DimRole::Batch)
+            d.size = m_options.batch.value_or(d.exported);
+        else if (d.role == DimRole::Sequence)
+            d.size = m_options.sequence.value_or(d.exported);
+    }
+    const auto batch = m_options.batch.value_or(1);
+    const auto sequence = m_options.sequence.value_or(128);
+    std::set<std::string> initializers;
+    for (const auto& i : m_model.graph().initializer())
+        initializers.insert(i.name());
+    for (auto& input : *m_model.mutable_graph()->mutable_input()) {
+        if (initializers.contains(input.name()) || !input.type().has_tensor_type())
+            continue;
+        int dynamic = 0;
+        int axis = -1;
+        for (auto& dim : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+            ++axis;
+            if (dim.has_dim_value() && dim.dim_value() > 0)
+                continue;
+            const auto name = dim.dim_param();
+            std::string lower = name;
+            std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+            const auto role = lower.find("batch") != std::string::npos ? DimRole::Batch
+                : lower.find("seq") != std::string::npos               ? DimRole::Sequence
+                : dynamic == 0                                         ? DimRole::Batch
+                                                                       : DimRole::Sequence;
+            std::int64_t size = role == DimRole::Batch ? batch : sequence;
+            if (const auto it = m_options.dims.find(name); it != m_options.dims.end())
+                size = it->second;
+            ++dynamic;
+            dim.set_dim_value(size);
+            auto& d = dimOf(input.name(), axis);
+            d.size = size;
+            d.role = role;
+            m_result.report.boundDims[name.empty() ? input.name() + "[" + std::to_string(dynamic - 1) + "]" : name] =
+                size;
+        }
+    }
+}
+
+// A model exported with fixed shapes asked for at another batch or sequence size: its input
+// dimensions and the shape constants carrying them are rewritten (onnx/fixed_shapes.h).
+void Importer::fixSizes()
+{
+    const bool resized = std::any_of(
+        m_dims.begin(), m_dims.end(), [](const OnnxInputDim& d) { return !d.dynamic && d.size != d.exported; });
+    if (!resized)
+        return;
+    try {
+        m_result.report.respecialisedConstants = onnximport::respecialise(m_model, m_dims, m_order, inferFolded);
+    } catch (const Error& e) {
+        fail(e.what());
+    } catch (const std::exception& e) {
+        fail(std::string("shape inference failed while re-specialising the fixed shapes: ") + e.what());
+    }
+}
+
+void Importer::inferShapes()
+{
+    const auto infer = [this](onnx::ModelProto& m) {
+        try {
+            onnximport::inferShapesSafely(m);
+        } catch (const std::exception& e) {
+            fail(std::string("shape inference failed: ") + e.what());
+        }
+    };
+    // The shape subgraphs torch emits for dynamic axes are evaluated with the bound sizes;
+    // the working copy's value_info then has every other shape.
+    m_folded = onnximport::foldShapeComputations(m_model, m_inferred, infer);
+}
+
+void Importer::collectShapes()
+{
+    const auto add = [this](const onnx::ValueInfoProto& v) {
+        if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+            return;
+        const auto dtype = dtypeOf(v.type().tensor_type().elem_type());
+        Shape shape;
+        for (const auto& d : v.type().tensor_type().shape().dim()) {
+            if (!d.has_dim_value())
+                return; // still symbolic: unknown
+            shape.push_back(d.dim_value());
+        }
+        m_shapes[v.name()] = { shape, dtype.value_or(DType::F32) };
+    };
+    const auto& g = m_inferred.graph();
+    for (const auto& v : g.input())
+        add(v);
+    for (const auto& v : g.value_info())
+        add(v);
+    for (const auto& v : g.output())
+        add(v);
+    for (const auto& t : m_model.graph().initializer())
+        m_shapes[t.name()] = { Shape(t.dims().begin(), t.dims().end()), dtypeOf(t.data_type()).value_or(DType::F32) };
+    for (const auto& [name, value] : m_folded) {
+        if (!m_shapes.contains(name))
+            m_shapes[name] = { Shape(value.shape.begin(), value.shape.end()), DType::I64 };
+    }
+}
+
+// Kahn's order over the node list (exporters already emit one; a cycle is an error).
+std::vector<int> Importer::topologicalOrder() const
+{
+    const auto& g = m_model.graph();
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < g.node_size(); ++i) {
+        for (const auto& o : g.node(i).output())
+            producer[o] = i;
+    }
+    std::vector<std::vector<int>> next(static_cast<std::size_t>(g.node_size()));
+    std::vector<int> indegree(static_cast<std::size_t>(g.node_size()), 0);
+    for (int i = 0; i < g.node_size(); ++i) {
+        for (const auto& in : g.node(i).input()) {
+            if (const auto it = producer.find(in); it != producer.end()) {
+                next[static_cast<std::size_t>(it->second)].push_back(i);
+                ++indegree[static_cast<std::size_t>(i)];
+            }
+        }
+    }
+    std::vector<int> order;
+    std::vector<int> ready;
+    for (int i = g.node_size() - 1; i >= 0; --i) {
+        if (indegree[static_cast<std::size_t>(i)] == 0)
+            ready.push_back(i);
+    }
+    while (!ready.empty()) {
+        const int i = ready.back();
+        ready.pop_back();
+        order.push_back(i);
+        for (int j : next[static_cast<std::size_t>(i)]) {
+            if (--indegree[static_cast<std::size_t>(j)] == 0)
+                ready.push_back(j);
+        }
+    }
+    if (order.size() != static_cast<std::size_t>(g.node_size())) {
+        for (int i = 0; i < g.node_size(); ++i) {
+            if (indegree[static_cast<std::size_t>(i)] > 0)
+                fail("the graph has a cycle through node '" + g.node(i).name() + "' (" + g.node(i).op_type() + ")");
+        }
+    }
+    return order;
+}
+
+// A node whose every output the folding evaluated (Shape, integer ops on shapes and constants,
+// masks and position ids) becomes constant tensors holding those values.
+bool Importer::resolveIdentity(const onnx::NodeProto& node)
+{
+    if (node.op_type() != "Identity" || node.input_size() != 1 || node.output_size() != 1)
+        return false;
+    const auto source = tensorFor(node.input(0), node);
+    const auto& t = m_result.graph.tensor(source);
+    if (t.kind == TensorKind::Parameter && !t.producer.valid()) {
+        Tensor alias = t;
+        alias.id = TensorId();
+        alias.name = node.output(0);
+        if (m_bnStats.contains(alias.name))
+            alias.kind = TensorKind::Constant; // a running mean/variance equal to some weight at export
+        m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(alias));
+        ++m_result.report.aliasedParameters;
+    } else {
+        m_tensors[node.output(0)] = source;
+        ++m_result.report.foldedIdentities;
+    }
+    return true;
+}
+
+void Importer::addNode(const onnx::NodeProto& node, int index)
+{
+    if (node.op_type() == "Constant") {
+        addConstant(node);
+        return;
+    }
+    if (foldShapeNode(node) || resolveIdentity(node))
+        return;
+    Node n;
+    n.name = node.name().empty() || m_nodeNames.contains(node.name()) ? node.op_type() + "_" + std::to_string(index)
+                                                                      : node.name();
+    m_nodeNames.insert(n.name);
+    // Layers are blocks in order of first appearance: encoder.layers.0, .1, then decoder.layers.0 ...
+    const auto [scope, block] = scopeOf(node.name());
+    n.scope = scope;
+    if (!block.empty())
+        n.layer = m_blocks.try_emplace(block, static_cast<std::int32_t>(m_blocks.size())).first->second;
+    for (const auto& in : node.input()) {
+        if (!in.empty())
+            n.inputs.push_back(tensorFor(in, node));
+    }
+    std::vector<Tensor> outputs;
+    std::vector<Tensor> everyOutput; // read or not, where shape inference gave a shape
+    for (const auto& out : node.output()) {
+        if (out.empty())
+            continue;
+        const auto it = m_shapes.find(out);
+        if (it != m_shapes.end())
+            everyOutput.push_back(
+                { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
+        if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
+            continue; // an optional output nobody reads (BatchNormalization's running statistics)
+        if (it == m_shapes.end())
+            fail("node '" + n.name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out
+                + "'");
+        outputs.push_back(
+            { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
+    }
+    n.op = OpType::Opaque;
+    n.opaqueType = node.op_type();
+    n.outputs.assign(outputs.size(), TensorId()); // the mapping looks at how many outputs are read
+    auto mapped = onnximport::mapNode(node, n,
+        { m_result.graph, m_folded, m_shapes, m_tensors, [this](const std::string& name, std::vector<std::int64_t> v) {
+             const Shape shape { static_cast<std::int64_t>(v.size()) };
+             auto bytes = std::make_shared<std::vector<std::byte>>(v.size() * sizeof(std::int64_t));
+             std::memcpy(bytes->data(), v.data(), bytes->size());
+             return m_result.graph.addTensor(
+                 { TensorId(), name, shape, DType::I64, TensorKind::Constant, NodeId(), std::move(bytes) });
+         } });
+    if (mapped.op != OpType::Opaque) {
+        // Keep the mapping only where the IR computes exactly what ONNX inferred.
+        std::vector<const Tensor*> in;
+        for (auto id : mapped.inputs)
+            in.push_back(&m_result.graph.tensor(id));
+        try {
+            const auto shapes = inferOutputShapes(mapped, in);
+            // An IR op computing an output nobody reads (TopK's indices) keeps it.
+            if (shapes && shapes->size() > outputs.size() && shapes->size() == everyOutput.size())
+                outputs = everyOutput;
+            const auto same = [&] {
+                for (std::size_t i = 0; i < outputs.size(); ++i) {
+                    if ((*shapes)[i] != outputs[i].shape)
+                        return false;
+                }
+                return true;
+            };
+            if (shapes && shapes->size() == outputs.size() && !outputs.empty() && same()) {
+                n = std::move(mapped);
+                n.opaqueType.clear();
+            }
+        } catch (const Error&) { // keep it opaque
+        }
+    }
+    if (n.op == OpType::Opaque)
+        ++m_result.report.opaqueOps[node.op_type()];
+    n.outputs.clear();
+    for (auto& t : outputs) {
+        const auto name = t.name;
+        const auto id = m_result.graph.addTensor(std::move(t));
+        m_tensors[name] = id;
+        n.outputs.push_back(id);
+    }
+    m_result.graph.addNode(std::move(n));
+}
+
+OnnxImport Importer::run()
+{
+    load();
+    checkOpset();
+    bindInputs();
+    m_order = topologicalOrder();
+    const auto& order = m_order;
+    fixSizes();
+    inferShapes();
+    collectShapes();
+    m_trainable = valuesReachingAFloatOutput();
+    m_result.report.onnxNodes = static_cast<std::size_t>(m_model.graph().node_size());
+    m_result.report.inputDims = m_dims;
+    const auto exported = onnximport::exportedBatch(m_dims);
+    m_result.graph = Graph(ModelInfo {
+        m_path.stem().string(), "onnx", inputDimsToJson(m_dims), m_options.batch.value_or(exported.value_or(1)) });
+    addInitializers();
+    addInputs();
+    for (int i : order)
+        addNode(m_model.graph().node(i), i);
+    std::vector<TensorId> outputs;
+    for (const auto& o : m_model.graph().output())
+        outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
+    m_result.graph.setOutputs(std::move(outputs));
+    try {
+        validateGraphOrThrow(m_result.graph);
+    } catch (const Error& e) {
+        fail(e.what());
+    }
+    return std::move(m_result);
+}
+
+} // namespace ps::onnximport
+
+namespace ps {
+
+using onnximport::Importer;
 
 std::vector<OnnxInputDim> describeOnnxInputs(const std::filesystem::path& path, const OnnxImportOptions& options)
 {
