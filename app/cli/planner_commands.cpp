@@ -8,6 +8,7 @@
 #include "sim/simulator.h"
 #include "store/project_store.h"
 #include "util/error.h"
+#include "util/parallel.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -256,11 +257,18 @@ namespace {
             fmt::print("{} on {} x {}, {} with {} micro-batches\n{:<26} {:>15} {:>14}  {}\n", p.graph.info().name,
                 p.spec.devices(), p.cluster.device.id, scheduleName(p.spec), p.spec.microBatches, "algorithm",
                 "max micro-batch", "slowest ms", "cuts");
-        for (const auto& row : maxBatchRows(o)) {
+        // The rows are independent searches: they run on the machine's cores, each into its slot.
+        const auto table = maxBatchRows(o);
+        std::vector<MaxBatchResult> results(table.size());
+        parallelFor(table.size(), 0, [&](std::size_t i) {
             PlannerOptions options;
-            options.algorithm = row.algorithm;
-            options.limits = row.limits;
-            const auto r = findMaxMicroBatch(p.graph, p.profile, p.spec, p.cluster, options, o.upperLimit);
+            options.algorithm = table[i].algorithm;
+            options.limits = table[i].limits;
+            results[i] = findMaxMicroBatch(p.graph, p.profile, p.spec, p.cluster, options, o.upperLimit);
+        });
+        for (std::size_t i = 0; i < table.size(); ++i) {
+            const auto& row = table[i];
+            const auto& r = results[i];
             rows.push_back({ { "algorithm", row.label }, { "max_micro_batch", r.microBatch },
                 { "slowest_stage_ms", r.plan.slowestStageNs / 1e6 }, { "cuts", r.plan.partition.cutsText() } });
             if (!o.json)

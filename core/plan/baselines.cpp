@@ -204,10 +204,14 @@ std::vector<std::size_t> memoryBalancedStarts(const StageModel& m, std::size_t b
         std::vector<std::size_t> starts { b };
         std::size_t from = b;
         for (int x = first; x < last; ++x) {
-            std::size_t to = from + 1;
-            const auto room = e - static_cast<std::size_t>(last - x);
-            while (to < room && m.approxMemoryBytes(from, to + 1, x) <= target)
-                ++to;
+            // The longest run from `from` under the target (at least one node): approxMemoryBytes
+            // grows with the run's end (prefix sums of non-negative bytes), so bisect for it.
+            std::size_t to = from + 1; // taken
+            std::size_t over = e - static_cast<std::size_t>(last - x) + 1; // first end not taken
+            while (over - to > 1) {
+                const auto mid = to + (over - to) / 2;
+                (m.approxMemoryBytes(from, mid, x) <= target ? to : over) = mid;
+            }
             starts.push_back(to);
             from = to;
         }

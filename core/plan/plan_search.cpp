@@ -2,9 +2,12 @@
 #include "plan/planner.h"
 #include "sim/simulator.h"
 #include "util/error.h"
+#include "util/parallel.h"
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <mutex>
 #include <optional>
 
 namespace ps {
@@ -104,11 +107,37 @@ PlanSimulation simulatePlan(const Plan& plan, const Graph& graph, const Profile&
 std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
     const std::function<void(double)>& progress, const std::atomic<bool>* cancel)
 {
-    std::vector<Plan> plans;
     const auto points = searchPoints(request);
-    const double total = static_cast<double>(std::max<std::size_t>(1, points.size() * request.algorithms.size()));
-    std::size_t done = 0;
-    for (const auto& [spec, size] : points) {
+    const auto algorithms = request.algorithms.size();
+    // Progress over all (point, algorithm) units: finished ones plus each running unit's own
+    // fraction, never reported lower than before (the points run on several threads).
+    std::mutex progressMutex;
+    std::vector<double> running(points.size(), 0);
+    double finished = 0;
+    double reported = 0;
+    const double total = static_cast<double>(std::max<std::size_t>(1, points.size() * algorithms));
+    const auto advance = [&](std::size_t point, double fraction, bool unitDone) {
+        if (!progress)
+            return;
+        const std::lock_guard lock(progressMutex);
+        if (unitDone) {
+            finished += 1;
+            running[point] = 0;
+        } else {
+            running[point] = fraction;
+        }
+        double now = finished;
+        for (double f : running)
+            now += f;
+        reported = std::max(reported, now / total);
+        progress(reported);
+    };
+    // Each (schedule, size) point is its own task with its own StageModel; its plans go to its
+    // slot, so the ranking below sees the same list whatever the thread count.
+    std::vector<std::vector<Plan>> slots(points.size());
+    parallelFor(points.size(), request.threads, [&](std::size_t i) {
+        const auto& [spec, size] = points[i];
+        auto& out = slots[i];
         const auto cluster = makeCluster(request.device, spec.devices());
         std::optional<StageModel> built;
         try {
@@ -119,34 +148,35 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
             plan.schedule = spec;
             plan.microBatch = size;
             plan.reason = e.what();
-            plans.push_back(std::move(plan));
-            done += request.algorithms.size();
-            continue;
+            out.push_back(std::move(plan));
+            for (std::size_t a = 0; a < algorithms; ++a)
+                advance(i, 0, true);
+            return;
         }
         const auto& model = *built;
         for (auto algorithm : request.algorithms) {
             if (cancel && cancel->load())
                 break;
             if (algorithm == PlanAlgorithm::Exhaustive && (graph.nodeCount() > 80 || spec.stages > 5)) {
-                ++done;
+                advance(i, 0, true);
                 continue;
             }
             PlannerOptions o;
             o.algorithm = algorithm;
             o.limits = request.limits;
             o.cancel = cancel;
-            o.progress = [&](double f) {
-                if (progress)
-                    progress((static_cast<double>(done) + f) / total);
-            };
+            o.progress = [&](double f) { advance(i, f, false); };
             auto plan = findPlan(model, o);
             if (plan.reason != "cancelled") {
                 simulateInto(plan, graph, profile, cluster);
-                plans.push_back(std::move(plan));
+                out.push_back(std::move(plan));
             }
-            ++done;
+            advance(i, 0, true);
         }
-    }
+    });
+    std::vector<Plan> plans;
+    for (auto& slot : slots)
+        std::move(slot.begin(), slot.end(), std::back_inserter(plans));
     std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
         if (a.feasible != b.feasible)
             return a.feasible;

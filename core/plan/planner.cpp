@@ -298,6 +298,24 @@ Plan findPlan(const StageModel& model, const PlannerOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
     Plan plan;
+    if (options.algorithm != PlanAlgorithm::MixedPipe && !model.parametersCanFit()) {
+        // Answered from the lower bound at once: no partition of contiguous stages can hold the
+        // parameters' state, whatever the activations, swaps or recomputes.
+        plan.algorithm = std::string(toString(options.algorithm));
+        plan.schedule = model.schedule();
+        plan.microBatch = model.microBatch();
+        plan.reason = "no partition into " + std::to_string(model.stages()) + " stages fits "
+            + std::to_string(static_cast<std::int64_t>(model.capacityBytes()))
+            + " bytes per device: in every one some stage's parameters, gradients and optimizer states alone "
+              "exceed it (the whole model's: "
+            + std::to_string(
+                static_cast<std::int64_t>(model.minimumStaticBytes(0, model.nodeCount(), model.stages() - 1)))
+            + " bytes)";
+        plan.searchSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (options.progress)
+            options.progress(1.0);
+        return plan;
+    }
     try {
         std::string winner;
         const auto starts = options.algorithm == PlanAlgorithm::MixedPipe ? std::vector<std::size_t> {}

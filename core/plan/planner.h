@@ -132,6 +132,9 @@ struct SearchRequest
     double globalBatch = 0;
     PlannerLimits limits;
     DeviceSpec device;
+    // Threads for the (schedule, size) points, which are independent; 0: defaultSearchThreads().
+    // The result does not depend on it.
+    int threads = 0;
 };
 
 // One iteration of a feasible plan simulated with communication on `cluster` (its stage-to-device
@@ -142,7 +145,8 @@ struct SearchRequest
 // Every (schedule, micro-batch size, algorithm), each plan simulated with communication on
 // `device` x the schedule's devices and ranked: feasible first, then by samples per second (at
 // one size and count: the shortest iteration), then by the slowest stage. `progress` gets the
-// overall fraction; a set `cancel` returns what finished so far. The CLI's `plan` and `search`
+// overall fraction (from the search's threads, never decreasing); a set `cancel` returns what
+// finished so far. The CLI's `plan` and `search`
 // and the studio's auto-search all rank through this.
 [[nodiscard]] std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
     const std::function<void(double)>& progress = {}, const std::atomic<bool>* cancel = nullptr);

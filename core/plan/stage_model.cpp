@@ -54,6 +54,15 @@ StageModel::StageModel(const Graph& graph, const Profile& profile, const Schedul
     if (profile.nodes.size() != graph.nodeCount())
         throw Error("planner: the profile has " + std::to_string(profile.nodes.size()) + " nodes, the graph "
             + std::to_string(graph.nodeCount()));
+    // Per stage: state bytes per parameter (stashed weight versions included) and micro-batches in
+    // flight, asked for in every range the searches try.
+    const auto b = bytesPerParameter(profile.setup);
+    for (int s = 0; s < schedule.stages; ++s) {
+        const double versions = weightVersions(m_schedule, s);
+        m_stageBytesPerParameter.push_back(
+            b.weights + b.masterWeights + b.gradients + b.optimizerStates + b.weights * (versions - 1));
+        m_stageInFlight.push_back(inFlightMicroBatches(m_schedule, s));
+    }
     precomputeNodes();
     precomputeCuts();
 }
@@ -73,6 +82,11 @@ void StageModel::precomputeNodes()
     std::vector<double> compute;
     std::vector<double> params;
     std::vector<double> saved;
+    std::vector<double> firstParams(m_graph.nodeCount(), 0);
+    for (const auto& t : m_graph.tensors()) {
+        if (t.kind == TensorKind::Parameter && m_firstReader[t.id.index()] > 0)
+            firstParams[m_firstReader[t.id.index()] - 1] += static_cast<double>(numElements(t.shape));
+    }
     for (const auto& n : m_graph.nodes()) {
         const auto& p = m_profile.nodes[n.id.index()];
         m_nodeFwd.push_back(p.forwardNs.at(m_microBatch));
@@ -85,6 +99,7 @@ void StageModel::precomputeNodes()
     m_prefixCompute = prefixSums(compute);
     m_prefixParams = prefixSums(params);
     m_prefixSaved = prefixSums(saved);
+    m_prefixFirstParams = prefixSums(firstParams);
     m_stamp.assign(m_graph.tensorCount(), 0);
 }
 
@@ -172,20 +187,49 @@ double StageModel::cutBytes(std::size_t cut) const
 
 double StageModel::staticBytesFor(double parameterCount, int stage) const
 {
-    const auto b = bytesPerParameter(m_profile.setup);
-    const double versions = weightVersions(m_schedule, stage);
-    return parameterCount * (b.weights + b.masterWeights + b.gradients + b.optimizerStates)
-        + parameterCount * b.weights * (versions - 1);
+    return parameterCount * m_stageBytesPerParameter.at(static_cast<std::size_t>(stage));
 }
 
 double StageModel::approxMemoryBytes(std::size_t begin, std::size_t end, int stage) const
 {
     const double params = m_prefixParams[end] - m_prefixParams[begin];
     const double act = m_prefixSaved[end] - m_prefixSaved[begin];
-    return staticBytesFor(params, stage) + inFlightMicroBatches(m_schedule, stage) * act;
+    return staticBytesFor(params, stage) + m_stageInFlight.at(static_cast<std::size_t>(stage)) * act;
 }
 
 StageEvaluation StageModel::evaluate(std::size_t begin, std::size_t end, int stage) const
+{
+    if (!m_cacheEvaluations)
+        return evaluateUncached(begin, end, stage);
+    const RangeKey key { begin, end, stage };
+    if (const auto it = m_evaluations.find(key); it != m_evaluations.end())
+        return it->second;
+    auto e = evaluateUncached(begin, end, stage);
+    if (m_evaluations.size() >= kEvaluationCacheLimit)
+        m_evaluations.clear();
+    m_evaluations.emplace(key, e);
+    return e;
+}
+
+bool StageModel::parametersCanFit() const
+{
+    const auto n = nodeCount();
+    std::size_t b = 0;
+    for (int x = 0; x < stages() && b < n; ++x) {
+        if (minimumStaticBytes(b, b + 1, x) > m_capacity)
+            return false; // one node's parameters alone
+        std::size_t lo = b + 1; // fits
+        std::size_t hi = n + 1; // first that does not, or past the end
+        while (hi - lo > 1) {
+            const auto mid = lo + (hi - lo) / 2;
+            (minimumStaticBytes(b, mid, x) <= m_capacity ? lo : hi) = mid;
+        }
+        b = lo;
+    }
+    return b >= n;
+}
+
+StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end, int stage) const
 {
     StageEvaluation e;
     auto& c = e.cost;

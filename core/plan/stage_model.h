@@ -13,6 +13,8 @@
 #include "sim/memory_model.h"
 
 #include <cstdint>
+#include <functional>
+#include <unordered_map>
 #include <vector>
 
 namespace ps {
@@ -69,8 +71,32 @@ public:
     {
         return m_capacity;
     }
-    // Nodes [begin, end) as stage `stage` (0-based) of the pipeline.
+    // Nodes [begin, end) as stage `stage` (0-based) of the pipeline. Remembered: the searches ask
+    // for the same ranges again and again (a refinement moves one cut and re-scores every stage, a
+    // bisection re-tries the same runs under another target), so a range is computed once; the
+    // memory is bounded (kEvaluationCacheLimit entries, then the cache starts over). Like the
+    // rest of a StageModel, not for concurrent use: each search thread builds its own.
     [[nodiscard]] StageEvaluation evaluate(std::size_t begin, std::size_t end, int stage) const;
+    // The same computation, never from or into the cache.
+    [[nodiscard]] StageEvaluation evaluateUncached(std::size_t begin, std::size_t end, int stage) const;
+    // Off: evaluate() computes every range afresh (the slow path the tests hold the cache against).
+    void setEvaluationCache(bool enabled)
+    {
+        m_cacheEvaluations = enabled;
+        m_evaluations.clear();
+    }
+    // A lower bound of any stage's peak over nodes [begin, end) as stage `stage`: the weights,
+    // gradients and optimizer states of the parameters whose first reader is in the range (each
+    // counted once however many nodes read it; swap and recompute move activations only).
+    [[nodiscard]] double minimumStaticBytes(std::size_t begin, std::size_t end, int stage) const
+    {
+        return staticBytesFor(m_prefixFirstParams[end] - m_prefixFirstParams[begin], stage);
+    }
+    // Whether some partition into stages() contiguous stages could fit, by minimumStaticBytes: if
+    // not, no partition fits and the planners need not search. Exact for that bound: each stage
+    // takes the longest run whose bound fits, which covers the most nodes any partition can.
+    [[nodiscard]] bool parametersCanFit() const;
+    static constexpr std::size_t kEvaluationCacheLimit = 1 << 16;
     // Forward+backward time of nodes [begin, end), no memory optimization (prefix sums).
     [[nodiscard]] double computeNs(std::size_t begin, std::size_t end) const;
     // Memory of nodes [begin, end) as stage `stage`, no optimization: parameters and activations
@@ -154,10 +180,29 @@ private:
     std::vector<TensorId> m_root; // storage root per tensor
     std::vector<double> m_nodeFwd, m_nodeBwd, m_nodeW; // ns at m_microBatch
     std::vector<double> m_prefixCompute, m_prefixParams, m_prefixSaved;
+    std::vector<double> m_prefixFirstParams; // parameters counted at their first reader only
+    std::vector<double> m_stageBytesPerParameter; // by stage
+    std::vector<int> m_stageInFlight; // by stage
     std::vector<double> m_cutBytes; // index c: bytes crossing the cut before node c
     std::vector<double> m_cutGradBytes; // the part of m_cutBytes whose gradient flows back
     mutable std::vector<std::uint32_t> m_stamp; // per tensor: last evaluation that counted it
     mutable std::uint32_t m_generation = 0;
+    struct RangeKey
+    {
+        std::size_t begin, end;
+        int stage;
+        bool operator==(const RangeKey&) const = default;
+    };
+    struct RangeHash
+    {
+        std::size_t operator()(const RangeKey& k) const noexcept
+        {
+            return std::hash<std::size_t> {}(
+                (k.begin * 0x9E3779B97F4A7C15ULL) ^ (k.end << 20) ^ static_cast<std::size_t>(k.stage));
+        }
+    };
+    mutable std::unordered_map<RangeKey, StageEvaluation, RangeHash> m_evaluations;
+    bool m_cacheEvaluations = true;
 };
 
 } // namespace ps

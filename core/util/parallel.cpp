@@ -1,0 +1,63 @@
+#include "util/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ps {
+
+int defaultSearchThreads()
+{
+    if (const char* env = std::getenv("PS_THREADS")) {
+        const int n = std::atoi(env);
+        if (n > 0)
+            return n;
+    }
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+void parallelFor(std::size_t count, int threads, const std::function<void(std::size_t)>& task)
+{
+    if (threads <= 0)
+        threads = defaultSearchThreads();
+    const auto workers = std::min<std::size_t>(count, static_cast<std::size_t>(threads));
+    if (workers <= 1) {
+        for (std::size_t i = 0; i < count; ++i)
+            task(i);
+        return;
+    }
+    std::atomic<std::size_t> next { 0 };
+    std::atomic<bool> failed { false };
+    std::mutex mutex;
+    std::size_t failedIndex = count;
+    std::exception_ptr failure;
+    const auto work = [&] {
+        for (auto i = next.fetch_add(1); i < count && !failed.load(); i = next.fetch_add(1)) {
+            try {
+                task(i);
+            } catch (...) {
+                const std::lock_guard lock(mutex);
+                if (i < failedIndex) {
+                    failedIndex = i;
+                    failure = std::current_exception();
+                }
+                failed = true;
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    pool.reserve(workers - 1);
+    for (std::size_t w = 1; w < workers; ++w)
+        pool.emplace_back(work);
+    work();
+    for (auto& t : pool)
+        t.join();
+    if (failure)
+        std::rethrow_exception(failure);
+}
+
+} // namespace ps

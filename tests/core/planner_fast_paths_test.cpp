@@ -1,0 +1,274 @@
+// The planners' fast paths (issue P19) give the slow paths' answers: remembered stage
+// evaluations, the parameter-state lower bound that answers infeasible cases at once, the bisected
+// memory-balanced fill, and the auto-search on several threads.
+#include "plan/partition_search.h"
+#include "plan/planner.h"
+#include "util/parallel.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <stdexcept>
+
+using namespace ps;
+
+namespace {
+
+const DeviceSpec& a100()
+{
+    static const auto device = DeviceCatalog::builtin().find("a100-40gb");
+    return device;
+}
+
+Graph zooGraph(const char* name)
+{
+    auto c = zooPreset(name);
+    c.layers = 4;
+    if (std::string(name).starts_with("t5")) {
+        c.decoderLayers = 3;
+        c.decoderSeq = 64;
+    }
+    c.seq = 128;
+    return buildZooModel(c);
+}
+
+void expectSamePlan(const Plan& fast, const Plan& slow, const std::string& what)
+{
+    EXPECT_EQ(fast.feasible, slow.feasible) << what;
+    EXPECT_EQ(fast.partition.stageStarts, slow.partition.stageStarts) << what;
+    EXPECT_EQ(fast.stageDevices, slow.stageDevices) << what;
+    EXPECT_EQ(fast.slowestStageNs, slow.slowestStageNs) << what;
+    EXPECT_EQ(fast.reason, slow.reason) << what;
+    EXPECT_EQ(fast.seed, slow.seed) << what;
+    ASSERT_EQ(fast.stages.size(), slow.stages.size()) << what;
+    for (std::size_t s = 0; s < fast.stages.size(); ++s) {
+        EXPECT_EQ(fast.stages[s].peakBytes, slow.stages[s].peakBytes) << what << " stage " << s;
+        EXPECT_EQ(fast.stages[s].memoryPlan.swappedTensors, slow.stages[s].memoryPlan.swappedTensors) << what;
+        EXPECT_EQ(fast.stages[s].memoryPlan.recomputedTensors, slow.stages[s].memoryPlan.recomputedTensors) << what;
+    }
+}
+
+// Per device, in a few steps from roomy to where most algorithms need swap or recompute (or find
+// nothing): the cases where the searches take different branches.
+std::vector<double> limitsFor(const Graph& graph, int stages)
+{
+    const auto profile = estimateProfile(graph, a100(), {});
+    const StageModel probe(
+        graph, profile, { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 }, makeCluster(a100(), stages), 16, {});
+    const double even = probe.approxMemoryBytes(0, probe.nodeCount(), 0) / stages;
+    return { 0, 1.2 * even, 0.6 * even, 0.3 * even };
+}
+
+} // namespace
+
+// Cuts, times, memory plans and reasons of every algorithm are the slow path's (every range
+// evaluated afresh), on three zoo families at 2, 4 and 8 stages and four memory limits.
+TEST(PlannerFastPaths, RememberedEvaluationsGiveTheSlowPathsPlans)
+{
+    int feasible = 0;
+    int optimized = 0;
+    int infeasible = 0;
+    for (const char* name : { "gpt2-small", "bert-base", "t5-small" }) {
+        const auto graph = zooGraph(name);
+        const auto profile = estimateProfile(graph, a100(), {});
+        for (const int stages : { 2, 4, 8 }) {
+            for (const double limit : limitsFor(graph, stages)) {
+                const ScheduleSpec spec { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 };
+                const PlannerLimits limits { limit, true, true };
+                const StageModel fast(graph, profile, spec, makeCluster(a100(), stages), 16, limits);
+                StageModel slow(graph, profile, spec, makeCluster(a100(), stages), 16, limits);
+                slow.setEvaluationCache(false);
+                for (auto algorithm : allPlanAlgorithms()) {
+                    if (algorithm == PlanAlgorithm::Exhaustive)
+                        continue; // limited to 80 nodes
+                    PlannerOptions o;
+                    o.algorithm = algorithm;
+                    o.limits = limits;
+                    const auto a = findPlan(fast, o);
+                    const auto b = findPlan(slow, o);
+                    expectSamePlan(a, b,
+                        std::string(name) + " " + std::to_string(stages) + " stages, limit " + std::to_string(limit)
+                            + ", " + std::string(toString(algorithm)));
+                    feasible += a.feasible ? 1 : 0;
+                    infeasible += a.feasible ? 0 : 1;
+                    for (const auto& s : a.stages)
+                        optimized += s.overheadNs > 0 ? 1 : 0;
+                }
+            }
+        }
+    }
+    // The limits reach all three kinds of answer.
+    EXPECT_GT(feasible, 50);
+    EXPECT_GT(optimized, 10);
+    EXPECT_GT(infeasible, 10);
+}
+
+// The bound is sound: no stage evaluation of any range holds less than it.
+TEST(PlannerFastPaths, ParameterStateBoundNeverExceedsAStagesPeak)
+{
+    std::mt19937 rng(7);
+    for (const char* name : { "gpt2-small", "bert-base", "t5-small" }) {
+        const auto graph = zooGraph(name);
+        const auto profile = estimateProfile(graph, a100(), {});
+        for (auto kind : { ScheduleKind::OneFOneB, ScheduleKind::PipeDream }) {
+            const StageModel m(graph, profile, { kind, 4, 8, 1, 1 }, makeCluster(a100(), 4), 8, { 1e8, true, true });
+            std::uniform_int_distribution<std::size_t> node(0, m.nodeCount() - 1);
+            for (int i = 0; i < 300; ++i) {
+                auto b = node(rng);
+                auto e = node(rng);
+                if (b > e)
+                    std::swap(b, e);
+                ++e;
+                const int stage = i % 4;
+                const auto ev = m.evaluateUncached(b, e, stage);
+                EXPECT_LE(m.minimumStaticBytes(b, e, stage), ev.staticBytes) << name << " [" << b << ", " << e << ")";
+                EXPECT_LE(ev.staticBytes, ev.peakBytes);
+            }
+        }
+    }
+}
+
+// parametersCanFit is exact for its bound: on a small graph, the same answer as trying every
+// partition, at limits around each stage's state.
+TEST(PlannerFastPaths, ParameterStateCheckAgreesWithEveryPartition)
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = 2;
+    c.hidden = 64;
+    c.heads = 2;
+    c.vocab = 500;
+    c.seq = 16;
+    const auto graph = buildZooModel(c);
+    const auto profile = estimateProfile(graph, a100(), {});
+    const int S = 3;
+    const auto spec = ScheduleSpec { ScheduleKind::PipeDream, S, 6, 1, 1 };
+    const StageModel probe(graph, profile, spec, makeCluster(a100(), S), 1, {});
+    const auto n = probe.nodeCount();
+    const double whole = probe.minimumStaticBytes(0, n, 0);
+    int yes = 0;
+    int no = 0;
+    for (double fraction = 0.05; fraction < 1.0; fraction += 0.03) {
+        const StageModel m(graph, profile, spec, makeCluster(a100(), S), 1, { fraction * whole, true, true });
+        bool any = false;
+        for (std::size_t a = 1; a < n && !any; ++a) {
+            for (std::size_t b = a + 1; b < n && !any; ++b) {
+                any = m.minimumStaticBytes(0, a, 0) <= m.capacityBytes()
+                    && m.minimumStaticBytes(a, b, 1) <= m.capacityBytes()
+                    && m.minimumStaticBytes(b, n, 2) <= m.capacityBytes();
+            }
+        }
+        EXPECT_EQ(m.parametersCanFit(), any) << fraction;
+        (any ? yes : no) += 1;
+        if (!m.parametersCanFit()) {
+            PlannerOptions o;
+            const auto plan = findPlan(m, o);
+            EXPECT_FALSE(plan.feasible);
+            EXPECT_NE(plan.reason.find("optimizer states alone exceed it"), std::string::npos) << plan.reason;
+        }
+    }
+    EXPECT_GT(yes, 3);
+    EXPECT_GT(no, 3);
+}
+
+// The bisected fill of the memory-balanced partition ends every stage where the linear scan did.
+TEST(PlannerFastPaths, MemoryBalancedFillMatchesTheLinearScan)
+{
+    const auto linear = [](const StageModel& m, std::size_t b, std::size_t e, int first, int last) {
+        const auto fill = [&](double target) {
+            std::vector<std::size_t> starts { b };
+            std::size_t from = b;
+            for (int x = first; x < last; ++x) {
+                std::size_t to = from + 1;
+                const auto room = e - static_cast<std::size_t>(last - x);
+                while (to < room && m.approxMemoryBytes(from, to + 1, x) <= target)
+                    ++to;
+                starts.push_back(to);
+                from = to;
+            }
+            return std::make_pair(m.approxMemoryBytes(from, e, last) <= target, starts);
+        };
+        double lo = 0;
+        double hi = 0;
+        for (int x = first; x <= last; ++x)
+            hi = std::max(hi, m.approxMemoryBytes(b, e, x));
+        for (int i = 0; i < 50 && last > first; ++i) {
+            const double target = (lo + hi) / 2;
+            (fill(target).first ? hi : lo) = target;
+        }
+        return fill(hi).second;
+    };
+    for (const char* name : { "gpt2-small", "t5-small" }) {
+        const auto graph = zooGraph(name);
+        const auto profile = estimateProfile(graph, a100(), {});
+        for (const int S : { 2, 5, 8 }) {
+            const StageModel m(
+                graph, profile, { ScheduleKind::OneFOneB, S, 2 * S, 1, 1 }, makeCluster(a100(), S), 4, {});
+            const auto n = m.nodeCount();
+            for (const auto& [b, e] : std::vector<std::pair<std::size_t, std::size_t>> {
+                     { 0, n }, { 3, n - 5 }, { n / 3, n }, { 0, n / 2 } }) {
+                EXPECT_EQ(detail::memoryBalancedStarts(m, b, e, 0, S - 1), linear(m, b, e, 0, S - 1))
+                    << name << " " << S << " [" << b << ", " << e << ")";
+            }
+        }
+    }
+}
+
+// The auto-search ranks the same plans in the same order on one thread and on several.
+TEST(PlannerFastPaths, SearchRankingDoesNotDependOnThreads)
+{
+    const auto graph = zooGraph("gpt2-small");
+    const auto profile = estimateProfile(graph, a100(), {});
+    SearchRequest r;
+    r.device = a100();
+    for (const auto* s : { "gpipe", "1f1b", "kfkb:2", "zb-h1" })
+        r.schedules.push_back(parseScheduleSpec(s, 4, 8));
+    r.algorithms = { PlanAlgorithm::DawnPiper, PlanAlgorithm::PipeDream, PlanAlgorithm::GPipe };
+    r.microBatchSizes = { 1, 2, 4, 8 };
+    r.globalBatch = 64;
+    r.limits.memoryLimitBytes = 2e9;
+    std::vector<std::vector<Plan>> runs;
+    for (const int threads : { 1, 2, 3 }) {
+        r.threads = threads;
+        std::vector<double> seen;
+        runs.push_back(searchPlans(graph, profile, r, [&](double f) { seen.push_back(f); }));
+        ASSERT_FALSE(seen.empty());
+        EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end())) << threads << " threads";
+        EXPECT_DOUBLE_EQ(seen.back(), 1.0);
+    }
+    ASSERT_EQ(runs[0].size(), 4U * 4U * 3U);
+    for (std::size_t t = 1; t < runs.size(); ++t) {
+        ASSERT_EQ(runs[t].size(), runs[0].size());
+        for (std::size_t i = 0; i < runs[0].size(); ++i) {
+            const auto& a = runs[0][i];
+            const auto& b = runs[t][i];
+            EXPECT_EQ(a.algorithm, b.algorithm) << i;
+            EXPECT_EQ(scheduleName(a.schedule), scheduleName(b.schedule)) << i;
+            EXPECT_EQ(a.microBatch, b.microBatch) << i;
+            expectSamePlan(b, a, "rank " + std::to_string(i));
+            ASSERT_EQ(a.simulation.has_value(), b.simulation.has_value());
+            if (a.simulation) {
+                EXPECT_EQ(a.simulation->iterationNs, b.simulation->iterationNs) << i;
+            }
+        }
+    }
+}
+
+// Tasks run once each; the lowest-numbered failure is the one rethrown, whatever the threads.
+TEST(PlannerFastPaths, ParallelForRunsEveryTaskAndRethrowsTheFirstFailure)
+{
+    for (const int threads : { 1, 2, 4 }) {
+        std::vector<int> runs(100, 0);
+        parallelFor(runs.size(), threads, [&](std::size_t i) { runs[i] += 1; });
+        EXPECT_EQ(std::count(runs.begin(), runs.end(), 1), 100);
+        try {
+            parallelFor(50, threads, [](std::size_t i) {
+                if (i == 7 || i == 30)
+                    throw std::runtime_error("task " + std::to_string(i));
+            });
+            ADD_FAILURE() << "no exception";
+        } catch (const std::runtime_error& e) {
+            EXPECT_STREQ(e.what(), "task 7");
+        }
+    }
+}
