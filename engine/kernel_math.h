@@ -4,10 +4,11 @@
 // GPU run only has to prove indexing and launches (issue P14's design rule).
 // Only C functions that exist on both sides (expf, erff, tanhf, sqrtf, powf, fabsf, copysignf, fminf,
 // fmaxf, memcpy).
-// Depends on: <cmath> only.
+// Depends on: <cmath>, <cstdint>, <cstring> only.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__CUDACC__)
@@ -23,25 +24,80 @@ inline constexpr float kGeluCubic = 0.044715F;
 inline constexpr float kInvSqrt2 = 0.7071067811865476F;
 inline constexpr float kTwoOverSqrtPi = 1.1283791670955126F;
 
-// tanh with one expf: an odd Taylor polynomial below 0.1 (error < 1e-10), (1 - e) / (1 + e) with
-// e = exp(-2|x|) above; about four times faster than std::tanh on the CPU, within float rounding.
-PS_HOST_DEVICE inline float fastTanh(float x)
+// ---- exp and tanh in arithmetic only (no library call, no branch): a loop over them vectorizes
+// (engine/cpu/vector_loops.cpp), and the CUDA kernels run the same formulas.
+
+PS_HOST_DEVICE inline float floatFromBits(std::int32_t bits)
 {
-    const float a = fabsf(x);
-    if (a < 0.1F) {
-        const float x2 = x * x;
-        return x * (1.0F + x2 * (-1.0F / 3.0F + x2 * (2.0F / 15.0F - x2 * (17.0F / 315.0F))));
-    }
-    const float e = expf(-2.0F * fminf(a, 10.0F));
-    return copysignf((1.0F - e) / (1.0F + e), x);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
-// GELU, tanh approximation (approximate="tanh"), and its derivative. The forward takes the
-// library tanh (the fast one moved trained weights by 2e-5 against PyTorch over three AdamW steps);
-// the derivative the fast one, within float rounding of it.
+PS_HOST_DEVICE inline std::int32_t bitsOfFloat(float f)
+{
+    std::int32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+// e^x: 0 below -87 (where e^x is under float's smallest normal), e^88 above 88 (+inf included), NaN
+// for NaN; within 2 ulp of e^x on [-87, 88], where x = n ln2 + r with |r| <= ln2/2 (n rounded by adding
+// 1.5 * 2^23, whose low mantissa bits then hold n), e^r by its degree-7 Taylor polynomial
+// (truncation < 6e-9 relative), times 2^n built in the exponent bits.
+PS_HOST_DEVICE inline float expArith(float x)
+{
+    constexpr float kRound = 12582912.0F; // 1.5 * 2^23
+    const bool under = x < -87.0F;
+    x = under ? -87.0F : x;
+    x = x > 88.0F ? 88.0F : x;
+    const float t = x * 1.44269504088896341F + kRound;
+    const float n = t - kRound;
+    float r = x - n * 0.693145751953125F; // ln2, high part (exact in float)
+    r = r - n * 1.428606765330187e-06F; // ln2, low part
+    float p = 1.0F / 5040.0F;
+    p = p * r + 1.0F / 720.0F;
+    p = p * r + 1.0F / 120.0F;
+    p = p * r + 1.0F / 24.0F;
+    p = p * r + 1.0F / 6.0F;
+    p = p * r + 0.5F;
+    p = p * r + 1.0F;
+    p = p * r + 1.0F;
+    // Unsigned: a NaN's bits give a garbage exponent (the product stays NaN), never an overflow.
+    const auto exponent =
+        static_cast<std::uint32_t>(bitsOfFloat(t)) - static_cast<std::uint32_t>(bitsOfFloat(kRound)) + 127U;
+    const float result = p * floatFromBits(static_cast<std::int32_t>(exponent << 23));
+    return under ? 0.0F : result;
+}
+
+// tanh within 1.5 ulp: tanh's odd Taylor series to x^17 below |x| = 0.55 (truncation < 6e-9
+// relative there), 1 - 2 / (e^(2|x|) + 1) above (no cancellation: the result is over 0.5), and
+// +-1 beyond 9.5. Both sides are computed and one is selected, so a loop over it has no branch.
+PS_HOST_DEVICE inline float fastTanh(float x)
+{
+    const float a = x < 0.0F ? -x : x;
+    const float x2 = x * x;
+    float p = 6404582.0F / 10854718875.0F;
+    p = p * x2 - 929569.0F / 638512875.0F;
+    p = p * x2 + 21844.0F / 6081075.0F;
+    p = p * x2 - 1382.0F / 155925.0F;
+    p = p * x2 + 62.0F / 2835.0F;
+    p = p * x2 - 17.0F / 315.0F;
+    p = p * x2 + 2.0F / 15.0F;
+    p = p * x2 - 1.0F / 3.0F;
+    p = p * x2 + 1.0F;
+    const float series = x * p;
+    const float e = expArith(2.0F * (a > 9.5F ? 9.5F : a));
+    const float magnitude = 1.0F - 2.0F / (e + 1.0F);
+    const float outer = x < 0.0F ? -magnitude : magnitude;
+    return a < 0.55F ? series : outer;
+}
+
+// GELU, tanh approximation (approximate="tanh"), and its derivative, over fastTanh (PyTorch's CPU
+// kernel takes a vectorised tanh of about 1 ulp too).
 PS_HOST_DEVICE inline float geluTanh(float a)
 {
-    return 0.5F * a * (1.0F + tanhf(kSqrt2OverPi * (a + kGeluCubic * a * a * a)));
+    return 0.5F * a * (1.0F + fastTanh(kSqrt2OverPi * (a + kGeluCubic * a * a * a)));
 }
 
 PS_HOST_DEVICE inline float geluTanhGrad(float a)

@@ -1,6 +1,8 @@
 #include "cpu_profiler.h"
 
+#include "cpu/gemm_team.h"
 #include "cpu/kernels.h"
+#include "cpu/thread_affinity.h"
 #include "device_profiler.h"
 #include "executor.h"
 #include "graph/op_cost.h"
@@ -8,6 +10,7 @@
 #include "util/error.h"
 
 #include <chrono>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -309,7 +312,16 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
 CpuProfileRun measureOnCpu(
     const Graph& graph, const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress)
 {
-    engine::setComputeThreads(options.threads);
+    // As a training device runs: OpenBLAS on one thread, GEMMs and the vector loops split over a
+    // team of the first `threads` allowed cores (all of them for 0).
+    auto cores = engine::allowedCores();
+    if (options.threads > 0 && static_cast<std::size_t>(options.threads) < cores.size())
+        cores.resize(static_cast<std::size_t>(options.threads));
+    engine::setComputeThreads(1);
+    std::unique_ptr<engine::GemmTeam> team;
+    if (cores.size() > 1)
+        team = std::make_unique<engine::GemmTeam>(cores);
+    const engine::GemmTeamScope scope(team.get());
     HostClockTracer tracer;
     return measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
 }

@@ -20,7 +20,7 @@ struct CpuProfileOptions
     int warmup = 2;
     int repeats = 5;
     std::uint64_t seed = 0;
-    int threads = 0; // BLAS threads; 0: OpenBLAS's default
+    int threads = 0; // cores the GEMMs and vector loops share (a GemmTeam); 0: every allowed core
 };
 
 struct NodeMeasurement

@@ -207,7 +207,8 @@ std::vector<std::size_t> memoryBalancedStarts(const StageModel& m, std::size_t b
             // The longest run from `from` under the target (at least one node): approxMemoryBytes
             // grows with the run's end (prefix sums of non-negative bytes), so bisect for it.
             std::size_t to = from + 1; // taken
-            std::size_t over = e - static_cast<std::size_t>(last - x) + 1; // first end not taken
+            // First end not taken (past the room left for the later stages, never below to + 1).
+            std::size_t over = std::max(to + 1, e - static_cast<std::size_t>(last - x) + 1);
             while (over - to > 1) {
                 const auto mid = to + (over - to) / 2;
                 (m.approxMemoryBytes(from, mid, x) <= target ? to : over) = mid;

@@ -298,9 +298,13 @@ Plan findPlan(const StageModel& model, const PlannerOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
     Plan plan;
-    if (options.algorithm != PlanAlgorithm::MixedPipe && !model.parametersCanFit()) {
+    const bool searchesMemory = options.algorithm == PlanAlgorithm::DawnPiper
+        || options.algorithm == PlanAlgorithm::DawnPiperPaper || options.algorithm == PlanAlgorithm::PipeDreamMemory
+        || options.algorithm == PlanAlgorithm::Exhaustive;
+    if (searchesMemory && !model.parametersCanFit()) {
         // Answered from the lower bound at once: no partition of contiguous stages can hold the
-        // parameters' state, whatever the activations, swaps or recomputes.
+        // parameters' state, whatever the activations, swaps or recomputes. (The memory-unaware
+        // partitioners are quick and still report their own cuts with each stage's excess.)
         plan.algorithm = std::string(toString(options.algorithm));
         plan.schedule = model.schedule();
         plan.microBatch = model.microBatch();

@@ -93,10 +93,11 @@ public:
         return staticBytesFor(m_prefixFirstParams[end] - m_prefixFirstParams[begin], stage);
     }
     // Whether some partition into stages() contiguous stages could fit, by minimumStaticBytes: if
-    // not, no partition fits and the planners need not search. Exact for that bound: each stage
-    // takes the longest run whose bound fits, which covers the most nodes any partition can.
+    // not, no partition fits and the planners need not search. Each stage, in order, takes the
+    // longest run whose bound fits (possibly none), which reaches at least as far as any partition
+    // with the same stages (empty ones allowed) can: exact for that relaxation, so never a false no.
     [[nodiscard]] bool parametersCanFit() const;
-    static constexpr std::size_t kEvaluationCacheLimit = 1 << 16;
+    static constexpr std::size_t kEvaluationCacheLimit = 1 << 14;
     // Forward+backward time of nodes [begin, end), no memory optimization (prefix sums).
     [[nodiscard]] double computeNs(std::size_t begin, std::size_t end) const;
     // Memory of nodes [begin, end) as stage `stage`, no optimization: parameters and activations

@@ -8,6 +8,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace ps {
 
 int defaultSearchThreads()
@@ -17,6 +21,12 @@ int defaultSearchThreads()
         if (n > 0)
             return n;
     }
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set); // the cores this process may run on (taskset, cpusets)
+#endif
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
@@ -49,13 +59,13 @@ void parallelFor(std::size_t count, int threads, const std::function<void(std::s
             }
         }
     };
-    std::vector<std::thread> pool;
-    pool.reserve(workers - 1);
-    for (std::size_t w = 1; w < workers; ++w)
-        pool.emplace_back(work);
-    work();
-    for (auto& t : pool)
-        t.join();
+    {
+        std::vector<std::jthread> pool; // joined on every way out, a failed thread start included
+        pool.reserve(workers - 1);
+        for (std::size_t w = 1; w < workers; ++w)
+            pool.emplace_back(work);
+        work();
+    }
     if (failure)
         std::rethrow_exception(failure);
 }

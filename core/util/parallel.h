@@ -10,7 +10,7 @@
 namespace ps {
 
 // Threads a search uses when its caller does not say: $PS_THREADS if set to a positive number,
-// else the cores std::thread reports (at least 1).
+// else the cores this process may run on (its affinity mask; at least 1).
 [[nodiscard]] int defaultSearchThreads();
 
 // Runs task(i) for i in [0, count) on up to `threads` threads (0: defaultSearchThreads()), the

@@ -57,6 +57,7 @@ void GemmTeam::run(const std::function<void(int)>& part)
     m_start.notify_all();
     std::exception_ptr mine;
     try {
+        const GemmTeamScope alone(nullptr); // a GEMM inside a part runs on this thread, never re-enters
         part(0);
     } catch (...) {
         mine = std::current_exception();
@@ -109,6 +110,22 @@ GemmTeamScope::GemmTeamScope(GemmTeam* team)
 GemmTeamScope::~GemmTeamScope()
 {
     tTeam = m_previous;
+}
+
+void shareAcrossTeam(std::int64_t n, std::int64_t minShare, const std::function<void(std::int64_t, std::int64_t)>& part)
+{
+    auto* team = tTeam;
+    const auto members =
+        std::min<std::int64_t>(team == nullptr ? 1 : team->size(), n / std::max<std::int64_t>(1, minShare));
+    if (members <= 1) {
+        part(0, n);
+        return;
+    }
+    team->run([&](int member) {
+        if (member >= members)
+            return;
+        part(n * member / members, n * (member + 1) / members);
+    });
 }
 
 void sgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,

@@ -64,6 +64,13 @@ private:
     GemmTeam* m_previous;
 };
 
+// Runs part(begin, end) over [0, n) split into contiguous shares, one per member of the calling
+// thread's team (the caller takes the first), when it has one and n is at least 2 * minShare;
+// else part(0, n) on the caller. For element-wise loops whose elements are independent, so the
+// result does not depend on the split.
+void shareAcrossTeam(
+    std::int64_t n, std::int64_t minShare, const std::function<void(std::int64_t, std::int64_t)>& part);
+
 // Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm(CblasRowMajor, ...); on the calling
 // thread's team when it has one and the product is large enough to share.
 void sgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,

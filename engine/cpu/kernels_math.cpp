@@ -1,6 +1,7 @@
 // MatMul (OpenBLAS sgemm, batched and broadcast), broadcasting binary ops, activations, ReduceMean.
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
+#include "cpu/vector_loops.h"
 #include "kernel_math.h"
 #include "op_rules.h"
 
@@ -178,6 +179,29 @@ namespace {
             && std::equal(b.begin(), b.end(), out.end() - static_cast<std::ptrdiff_t>(b.size()));
     }
 
+    // f(i, i mod period) for i in [0, n), without a division per element: by rows of `period` (the
+    // broadcast operand's elements), or by plain ranges when nothing repeats; shared across the
+    // device's GEMM team when large (element-wise: the same results however it is split).
+    template <typename F> void rowBroadcast(std::int64_t n, std::int64_t period, F f)
+    {
+        constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
+        if (period >= n) {
+            shareAcrossTeam(n, kMinShare, [&](std::int64_t b, std::int64_t e) {
+                for (std::int64_t i = b; i < e; ++i)
+                    f(i, i);
+            });
+            return;
+        }
+        const auto rows = n / period;
+        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / period), [&](std::int64_t r0, std::int64_t r1) {
+            for (std::int64_t r = r0; r < r1; ++r) {
+                const auto base = r * period;
+                for (std::int64_t j = 0; j < period; ++j)
+                    f(base + j, j);
+            }
+        });
+    }
+
     template <typename Op> NdArray binary(const NdArray& a, const NdArray& b, KernelContext& ctx, Op op)
     {
         const auto shape = broadcast(a.shape(), b.shape());
@@ -187,13 +211,9 @@ namespace {
         const float* y = b.f32();
         const auto n = out.numel();
         if (a.shape() == shape && isSuffixOf(b.shape(), shape)) { // same shape, or a bias / row broadcast
-            const auto nb = b.numel();
-            for (std::int64_t i = 0; i < n; ++i)
-                o[i] = op(x[i], y[i % nb]);
+            rowBroadcast(n, b.numel(), [&](std::int64_t i, std::int64_t j) { o[i] = op(x[i], y[j]); });
         } else if (b.shape() == shape && isSuffixOf(a.shape(), shape)) {
-            const auto na = a.numel();
-            for (std::int64_t i = 0; i < n; ++i)
-                o[i] = op(x[i % na], y[i]);
+            rowBroadcast(n, a.numel(), [&](std::int64_t i, std::int64_t j) { o[i] = op(x[j], y[i]); });
         } else {
             forEachBroadcast(shape, a.shape(), b.shape(),
                 [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { o[i] = op(x[ia], y[ib]); });
@@ -271,8 +291,6 @@ namespace {
             o[i] = gx[i] * op(ks[i]);
         return out;
     }
-
-    using math::fastTanh;
 
     bool tanhGelu(const Node& node)
     {
@@ -436,9 +454,11 @@ namespace {
     void geluForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        if (tanhGelu(node))
-            v.out = { unary(x, ctx, [](float a) { return math::geluTanh(a); }) };
-        else
+        if (tanhGelu(node)) {
+            auto out = NdArray::empty(ctx.allocator, x.shape());
+            cpu::geluTanhForward(x.f32(), out.f32(), x.numel());
+            v.out = { std::move(out) };
+        } else
             v.out = { unary(x, ctx, [](float a) { return math::geluErf(a); }) };
     }
 
@@ -446,9 +466,11 @@ namespace {
     {
         const auto& dy = g.gradOut[0];
         const auto& x = v.in[0];
-        if (tanhGelu(node))
-            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) { return math::geluTanhGrad(a); });
-        else
+        if (tanhGelu(node)) {
+            auto dx = NdArray::empty(ctx.allocator, dy.shape());
+            cpu::geluTanhBackward(dy.f32(), x.f32(), dx.f32(), dy.numel());
+            g.gradIn[0] = std::move(dx);
+        } else
             g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) { return math::geluErfGrad(a); });
     }
 

@@ -1,5 +1,6 @@
 // Embedding, normalizations, softmax with masks, dropout and the cross-entropy loss.
 #include "cpu/kernel_impl.h"
+#include "cpu/vector_loops.h"
 #include "kernel_math.h"
 
 #include <cmath>
@@ -93,24 +94,7 @@ namespace {
 
     // ---- Softmax over the last dim ----
 
-    void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c)
-    {
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const float* xr = x + r * c;
-            float* yr = y + r * c;
-            float m = -std::numeric_limits<float>::infinity();
-            for (std::int64_t j = 0; j < c; ++j)
-                m = std::max(m, xr[j]);
-            double sum = 0;
-            for (std::int64_t j = 0; j < c; ++j) {
-                yr[j] = std::exp(xr[j] - m);
-                sum += yr[j];
-            }
-            const auto inv = static_cast<float>(1.0 / sum);
-            for (std::int64_t j = 0; j < c; ++j)
-                yr[j] *= inv;
-        }
-    }
+    using cpu::softmaxRows;
 
     // ---- Mask: causal (key j visible to query i when j <= i + Tk - Tq) and padding (0 = masked) ----
 
@@ -241,16 +225,7 @@ namespace {
         const auto c = lastDim(y);
         const auto rows = y.numel() / c;
         auto dx = NdArray::empty(ctx.allocator, y.shape());
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const float* yr = y.f32() + r * c;
-            const float* gr = dy.f32() + r * c;
-            double dot = 0;
-            for (std::int64_t j = 0; j < c; ++j)
-                dot += yr[j] * gr[j];
-            float* o = dx.f32() + r * c;
-            for (std::int64_t j = 0; j < c; ++j)
-                o[j] = yr[j] * (gr[j] - static_cast<float>(dot));
-        }
+        cpu::softmaxBackwardRows(y.f32(), dy.f32(), dx.f32(), rows, c);
         g.gradIn[0] = dx;
     }
 

@@ -22,13 +22,14 @@ CopyStream::~CopyStream()
     m_thread.join();
 }
 
-CopyStream::Ticket CopyStream::enqueue(const Action& action, std::function<std::int64_t()> copy)
+CopyStream::Ticket CopyStream::enqueue(
+    const Action& action, std::function<std::int64_t()> copy, std::function<void()> ready)
 {
     Ticket ticket = 0;
     {
         const std::lock_guard lock(m_mutex);
         ticket = m_next++;
-        m_queue.push_back({ ticket, action, std::move(copy) });
+        m_queue.push_back({ ticket, action, std::move(copy), std::move(ready) });
     }
     m_changed.notify_all();
     return ticket;
@@ -69,16 +70,21 @@ void CopyStream::loop(std::vector<int> cores)
             job = std::move(m_queue.front());
             m_queue.pop_front();
         }
-        const auto start = Clock::now();
+        auto start = Clock::now();
         std::int64_t bytes = 0;
         std::exception_ptr failure;
         try {
+            if (job.ready) {
+                job.ready();
+                start = Clock::now();
+            }
             bytes = job.copy();
         } catch (...) {
             failure = std::current_exception();
         }
         const auto end = Clock::now();
         job.copy = nullptr; // release the copied arrays before the ticket counts as done
+        job.ready = nullptr;
         {
             const std::lock_guard lock(m_mutex);
             if (failure)

@@ -48,8 +48,10 @@ public:
     {
         return m_name;
     }
-    // Queues `copy` (which returns the bytes it moved) after everything queued before.
-    Ticket enqueue(const Action& action, std::function<std::int64_t()> copy);
+    // Queues `copy` (which returns the bytes it moved) after everything queued before. `ready`, if
+    // given, runs first and blocks until the copy may start (e.g. a swap-in waiting for its swap-out
+    // on the other stream): the record's start is taken after it, so it times the copy only.
+    Ticket enqueue(const Action& action, std::function<std::int64_t()> copy, std::function<void()> ready = {});
     // Blocks until the ticket's copy is done; rethrows its failure.
     void wait(Ticket ticket);
     // Blocks until everything queued is done (failures are left to their tickets' waits).
@@ -63,6 +65,7 @@ private:
         Ticket ticket;
         Action action;
         std::function<std::int64_t()> copy;
+        std::function<void()> ready;
     };
     void loop(std::vector<int> cores);
 

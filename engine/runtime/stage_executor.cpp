@@ -318,10 +318,11 @@ void StageExecutor::swapIn(MicroBatchId mb)
         return;
     }
     // The prefetch starts once the swap-out is done (the simulator's SWAP_IN waits for it too).
-    auto copy = [arrays = swappedArrays(s), out = m_toHost, after = s.swapOutCopy, stage = m_id.value,
-                    &device = m_device]() mutable {
+    auto ready = [out = m_toHost, after = s.swapOutCopy] {
         if (out != nullptr && after)
             out->wait(*after);
+    };
+    auto copy = [arrays = swappedArrays(s), stage = m_id.value, &device = m_device]() mutable {
         device.setOwner("swap-in of stage " + std::to_string(stage));
         std::int64_t bytes = 0;
         for (auto& a : arrays) {
@@ -331,7 +332,7 @@ void StageExecutor::swapIn(MicroBatchId mb)
         device.setOwner("");
         return bytes;
     };
-    s.swapInCopy = m_fromHost->enqueue({ ActionType::SwapIn, m_id, mb }, std::move(copy));
+    s.swapInCopy = m_fromHost->enqueue({ ActionType::SwapIn, m_id, mb }, std::move(copy), std::move(ready));
 }
 
 void StageExecutor::settleSwaps(MicroBatch& s)

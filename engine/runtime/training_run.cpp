@@ -132,10 +132,9 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
         dev.name = names[static_cast<std::size_t>(d)];
         dev.backend = &cpuBackend();
         dev.memory = std::make_unique<Allocator>(dev.name, memoryBytes, dev.backend->memory());
-        if (count > 1) { // one device uses the whole machine; several split it
-            for (int c = 0; c < share; ++c)
-                dev.cores.push_back(cores[static_cast<std::size_t>(d * share + c) % cores.size()]);
-        }
+        // One device uses the whole machine; several split it.
+        for (int c = 0; c < share; ++c)
+            dev.cores.push_back(cores[static_cast<std::size_t>(d * share + c) % cores.size()]);
         devices.push_back(std::move(dev));
     }
     return devices;
@@ -173,9 +172,9 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     , m_config(std::move(config))
     , m_source(m_graph, std::move(data), m_config.seed + 1)
 {
-    // One device uses OpenBLAS's threads; several split their GEMMs over their own cores' teams
-    // (PipelineRunner), so OpenBLAS runs single-threaded in each team member.
-    setComputeThreads(m_devices.size() == 1 ? threadsPerDevice(1) : 1);
+    // Every CPU device splits its GEMMs and vector loops over its own cores' team (PipelineRunner),
+    // one device over the whole machine, so OpenBLAS runs single-threaded in each team member.
+    setComputeThreads(1);
     PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
     if (m_config.gemm != GemmPrecision::Fp32) {
         for (const auto& d : m_devices) {

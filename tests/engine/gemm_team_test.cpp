@@ -1,7 +1,10 @@
 // A device's GEMM team splits a product across its cores: the same numbers as one OpenBLAS call for
-// every transpose and split direction, helpers on their own cores, failures rethrown to the caller.
+// every transpose and split direction, helpers on their own cores, failures rethrown to the caller;
+// element-wise loops shared across it.
 #include "cpu/gemm_team.h"
 #include "cpu/thread_affinity.h"
+#include "cpu/vector_loops.h"
+#include "kernel_math.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -94,4 +97,28 @@ TEST(GemmTeam, HelpersRunOnTheirOwnCoreAndFailuresReachTheCaller)
         ++calls;
     });
     EXPECT_EQ(calls, 2);
+}
+
+// The vectorised GELU loops, shared across a team or not, give the scalar math's bits for every
+// element (no FMA contraction: ISO C++ mode), at sizes around the split and vector widths.
+TEST(GemmTeam, SharedVectorLoopsEqualTheScalarMath)
+{
+    GemmTeam team(twoCores());
+    for (const std::int64_t n : { 1, 7, 16, 100, 32769, 200001 }) {
+        auto x = randomMatrix(static_cast<std::size_t>(n), 11);
+        const auto dy = randomMatrix(static_cast<std::size_t>(n), 12);
+        for (auto& v : x)
+            v *= 8; // into tanh's saturated and series ranges too
+        for (const bool withTeam : { false, true }) {
+            const GemmTeamScope scope(withTeam ? &team : nullptr);
+            std::vector<float> y(x.size());
+            std::vector<float> dx(x.size());
+            cpu::geluTanhForward(x.data(), y.data(), n);
+            cpu::geluTanhBackward(dy.data(), x.data(), dx.data(), n);
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                ASSERT_EQ(y[i], math::geluTanh(x[i])) << n << " " << i;
+                ASSERT_EQ(dx[i], dy[i] * math::geluTanhGrad(x[i])) << n << " " << i;
+            }
+        }
+    }
 }

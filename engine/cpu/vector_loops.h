@@ -1,0 +1,23 @@
+// The CPU backend's hottest element-wise loops, compiled so that they vectorize (this file's
+// translation unit gets -O3 -fno-trapping-math; with GCC on x86-64 each loop is also built for
+// AVX-512 and AVX2 and picked at load time) and shared across the device's GEMM team. The math
+// per element is engine/kernel_math.h's, the same the scalar kernels and the CUDA kernels run.
+// Depends on: kernel_math.h, cpu/gemm_team.h.
+#pragma once
+
+#include <cstdint>
+
+namespace ps::engine::cpu {
+
+// y = geluTanh(x), n elements.
+void geluTanhForward(const float* x, float* y, std::int64_t n);
+// dx = dy * geluTanhGrad(x), n elements.
+void geluTanhBackward(const float* dy, const float* x, float* dx, std::int64_t n);
+
+// Softmax over the last axis: rows x c values. Row maxima, and sums in double, in 16 lanes combined
+// in a fixed order (the same bits on every instruction set), e^x by math::expArith.
+void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c);
+// dx = y * (dy - sum(y * dy)) per row, the sum blocked as above.
+void softmaxBackwardRows(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c);
+
+} // namespace ps::engine::cpu
