@@ -104,6 +104,17 @@ PlanSimulation simulatePlan(const Plan& plan, const Graph& graph, const Profile&
     return sim;
 }
 
+bool rankedBefore(const Plan& a, const Plan& b)
+{
+    if (a.feasible != b.feasible)
+        return a.feasible;
+    const double ta = a.simulation ? a.simulation->samplesPerSecond : 0;
+    const double tb = b.simulation ? b.simulation->samplesPerSecond : 0;
+    if (ta != tb)
+        return ta > tb;
+    return a.slowestStageNs < b.slowestStageNs;
+}
+
 std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const SearchRequest& request,
     const std::function<void(double)>& progress, const std::atomic<bool>* cancel)
 {
@@ -135,6 +146,7 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
     // Each (schedule, size) point is its own task with its own StageModel; its plans go to its
     // slot, so the ranking below sees the same list whatever the thread count.
     std::vector<std::vector<Plan>> slots(points.size());
+    std::mutex foundMutex; // onPlan: one call at a time
     parallelFor(points.size(), request.threads, [&](std::size_t i) {
         const auto& [spec, size] = points[i];
         auto& out = slots[i];
@@ -148,6 +160,10 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
             plan.schedule = spec;
             plan.microBatch = size;
             plan.reason = e.what();
+            if (request.onPlan) {
+                const std::lock_guard lock(foundMutex);
+                request.onPlan(plan);
+            }
             out.push_back(std::move(plan));
             for (std::size_t a = 0; a < algorithms; ++a)
                 advance(i, 0, true);
@@ -169,6 +185,10 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
             auto plan = findPlan(model, o);
             if (plan.reason != "cancelled") {
                 simulateInto(plan, graph, profile, cluster);
+                if (request.onPlan) {
+                    const std::lock_guard lock(foundMutex);
+                    request.onPlan(plan);
+                }
                 out.push_back(std::move(plan));
             }
             advance(i, 0, true);
@@ -177,15 +197,7 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
     std::vector<Plan> plans;
     for (auto& slot : slots)
         std::move(slot.begin(), slot.end(), std::back_inserter(plans));
-    std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
-        if (a.feasible != b.feasible)
-            return a.feasible;
-        const double ta = a.simulation ? a.simulation->samplesPerSecond : 0;
-        const double tb = b.simulation ? b.simulation->samplesPerSecond : 0;
-        if (ta != tb)
-            return ta > tb;
-        return a.slowestStageNs < b.slowestStageNs;
-    });
+    std::stable_sort(plans.begin(), plans.end(), rankedBefore);
     return plans;
 }
 

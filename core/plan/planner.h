@@ -135,7 +135,14 @@ struct SearchRequest
     // Threads for the (schedule, size) points, which are independent; 0: defaultSearchThreads().
     // The result does not depend on it.
     int threads = 0;
+    // Called with each plan as soon as it is found and simulated (from the search's threads, one
+    // call at a time), before the whole list is ranked: the studio shows results as they stream in.
+    std::function<void(const Plan&)> onPlan;
 };
+
+// The search's ranking: feasible first, then more samples per second (simulated with
+// communication), then the faster slowest stage.
+[[nodiscard]] bool rankedBefore(const Plan& a, const Plan& b);
 
 // One iteration of a feasible plan simulated with communication on `cluster` (its stage-to-device
 // map applied, dataflow sends direct).

@@ -1,5 +1,7 @@
 #include "models/search_results_model.h"
 
+#include <algorithm>
+
 namespace ps::gui {
 
 SearchResultsModel::SearchResultsModel(QObject* parent)
@@ -12,6 +14,15 @@ void SearchResultsModel::setResults(std::vector<Plan> plans)
     beginResetModel();
     m_plans = std::move(plans);
     endResetModel();
+}
+
+void SearchResultsModel::addResult(Plan plan)
+{
+    const auto at = std::upper_bound(m_plans.begin(), m_plans.end(), plan, rankedBefore);
+    const auto row = static_cast<int>(at - m_plans.begin());
+    beginInsertRows({}, row, row);
+    m_plans.insert(at, std::move(plan));
+    endInsertRows();
 }
 
 int SearchResultsModel::rowCount(const QModelIndex& parent) const

@@ -27,6 +27,8 @@ public:
     explicit SearchResultsModel(QObject* parent = nullptr);
 
     void setResults(std::vector<Plan> plans);
+    // One more plan, inserted where the search's ranking puts it (results streaming in).
+    void addResult(Plan plan);
     [[nodiscard]] const std::vector<Plan>& results() const
     {
         return m_plans;

@@ -30,8 +30,12 @@ AutoSearchDialog::AutoSearchDialog(PlanSession* session, QWidget* parent)
     connect(m_job, &BackgroundJob::finished, this, &AutoSearchDialog::onFinished);
 }
 
-// The job is a child: destroying it cancels the search and waits for the worker.
-AutoSearchDialog::~AutoSearchDialog() = default;
+// Destroying the job cancels the search and waits for the worker; first, before the results model
+// its streamed plans are posted to (children go in creation order, the model first).
+AutoSearchDialog::~AutoSearchDialog()
+{
+    delete m_job;
+}
 
 bool AutoSearchDialog::isRunning() const
 {
@@ -141,14 +145,21 @@ void AutoSearchDialog::start(const SearchRequest& request)
 {
     if (m_job->isRunning() || !m_session->graph())
         return;
-    // The work owns copies of everything it reads; the plans come back once, on this thread.
+    // The work owns copies of everything it reads. Each plan is posted to the results table as it is
+    // found (the job joins before the dialog and its model go); the ranked list replaces them at the end.
+    auto streaming = request;
+    streaming.onPlan = [model = m_results](const Plan& plan) {
+        QMetaObject::invokeMethod(
+            model, [model, plan] { model->addResult(plan); }, Qt::QueuedConnection);
+    };
     const bool started = m_job->start([search = m_search, graph = m_session->graph(), profile = m_session->profile(),
-                                          request](JobContext& job) -> std::any {
+                                          request = std::move(streaming)](JobContext& job) -> std::any {
         return search(
             *graph, profile, request, [&job](double f) { job.reportProgress(f); }, job.cancelFlag());
     });
     if (!started)
         return;
+    m_results->setResults({});
     m_progress->setValue(0);
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);

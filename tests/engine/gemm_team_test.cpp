@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <sched.h>
 
@@ -119,6 +120,48 @@ TEST(GemmTeam, SharedVectorLoopsEqualTheScalarMath)
                 ASSERT_EQ(y[i], math::geluTanh(x[i])) << n << " " << i;
                 ASSERT_EQ(dx[i], dy[i] * math::geluTanhGrad(x[i])) << n << " " << i;
             }
+            // Dropout draws by the element's global index, whichever member runs it.
+            std::vector<std::uint8_t> mask(x.size());
+            const auto threshold = math::dropoutThreshold(0.3);
+            cpu::dropoutForward(x.data(), y.data(), mask.data(), n, 99, threshold, 2.0F);
+            cpu::dropoutBackward(dy.data(), mask.data(), dx.data(), n, 2.0F);
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                const bool kept = math::dropoutKeep(99, i, threshold);
+                ASSERT_EQ(mask[i], kept ? 1 : 0) << n << " " << i;
+                ASSERT_EQ(y[i], kept ? x[i] * 2.0F : 0.0F);
+                ASSERT_EQ(dx[i], kept ? dy[i] * 2.0F : 0.0F);
+            }
         }
+    }
+}
+
+// Softmax rows give the same bits split across the team or not, and sum to one.
+TEST(GemmTeam, SharedSoftmaxRowsDoNotDependOnTheSplit)
+{
+    GemmTeam team(twoCores());
+    for (const std::int64_t c : { 1, 5, 16, 50, 256 }) {
+        const std::int64_t rows = 3000;
+        auto x = randomMatrix(static_cast<std::size_t>(rows * c), 21);
+        const auto dy = randomMatrix(x.size(), 22);
+        if (c > 1)
+            x[0] = -std::numeric_limits<float>::infinity(); // a masked logit
+        std::vector<std::vector<float>> results;
+        for (const bool withTeam : { false, true }) {
+            const GemmTeamScope scope(withTeam ? &team : nullptr);
+            std::vector<float> y(x.size());
+            std::vector<float> dx(x.size());
+            cpu::softmaxRows(x.data(), y.data(), rows, c);
+            cpu::softmaxBackwardRows(y.data(), dy.data(), dx.data(), rows, c);
+            y.insert(y.end(), dx.begin(), dx.end());
+            results.push_back(std::move(y));
+        }
+        ASSERT_EQ(results[0], results[1]) << c;
+        for (std::int64_t r = 0; r < rows; r += 499) {
+            double sum = 0;
+            for (std::int64_t j = 0; j < c; ++j)
+                sum += results[0][static_cast<std::size_t>(r * c + j)];
+            EXPECT_NEAR(sum, 1.0, 1e-6) << c << " row " << r;
+        }
+        EXPECT_TRUE(c == 1 || results[0][0] == 0.0F); // e^-inf
     }
 }

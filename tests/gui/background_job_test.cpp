@@ -4,6 +4,7 @@
 #include "models/background_job.h"
 #include "models/plan_session.h"
 #include "models/project_session.h"
+#include "models/search_results_model.h"
 #include "store/project_store.h"
 #include "views/auto_search_dialog.h"
 #include "views/main_window.h"
@@ -300,4 +301,46 @@ TEST(BackgroundLoad, ClosingTheWindowMidLoadIsSafe)
     }
     QTest::qWait(50);
     SUCCEED();
+}
+
+// Plans show in the results table as the search finds them, ranked, before it finishes; the final
+// ranked list then replaces them.
+TEST(AutoSearch, ResultsStreamInBeforeTheSearchFinishes)
+{
+    MainWindow window;
+    ASSERT_TRUE(window.session()->newFromZoo(zooPreset("gpt2-tiny")));
+    AutoSearchDialog dialog(window.planSession());
+    QSignalSpy finished(&dialog, &AutoSearchDialog::searchFinished);
+    auto release = std::make_shared<std::atomic<bool>>(false);
+    dialog.setSearchFunction([release](const Graph&, const Profile&, const SearchRequest& r,
+                                 const std::function<void(double)>&, const std::atomic<bool>*) {
+        Plan slow;
+        slow.algorithm = "slow";
+        slow.feasible = true;
+        slow.simulation = PlanSimulation { 2e6, 10, 0, 0, false };
+        Plan fast = slow;
+        fast.algorithm = "fast";
+        fast.simulation = PlanSimulation { 1e6, 20, 0, 0, false };
+        Plan none;
+        none.algorithm = "none";
+        none.reason = "does not fit";
+        r.onPlan(slow);
+        r.onPlan(none);
+        r.onPlan(fast);
+        for (int i = 0; i < 3000 && !release->load(); ++i) // until the test has seen them
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return std::vector<Plan> { fast, slow, none };
+    });
+    dialog.start(dialog.request());
+    EXPECT_TRUE(QTest::qWaitFor([&] { return dialog.results()->rowCount() == 3; }, 10'000));
+    EXPECT_TRUE(dialog.isRunning());
+    const auto* model = dialog.results();
+    EXPECT_EQ(model->data(model->index(0, SearchResultsModel::AlgorithmColumn)).toString(), QStringLiteral("fast"));
+    EXPECT_EQ(model->data(model->index(1, SearchResultsModel::AlgorithmColumn)).toString(), QStringLiteral("slow"));
+    EXPECT_EQ(model->data(model->index(2, SearchResultsModel::AlgorithmColumn)).toString(), QStringLiteral("none"));
+    dialog.resize(900, 520);
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/auto-search-streaming.png")));
+    release->store(true);
+    ASSERT_TRUE(finished.wait(30'000));
+    EXPECT_EQ(dialog.results()->rowCount(), 3);
 }
