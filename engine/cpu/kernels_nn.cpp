@@ -268,15 +268,7 @@ namespace {
         const auto keep = static_cast<float>(1.0 / (1.0 - p));
         const auto seed = static_cast<unsigned long long>(ctx.rng());
         const auto threshold = math::dropoutThreshold(p);
-        const float* in = x.f32();
-        float* o = out.f32();
-        std::uint8_t* m = mask.u8();
-        const auto n = x.numel();
-        for (std::int64_t i = 0; i < n; ++i) {
-            const bool kept = math::dropoutKeep(seed, static_cast<unsigned long long>(i), threshold);
-            m[i] = kept ? 1 : 0;
-            o[i] = kept ? in[i] * keep : 0.0F;
-        }
+        cpu::dropoutForward(x.f32(), out.f32(), mask.u8(), x.numel(), seed, threshold, keep);
         v.out = { out };
         v.saved = { mask };
     }
@@ -291,12 +283,7 @@ namespace {
         const auto& x = v.in[0];
         auto dx = NdArray::empty(ctx.allocator, x.shape());
         const auto keep = static_cast<float>(1.0 / (1.0 - node.floatAttr("p", 0.0)));
-        const float* d = dy.f32();
-        const std::uint8_t* m = v.saved[0].u8();
-        float* out = dx.f32();
-        const auto n = x.numel();
-        for (std::int64_t i = 0; i < n; ++i)
-            out[i] = m[i] != 0 ? d[i] * keep : 0.0F;
+        cpu::dropoutBackward(dy.f32(), v.saved[0].u8(), dx.f32(), x.numel(), keep);
         g.gradIn[0] = dx;
     }
 

@@ -100,7 +100,40 @@ namespace {
         }
     }
 
+    // The element index is the global one (offset + i), so a split draws the same mask.
+    PS_VECTOR_CLONES void dropoutForwardRange(const float* __restrict x, float* __restrict y,
+        std::uint8_t* __restrict mask, std::int64_t n, std::int64_t offset, unsigned long long seed,
+        unsigned int threshold, float keep)
+    {
+        for (std::int64_t i = 0; i < n; ++i) {
+            const bool kept = math::dropoutKeep(seed, static_cast<unsigned long long>(offset + i), threshold);
+            mask[i] = kept ? 1 : 0;
+            y[i] = kept ? x[i] * keep : 0.0F;
+        }
+    }
+
+    PS_VECTOR_CLONES void dropoutBackwardRange(const float* __restrict dy, const std::uint8_t* __restrict mask,
+        float* __restrict dx, std::int64_t n, float keep)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            dx[i] = mask[i] != 0 ? dy[i] * keep : 0.0F;
+    }
+
 } // namespace
+
+void dropoutForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, unsigned long long seed,
+    unsigned int threshold, float keep)
+{
+    shareAcrossTeam(n, kMinShare, [&](std::int64_t b, std::int64_t e) {
+        dropoutForwardRange(x + b, y + b, mask + b, e - b, b, seed, threshold, keep);
+    });
+}
+
+void dropoutBackward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n, float keep)
+{
+    shareAcrossTeam(n, kMinShare,
+        [&](std::int64_t b, std::int64_t e) { dropoutBackwardRange(dy + b, mask + b, dx + b, e - b, keep); });
+}
 
 void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c)
 {

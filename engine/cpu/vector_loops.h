@@ -14,6 +14,12 @@ void geluTanhForward(const float* x, float* y, std::int64_t n);
 // dx = dy * geluTanhGrad(x), n elements.
 void geluTanhBackward(const float* dy, const float* x, float* dx, std::int64_t n);
 
+// Dropout: mask[i] = math::dropoutKeep(seed, i, threshold), y[i] = mask ? x[i] * keep : 0.
+void dropoutForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, unsigned long long seed,
+    unsigned int threshold, float keep);
+// dx[i] = mask[i] ? dy[i] * keep : 0.
+void dropoutBackward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n, float keep);
+
 // Softmax over the last axis: rows x c values. Row maxima, and sums in double, in 16 lanes combined
 // in a fixed order (the same bits on every instruction set), e^x by math::expArith.
 void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c);
