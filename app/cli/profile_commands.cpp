@@ -173,8 +173,8 @@ void addProfileCommand(CLI::App& app, Action& action)
     cmd->add_option("--repeats", o->repeats, "Timed repeats per node (median reported)")->check(CLI::Range(1, 1000));
     cmd->add_option("--warmup", o->warmup, "Untimed runs before the repeats")->check(CLI::Range(0, 1000));
     cmd->add_option("--threads", o->threads,
-           "BLAS threads (0: a CPU profile on every core and, where there are several, one on one thread, for runs "
-           "whose devices share the cores)")
+           "Cores the GEMMs and element-wise loops share (0: a CPU profile on every core and, where there are "
+           "several, one on one thread, for runs whose devices share the cores)")
         ->check(CLI::Range(0, 1024));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([o, &action] { action = [o] { return runProfile(*o); }; });

@@ -9,7 +9,10 @@
 namespace ps::engine::cpu {
 namespace {
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// Not under the sanitizers: an ifunc resolver runs during relocation, before their runtimes are
+// set up, and an instrumented one crashes the process at load (seen with TSan).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)                   \
+    && !defined(__SANITIZE_ADDRESS__)
 #define PS_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PS_VECTOR_CLONES
