@@ -136,7 +136,8 @@ struct SearchRequest
     // The result does not depend on it.
     int threads = 0;
     // Called with each plan as soon as it is found and simulated (from the search's threads, one
-    // call at a time), before the whole list is ranked: the studio shows results as they stream in.
+    // call at a time, under a lock), before the whole list is ranked: the studio shows results as
+    // they stream in. It must return quickly and not throw (a throw fails the whole search).
     std::function<void(const Plan&)> onPlan;
 };
 

@@ -305,3 +305,35 @@ TEST(PlannerFastPaths, ParallelForRunsEveryTaskAndRethrowsTheFirstFailure)
         }
     }
 }
+
+// onPlan sees every plan the search returns, once, on one thread or several.
+TEST(PlannerFastPaths, EveryPlanIsStreamedOnce)
+{
+    const auto graph = zooGraph("gpt2-small");
+    const auto profile = estimateProfile(graph, a100(), {});
+    SearchRequest r;
+    r.device = a100();
+    r.schedules = { parseScheduleSpec("1f1b", 4, 8),
+        parseScheduleSpec("interleaved:2", 4, 8) }; // the planner refuses it: an error row
+    r.algorithms = { PlanAlgorithm::DawnPiper, PlanAlgorithm::GPipe };
+    r.microBatchSizes = { 1, 2 };
+    for (const int threads : { 1, 2 }) {
+        r.threads = threads;
+        std::vector<std::string> streamed;
+        r.onPlan = [&](const Plan& p) {
+            streamed.push_back(p.algorithm + " " + scheduleName(p.schedule) + " " + std::to_string(p.microBatch) + " "
+                + p.partition.cutsText());
+        };
+        const auto plans = searchPlans(graph, profile, r);
+        std::vector<std::string> returned;
+        for (const auto& p : plans)
+            returned.push_back(p.algorithm + " " + scheduleName(p.schedule) + " " + std::to_string(p.microBatch) + " "
+                + p.partition.cutsText());
+        std::sort(streamed.begin(), streamed.end());
+        std::sort(returned.begin(), returned.end());
+        EXPECT_EQ(streamed, returned) << threads << " threads";
+        EXPECT_EQ(std::count_if(plans.begin(), plans.end(), [](const Plan& p) { return p.algorithm == "-"; }), 2)
+            << "one error row per interleaved size";
+        EXPECT_GE(returned.size(), 6U);
+    }
+}

@@ -140,7 +140,7 @@ TEST(GemmTeam, SharedSoftmaxRowsDoNotDependOnTheSplit)
 {
     GemmTeam team(twoCores());
     for (const std::int64_t c : { 1, 5, 16, 50, 256 }) {
-        const std::int64_t rows = 3000;
+        const std::int64_t rows = 2 * (std::int64_t { 1 } << 14) / c + 7; // enough rows to split
         auto x = randomMatrix(static_cast<std::size_t>(rows * c), 21);
         const auto dy = randomMatrix(x.size(), 22);
         if (c > 1)
