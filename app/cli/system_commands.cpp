@@ -64,7 +64,8 @@ namespace {
             if (ops.empty())
                 fmt::print("CUDA backend: not in this build\n");
             else
-                fmt::print("CUDA backend: kernels for {} ops ({}); train --devices cuda:G (run on one H200; several "
+                fmt::print("CUDA backend: kernels for {} ops ({}); train --devices cuda:G (run on one H200 and one "
+                           "H100; several "
                            "GPUs not yet)\n",
                     ops.size(), fmt::join(ops, ", "));
             for (const auto& b : profiler::availableBackends())

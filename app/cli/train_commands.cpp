@@ -404,7 +404,8 @@ void addTrainCommand(CLI::App& app, Action& action)
     auto* cmd = app.add_subcommand("train", "Train the project's model on this machine: one CPU device or a pipeline");
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
     cmd->add_option("--devices", o->devices,
-        "cpu (one device), cpu:N (N devices sharing the cores), or GPUs with the CUDA backend (ran on one H200; "
+        "cpu (one device), cpu:N (N devices sharing the cores), or GPUs with the CUDA backend (ran on one H200 and one "
+        "H100; "
         "several GPUs not yet): cuda:G, cuda:0,cuda:1, cuda:GxK (GPU G as K stage devices)");
     cmd->add_option("--device", o->device, "Same as --devices (cpu)");
     cmd->add_option("--precision", o->precision,
