@@ -8,6 +8,7 @@
 // cost/gemm_model.h's tile and wave quantisation where the catalog gives the device's SMs), max pooling that
 // writes int64 indices next to its output. On the CPU device (the engine's own kernels) a
 // convolution is an im2col GEMM with its bias and a pooling writes only its output.
+#include "cost/autocast.h"
 #include "cost/gemm_model.h"
 #include "cost/profile.h"
 #include "graph/op_cost.h"
@@ -31,12 +32,51 @@ namespace {
         double outputBytes;
     };
 
-    Scaled scaleTo(const OpCost& c, double ratio, double actScale)
+    // Bytes per element of what `node` reads and writes relative to the fp32 graph, under the
+    // tensor types torch.autocast gives them (cost/autocast.h): a half-precision GEMM reads its
+    // inputs' half copies, an fp32 op the fp32 ones.
+    struct ByteScales
     {
-        const double actRead = static_cast<double>(c.bytesRead - c.parameterBytes) * actScale;
+        double read = 1; // activations and inputs
+        double parameters = 1;
+        double written = 1;
+    };
+
+    ByteScales byteScales(const Graph& g, const Node& node, const AutocastPlan& plan, bool mixed)
+    {
+        ByteScales s;
+        if (!mixed)
+            return s;
+        const bool lower = node.op == OpType::MatMul || node.op == OpType::Einsum || node.op == OpType::Conv;
+        double full = 0;
+        double scaled = 0;
+        for (const auto id : node.inputs) {
+            const auto& t = g.tensor(id);
+            if (t.kind == TensorKind::Parameter)
+                continue;
+            const auto bytes = static_cast<double>(numBytes(t.shape, t.dtype));
+            full += bytes;
+            scaled += bytes * (t.dtype != DType::F32 ? 1.0 : lower ? 0.5 : plan.scale(id));
+        }
+        s.read = full > 0 ? scaled / full : 1;
+        s.parameters = lower ? 0.5 : 1;
+        full = scaled = 0;
+        for (const auto id : node.outputs) {
+            const auto bytes = static_cast<double>(numBytes(g.tensor(id).shape, g.tensor(id).dtype));
+            full += bytes;
+            scaled += bytes * plan.scale(id);
+        }
+        s.written = full > 0 ? scaled / full : 1;
+        return s;
+    }
+
+    Scaled scaleTo(const OpCost& c, double ratio, const ByteScales& b)
+    {
+        const double actRead = static_cast<double>(c.bytesRead - c.parameterBytes) * b.read;
         return { c.forwardFlops * ratio, c.backwardFlops * ratio, c.weightGradFlops * ratio,
-            (actRead + static_cast<double>(c.bytesWritten) * actScale) * ratio,
-            static_cast<double>(c.parameterBytes) * actScale, static_cast<double>(c.outputBytes) * actScale * ratio };
+            (actRead + static_cast<double>(c.bytesWritten) * b.written) * ratio,
+            static_cast<double>(c.parameterBytes) * b.parameters,
+            static_cast<double>(c.outputBytes) * b.written * ratio };
     }
 
     double rooflineNs(double flops, double bytes, double peak, double bandwidth, double launchNs)
@@ -224,10 +264,24 @@ namespace {
         return gm;
     }
 
-    std::vector<KernelTime> nodeKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
-        double actScale, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
+    // The cast kernels autocast launches for a node's inputs, forward and (the gradients) backward.
+    std::optional<KernelTime> castKernels(
+        const Node& node, const AutocastPlan& plan, double ratio, double bandwidth, const CostModelOptions& o)
     {
-        auto s = scaleTo(c, ratio, actScale);
+        const auto i = node.id.index();
+        const int count = plan.castKernels.empty() ? 0 : plan.castKernels[i];
+        if (count == 0)
+            return std::nullopt;
+        const double launches = count * o.kernelLaunchNs;
+        const double bytes = plan.castActivationBytes[i] * ratio + plan.castParameterBytes[i];
+        const double ns = rooflineNs(0, bytes, 0, bandwidth, launches);
+        return KernelTime { KernelClass::Elementwise, ns, ns, 1e9 * plan.castParameterBytes[i] / bandwidth };
+    }
+
+    std::vector<KernelTime> opKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
+        const ByteScales& scales, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
+    {
+        auto s = scaleTo(c, ratio, scales);
         const auto kind = classOf(g, node);
         const bool cuda = isCudaDevice(d);
         double peak = d.flopsFp32 * o.vectorEfficiency;
@@ -241,7 +295,7 @@ namespace {
             s.parameterBytes = std::min(s.parameterBytes, s.outputBytes); // the rows gathered, not the table
         }
         if (node.op == OpType::MaxPool && cuda)
-            s.activationBytes += 2 * s.outputBytes / actScale; // int64 indices, one per output
+            s.activationBytes += 2 * s.outputBytes / scales.written; // int64 indices, one per output
         const double fwdBytes = s.activationBytes + s.parameterBytes;
         std::vector<KernelTime> kernels;
         // On a catalog GPU with the GEMM model's inputs, a MatMul's GEMMs are priced by tile and wave
@@ -293,17 +347,27 @@ namespace {
         return kernels;
     }
 
+    std::vector<KernelTime> nodeKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
+        const AutocastPlan& plan, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
+    {
+        auto kernels =
+            opKernels(g, node, c, ratio, byteScales(g, node, plan, o.setup.mixedPrecision()), d, o, requiresGrad);
+        if (const auto cast = castKernels(node, plan, ratio, d.memoryBandwidth * o.bandwidthEfficiency, o))
+            kernels.push_back(*cast);
+        return kernels;
+    }
+
     std::vector<std::vector<KernelTime>> kernelsAt(const Graph& graph, const std::vector<OpCost>& costs,
         const DeviceSpec& device, const CostModelOptions& options, double microBatch)
     {
         const double base = static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch));
-        const double actScale = activationScale(options.setup);
+        const auto plan = planAutocast(graph, options.setup.mixedPrecision());
         const auto requiresGrad = tensorsRequiringGrad(graph);
         std::vector<std::vector<KernelTime>> out;
         out.reserve(graph.nodeCount());
         for (const auto& node : graph.nodes())
             out.push_back(nodeKernels(
-                graph, node, costs[node.id.index()], microBatch / base, actScale, device, options, requiresGrad));
+                graph, node, costs[node.id.index()], microBatch / base, plan, device, options, requiresGrad));
         return out;
     }
 
@@ -369,6 +433,8 @@ Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const Cost
     const double kB1 = 1;
     const double kB2 = std::max(16.0, base);
     const double actScale = activationScale(options.setup);
+    const bool mixed = options.setup.mixedPrecision();
+    const auto types = planAutocast(graph, mixed);
     const auto at1 = kernelsAt(graph, costs, device, options, kB1);
     const auto at2 = kernelsAt(graph, costs, device, options, kB2);
     Profile profile { device.id, "analytical", options.setup, 0, {}, {} };
@@ -381,8 +447,10 @@ Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const Cost
         p.forwardNs = LinearModel::through(kB1, t1.forwardNs, kB2, t2.forwardNs);
         p.backwardNs = LinearModel::through(kB1, t1.backwardNs, kB2, t2.backwardNs);
         p.weightGradNs = LinearModel::through(kB1, t1.weightGradNs, kB2, t2.weightGradNs);
-        p.outputBytes = { 0, static_cast<double>(c.outputBytes) * actScale / base };
-        p.savedBytes = { 0, static_cast<double>(c.savedBytes) * actScale / base };
+        // Memory at autocast's tensor types (the planner's stage model counts the same).
+        p.outputBytes = { 0,
+            static_cast<double>(c.outputBytes) * byteScales(graph, node, types, mixed).written / base };
+        p.savedBytes = { 0, types.savedBytes(graph, node, c) / base };
         p.workspaceBytes = { 0, static_cast<double>(c.workspaceBytes) * actScale / base };
         p.parameterCount = c.parameterCount;
         profile.nodes.push_back(p);

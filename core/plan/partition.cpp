@@ -1,5 +1,6 @@
 #include "plan/partition.h"
 
+#include "cost/autocast.h"
 #include "graph/op_cost.h"
 #include "util/error.h"
 
@@ -33,22 +34,33 @@ namespace {
         std::unordered_set<TensorId> params;
     };
 
-    void addSavedBytes(const Graph& g, const OpCost& c, StageAccumulator& acc, StageCost& stage, double scale)
+    // Bytes of a tensor at the planned micro-batch and its autocast type.
+    double tensorBytes(const Graph& g, TensorId t, double scale, const AutocastPlan& types)
+    {
+        return static_cast<double>(numBytes(g.tensor(t).shape, g.tensor(t).dtype)) * scale * types.scale(t);
+    }
+
+    void addSavedBytes(const Graph& g, const Node& n, const OpCost& c, StageAccumulator& acc, StageCost& stage,
+        double scale, const AutocastPlan& types)
     {
         stage.activationBytes += static_cast<double>(c.savedExtraBytes) * scale;
         for (auto t : c.savedTensors) {
+            if (types.savesOwnHalfCopy(g, n, t)) { // a GEMM's half copy: its own storage
+                stage.activationBytes +=
+                    static_cast<double>(numBytes(g.tensor(t).shape, g.tensor(t).dtype)) * scale * 0.5;
+                continue;
+            }
             const auto root = storageRoot(g, t);
             if (acc.rootsAll.insert(root).second)
-                stage.activationBytes +=
-                    static_cast<double>(numBytes(g.tensor(root).shape, g.tensor(root).dtype)) * scale;
+                stage.activationBytes += tensorBytes(g, root, scale, types);
         }
         for (auto t : c.savedForWeightGrad)
             acc.rootsW.insert(storageRoot(g, t));
     }
 
     // Bytes of activations produced at or before `last` and read after it: what crosses the cut.
-    void addBoundaryTraffic(
-        const Graph& g, const std::vector<StageId>& stageOf, std::vector<StageCost>& stages, double scale)
+    void addBoundaryTraffic(const Graph& g, const std::vector<StageId>& stageOf, std::vector<StageCost>& stages,
+        double scale, const AutocastPlan& types)
     {
         const auto consumers = g.consumers();
         const auto needsGrad = tensorsRequiringGrad(g);
@@ -59,7 +71,7 @@ namespace {
             StageId lastUse = from;
             for (auto n : consumers[t.id.index()])
                 lastUse = std::max(lastUse, stageOf[n.index()]);
-            const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * scale;
+            const double bytes = tensorBytes(g, t.id, scale, types);
             for (auto s = from.value; s < lastUse.value; ++s) { // relayed through every stage in between
                 stages[s].sendForwardBytes += bytes;
                 if (needsGrad[t.id.index()])
@@ -79,8 +91,8 @@ namespace {
 
     // FTPipe's dataflow (§4): a tensor goes from its producer's stage to every stage reading it,
     // once per stage, and its gradient comes back from each of them.
-    void addDirectTraffic(
-        const Graph& g, const std::vector<StageId>& stageOf, std::vector<StageCost>& stages, double scale)
+    void addDirectTraffic(const Graph& g, const std::vector<StageId>& stageOf, std::vector<StageCost>& stages,
+        double scale, const AutocastPlan& types)
     {
         const auto needsGrad = tensorsRequiringGrad(g);
         std::set<std::pair<std::uint32_t, std::uint32_t>> sent; // (tensor, reading stage)
@@ -92,7 +104,7 @@ namespace {
                     || !sent.emplace(in.value, to.value).second)
                     continue;
                 const auto from = stageOf[t.producer.index()];
-                const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * scale;
+                const double bytes = tensorBytes(g, in, scale, types);
                 addSend(stages[from.index()].forwardSends, to, bytes);
                 stages[from.index()].sendForwardBytes += bytes;
                 if (needsGrad[in.index()]) {
@@ -233,15 +245,18 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         auto stages = computeStageCosts(ordered, profileInNodeOrder(profile, p.nodeOrder), contiguous, mb);
         for (auto& s : stages)
             s.sendForwardBytes = s.sendBackwardBytes = 0;
-        const double scale =
-            mb / static_cast<double>(std::max<std::int64_t>(1, g.info().microBatch)) * activationScale(profile.setup);
-        addDirectTraffic(ordered, stageOfNodes(contiguous, ordered.nodeCount()), stages, scale);
+        const double scale = mb / static_cast<double>(std::max<std::int64_t>(1, g.info().microBatch));
+        addDirectTraffic(ordered, stageOfNodes(contiguous, ordered.nodeCount()), stages, scale,
+            planAutocast(ordered, profile.setup.mixedPrecision()));
         return stages;
     }
     const auto costs = computeOpCosts(g);
     const auto stageOf = stageOfNodes(p, g.nodeCount());
-    const double scale =
-        mb / static_cast<double>(std::max<std::int64_t>(1, g.info().microBatch)) * activationScale(profile.setup);
+    // Activations at the planned micro-batch and their autocast types; working gradients and
+    // scratch at the precision's activation scale.
+    const double scale = mb / static_cast<double>(std::max<std::int64_t>(1, g.info().microBatch));
+    const auto types = planAutocast(g, profile.setup.mixedPrecision());
+    const double workScale = scale * activationScale(profile.setup);
     std::vector<StageCost> stages(static_cast<std::size_t>(p.stageCount()));
     std::vector<StageAccumulator> acc(stages.size());
     for (const auto& n : g.nodes()) {
@@ -251,7 +266,7 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         stages[s].backwardNs += np.backwardNs.at(mb);
         stages[s].weightGradNs += np.weightGradNs.at(mb);
         stages[s].workspaceBytes = std::max(stages[s].workspaceBytes, np.workspaceBytes.at(mb));
-        addSavedBytes(g, costs[n.id.index()], acc[s], stages[s], scale);
+        addSavedBytes(g, n, costs[n.id.index()], acc[s], stages[s], scale, types);
         for (auto in : n.inputs) {
             if (g.tensor(in).kind == TensorKind::Parameter && acc[s].params.insert(in).second)
                 stages[s].parameterCount += numElements(g.tensor(in).shape);
@@ -264,14 +279,14 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         const auto end = p.stageEnd(id, g.nodeCount());
         const double nodeScratch = stages[s].workspaceBytes;
         stages[s].workspaceBytes =
-            std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(g, flow, begin, end)) * scale);
+            std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(g, flow, begin, end)) * workScale);
         stages[s].splitWorkspaceBytes = std::max(nodeScratch,
-            static_cast<double>(backwardWorkingBytes(g, flow, begin, end, BackwardPass::InputOnly)) * scale);
+            static_cast<double>(backwardWorkingBytes(g, flow, begin, end, BackwardPass::InputOnly)) * workScale);
         stages[s].weightGradHeldBytes =
-            static_cast<double>(weightGradHeldBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount()))) * scale;
+            static_cast<double>(weightGradHeldBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())))
+            * workScale;
         for (auto root : acc[s].rootsW)
-            stages[s].weightGradOnlyBytes +=
-                static_cast<double>(numBytes(g.tensor(root).shape, g.tensor(root).dtype)) * scale;
+            stages[s].weightGradOnlyBytes += tensorBytes(g, root, scale, types);
         stages[s].weightGradOnlyBytes = std::min(stages[s].weightGradOnlyBytes, stages[s].activationBytes);
     }
     std::map<std::uint32_t, int> holders;
@@ -289,7 +304,7 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         std::sort(stages[s].tiedParameters.begin(), stages[s].tiedParameters.end(),
             [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
     }
-    addBoundaryTraffic(g, stageOf, stages, scale);
+    addBoundaryTraffic(g, stageOf, stages, scale, types);
     return stages;
 }
 

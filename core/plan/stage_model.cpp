@@ -42,8 +42,9 @@ StageModel::StageModel(const Graph& graph, const Profile& profile, const Schedul
     , m_directSends(directSends)
     , m_capacity(
           limits.memoryLimitBytes > 0 ? limits.memoryLimitBytes : static_cast<double>(cluster.device.memoryBytes))
-    , m_scale(microBatch / static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch))
-          * activationScale(profile.setup))
+    , m_scale(microBatch / static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch)))
+    , m_autocast(planAutocast(graph, profile.setup.mixedPrecision()))
+    , m_workScale(activationScale(profile.setup))
 {
     if (schedule.kind == ScheduleKind::Interleaved)
         throw Error("planner: interleaved schedules place several stages per device; plan with 1f1b and interleave "
@@ -94,7 +95,7 @@ void StageModel::precomputeNodes()
         m_nodeW.push_back(p.weightGradNs.at(m_microBatch));
         compute.push_back(m_nodeFwd.back() + m_nodeBwd.back());
         params.push_back(static_cast<double>(m_costs[n.id.index()].parameterCount));
-        saved.push_back(static_cast<double>(m_costs[n.id.index()].savedBytes) * m_scale);
+        saved.push_back(m_autocast.savedBytes(m_graph, n, m_costs[n.id.index()]) * m_scale);
     }
     m_prefixCompute = prefixSums(compute);
     m_prefixParams = prefixSums(params);
@@ -116,7 +117,7 @@ void StageModel::precomputeCuts()
         std::size_t last = t.producer.index();
         for (auto n : consumers[t.id.index()])
             last = std::max(last, n.index());
-        const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
+        const double bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale * m_autocast.scale(t.id);
         diff[t.producer.index() + 1] += bytes;
         diff[last + 1] -= bytes;
         if (needsGrad[t.id.index()]) { // its gradient flows back across the same cuts
@@ -144,7 +145,7 @@ double StageModel::computeNs(std::size_t begin, std::size_t end) const
 double StageModel::tensorBytes(TensorId tensor) const
 {
     const auto& t = m_graph.tensor(tensor);
-    return static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
+    return static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale * m_autocast.scale(tensor);
 }
 
 // Dataflow partitions (FTPipe §4): the stage receives the tensors its nodes read from earlier
@@ -240,14 +241,21 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
         c.backwardNs += m_nodeBwd[n];
         c.weightGradNs += m_nodeW[n];
         const auto& oc = m_costs[n];
-        c.workspaceBytes = std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale);
+        c.workspaceBytes = std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale * m_workScale);
         c.activationBytes += static_cast<double>(oc.savedExtraBytes) * m_scale;
+        const auto& node = m_graph.nodes()[n];
         for (auto t : oc.savedTensors) {
+            if (m_autocast.savesOwnHalfCopy(m_graph, node, t)) {
+                const auto& st = m_graph.tensor(t);
+                c.activationBytes += static_cast<double>(numBytes(st.shape, st.dtype)) * m_scale * 0.5;
+                continue;
+            }
             const auto root = m_root[t.index()];
             if (m_stamp[root.index()] != gen) {
                 m_stamp[root.index()] = gen;
                 const auto& rt = m_graph.tensor(root);
-                c.activationBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale;
+                c.activationBytes +=
+                    static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale * m_autocast.scale(root);
             }
         }
         for (auto in : m_graph.nodes()[n].inputs) {
@@ -268,19 +276,21 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
     weightGradRoots.erase(std::unique(weightGradRoots.begin(), weightGradRoots.end()), weightGradRoots.end());
     for (auto root : weightGradRoots) {
         const auto& rt = m_graph.tensor(root);
-        c.weightGradOnlyBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale;
+        c.weightGradOnlyBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale * m_autocast.scale(root);
     }
     c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
     std::sort(c.tiedParameters.begin(), c.tiedParameters.end(),
         [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
     const double nodeScratch = c.workspaceBytes;
-    c.workspaceBytes =
-        std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale);
+    c.workspaceBytes = std::max(
+        nodeScratch, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale);
     c.splitWorkspaceBytes = m_schedule.kind != ScheduleKind::ZeroBubbleH1
         ? c.workspaceBytes
         : std::max(nodeScratch,
-            static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale);
-    c.weightGradHeldBytes = static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale;
+            static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale
+                * m_workScale);
+    c.weightGradHeldBytes =
+        static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale;
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
     // Messages: the next forward's activations and the next backward's gradients arrive while
@@ -354,7 +364,7 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
         const auto local = lastSaver[i] - begin;
         SavedTensorInfo s;
         s.root = roots[i];
-        s.bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale;
+        s.bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale * m_autocast.scale(roots[i]);
         s.forwardEndNs = fwdEnd[local + 1];
         s.backwardUseNs = fwdEnd.back() + bwdAfter[local + 1];
         const bool producedHere = t.producer.valid() && t.producer.index() >= begin && t.producer.index() < end;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "cluster/cluster.h"
+#include "cost/autocast.h"
 #include "graph/op_cost.h"
 #include "plan/partition.h"
 #include "sim/memory_model.h"
@@ -174,7 +175,9 @@ private:
     PlannerLimits m_limits;
     bool m_directSends;
     double m_capacity;
-    double m_scale; // graph micro-batch -> planned micro-batch, times the precision's activation scale
+    double m_scale; // graph micro-batch -> planned micro-batch
+    AutocastPlan m_autocast; // tensor types under mixed precision (bytes per tensor, saved half copies)
+    double m_workScale; // working gradients and scratch: the precision's activation scale
     std::vector<OpCost> m_costs;
     GradientFlow m_flow; // for the backward's working set (and last readers of parameters)
     std::vector<std::size_t> m_firstReader; // by tensor: node index + 1 of its first reader

@@ -109,9 +109,8 @@ struct Allocator::State
 
     void give(std::byte* b, std::size_t rounded)
     {
-        constexpr std::size_t kMaxCached = std::size_t { 4 } << 30;
         const std::lock_guard lock(mutex);
-        if (cachedBytes + rounded > kMaxCached) {
+        if (cachedBytes + rounded > memory->cacheLimitBytes()) {
             memory->release(b, rounded);
             return;
         }

@@ -78,6 +78,12 @@ public:
     // Copies `bytes` where one side is this resource's memory and the other this resource's or
     // host-accessible memory (device to host, host to device, device to device).
     virtual void copy(std::byte* dst, const std::byte* src, std::size_t bytes) = 0;
+    // How many freed bytes an allocator keeps for reuse before it returns blocks here. Host
+    // memory: 4 GiB (the process's footprint stays near its peak). A device overrides it.
+    [[nodiscard]] virtual std::size_t cacheLimitBytes() const
+    {
+        return std::size_t { 4 } << 30;
+    }
 };
 
 // The process's host memory (aligned_alloc, memcpy).

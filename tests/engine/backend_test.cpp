@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <span>
 
@@ -253,7 +254,12 @@ public:
     {
         hostMemory()->copy(dst, src, bytes);
     }
+    [[nodiscard]] std::size_t cacheLimitBytes() const override
+    {
+        return cacheLimit;
+    }
     std::size_t used = 0;
+    std::size_t cacheLimit = std::size_t { 4 } << 30;
 
 private:
     std::size_t m_limit;
@@ -274,4 +280,26 @@ TEST(Allocator, AFullMemoryGetsTheCachedBlocksBackAndRetries)
     const auto second = NdArray::empty(device, { 384 * 1024 }); // 1.5 MiB: fits only without the cached block
     EXPECT_EQ(memory->used, std::size_t { 3 } << 19);
     EXPECT_THROW((void)NdArray::empty(device, { 256 * 1024 }), OutOfMemoryError); // really full now
+}
+
+// Freed blocks are kept up to the memory's cache limit and the rest returned: host memory keeps
+// 4 GiB; a GPU keeps everything (cudaFree waits for the whole device), as PyTorch's allocator does.
+TEST(Allocator, KeepsFreedBlocksUpToItsMemorysCacheLimit)
+{
+    const auto memory = std::make_shared<LimitedMemory>(64 << 20);
+    memory->cacheLimit = std::size_t { 1 } << 20;
+    Allocator device("gpu-like", 0, memory);
+    {
+        const auto a = NdArray::empty(device, { 256 * 1024 }); // 1 MiB each
+        const auto b = NdArray::empty(device, { 256 * 1024 });
+    }
+    EXPECT_EQ(memory->used, std::size_t { 1 } << 20); // one cached, one given back
+    memory->cacheLimit = std::numeric_limits<std::size_t>::max();
+    {
+        const auto c = NdArray::empty(device, { 256 * 1024 }); // the cached block again
+        const auto d = NdArray::empty(device, { 256 * 1024 });
+        const auto e = NdArray::empty(device, { 256 * 1024 });
+    }
+    EXPECT_EQ(memory->used, std::size_t { 3 } << 20); // all three kept
+    EXPECT_EQ(hostMemory()->cacheLimitBytes(), std::size_t { 4 } << 30);
 }

@@ -8,10 +8,10 @@
         at the sizes written to OUT_DIR/traces.json: 3 steps each (forward, cross-entropy,
         backward, AdamW), after 2 untraced warm-up steps. Writes <name>.trace.json.gz per model.
     python3 tests/gpu/torch_on_gpu.py sweep OUT_DIR [--device cuda:0]
-        The training-step time of a GPT (24 layers, hidden 1024, 16 heads, seq 1024, 50257-token
-        vocabulary; tests/bench/train_step_vs_torch.py's model and AdamW) at micro-batch 1, 2, 4 and 8
-        in bf16 autocast and in TF32, median of 3 steps after 2 warm-ups: OUT_DIR/sweep.json, with
-        the GPU's name and PyTorch's version. It is the measured counterpart of Megatron-LM's
+        The training-step time and peak memory of GPT-2 medium's shape written as Hugging Face's
+        GPT2Model computes it (24 layers, hidden 1024, 16 heads, seq 1024, 50257-token vocabulary;
+        hf_gpt_loss below, AdamW) at micro-batch 1, 2, 4 and 8 in bf16 autocast and in TF32, median
+        of 3 steps after 2 warm-ups: OUT_DIR/sweep.json, with the GPU's name and PyTorch's version. It is the measured counterpart of Megatron-LM's
         throughput-versus-micro-batch figure for the analytical cost model (issue P15).
 Each row states what it measured; nothing here asserts a speed.
 """
@@ -22,14 +22,12 @@ import os
 import shutil
 import statistics
 import sys
-import types
+import time
 
-import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "data"))
-sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 
 # The traced models: the corpus's classes at sizes where the GPU, not the launch, does the work.
 TRACED = {
@@ -91,25 +89,101 @@ def record_traces(out, device):
         json.dump(meta, f, indent=1)
 
 
+def hf_gpt_loss(p, ids, labels, layers, heads):
+    """GPT-2 as Hugging Face's GPT2Model computes it: every projection one addmm with its bias (as
+    its Conv1D does; under autocast the bias is added in bf16 inside the GEMM), unfused causal
+    attention (scale, masked_fill, softmax), pre-norm blocks, tanh GELU, the head tied to wte."""
+    import math
+    F = torch.nn.functional
+    b, t = ids.shape
+    hidden = p["wte"].shape[1]
+    d = hidden // heads
+
+    def linear(x, name):
+        return torch.addmm(p[name + ".b"], x.reshape(-1, x.shape[-1]), p[name + ".w"]).reshape(*x.shape[:-1], -1)
+    x = p["wte"][ids] + p["wpe"][:t]
+    causal = torch.ones(t, t, dtype=torch.bool, device=ids.device).tril()
+    for i in range(layers):
+        h = F.layer_norm(x, (hidden,), p[f"{i}.ln1.w"], p[f"{i}.ln1.b"], 1e-5)
+        q, k, v = linear(h, f"{i}.attn").split(hidden, dim=-1)
+        q, k, v = (z.reshape(b, t, heads, d).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d))
+        scores = scores.masked_fill(~causal, float("-inf"))
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, hidden)
+        x = x + linear(ctx, f"{i}.proj")
+        h = F.layer_norm(x, (hidden,), p[f"{i}.ln2.w"], p[f"{i}.ln2.b"], 1e-5)
+        x = x + linear(F.gelu(linear(h, f"{i}.fc"), approximate="tanh"), f"{i}.fc2")
+    x = F.layer_norm(x, (hidden,), p["lnf.w"], p["lnf.b"], 1e-5)
+    logits = x @ p["wte"].t()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+
+
+def hf_gpt_step_times(device, precision, layers, hidden, heads, seq, vocab, batch, steps):
+    """Median step time (ms) and peak allocated bytes of hf_gpt_loss + AdamW, and the bytes held
+    between steps (weights, gradients, AdamW states)."""
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    p = {}
+
+    def param(name, *shape, value=None):
+        t = torch.full(shape, value) if value is not None else torch.randn(*shape) * 0.02
+        p[name] = t.to(device).requires_grad_(True)
+    param("wte", vocab, hidden)
+    param("wpe", seq, hidden)
+    for i in range(layers):
+        for ln in ("ln1", "ln2"):
+            param(f"{i}.{ln}.w", hidden, value=1.0)
+            param(f"{i}.{ln}.b", hidden, value=0.0)
+        for name, n_in, n_out in (("attn", hidden, 3 * hidden), ("proj", hidden, hidden), ("fc", hidden, 4 * hidden),
+                                  ("fc2", 4 * hidden, hidden)):
+            param(f"{i}.{name}.w", n_in, n_out)
+            param(f"{i}.{name}.b", n_out, value=0.0)
+    param("lnf.w", hidden, value=1.0)
+    param("lnf.b", hidden, value=0.0)
+    opt = torch.optim.AdamW(p.values(), lr=1e-4, weight_decay=0.01)
+    ids = torch.randint(0, vocab, (batch, seq), device=device)
+    labels = torch.randint(0, vocab, (batch, seq), device=device)
+    times, held, peak = [], 0, 0
+    for step in range(steps):
+        if step == 2:
+            torch.cuda.synchronize(device)
+            held = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        start = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = hf_gpt_loss(p, ids, labels, layers, heads)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated(device)
+    params = sum(t.numel() for t in p.values())
+    del p, opt
+    torch.cuda.empty_cache()
+    return 1e3 * statistics.median(times[2:]), params, held, peak
+
+
 def sweep(out, device):
-    from train_step_vs_torch import torch_steps
-    data = np.random.default_rng(1).integers(0, 50257, 1 << 22, dtype=np.int64)
+    model = {"layers": 24, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 50257}
     rows = []
     for precision in ("bf16", "tf32"):
         for mb in (1, 2, 4, 8):
-            a = types.SimpleNamespace(layers=24, hidden=1024, heads=16, seq=1024, vocab=50257, batch=mb, threads=4,
-                                      steps=5, device=device, precision=precision)
-            times, params = torch_steps(a, data)
-            row = {"precision": precision, "micro_batch": mb, "step_ms": 1e3 * statistics.median(times),
-                   "parameters": params}
+            ms, params, held, peak = hf_gpt_step_times(device, precision, batch=mb, steps=5, **model)
+            row = {"precision": precision, "micro_batch": mb, "step_ms": round(ms, 3), "parameters": params,
+                   "bytes_between_steps": held, "peak_allocated_bytes": peak}
             print(json.dumps(row), flush=True)
             rows.append(row)
-            torch.cuda.empty_cache()
     meta = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
-            "model": {"layers": 24, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 50257,
-                      "attention": "unfused (tests/engine/torch_reference.py)", "optimizer": "AdamW"},
-            "timing": "median of 3 steps after 2 warm-ups, host clock, synchronized", "rows": rows,
-            "recorded_by": "tests/gpu/torch_on_gpu.py sweep"}
+            "model": dict(model, code="hf_gpt_loss in tests/gpu/torch_on_gpu.py: GPT-2 medium's shape, addmm "
+                          "projections with their biases (Hugging Face's Conv1D), unfused causal attention, "
+                          "tied head; AdamW (torch's default foreach)",
+                          autocast="bf16: torch.autocast(dtype=torch.bfloat16); tf32: allow_tf32, no autocast"),
+            "timing": "median of 3 steps after 2 warm-ups, host clock, synchronized after each step; the peak is "
+                      "torch.cuda.max_memory_allocated over those 3 steps, bytes_between_steps what was allocated "
+                      "before them (weights, gradients, AdamW states, inputs)",
+            "rows": rows, "recorded_by": "tests/gpu/torch_on_gpu.py sweep"}
     with open(os.path.join(out, "sweep.json"), "w") as f:
         json.dump(meta, f, indent=1)
 
