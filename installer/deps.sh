@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build git
-  libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   qt6-base-dev libgl-dev libqcustomplot-dev
   libonnx-dev libprotobuf-dev protobuf-compiler

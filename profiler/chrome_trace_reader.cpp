@@ -55,6 +55,32 @@ namespace {
         return fallback;
     }
 
+    // Kineto's "Input Dims" (record_shapes): one list of sizes per input, empty for a non-tensor.
+    std::vector<Shape> inputDims(const Json& e)
+    {
+        std::vector<Shape> out;
+        const auto args = e.find("args");
+        if (args == e.end() || !args->is_object())
+            return out;
+        const auto dims = args->find("Input Dims");
+        if (dims == args->end() || !dims->is_array())
+            return out;
+        for (const auto& input : *dims) {
+            Shape shape;
+            if (input.is_array()) {
+                for (const auto& d : input) {
+                    if (!d.is_number_integer()) {
+                        shape.clear();
+                        break;
+                    }
+                    shape.push_back(d.get<std::int64_t>());
+                }
+            }
+            out.push_back(std::move(shape));
+        }
+        return out;
+    }
+
     std::int64_t argInt(const Json& e, const char* key)
     {
         const auto args = e.find("args");
@@ -154,7 +180,17 @@ namespace {
                 return;
             }
             const auto thread = threadOf(e, idText(e, "tid"));
-            m_data.spans.push_back({ name, thread, startNs, startNs + durationNs, argInt(e, "Sequence number") });
+            TraceSpan span;
+            span.name = name;
+            span.thread = thread;
+            span.startNs = startNs;
+            span.endNs = startNs + durationNs;
+            span.sequence = argInt(e, "Sequence number");
+            // Framework operators: Kineto's cpu_op, or a legacy event named like one.
+            span.op = cat == "cpu_op" || (cat.empty() && name.find("::") != std::string::npos);
+            if (span.op)
+                span.inputDims = inputDims(e);
+            m_data.spans.push_back(std::move(span));
             if (kRuntimeCategories.contains(cat)) {
                 if (const auto c = argInt(e, "correlation"); c >= 0)
                     m_byCorrelation.emplace(c, Launch { thread, startNs });

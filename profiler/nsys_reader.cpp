@@ -180,8 +180,12 @@ namespace {
             st.bind(1, kNvtxPushPopRange).bind(2, kNvtxStartEndRange);
             while (st.step()) {
                 auto name = st.columnIsNull(3) ? stringId(st.columnInt(4)) : st.columnText(3);
-                m_data.spans.push_back({ std::move(name), st.columnInt(2), static_cast<double>(st.columnInt(0)),
-                    static_cast<double>(st.columnInt(1)) });
+                TraceSpan span;
+                span.name = std::move(name);
+                span.thread = st.columnInt(2);
+                span.startNs = static_cast<double>(st.columnInt(0));
+                span.endNs = static_cast<double>(st.columnInt(1));
+                m_data.spans.push_back(std::move(span));
             }
         }
 

@@ -1,13 +1,16 @@
 #include "trace_import.h"
 
 #include "graph/op_cost.h"
+#include "op_alignment.h"
 #include "trace_model.h"
 #include "util/error.h"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <iterator>
 #include <string_view>
+#include <zlib.h>
 
 namespace ps::profiler {
 namespace {
@@ -20,6 +23,25 @@ namespace {
         if (!in)
             throw Error("cannot read '" + path.string() + "'");
         return { std::istreambuf_iterator<char>(in), {} };
+    }
+
+    // A gzip file's content (torch writes one for export_chrome_trace("trace.json.gz")).
+    std::string gunzip(const std::filesystem::path& path)
+    {
+        gzFile in = gzopen(path.string().c_str(), "rb");
+        if (in == nullptr)
+            throw Error("cannot read '" + path.string() + "'");
+        std::string out;
+        std::array<char, 1 << 16> buffer {};
+        int got = 0;
+        while ((got = gzread(in, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0)
+            out.append(buffer.data(), static_cast<std::size_t>(got));
+        int code = 0;
+        const std::string message = got < 0 ? gzerror(in, &code) : "";
+        gzclose(in);
+        if (got < 0)
+            throw Error("'" + path.string() + "' is not a readable gzip file: " + message);
+        return out;
     }
 
     char firstNonSpace(const std::string& text)
@@ -36,14 +58,19 @@ namespace {
         const auto file = "'" + path.string() + "'";
         if (std::filesystem::is_directory(path))
             throw Error(file + " is a directory, not a trace");
-        const auto text = readAll(path);
+        auto text = readAll(path);
         if (text.empty())
             throw Error(file + " is empty, not a trace");
         if (std::string_view(text).starts_with(kSqliteMagic))
             return readNsysSqlite(path);
         if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f
-            && static_cast<unsigned char>(text[1]) == 0x8b)
-            throw Error(file + " is gzip-compressed; decompress it first (gunzip)");
+            && static_cast<unsigned char>(text[1]) == 0x8b) {
+            text = gunzip(path);
+            if (text.empty())
+                throw Error(file + " holds an empty gzip stream, not a trace");
+            if (const char c = firstNonSpace(text); c != '{' && c != '[')
+                throw Error(file + " is gzip-compressed but not a PyTorch profiler JSON trace");
+        }
         if (const char c = firstNonSpace(text); c == '{' || c == '[')
             return readChromeTraceJson(path, text);
         throw Error(file + " is neither an Nsight Systems SQLite export nor a PyTorch profiler JSON trace");
@@ -53,7 +80,18 @@ namespace {
 
 TraceImport importTrace(const Graph& graph, const std::filesystem::path& path)
 {
-    return mapTraceToNodes(graph, readTrace(path));
+    auto data = readTrace(path);
+    auto result = mapTraceToNodes(graph, data);
+    if (result.nodesMatched > 0)
+        return result;
+    // No range names a node (an unannotated torch.profiler trace): align its operators by order.
+    const auto alignment = alignOperators(graph, data);
+    if (alignment.alignedOperators == 0)
+        return result;
+    result = mapTraceToNodes(graph, data);
+    result.aligned = true;
+    result.alignment = alignment;
+    return result;
 }
 
 Profile toImportedProfile(

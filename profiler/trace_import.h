@@ -70,6 +70,16 @@ struct TraceIteration
     std::vector<TraceAction> actions; // by start time
 };
 
+// What operator alignment (op_alignment.h) did, when a trace had no range naming a node.
+struct AlignmentStats
+{
+    std::int64_t passes = 0; // forward passes aligned
+    std::int64_t operators = 0; // forward operators that launch work or compute (views left out)
+    std::int64_t alignedOperators = 0;
+    std::size_t nodesCovered = 0; // graph nodes (views left out) matched in at least one pass
+    std::size_t nodes = 0; // graph nodes that compute (views left out)
+};
+
 struct TraceImport
 {
     std::string format; // "nsys-sqlite", "kineto-json"
@@ -83,9 +93,13 @@ struct TraceImport
     double totalNs = 0;
     double matchedNs = 0;
     double unmatchedNs = 0;
+    std::int64_t optimizerActivities = 0; // inside optimizer ranges (Optimizer.step), no node's
+    double optimizerNs = 0;
     std::int64_t ranges = 0; // ranges whose name is a node or scope
     std::vector<UnmatchedName> unmatched; // most time first, at most 10
     std::vector<TraceIteration> iterations; // empty when no activity matched a node
+    bool aligned = false; // no range named a node: the operators were aligned to nodes by order
+    AlignmentStats alignment;
 };
 
 // Reads `path` (kind detected from its content) and maps it onto `graph`. Throws ps::Error naming

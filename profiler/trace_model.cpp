@@ -156,7 +156,7 @@ namespace {
             std::vector<std::pair<double, double>> steps;
             for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
                 const auto& span = m_data.spans[i];
-                m_info[i].nodes = m_index.find(span.name, m_info[i].phase);
+                m_info[i].nodes = span.nodes.empty() ? m_index.find(span.name, m_info[i].phase) : &span.nodes;
                 m_result.ranges += m_info[i].nodes ? 1 : 0;
                 if (isProfilerStep(span.name))
                     steps.emplace_back(span.startNs, span.endNs);
@@ -197,7 +197,11 @@ namespace {
                 std::sort(spans.begin(), spans.end(), [&](int a, int b) {
                     const auto& x = m_data.spans[a];
                     const auto& y = m_data.spans[b];
-                    return x.startNs != y.startNs ? x.startNs < y.startNs : x.endNs > y.endNs;
+                    if (x.startNs != y.startNs)
+                        return x.startNs < y.startNs;
+                    if (x.endNs != y.endNs)
+                        return x.endNs > y.endNs;
+                    return !x.nodes.empty() && y.nodes.empty(); // an aligned range encloses its operator
                 });
                 auto& queries = queriesByThread[thread];
                 std::sort(
@@ -299,7 +303,7 @@ namespace {
             m_result.totalNs += ns;
             int range = c.mapped;
             Phase phase = Phase::Forward;
-            std::int64_t occurrence = c.outer;
+            std::int64_t occurrence = occurrenceOf(c.outer);
             if (range >= 0) {
                 const bool backward = c.backwardMarker || autogradThread(thread);
                 phase = m_info[range].phase.value_or(backward ? Phase::Backward : Phase::Forward);
@@ -307,11 +311,15 @@ namespace {
                 const int forward = forwardOpOf(c.backwardOp);
                 range = forward >= 0 ? m_info[forward].context.mapped : -1;
                 phase = Phase::Backward;
-                occurrence = forward >= 0 ? m_info[forward].context.outer : -1; // its forward's occurrence
+                occurrence = forward >= 0 ? occurrenceOf(m_info[forward].context.outer) : -1; // its forward's
             }
             if (range < 0) {
-                if (c.optimizer)
+                if (c.optimizer) { // the optimizer step's work: reported as such, not as unmatched
                     m_timed.push_back({ interval.first, interval.second, TraceActionKind::Optimizer, 0, anchorNs });
+                    ++m_result.optimizerActivities;
+                    m_result.optimizerNs += ns;
+                    return;
+                }
                 ++m_result.unmatchedActivities;
                 m_result.unmatchedNs += ns;
                 auto& u = m_unmatched[name];
@@ -327,6 +335,13 @@ namespace {
                 { interval.first, interval.second, forward ? TraceActionKind::Forward : TraceActionKind::Backward,
                     (forward ? nodes.front() : nodes.back()).index(), anchorNs });
             split(nodes, phase, ns, occurrence);
+        }
+
+        // One occurrence of what a range covers: the range itself, or the forward pass operator
+        // alignment found it in (several operators of one pass may feed one node).
+        std::int64_t occurrenceOf(int outer) const
+        {
+            return outer >= 0 && m_data.spans[outer].pass >= 0 ? -2 - m_data.spans[outer].pass : outer;
         }
 
         // A scope's time goes to its nodes in proportion to their FLOPs in that phase (evenly

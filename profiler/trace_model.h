@@ -21,6 +21,10 @@ struct TraceSpan
     double startNs = 0;
     double endNs = 0;
     std::int64_t sequence = -1; // autograd sequence number (Kineto "Sequence number"); -1: none
+    bool op = false; // a framework operator (Kineto cpu_op, `aten::...`): what operator alignment reads
+    std::vector<Shape> inputDims; // Kineto "Input Dims" (record_shapes); empty without them
+    std::vector<NodeId> nodes; // set by operator alignment: the nodes this range stands for
+    std::int64_t pass = -1; // set by operator alignment: the forward pass (one occurrence of the nodes)
 };
 
 // A device activity (kernel, memcpy, memset) and the API call that launched it.

@@ -36,8 +36,13 @@ namespace {
             { "micro_batch", microBatch }, { "saved", !o.dryRun }, { "ranges", t.ranges },
             { "activities", t.activities }, { "matched", t.matchedActivities }, { "unmatched", t.unmatchedActivities },
             { "total_ms", t.totalNs / 1e6 }, { "matched_ms", t.matchedNs / 1e6 },
-            { "unmatched_ms", t.unmatchedNs / 1e6 }, { "nodes_matched", t.nodesMatched },
-            { "nodes_total", graph.nodeCount() } };
+            { "unmatched_ms", t.unmatchedNs / 1e6 }, { "optimizer", t.optimizerActivities },
+            { "optimizer_ms", t.optimizerNs / 1e6 }, { "nodes_matched", t.nodesMatched },
+            { "nodes_total", graph.nodeCount() }, { "aligned_by_operator_order", t.aligned } };
+        if (t.aligned)
+            j["alignment"] = { { "passes", t.alignment.passes }, { "operators", t.alignment.operators },
+                { "aligned_operators", t.alignment.alignedOperators }, { "nodes_covered", t.alignment.nodesCovered },
+                { "nodes", t.alignment.nodes } };
         j["unmatched_names"] = nlohmann::ordered_json::array();
         for (const auto& u : t.unmatched)
             j["unmatched_names"].push_back({ { "name", u.name }, { "count", u.count }, { "ms", u.totalNs / 1e6 } });
@@ -58,9 +63,16 @@ namespace {
         fmt::print("Imported {} trace '{}' (schema {}): {} activities ({}), {} ranges naming nodes\n", t.format,
             o.trace, t.schemaVersion, t.activities, t.deviceActivity ? "kernels and copies" : "CPU op self times",
             t.ranges);
+        if (t.aligned)
+            fmt::print("No range names a node: aligned {} of {} operators in {} forward pass(es) to nodes by order, "
+                       "kind and shape ({} of {} computing nodes covered)\n",
+                t.alignment.alignedOperators, t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered,
+                t.alignment.nodes);
         fmt::print("Nodes matched  {} of {}\n", t.nodesMatched, graph.nodeCount());
         fmt::print("Matched        {} ({:.3f} ms)\n", t.matchedActivities, t.matchedNs / 1e6);
         fmt::print("Unmatched      {} ({:.3f} ms)\n", t.unmatchedActivities, t.unmatchedNs / 1e6);
+        if (t.optimizerActivities > 0)
+            fmt::print("Optimizer      {} ({:.3f} ms)\n", t.optimizerActivities, t.optimizerNs / 1e6);
         fmt::print("Total time     {:.3f} ms\n", t.totalNs / 1e6);
         for (const auto& u : t.unmatched)
             fmt::print("  unmatched    {:<40} {:6} x {:9.3f} ms\n", u.name, u.count, u.totalNs / 1e6);
@@ -135,8 +147,9 @@ namespace {
         const auto trace = profiler::importTrace(graph, o.trace);
         if (trace.nodesMatched == 0)
             throw Error("'" + o.trace + "': no range names a node or scope of the model in '" + o.project + "' ("
-                + std::to_string(trace.activities) + " activities, none matched); name NVTX or record_function "
-                + "ranges after nodes such as '" + graph.nodes().front().name + "'");
+                + std::to_string(trace.activities) + " activities, none matched), and no framework operator of the "
+                + "trace aligns with its nodes; record it with torch.profiler.profile(record_shapes=True), or name "
+                + "NVTX or record_function ranges after nodes such as '" + graph.nodes().front().name + "'");
         const auto device = !o.device.empty() ? o.device : (trace.deviceActivity ? "cuda" : "cpu");
         const auto microBatch = o.microBatch > 0 ? o.microBatch : graph.info().microBatch;
         // A timeline is a run where the simulator can predict it: on the CPU or a catalog GPU.

@@ -53,7 +53,7 @@ def traced_model(torch, spec):
     return model, x, y
 
 
-def record_traces(out, device):
+def record_traces(out, device, gzip_traces=True, suffix=""):
     from torch.profiler import ProfilerActivity, profile
     for name, spec in TRACED.items():
         torch.manual_seed(0)
@@ -75,17 +75,19 @@ def record_traces(out, device):
             for _ in range(3):
                 step()
                 prof.step()
-        raw = os.path.join(out, name + ".trace.json")
+        raw = os.path.join(out, name + suffix + ".trace.json")
         prof.export_chrome_trace(raw)
-        with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb") as g:
-            shutil.copyfileobj(f, g)
-        os.remove(raw)
-        print(f"{name}: {os.path.getsize(raw + '.gz')} bytes")
+        if gzip_traces:
+            with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb") as g:
+                shutil.copyfileobj(f, g)
+            os.remove(raw)
+            raw += ".gz"
+        print(f"{name}: {os.path.getsize(raw)} bytes")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     meta = {"device": name, "torch": torch.__version__, "steps": 3, "warmup": 2,
             "optimizer": "AdamW lr 1e-3", "models": TRACED,
             "recorded_by": "tests/gpu/torch_on_gpu.py traces"}
-    with open(os.path.join(out, "traces.json"), "w") as f:
+    with open(os.path.join(out, "traces" + suffix + ".json"), "w") as f:
         json.dump(meta, f, indent=1)
 
 
