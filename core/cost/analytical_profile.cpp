@@ -47,7 +47,9 @@ namespace {
         ByteScales s;
         if (!mixed)
             return s;
-        const bool lower = node.op == OpType::MatMul || node.op == OpType::Einsum || node.op == OpType::Conv;
+        const auto rule = autocastRule(g, node);
+        const bool lower = rule == AutocastRule::Lower;
+        const bool fp32 = rule == AutocastRule::Float32; // reads the fp32 copies its casts wrote
         double full = 0;
         double scaled = 0;
         for (const auto id : node.inputs) {
@@ -56,7 +58,7 @@ namespace {
                 continue;
             const auto bytes = static_cast<double>(numBytes(t.shape, t.dtype));
             full += bytes;
-            scaled += bytes * (t.dtype != DType::F32 ? 1.0 : lower ? 0.5 : plan.scale(id));
+            scaled += bytes * (t.dtype != DType::F32 || fp32 ? 1.0 : lower ? 0.5 : plan.scale(id));
         }
         s.read = full > 0 ? scaled / full : 1;
         s.parameters = lower ? 0.5 : 1;

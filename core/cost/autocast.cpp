@@ -6,7 +6,7 @@
 namespace ps {
 namespace {
 
-    enum class Rule { Lower, Float32, Promote, Follow };
+    using Rule = AutocastRule;
 
     Rule ruleOf(OpType op)
     {
@@ -35,6 +35,7 @@ namespace {
         case OpType::Min:
         case OpType::Where:
         case OpType::Concat:
+        case OpType::ScatterND: // index_put
             return Rule::Promote;
         default:
             return Rule::Follow;
@@ -46,19 +47,11 @@ namespace {
         return t.dtype == DType::F32;
     }
 
-    std::int64_t elements(const Shape& s)
-    {
-        std::int64_t n = 1;
-        for (const auto d : s)
-            n *= d;
-        return n;
-    }
-
-    // A single value (a Python scalar in the source, a 0-d or one-element tensor in the graph) takes
-    // no part in type promotion against a tensor with dimensions.
+    // A 0-d tensor (a Python scalar in the source) takes no part in type promotion against a
+    // tensor with dimensions.
     bool isScalar(const Tensor& t)
     {
-        return elements(t.shape) == 1;
+        return t.shape.empty();
     }
 
     bool hasParameterInput(const Graph& g, const Node& n)
@@ -80,7 +73,7 @@ namespace {
                 || !x.producer.valid())
                 continue;
             const auto& producer = g.node(x.producer);
-            if (ruleOf(producer.op) == Rule::Lower && hasParameterInput(g, producer))
+            if (autocastRule(g, producer) == Rule::Lower && hasParameterInput(g, producer))
                 return true;
         }
         return false;
@@ -88,9 +81,22 @@ namespace {
 
 } // namespace
 
+AutocastRule autocastRule(const Graph& graph, const Node& node)
+{
+    if (node.op == OpType::Einsum) { // one operand reaches no GEMM
+        const auto operands = std::count_if(
+            node.inputs.begin(), node.inputs.end(), [&graph](TensorId t) { return isFp32(graph.tensor(t)); });
+        return operands >= 2 ? Rule::Lower : Rule::Follow;
+    }
+    if (node.op == OpType::Div && node.inputs.size() == 2 && isScalar(graph.tensor(node.inputs[0]))
+        && !isScalar(graph.tensor(node.inputs[1])))
+        return Rule::Float32; // a scalar over a tensor: __rtruediv__, on autocast's fp32 list
+    return ruleOf(node.op);
+}
+
 bool AutocastPlan::savesOwnHalfCopy(const Graph& graph, const Node& node, TensorId t) const
 {
-    return mixed && ruleOf(node.op) == Rule::Lower && graph.tensor(t).dtype == DType::F32 && !half[t.index()];
+    return mixed && autocastRule(graph, node) == Rule::Lower && graph.tensor(t).dtype == DType::F32 && !half[t.index()];
 }
 
 double AutocastPlan::savedBytes(const Graph& graph, const Node& node, const OpCost& cost) const
@@ -119,7 +125,7 @@ AutocastPlan planAutocast(const Graph& graph, bool mixed)
         return plan;
     for (const auto& node : graph.nodes()) {
         const auto i = node.id.index();
-        const auto rule = ruleOf(node.op);
+        const auto rule = autocastRule(graph, node);
         bool outHalf = false;
         bool anyFloat = false;
         bool allHalf = true;
@@ -131,7 +137,8 @@ AutocastPlan planAutocast(const Graph& graph, bool mixed)
             const bool half = plan.half[id.index()];
             // A cast kernel reads 4 and writes 2 bytes per element, or the reverse: 1.5x the fp32 bytes.
             const double castBytes = 1.5 * static_cast<double>(numBytes(t.shape, t.dtype));
-            if ((rule == Rule::Lower && !half) || (rule == Rule::Float32 && half)) {
+            // A Cast node is the cast kernel itself.
+            if (node.op != OpType::Cast && ((rule == Rule::Lower && !half) || (rule == Rule::Float32 && half))) {
                 (t.kind == TensorKind::Parameter ? plan.castParameterBytes : plan.castActivationBytes)[i] += castBytes;
                 ++plan.castKernels[i];
             }
@@ -155,6 +162,7 @@ AutocastPlan planAutocast(const Graph& graph, bool mixed)
             outHalf = isLayerBias(graph, node) || (anyFloat && allHalf);
             break;
         case Rule::Follow:
+            outHalf = outHalf && node.op != OpType::Cast; // .float() and friends write fp32
             break;
         }
         for (const auto id : node.outputs)

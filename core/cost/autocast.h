@@ -2,21 +2,25 @@
 // precision, and the cast kernels it launches, after PyTorch's "Automatic Mixed Precision" op
 // reference (torch.amp, "CUDA Ops that can autocast to float16", "... to float32", "... that
 // promote to the widest input type"):
-//   - lower precision: MatMul, Einsum, Conv (matmul, linear, addmm, bmm, conv): every float input
+//   - lower precision: MatMul, Einsum of two operands, Conv (matmul, linear, addmm, bmm, conv): every float input
 //     is cast to half (a parameter once per forward: autocast caches the cast of a leaf that
 //     requires a gradient), the output is half. A BiasAdd or Add of a parameter straight after
 //     such a node with a parameter operand is that layer's bias (nn.Linear, addmm, Hugging Face's
 //     Conv1D add it inside the GEMM): half.
 //   - float32: Softmax, LayerNorm, RMSNorm, CrossEntropy, Exp, Log, Pow, Reciprocal, ReduceSum,
-//     CumSum: half inputs are cast to fp32, the output is fp32.
-//   - binary ops (Add, Sub, Mul, Div, Max, Min, Where, Concat): the widest of their float inputs,
-//     converted as they are read (no cast kernel); parameters are fp32 master weights, so a half
-//     activation plus a parameter is fp32.
+//     CumSum, a scalar divided by a tensor (__rtruediv__): half inputs are cast to fp32, the output
+//     is fp32.
+//   - the promote list (Concat as cat, ScatterND as index_put) and ordinary type promotion (Add,
+//     Sub, Mul, Div, Max, Min, Where): the widest of their float inputs with dimensions, converted
+//     as they are read (no cast kernel); parameters are fp32 master weights, so a half activation
+//     plus a parameter is fp32.
 //   - the rest (activations, dropout, masks, reshapes, pooling, normalisation by batch, gathers):
-//     the type of their first float input; Embedding and Gather read fp32 tables.
+//     the type of their first float input; Embedding and Gather read fp32 tables; a Cast writes fp32.
 // Under fp32 and tf32 nothing is half and nothing is cast.
 // Memory: a tensor is stored at its type; a GEMM saves for backward the half copies it cast; masks
-// and normalisation statistics keep their own types (bool, fp32).
+// and normalisation statistics keep their own types (bool, fp32). Working gradients and scratch
+// stay at half the fp32 bytes (cost/training_setup.h activationScale): an approximation, since
+// autocast keeps the gradients of its fp32 tensors (the residual stream, softmax) in fp32.
 // Depends on: graph.
 #pragma once
 
@@ -26,6 +30,11 @@
 #include <vector>
 
 namespace ps {
+
+enum class AutocastRule { Lower, Float32, Promote, Follow };
+
+// Which of the rules above `node` follows.
+[[nodiscard]] AutocastRule autocastRule(const Graph& graph, const Node& node);
 
 struct AutocastPlan
 {

@@ -54,8 +54,13 @@ namespace {
             if (acc.rootsAll.insert(root).second)
                 stage.activationBytes += tensorBytes(g, root, scale, types);
         }
-        for (auto t : c.savedForWeightGrad)
-            acc.rootsW.insert(storageRoot(g, t));
+        for (auto t : c.savedForWeightGrad) {
+            if (types.savesOwnHalfCopy(g, n, t)) // the GEMM's own half copy
+                stage.weightGradOnlyBytes +=
+                    static_cast<double>(numBytes(g.tensor(t).shape, g.tensor(t).dtype)) * scale * 0.5;
+            else
+                acc.rootsW.insert(storageRoot(g, t));
+        }
     }
 
     // Bytes of activations produced at or before `last` and read after it: what crosses the cut.

@@ -268,8 +268,13 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
                         static_cast<double>(numElements(t.shape)) * bytesPerParameter(m_profile.setup).gradients });
             }
         }
-        for (auto t : oc.savedForWeightGrad)
-            weightGradRoots.push_back(m_root[t.index()]);
+        for (auto t : oc.savedForWeightGrad) {
+            if (m_autocast.savesOwnHalfCopy(m_graph, node, t)) // the GEMM's own half copy
+                c.weightGradOnlyBytes +=
+                    static_cast<double>(numBytes(m_graph.tensor(t).shape, m_graph.tensor(t).dtype)) * m_scale * 0.5;
+            else
+                weightGradRoots.push_back(m_root[t.index()]);
+        }
     }
     // Storages only W reads (counted once), as computeStageCosts does.
     std::sort(weightGradRoots.begin(), weightGradRoots.end());
@@ -337,18 +342,33 @@ void StageModel::checkpointStage(std::size_t begin, std::size_t end, int stage, 
 std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::size_t end) const
 {
     // Per storage: the last node of the stage that saves it (its backward use comes first).
+    // Under mixed precision a GEMM saves its own half copy of an fp32 input: counted with the
+    // storage it was cast from (recomputing or swapping that storage covers the copy too).
     std::unordered_map<std::uint32_t, std::size_t> position; // root -> index in roots
     std::vector<std::size_t> lastSaver;
     std::vector<TensorId> roots;
+    std::vector<double> bytes; // of one micro-batch at the graph's batch, as the stage holds them
+    std::vector<bool> storageSaved;
     for (std::size_t n = begin; n < end; ++n) {
+        const auto& node = m_graph.nodes()[n];
         for (auto t : m_costs[n].savedTensors) {
             const auto root = m_root[t.index()];
             const auto [it, inserted] = position.try_emplace(root.value, roots.size());
             if (inserted) {
                 roots.push_back(root);
                 lastSaver.push_back(n);
+                bytes.push_back(0);
+                storageSaved.push_back(false);
             } else {
                 lastSaver[it->second] = n;
+            }
+            const auto i = it->second;
+            if (m_autocast.savesOwnHalfCopy(m_graph, node, t)) {
+                bytes[i] += static_cast<double>(numBytes(m_graph.tensor(t).shape, m_graph.tensor(t).dtype)) * 0.5;
+            } else if (!storageSaved[i]) {
+                storageSaved[i] = true;
+                const auto& rt = m_graph.tensor(root);
+                bytes[i] += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_autocast.scale(root);
             }
         }
     }
@@ -364,7 +384,7 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
         const auto local = lastSaver[i] - begin;
         SavedTensorInfo s;
         s.root = roots[i];
-        s.bytes = static_cast<double>(numBytes(t.shape, t.dtype)) * m_scale * m_autocast.scale(roots[i]);
+        s.bytes = bytes[i] * m_scale;
         s.forwardEndNs = fwdEnd[local + 1];
         s.backwardUseNs = fwdEnd.back() + bwdAfter[local + 1];
         const bool producedHere = t.producer.valid() && t.producer.index() >= begin && t.producer.index() < end;

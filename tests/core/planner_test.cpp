@@ -235,32 +235,37 @@ TEST(PlannerZoo, MaxMicroBatchOrderingOnEightA100s)
     }
 }
 
+// In fp32 and under autocast's mixed precision (half copies, per-tensor types) alike.
 TEST(StageModel, AgreesWithComputeStageCosts)
 {
-    for (const char* name : { "gpt2-small", "bert-base", "t5-small" }) {
-        auto c = zooPreset(name);
-        c.layers = 3;
-        c.decoderLayers = c.decoderLayers > 0 ? 3 : 0;
-        c.seq = 128;
-        c.decoderSeq = 32;
-        c.microBatch = 2;
-        const auto graph = buildZooModel(c);
-        const auto profile = estimateProfile(graph, DeviceCatalog::builtin().find("a100-40gb"), {});
-        const StageModel model(graph, profile, { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, smallCluster(4), 6, {});
-        const auto partition = computeBalancedPartition(std::vector<double>(graph.nodeCount(), 1.0), 4);
-        const auto reference = computeStageCosts(graph, profile, partition, 6);
-        for (int s = 0; s < 4; ++s) {
-            const StageId id(static_cast<std::uint32_t>(s));
-            const auto e = model.evaluate(partition.stageBegin(id), partition.stageEnd(id, graph.nodeCount()), s).cost;
-            const auto& r = reference[static_cast<std::size_t>(s)];
-            EXPECT_NEAR(e.forwardNs, r.forwardNs, 1e-6 * r.forwardNs) << name << " stage " << s;
-            EXPECT_NEAR(e.backwardNs, r.backwardNs, 1e-6 * r.backwardNs) << name << " stage " << s;
-            EXPECT_DOUBLE_EQ(e.activationBytes, r.activationBytes) << name << " stage " << s;
-            EXPECT_DOUBLE_EQ(e.weightGradOnlyBytes, r.weightGradOnlyBytes) << name << " stage " << s;
-            EXPECT_EQ(e.parameterCount, r.parameterCount) << name << " stage " << s;
-            EXPECT_DOUBLE_EQ(e.sendForwardBytes, r.sendForwardBytes) << name << " stage " << s;
-            EXPECT_DOUBLE_EQ(e.sendBackwardBytes, r.sendBackwardBytes) << name << " stage " << s;
-            EXPECT_DOUBLE_EQ(e.workspaceBytes, r.workspaceBytes) << name << " stage " << s;
+    for (const auto precision : { Precision::Fp32, Precision::Bf16 })
+        for (const char* name : { "gpt2-small", "bert-base", "t5-small" }) {
+            auto c = zooPreset(name);
+            c.layers = 3;
+            c.decoderLayers = c.decoderLayers > 0 ? 3 : 0;
+            c.seq = 128;
+            c.decoderSeq = 32;
+            c.microBatch = 2;
+            const auto graph = buildZooModel(c);
+            CostModelOptions options;
+            options.setup.precision = precision;
+            const auto profile = estimateProfile(graph, DeviceCatalog::builtin().find("a100-40gb"), options);
+            const StageModel model(graph, profile, { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, smallCluster(4), 6, {});
+            const auto partition = computeBalancedPartition(std::vector<double>(graph.nodeCount(), 1.0), 4);
+            const auto reference = computeStageCosts(graph, profile, partition, 6);
+            for (int s = 0; s < 4; ++s) {
+                const StageId id(static_cast<std::uint32_t>(s));
+                const auto e =
+                    model.evaluate(partition.stageBegin(id), partition.stageEnd(id, graph.nodeCount()), s).cost;
+                const auto& r = reference[static_cast<std::size_t>(s)];
+                EXPECT_NEAR(e.forwardNs, r.forwardNs, 1e-6 * r.forwardNs) << name << " stage " << s;
+                EXPECT_NEAR(e.backwardNs, r.backwardNs, 1e-6 * r.backwardNs) << name << " stage " << s;
+                EXPECT_DOUBLE_EQ(e.activationBytes, r.activationBytes) << name << " stage " << s;
+                EXPECT_DOUBLE_EQ(e.weightGradOnlyBytes, r.weightGradOnlyBytes) << name << " stage " << s;
+                EXPECT_EQ(e.parameterCount, r.parameterCount) << name << " stage " << s;
+                EXPECT_DOUBLE_EQ(e.sendForwardBytes, r.sendForwardBytes) << name << " stage " << s;
+                EXPECT_DOUBLE_EQ(e.sendBackwardBytes, r.sendBackwardBytes) << name << " stage " << s;
+                EXPECT_DOUBLE_EQ(e.workspaceBytes, r.workspaceBytes) << name << " stage " << s;
+            }
         }
-    }
 }

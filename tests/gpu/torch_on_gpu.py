@@ -8,10 +8,12 @@
         at the sizes written to OUT_DIR/traces.json: 3 steps each (forward, cross-entropy,
         backward, AdamW), after 2 untraced warm-up steps. Writes <name>.trace.json.gz per model.
     python3 tests/gpu/torch_on_gpu.py sweep OUT_DIR [--device cuda:0]
-        The training-step time and peak memory of GPT-2 medium's shape written as Hugging Face's
+        The training-step time and peak memory of GPT-2 medium's shape written like Hugging Face's
         GPT2Model computes it (24 layers, hidden 1024, 16 heads, seq 1024, 50257-token vocabulary;
         hf_gpt_loss below, AdamW) at micro-batch 1, 2, 4 and 8 in bf16 autocast and in TF32, median
-        of 3 steps after 2 warm-ups: OUT_DIR/sweep.json, with the GPU's name and PyTorch's version. It is the measured counterpart of Megatron-LM's
+        of 3 steps after 2 warm-ups: OUT_DIR/sweep.json, with the GPU's name and PyTorch's version.
+        --shape large | small-seq2048: GPT-2 large's shape (36 x 1280) or GPT-2 small's at seq 2048,
+        micro-batches 2 and 4, into OUT_DIR/sweep-<shape>.json (held-out checks of the same model). It is the measured counterpart of Megatron-LM's
         throughput-versus-micro-batch figure for the analytical cost model (issue P15).
 Each row states what it measured; nothing here asserts a speed.
 """
@@ -92,7 +94,7 @@ def record_traces(out, device, gzip_traces=True, suffix=""):
 
 
 def hf_gpt_loss(p, ids, labels, layers, heads):
-    """GPT-2 as Hugging Face's GPT2Model computes it: every projection one addmm with its bias (as
+    """GPT-2 written like Hugging Face's GPT2Model, simplified: every projection one addmm with its bias (as
     its Conv1D does; under autocast the bias is added in bf16 inside the GEMM), unfused causal
     attention (scale, masked_fill, softmax), pre-norm blocks, tanh GELU, the head tied to wte."""
     import math
@@ -167,18 +169,26 @@ def hf_gpt_step_times(device, precision, layers, hidden, heads, seq, vocab, batc
     return 1e3 * statistics.median(times[2:]), params, held, peak
 
 
-def sweep(out, device):
-    model = {"layers": 24, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 50257}
+# Shapes the sweep measures: GPT-2 medium's (the default), and two others for held-out checks.
+SHAPES = {
+    "medium": ({"layers": 24, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 50257}, (1, 2, 4, 8)),
+    "large": ({"layers": 36, "hidden": 1280, "heads": 20, "seq": 1024, "vocab": 50257}, (2, 4)),
+    "small-seq2048": ({"layers": 12, "hidden": 768, "heads": 12, "seq": 2048, "vocab": 50257}, (2, 4)),
+}
+
+
+def sweep(out, device, shape="medium"):
+    model, micro_batches = SHAPES[shape]
     rows = []
     for precision in ("bf16", "tf32"):
-        for mb in (1, 2, 4, 8):
+        for mb in micro_batches:
             ms, params, held, peak = hf_gpt_step_times(device, precision, batch=mb, steps=5, **model)
             row = {"precision": precision, "micro_batch": mb, "step_ms": round(ms, 3), "parameters": params,
                    "bytes_between_steps": held, "peak_allocated_bytes": peak}
             print(json.dumps(row), flush=True)
             rows.append(row)
     meta = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
-            "model": dict(model, code="hf_gpt_loss in tests/gpu/torch_on_gpu.py: GPT-2 medium's shape, addmm "
+            "model": dict(model, shape=shape, code="hf_gpt_loss in tests/gpu/torch_on_gpu.py: addmm "
                           "projections with their biases (Hugging Face's Conv1D), unfused causal attention, "
                           "tied head; AdamW (torch's default foreach)",
                           autocast="bf16: torch.autocast(dtype=torch.bfloat16); tf32: allow_tf32, no autocast"),
@@ -186,7 +196,8 @@ def sweep(out, device):
                       "torch.cuda.max_memory_allocated over those 3 steps, bytes_between_steps what was allocated "
                       "before them (weights, gradients, AdamW states, inputs)",
             "rows": rows, "recorded_by": "tests/gpu/torch_on_gpu.py sweep"}
-    with open(os.path.join(out, "sweep.json"), "w") as f:
+    name = "sweep.json" if shape == "medium" else f"sweep-{shape}.json"
+    with open(os.path.join(out, name), "w") as f:
         json.dump(meta, f, indent=1)
 
 
@@ -195,9 +206,13 @@ def main():
     ap.add_argument("what", choices=["traces", "sweep"])
     ap.add_argument("out")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--shape", default="medium", choices=sorted(SHAPES), help="sweep: the model shape")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    (record_traces if a.what == "traces" else sweep)(a.out, torch.device(a.device))
+    if a.what == "traces":
+        record_traces(a.out, torch.device(a.device))
+    else:
+        sweep(a.out, torch.device(a.device), a.shape)
 
 
 if __name__ == "__main__":
