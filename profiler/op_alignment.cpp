@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -114,7 +115,7 @@ namespace {
         std::int64_t index = 0;
         double startNs = 0;
         double endNs = 0;
-        std::vector<std::pair<int, std::pair<std::size_t, std::size_t>>> matches; // span, nodes [first, end)
+        std::vector<std::pair<int, std::pair<std::size_t, std::size_t>>> matches; // operator span, nodes [first, end)
     };
 
     class Aligner
@@ -133,8 +134,19 @@ namespace {
 
         AlignmentStats run()
         {
-            for (const auto& pass : forwardPasses())
-                align(pass);
+            for (const auto& pass : forwardPasses()) {
+                m_stats.operators += computing(pass);
+                std::span<const Operator> rest(pass);
+                while (!rest.empty()) {
+                    const auto used = align(rest); // up to its last matched operator
+                    // Another forward right after it (GPipe's F F ..., a forward-only loop): about as
+                    // many operators again.
+                    const auto tail = rest.subspan(used);
+                    if (used == 0 || 4 * computing(tail) < 3 * computing(rest.first(used)))
+                        break;
+                    rest = tail;
+                }
+            }
             alignBackwardByOrder();
             m_stats.nodesCovered = static_cast<std::size_t>(std::count(m_covered.begin(), m_covered.end(), true));
             for (auto& s : m_newSpans)
@@ -143,16 +155,6 @@ namespace {
         }
 
     private:
-        bool autogradThread(std::int64_t thread) const
-        {
-            const auto it = m_data.threadNames.find(thread);
-            if (it == m_data.threadNames.end())
-                return false;
-            std::string name = it->second;
-            std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-            return name.find("autograd") != std::string::npos;
-        }
-
         static bool backwardRange(std::string_view name)
         {
             return name == "backward" || name.find("Backward") != std::string_view::npos
@@ -160,20 +162,16 @@ namespace {
         }
 
         // The outermost operators of forward passes, cut where a backward or optimizer step comes.
-        std::vector<std::vector<Operator>> forwardPasses()
+        // The outermost forward operators of each thread, in time order (what encloses them is
+        // neither an operator nor backward or optimizer work); each one's and its callees' names.
+        std::map<std::int64_t, std::vector<int>> outerOperators()
         {
             std::map<std::int64_t, std::vector<int>> byThread;
-            std::vector<double> breaks; // starts of backward work and optimizer ranges
-            for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
-                const auto& s = m_data.spans[i];
-                byThread[s.thread].push_back(static_cast<int>(i));
-                if (autogradThread(s.thread) || backwardRange(s.name) || isOptimizerRange(s.name))
-                    breaks.push_back(s.startNs);
-            }
-            std::sort(breaks.begin(), breaks.end());
-            std::vector<int> outer;
+            for (std::size_t i = 0; i < m_data.spans.size(); ++i)
+                byThread[m_data.spans[i].thread].push_back(static_cast<int>(i));
+            std::map<std::int64_t, std::vector<int>> outer;
             for (auto& [thread, spans] : byThread) {
-                if (autogradThread(thread))
+                if (m_data.autogradThread(thread))
                     continue;
                 std::sort(spans.begin(), spans.end(), [&](int a, int b) {
                     const auto& x = m_data.spans[a];
@@ -194,7 +192,7 @@ namespace {
                     });
                     const bool isOuter = s.op && !excluded && !backwardRange(s.name);
                     if (isOuter)
-                        outer.push_back(i);
+                        outer[thread].push_back(i);
                     const int own = isOuter ? i : owner.empty() ? -1 : owner.back();
                     if (own >= 0 && s.op)
                         m_opNames[own].insert(normalized(s.name)); // what its backward functions are called
@@ -202,36 +200,55 @@ namespace {
                     owner.push_back(own);
                 }
             }
-            std::sort(outer.begin(), outer.end(),
-                [&](int a, int b) { return m_data.spans[a].startNs < m_data.spans[b].startNs; });
-            std::vector<std::vector<Operator>> passes;
-            double previousEnd = -std::numeric_limits<double>::infinity();
-            for (const int i : outer) {
-                const auto& s = m_data.spans[i];
-                const auto b = std::lower_bound(breaks.begin(), breaks.end(), previousEnd);
-                if (passes.empty() || (b != breaks.end() && *b <= s.startNs))
-                    passes.emplace_back();
-                const auto it = atenTable().find(s.name);
-                const bool scalars = !s.inputDims.empty()
-                    && std::all_of(s.inputDims.begin(), s.inputDims.end(), [](const Shape& d) { return d.empty(); });
-                passes.back().push_back({ i,
-                    scalars                       ? &kScalarUpdate
-                        : it == atenTable().end() ? nullptr
-                                                  : &it->second });
-                previousEnd = s.endNs;
+            return outer;
+        }
+
+        static std::ptrdiff_t computing(std::span<const Operator> ops)
+        {
+            return std::count_if(
+                ops.begin(), ops.end(), [](const Operator& o) { return o.kind == nullptr || !o.kind->view; });
+        }
+
+        // Each thread's outermost operators cut into passes where backward work, an optimizer step
+        // or a ProfilerStep starts between two of them. Runs far shorter than the longest pass
+        // (the gradient seed, a CPU backward's own top-level operators) are not forward passes.
+        std::vector<std::vector<Operator>> forwardPasses()
+        {
+            std::vector<double> breaks;
+            for (const auto& s : m_data.spans) {
+                if (m_data.autogradThread(s.thread) || backwardRange(s.name) || isOptimizerRange(s.name)
+                    || isProfilerStep(s.name))
+                    breaks.push_back(s.startNs);
             }
-            // Short runs of operators between backward work (the gradient seed, a CPU backward's
-            // own top-level operators) are not forward passes.
-            const auto computing = [](const std::vector<Operator>& pass) {
-                return std::count_if(
-                    pass.begin(), pass.end(), [](const Operator& o) { return o.kind == nullptr || !o.kind->view; });
-            };
-            const auto minimum = static_cast<std::ptrdiff_t>(m_stats.nodes / 4);
+            std::sort(breaks.begin(), breaks.end());
+            std::vector<std::vector<Operator>> passes;
+            for (const auto& [thread, outer] : outerOperators()) {
+                double previousEnd = -std::numeric_limits<double>::infinity();
+                for (std::size_t k = 0; k < outer.size(); ++k) {
+                    const auto& s = m_data.spans[outer[k]];
+                    const auto b = std::lower_bound(breaks.begin(), breaks.end(), previousEnd);
+                    if (k == 0 || (b != breaks.end() && *b <= s.startNs))
+                        passes.emplace_back();
+                    const auto it = atenTable().find(s.name);
+                    const bool scalars = !s.inputDims.empty()
+                        && std::all_of(
+                            s.inputDims.begin(), s.inputDims.end(), [](const Shape& d) { return d.empty(); });
+                    passes.back().push_back({ outer[k],
+                        scalars                       ? &kScalarUpdate
+                            : it == atenTable().end() ? nullptr
+                                                      : &it->second });
+                    previousEnd = s.endNs;
+                }
+            }
+            std::ptrdiff_t longest = 0;
+            for (const auto& p : passes)
+                longest = std::max(longest, computing(p));
             passes.erase(std::remove_if(passes.begin(), passes.end(),
-                             [&](const std::vector<Operator>& p) {
-                                 return computing(p) < std::max<std::ptrdiff_t>(1, minimum);
-                             }),
+                             [&](const std::vector<Operator>& p) { return 4 * computing(p) < longest; }),
                 passes.end());
+            std::sort(passes.begin(), passes.end(), [&](const auto& a, const auto& b) {
+                return m_data.spans[a.front().span].startNs < m_data.spans[b.front().span].startNs;
+            });
             return passes;
         }
 
@@ -284,21 +301,15 @@ namespace {
             return k;
         }
 
-        void align(const std::vector<Operator>& ops)
+        using NodeRange = std::pair<std::size_t, std::size_t>; // nodes [first, end)
+
+        // The sequence alignment of `ops` with the graph's nodes: per operator, the nodes it matched
+        // (empty where it matched none).
+        std::vector<NodeRange> matchInOrder(std::span<const Operator> ops) const
         {
             const std::size_t n = ops.size();
             const std::size_t m = m_graph.nodeCount();
-            if ((n + 1) * (m + 1) > kMaxCells)
-                throw Error("the trace's forward pass has " + std::to_string(n) + " operators and the graph "
-                    + std::to_string(m) + " nodes: too many to align by order; name record_function or NVTX ranges "
-                    + "after the graph's nodes instead");
-            ++m_stats.passes;
-            for (const auto& op : ops)
-                m_stats.operators += op.kind != nullptr && op.kind->view ? 0 : 1;
             AlignmentTable table(n, m); // moves: 0 skip an operator, 1 skip a node, 2 + k match absorbing k
-            const auto relax = [&table](std::size_t a, std::size_t b, int value, std::int8_t how) {
-                table.relax(a, b, value, how);
-            };
             const auto& nodes = m_graph.nodes();
             for (std::size_t i = 0; i <= n; ++i) {
                 for (std::size_t j = 0; j <= m; ++j) {
@@ -306,48 +317,64 @@ namespace {
                     if (here == AlignmentTable::kNone)
                         continue;
                     if (i < n)
-                        relax(i + 1, j, here + (ops[i].kind != nullptr && ops[i].kind->view ? 0 : kSkip), 0);
+                        table.relax(i + 1, j, here + (ops[i].kind != nullptr && ops[i].kind->view ? 0 : kSkip), 0);
                     if (j < m)
-                        relax(i, j + 1, here + (isViewNode(nodes[j]) ? 0 : kSkip), 1);
-                    if (i < n && j < m) {
-                        const int s = matchScore(ops[i], nodes[j]);
-                        if (s > AlignmentTable::kNone) {
-                            const int extra = ops[i].kind->view ? 0 : absorbable(ops[i], j);
-                            for (int k = 0; k <= extra; ++k)
-                                relax(i + 1, j + 1 + static_cast<std::size_t>(k), here + s + k * kAbsorb,
-                                    static_cast<std::int8_t>(2 + k));
-                        }
+                        table.relax(i, j + 1, here + (isViewNode(nodes[j]) ? 0 : kSkip), 1);
+                    const int s = i < n && j < m ? matchScore(ops[i], nodes[j]) : AlignmentTable::kNone;
+                    if (s > AlignmentTable::kNone) {
+                        const int extra = ops[i].kind->view ? 0 : absorbable(ops[i], j);
+                        for (int k = 0; k <= extra; ++k)
+                            table.relax(i + 1, j + 1 + static_cast<std::size_t>(k), here + s + k * kAbsorb,
+                                static_cast<std::int8_t>(2 + k));
                     }
                 }
             }
-            // The best end: every operator consumed, any number of nodes (the rest skipped).
-            std::size_t bestJ = m;
-            for (std::size_t j = 0; j <= m; ++j) {
-                if (table.score(n, j) > table.score(n, bestJ))
-                    bestJ = j;
+            // The best end anywhere: operators and nodes after it are left for free (another
+            // forward right behind this one, the graph's tail a trace of one stage lacks).
+            std::size_t i = 0;
+            std::size_t j = 0;
+            for (std::size_t a = 0; a <= n; ++a) {
+                for (std::size_t b = 0; b <= m; ++b) {
+                    if (table.score(a, b) > table.score(i, j)) {
+                        i = a;
+                        j = b;
+                    }
+                }
             }
-            std::vector<std::pair<std::size_t, std::size_t>> matched(n, { 0, 0 }); // per operator: its nodes
-            std::size_t i = n;
-            std::size_t j = bestJ;
+            std::vector<NodeRange> matched(n, { 0, 0 });
             while (i > 0 || j > 0) {
                 const auto how = table.move(i, j);
                 if (how < 0)
                     break;
-                if (how == 0) {
-                    --i;
+                if (how <= 1) {
+                    (how == 0 ? i : j) -= 1;
                     continue;
                 }
-                if (how == 1) {
-                    --j;
-                    continue;
-                }
-                const auto k = static_cast<std::size_t>(how - 2);
-                const auto first = j - 1 - k;
-                matched[i - 1] = { first, first + 1 + k };
+                const auto first = j - 1 - static_cast<std::size_t>(how - 2);
+                matched[i - 1] = { first, j };
                 i -= 1;
                 j = first;
             }
-            matchOutOfOrder(ops, matched);
+            return matched;
+        }
+
+        // Aligns one pass and emits its ranges; returns how many operators it used (through the
+        // last one the order matched), 0 when none matched.
+        std::size_t align(std::span<const Operator> ops)
+        {
+            const std::size_t n = ops.size();
+            if ((n + 1) * (m_graph.nodeCount() + 1) > kMaxCells) { // named ranges are the way for such traces
+                ++m_stats.passesTooLarge;
+                return 0;
+            }
+            auto matched = matchInOrder(ops);
+            std::size_t used = 0; // operators up to the last the order matched
+            for (std::size_t o = 0; o < n; ++o)
+                used = matched[o].second > matched[o].first ? o + 1 : used;
+            if (used == 0)
+                return 0; // nothing of the graph: not a forward pass
+            ++m_stats.passes;
+            matchOutOfOrder(ops.first(used), matched);
             AlignedPass pass;
             pass.index = static_cast<std::int64_t>(m_passes.size());
             pass.startNs = n > 0 ? m_data.spans[ops.front().span].startNs : 0;
@@ -359,6 +386,7 @@ namespace {
                 }
             }
             m_passes.push_back(std::move(pass));
+            return used;
         }
 
         // Without autograd sequence numbers (the legacy profiler, Debian's torch 1.13) backward
@@ -403,26 +431,23 @@ namespace {
                 names.push_back(normalized(m_data.spans[f].name));
             // Moves: 0 skip a function, 1 skip an operator, 2 match, 3 match the operator matched last.
             AlignmentTable table(n, m);
-            const auto relax = [&table](std::size_t a, std::size_t b, int value, std::int8_t how) {
-                table.relax(a, b, value, how);
-            };
             for (std::size_t i = 0; i <= n; ++i) {
                 for (std::size_t j = 0; j <= m; ++j) {
                     const int here = table.score(i, j);
                     if (here == AlignmentTable::kNone)
                         continue;
                     if (i < n) // a function of no matched operator (AccumulateGrad, a constant's)
-                        relax(i + 1, j, here + kSkip, 0);
+                        table.relax(i + 1, j, here + kSkip, 0);
                     if (j < m) // an operator whose inputs needed no gradient
-                        relax(i, j + 1, here, 1);
+                        table.relax(i, j + 1, here, 1);
                     const auto matches = [&](std::size_t op) {
                         const auto it = m_opNames.find(forward[op].first);
                         return it != m_opNames.end() && it->second.contains(names[i]);
                     };
                     if (i < n && j < m && matches(j))
-                        relax(i + 1, j + 1, here + kMatch, 2);
-                    if (i < n && j > 0 && matches(j - 1)) // another backward function of the same operator
-                        relax(i + 1, j, here + kMatch, 3);
+                        table.relax(i + 1, j + 1, here + kMatch, 2);
+                    if (i < n && j > 0 && matches(j - 1)) // another backward function of the same operator,
+                        table.relax(i + 1, j, here + kMatch - 1, 3); // below a fresh match where both fit
                 }
             }
             std::size_t i = n;
@@ -461,8 +486,7 @@ namespace {
         // residual branch the importer sorted before its block) takes the first node of its kind
         // with its input shape that no operator of the pass took; batch normalization after a
         // convolution, which an eval-mode export folded into it, goes to that convolution.
-        void matchOutOfOrder(
-            const std::vector<Operator>& ops, std::vector<std::pair<std::size_t, std::size_t>>& matched) const
+        void matchOutOfOrder(std::span<const Operator> ops, std::vector<NodeRange>& matched) const
         {
             std::vector<bool> taken(m_graph.nodeCount(), false);
             for (const auto& [first, end] : matched) {
@@ -475,10 +499,12 @@ namespace {
                 if (matched[o].second > matched[o].first || op.kind == nullptr || op.kind->view)
                     continue;
                 for (std::size_t v = 0; v < nodes.size(); ++v) {
-                    // By kind and input shape; by kind alone where the trace recorded no shapes.
+                    // By kind and input shape; where the trace recorded no shapes, GEMMs and
+                    // convolutions by kind alone (metrics' comparisons and sums would take any node).
                     const auto& span = m_data.spans[op.span];
+                    const bool gemm = contains(op.kind->kinds, MatMul) || contains(op.kind->kinds, Conv);
                     if (!taken[v] && contains(op.kind->kinds, nodes[v].op)
-                        && (span.inputDims.empty() || shapesAgree(span, nodes[v]))) {
+                        && (span.inputDims.empty() ? gemm : shapesAgree(span, nodes[v]))) {
                         const auto end = v + 1 + static_cast<std::size_t>(absorbable(op, v));
                         matched[o] = { v, end };
                         for (auto t = v; t < end; ++t)
@@ -490,7 +516,7 @@ namespace {
             for (std::size_t o = 1; o < ops.size(); ++o) {
                 if (ops[o].kind == nullptr || !contains(ops[o].kind->kinds, BatchNorm) || matched[o].second > 0)
                     continue;
-                auto p = o - 1; // the matched operator before it, past views and scalar updates
+                auto p = o - 1; // the matched operator before it, past any unmatched ones
                 while (p > 0 && matched[p].second == 0)
                     --p;
                 const auto& previous = matched[p];

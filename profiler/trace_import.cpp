@@ -82,16 +82,23 @@ TraceImport importTrace(const Graph& graph, const std::filesystem::path& path)
 {
     auto data = readTrace(path);
     auto result = mapTraceToNodes(graph, data);
-    if (result.nodesMatched > 0)
+    const auto coverage = [](const TraceImport& t) {
+        const double work = t.totalNs - t.optimizerNs;
+        return work > 0 ? t.matchedNs / work : 0.0;
+    };
+    if (coverage(result) >= 0.5)
         return result;
-    // No range names a node (an unannotated torch.profiler trace): align its operators by order.
+    // Ranges name no node, or cover little (an unannotated torch.profiler trace, a stray range
+    // named like a scope): align the operators by order, and keep that where it covers more.
     const auto alignment = alignOperators(graph, data);
     if (alignment.alignedOperators == 0)
         return result;
-    result = mapTraceToNodes(graph, data);
-    result.aligned = true;
-    result.alignment = alignment;
-    return result;
+    auto aligned = mapTraceToNodes(graph, data);
+    if (coverage(aligned) <= coverage(result))
+        return result;
+    aligned.aligned = true;
+    aligned.alignment = alignment;
+    return aligned;
 }
 
 Profile toImportedProfile(

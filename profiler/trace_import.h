@@ -70,10 +70,11 @@ struct TraceIteration
     std::vector<TraceAction> actions; // by start time
 };
 
-// What operator alignment (op_alignment.h) did, when a trace had no range naming a node.
+// What operator alignment (op_alignment.h) did, when a trace's ranges covered under half of it.
 struct AlignmentStats
 {
     std::int64_t passes = 0; // forward passes aligned
+    std::int64_t passesTooLarge = 0; // passes left unaligned: over 64 million cells with the graph
     std::int64_t operators = 0; // forward operators that launch work or compute (views left out)
     std::int64_t alignedOperators = 0;
     std::size_t nodesCovered = 0; // graph nodes (views left out) matched in at least one pass
@@ -89,7 +90,7 @@ struct TraceImport
     std::size_t nodesMatched = 0; // nodes with a forward or backward time
     std::int64_t activities = 0;
     std::int64_t matchedActivities = 0;
-    std::int64_t unmatchedActivities = 0;
+    std::int64_t unmatchedActivities = 0; // matched + unmatched + optimizer activities = activities
     double totalNs = 0;
     double matchedNs = 0;
     double unmatchedNs = 0;
@@ -98,7 +99,7 @@ struct TraceImport
     std::int64_t ranges = 0; // ranges whose name is a node or scope
     std::vector<UnmatchedName> unmatched; // most time first, at most 10
     std::vector<TraceIteration> iterations; // empty when no activity matched a node
-    bool aligned = false; // no range named a node: the operators were aligned to nodes by order
+    bool aligned = false; // the operators were aligned to nodes by order (op_alignment.h)
     AlignmentStats alignment;
 };
 

@@ -157,7 +157,7 @@ namespace {
             for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
                 const auto& span = m_data.spans[i];
                 m_info[i].nodes = span.nodes.empty() ? m_index.find(span.name, m_info[i].phase) : &span.nodes;
-                m_result.ranges += m_info[i].nodes ? 1 : 0;
+                m_result.ranges += m_info[i].nodes && span.nodes.empty() ? 1 : 0; // the trace's own ranges
                 if (isProfilerStep(span.name))
                     steps.emplace_back(span.startNs, span.endNs);
             }
@@ -284,12 +284,6 @@ namespace {
             return best;
         }
 
-        bool autogradThread(std::int64_t thread) const
-        {
-            const auto it = m_data.threadNames.find(thread);
-            return it != m_data.threadNames.end() && lower(it->second).find("autograd") != std::string::npos;
-        }
-
         struct Sums
         {
             double ns[2] = { 0, 0 };
@@ -305,7 +299,7 @@ namespace {
             Phase phase = Phase::Forward;
             std::int64_t occurrence = occurrenceOf(c.outer);
             if (range >= 0) {
-                const bool backward = c.backwardMarker || autogradThread(thread);
+                const bool backward = c.backwardMarker || m_data.autogradThread(thread);
                 phase = m_info[range].phase.value_or(backward ? Phase::Backward : Phase::Forward);
             } else if (c.backwardOp >= 0) {
                 const int forward = forwardOpOf(c.backwardOp);
@@ -396,6 +390,12 @@ namespace {
     };
 
 } // namespace
+
+bool TraceData::autogradThread(std::int64_t thread) const
+{
+    const auto it = threadNames.find(thread);
+    return it != threadNames.end() && lower(it->second).find("autograd") != std::string::npos;
+}
 
 TraceImport mapTraceToNodes(const Graph& graph, const TraceData& data)
 {

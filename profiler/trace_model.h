@@ -44,6 +44,9 @@ struct TraceData
     std::vector<TraceSpan> spans;
     std::vector<TraceWork> work; // empty: a CPU-only trace, the spans' self times are the work
     std::map<std::int64_t, std::string> threadNames;
+
+    // PyTorch's autograd thread (`pt_autograd_*`): its work is backward.
+    [[nodiscard]] bool autogradThread(std::int64_t thread) const;
 };
 
 // Attributes the activities of `data` to the nodes of `graph`.

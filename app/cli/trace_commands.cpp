@@ -25,8 +25,16 @@ namespace {
         std::string device; // empty: "cuda" for kernel traces, "cpu" for CPU-only ones
         std::int64_t microBatch = 0; // 0: the project's
         bool dryRun = false;
+        double minCoverage = 0.5; // of the forward and backward work's time, attributed to nodes
         bool json = false;
     };
+
+    // The share of the trace's forward and backward time (its optimizer step's left out) on nodes.
+    double coverageOf(const profiler::TraceImport& t)
+    {
+        const double work = t.totalNs - t.optimizerNs;
+        return work > 0 ? t.matchedNs / work : 0.0;
+    }
 
     nlohmann::ordered_json toJson(const ImportTraceOptions& o, const Graph& graph, const profiler::TraceImport& t,
         const std::string& device, std::int64_t microBatch)
@@ -38,11 +46,12 @@ namespace {
             { "total_ms", t.totalNs / 1e6 }, { "matched_ms", t.matchedNs / 1e6 },
             { "unmatched_ms", t.unmatchedNs / 1e6 }, { "optimizer", t.optimizerActivities },
             { "optimizer_ms", t.optimizerNs / 1e6 }, { "nodes_matched", t.nodesMatched },
-            { "nodes_total", graph.nodeCount() }, { "aligned_by_operator_order", t.aligned } };
+            { "nodes_total", graph.nodeCount() }, { "coverage", coverageOf(t) },
+            { "aligned_by_operator_order", t.aligned } };
         if (t.aligned)
             j["alignment"] = { { "passes", t.alignment.passes }, { "operators", t.alignment.operators },
                 { "aligned_operators", t.alignment.alignedOperators }, { "nodes_covered", t.alignment.nodesCovered },
-                { "nodes", t.alignment.nodes } };
+                { "nodes", t.alignment.nodes }, { "passes_too_large", t.alignment.passesTooLarge } };
         j["unmatched_names"] = nlohmann::ordered_json::array();
         for (const auto& u : t.unmatched)
             j["unmatched_names"].push_back({ { "name", u.name }, { "count", u.count }, { "ms", u.totalNs / 1e6 } });
@@ -64,8 +73,8 @@ namespace {
             o.trace, t.schemaVersion, t.activities, t.deviceActivity ? "kernels and copies" : "CPU op self times",
             t.ranges);
         if (t.aligned)
-            fmt::print("No range names a node: aligned {} of {} operators in {} forward pass(es) to nodes by order, "
-                       "kind and shape ({} of {} computing nodes covered)\n",
+            fmt::print("Ranges cover under half of it: aligned {} of {} operators in {} forward pass(es) to nodes by "
+                       "order, kind and shape ({} of {} computing nodes covered)\n",
                 t.alignment.alignedOperators, t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered,
                 t.alignment.nodes);
         fmt::print("Nodes matched  {} of {}\n", t.nodesMatched, graph.nodeCount());
@@ -74,6 +83,10 @@ namespace {
         if (t.optimizerActivities > 0)
             fmt::print("Optimizer      {} ({:.3f} ms)\n", t.optimizerActivities, t.optimizerNs / 1e6);
         fmt::print("Total time     {:.3f} ms\n", t.totalNs / 1e6);
+        fmt::print("Coverage       {:.1f}% of the forward and backward time on nodes{}\n", 100 * coverageOf(t),
+            coverageOf(t) < o.minCoverage
+                ? fmt::format(" (below --min-coverage {:.2f}: would be refused)", o.minCoverage)
+                : "");
         for (const auto& u : t.unmatched)
             fmt::print("  unmatched    {:<40} {:6} x {:9.3f} ms\n", u.name, u.count, u.totalNs / 1e6);
         if (o.dryRun)
@@ -150,6 +163,18 @@ namespace {
                 + std::to_string(trace.activities) + " activities, none matched), and no framework operator of the "
                 + "trace aligns with its nodes; record it with torch.profiler.profile(record_shapes=True), or name "
                 + "NVTX or record_function ranges after nodes such as '" + graph.nodes().front().name + "'");
+        // A half profile is refused with the report of what the trace covered.
+        const double coverage = coverageOf(trace);
+        if (coverage < o.minCoverage && !o.dryRun) {
+            std::string missed;
+            for (std::size_t i = 0; i < trace.unmatched.size() && i < 3; ++i)
+                missed += (i > 0 ? "; " : "") + trace.unmatched[i].name.substr(0, 60) + " "
+                    + fmt::format("{:.3f} ms", trace.unmatched[i].totalNs / 1e6);
+            throw Error(
+                fmt::format("'{}': only {:.1f}% of its forward and backward time maps to nodes of '{}' ({} of {} "
+                            "nodes matched; --min-coverage {:.2f}); unmatched: {}",
+                    o.trace, 100 * coverage, o.project, trace.nodesMatched, graph.nodeCount(), o.minCoverage, missed));
+        }
         const auto device = !o.device.empty() ? o.device : (trace.deviceActivity ? "cuda" : "cpu");
         const auto microBatch = o.microBatch > 0 ? o.microBatch : graph.info().microBatch;
         // A timeline is a run where the simulator can predict it: on the CPU or a catalog GPU.
@@ -226,6 +251,9 @@ void addImportTraceCommand(CLI::App& app, Action& action)
            "project's)")
         ->check(positiveUpTo(1 << 20));
     cmd->add_flag("--dry-run", o->dryRun, "Report the mapping without saving");
+    cmd->add_option("--min-coverage", o->minCoverage,
+           "Refuse a trace whose time on nodes is below this share of its forward and backward work (default 0.5)")
+        ->check(CLI::Range(0.0, 1.0));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([o, &action] { action = [o] { return runImportTrace(*o); }; });
 }

@@ -146,6 +146,15 @@ TEST_F(TraceCli, ImportTraceStoresAnImportedProfile)
     const auto dry = runCli("import-trace " + m_project + " " + file("t.json") + " --dry-run");
     ASSERT_EQ(dry.exitCode, 0) << dry.output;
     EXPECT_NE(dry.output.find("Nodes matched  4 of 9"), std::string::npos) << dry.output;
+    EXPECT_NE(dry.output.find("Coverage       96.6% of the forward and backward time"), std::string::npos)
+        << dry.output;
+    EXPECT_EQ(ps::e2e::queryInt(m_project, "SELECT count(*) FROM profiles WHERE source = 'imported'"), 0);
+    // Below the coverage asked for, nothing is stored and the error says what the trace covered.
+    const auto low = runCli("import-trace " + m_project + " " + file("t.json") + " --min-coverage 0.99");
+    EXPECT_NE(low.exitCode, 0);
+    EXPECT_NE(low.output.find("only 96.6% of its forward and backward time maps to nodes"), std::string::npos)
+        << low.output;
+    EXPECT_NE(low.output.find("aten::zeros"), std::string::npos) << low.output;
     EXPECT_EQ(ps::e2e::queryInt(m_project, "SELECT count(*) FROM profiles WHERE source = 'imported'"), 0);
 
     const auto r = runCli("import-trace " + m_project + " " + file("t.json") + " --json");
