@@ -8,6 +8,7 @@
 #include "graph/loss.h"
 #include "onnx/onnx_import.h"
 #include "op_alignment.h"
+#include "tiny_mlp.h"
 #include "trace_import.h"
 #include "zoo/model_config.h"
 
@@ -46,18 +47,6 @@ double coverage(const profiler::TraceImport& t)
 }
 
 } // namespace
-
-// The zoo MLP the hand-written traces below are of: 2 layers of 16, 4 classes, batch 4.
-Graph mlpGraph()
-{
-    auto c = zooPreset("mlp");
-    c.layers = 2;
-    c.hidden = 16;
-    c.vocab = 4;
-    c.microBatch = 4;
-    c.dropout = 0;
-    return buildZooModel(c);
-}
 
 // A hand-written Kineto trace of one training step of the zoo MLP (2 layers of 16, 4 classes,
 // batch 4) with no range named after a node: each aten operator launches one kernel from its own
@@ -103,7 +92,7 @@ std::string mlpStepTrace(int forwards = 1)
 
 TEST(OpAlignment, OperatorsWithoutNamedRangesLandOnTheirNodes)
 {
-    const auto graph = mlpGraph();
+    const auto graph = tinyMlp();
     const auto dir = fs::temp_directory_path() / ("ps_align_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const auto text = mlpStepTrace();
@@ -144,7 +133,7 @@ TEST(OpAlignment, OperatorsWithoutNamedRangesLandOnTheirNodes)
 // node occurs twice, and each backward follows its own forward by sequence number.
 TEST(OpAlignment, ForwardsBackToBackAreSeparatePasses)
 {
-    const auto graph = mlpGraph();
+    const auto graph = tinyMlp();
     const auto file = fs::temp_directory_path() / ("ps_align_ffbb_" + std::to_string(::getpid()) + ".json");
     std::ofstream(file) << mlpStepTrace(2);
     const auto t = profiler::importTrace(graph, file);

@@ -4,6 +4,7 @@
 #include "graph/op_cost.h"
 #include "store/project_store.h"
 #include "store/sqlite.h"
+#include "tiny_mlp.h"
 #include "trace_import.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -19,17 +20,6 @@ using namespace ps;
 namespace fs = std::filesystem;
 
 namespace {
-
-Graph tinyMlp()
-{
-    ModelConfig c = zooPreset("mlp");
-    c.layers = 2;
-    c.hidden = 16;
-    c.vocab = 4;
-    c.microBatch = 4;
-    c.dropout = 0;
-    return buildZooModel(c);
-}
 
 std::size_t nodeIndex(const Graph& g, const std::string& name)
 {
