@@ -126,31 +126,45 @@ namespace {
 
 void HostClockTracer::push(std::uint64_t externalId)
 {
-    m_open.emplace_back(externalId, Clock::now());
+    const auto now = Clock::now();
+    const std::lock_guard lock(m_mutex);
+    m_open[std::this_thread::get_id()].emplace_back(externalId, now);
 }
+
+namespace {
+    std::uint64_t steadyNs(std::chrono::steady_clock::time_point t)
+    {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+    }
+} // namespace
 
 void HostClockTracer::pop()
 {
     const auto end = Clock::now();
-    if (m_open.empty())
+    const std::lock_guard lock(m_mutex);
+    auto& open = m_open[std::this_thread::get_id()];
+    if (open.empty())
         throw Error("internal: profiler range popped without a push");
-    const auto [id, start] = m_open.back();
-    m_open.pop_back();
-    const auto ns = [](Clock::time_point t) {
-        return static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
-    };
+    const auto [id, start] = open.back();
+    open.pop_back();
     const auto correlation = m_nextCorrelation++;
     m_batch.activities.push_back(
-        { cupti::ActivityKind::Kernel, "host range", ns(start), ns(end), correlation, 0, 0, 0 });
+        { cupti::ActivityKind::Kernel, "host range", steadyNs(start), steadyNs(end), correlation, 0, 0, 0 });
     m_batch.correlations.push_back({ correlation, id });
 }
 
 cupti::ActivityBatch HostClockTracer::collect()
 {
+    const std::lock_guard lock(m_mutex);
     auto out = std::move(m_batch);
     m_batch = {};
     return out;
+}
+
+std::uint64_t HostClockTracer::timestampNs() const
+{
+    return steadyNs(Clock::now());
 }
 
 CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend, ActivityTracer& tracer,

@@ -14,7 +14,10 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ps::profiler {
@@ -29,21 +32,26 @@ public:
     virtual void pop() = 0;
     // Everything recorded since the last collect (the device has finished it).
     [[nodiscard]] virtual cupti::ActivityBatch collect() = 0;
+    // Now, on the clock of the records' timestamps (for their alignment with the host clock).
+    [[nodiscard]] virtual std::uint64_t timestampNs() const = 0;
 };
 
-// The host clock as the tracer: one activity per pushed range, from push to pop. Right for
-// backends whose work is done when the call returns (the CPU).
+// The host clock as the tracer: one activity per pushed range, from push to pop (ranges nest per
+// thread; several threads may push at once). Right for backends whose work is done when the call
+// returns (the CPU). Timestamps are steady_clock nanoseconds.
 class HostClockTracer final : public ActivityTracer
 {
 public:
     void push(std::uint64_t externalId) override;
     void pop() override;
     [[nodiscard]] cupti::ActivityBatch collect() override;
+    [[nodiscard]] std::uint64_t timestampNs() const override;
 
 private:
     using Clock = std::chrono::steady_clock;
+    std::mutex m_mutex;
     cupti::ActivityBatch m_batch;
-    std::vector<std::pair<std::uint64_t, Clock::time_point>> m_open;
+    std::map<std::thread::id, std::vector<std::pair<std::uint64_t, Clock::time_point>>> m_open;
     std::uint32_t m_nextCorrelation = 1;
 };
 

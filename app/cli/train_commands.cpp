@@ -10,6 +10,7 @@
 #include "cli/validators.h"
 #include "cluster/cluster.h"
 #include "graph/graph_summary.h"
+#include "kernel_timeline.h"
 #include "plan/planner.h"
 #include "runtime/run_prediction.h"
 #include "runtime/training_run.h"
@@ -33,6 +34,33 @@ namespace {
 
     std::atomic<bool> g_interrupted { false };
 
+    // The measured timeline's clock (`--timeline`), and in `why` what it is: on GPUs, each action's
+    // kernels in a CUPTI trace (auto: where CUPTI loads, else the device synchronized after each
+    // action); on CPUs the host clock around each action, whose calls return when done.
+    std::unique_ptr<profiler::KernelTimelineTracer> kernelTimeline(
+        const std::string& mode, const std::string& devices, std::string& why)
+    {
+        if (!engine::parseDeviceSpec(devices).cuda) {
+            if (mode == "cupti")
+                throw Error("--timeline cupti traces GPU kernels; " + devices + " runs on the CPU");
+            why = "host clock around each action";
+            return nullptr;
+        }
+        if (mode != "synchronized") {
+            try {
+                why = "kernels of each action (CUPTI)";
+                return profiler::makeCuptiKernelTimeline();
+            } catch (const Error& e) {
+                if (mode == "cupti")
+                    throw;
+                why = "device synchronized after each action (no kernel trace: " + std::string(e.what()) + ")";
+                return nullptr;
+            }
+        }
+        why = "device synchronized after each action";
+        return nullptr;
+    }
+
     extern "C" void onInterrupt(int /*signal*/)
     {
         g_interrupted = true;
@@ -44,6 +72,7 @@ namespace {
         std::string device = "cpu"; // legacy single-device form
         std::string devices; // cpu, cpu:N, cuda:...
         std::string precision = "fp32"; // fp32, or tf32 on GPUs
+        std::string timeline = "auto"; // GPUs: auto | cupti | synchronized
         int stages = 0; // 0: one per device
         std::string schedule = "1f1b";
         std::int64_t microBatches = 0; // 0: --accumulate
@@ -172,12 +201,14 @@ namespace {
     {
         return { { "step", step }, { "loss", r.loss }, { "lr", r.learningRate }, { "step_ms", r.seconds * 1e3 },
             { "tokens_per_s", r.tokensPerSecond }, { "peak_bytes", r.devicePeakBytes },
-            { "busy_ms", [&] {
-                 std::vector<double> ms;
-                 for (double ns : r.deviceBusyNs)
-                     ms.push_back(ns / 1e6);
-                 return ms;
-             }() } };
+            { "busy_ms",
+                [&] {
+                    std::vector<double> ms;
+                    for (double ns : r.deviceBusyNs)
+                        ms.push_back(ns / 1e6);
+                    return ms;
+                }() },
+            { "traced_actions", r.tracedActions } };
     }
 
     // `index`: 1-based step of this run (a resumed run traces its own first steps too).
@@ -222,6 +253,9 @@ namespace {
         const auto deviceKind = runDeviceKind(deviceText);
         engine::RunConfig c;
         c.gemm = trainingGemmPrecision(o.precision);
+        std::string timelineWhy;
+        const auto timeline = kernelTimeline(o.timeline, deviceText, timelineWhy);
+        c.tracer = timeline.get();
         std::int64_t planId = 0;
         if (!o.plan.empty()) {
             applyStoredPlan(store, o.plan, graph, c, planId);
@@ -281,13 +315,14 @@ namespace {
             { "resumed_from_step", resumedStep }, { "link", nlohmann::json::parse(engine::linkToJson(c.link)) },
             { "adaptive_group_size", controller != nullptr }, { "chunks", o.chunks.enabled },
             { "chunk_elements", o.chunks.chunkElements }, { "throughput_unit", unit }, { "device_kind", deviceKind },
-            { "precision", o.precision } };
+            { "precision", o.precision }, { "timeline", timelineWhy } };
         const auto runId = store.beginRun(config.dump());
         if (o.json) {
             fmt::print("{}\n", nlohmann::json { { "run", runId }, { "config", config } }.dump());
         } else {
             fmt::print("Training {}: {} steps of {} {}, data {}, run {}\n  {}\n", o.project, o.steps,
                 run.tokensPerStep(), unit, source, runId, scheduleLine(c, run.devices()));
+            fmt::print("  timeline: {}\n", timelineWhy);
             if (checkpoint)
                 fmt::print("  resumed from step {}{}\n", resumedStep,
                     moments ? " with the optimizer's state" : " (parameters only: the optimizer starts fresh)");
@@ -322,6 +357,9 @@ namespace {
                         static_cast<double>(peak) / (1024.0 * 1024.0));
                     fmt::print("{}", chunksText(r, run.devices()));
                 }
+                if (timeline)
+                    for (const auto& w : timeline->takeWarnings())
+                        fmt::print(stderr, "warning: step {}: {}\n", step, w);
                 std::fflush(stdout);
                 adaptGroupSize(controller.get(), run, r, o.json);
                 if (o.checkpointEvery > 0 && (i + 1) % o.checkpointEvery == 0)
@@ -411,6 +449,10 @@ void addTrainCommand(CLI::App& app, Action& action)
     cmd->add_option("--precision", o->precision,
         "fp32 (default); on GPUs tf32 (GEMM inputs rounded to TF32) or bf16 (GEMM inputs cast to bf16, as "
         "torch.autocast does); fp32 accumulation, values and master weights in every mode");
+    cmd->add_option("--timeline", o->timeline,
+           "GPUs: how actions are timed: auto (default: the kernels each launched, from a CUPTI trace, where CUPTI "
+           "loads; else synchronized) | cupti | synchronized (the device waited for after each action)")
+        ->check(CLI::IsMember(std::vector<std::string> { "auto", "cupti", "synchronized" }));
     cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
     cmd->add_option("--schedule", o->schedule,
         "gpipe | 1f1b | kfkb:K | kfkb:auto (Ada-Grouper: k chosen from the measured transfers) | "

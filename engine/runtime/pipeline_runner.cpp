@@ -3,6 +3,7 @@
 #include "cpu/thread_affinity.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -310,6 +311,7 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
     result.deviceBusyNs.assign(m_schedule.devices.size(), 0);
     std::vector<std::exception_ptr> errors(m_schedule.devices.size());
     std::vector<std::vector<SimEvent>> events(m_schedule.devices.size());
+    m_eventIds.assign(m_schedule.devices.size(), {});
     m_start = std::chrono::steady_clock::now();
     {
         std::vector<std::jthread> workers;
@@ -334,7 +336,11 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
             });
         }
     }
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    const bool failed = std::any_of(errors.begin(), errors.end(), [](const auto& e) { return e != nullptr; });
+    if (m_options.tracer != nullptr && !failed)
+        applyTracedSpans(result, events);
+    else
+        result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
     // The cause first: a worker that failed by itself, not one whose wait was aborted by it.
     std::exception_ptr cause;
     for (auto& e : errors) {
@@ -430,16 +436,34 @@ void PipelineRunner::runDevice(
     result.microBatchLosses.assign(batches.size(), std::numeric_limits<double>::quiet_NaN());
     result.deviceBusyNs.assign(1, 0);
     const auto& list = m_schedule.devices[device];
-    for (const auto& a : list) {
+    auto* tracer = m_options.tracer;
+    for (std::size_t index = 0; index < list.size(); ++index) {
+        const auto& a = list[index];
         if (m_abort->aborted())
             return;
+        // Tracer ids: the device in the high bits, the action's place in its list below (never 0).
+        const auto id = ((static_cast<std::uint64_t>(device) + 1) << 40U) | index;
         auto start = std::chrono::steady_clock::now();
         ActionOutcome outcome;
         try {
-            outcome = runAction(device, a, batches, lr, result);
-            // The measured timeline is the device's: an action ends when its work has run, not when
-            // it was queued (a no-op on the CPU, whose calls return when done).
-            m_devices[device].backend->synchronize();
+            if (tracer != nullptr) {
+                // end() even when the action throws: a tracer's ranges nest per thread.
+                tracer->begin(id);
+                struct End
+                {
+                    ActionTracer* t;
+                    ~End()
+                    {
+                        t->end();
+                    }
+                } const end { tracer };
+                outcome = runAction(device, a, batches, lr, result);
+            } else {
+                outcome = runAction(device, a, batches, lr, result);
+                // The measured timeline is the device's: an action ends when its work has run, not
+                // when it was queued (a no-op on the CPU, whose calls return when done).
+                m_devices[device].backend->synchronize();
+            }
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
                 + formatAction(a) + ": " + e.what());
@@ -464,7 +488,35 @@ void PipelineRunner::runDevice(
             auto& ev = result.events.emplace_back();
             ev = SimEvent { DeviceId(static_cast<std::uint32_t>(device)), streamOf(a.type), a.type, a.stage,
                 a.microBatch, startNs, endNs, static_cast<double>(outcome.bytes) };
+            // A send over an emulated link keeps the link's time; everything else the device's.
+            m_eventIds[device].push_back(tracer != nullptr && !outcome.transfer ? id : 0);
         }
+    }
+}
+
+void PipelineRunner::applyTracedSpans(IterationResult& result, std::vector<std::vector<SimEvent>>& events)
+{
+    // The iteration ends when every device has run what its worker queued.
+    for (auto& d : m_devices)
+        d.backend->synchronize();
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    const auto spans = m_options.tracer->finish(m_start);
+    for (std::size_t d = 0; d < events.size(); ++d) {
+        const auto& ids = m_eventIds[d];
+        double busy = 0;
+        for (std::size_t i = 0; i < events[d].size(); ++i) {
+            auto& ev = events[d][i];
+            const auto span = i < ids.size() && ids[i] != 0 ? spans.find(ids[i]) : spans.end();
+            if (span != spans.end()) {
+                ev.startNs = span->second.startNs;
+                ev.endNs = span->second.endNs;
+                ++result.tracedActions;
+            }
+            if (i < ids.size() && isCompute(ev.action))
+                busy += ev.endNs - ev.startNs;
+        }
+        if (m_options.recordEvents)
+            result.deviceBusyNs[d] = busy;
     }
 }
 

@@ -17,6 +17,7 @@
 
 #include "cpu/gemm_team.h"
 #include "plan/partition.h"
+#include "runtime/action_tracer.h"
 #include "runtime/channel.h"
 #include "runtime/stage_executor.h"
 #include "schedule/schedule.h"
@@ -61,6 +62,9 @@ struct RunnerOptions
     // after it each device's margin takes chunks home to the device (§8.2).
     ChunkOptions chunks;
     GemmPrecision gemm = GemmPrecision::Fp32; // where the backend has the choice (CUDA)
+    // Times each action on the device (a GPU's kernel trace); not owned. Without one, the worker
+    // waits for its device after every action and the host clock times it.
+    ActionTracer* tracer = nullptr;
 };
 
 struct IterationResult
@@ -74,6 +78,7 @@ struct IterationResult
     std::vector<double> deviceBusyNs; // compute actions only
     std::int64_t transferredBytes = 0;
     std::vector<ChunkStats> deviceChunks; // per device, with chunks: placement and this iteration's moves
+    std::int64_t tracedActions = 0; // events timed by the options' tracer (the rest: the host clock)
 };
 
 class PipelineRunner
@@ -116,6 +121,8 @@ private:
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     // Waits for the device's queued copies and adds them to its events.
     void finishCopies(std::size_t device, IterationResult& result);
+    // With a tracer: waits for every device, then gives the actions' events the tracer's spans.
+    void applyTracedSpans(IterationResult& result, std::vector<std::vector<SimEvent>>& events);
     struct ActionOutcome
     {
         std::int64_t bytes = 0; // sent
@@ -148,6 +155,8 @@ private:
     std::unique_ptr<AbortSignal> m_abort;
     std::unique_ptr<TiedGradients> m_tied;
     std::vector<char> m_deposited; // per stage: tied gradients handed in this iteration
+    // Per device, this iteration: the tracer id of each action event (0: keep the host times).
+    std::vector<std::vector<std::uint64_t>> m_eventIds;
     std::int64_t m_transferred = 0; // channel bytes before this iteration
     std::int64_t m_iteration = 0;
     bool m_chunksPlaced = false;

@@ -183,7 +183,8 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
                     + " is a GPU tensor-core mode; " + d.name + " computes in fp32 (train with --precision fp32)");
         }
     }
-    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks, m_config.gemm };
+    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks, m_config.gemm,
+        m_config.tracer };
     m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
     // The same initial values as the single-device executor (graph values, else its seeded draws).
     GraphExecutor init(m_graph, ExecutorOptions { m_config.seed, 0, true });
@@ -229,6 +230,7 @@ RunStepResult TrainingRun::step()
     out.devicePeakByUse = std::move(r.devicePeakByUse);
     out.deviceBusyNs = std::move(r.deviceBusyNs);
     out.events = std::move(r.events);
+    out.tracedActions = r.tracedActions;
     out.transferredBytes = r.transferredBytes;
     out.deviceChunks = std::move(r.deviceChunks);
     return out;

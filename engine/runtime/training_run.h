@@ -55,6 +55,7 @@ struct RunConfig
     LinkEmulation link; // between the devices; off: memory speed
     ChunkOptions chunks; // PatrickStar chunk managers for parameters and optimizer states
     GemmPrecision gemm = GemmPrecision::Fp32; // tf32 and bf16 on CUDA devices only (refused on CPU ones)
+    ActionTracer* tracer = nullptr; // times the actions on the devices (RunnerOptions::tracer); not owned
 };
 
 struct RunStepResult
@@ -70,6 +71,7 @@ struct RunStepResult
     std::vector<SimEvent> events;
     std::int64_t transferredBytes = 0;
     std::vector<ChunkStats> deviceChunks; // per device, with chunks
+    std::int64_t tracedActions = 0; // events timed by the config's tracer
 };
 
 struct RunCheckpoint

@@ -27,6 +27,7 @@ namespace {
         decltype(&cuptiActivityPopExternalCorrelationId) popId = nullptr;
         decltype(&cuptiGetResultString) resultString = nullptr;
         decltype(&cuptiGetVersion) version = nullptr;
+        decltype(&cuptiGetTimestamp) timestamp = nullptr;
     };
 
     template <typename F> void resolve(F& f, const char* name)
@@ -48,6 +49,7 @@ namespace {
             resolve(x.popId, "cuptiActivityPopExternalCorrelationId");
             resolve(x.resultString, "cuptiGetResultString");
             resolve(x.version, "cuptiGetVersion");
+            resolve(x.timestamp, "cuptiGetTimestamp");
             return x;
         }();
         return a;
@@ -148,6 +150,13 @@ namespace {
             auto out = std::move(gBatch);
             gBatch = {};
             return out;
+        }
+        // The clock of the records' start and end (CUPTI's own timestamp).
+        [[nodiscard]] std::uint64_t timestampNs() const override
+        {
+            std::uint64_t now = 0;
+            check(api().timestamp(&now), "cuptiGetTimestamp");
+            return now;
         }
     };
 

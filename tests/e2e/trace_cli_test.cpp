@@ -120,6 +120,11 @@ TEST_F(TraceCli, RunTraceHasEveryStoredEventOfTheIteration)
     ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
     const auto train = runCli("train " + p + " --devices cpu:2 --micro-batches 2 --steps 1");
     ASSERT_EQ(train.exitCode, 0) << train.output;
+    EXPECT_NE(train.output.find("timeline: host clock around each action"), std::string::npos) << train.output;
+    // A kernel trace is for GPUs: asked for on CPU devices, refused before anything runs.
+    const auto cupti = runCli("train " + p + " --devices cpu:2 --micro-batches 2 --steps 1 --timeline cupti");
+    EXPECT_NE(cupti.exitCode, 0);
+    EXPECT_NE(cupti.output.find("runs on the CPU"), std::string::npos) << cupti.output;
     const auto r = runCli("trace " + p + " -o " + file("run.json"));
     ASSERT_EQ(r.exitCode, 0) << r.output;
     std::smatch m;

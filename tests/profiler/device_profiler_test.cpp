@@ -37,6 +37,10 @@ public:
         ++collects;
         return inner.collect();
     }
+    [[nodiscard]] std::uint64_t timestampNs() const override
+    {
+        return inner.timestampNs();
+    }
     HostClockTracer inner;
     int pushes = 0;
     int collects = 0;
