@@ -141,7 +141,7 @@ struct GemmOperand
 };
 [[nodiscard]] GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node);
 
-// Conv through cuDNN (cuda_cudnn_conv.cu) where it applies: cuDNN found, fp32 or TF32 GEMM
+// Conv through cuDNN (cuda_cudnn.cu) where it applies: cuDNN found, fp32 or TF32 GEMM
 // precision, pads equal on both sides, PS_CUDNN not "0". Return false, having done nothing,
 // elsewhere (the caller takes the im2col path). Out, dx and dw are written, not accumulated.
 struct ConvParams
@@ -154,6 +154,21 @@ struct ConvParams
     const Node& node, const ConvParams& p, const NdArray& x, const NdArray& weight, NdArray& out, KernelContext& ctx);
 [[nodiscard]] bool cudnnConvBackward(const Node& node, const ConvParams& p, const NdArray& x, const NdArray& weight,
     const NdArray& dy, NdArray* dx, NdArray* dw, KernelContext& ctx);
+
+// BatchNorm in training mode through cuDNN (cuda_cudnn.cu) where it applies: cuDNN's normalization
+// entry points found, batch statistics (ctx.training), PS_CUDNN not "0", sizes within its int
+// descriptors. `mean` and `rstd` (C) receive the batch statistics the backward reads (v.saved);
+// the running statistics v.in[3], v.in[4] are updated in place. Return false, having done nothing,
+// elsewhere (the engine's kernels serve). Backward fills g.gradIn where g.needGrad asks.
+struct BatchNormParams
+{
+    std::int64_t n, c, spatial; // (N, C, product of the other dims)
+    double epsilon, momentum; // ONNX's: running = momentum * running + (1 - momentum) * batch
+};
+[[nodiscard]] bool cudnnBatchNormForward(const Node& node, const BatchNormParams& p, NodeValues& v, NdArray& out,
+    NdArray& mean, NdArray& rstd, KernelContext& ctx);
+[[nodiscard]] bool cudnnBatchNormBackward(const Node& node, const BatchNormParams& p, const NodeValues& v,
+    const NdArray& dy, BackwardArgs& g, KernelContext& ctx);
 
 // The op kernels, one registration per file (cuda_math_kernels.cu, cuda_nn_kernels.cu,
 // cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu,

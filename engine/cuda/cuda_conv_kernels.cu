@@ -1,8 +1,8 @@
-// CUDA kernels of the CNN ops: Conv (cuDNN where it applies, cuda_cudnn_conv.cu; else im2col + one
-// cuBLAS GEMM per chunk of images, batched over groups), BatchNorm (per-channel sums in double, one
-// block per channel), MaxPool, AvgPool and GlobalAvgPool, forward and backward, on (N, C, H, W) f32
-// arrays. The index math and the per-element and per-channel arithmetic are engine/conv_math.h's,
-// which the CPU kernels run too; these backwards gather (one thread per input element), so they
+// CUDA kernels of the CNN ops: Conv (cuDNN where it applies, cuda_cudnn.cu; else im2col + one
+// cuBLAS GEMM per chunk of images, batched over groups), BatchNorm (cuDNN in training where it
+// applies; else per-channel sums in double, one block per channel), MaxPool, AvgPool and GlobalAvgPool, forward and
+// backward, on (N, C, H, W) f32 arrays. The index math and the per-element and per-channel arithmetic are
+// engine/conv_math.h's, which the CPU kernels run too; these backwards gather (one thread per input element), so they
 // need no atomics and their sums come in the CPU's order. Windows are read from the node by
 // engine/conv_geometry.h, as on the CPU.
 #include "conv_geometry.h"
@@ -333,6 +333,14 @@ namespace {
         }
     }
 
+    BatchNormParams batchNormParams(const Node& node, const NdArray& x)
+    {
+        const auto n = x.shape()[0];
+        const auto c = x.shape()[1];
+        return { n, c, n * c > 0 ? x.numel() / (n * c) : 1, node.floatAttr("epsilon", 1e-5),
+            node.floatAttr("momentum", 0.9) };
+    }
+
     void batchNormForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         useDevice(ctx.allocator);
@@ -345,6 +353,11 @@ namespace {
         auto out = NdArray::empty(ctx.allocator, x.shape());
         auto mean = NdArray::empty(ctx.allocator, { c });
         auto rstd = NdArray::empty(ctx.allocator, { c });
+        if (cudnnBatchNormForward(node, batchNormParams(node, x), v, out, mean, rstd, ctx)) {
+            v.out = { out };
+            v.saved = { mean, rstd };
+            return;
+        }
         const auto sums = ctx.training ? channelSums(x, nullptr, nullptr, nullptr, ctx, node) : Sums {};
         if (c > 0)
             batchNormStatsKernel<<<blocksFor(c), kThreads>>>(
@@ -371,6 +384,8 @@ namespace {
         const auto n = x.shape()[0];
         const auto c = x.shape()[1];
         const auto spatial = n * c > 0 ? x.numel() / (n * c) : 1;
+        if (cudnnBatchNormBackward(node, batchNormParams(node, x), v, dy, g, ctx))
+            return;
         const auto sums = channelSums(x, &dy, &v.saved[0], &v.saved[1], ctx, node); // sum(dy), sum(dy xhat)
         if (g.needGrad[0]) {
             auto dx = NdArray::empty(ctx.allocator, x.shape());

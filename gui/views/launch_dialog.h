@@ -1,5 +1,5 @@
 // Run > Launch: which plan (the current edit or a stored plan), on which devices (N CPU devices
-// with a memory cap each; GPUs are listed but training on them is not built yet), how many steps,
+// with a memory cap each, or a local GPU split into them: the CUDA backend), how many steps,
 // which data, learning rate and checkpoint interval. Before launch it shows the simulator's
 // predicted iteration time and per-device peak memory for exactly that run, and refuses a plan
 // predicted to run out of memory (naming the device and the bytes) unless the user overrides.

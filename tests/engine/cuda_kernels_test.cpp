@@ -159,6 +159,12 @@ public:
         add(OpType::BatchNorm, { { "epsilon", 1e-5 }, { "momentum", 0.9 } },
             { random({ 4, 5, 6, 7 }), random({ 5 }), random({ 5 }), random({ 5 }), random({ 5 }, 0.5F, 1.5F) },
             { true, true, true, false, false }, 1e-4);
+        add(OpType::BatchNorm, { { "epsilon", 1e-3 }, { "momentum", 0.8 } }, // BatchNorm1d over (N, C, L)
+            { random({ 3, 4, 9 }), random({ 4 }), random({ 4 }), random({ 4 }), random({ 4 }, 0.5F, 1.5F) },
+            { true, true, true, false, false }, 1e-4);
+        add(OpType::BatchNorm, { { "epsilon", 1e-5 }, { "momentum", 0.9 } }, // (N, C): a classifier head's
+            { random({ 8, 6 }), random({ 6 }), random({ 6 }), random({ 6 }), random({ 6 }, 0.5F, 1.5F) },
+            { true, true, true, false, false }, 1e-4);
         add(OpType::MaxPool,
             { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } },
                 { "ceil_mode", std::int64_t { 1 } } },
@@ -339,8 +345,8 @@ void expectGpuMatchesCpu(const OpCase& c, CaseMaker& make, const Backend& gpu, A
 
 } // namespace
 
-// Conv runs through cuDNN where cuDNN is found (symmetric pads, fp32): the im2col path is checked
-// by ConvWithoutCudnnMatchesTheCpuKernel.
+// Conv and training-mode BatchNorm run through cuDNN where cuDNN is found (Conv: symmetric pads,
+// fp32): the engine's own paths are checked by ConvAndBatchNormWithoutCudnnMatchTheCpuKernels.
 TEST(GpuSelfTest, EveryCudaKernelMatchesTheCpuKernel)
 {
     std::string why;
@@ -353,8 +359,9 @@ TEST(GpuSelfTest, EveryCudaKernelMatchesTheCpuKernel)
         expectGpuMatchesCpu(c, make, gpu, gpuAlloc);
 }
 
-// PS_CUDNN=0: every Conv case on the im2col + cuBLAS path.
-TEST(GpuSelfTest, ConvWithoutCudnnMatchesTheCpuKernel)
+// PS_CUDNN=0: every Conv case on the im2col + cuBLAS path, every BatchNorm case on the engine's
+// own reduction kernels.
+TEST(GpuSelfTest, ConvAndBatchNormWithoutCudnnMatchTheCpuKernels)
 {
     std::string why;
     if (noGpu(why))
@@ -364,7 +371,7 @@ TEST(GpuSelfTest, ConvWithoutCudnnMatchesTheCpuKernel)
     CaseMaker make;
     ::setenv("PS_CUDNN", "0", 1);
     for (const auto& c : make.cases()) {
-        if (c.node.op == OpType::Conv)
+        if (c.node.op == OpType::Conv || c.node.op == OpType::BatchNorm)
             expectGpuMatchesCpu(c, make, gpu, gpuAlloc);
     }
     ::unsetenv("PS_CUDNN");

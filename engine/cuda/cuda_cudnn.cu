@@ -1,11 +1,22 @@
-// Conv through cuDNN (loaded by name through engine/cuda_libraries.h, like cuBLAS): forward, data
-// and filter gradients with the algorithms cuDNN's heuristics rank first, their workspaces taken
-// from the engine's accounted allocator. Used where it applies: cuDNN found, fp32 (FMA math, no
-// TF32, so the CPU's numbers hold) or TF32 GEMM precision, pads equal on both sides of each dim,
-// and PS_CUDNN not "0", a non-empty batch and sizes within cuDNN's int descriptors, and an algorithm
-// cuDNN offers. Elsewhere the callers in cuda_conv_kernels.cu take the im2col + cuBLAS path, which
-// the CPU tests cover; the GPU self-test compares both with the CPU kernel. cuDNN's ranking may
-// pick nondeterministic gradient algorithms (atomics): its sums need not come in the CPU's order.
+// Conv and BatchNorm through cuDNN (loaded by name through engine/cuda_libraries.h, like cuBLAS).
+//
+// Conv: forward, data and filter gradients with the algorithms cuDNN's heuristics rank first, their
+// workspaces taken from the engine's accounted allocator. Used where it applies: cuDNN found, fp32
+// (FMA math, no TF32, so the CPU's numbers hold) or TF32 GEMM precision, pads equal on both sides of
+// each dim, and PS_CUDNN not "0", a non-empty batch and sizes within cuDNN's int descriptors, and an
+// algorithm cuDNN offers. Elsewhere the callers in cuda_conv_kernels.cu take the im2col + cuBLAS
+// path, which the CPU tests cover; the GPU self-test compares both with the CPU kernel. cuDNN's
+// ranking may pick nondeterministic gradient algorithms (atomics): its sums need not come in the
+// CPU's order.
+//
+// BatchNorm in training mode (batch statistics; spatial mode over (N, C, every other dim flattened)):
+// cudnnBatchNormalizationForwardTraining writes the output, the running statistics (exponential
+// average factor 1 - ONNX momentum; unbiased running variance, as the CPU kernel) and the batch
+// mean and inverse standard deviation the engine saves; cudnnBatchNormalizationBackward gives dx,
+// dgamma and dbeta from those. It is cuDNN's fused per-channel reduction, where the engine's own
+// kernel reduces a channel in one block. Inference mode, PS_CUDNN=0 and a build without cuDNN's
+// normalization entry points keep the engine's kernels. Pooling stays on the engine's kernels, as
+// in PyTorch: max pooling's gradient goes to the index its forward chose.
 #include "cuda/cuda_common.cuh"
 #include "cuda_libraries.h"
 
@@ -85,6 +96,31 @@ namespace {
                 resolve(c->filterAlgos, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
                 resolve(c->filterWorkspace, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
                 resolve(c->backwardFilter, "cudnnConvolutionBackwardFilter");
+                return c;
+            } catch (const Error&) {
+                return nullptr;
+            }
+        }();
+        return api.get();
+    }
+
+    // The normalization entry points (cuDNN's ops library), resolved apart from the convolution
+    // ones: either may be missing without the other.
+    struct CudnnNorm
+    {
+        decltype(&cudnnBatchNormalizationForwardTraining) forwardTraining = nullptr;
+        decltype(&cudnnBatchNormalizationBackward) backward = nullptr;
+    };
+
+    const CudnnNorm* cudnnNorm()
+    {
+        static const std::unique_ptr<CudnnNorm> api = []() -> std::unique_ptr<CudnnNorm> {
+            try {
+                if (cudnn() == nullptr)
+                    return nullptr;
+                auto c = std::make_unique<CudnnNorm>();
+                resolve(c->forwardTraining, "cudnnBatchNormalizationForwardTraining");
+                resolve(c->backward, "cudnnBatchNormalizationBackward");
                 return c;
             } catch (const Error&) {
                 return nullptr;
@@ -225,10 +261,15 @@ namespace {
         }
     };
 
-    bool applies(const ConvParams& p, const KernelContext& ctx)
+    bool disabled()
     {
         const char* env = std::getenv("PS_CUDNN");
-        if (env != nullptr && std::strcmp(env, "0") == 0)
+        return env != nullptr && std::strcmp(env, "0") == 0;
+    }
+
+    bool applies(const ConvParams& p, const KernelContext& ctx)
+    {
+        if (disabled())
             return false;
         constexpr std::int64_t kMax = 2147483647;
         const long long sizes[] = { p.n, p.cin, p.cout, p.w.h, p.w.w, p.w.oh, p.w.ow };
@@ -310,6 +351,101 @@ bool cudnnConvBackward(const Node& node, const ConvParams& p, const NdArray& x, 
         checkCudnn(c->backwardFilter(lease.handle, &one, d.x, x.data(), d.y, dy.data(), d.conv, *filterAlgo, ws.data,
                        bytes, &zero, d.w, dw->data()),
             what);
+    }
+    return true;
+}
+
+namespace {
+
+    // An (N, C, rest) array as cuDNN's 4-d (N, C, rest, 1) and the (1, C, 1, 1) statistics shape.
+    struct NormDescriptors
+    {
+        cudnnTensorDescriptor_t x = nullptr, stats = nullptr;
+        NormDescriptors(const BatchNormParams& p, const std::string& what)
+        {
+            const auto* c = cudnn();
+            const auto i = [](std::int64_t v) { return static_cast<int>(v); }; // normApplies() checked
+            try {
+                checkCudnn(c->createTensor(&x), what);
+                checkCudnn(c->createTensor(&stats), what);
+                checkCudnn(c->setTensor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(p.n), i(p.c), i(p.spatial), 1), what);
+                checkCudnn(c->setTensor(stats, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i(p.c), 1, 1), what);
+            } catch (...) {
+                release();
+                throw;
+            }
+        }
+        ~NormDescriptors()
+        {
+            release();
+        }
+        NormDescriptors(const NormDescriptors&) = delete;
+        NormDescriptors& operator=(const NormDescriptors&) = delete;
+
+    private:
+        void release()
+        {
+            if (stats != nullptr)
+                (void)cudnn()->destroyTensor(stats);
+            if (x != nullptr)
+                (void)cudnn()->destroyTensor(x);
+            stats = nullptr;
+            x = nullptr;
+        }
+    };
+
+    bool normApplies(const BatchNormParams& p, const KernelContext& ctx)
+    {
+        if (!ctx.training || disabled() || cudnnNorm() == nullptr)
+            return false;
+        constexpr std::int64_t kMax = 2147483647;
+        // Batch statistics need two values per channel; cuDNN's descriptors hold ints.
+        return p.n >= 1 && p.c >= 1 && p.spatial >= 1 && p.n * p.spatial >= 2 && p.n <= kMax && p.c <= kMax
+            && p.spatial <= kMax && p.epsilon >= CUDNN_BN_MIN_EPSILON;
+    }
+
+} // namespace
+
+bool cudnnBatchNormForward(const Node& node, const BatchNormParams& p, NodeValues& v, NdArray& out, NdArray& mean,
+    NdArray& rstd, KernelContext& ctx)
+{
+    if (!normApplies(p, ctx))
+        return false;
+    const auto what = "node '" + node.name + "' (BatchNorm)";
+    const Lease lease(currentDevice());
+    const NormDescriptors d(p, what);
+    const float one = 1.0F;
+    const float zero = 0.0F;
+    // v.in: x, scale, bias, running mean, running variance (updated in place, as ONNX training does).
+    checkCudnn(cudnnNorm()->forwardTraining(lease.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, v.in[0].data(),
+                   d.x, out.data(), d.stats, v.in[1].data(), v.in[2].data(), 1.0 - p.momentum, v.in[3].data(),
+                   v.in[4].data(), p.epsilon, mean.data(), rstd.data()),
+        what);
+    return true;
+}
+
+bool cudnnBatchNormBackward(const Node& node, const BatchNormParams& p, const NodeValues& v, const NdArray& dy,
+    BackwardArgs& g, KernelContext& ctx)
+{
+    if (!normApplies(p, ctx))
+        return false;
+    const auto what = "node '" + node.name + "' (BatchNorm backward)";
+    const Lease lease(currentDevice());
+    const NormDescriptors d(p, what);
+    // cuDNN writes all three; the ones not asked for are dropped.
+    auto dx = NdArray::empty(ctx.allocator, v.in[0].shape());
+    auto dgamma = NdArray::empty(ctx.allocator, { p.c });
+    auto dbeta = NdArray::empty(ctx.allocator, { p.c });
+    const float one = 1.0F;
+    const float zero = 0.0F;
+    checkCudnn(cudnnNorm()->backward(lease.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, d.x,
+                   v.in[0].data(), d.x, dy.data(), d.x, dx.data(), d.stats, v.in[1].data(), dgamma.data(), dbeta.data(),
+                   p.epsilon, v.saved[0].data(), v.saved[1].data()),
+        what);
+    const NdArray* grads[] = { &dx, &dgamma, &dbeta };
+    for (std::size_t k = 0; k < 3; ++k) {
+        if (g.needGrad[k])
+            g.gradIn[k] = *grads[k];
     }
     return true;
 }
