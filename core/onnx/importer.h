@@ -77,6 +77,7 @@ private:
     std::unordered_map<std::string, std::pair<Shape, DType>> m_shapes;
     std::unordered_map<std::string, TensorId> m_tensors;
     std::set<std::string> m_bnStats; // initializers read only as BatchNormalization mean/var
+    std::set<std::string> m_foldedConstants; // torch.export folded from buffers only (merged_parameters.h)
     std::set<std::string> m_nodeNames;
     std::unordered_map<std::string, std::int32_t> m_blocks; // block scope -> layer index
     std::set<std::string> m_consumed; // tensor names some node or the graph output reads

@@ -89,4 +89,223 @@ int untieMergedParameters(onnx::ModelProto& model)
     return copies;
 }
 
+namespace {
+
+    bool isFloatType(int type)
+    {
+        return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::FLOAT16
+            || type == onnx::TensorProto::BFLOAT16 || type == onnx::TensorProto::DOUBLE;
+    }
+
+    std::size_t elementBytes(int type)
+    {
+        return type == onnx::TensorProto::DOUBLE ? 8 : type == onnx::TensorProto::FLOAT ? 4 : 2;
+    }
+
+    // The initializer's values as bytes; false where they were not read (weights left out).
+    bool valuesOf(const onnx::TensorProto& t, std::string& bytes)
+    {
+        if (t.has_raw_data()) {
+            bytes = t.raw_data();
+            return true;
+        }
+        if (t.float_data_size() > 0) {
+            bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
+                static_cast<std::size_t>(t.float_data_size()) * sizeof(float));
+            return true;
+        }
+        return false;
+    }
+
+    // How `copy` relates to `kept`: 1 the same values, 2 their transpose (2-D), 0 neither.
+    int relation(const onnx::TensorProto& kept, const onnx::TensorProto& copy)
+    {
+        if (kept.data_type() != copy.data_type())
+            return 0;
+        const std::vector<std::int64_t> a(kept.dims().begin(), kept.dims().end());
+        const std::vector<std::int64_t> b(copy.dims().begin(), copy.dims().end());
+        const bool same = a == b;
+        const bool transposed = a.size() == 2 && b.size() == 2 && a[0] == b[1] && a[1] == b[0];
+        if (!same && !transposed)
+            return 0;
+        std::string x;
+        std::string y;
+        if (!valuesOf(kept, x) || !valuesOf(copy, y)) // by shape: the metadata says they are one
+            return same ? 1 : 2;
+        if (x.size() != y.size())
+            return 0;
+        if (same && x == y)
+            return 1;
+        if (!transposed)
+            return 0;
+        const auto e = elementBytes(kept.data_type());
+        const auto rows = static_cast<std::size_t>(a[0]);
+        const auto cols = static_cast<std::size_t>(a[1]);
+        if (x.size() != rows * cols * e)
+            return 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t c = 0; c < cols; ++c) {
+                if (x.compare((r * cols + c) * e, e, y, (c * rows + r) * e, e) != 0)
+                    return 0;
+            }
+        }
+        return 2;
+    }
+
+    // Per float initializer a node reads, the parameter placeholder its call read for it: the
+    // initializers not named after a parameter paired one to one with the placeholders whose
+    // parameter the node does not read by name. `unpaired` gets the initializers a call left open.
+    void pairReads(const onnx::NodeProto& node, const std::map<std::string, std::string>& placeholders,
+        const std::unordered_map<std::string, const onnx::TensorProto*>& floats,
+        std::map<std::string, std::set<std::string>>& standsFor, std::set<std::string>& unpaired)
+    {
+        const auto read = placeholdersRead(fxNode(node), placeholders);
+        std::vector<std::string> open;
+        for (const auto& r : read) {
+            const auto& target = placeholders.at(r);
+            if (std::find(node.input().begin(), node.input().end(), target) == node.input().end())
+                open.push_back(r);
+        }
+        std::vector<std::string> copies;
+        for (const auto& in : node.input()) {
+            if (floats.contains(in) && std::find(copies.begin(), copies.end(), in) == copies.end())
+                copies.push_back(in);
+        }
+        std::erase_if(copies, [&](const std::string& name) {
+            return std::any_of(
+                placeholders.begin(), placeholders.end(), [&](const auto& p) { return p.second == name; });
+        });
+        if (copies.size() == 1 && open.size() == 1) {
+            standsFor[copies.front()].insert(open.front());
+            return;
+        }
+        unpaired.insert(copies.begin(), copies.end());
+    }
+
+} // namespace
+
+int tieFoldedCopies(onnx::ModelProto& model)
+{
+    const auto signature = torchExportPlaceholders(model.graph());
+    if (!signature || signature->empty())
+        return 0;
+    const auto& placeholders = *signature;
+    auto* graph = model.mutable_graph();
+    std::unordered_map<std::string, const onnx::TensorProto*> floats;
+    for (const auto& t : graph->initializer()) {
+        if (isFloatType(t.data_type()) && t.dims_size() > 0)
+            floats[t.name()] = &t;
+    }
+    std::map<std::string, std::set<std::string>> standsFor;
+    std::set<std::string> unpaired;
+    for (const auto& node : graph->node())
+        pairReads(node, placeholders, floats, standsFor, unpaired);
+    // Per parameter: the initializer named after it first, then the copies standing for it alone.
+    std::map<std::string, std::vector<std::string>> members;
+    for (const auto& [placeholder, target] : placeholders) {
+        if (floats.contains(target))
+            members[placeholder].push_back(target);
+    }
+    for (const auto& [name, params] : standsFor) {
+        if (params.size() == 1 && !unpaired.contains(name))
+            members[*params.begin()].push_back(name);
+    }
+    std::map<std::string, std::pair<std::string, int>> replaced; // copy -> (kept, relation)
+    for (const auto& [placeholder, names] : members) {
+        for (std::size_t k = 1; k < names.size(); ++k) {
+            const auto how = relation(*floats.at(names.front()), *floats.at(names[k]));
+            if (how != 0)
+                replaced[names[k]] = { names.front(), how };
+        }
+    }
+    if (replaced.empty())
+        return 0;
+    for (auto& node : *graph->mutable_node()) {
+        for (int i = 0; i < node.input_size(); ++i) {
+            const auto r = replaced.find(node.input(i));
+            if (r != replaced.end() && r->second.second == 1)
+                node.set_input(i, r->second.first);
+        }
+    }
+    auto* inits = graph->mutable_initializer();
+    inits->erase(std::remove_if(inits->begin(), inits->end(),
+                     [&](const onnx::TensorProto& t) { return replaced.contains(t.name()); }),
+        inits->end());
+    // Transposed copies become Transpose nodes ahead of every reader.
+    std::vector<onnx::NodeProto> front;
+    for (const auto& [copy, keptHow] : replaced) {
+        if (keptHow.second != 2)
+            continue;
+        auto& n = front.emplace_back();
+        n.set_op_type("Transpose");
+        n.set_name("tied/" + copy);
+        n.add_input(keptHow.first);
+        n.add_output(copy);
+        auto* perm = n.add_attribute();
+        perm->set_name("perm");
+        perm->set_type(onnx::AttributeProto::INTS);
+        perm->add_ints(1);
+        perm->add_ints(0);
+    }
+    if (!front.empty()) {
+        google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+        for (auto& n : front)
+            *nodes.Add() = std::move(n);
+        for (auto& n : *graph->mutable_node())
+            *nodes.Add() = std::move(n);
+        graph->mutable_node()->Swap(&nodes);
+    }
+    return static_cast<int>(replaced.size());
+}
+
+std::set<std::string> foldedBufferConstants(const onnx::ModelProto& model)
+{
+    const auto signature = torchExportPlaceholders(model.graph());
+    if (!signature || signature->empty())
+        return {};
+    const auto& placeholders = *signature;
+    std::set<std::string> initializers;
+    for (const auto& t : model.graph().initializer())
+        initializers.insert(t.name());
+    std::set<std::string> accounted;
+    std::map<std::string, bool> readsNoParameter; // float initializer -> every reader's call names none
+    for (const auto& node : model.graph().node()) {
+        const auto fx = fxNode(node);
+        const auto read = placeholdersRead(fx, placeholders);
+        accounted.insert(read.begin(), read.end());
+        for (const auto& in : node.input()) {
+            if (!initializers.contains(in))
+                continue;
+            const auto [it, fresh] = readsNoParameter.try_emplace(in, true);
+            it->second = it->second && !fx.empty() && read.empty();
+        }
+    }
+    // fx names a value after the op that made it ("zeros_3"): a factory op's output holds no parameter.
+    const auto factoryMade = [](const std::string& name) {
+        for (const std::string_view op : { "zeros", "ones", "full", "arange", "empty", "scalar_tensor" }) {
+            if (name.starts_with(op) && (name.size() == op.size() || name[op.size()] == '_')
+                && name.find_first_not_of("0123456789", std::min(name.size(), op.size() + 1)) == std::string::npos)
+                return true;
+        }
+        return false;
+    };
+    bool folded = false; // a parameter was folded into some initializer: which one is unknown
+    for (const auto& [placeholder, target] : placeholders)
+        folded = folded || (!accounted.contains(placeholder) && !initializers.contains(target));
+    std::set<std::string> targets;
+    for (const auto& [placeholder, target] : placeholders)
+        targets.insert(target);
+    std::set<std::string> out;
+    for (const auto& t : model.graph().initializer()) {
+        std::int64_t n = 1;
+        for (auto d : t.dims())
+            n *= d;
+        const auto r = readsNoParameter.find(t.name());
+        if (isFloatType(t.data_type()) && n > 1 && !targets.contains(t.name()) && r != readsNoParameter.end()
+            && r->second && (!folded || factoryMade(t.name())))
+            out.insert(t.name());
+    }
+    return out;
+}
+
 } // namespace ps::onnximport

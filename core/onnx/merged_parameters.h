@@ -9,11 +9,29 @@
 #pragma once
 
 #include <onnx/onnx_pb.h>
+#include <set>
+#include <string>
 
 namespace ps::onnximport {
 
 // Unties merged parameter initializers as above; returns how many copies it made (0 for a model
 // without torch.export's signature or node metadata).
 int untieMergedParameters(onnx::ModelProto& model);
+
+// The other way round: the exporter's optimizer folds computations on a parameter into a new
+// initializer, so a parameter read both as itself and transposed (a language model's tied input
+// embedding and output head: GPT-2's head reads wte^T) is stored twice, and an importer that took
+// initializers for parameters would train two. Where the calls reading two initializers name the
+// same parameter, and one holds the other's values or (2-D) their transpose (compared where the
+// values were read; by shape alone where the weights were left out), the copy is replaced by the
+// kept one, through a Transpose node for a transposed copy. Returns how many copies it replaced.
+int tieFoldedCopies(onnx::ModelProto& model);
+
+// Initializers that torch computed from buffers only (rotary cos/sin tables from a registered
+// inverse-frequency buffer) and its optimizer folded: every call reading them names no parameter,
+// and every parameter of the signature is still read by some call (so none was folded into them),
+// or fx named them after a factory op ("zeros_3"). Constants, not parameters. Empty without
+// torch.export's signature or node metadata.
+[[nodiscard]] std::set<std::string> foldedBufferConstants(const onnx::ModelProto& model);
 
 } // namespace ps::onnximport

@@ -94,6 +94,8 @@ void Importer::checkOpset()
     try { // local functions' bodies in place of their calls, then newer operator forms become
           // their opset-17 ones; the report keeps the model's opset
         (void)onnximport::untieMergedParameters(m_model); // torch.export's merged equal initializers
+        (void)onnximport::tieFoldedCopies(m_model); // ... and its folded copies of one parameter
+        m_foldedConstants = onnximport::foldedBufferConstants(m_model); // read while nodes keep metadata
         (void)onnximport::inlineLocalFunctions(m_model);
         (void)onnximport::decomposeCompositeOps(m_model, opset, m_signatureParameters);
         (void)onnximport::lowerToOpset17(m_model, opset);

@@ -114,7 +114,8 @@ void Importer::addInitializers()
         const bool foldedScalar =
             signatureParameters && numElements(shape) == 1 && !signatureParameters->contains(t.name());
         const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty() && !foldedScalar
-            && !(data && *dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(t.name());
+            && !(data && *dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(t.name())
+            && !m_foldedConstants.contains(t.name());
         Tensor tensor { TensorId(), t.name(), shape, *dtype, parameter ? TensorKind::Parameter : TensorKind::Constant,
             NodeId(), std::move(data) };
         m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));

@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <onnx/onnx_pb.h>
 #include <set>
@@ -104,6 +106,33 @@ std::string importError(const onnx::ModelProto& m, const std::string& file)
     return {};
 }
 
+// Pairs of 2-D parameters of which one holds the other's transpose, "a~b " each.
+std::string transposedCopies(const Graph& graph)
+{
+    std::vector<const Tensor*> params;
+    for (const auto& t : graph.tensors()) {
+        if (t.kind == TensorKind::Parameter && t.shape.size() == 2 && t.data && t.dtype == DType::F32)
+            params.push_back(&t);
+    }
+    std::string out;
+    for (const auto* a : params) {
+        for (const auto* b : params) {
+            if (a >= b || a->shape[0] != b->shape[1] || a->shape[1] != b->shape[0])
+                continue;
+            const auto rows = static_cast<std::size_t>(a->shape[0]);
+            const auto cols = static_cast<std::size_t>(a->shape[1]);
+            bool same = true;
+            for (std::size_t i = 0; same && i < rows * cols; ++i) {
+                const auto j = (i % cols) * rows + i / cols;
+                same = std::memcmp(a->data->data() + 4 * i, b->data->data() + 4 * j, 4) == 0;
+            }
+            if (same)
+                out += a->name + "~" + b->name + " ";
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 TEST(OnnxOpset, Torch2DefaultExportsImportWithTorchsParametersAndShapes)
@@ -136,15 +165,26 @@ TEST(OnnxOpset, Torch2DefaultExportsImportWithTorchsParametersAndShapes)
             EXPECT_GE(imported.report.opset, 18); // the exporter's default, not a chosen one
         }
         EXPECT_EQ(imported.report.opset, e["opset"].get<int>());
-        // The transformers models' default exports fold computations on weights into new
-        // initializers (GPT-2's tied head as a transposed copy, position rows, rotary tables), which
-        // the importer cannot yet tell from parameters: their counts are not torch's (issue P15.5),
-        // their numerics are (OnnxForward.Torch2DefaultExportsMatchOnnxRuntime).
         // Both exporters fold an eval-mode BatchNorm into the convolution before it (its scale and
         // shift become that convolution's weight and bias).
-        if (!file.starts_with("hf_")) {
-            EXPECT_EQ(imported.graph.parameterCount(),
-                e["parameters"].get<std::int64_t>() - e["batchnorm_parameters_folded"].get<std::int64_t>());
+        const auto torchCount =
+            e["parameters"].get<std::int64_t>() - e["batchnorm_parameters_folded"].get<std::int64_t>();
+        // The transformers models' default exports fold computations on weights into initializers.
+        // Told apart now (onnx/merged_parameters.h): a tied head stored as a transposed copy is the
+        // embedding read through a Transpose, and rotary tables computed from buffers are constants,
+        // so the rotary models (every parameter still in the file) import with torch's count. What
+        // no importer can recover stays different: parameters no output reads (BERT's pooler),
+        // rows the trace did not gather (GPT-2's position table keeps 16 of 32), zero biases the
+        // optimizer dropped with their adds, T5's relative bias folded per layer.
+        const bool rotary = file.starts_with("hf_llama") || file.starts_with("hf_mixtral");
+        if (!file.starts_with("hf_") || (rotary && dynamo)) {
+            EXPECT_EQ(imported.graph.parameterCount(), torchCount);
+        } else {
+            std::cout << "[ NOTE ] " << file << ": " << imported.graph.parameterCount() << " parameters, torch "
+                      << torchCount << "\n";
+        }
+        if (dynamo) {
+            EXPECT_EQ(transposedCopies(imported.graph), "") << "a parameter stored twice is one parameter";
         }
         std::string opaque;
         for (const auto& [op, count] : imported.report.opaqueOps)
