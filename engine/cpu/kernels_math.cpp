@@ -5,9 +5,11 @@
 #include "kernel_math.h"
 #include "op_rules.h"
 
+#include <array>
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace ps::engine::detail {
 namespace {
@@ -35,13 +37,38 @@ namespace {
         return d;
     }
 
+    // Which matrices a batched GEMM loop writes: the output's (one per batch index, always
+    // distinct), or A's or B's gradient (distinct only when that operand is not broadcast).
+    enum class Writes : std::uint8_t { Output, GradA, GradB };
+
     // Calls fn(batch index, offset of A's matrix, offset of B's matrix) for every output matrix.
-    template <typename Fn> void forEachMatrix(const MatMulDims& d, Fn&& fn)
+    // Where every call writes its own matrix and there are enough of them (attention's heads times
+    // the batch), whole matrices are shared across the device's GEMM team, each a single-threaded
+    // GEMM, instead of every small GEMM being split across the team and waking it (the same
+    // values: a matrix's rows are computed alike either way).
+    template <typename Fn> void forEachMatrix(const MatMulDims& d, Writes writes, Fn&& fn)
     {
         const auto aSize = d.m * d.k;
         const auto bSize = d.k * d.n;
-        forEachBroadcast(d.batch, d.batchA, d.batchB,
-            [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { fn(i, ia * aSize, ib * bSize); });
+        const auto count = numElements(d.batch);
+        const bool distinct = writes == Writes::Output || (writes == Writes::GradA && numElements(d.batchA) == count)
+            || (writes == Writes::GradB && numElements(d.batchB) == count);
+        if (!distinct || count < 4) {
+            forEachBroadcast(d.batch, d.batchA, d.batchB,
+                [&](std::int64_t i, std::int64_t ia, std::int64_t ib) { fn(i, ia * aSize, ib * bSize); });
+            return;
+        }
+        std::vector<std::array<std::int64_t, 3>> matrices;
+        matrices.reserve(static_cast<std::size_t>(count));
+        forEachBroadcast(d.batch, d.batchA, d.batchB, [&](std::int64_t i, std::int64_t ia, std::int64_t ib) {
+            matrices.push_back({ i, ia * aSize, ib * bSize });
+        });
+        shareAcrossTeam(static_cast<std::int64_t>(matrices.size()), 2, [&](std::int64_t first, std::int64_t last) {
+            for (auto j = first; j < last; ++j) {
+                const auto& [i, oa, ob] = matrices[static_cast<std::size_t>(j)];
+                fn(i, oa, ob);
+            }
+        });
     }
 
     void matmulForward(const Node& node, NodeValues& v, KernelContext& ctx)
@@ -76,14 +103,14 @@ namespace {
                     1.0F, a.f32(), static_cast<int>(d.k), b.f32(), static_cast<int>(ldb), 0.0F, out.f32(),
                     static_cast<int>(d.n));
             } else { // A broadcast against a batched B of size 1: still one matrix per output batch
-                forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                forEachMatrix(d, Writes::Output, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
                     sgemm(false, trans == CblasTrans, static_cast<int>(d.m), static_cast<int>(d.n),
                         static_cast<int>(d.k), 1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob,
                         static_cast<int>(ldb), 0.0F, out.f32() + i * d.m * d.n, static_cast<int>(d.n));
                 });
             }
         } else {
-            forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+            forEachMatrix(d, Writes::Output, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
                 sgemm(false, trans == CblasTrans, static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(d.k),
                     1.0F, a.f32() + oa, static_cast<int>(d.k), b.f32() + ob, static_cast<int>(ldb), 0.0F,
                     out.f32() + i * d.m * d.n, static_cast<int>(d.n));
@@ -119,7 +146,7 @@ namespace {
                     1.0F, dy.f32(), static_cast<int>(d.n), b.f32(), static_cast<int>(ldb), 0.0F, da.f32(),
                     static_cast<int>(d.k));
             } else {
-                forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                forEachMatrix(d, Writes::GradA, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
                     sgemm(false, transB == CblasTrans, static_cast<int>(d.m), static_cast<int>(d.k),
                         static_cast<int>(d.n), 1.0F, dy.f32() + i * d.m * d.n, static_cast<int>(d.n), b.f32() + ob,
                         static_cast<int>(ldb), 1.0F, da.f32() + oa, static_cast<int>(d.k));
@@ -141,7 +168,7 @@ namespace {
                         a.f32(), static_cast<int>(d.k), dy.f32(), static_cast<int>(d.n), 0.0F, db.f32(),
                         static_cast<int>(d.n));
             } else {
-                forEachMatrix(d, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+                forEachMatrix(d, Writes::GradB, [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
                     const float* dyi = dy.f32() + i * d.m * d.n;
                     if (d.transB)
                         sgemm(true, false, static_cast<int>(d.n), static_cast<int>(d.k), static_cast<int>(d.m), 1.0F,
@@ -182,9 +209,11 @@ namespace {
     // f(i, i mod period) for i in [0, n), without a division per element: by rows of `period` (the
     // broadcast operand's elements), or by plain ranges when nothing repeats; shared across the
     // device's GEMM team when large (element-wise: the same results however it is split).
+    // Below this many elements per team member, waking the team costs more than it saves.
+    constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
+
     template <typename F> void rowBroadcast(std::int64_t n, std::int64_t period, F f)
     {
-        constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
         if (period >= n) {
             shareAcrossTeam(n, kMinShare, [&](std::int64_t b, std::int64_t e) {
                 for (std::int64_t i = b; i < e; ++i)
@@ -272,9 +301,10 @@ namespace {
         auto out = NdArray::empty(ctx.allocator, a.shape());
         float* o = out.f32();
         const float* x = a.f32();
-        const auto n = a.numel();
-        for (std::int64_t i = 0; i < n; ++i)
-            o[i] = op(x[i]);
+        shareAcrossTeam(a.numel(), kMinShare, [&](std::int64_t first, std::int64_t last) {
+            for (auto i = first; i < last; ++i)
+                o[i] = op(x[i]);
+        });
         return out;
     }
 
@@ -286,9 +316,10 @@ namespace {
         float* o = out.f32();
         const float* gx = dy.f32();
         const float* ks = kept.f32();
-        const auto n = dy.numel();
-        for (std::int64_t i = 0; i < n; ++i)
-            o[i] = gx[i] * op(ks[i]);
+        shareAcrossTeam(dy.numel(), kMinShare, [&](std::int64_t first, std::int64_t last) {
+            for (auto i = first; i < last; ++i)
+                o[i] = gx[i] * op(ks[i]);
+        });
         return out;
     }
 

@@ -1,8 +1,10 @@
 // Embedding, normalizations, softmax with masks, dropout and the cross-entropy loss.
+#include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "cpu/vector_loops.h"
 #include "kernel_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -22,30 +24,12 @@ namespace {
         const auto& x = v.in[0];
         const auto c = lastDim(x);
         const auto rows = x.numel() / c;
-        const auto eps = static_cast<float>(node.floatAttr("epsilon", 1e-5));
         auto out = NdArray::empty(ctx.allocator, x.shape());
         auto mean = NdArray::empty(ctx.allocator, { rows });
         auto rstd = NdArray::empty(ctx.allocator, { rows });
-        const float* gamma = v.in[1].f32();
         const float* beta = !rms && v.in.size() > 2 ? v.in[2].f32() : nullptr;
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const float* xr = x.f32() + r * c;
-            double mu = 0;
-            if (!rms) {
-                for (std::int64_t j = 0; j < c; ++j)
-                    mu += xr[j];
-                mu /= static_cast<double>(c);
-            }
-            double var = 0;
-            for (std::int64_t j = 0; j < c; ++j)
-                var += (xr[j] - mu) * (xr[j] - mu);
-            const auto rs = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(c) + eps));
-            mean.f32()[r] = static_cast<float>(mu);
-            rstd.f32()[r] = rs;
-            float* o = out.f32() + r * c;
-            for (std::int64_t j = 0; j < c; ++j)
-                o[j] = (xr[j] - static_cast<float>(mu)) * rs * gamma[j] + (beta ? beta[j] : 0.0F);
-        }
+        cpu::normRowsForward(x.f32(), v.in[1].f32(), beta, out.f32(), mean.f32(), rstd.f32(), rows, c,
+            static_cast<float>(node.floatAttr("epsilon", 1e-5)), rms);
         v.out = { out };
         v.saved = { mean, rstd };
     }
@@ -53,37 +37,14 @@ namespace {
     void normBackward(const NodeValues& v, BackwardArgs& g, KernelContext& ctx, bool rms)
     {
         const auto& x = v.in[0];
-        const auto& dy = g.gradOut[0];
         const auto c = lastDim(x);
         const auto rows = x.numel() / c;
-        const float* gamma = v.in[1].f32();
-        const float* mean = v.saved[0].f32();
-        const float* rstd = v.saved[1].f32();
         auto dx = NdArray::empty(ctx.allocator, x.shape());
-        auto dgamma = NdArray::zeros(ctx.allocator, v.in[1].shape());
-        NdArray dbeta = !rms && v.in.size() > 2 ? NdArray::zeros(ctx.allocator, v.in[2].shape()) : NdArray();
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const float* xr = x.f32() + r * c;
-            const float* gr = dy.f32() + r * c;
-            float* o = dx.f32() + r * c;
-            double sumG = 0; // sum of dxhat
-            double sumGX = 0; // sum of dxhat * xhat
-            for (std::int64_t j = 0; j < c; ++j) {
-                const float xhat = (xr[j] - mean[r]) * rstd[r];
-                const float dxhat = gr[j] * gamma[j];
-                sumG += dxhat;
-                sumGX += dxhat * xhat;
-                dgamma.f32()[j] += gr[j] * xhat;
-                if (dbeta.defined())
-                    dbeta.f32()[j] += gr[j];
-            }
-            const auto mg = static_cast<float>(sumG / static_cast<double>(c));
-            const auto mgx = static_cast<float>(sumGX / static_cast<double>(c));
-            for (std::int64_t j = 0; j < c; ++j) {
-                const float xhat = (xr[j] - mean[r]) * rstd[r];
-                o[j] = rstd[r] * (gr[j] * gamma[j] - (rms ? 0.0F : mg) - xhat * mgx);
-            }
-        }
+        auto dgamma = NdArray::empty(ctx.allocator, v.in[1].shape());
+        NdArray dbeta = !rms && v.in.size() > 2 ? NdArray::empty(ctx.allocator, v.in[2].shape()) : NdArray();
+        auto scratch = NdArray::empty(ctx.allocator, { cpu::normBackwardScratch(rows, c) });
+        cpu::normRowsBackward(x.f32(), g.gradOut[0].f32(), v.in[1].f32(), v.saved[0].f32(), v.saved[1].f32(), dx.f32(),
+            dgamma.f32(), dbeta.defined() ? dbeta.f32() : nullptr, scratch.f32(), rows, c, rms);
         if (g.needGrad[0])
             g.gradIn[0] = dx;
         if (g.needGrad[1])
@@ -98,28 +59,39 @@ namespace {
 
     // ---- Mask: causal (key j visible to query i when j <= i + Tk - Tq) and padding (0 = masked) ----
 
-    template <typename Fn> void forEachMasked(const NodeValues& v, bool causal, Fn&& fn)
+    // Copies the scores `in` to `out` with every masked position set to `fill`, row by row: a causal
+    // mask leaves the leading keys j <= i + Tk - Tq of query row i, a padding mask (0 = masked) drops
+    // its keys. Rows are shared across the device's GEMM team (independent: any split, same bits).
+    void maskRows(const NodeValues& v, bool causal, const float* in, float* out, float fill)
     {
         const auto& s = v.in[0].shape();
         const auto tk = s.back();
         const auto tq = s[s.size() - 2];
         const auto batches = s.size() > 2 ? s[0] : 1;
-        const auto perBatch = numElements(s) / batches;
+        const auto rows = tk > 0 ? numElements(s) / tk : 0;
+        const auto rowsPerBatch = rows / std::max<std::int64_t>(1, batches);
         const bool padded = v.in.size() > 1;
         const std::int64_t* pad = padded && v.in[1].dtype() == DType::I64 ? v.in[1].i64() : nullptr;
         const float* padF = padded && v.in[1].dtype() == DType::F32 ? v.in[1].f32() : nullptr;
-        std::int64_t i = 0;
-        for (std::int64_t b = 0; b < batches; ++b) {
-            for (std::int64_t row = 0; row < perBatch / tk; ++row) {
-                const auto q = row % tq;
-                for (std::int64_t j = 0; j < tk; ++j, ++i) {
-                    bool masked = causal && j > q + tk - tq;
-                    if (!masked && padded)
-                        masked = padF ? padF[b * tk + j] == 0.0F : pad[b * tk + j] == 0;
-                    fn(i, masked);
+        constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
+        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, tk)),
+            [&](std::int64_t first, std::int64_t last) {
+                for (auto r = first; r < last; ++r) {
+                    const auto b = r / rowsPerBatch;
+                    const auto q = (r % rowsPerBatch) % tq;
+                    const auto visible = causal ? std::clamp<std::int64_t>(q + tk - tq + 1, 0, tk) : tk;
+                    const float* x = in + r * tk;
+                    float* o = out + r * tk;
+                    std::copy(x, x + visible, o);
+                    std::fill(o + visible, o + tk, fill);
+                    if (!padded)
+                        continue;
+                    for (std::int64_t j = 0; j < visible; ++j) {
+                        if (padF != nullptr ? padF[b * tk + j] == 0.0F : pad[b * tk + j] == 0)
+                            o[j] = fill;
+                    }
                 }
-            }
-        }
+            });
     }
 
     // ---- Cross-entropy: mean over rows whose label is not negative (PyTorch's ignore_index -100) ----
@@ -229,25 +201,17 @@ namespace {
         g.gradIn[0] = dx;
     }
 
-    void maskForward(const Node& node, NodeValues& v, KernelContext&)
+    void maskForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        auto out = v.in[0].clone();
-        float* o = out.f32();
-        forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
-            if (masked)
-                o[i] = -std::numeric_limits<float>::infinity();
-        });
+        auto out = NdArray::empty(ctx.allocator, v.in[0].shape());
+        maskRows(v, node.intAttr("causal", 0) != 0, v.in[0].f32(), out.f32(), -std::numeric_limits<float>::infinity());
         v.out = { out };
     }
 
-    void maskBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext&)
+    void maskBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        auto dx = g.gradOut[0].clone();
-        float* o = dx.f32();
-        forEachMasked(v, node.intAttr("causal", 0) != 0, [o](std::int64_t i, bool masked) {
-            if (masked)
-                o[i] = 0.0F;
-        });
+        auto dx = NdArray::empty(ctx.allocator, g.gradOut[0].shape());
+        maskRows(v, node.intAttr("causal", 0) != 0, g.gradOut[0].f32(), dx.f32(), 0.0F);
         g.gradIn[0] = dx;
     }
 

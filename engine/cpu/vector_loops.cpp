@@ -4,6 +4,7 @@
 #include "kernel_math.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace ps::engine::cpu {
@@ -103,6 +104,98 @@ namespace {
         }
     }
 
+    PS_VECTOR_CLONES void normForwardRange(const float* __restrict x, const float* __restrict gamma,
+        const float* __restrict beta, float* __restrict y, float* __restrict mean, float* __restrict rstd,
+        std::int64_t rows, std::int64_t c, float eps, bool rms)
+    {
+        const std::int64_t blocked = c / kLanes * kLanes;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* xr = x + r * c;
+            double mu = 0;
+            if (!rms) {
+                double lane[kLanes] = {};
+                for (std::int64_t j = 0; j < blocked; j += kLanes) {
+                    for (int k = 0; k < kLanes; ++k)
+                        lane[k] += xr[j + k];
+                }
+                for (std::int64_t j = blocked; j < c; ++j)
+                    lane[j - blocked] += xr[j];
+                mu = combineSum(lane) / static_cast<double>(c);
+            }
+            double lane[kLanes] = {};
+            for (std::int64_t j = 0; j < blocked; j += kLanes) {
+                for (int k = 0; k < kLanes; ++k)
+                    lane[k] += (xr[j + k] - mu) * (xr[j + k] - mu);
+            }
+            for (std::int64_t j = blocked; j < c; ++j)
+                lane[j - blocked] += (xr[j] - mu) * (xr[j] - mu);
+            const auto rs = static_cast<float>(1.0 / std::sqrt(combineSum(lane) / static_cast<double>(c) + eps));
+            const auto m = static_cast<float>(mu);
+            mean[r] = m;
+            rstd[r] = rs;
+            float* yr = y + r * c;
+            for (std::int64_t j = 0; j < c; ++j)
+                yr[j] = (xr[j] - m) * rs * gamma[j] + (beta != nullptr ? beta[j] : 0.0F);
+        }
+    }
+
+    // Rows [first, last): dx, and the block's column sums of dy * xhat into sumGamma and of dy into
+    // sumBeta (null: RMSNorm or no beta).
+    PS_VECTOR_CLONES void normBackwardRange(const float* __restrict x, const float* __restrict dy,
+        const float* __restrict gamma, const float* __restrict mean, const float* __restrict rstd, float* __restrict dx,
+        float* __restrict sumGamma, float* __restrict sumBeta, std::int64_t first, std::int64_t last, std::int64_t c,
+        bool rms)
+    {
+        const std::int64_t blocked = c / kLanes * kLanes;
+        for (std::int64_t j = 0; j < c; ++j) {
+            sumGamma[j] = 0.0F;
+            if (sumBeta != nullptr)
+                sumBeta[j] = 0.0F;
+        }
+        for (std::int64_t r = first; r < last; ++r) {
+            const float* xr = x + r * c;
+            const float* gr = dy + r * c;
+            const float mu = mean[r];
+            const float rs = rstd[r];
+            double lg[kLanes] = {};
+            double lgx[kLanes] = {};
+            for (std::int64_t j = 0; j < blocked; j += kLanes) {
+                for (int k = 0; k < kLanes; ++k) {
+                    const float xhat = (xr[j + k] - mu) * rs;
+                    const float g = gr[j + k] * gamma[j + k];
+                    lg[k] += g;
+                    lgx[k] += g * xhat;
+                    sumGamma[j + k] += gr[j + k] * xhat;
+                }
+            }
+            for (std::int64_t j = blocked; j < c; ++j) {
+                const float xhat = (xr[j] - mu) * rs;
+                const float g = gr[j] * gamma[j];
+                lg[j - blocked] += g;
+                lgx[j - blocked] += g * xhat;
+                sumGamma[j] += gr[j] * xhat;
+            }
+            if (sumBeta != nullptr) {
+                for (std::int64_t j = 0; j < c; ++j)
+                    sumBeta[j] += gr[j];
+            }
+            const auto mg = rms ? 0.0F : static_cast<float>(combineSum(lg) / static_cast<double>(c));
+            const auto mgx = static_cast<float>(combineSum(lgx) / static_cast<double>(c));
+            float* o = dx + r * c;
+            for (std::int64_t j = 0; j < c; ++j) {
+                const float xhat = (xr[j] - mu) * rs;
+                o[j] = rs * (gr[j] * gamma[j] - mg - xhat * mgx);
+            }
+        }
+    }
+
+    std::int64_t normBlocks(std::int64_t rows)
+    {
+        constexpr std::int64_t kRowsPerBlock = 32;
+        constexpr std::int64_t kMaxBlocks = 64;
+        return std::clamp<std::int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, kMaxBlocks);
+    }
+
     // The element index is the global one (offset + i), so a split draws the same mask.
     PS_VECTOR_CLONES void dropoutForwardRange(const float* __restrict x, float* __restrict y,
         std::uint8_t* __restrict mask, std::int64_t n, std::int64_t offset, unsigned long long seed,
@@ -148,6 +241,47 @@ void softmaxBackwardRows(const float* y, const float* dy, float* dx, std::int64_
 {
     shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
         [&](std::int64_t b, std::int64_t e) { softmaxBackwardRange(y + b * c, dy + b * c, dx + b * c, e - b, c); });
+}
+
+void normRowsForward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+    std::int64_t rows, std::int64_t c, float eps, bool rms)
+{
+    shareAcrossTeam(
+        rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)), [&](std::int64_t b, std::int64_t e) {
+            normForwardRange(x + b * c, gamma, beta, y + b * c, mean + b, rstd + b, e - b, c, eps, rms);
+        });
+}
+
+std::int64_t normBackwardScratch(std::int64_t rows, std::int64_t c)
+{
+    return 2 * normBlocks(rows) * c;
+}
+
+void normRowsBackward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
+    float* dx, float* dgamma, float* dbeta, float* scratch, std::int64_t rows, std::int64_t c, bool rms)
+{
+    const auto blocks = normBlocks(rows);
+    float* sums = scratch; // blocks x c: dy * xhat
+    float* betaSums = scratch + blocks * c; // blocks x c: dy
+    const auto rowsPerShare = std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c));
+    shareAcrossTeam(blocks, std::max<std::int64_t>(1, rowsPerShare * blocks / std::max<std::int64_t>(1, rows)),
+        [&](std::int64_t b, std::int64_t e) {
+            for (auto k = b; k < e; ++k)
+                normBackwardRange(x, dy, gamma, mean, rstd, dx, sums + k * c,
+                    dbeta != nullptr ? betaSums + k * c : nullptr, rows * k / blocks, rows * (k + 1) / blocks, c, rms);
+        });
+    for (std::int64_t j = 0; j < c; ++j) {
+        double g = 0;
+        double bsum = 0;
+        for (std::int64_t k = 0; k < blocks; ++k) {
+            g += sums[k * c + j];
+            if (dbeta != nullptr)
+                bsum += betaSums[k * c + j];
+        }
+        dgamma[j] = static_cast<float>(g);
+        if (dbeta != nullptr)
+            dbeta[j] = static_cast<float>(bsum);
+    }
 }
 
 void geluTanhForward(const float* x, float* y, std::int64_t n)

@@ -26,4 +26,19 @@ void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c);
 // dx = y * (dy - sum(y * dy)) per row, the sum blocked as above.
 void softmaxBackwardRows(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c);
 
+// LayerNorm (RMSNorm when `rms`: no mean taken, no beta) over the last axis of rows x c values:
+// y = (x - mean) * rstd * gamma + beta, mean and rstd per row stored. The row sums run in double,
+// in 16 lanes combined in a fixed order. `beta` may be null.
+void normRowsForward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+    std::int64_t rows, std::int64_t c, float eps, bool rms);
+
+// Floats of scratch normRowsBackward needs for rows x c (its per-block column sums).
+[[nodiscard]] std::int64_t normBackwardScratch(std::int64_t rows, std::int64_t c);
+
+// Its backward: dx per row; dgamma (and dbeta, when not null) written as sums over the rows, taken
+// per block of rows (at most 64 blocks, fixed by `rows` alone) and the blocks added in order, so the
+// bits do not depend on how the device's team shares the blocks.
+void normRowsBackward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
+    float* dx, float* dgamma, float* dbeta, float* scratch, std::int64_t rows, std::int64_t c, bool rms);
+
 } // namespace ps::engine::cpu

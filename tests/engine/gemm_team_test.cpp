@@ -1,10 +1,12 @@
 // A device's GEMM team splits a product across its cores: the same numbers as one OpenBLAS call for
 // every transpose and split direction, helpers on their own cores, failures rethrown to the caller;
 // element-wise loops shared across it.
+#include "backend.h"
 #include "cpu/gemm_team.h"
 #include "cpu/thread_affinity.h"
 #include "cpu/vector_loops.h"
 #include "kernel_math.h"
+#include "kernel_test_support.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -163,5 +165,122 @@ TEST(GemmTeam, SharedSoftmaxRowsDoNotDependOnTheSplit)
             EXPECT_NEAR(sum, 1.0, 1e-6) << c << " row " << r;
         }
         EXPECT_TRUE(c == 1 || results[0][0] == 0.0F); // e^-inf
+    }
+}
+
+// LayerNorm and RMSNorm rows: the same bits with and without the team (the weight gradients are
+// summed per fixed block of rows, blocks added in order), and the values of the plain formulas.
+TEST(GemmTeam, SharedNormRowsDoNotDependOnTheSplitAndMatchTheFormulas)
+{
+    GemmTeam team(twoCores());
+    for (const bool rms : { false, true }) {
+        for (const std::int64_t c : { 3, 16, 50, 256 }) {
+            const std::int64_t rows = 2 * (std::int64_t { 1 } << 14) / c + 37;
+            const auto x = randomMatrix(static_cast<std::size_t>(rows * c), 31);
+            const auto dy = randomMatrix(x.size(), 32);
+            const auto gamma = randomMatrix(static_cast<std::size_t>(c), 33);
+            const auto beta = randomMatrix(static_cast<std::size_t>(c), 34);
+            std::vector<std::vector<float>> results;
+            for (const bool withTeam : { false, true }) {
+                const GemmTeamScope scope(withTeam ? &team : nullptr);
+                std::vector<float> y(x.size());
+                std::vector<float> dx(x.size());
+                std::vector<float> mean(static_cast<std::size_t>(rows));
+                std::vector<float> rstd(mean.size());
+                std::vector<float> grads(static_cast<std::size_t>(2 * c));
+                std::vector<float> scratch(static_cast<std::size_t>(cpu::normBackwardScratch(rows, c)));
+                cpu::normRowsForward(x.data(), gamma.data(), rms ? nullptr : beta.data(), y.data(), mean.data(),
+                    rstd.data(), rows, c, 1e-5F, rms);
+                cpu::normRowsBackward(x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                    grads.data(), rms ? nullptr : grads.data() + c, scratch.data(), rows, c, rms);
+                y.insert(y.end(), dx.begin(), dx.end());
+                y.insert(y.end(), grads.begin(), grads.end());
+                results.push_back(std::move(y));
+            }
+            ASSERT_EQ(results[0], results[1]) << "c " << c << (rms ? " rms" : "");
+            // The formulas in double: one row's output and input gradient, and the weight gradients.
+            const auto& got = results[0];
+            const auto n = static_cast<std::size_t>(rows * c);
+            std::vector<double> dgamma(static_cast<std::size_t>(c), 0.0);
+            std::vector<double> dbeta(static_cast<std::size_t>(c), 0.0);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const auto* xr = x.data() + r * c;
+                const auto* gr = dy.data() + r * c;
+                double mu = 0;
+                for (std::int64_t j = 0; !rms && j < c; ++j)
+                    mu += xr[j] / static_cast<double>(c);
+                double var = 0;
+                for (std::int64_t j = 0; j < c; ++j)
+                    var += (xr[j] - mu) * (xr[j] - mu) / static_cast<double>(c);
+                const double rs = 1.0 / std::sqrt(var + 1e-5);
+                double mg = 0;
+                double mgx = 0;
+                for (std::int64_t j = 0; j < c; ++j) {
+                    const double xhat = (xr[j] - mu) * rs;
+                    mg += gr[j] * gamma[static_cast<std::size_t>(j)] / static_cast<double>(c);
+                    mgx += gr[j] * gamma[static_cast<std::size_t>(j)] * xhat / static_cast<double>(c);
+                    dgamma[static_cast<std::size_t>(j)] += gr[j] * xhat;
+                    dbeta[static_cast<std::size_t>(j)] += gr[j];
+                }
+                if (r % 997 != 0)
+                    continue;
+                for (std::int64_t j = 0; j < c; ++j) {
+                    const double xhat = (xr[j] - mu) * rs;
+                    const auto i = static_cast<std::size_t>(r * c + j);
+                    const double want =
+                        xhat * gamma[static_cast<std::size_t>(j)] + (rms ? 0.0 : beta[static_cast<std::size_t>(j)]);
+                    EXPECT_NEAR(got[i], want, 1e-4 * (1 + std::abs(want)));
+                    const double wantDx =
+                        rs * (gr[j] * gamma[static_cast<std::size_t>(j)] - (rms ? 0.0 : mg) - xhat * mgx);
+                    EXPECT_NEAR(got[n + i], wantDx, 1e-3 * (1 + std::abs(wantDx)));
+                }
+            }
+            for (std::int64_t j = 0; j < c; ++j) {
+                const auto k = static_cast<std::size_t>(j);
+                EXPECT_NEAR(got[2 * n + k], dgamma[k], 1e-4 * (1 + std::abs(dgamma[k])));
+                if (!rms) {
+                    EXPECT_NEAR(
+                        got[2 * n + static_cast<std::size_t>(c) + k], dbeta[k], 1e-4 * (1 + std::abs(dbeta[k])));
+                }
+            }
+        }
+    }
+}
+
+// Batched products (attention's heads times the batch) share whole matrices across the team: the
+// same bits as without a team, forward and both gradients, and a broadcast operand (whose gradient
+// sums over the batch) keeps the sequential sum.
+TEST(GemmTeam, BatchedMatMulsSharedByMatrixEqualOneThread)
+{
+    GemmTeam team(twoCores());
+    engine::testing::RandomArrays arrays;
+    struct Case
+    {
+        Shape a, b;
+        bool transB;
+    };
+    for (const auto& c : { Case { { 2, 4, 33, 16 }, { 2, 4, 16, 29 }, false },
+             Case { { 2, 4, 33, 16 }, { 2, 4, 29, 16 }, true }, Case { { 3, 5, 8, 7 }, { 1, 5, 7, 6 }, false } }) {
+        const auto node = engine::testing::makeNode(
+            OpType::MatMul, c.transB ? Attributes { { "trans_b", std::int64_t { 1 } } } : Attributes {});
+        const auto a = arrays.random(c.a);
+        const auto b = arrays.random(c.b);
+        std::vector<std::vector<float>> results;
+        for (const bool withTeam : { false, true }) {
+            const GemmTeamScope scope(withTeam ? &team : nullptr);
+            std::mt19937_64 rng(1);
+            KernelContext ctx { arrays.m_alloc, rng, true };
+            NodeValues v;
+            v.in = { a, b };
+            cpuBackend().forward(node, v, ctx);
+            engine::testing::RandomArrays weights;
+            const auto dy = weights.random(v.out[0].shape());
+            const auto grads = cpuBackend().backward(node, v, { dy }, { true, true }, ctx);
+            std::vector<float> all(v.out[0].f32(), v.out[0].f32() + v.out[0].numel());
+            for (const auto& g : grads)
+                all.insert(all.end(), g.f32(), g.f32() + g.numel());
+            results.push_back(std::move(all));
+        }
+        EXPECT_EQ(results[0], results[1]);
     }
 }
