@@ -25,6 +25,7 @@ namespace {
 } // namespace
 
 GemmTeam::GemmTeam(std::vector<int> cores)
+    : m_callerCore(cores.empty() ? -1 : cores.front())
 {
     for (std::size_t i = 1; i < cores.size(); ++i)
         m_helpers.emplace_back([this, i, core = cores[i]] { loop(static_cast<int>(i), core); });
@@ -105,11 +106,16 @@ GemmTeamScope::GemmTeamScope(GemmTeam* team)
     : m_previous(tTeam)
 {
     tTeam = team;
+    if (team != nullptr && team->size() > 1 && team->callerCore() >= 0) {
+        m_restore = currentThreadCores();
+        pinCurrentThread({ team->callerCore() });
+    }
 }
 
 GemmTeamScope::~GemmTeamScope()
 {
     tTeam = m_previous;
+    pinCurrentThread(m_restore); // empty: leaves it
 }
 
 void shareAcrossTeam(std::int64_t n, std::int64_t minShare, const std::function<void(std::int64_t, std::int64_t)>& part)

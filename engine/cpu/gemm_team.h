@@ -34,6 +34,11 @@ public:
     {
         return static_cast<int>(m_helpers.size()) + 1;
     }
+    // The core of member 0 (the caller).
+    [[nodiscard]] int callerCore() const
+    {
+        return m_callerCore;
+    }
     // Runs part(i) for every member i (0 on the caller) and returns when all are done; rethrows the
     // first failure. Not reentrant: one caller at a time, as one worker owns its device.
     void run(const std::function<void(int)>& part);
@@ -48,10 +53,15 @@ private:
     int m_pending = 0;
     bool m_stopping = false;
     std::exception_ptr m_failure;
+    int m_callerCore = -1;
     std::vector<std::thread> m_helpers; // last: they start once the members above exist
 };
 
-// Gives the calling thread a team for its lifetime (null: none, OpenBLAS as configured).
+// Gives the calling thread a team for its lifetime (null: none, OpenBLAS as configured). With a
+// team of several members the thread is also pinned to the team's first core for that time (member
+// 0's; the helpers hold the others): left free to run on a helper's core, it was seen sharing that
+// core with the helper, and a split product ran no faster than one thread. Its affinity before is
+// restored at the end.
 class GemmTeamScope
 {
 public:
@@ -62,6 +72,7 @@ public:
 
 private:
     GemmTeam* m_previous;
+    std::vector<int> m_restore; // the affinity to restore; empty: unchanged
 };
 
 // Runs part(begin, end) over [0, n) split into contiguous shares, one per member of the calling

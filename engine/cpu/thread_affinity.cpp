@@ -36,4 +36,18 @@ void pinCurrentThread(const std::vector<int>& cores)
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+std::vector<int> currentThreadCores()
+{
+    std::vector<int> ids;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0) {
+        for (int c = 0; c < CPU_SETSIZE; ++c) {
+            if (CPU_ISSET(c, &set))
+                ids.push_back(c);
+        }
+    }
+    return ids;
+}
+
 } // namespace ps::engine

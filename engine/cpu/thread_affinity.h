@@ -13,5 +13,7 @@ namespace ps::engine {
 // Pins the calling thread to `cores` (empty: leaves it as it is). Best effort: a failure only
 // leaves the thread unpinned.
 void pinCurrentThread(const std::vector<int>& cores);
+// The cores the calling thread may run on now (empty when they cannot be read).
+[[nodiscard]] std::vector<int> currentThreadCores();
 
 } // namespace ps::engine

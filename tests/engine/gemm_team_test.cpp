@@ -284,3 +284,22 @@ TEST(GemmTeam, BatchedMatMulsSharedByMatrixEqualOneThread)
         EXPECT_EQ(results[0], results[1]);
     }
 }
+
+// The thread that owns a team runs on the team's first core while it has the team (the helpers
+// hold the others), and gets its own affinity back afterwards.
+TEST(GemmTeam, TheCallerRunsOnTheFirstCoreWhileItHasTheTeam)
+{
+    const auto before = currentThreadCores();
+    ASSERT_FALSE(before.empty());
+    const auto cores = twoCores();
+    GemmTeam team(cores);
+    {
+        const GemmTeamScope scope(&team);
+        EXPECT_EQ(currentThreadCores(), std::vector<int> { cores.front() });
+        {
+            const GemmTeamScope alone(nullptr); // inside a team's part: affinity unchanged
+            EXPECT_EQ(currentThreadCores(), std::vector<int> { cores.front() });
+        }
+    }
+    EXPECT_EQ(currentThreadCores(), before);
+}
