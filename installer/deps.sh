@@ -16,6 +16,8 @@ packages=(
 if [ "${PS_SKIP_TORCH:-0}" != "1" ]; then
   # Tests export real PyTorch modules to ONNX with Debian's torch (/usr/bin/python3).
   packages+=(python3-torch python3-onnx python3-torchvision)
+  # A venv for the test-only PyPI packages (installer/test_venv.sh: onnxruntime).
+  packages+=(python3-venv)
   # Validators for the packaging checks (tests/packaging, installer/check_package.sh).
   packages+=(desktop-file-utils appstream shared-mime-info)
 fi

@@ -12,6 +12,7 @@ if [ "$mode" = "run" ]; then
   PS_SKIP_TORCH=1 installer/deps.sh # torch only generates test fixtures
 else
   installer/deps.sh
+  installer/test_venv.sh # onnxruntime from PyPI, the ONNX corpus's second oracle (best effort)
 fi
 
 case "$mode" in

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
@@ -46,6 +47,7 @@ struct CorpusRow
     std::int64_t expectedParameters = 0;
     double importMs = -1;
     std::optional<double> relativeError;
+    std::optional<double> ortError; // against onnxruntime, where it ran
     std::vector<std::string> failures; // in check order; the first is the table's reason
     std::string exportError; // the exporter failed: a finding, not a test failure
 };
@@ -140,6 +142,22 @@ void checkForward(CorpusRow& row, Graph graph, const nlohmann::json& entry, cons
             s << "forward: relative max error " << *row.relativeError;
             fail(row, s.str());
         }
+        // The second oracle, where tests/data/ort_reference.py ran onnxruntime on the same inputs.
+        std::ifstream ort(stem.string() + ".ort.bin", std::ios::binary);
+        if (ort) {
+            std::vector<float> fromOrt(expected.size());
+            ort.read(reinterpret_cast<char*>(fromOrt.data()), out.bytes());
+            if (!ort || ort.peek() != std::char_traits<char>::eof()) {
+                fail(row, "forward: onnxruntime's output has another element count");
+                return;
+            }
+            row.ortError = relativeMaxError(out, fromOrt);
+            if (!(*row.ortError < kForwardTolerance)) {
+                std::ostringstream s;
+                s << "forward: relative max error against onnxruntime " << *row.ortError;
+                fail(row, s.str());
+            }
+        }
     } catch (const std::exception& e) {
         fail(row, std::string("forward: ") + e.what());
     }
@@ -194,7 +212,10 @@ void printTable(const std::vector<CorpusRow>& rows)
                 + (r.failures.size() > 1 ? " (+" + std::to_string(r.failures.size() - 1) + " more)" : "");
         else {
             char ok[32];
-            std::snprintf(ok, sizeof ok, "ok %.2e", r.relativeError.value_or(0.0));
+            if (r.ortError)
+                std::snprintf(ok, sizeof ok, "ok %.2e, ort %.2e", r.relativeError.value_or(0.0), *r.ortError);
+            else
+                std::snprintf(ok, sizeof ok, "ok %.2e", r.relativeError.value_or(0.0));
             result = ok;
             ++passed;
         }
@@ -229,6 +250,37 @@ TEST(OnnxCorpus, ImportsAndRunsEveryExportedModel)
     }
     printTable(rows);
     EXPECT_GE(exported.size(), kMinModels) << "the corpus lost models: rebuild it with make_onnx_corpus.py";
+}
+
+// onnxruntime ran every export (tests/data/ort_reference.py), so the comparison above had its
+// second oracle for each; skips saying why where onnxruntime is not installed.
+TEST(OnnxCorpus, OnnxRuntimeRanEveryExport)
+{
+    const auto dir = corpusDir();
+    if (!dir || !fs::exists(*dir / "manifest.json"))
+        GTEST_SKIP() << "no ONNX corpus in PS_ONNX_CORPUS";
+    if (!fs::exists(*dir / "ort.json"))
+        GTEST_SKIP() << "no ort.json in the corpus (run tests/data/ort_reference.py)";
+    const auto ort = nlohmann::json::parse(std::ifstream(*dir / "ort.json"));
+    if (ort.contains("skipped"))
+        GTEST_SKIP() << ort["skipped"].get<std::string>();
+    const auto manifest = nlohmann::json::parse(std::ifstream(*dir / "manifest.json"));
+    std::size_t exported = 0;
+    std::size_t ran = 0;
+    for (const auto& entry : manifest) {
+        if (entry.contains("error"))
+            continue;
+        ++exported;
+        const auto file = entry["file"].get<std::string>();
+        const auto stem = file.substr(0, file.size() - std::string(".onnx").size());
+        const auto result = ort["results"].value(stem, std::string("missing"));
+        EXPECT_EQ(result, "ok") << stem;
+        ran += result == "ok" && fs::exists(*dir / (stem + ".ort.bin")) ? 1 : 0;
+    }
+    std::cout << "[ NOTE ] onnxruntime " << ort["onnxruntime"].get<std::string>() << " ran " << ran << " of "
+              << exported << " exports\n";
+    EXPECT_EQ(ran, exported);
+    EXPECT_GT(exported, 0U);
 }
 
 // Import time grows with the graph: a 10,000-node residual MLP must import whole. The time is
