@@ -1,6 +1,7 @@
 // The broadcasting and shape helpers the CPU kernels share, and the BLAS thread setting.
 #include "cpu/kernels.h"
 
+#include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 
 #include <algorithm>
@@ -78,14 +79,19 @@ namespace detail {
         const auto& gs = grad.shape();
         if (target.size() <= gs.size()
             && std::equal(target.begin(), target.end(), gs.end() - static_cast<std::ptrdiff_t>(target.size()))) {
-            // A bias or a broadcast row: sum the leading rows.
+            // A bias or a broadcast row: sum the leading rows, each column in row order; the columns
+            // are shared across the device's team (any split: the same sums).
             const auto n = out.numel();
             const auto rows = grad.numel() / std::max<std::int64_t>(n, 1);
-            for (std::int64_t r = 0; r < rows; ++r) {
-                const float* gr = g + r * n;
-                for (std::int64_t j = 0; j < n; ++j)
-                    o[j] += gr[j];
-            }
+            constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
+            shareAcrossTeam(n, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, rows)),
+                [&](std::int64_t first, std::int64_t last) {
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                        const float* gr = g + r * n;
+                        for (auto j = first; j < last; ++j)
+                            o[j] += gr[j];
+                    }
+                });
             return out;
         }
         forEachBroadcast(

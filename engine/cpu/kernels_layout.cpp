@@ -1,4 +1,5 @@
 // Layout ops: Reshape (a view), Transpose, Split, Slice, Concat, Select and Expand.
+#include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "op_rules.h"
 
@@ -7,6 +8,9 @@
 
 namespace ps::engine::detail {
 namespace {
+
+    // Below this many elements per team member, waking the team costs more than it saves.
+    constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
 
     std::size_t axisOf(const Node& node, const char* key, std::int64_t fallback, std::size_t rank)
     {
@@ -21,9 +25,12 @@ namespace {
         const auto s = axisView(src.shape(), axis);
         const auto d = axisView(dst.shape(), axis);
         const auto bytes = static_cast<std::size_t>(count * s.inner) * sizeof(float);
-        for (std::int64_t o = 0; o < s.outer; ++o)
-            std::memcpy(dst.f32() + (o * d.length + dstStart) * d.inner,
-                src.f32() + (o * s.length + srcStart) * s.inner, bytes);
+        shareAcrossTeam(s.outer, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, count * s.inner)),
+            [&](std::int64_t first, std::int64_t last) {
+                for (auto o = first; o < last; ++o)
+                    std::memcpy(dst.f32() + (o * d.length + dstStart) * d.inner,
+                        src.f32() + (o * s.length + srcStart) * s.inner, bytes);
+            });
     }
 
     NdArray transpose(const NdArray& x, const std::vector<std::int64_t>& perm, KernelContext& ctx)
@@ -41,26 +48,38 @@ namespace {
         const auto innerLen = rank == 0 ? 1 : outShape.back();
         const bool contiguousInner = rank > 0 && strides.back() == 1;
         const auto rows = rank == 0 ? 1 : out.numel() / innerLen;
-        std::vector<std::int64_t> index(rank, 0);
-        std::int64_t offset = 0;
         const float* src = x.f32();
         float* dst = out.f32();
-        for (std::int64_t r = 0; r < rows; ++r) {
-            if (contiguousInner) {
-                std::memcpy(dst + r * innerLen, src + offset, static_cast<std::size_t>(innerLen) * sizeof(float));
-            } else {
-                for (std::int64_t j = 0; j < innerLen; ++j)
-                    dst[r * innerLen + j] = src[offset + j * strides.back()];
-            }
-            for (std::size_t d = rank - 1; d-- > 0;) { // odometer over all but the last dim
-                ++index[d];
-                offset += strides[d];
-                if (index[d] < outShape[d])
-                    break;
-                offset -= strides[d] * outShape[d];
-                index[d] = 0;
-            }
-        }
+        // Output rows shared across the device's team (copies: any split, the same values).
+        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, innerLen)),
+            [&](std::int64_t first, std::int64_t last) {
+                if (first >= last)
+                    return; // nothing to copy (an empty dimension)
+                std::vector<std::int64_t> index(rank, 0);
+                std::int64_t offset = 0;
+                for (std::size_t d = rank - 1, rest = static_cast<std::size_t>(first); rank > 0 && d-- > 0;) {
+                    index[d] = static_cast<std::int64_t>(rest) % outShape[d];
+                    rest /= static_cast<std::size_t>(outShape[d]);
+                    offset += index[d] * strides[d];
+                }
+                for (auto r = first; r < last; ++r) {
+                    if (contiguousInner) {
+                        std::memcpy(
+                            dst + r * innerLen, src + offset, static_cast<std::size_t>(innerLen) * sizeof(float));
+                    } else {
+                        for (std::int64_t j = 0; j < innerLen; ++j)
+                            dst[r * innerLen + j] = src[offset + j * strides.back()];
+                    }
+                    for (std::size_t d = rank - 1; rank > 0 && d-- > 0;) { // odometer over all but the last dim
+                        ++index[d];
+                        offset += strides[d];
+                        if (index[d] < outShape[d])
+                            break;
+                        offset -= strides[d] * outShape[d];
+                        index[d] = 0;
+                    }
+                }
+            });
         return out;
     }
 

@@ -247,36 +247,52 @@ TEST(GemmTeam, SharedNormRowsDoNotDependOnTheSplitAndMatchTheFormulas)
     }
 }
 
-// Batched products (attention's heads times the batch) share whole matrices across the team: the
-// same bits as without a team, forward and both gradients, and a broadcast operand (whose gradient
-// sums over the batch) keeps the sequential sum.
-TEST(GemmTeam, BatchedMatMulsSharedByMatrixEqualOneThread)
+// Ops whose work is shared across the device's team: the same bits as on one thread, forward and
+// every input gradient. Batched products (attention's heads times the batch) share whole matrices,
+// and a broadcast operand (its gradient sums over the batch) keeps the sequential sum; copies
+// (Transpose, Split), bias sums, masks and element-wise ops share rows or columns.
+TEST(GemmTeam, OpsSharedAcrossTheTeamEqualOneThread)
 {
     GemmTeam team(twoCores());
     engine::testing::RandomArrays arrays;
     struct Case
     {
-        Shape a, b;
-        bool transB;
+        OpType op;
+        Attributes attrs;
+        std::vector<Shape> inputs;
     };
-    for (const auto& c : { Case { { 2, 4, 33, 16 }, { 2, 4, 16, 29 }, false },
-             Case { { 2, 4, 33, 16 }, { 2, 4, 29, 16 }, true }, Case { { 3, 5, 8, 7 }, { 1, 5, 7, 6 }, false } }) {
-        const auto node = engine::testing::makeNode(
-            OpType::MatMul, c.transB ? Attributes { { "trans_b", std::int64_t { 1 } } } : Attributes {});
-        const auto a = arrays.random(c.a);
-        const auto b = arrays.random(c.b);
+    const std::vector<Case> cases {
+        { OpType::MatMul, {}, { { 2, 4, 33, 16 }, { 2, 4, 16, 29 } } },
+        { OpType::MatMul, { { "trans_b", std::int64_t { 1 } } }, { { 2, 4, 33, 16 }, { 2, 4, 29, 16 } } },
+        { OpType::MatMul, {}, { { 3, 5, 8, 7 }, { 1, 5, 7, 6 } } },
+        { OpType::Transpose, { { "perm", Shape { 0, 2, 1, 3 } } }, { { 4, 128, 4, 64 } } },
+        { OpType::Split, { { "axis", std::int64_t { -1 } }, { "sizes", Shape { 32, 32, 32 } } }, { { 2048, 96 } } },
+        { OpType::BiasAdd, {}, { { 2048, 64 }, { 64 } } },
+        { OpType::Mask, { { "causal", std::int64_t { 1 } } }, { { 8, 4, 64, 64 } } },
+        { OpType::Scale, { { "scale", 0.125 } }, { { 2048, 64 } } },
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(toString(c.op));
+        const auto node = engine::testing::makeNode(c.op, c.attrs);
+        std::vector<NdArray> inputs;
+        for (const auto& shape : c.inputs)
+            inputs.push_back(arrays.random(shape));
         std::vector<std::vector<float>> results;
         for (const bool withTeam : { false, true }) {
             const GemmTeamScope scope(withTeam ? &team : nullptr);
             std::mt19937_64 rng(1);
             KernelContext ctx { arrays.m_alloc, rng, true };
             NodeValues v;
-            v.in = { a, b };
+            v.in = inputs;
             cpuBackend().forward(node, v, ctx);
             engine::testing::RandomArrays weights;
-            const auto dy = weights.random(v.out[0].shape());
-            const auto grads = cpuBackend().backward(node, v, { dy }, { true, true }, ctx);
-            std::vector<float> all(v.out[0].f32(), v.out[0].f32() + v.out[0].numel());
+            std::vector<NdArray> dy;
+            std::vector<float> all;
+            for (const auto& o : v.out) {
+                dy.push_back(weights.random(o.shape()));
+                all.insert(all.end(), o.f32(), o.f32() + o.numel());
+            }
+            const auto grads = cpuBackend().backward(node, v, dy, std::vector<bool>(inputs.size(), true), ctx);
             for (const auto& g : grads)
                 all.insert(all.end(), g.f32(), g.f32() + g.numel());
             results.push_back(std::move(all));
