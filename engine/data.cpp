@@ -114,6 +114,63 @@ void TokenData::sample(
     }
 }
 
+namespace {
+
+    // What reads each input: an embedding's ids (their range), a cross-entropy's labels (classes);
+    // and which inputs are the token ids and the labels.
+    struct InputReaders
+    {
+        std::vector<std::int64_t> embeddingRows; // by tensor index
+        std::vector<std::int64_t> classes;
+        TensorId ids, labels;
+    };
+
+    InputReaders readersOf(const Graph& graph)
+    {
+        InputReaders r;
+        r.embeddingRows.assign(graph.tensorCount(), 0);
+        r.classes.assign(graph.tensorCount(), 0);
+        for (const auto& n : graph.nodes()) {
+            if (n.op == OpType::Embedding)
+                r.embeddingRows[n.inputs[0].index()] = graph.tensor(n.inputs[1]).shape.at(0);
+            if (n.op == OpType::CrossEntropy)
+                r.classes[n.inputs[1].index()] = graph.tensor(n.inputs[0]).shape.back();
+        }
+        for (const auto& t : graph.tensors()) {
+            if (t.kind == TensorKind::Input && t.shape.size() == 2 && r.classes[t.id.index()] > 0)
+                r.labels = t.id;
+        }
+        // The token ids: of the inputs shaped as the labels that index a table, the one whose table
+        // is the vocabulary (the most rows; BERT's token types and a position input index smaller ones).
+        for (const auto& t : graph.tensors()) {
+            if (r.labels.valid() && t.kind == TensorKind::Input && r.embeddingRows[t.id.index()] > 0
+                && t.shape == graph.tensor(r.labels).shape
+                && (!r.ids.valid() || r.embeddingRows[t.id.index()] > r.embeddingRows[r.ids.index()]))
+                r.ids = t.id;
+        }
+        if (!r.ids.valid())
+            r.labels = TensorId();
+        return r;
+    }
+
+    std::string vocabularyMismatch(const TokenData& data, std::int64_t rows)
+    {
+        return "the data (" + data.source() + ") has a vocabulary of " + std::to_string(data.vocab())
+            + " tokens but the model's embedding has " + std::to_string(rows)
+            + " rows: train on random tokens, which are drawn from the model's vocabulary (`train "
+              "--data-format random`, Run > Launch > Random tokens), or on a u16/u32 token file whose ids are "
+              "below "
+            + std::to_string(rows) + " (`--data-format u16 --vocab " + std::to_string(rows) + "`)";
+    }
+
+} // namespace
+
+std::int64_t tokenVocabulary(const Graph& graph)
+{
+    const auto r = readersOf(graph);
+    return r.ids.valid() ? r.embeddingRows[r.ids.index()] : 0;
+}
+
 TokenShape languageModelShape(const Graph& graph, const TokenData& data)
 {
     const auto input = [&](const std::string& name) -> const Tensor* {
@@ -136,8 +193,7 @@ TokenShape languageModelShape(const Graph& graph, const TokenData& data)
             continue;
         const auto rows = graph.tensor(n.inputs[1]).shape[0];
         if (data.vocab() > rows)
-            throw Error("the data (" + data.source() + ") has a vocabulary of " + std::to_string(data.vocab())
-                + " tokens but the model's embedding has " + std::to_string(rows) + " rows");
+            throw Error(vocabularyMismatch(data, rows));
         break;
     }
     return { ids->shape[0], ids->shape[1] };
@@ -152,31 +208,11 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
         throw Error("model '" + m_model
             + "' has no scalar loss output to train on (an imported model needs `pipestudio import --loss "
               "cross-entropy|mse`)");
-    // What reads each input: an embedding's ids (their range), a cross-entropy's labels (classes).
-    std::vector<std::int64_t> embeddingRows(graph.tensorCount(), 0);
-    std::vector<std::int64_t> classes(graph.tensorCount(), 0);
-    for (const auto& n : graph.nodes()) {
-        if (n.op == OpType::Embedding)
-            embeddingRows[n.inputs[0].index()] = graph.tensor(n.inputs[1]).shape.at(0);
-        if (n.op == OpType::CrossEntropy)
-            classes[n.inputs[1].index()] = graph.tensor(n.inputs[0]).shape.back();
-    }
-    for (const auto& t : graph.tensors()) {
-        if (t.kind != TensorKind::Input)
-            continue;
-        if (t.shape.size() == 2 && classes[t.id.index()] > 0)
-            m_labels = t.id;
-    }
-    // The token ids: of the inputs shaped as the labels that index a table, the one whose table is
-    // the vocabulary (the most rows; BERT's token types and a position input index smaller ones).
-    for (const auto& t : graph.tensors()) {
-        if (m_labels.valid() && t.kind == TensorKind::Input && embeddingRows[t.id.index()] > 0
-            && t.shape == graph.tensor(m_labels).shape
-            && (!m_ids.valid() || embeddingRows[t.id.index()] > embeddingRows[m_ids.index()]))
-            m_ids = t.id;
-    }
-    if (!m_ids.valid())
-        m_labels = TensorId();
+    const auto reads = readersOf(graph);
+    const auto& embeddingRows = reads.embeddingRows;
+    const auto& classes = reads.classes;
+    m_ids = reads.ids;
+    m_labels = reads.labels;
     for (const auto& t : graph.tensors()) {
         if (t.kind != TensorKind::Input)
             continue;
@@ -188,8 +224,7 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
         if (t.id == m_ids) {
             in.fill = Fill::Tokens;
             if (m_data.vocab() > embeddingRows[t.id.index()])
-                throw Error("the data (" + m_data.source() + ") has a vocabulary of " + std::to_string(m_data.vocab())
-                    + " tokens but the model's embedding has " + std::to_string(embeddingRows[t.id.index()]) + " rows");
+                throw Error(vocabularyMismatch(m_data, embeddingRows[t.id.index()]));
         } else if (t.id == m_labels) {
             in.fill = Fill::Labels;
         } else if (in.isFloat) {

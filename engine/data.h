@@ -61,6 +61,11 @@ struct TokenShape
 };
 [[nodiscard]] TokenShape languageModelShape(const Graph& graph, const TokenData& data);
 
+// The vocabulary of a language model as BatchSource feeds it: the rows of the embedding table that
+// its token ids read (the ids input shaped like the labels a CrossEntropy reads, the one with the
+// most rows); 0 for a graph the trainer does not feed tokens.
+[[nodiscard]] std::int64_t tokenVocabulary(const Graph& graph);
+
 // One micro-batch of a graph's inputs on the host, by input name.
 struct HostBatch
 {

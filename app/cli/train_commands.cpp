@@ -111,10 +111,16 @@ namespace {
         return graph;
     }
 
-    engine::TokenData trainingData(const TrainCommandOptions& o)
+    // Random tokens come from the model's own vocabulary unless --vocab says otherwise.
+    engine::TokenData trainingData(const TrainCommandOptions& o, const Graph& graph)
     {
-        if (o.dataFormat == "random")
-            return engine::TokenData::random(o.vocab > 0 ? o.vocab : 256, 1 << 20, o.seed);
+        if (o.dataFormat == "random") {
+            const auto modelVocab = engine::tokenVocabulary(graph);
+            return engine::TokenData::random(o.vocab > 0 ? o.vocab
+                    : modelVocab > 0                     ? modelVocab
+                                                         : 256,
+                1 << 20, o.seed);
+        }
         if (o.data.empty())
             return engine::TokenData::defaultCorpus();
         if (o.dataFormat == "text")
@@ -284,7 +290,7 @@ namespace {
         }
         const std::int64_t resumedStep = checkpoint ? checkpoint->step : 0;
         c.decaySteps = o.cosine ? resumedStep + o.steps : 0;
-        auto data = trainingData(o);
+        auto data = trainingData(o, graph);
         auto source = data.source();
         const auto deviceCount = devices.size();
         engine::TrainingRun run(std::move(graph), std::move(data), std::move(devices), c);
@@ -479,7 +485,7 @@ void addTrainCommand(CLI::App& app, Action& action)
         "--data", o->data, "Training text (bytes as tokens) or token file; default: /usr/share/common-licenses");
     cmd->add_option("--data-format", o->dataFormat, "text | u16 | u32 | random")
         ->check(CLI::IsMember(std::vector<std::string> { "text", "u16", "u32", "random" }));
-    cmd->add_option("--vocab", o->vocab, "Vocabulary of u16/u32/random data")
+    cmd->add_option("--vocab", o->vocab, "Vocabulary of u16/u32/random data (random: the model's by default)")
         ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 32));
     cmd->add_option("--optimizer", o->optimizer, "adamw | sgd")
         ->check(CLI::IsMember(std::vector<std::string> { "adamw", "sgd" }));

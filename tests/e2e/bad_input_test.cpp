@@ -556,6 +556,22 @@ TEST_F(BadInput, AnImportedModelTrainsOnceItHasALoss)
     EXPECT_NE(trained.output.find("samples/s"), std::string::npos) << trained.output;
 }
 
+// A language model whose vocabulary is under the text's 256 bytes: text is refused naming the fix,
+// and random tokens, drawn from the model's own vocabulary, train.
+TEST_F(BadInput, ASmallVocabularyModelTrainsOnRandomTokensAndTextSaysHow)
+{
+    const auto p = m_dir / "v200.pstudio";
+    ASSERT_EQ(ps::e2e::runCli("new -m gpt2-tiny --layers 1 --hidden 32 --heads 2 --seq 16 --vocab 200 -o " + quote(p))
+                  .exitCode,
+        0);
+    const auto text = ps::e2e::runCli("train " + quote(p) + " --steps 1");
+    EXPECT_NE(text.exitCode, 0);
+    EXPECT_NE(text.output.find("embedding has 200 rows: train on random tokens"), std::string::npos) << text.output;
+    const auto random = ps::e2e::runCli("train " + quote(p) + " --steps 2 --data-format random");
+    ASSERT_EQ(random.exitCode, 0) << random.output;
+    EXPECT_NE(random.output.find("random tokens"), std::string::npos) << random.output;
+}
+
 TEST_F(BadInput, EveryCommandGivesOneLineNamingTheProblem)
 {
     makeFixtures();
