@@ -42,11 +42,21 @@ namespace {
             throw Error("--profile " + d.profile + ": '" + o.project + "' has no " + source + " profile of its "
                 + std::to_string(graph.nodeCount()) + " nodes for device '" + device.id + "'");
         const double mb = static_cast<double>(graph.info().microBatch);
-        const auto analytical = estimateProfile(graph, device, costOptions(d));
+        // A GPU profile (CUPTI, an imported trace's kernels) holds device time, of which the host's
+        // launch cost is no part: the classes are compared on the model's kernel time (each kernel's
+        // fixed device time in place of its launch cost), and the calibrated profile gets the
+        // launch costs back unscaled.
+        const bool deviceTime = device.id != "cpu";
+        auto kernelOptions = costOptions(d);
+        if (deviceTime)
+            kernelOptions.kernelLaunchNs = kernelOptions.kernelDeviceNs;
+        const auto analytical = estimateProfile(graph, device, kernelOptions);
         const auto calibration = calibrate(graph, matched->profile, analytical, nodeClasses(graph, device, d), mb);
         if (calibration.coveredNodes == 0)
             throw Error("the " + source + " profile covers no node with a time: nothing to calibrate against");
-        auto calibrated = calibratedProfile(analytical, calibration);
+        auto calibrated = deviceTime
+            ? calibratedProfile(analytical, calibration, estimateProfile(graph, device, costOptions(d)))
+            : calibratedProfile(analytical, calibration);
         calibrated.threads = matched->profile.threads; // fitted at that count
         if (!o.noSave)
             store.saveProfile(calibrated, 1, mb > 1 ? mb : 2);
@@ -58,13 +68,16 @@ namespace {
                         { "analytical_ms", c.analyticalNs / 1e6 }, { "factor", c.factor },
                         { "median_error_before", c.medianErrorBefore }, { "median_error_after", c.medianErrorAfter } });
             nlohmann::ordered_json out { { "device", device.id }, { "profile", source },
+                { "compared_on",
+                    deviceTime ? "device time (kernels with their fixed device time, no launch cost)" : "step time" },
                 { "covered_nodes", calibration.coveredNodes }, { "nodes", graph.nodeCount() }, { "micro_batch", mb },
                 { "saved", !o.noSave }, { "classes", classes } };
             fmt::print("{}\n", out.dump(2));
             return 0;
         }
-        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}\n",
-            device.name, source, calibration.coveredNodes, graph.nodeCount(), mb);
+        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}{}\n",
+            device.name, source, calibration.coveredNodes, graph.nodeCount(), mb,
+            deviceTime ? "; on device time: the model's kernels, each with its fixed device time, no launch cost" : "");
         fmt::print("{:<14} {:>5} {:>12} {:>14} {:>8}  {}\n", "class", "nodes", "measured ms", "analytical ms", "factor",
             "median |error| per node, before -> after");
         for (const auto& c : calibration.classes)

@@ -95,6 +95,24 @@ Profile calibratedProfile(const Profile& analytical, const Calibration& calibrat
     return out;
 }
 
+Profile calibratedProfile(const Profile& kernelsOnly, const Calibration& calibration, const Profile& withLaunch)
+{
+    auto out = calibratedProfile(kernelsOnly, calibration);
+    const auto add = [](LinearModel& to, const LinearModel& with, const LinearModel& without) {
+        to.fixed += with.fixed - without.fixed;
+        to.perSample += with.perSample - without.perSample;
+    };
+    for (std::size_t i = 0; i < out.nodes.size() && i < withLaunch.nodes.size(); ++i) {
+        auto& node = out.nodes[i];
+        const auto& with = withLaunch.nodes[i];
+        const auto& without = kernelsOnly.nodes[i];
+        add(node.forwardNs, with.forwardNs, without.forwardNs);
+        add(node.backwardNs, with.backwardNs, without.backwardNs);
+        add(node.weightGradNs, with.weightGradNs, without.weightGradNs);
+    }
+    return out;
+}
+
 Profile fillUncovered(
     const Graph& graph, const Profile& measured, const Profile& calibrated, double microBatch, int* filled)
 {

@@ -39,6 +39,12 @@ struct Calibration
     std::vector<KernelClass> nodeClass, double microBatch);
 // `analytical` with each node's times times its class's factor, source "calibrated".
 [[nodiscard]] Profile calibratedProfile(const Profile& analytical, const Calibration& calibration);
+// For a calibration on device time (a GPU's kernel time, from CUPTI or an imported trace, which
+// holds no host launch cost): `kernelsOnly` is the analytical profile without launch costs (the one
+// the factors were fitted on) and `withLaunch` the same with them; the factors scale the kernels'
+// time and each node's launch cost is added back unscaled.
+[[nodiscard]] Profile calibratedProfile(
+    const Profile& kernelsOnly, const Calibration& calibration, const Profile& withLaunch);
 // `measured` with the nodes it does not cover taken from `calibrated`; `filled` counts them. A node
 // whose scope has a covered node is left as it is: a trace range named after the scope split its
 // time over the scope's nodes by FLOPs, so its zero-FLOP views and copies were matched, at 0.

@@ -68,3 +68,42 @@ TEST(Calibration, ClassFactorsFitAndFillTheNodesATraceMissed)
     EXPECT_FALSE(coversNode(blended.nodes[zeroShare], mb)); // matched at 0 inside its scope's range
     EXPECT_THROW((void)calibrate(graph, measured, analytical, {}, mb), Error);
 }
+
+// Calibrated on device time (a GPU profile): the factors scale the kernels' time, fitted without
+// the host's launch cost (each kernel at its fixed device time instead), and the launch costs
+// return unscaled.
+TEST(Calibration, OnDeviceTimeTheLaunchCostReturnsUnscaled)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 1;
+    const auto graph = buildZooModel(c);
+    const auto& h100 = DeviceCatalog::builtin().find("h100-80gb");
+    CostModelOptions withLaunch;
+    CostModelOptions onDevice;
+    onDevice.kernelLaunchNs = onDevice.kernelDeviceNs;
+    const auto full = estimateProfile(graph, h100, withLaunch);
+    const auto kernels = estimateProfile(graph, h100, onDevice);
+    const double mb = static_cast<double>(graph.info().microBatch);
+    std::vector<KernelClass> classes;
+    for (const auto& k : estimateKernels(graph, h100, onDevice, mb))
+        classes.push_back(k.front().kind);
+    auto measured = kernels; // every class three times the model's kernel time
+    for (auto& n : measured.nodes) {
+        n.forwardNs = { 3 * n.forwardNs.fixed, 3 * n.forwardNs.perSample };
+        n.backwardNs = { 3 * n.backwardNs.fixed, 3 * n.backwardNs.perSample };
+    }
+    const auto fit = calibrate(graph, measured, kernels, classes, mb);
+    ASSERT_GT(fit.coveredNodes, 0);
+    for (const auto& k : fit.classes)
+        EXPECT_NEAR(k.factor, 3.0, 1e-9) << toString(k.kind);
+    const auto calibrated = calibratedProfile(kernels, fit, full);
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        const double launch = full.nodes[i].forwardNs.at(mb) - kernels.nodes[i].forwardNs.at(mb);
+        EXPECT_NEAR(calibrated.nodes[i].forwardNs.at(mb), 3 * kernels.nodes[i].forwardNs.at(mb) + launch,
+            1e-6 * (1 + full.nodes[i].forwardNs.at(mb)))
+            << graph.nodes()[i].name;
+        if (coversNode(kernels.nodes[i], mb)) {
+            EXPECT_GT(launch, 0) << graph.nodes()[i].name; // the host's launch cost exceeds the device's own
+        }
+    }
+}
