@@ -168,7 +168,10 @@ namespace {
 std::int64_t tokenVocabulary(const Graph& graph)
 {
     const auto r = readersOf(graph);
-    return r.ids.valid() ? r.embeddingRows[r.ids.index()] : 0;
+    if (!r.ids.valid())
+        return 0;
+    // The ids' windows are also the labels: a token must be a row of the table and a class too.
+    return std::min(r.embeddingRows[r.ids.index()], r.classes[r.labels.index()]);
 }
 
 TokenShape languageModelShape(const Graph& graph, const TokenData& data)

@@ -63,7 +63,8 @@ struct TokenShape
 
 // The vocabulary of a language model as BatchSource feeds it: the rows of the embedding table that
 // its token ids read (the ids input shaped like the labels a CrossEntropy reads, the one with the
-// most rows); 0 for a graph the trainer does not feed tokens.
+// most rows), or the CrossEntropy's classes where fewer (the labels are the same tokens); 0 for a
+// graph the trainer does not feed tokens.
 [[nodiscard]] std::int64_t tokenVocabulary(const Graph& graph);
 
 // One micro-batch of a graph's inputs on the host, by input name.

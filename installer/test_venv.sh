@@ -16,7 +16,7 @@ if ! python3 -m venv "$venv" >/dev/null 2>&1; then
   echo "test venv: python3 -m venv failed (python3-venv missing?): the onnxruntime comparison will skip"
   exit 0
 fi
-if "$venv/bin/pip" install --quiet --disable-pip-version-check "onnxruntime>=1.17" numpy; then
+if "$venv/bin/pip" install --quiet --disable-pip-version-check "onnxruntime>=1.17,<1.33" numpy; then
   echo "test venv: $("$venv/bin/python" -c 'import onnxruntime; print("onnxruntime", onnxruntime.__version__)') in $venv"
 else
   echo "test venv: pip could not install onnxruntime (offline?): the onnxruntime comparison will skip"

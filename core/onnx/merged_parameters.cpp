@@ -102,15 +102,21 @@ namespace {
         return type == onnx::TensorProto::DOUBLE ? 8 : type == onnx::TensorProto::FLOAT ? 4 : 2;
     }
 
-    // The initializer's values as bytes; false where they were not read (weights left out).
-    bool valuesOf(const onnx::TensorProto& t, std::string& bytes)
+    // Values held in a typed field this file does not compare (fp16 in int32_data, double_data).
+    bool typedValues(const onnx::TensorProto& t)
+    {
+        return t.int32_data_size() > 0 || t.double_data_size() > 0;
+    }
+
+    // The initializer's values as bytes (not copied); false where they were not read (weights left out).
+    bool valuesOf(const onnx::TensorProto& t, std::string_view& bytes)
     {
         if (t.has_raw_data()) {
             bytes = t.raw_data();
             return true;
         }
         if (t.float_data_size() > 0) {
-            bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
+            bytes = std::string_view(reinterpret_cast<const char*>(t.float_data().data()),
                 static_cast<std::size_t>(t.float_data_size()) * sizeof(float));
             return true;
         }
@@ -128,11 +134,20 @@ namespace {
         const bool transposed = a.size() == 2 && b.size() == 2 && a[0] == b[1] && a[1] == b[0];
         if (!same && !transposed)
             return 0;
-        std::string x;
-        std::string y;
-        if (!valuesOf(kept, x) || !valuesOf(copy, y)) // by shape: the metadata says they are one
-            return same ? 1 : 2;
+        if (typedValues(kept) || typedValues(copy))
+            return 0; // values that cannot be compared here: left as they are
+        std::string_view x;
+        std::string_view y;
+        if (!valuesOf(kept, x) || !valuesOf(copy, y)) // by shape: the metadata says they are one, but a
+            return same && transposed ? 0 : same ? 1 : 2; // square one could be either
         if (x.size() != y.size())
+            return 0;
+        // Values all equal (zeros, ones) tell nothing: two such tensors are not one parameter.
+        const auto e0 = elementBytes(kept.data_type());
+        bool uniform = x.size() >= e0;
+        for (std::size_t i = e0; uniform && i < x.size(); i += e0)
+            uniform = x.compare(i, e0, x, 0, e0) == 0;
+        if (uniform)
             return 0;
         if (same && x == y)
             return 1;
@@ -191,6 +206,12 @@ int tieFoldedCopies(onnx::ModelProto& model)
         return 0;
     const auto& placeholders = *signature;
     auto* graph = model.mutable_graph();
+    for (const auto& node : graph->node()) {
+        for (const auto& a : node.attribute()) {
+            if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
+                return 0; // a subgraph may read a copy by name: not renamed here
+        }
+    }
     std::unordered_map<std::string, const onnx::TensorProto*> floats;
     for (const auto& t : graph->initializer()) {
         if (isFloatType(t.data_type()) && t.dims_size() > 0)
@@ -216,6 +237,30 @@ int tieFoldedCopies(onnx::ModelProto& model)
             const auto how = relation(*floats.at(names.front()), *floats.at(names[k]));
             if (how != 0)
                 replaced[names[k]] = { names.front(), how };
+        }
+    }
+    // A copy read through a value fx folded away (`x @ w.T`: its call names `%permute`, not the
+    // parameter) pairs with nothing: where its values (read, not all equal) are a parameter's or
+    // their transpose, it is that parameter too.
+    std::set<std::string> targets;
+    for (const auto& [placeholder, target] : placeholders) {
+        if (floats.contains(target))
+            targets.insert(target);
+    }
+    for (const auto& [name, tensor] : floats) {
+        if (targets.contains(name) || replaced.contains(name) || standsFor.contains(name))
+            continue;
+        std::string_view bytes;
+        if (!valuesOf(*tensor, bytes))
+            continue;
+        for (const auto& target : targets) {
+            std::string_view own;
+            if (!valuesOf(*floats.at(target), own))
+                continue;
+            if (const auto how = relation(*floats.at(target), *tensor); how != 0) {
+                replaced[name] = { target, how };
+                break;
+            }
         }
     }
     if (replaced.empty())
@@ -295,6 +340,21 @@ std::set<std::string> foldedBufferConstants(const onnx::ModelProto& model)
     std::set<std::string> targets;
     for (const auto& [placeholder, target] : placeholders)
         targets.insert(target);
+    // Without values, a tensor shaped as a parameter or its transpose may be a copy tieFoldedCopies
+    // could not check: it stays trainable.
+    std::vector<std::vector<std::int64_t>> parameterShapes;
+    for (const auto& t : model.graph().initializer()) {
+        if (targets.contains(t.name()))
+            parameterShapes.emplace_back(t.dims().begin(), t.dims().end());
+    }
+    const auto mayBeParameterCopy = [&](const onnx::TensorProto& t) {
+        std::string_view bytes;
+        if (valuesOf(t, bytes))
+            return false; // with values, tieFoldedCopies already took the copies
+        const std::vector<std::int64_t> d(t.dims().begin(), t.dims().end());
+        return std::any_of(parameterShapes.begin(), parameterShapes.end(),
+            [&](const auto& p) { return p == d || (p.size() == 2 && d.size() == 2 && p[0] == d[1] && p[1] == d[0]); });
+    };
     std::set<std::string> out;
     for (const auto& t : model.graph().initializer()) {
         std::int64_t n = 1;
@@ -302,7 +362,7 @@ std::set<std::string> foldedBufferConstants(const onnx::ModelProto& model)
             n *= d;
         const auto r = readsNoParameter.find(t.name());
         if (isFloatType(t.data_type()) && n > 1 && !targets.contains(t.name()) && r != readsNoParameter.end()
-            && r->second && (!folded || factoryMade(t.name())))
+            && r->second && (!folded || factoryMade(t.name())) && !mayBeParameterCopy(t))
             out.insert(t.name());
     }
     return out;

@@ -400,8 +400,10 @@ namespace {
             return false;
         constexpr std::int64_t kMax = 2147483647;
         // Batch statistics need two values per channel; cuDNN's descriptors hold ints.
+        // The descriptor's strides are ints too: the whole array must index within them.
         return p.n >= 1 && p.c >= 1 && p.spatial >= 1 && p.n * p.spatial >= 2 && p.n <= kMax && p.c <= kMax
-            && p.spatial <= kMax && p.epsilon >= CUDNN_BN_MIN_EPSILON;
+            && p.spatial <= kMax && p.c * p.spatial <= kMax && p.n <= kMax / (p.c * p.spatial)
+            && p.epsilon >= CUDNN_BN_MIN_EPSILON;
     }
 
 } // namespace

@@ -447,23 +447,27 @@ void PipelineRunner::runDevice(
         ActionOutcome outcome;
         try {
             if (tracer != nullptr) {
-                // end() even when the action throws: a tracer's ranges nest per thread.
                 tracer->begin(id);
-                struct End
-                {
-                    ActionTracer* t;
-                    ~End()
-                    {
-                        t->end();
+                try {
+                    outcome = runAction(device, a, batches, lr, result);
+                } catch (...) {
+                    try { // a tracer's ranges nest per thread: closed on the way out too
+                        tracer->end();
+                    } catch (...) { // the action's own failure is the one to report
                     }
-                } const end { tracer };
-                outcome = runAction(device, a, batches, lr, result);
+                    throw;
+                }
+                tracer->end();
             } else {
                 outcome = runAction(device, a, batches, lr, result);
-                // The measured timeline is the device's: an action ends when its work has run, not
-                // when it was queued (a no-op on the CPU, whose calls return when done).
-                m_devices[device].backend->synchronize();
             }
+            // Without a tracer the measured timeline is the device's only if an action ends when its
+            // work has run, not when it was queued (a no-op on the CPU, whose calls return when
+            // done). A device that swaps waits too: its copy streams order each copy after the
+            // compute queued when the copy starts, so a worker far ahead would hold every swap
+            // back behind that whole queue.
+            if (tracer == nullptr || m_toHost[device])
+                m_devices[device].backend->synchronize();
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
                 + formatAction(a) + ": " + e.what());
@@ -496,9 +500,16 @@ void PipelineRunner::runDevice(
 
 void PipelineRunner::applyTracedSpans(IterationResult& result, std::vector<std::vector<SimEvent>>& events)
 {
-    // The iteration ends when every device has run what its worker queued.
-    for (auto& d : m_devices)
-        d.backend->synchronize();
+    // The iteration ends when every device has run what its worker queued; a failure that only
+    // surfaces now (an asynchronous kernel fault) names the device whose last actions it came from.
+    for (auto& d : m_devices) {
+        try {
+            d.backend->synchronize();
+        } catch (const std::exception& e) {
+            m_abort->abort();
+            throw Error(d.name + ", after its last actions of the iteration: " + e.what());
+        }
+    }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
     const auto spans = m_options.tracer->finish(m_start);
     for (std::size_t d = 0; d < events.size(); ++d) {

@@ -25,11 +25,11 @@ void addMetadata(google::protobuf::Message& message, int field, const std::strin
     message.GetReflection()->MutableUnknownFields(&message)->AddLengthDelimited(field, kv.SerializeAsString());
 }
 
-void fxNode(onnx::NodeProto& node, const std::string& call)
+void fxNode(onnx::NodeProto& node, const std::string& call, const std::string& args)
 {
     addMetadata(node, 9, "pkg.torch.onnx.fx_node",
-        "%" + node.name() + " : [num_users=1] = call_function[target=" + call + "](args = ("
-            + std::string(node.name() == "head" ? "%h, %p_wte" : "%x, %unsqueeze_1") + "), kwargs = {})");
+        "%" + node.name() + " : [num_users=1] = call_function[target=" + call + "](args = (" + args
+            + "), kwargs = {})");
 }
 
 onnx::TensorProto* floats(
@@ -47,7 +47,8 @@ onnx::TensorProto* floats(
 // wte (3 x 2) read by a Gather as itself and, folded, as `val_9` (its 2 x 3 transpose) by the head's
 // MatMul, whose call read p_wte; `unsqueeze_1` (a rotary-like table) read by a Mul whose call names
 // no parameter. `extra` adds a parameter no call reads (one the exporter folded somewhere).
-onnx::ModelProto tiedModel(const std::vector<float>& headValues, bool extra = false)
+onnx::ModelProto tiedModel(
+    const std::vector<float>& headValues, bool extra = false, const std::string& headArgs = "%h, %p_wte")
 {
     onnx::ModelProto m;
     auto& g = *m.mutable_graph();
@@ -73,14 +74,14 @@ onnx::ModelProto tiedModel(const std::vector<float>& headValues, bool extra = fa
     mul->add_input("x");
     mul->add_input("unsqueeze_1");
     mul->add_output("h");
-    fxNode(*mul, "torch.ops.aten.mul.Tensor");
+    fxNode(*mul, "torch.ops.aten.mul.Tensor", "%x, %unsqueeze_1");
     auto* head = g.add_node();
     head->set_name("head");
     head->set_op_type("MatMul");
     head->add_input("h");
     head->add_input("val_9");
     head->add_output("logits");
-    fxNode(*head, "torch.ops.aten.linear.default");
+    fxNode(*head, "torch.ops.aten.mm.default", headArgs);
     return m;
 }
 
@@ -122,6 +123,32 @@ TEST(TorchExportMetadata, ACopyIsTiedOnlyWhenItsValuesAreTheParameters)
     auto plain = tiedModel({ 1, 3, 5, 2, 4, 6 });
     plain.mutable_graph()->GetReflection()->MutableUnknownFields(plain.mutable_graph())->Clear();
     EXPECT_EQ(onnximport::tieFoldedCopies(plain), 0);
+}
+
+TEST(TorchExportMetadata, ACopyReadThroughAFoldedTransposeIsTiedByItsValues)
+{
+    // `h @ wte.T`: the call names the folded %permute_1, not the parameter; the values decide.
+    auto m = tiedModel({ 1, 3, 5, 2, 4, 6 }, false, "%h, %permute_1");
+    EXPECT_EQ(onnximport::tieFoldedCopies(m), 1);
+    EXPECT_FALSE(hasInitializer(m, "val_9"));
+    EXPECT_EQ(onnximport::foldedBufferConstants(m).count("val_9"), 0U);
+    // Other values: a tensor of its own; without values it is not taken for a constant either.
+    auto other = tiedModel({ 1, 3, 5, 2, 4, 9 }, false, "%h, %permute_1");
+    EXPECT_EQ(onnximport::tieFoldedCopies(other), 0);
+    auto planOnly = tiedModel({ 1, 3, 5, 2, 4, 6 }, false, "%h, %permute_1");
+    for (auto& t : *planOnly.mutable_graph()->mutable_initializer())
+        t.clear_raw_data();
+    EXPECT_EQ(onnximport::tieFoldedCopies(planOnly), 0);
+    EXPECT_EQ(onnximport::foldedBufferConstants(planOnly), (std::set<std::string> { "unsqueeze_1" }));
+    // Values all equal say nothing: a zeros copy is not tied to a zeros parameter.
+    auto zeros = tiedModel({ 0, 0, 0, 0, 0, 0 }, false, "%h, %permute_1");
+    for (auto& t : *zeros.mutable_graph()->mutable_initializer()) {
+        if (t.name() == "wte") {
+            const std::vector<float> z(6, 0.0F);
+            t.set_raw_data(std::string(reinterpret_cast<const char*>(z.data()), z.size() * sizeof(float)));
+        }
+    }
+    EXPECT_EQ(onnximport::tieFoldedCopies(zeros), 0);
 }
 
 TEST(TorchExportMetadata, TablesComputedFromBuffersAreConstants)

@@ -32,6 +32,9 @@ def main():
     if not os.path.exists(os.path.join(out_dir, "manifest.json")):
         print(f"ort reference: no corpus in {out_dir}")
         return 0
+    for name in os.listdir(out_dir):  # an earlier run's outputs are not this run's
+        if name.endswith(".ort.bin") or name == "ort.json":
+            os.remove(os.path.join(out_dir, name))
     try:
         import numpy as np
         import onnxruntime as ort

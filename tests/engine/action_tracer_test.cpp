@@ -128,3 +128,27 @@ TEST(ActionTracer, EventsTakeTheTracersSpansAndTrainingIsUnchanged)
     for (std::size_t d = 0; d < busy.size(); ++d)
         EXPECT_DOUBLE_EQ(r.deviceBusyNs[d], busy[d]) << "device " << d;
 }
+
+// An action that fails (out of memory) still closes its tracer range, and the failure names the
+// device, stage and action as without a tracer.
+TEST(ActionTracer, AFailingActionClosesItsRangeAndIsReported)
+{
+    const auto graph = tinyGpt();
+    FakeTracer tracer;
+    RunConfig c;
+    c.schedule = parseScheduleSpec("1f1b", 2, 4);
+    c.partition = evenCuts(graph, 2);
+    c.tracer = &tracer;
+    TrainingRun run(graph, TokenData::random(256, 1 << 12, 5), makeDevices("cpu:2", 400 << 10), c);
+    try {
+        (void)run.step();
+        FAIL() << "a 400 KiB device ran a step";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cpu:"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("stage"), std::string::npos) << e.what();
+    }
+    const std::lock_guard lock(tracer.mutex);
+    EXPECT_FALSE(tracer.ids.empty());
+    for (const auto& [thread, stack] : tracer.open)
+        EXPECT_TRUE(stack.empty()) << "a range left open";
+}
