@@ -131,6 +131,8 @@ private:
     ActionOutcome runAction(
         std::size_t device, const Action& a, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     [[nodiscard]] Channel& channel(StageId from, StageId to);
+    // `s` with its SEND/RECV actions (as it is when it has them already).
+    [[nodiscard]] static Schedule withChannels(const Schedule& s);
     void setChunkActions();
     // §8.2 after the warm-up iteration: per device, chunks go home to the device while the
     // margin over the measured peak non-model bytes has room; the rest caches uploads.
