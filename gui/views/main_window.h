@@ -142,6 +142,9 @@ public:
     // Profile > On this machine: measures the project on this CPU in a child process; when it is
     // stored, the editor and balance views plan with it.
     void profileThisMachine();
+    // Profile > Import profiler trace: a PyTorch profiler or Nsight Systems trace of the user's run,
+    // previewed with its coverage report, stored as the imported profile and a measured run.
+    void importProfilerTrace();
     // Every dock, by its object name ("Nodes", "Monitor", ...).
     [[nodiscard]] QDockWidget* dock(const QString& name) const;
     [[nodiscard]] QMenu* viewMenu() const

@@ -12,6 +12,7 @@
 #include "views/monitor_dock.h"
 #include "views/profile_dock.h"
 #include "views/run_compare_view.h"
+#include "views/trace_import_dialog.h"
 
 #include <QDateTime>
 #include <QDockWidget>
@@ -163,6 +164,7 @@ void MainWindow::setupProfileMenu()
     }
     auto* menu = menuBar()->addMenu(tr("Pro&file"));
     menu->addAction(tr("On this &machine (CPU)"), this, &MainWindow::profileThisMachine);
+    menu->addAction(tr("Import profiler &trace…"), this, &MainWindow::importProfilerTrace);
     connect(m_profileDock, &ProfileDock::profileRequested, this, &MainWindow::profileThisMachine);
     connect(m_profileDock, &ProfileDock::failed, this, &MainWindow::showError);
     connect(m_profileDock, &ProfileDock::profiled, this, [this](const QString& message) {
@@ -195,6 +197,28 @@ void MainWindow::profileThisMachine()
         dock(QStringLiteral("Profile"))->show();
         dock(QStringLiteral("Profile"))->raise();
     }
+}
+
+void MainWindow::importProfilerTrace()
+{
+    if (!m_session->hasProject()) {
+        showError(tr("Open a model first."));
+        return;
+    }
+    if (!ensureSavedForChild())
+        return;
+    TraceImportDialog dialog(m_session->filePath(), m_launcher->executable(), this);
+    connect(&dialog, &TraceImportDialog::imported, this, [this, &dialog](const QString& message) {
+        statusBar()->showMessage(message, 10000);
+        (void)m_session->reloadProfiles();
+        m_runsModel->reload();
+        const auto runId = dialog.report().value(QStringLiteral("run")).toInt();
+        if (runId > 0 && m_compare->showRun(runId)) { // the imported timeline against the prediction
+            dock(QStringLiteral("Predicted vs measured"))->show();
+            dock(QStringLiteral("Predicted vs measured"))->raise();
+        }
+    });
+    (void)dialog.exec();
 }
 
 void MainWindow::useMeasuredProfile()

@@ -8,16 +8,21 @@
 #include "store/project_store.h"
 #include "views/main_window.h"
 #include "views/profile_dock.h"
+#include "views/trace_import_dialog.h"
 #include "zoo/model_config.h"
 
 #include <QDir>
+#include <QJsonArray>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace ps;
@@ -90,4 +95,54 @@ TEST(ProfileAction, CancelLeavesTheProjectWithoutAProfile)
     EXPECT_FALSE(ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly)
                      .loadProfile("cpu", "measured-cpu")
                      .has_value());
+}
+
+// Profile > Import profiler trace: the preview's coverage report is `import-trace --dry-run
+// --json`'s (a real torch 2.15 trace of an MLP training step), a minimum coverage above it
+// disables Import, and Import stores the imported profile.
+TEST(TraceImport, PreviewShowsTheCoverageReportAndImportStoresTheProfile)
+{
+    QTemporaryDir dir;
+    auto c = zooPreset("mlp");
+    c.layers = 4;
+    c.hidden = 1024;
+    c.vocab = 1000;
+    c.microBatch = 128;
+    c.dropout = 0;
+    const auto path = dir.filePath(QStringLiteral("mlp.pstudio"));
+    writeNewProject(path.toStdString(), buildZooModel(c), true);
+    const auto trace = QStringLiteral(PS_SOURCE_DIR "/tests/data/traces/mlp_train_step_cpu.json");
+    TraceImportDialog dialog(path, QStringLiteral(PS_PIPESTUDIO_EXE));
+    dialog.setTracePath(trace);
+    QSignalSpy previewed(&dialog, &TraceImportDialog::previewed);
+    QSignalSpy failed(&dialog, &TraceImportDialog::failed);
+    dialog.preview();
+    ASSERT_TRUE(previewed.wait(60'000)) << (failed.isEmpty() ? "" : failed.front().front().toString().toStdString());
+    const auto& r = dialog.report();
+    EXPECT_EQ(r.value(QStringLiteral("nodes_matched")).toInt(), 15);
+    EXPECT_FALSE(r.value(QStringLiteral("saved")).toBool());
+    const double coverage = r.value(QStringLiteral("coverage")).toDouble();
+    EXPECT_GT(coverage, 0.5);
+    EXPECT_TRUE(dialog.summaryText().contains(QStringLiteral("15 of")));
+    EXPECT_TRUE(dialog.summaryText().contains(QString::number(100 * coverage, 'f', 1) + QStringLiteral("%")));
+    EXPECT_EQ(dialog.unmatchedTable()->rowCount(), r.value(QStringLiteral("unmatched_names")).toArray().size());
+    EXPECT_TRUE(dialog.importButton()->isEnabled());
+    dialog.resize(760, 480);
+    dialog.show();
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/trace-import-dialog.png")));
+    dialog.setMinimumCoverage(std::min(1.0, coverage + 0.01)); // above what the trace covers
+    EXPECT_FALSE(dialog.importButton()->isEnabled());
+    EXPECT_TRUE(dialog.summaryText().contains(QStringLiteral("refused")));
+    EXPECT_FALSE(ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly)
+                     .loadProfile("cpu", "imported")
+                     .has_value()); // a preview stores nothing
+    dialog.setMinimumCoverage(0.5);
+    QSignalSpy imported(&dialog, &TraceImportDialog::imported);
+    dialog.import();
+    ASSERT_TRUE(imported.wait(60'000)) << (failed.isEmpty() ? "" : failed.back().front().toString().toStdString());
+    EXPECT_TRUE(ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly)
+                    .loadProfile("cpu", "imported")
+                    .has_value());
+    EXPECT_EQ(dialog.result(), QDialog::Accepted);
 }
