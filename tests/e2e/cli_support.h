@@ -91,6 +91,11 @@ protected:
     {
         std::filesystem::remove_all(m_dir);
     }
+    // A path in the test's scratch directory.
+    [[nodiscard]] std::string file(const std::string& name) const
+    {
+        return (m_dir / name).string();
+    }
     std::filesystem::path m_dir;
 };
 

@@ -72,10 +72,6 @@ protected:
         const auto created = runCli("new -m mlp --layers 2 --hidden 16 --vocab 4 --dropout 0 -b 4 -o " + m_project);
         ASSERT_EQ(created.exitCode, 0) << created.output;
     }
-    std::string file(const std::string& name) const
-    {
-        return (m_dir / name).string();
-    }
     // `import-trace` with `trace` fails with one line naming it, and the project stays byte-identical.
     void expectRefused(const std::string& trace, const std::string& message)
     {

@@ -2,6 +2,7 @@
 // against hand-computed expectations and against PyTorch (Debian's python3-torch; those tests skip
 // without it), every backward against central finite differences of its forward.
 #include "backend.h"
+#include "index_kernel_support.h"
 #include "kernel_test_support.h"
 
 #include <gtest/gtest.h>
@@ -16,22 +17,15 @@
 
 using namespace ps;
 using namespace ps::engine;
+using ps::engine::testing::expectValues;
+using ps::engine::testing::IndexKernel;
 using ps::engine::testing::makeNode;
+using ps::engine::testing::pool;
+using ps::engine::testing::resize;
+using ps::engine::testing::valueAt;
 namespace fs = std::filesystem;
 
 namespace {
-
-Attributes pool(Shape kernel, Shape strides, Shape pads, std::int64_t ceil, std::int64_t includePad = 0)
-{
-    return { { "kernel", std::move(kernel) }, { "strides", std::move(strides) }, { "pads", std::move(pads) },
-        { "ceil_mode", ceil }, { "count_include_pad", includePad } };
-}
-
-Attributes resize(Shape sizes, std::string mode, std::string coord, std::string nearest = "floor")
-{
-    return { { "sizes", std::move(sizes) }, { "mode", std::move(mode) },
-        { "coordinate_transformation_mode", std::move(coord) }, { "nearest_mode", std::move(nearest) } };
-}
 
 // One printed result of the Python side: its shape and values.
 struct TorchResult
@@ -118,69 +112,13 @@ std::string pyTensor(const NdArray& a)
     return s.str();
 }
 
-double valueAt(const NdArray& a, std::int64_t i)
-{
-    return a.dtype() == DType::F32 ? static_cast<double>(a.f32()[i]) : static_cast<double>(a.i64()[i]);
-}
-
-void expectValues(const NdArray& a, const std::vector<double>& expect, double tolerance, const std::string& what)
-{
-    ASSERT_EQ(a.numel(), static_cast<std::int64_t>(expect.size())) << what << ": " << formatShape(a.shape());
-    for (std::int64_t i = 0; i < a.numel(); ++i)
-        EXPECT_NEAR(valueAt(a, i), expect[static_cast<std::size_t>(i)], tolerance) << what << " element " << i;
-}
-
 void expectTorch(const NdArray& a, const TorchResult& r, const std::string& what, double tolerance = 1e-5)
 {
     EXPECT_EQ(a.shape(), r.shape) << what << ": " << formatShape(a.shape()) << " vs torch " << formatShape(r.shape);
     expectValues(a, r.values, tolerance, what);
 }
 
-class IndexKernel : public ps::engine::testing::KernelTest
-{
-protected:
-    NdArray ints(Shape shape, const std::vector<std::int64_t>& values)
-    {
-        return indices(std::move(shape), values);
-    }
-    NdArray iota(Shape shape, float first = 1.0F)
-    {
-        auto a = NdArray::empty(m_alloc, std::move(shape));
-        for (std::int64_t i = 0; i < a.numel(); ++i)
-            a.f32()[i] = first + static_cast<float>(i);
-        return a;
-    }
-    // Shuffled values 0.1 apart: no two within a finite-difference step (max and top-k stay put).
-    NdArray distinct(Shape shape)
-    {
-        auto a = NdArray::empty(m_alloc, std::move(shape));
-        std::vector<float> v(static_cast<std::size_t>(a.numel()));
-        for (std::size_t i = 0; i < v.size(); ++i)
-            v[i] = 0.1F * static_cast<float>(i) - 0.05F * static_cast<float>(v.size());
-        std::shuffle(v.begin(), v.end(), m_data);
-        std::copy(v.begin(), v.end(), a.f32());
-        return a;
-    }
-
-    std::vector<NdArray> run(const Node& n, const std::vector<NdArray>& in, NodeValues* keep = nullptr)
-    {
-        NodeValues v;
-        auto out = forward(n, in, v);
-        if (keep != nullptr)
-            *keep = std::move(v);
-        return out;
-    }
-
-    void checkGrad(const Node& n, const std::vector<NdArray>& in, const std::vector<bool>& differentiable,
-        const std::string& label, double tolerance = 1e-2)
-    {
-        SCOPED_TRACE(label);
-        checkGradients(n, in, differentiable, tolerance, "", true);
-    }
-};
-
 using IndexKernelTorch = IndexKernel;
-using IndexKernelGrad = IndexKernel;
 
 } // namespace
 
@@ -528,130 +466,4 @@ TEST_F(IndexKernelTorch, GatherScatterTopKEinsumMatchTorch)
     expectTorch(einsum("bhid,bhjd->bhij", { q, k }), ref[6], "Einsum attention scores");
     expectTorch(einsum("bhid,ik->bhkd", { q, m }), ref[7], "Einsum mixed");
     expectTorch(einsum("bhid->hdb", { q }), ref[8], "Einsum one operand");
-}
-
-// ---- Backward against finite differences ----
-
-TEST_F(IndexKernelGrad, Pooling)
-{
-    for (std::int64_t includePad : { 0, 1 }) {
-        for (std::int64_t ceil : { 0, 1 }) {
-            const auto label = "ceil " + std::to_string(ceil) + " count_include_pad " + std::to_string(includePad);
-            checkGrad(makeNode(OpType::AvgPool, pool({ 3, 3 }, { 2, 2 }, { 1, 1, 1, 1 }, ceil, includePad)),
-                { random({ 2, 2, 6, 5 }) }, { true }, "AvgPool " + label);
-            checkGrad(makeNode(OpType::AvgPool, pool({ 2, 3 }, { 2, 2 }, { 0, 1, 1, 0 }, ceil, includePad)),
-                { random({ 1, 2, 5, 6 }) }, { true }, "AvgPool asymmetric " + label);
-        }
-    }
-    checkGrad(makeNode(OpType::MaxPool, pool({ 3, 3 }, { 2, 2 }, { 1, 1, 1, 1 }, 1)), { distinct({ 2, 2, 6, 5 }) },
-        { true }, "MaxPool ceil");
-}
-
-TEST_F(IndexKernelGrad, Pad)
-{
-    for (const char* mode : { "constant", "reflect", "edge", "wrap" })
-        checkGrad(makeNode(OpType::Pad,
-                      { { "pads", Shape { 0, 2, -1, 1, 1, 3 } }, { "mode", std::string(mode) }, { "value", 0.25 } }),
-            { random({ 2, 3, 4 }) }, { true }, mode);
-}
-
-TEST_F(IndexKernelGrad, Resize)
-{
-    checkGrad(makeNode(OpType::Resize, resize({ 5, 7 }, "linear", "half_pixel")), { random({ 1, 2, 3, 4 }) }, { true },
-        "bilinear up");
-    checkGrad(makeNode(OpType::Resize, resize({ 2, 3 }, "linear", "align_corners")), { random({ 2, 1, 5, 4 }) },
-        { true }, "bilinear align_corners down");
-    checkGrad(makeNode(OpType::Resize, resize({ 6, 3 }, "nearest", "asymmetric", "floor")), { random({ 1, 2, 3, 4 }) },
-        { true }, "nearest");
-}
-
-TEST_F(IndexKernelGrad, GatherScatterTopK)
-{
-    checkGrad(makeNode(OpType::Gather, { { "axis", std::int64_t { 1 } } }),
-        { random({ 2, 4, 3 }), ints({ 5 }, { 0, -1, 3, 0, 1 }) }, { true, false }, "Gather repeated indices");
-    checkGrad(makeNode(OpType::ScatterND), { random({ 3, 4 }), ints({ 3, 1 }, { 2, 0, 2 }), random({ 3, 4 }) },
-        { true, false, true }, "ScatterND rows, duplicate");
-    checkGrad(makeNode(OpType::ScatterND), { random({ 3, 4 }), ints({ 2, 2 }, { 1, 3, -1, 0 }), random({ 2 }) },
-        { true, false, true }, "ScatterND elements");
-    checkGrad(makeNode(OpType::TopK, { { "k", std::int64_t { 2 } }, { "axis", std::int64_t { 1 } } }),
-        { distinct({ 2, 5, 3 }) }, { true }, "TopK largest");
-    checkGrad(makeNode(OpType::TopK, { { "k", std::int64_t { 3 } }, { "largest", std::int64_t { 0 } } }),
-        { distinct({ 3, 6 }) }, { true }, "TopK smallest");
-}
-
-TEST_F(IndexKernelGrad, Einsum)
-{
-    const auto check2 = [&](const char* eq, Shape a, Shape b) {
-        checkGrad(makeNode(OpType::Einsum, { { "equation", std::string(eq) } }),
-            { random(std::move(a)), random(std::move(b)) }, { true, true }, eq);
-    };
-    check2("bhid,bhjd->bhij", { 2, 2, 3, 4 }, { 2, 2, 5, 4 });
-    check2("bij,jk->bik", { 2, 3, 4 }, { 4, 5 });
-    check2("ij,jk->ki", { 3, 4 }, { 4, 2 });
-    check2("i,j->ij", { 3 }, { 4 });
-    check2("ij,ij->", { 3, 4 }, { 3, 4 });
-    check2("ij,j->j", { 3, 4 }, { 4 });
-    check2("bij,bjk", { 2, 3, 4 }, { 2, 4, 2 });
-    const auto check1 = [&](const char* eq, Shape a) {
-        checkGrad(
-            makeNode(OpType::Einsum, { { "equation", std::string(eq) } }), { random(std::move(a)) }, { true }, eq);
-    };
-    check1("ij->ji", { 3, 4 });
-    check1("ijk->kj", { 2, 3, 4 });
-    check1("ij->", { 3, 4 });
-}
-
-// The runtime releases the data of inputs a node's backward does not read (the op registry's saved
-// inputs); each backward must then give the same gradients from shapes and saved values alone.
-TEST_F(IndexKernelGrad, BackwardReadsOnlySavedInputs)
-{
-    struct Released
-    {
-        Node node;
-        std::vector<NdArray> in;
-        std::vector<bool> needGrad, release;
-    };
-    const std::vector<Released> cases {
-        { makeNode(OpType::AvgPool, pool({ 3, 3 }, { 2, 2 }, { 1, 1, 1, 1 }, 1, 1)), { random({ 1, 2, 5, 5 }) },
-            { true }, { true } },
-        { makeNode(OpType::MaxPool, pool({ 2, 2 }, { 2, 2 }, { 0, 0, 0, 0 }, 1)), { distinct({ 1, 2, 5, 5 }) },
-            { true }, { true } },
-        { makeNode(OpType::Pad, { { "pads", Shape { 1, 2, 2, 0 } }, { "mode", std::string("reflect") } }),
-            { random({ 3, 4 }) }, { true }, { true } },
-        { makeNode(OpType::Resize, resize({ 4, 6 }, "linear", "half_pixel")), { random({ 1, 1, 3, 3 }) }, { true },
-            { true } },
-        { makeNode(OpType::Gather, { { "axis", std::int64_t { 1 } } }), { random({ 2, 4 }), ints({ 3 }, { 3, 0, 3 }) },
-            { true, false }, { true, false } },
-        { makeNode(OpType::ScatterND), { random({ 3, 2 }), ints({ 2, 1 }, { 2, 0 }), random({ 2, 2 }) },
-            { true, false, true }, { true, false, true } },
-        { makeNode(OpType::TopK), { distinct({ 2, 5 }), ints({ 1 }, { 3 }) }, { true, false }, { true, true } },
-        { makeNode(OpType::Einsum, { { "equation", std::string("ij,jk->ik") } }),
-            { random({ 2, 3 }), random({ 3, 4 }) }, { true, false }, { true, false } }, // dA reads B only
-    };
-    for (const auto& c : cases) {
-        SCOPED_TRACE(std::string(toString(c.node.op)));
-        NodeValues full;
-        const auto out = run(c.node, c.in, &full);
-        std::vector<NdArray> gradOut;
-        for (const auto& o : out)
-            gradOut.push_back(o.dtype() == DType::F32 ? random(o.shape()) : NdArray());
-        NodeValues released = full;
-        for (std::size_t i = 0; i < c.in.size(); ++i) {
-            if (c.release[i])
-                released.in[i] = NdArray::shapeOnly(c.in[i].shape(), c.in[i].dtype());
-        }
-        for (auto& o : released.out)
-            o = NdArray::shapeOnly(o.shape(), o.dtype());
-        std::mt19937_64 rng(7);
-        KernelContext ctx { m_alloc, rng, true };
-        const auto expect = cpuBackend().backward(c.node, full, gradOut, c.needGrad, ctx);
-        std::vector<NdArray> got;
-        ASSERT_NO_THROW(got = cpuBackend().backward(c.node, released, gradOut, c.needGrad, ctx));
-        for (std::size_t i = 0; i < c.in.size(); ++i) {
-            ASSERT_EQ(got[i].defined(), expect[i].defined()) << "input " << i;
-            if (expect[i].defined())
-                expectValues(got[i], std::vector<double>(expect[i].f32(), expect[i].f32() + expect[i].numel()), 0,
-                    "input " + std::to_string(i));
-        }
-    }
 }

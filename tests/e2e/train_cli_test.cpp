@@ -1,0 +1,217 @@
+// `pipestudio train` end to end: metrics, checkpoints and resume, pipelines with JSON lines and
+// their timeline, PatrickStar chunks on a device too small for the model data, Ada-Grouper's k
+// adapted to the measured link, out of memory naming the node, and Ctrl-C checkpointing.
+#include "cli_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using ps::e2e::CliResult;
+using ps::e2e::readFile;
+using ps::e2e::runCli;
+
+using TrainCli = ps::e2e::ScratchTest;
+
+} // namespace
+
+TEST_F(TrainCli, TrainWritesMetricsCheckpointsAndResumes)
+{
+    const auto p = file("tiny.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 2 "
+                     "--dropout 0.1 -o "
+                  + p)
+                  .exitCode,
+        0);
+    const auto first = runCli("train " + p + " --steps 3 --seed 1");
+    ASSERT_EQ(first.exitCode, 0) << first.output;
+    EXPECT_NE(first.output.find("step     3  loss"), std::string::npos) << first.output;
+    EXPECT_NE(first.output.find("tokens/s"), std::string::npos) << first.output;
+    EXPECT_NE(first.output.find("/usr/share/common-licenses"), std::string::npos) << first.output; // default corpus
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM run_metrics"), 3);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM checkpoints WHERE step = 3"), 1);
+    const auto resumed =
+        runCli("train " + p + " --steps 2 --resume --micro-batch 4 --data-format random --optimizer sgd --lr 0.01");
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("step     5  loss"), std::string::npos) << resumed.output;
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT max(step) FROM checkpoints"), 5);
+}
+
+TEST_F(TrainCli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
+{
+    const auto p = file("pipe.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    const auto r = runCli("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 3 --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    int steps = 0;
+    bool summary = false;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line); // every line is one JSON object
+        if (j.contains("step") && !j.contains("summary")) {
+            ++steps;
+            EXPECT_EQ(j["peak_bytes"].size(), 2U) << line;
+            EXPECT_GT(j["tokens_per_s"].get<double>(), 0) << line;
+        }
+        summary = summary || j.value("summary", false);
+    }
+    EXPECT_EQ(steps, 3);
+    EXPECT_TRUE(summary);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM run_devices"), 6);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT iteration) FROM events WHERE run_id = 1"), 3);
+    EXPECT_GT(ps::e2e::queryInt(p, "SELECT count(*) FROM events WHERE run_id = 1 AND action LIKE '%W'"), 0);
+    // Predicted against measured: the runtime holds exactly the parameters, gradients and
+    // optimizer states the memory model counts, on each device.
+    const auto c = runCli("compare " + p + " --json");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    const auto cmp = nlohmann::json::parse(c.output);
+    EXPECT_GT(cmp["predicted_iteration_ms"].get<double>(), 0) << c.output;
+    EXPECT_GT(cmp["measured_iteration_ms"].get<double>(), 0) << c.output;
+    ASSERT_EQ(cmp["devices"].size(), 2U) << c.output;
+    for (const auto& d : cmp["devices"]) {
+        for (const auto* use : { "parameters", "gradients", "optimizer_states" }) {
+            const auto& u = d["by_use"][use];
+            EXPECT_GT(u["measured_bytes"].get<double>(), 0) << use << " " << c.output;
+            EXPECT_NEAR(u["predicted_bytes"].get<double>(), u["measured_bytes"].get<double>(), 1.0) << use;
+        }
+        EXPECT_GT(d["by_use"]["activations"]["measured_bytes"].get<double>(), 0) << c.output;
+    }
+    EXPECT_FALSE(cmp["largest_action_differences"].empty()) << c.output;
+    const auto t = runCli("trace " + p + " -o " + file("trace.json"));
+    ASSERT_EQ(t.exitCode, 0) << t.output;
+    const auto trace = nlohmann::json::parse(readFile(file("trace.json")));
+    EXPECT_FALSE(trace.dump().empty());
+    const auto resumed =
+        runCli("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 1 --resume");
+    ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("with the optimizer's state"), std::string::npos) << resumed.output;
+    const auto oom = runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB");
+    EXPECT_NE(oom.exitCode, 0);
+    EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
+    // With --json the reason comes as a line a parent process can parse, before the exit code.
+    const auto jsonOom =
+        runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB --json");
+    EXPECT_NE(jsonOom.exitCode, 0);
+    const auto errorLine = jsonOom.output.find(R"({"error":")");
+    ASSERT_NE(errorLine, std::string::npos) << jsonOom.output;
+    const auto error =
+        nlohmann::json::parse(jsonOom.output.substr(errorLine, jsonOom.output.find('\n', errorLine) - errorLine));
+    EXPECT_NE(error["error"].get<std::string>().find("out of memory on cpu:"), std::string::npos) << error.dump();
+    EXPECT_GT(error["run"].get<std::int64_t>(), 0);
+}
+
+TEST_F(TrainCli, TrainWithChunksRunsOnADeviceTooSmallForTheModelData)
+{
+    const auto p = file("chunks.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
+    const std::string args = " --devices cpu:2 --micro-batches 4 --steps 2 --device-memory 1MiB --data-format random";
+    const auto oom = runCli("train " + p + args);
+    EXPECT_NE(oom.exitCode, 0);
+    EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
+    const auto r = runCli("train " + p + args + " --chunks --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    int steps = 0;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line);
+        if (!j.contains("chunks") || !j["chunks"].is_array())
+            continue;
+        ++steps;
+        ASSERT_EQ(j["chunks"].size(), 2U) << line;
+        for (const auto& d : j["chunks"]) {
+            EXPECT_GT(d["host_chunks"].get<int>(), 0) << line;
+            EXPECT_GT(d["host_optimizer_elements"].get<std::int64_t>(), 0) << line;
+            EXPECT_GT(d["uploads"].get<std::int64_t>(), 0) << line;
+        }
+    }
+    EXPECT_EQ(steps, 2) << r.output;
+}
+
+TEST_F(TrainCli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
+{
+    const auto p = file("ada.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 32 -b 2 -o " + p).exitCode, 0);
+    // A 5 MB/s link preempted to a twentieth for the second half of every 0.6 s.
+    const auto r = runCli("train " + p
+        + " --devices cpu:2 --schedule kfkb:auto --micro-batches 4 --steps 6 --adapt-every 2 --data-format random"
+          " --link-bandwidth 5MB/s --link-latency 1e-4 --preempt 0.6,0.05,0.5 --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    std::vector<nlohmann::json> decisions;
+    std::string schedule;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line);
+        if (j.contains("config")) {
+            schedule = j["config"]["schedule"].get<std::string>();
+            EXPECT_DOUBLE_EQ(j["config"]["link"]["bandwidth"].get<double>(), 5e6) << line;
+            EXPECT_TRUE(j["config"]["adaptive_group_size"].get<bool>()) << line;
+        }
+        if (j.contains("group_size"))
+            decisions.push_back(j);
+    }
+    EXPECT_EQ(schedule.rfind("kfkb:", 0), 0U) << r.output;
+    ASSERT_EQ(decisions.size(), 3U) << r.output; // after steps 2, 4 and 6
+    for (const auto& d : decisions) {
+        EXPECT_EQ(d["after_step"].get<int>() % 2, 0) << d.dump();
+        // Measured on the link: never above its nominal 5 MB/s.
+        EXPECT_GT(d["measured_bandwidth"].get<double>(), 0) << d.dump();
+        EXPECT_LE(d["measured_bandwidth"].get<double>(), 5e6 * 1.001) << d.dump();
+        EXPECT_EQ(d["predicted_iteration_ms"].size(), 4U) << d.dump(); // k = 1..4
+        const auto k = d["group_size"].get<int>();
+        EXPECT_TRUE(d["predicted_iteration_ms"].contains("kfkb:" + std::to_string(k))) << d.dump();
+    }
+    const auto bad = runCli("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5");
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("need --link-bandwidth"), std::string::npos) << bad.output;
+    const auto badRate = runCli("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast");
+    EXPECT_NE(badRate.exitCode, 0);
+    EXPECT_NE(badRate.output.find("is not a bandwidth"), std::string::npos) << badRate.output;
+}
+
+TEST_F(TrainCli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
+{
+    const auto p = file("oom.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 -b 8 -o " + p).exitCode, 0);
+    const auto r = runCli("train " + p + " --steps 1 --memory 2MiB --data-format random");
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_NE(r.output.find("out of memory on cpu"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("node '"), std::string::npos) << r.output;
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
+    const auto bad = runCli("train " + p + " --steps 1 --data " + file("missing.txt"));
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(bad.output.find("missing.txt"), std::string::npos) << bad.output;
+}
+
+TEST_F(TrainCli, TrainCheckpointsOnCtrlC)
+{
+    const auto p = file("sigint.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 2 -o " + p).exitCode, 0);
+    // Start a long run, interrupt it once it has printed a few steps, and collect its exit status.
+    const std::string script = "bash -c '" + std::string(PS_CLI_PATH) + " train " + p + " --steps 1000000 > "
+        + file("log") + " 2>&1 & pid=$!; for i in $(seq 100); do grep -q \"step     3\" " + file("log")
+        + " 2>/dev/null && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo $? > " + file("status") + "'";
+    ASSERT_EQ(std::system(script.c_str()), 0);
+    EXPECT_EQ(readFile(file("status")), "130\n") << readFile(file("log"));
+    EXPECT_NE(readFile(file("log")).find("Interrupted at step"), std::string::npos) << readFile(file("log"));
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'interrupted'"), 1);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM checkpoints"), 1);
+    EXPECT_GE(ps::e2e::queryInt(p, "SELECT step FROM checkpoints"), 3);
+}
