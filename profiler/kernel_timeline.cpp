@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace ps::profiler {
 namespace {
@@ -21,12 +22,7 @@ std::unordered_map<std::uint64_t, engine::ActionSpan> actionSpans(
     std::unordered_map<std::uint32_t, std::uint64_t> external;
     for (const auto& c : batch.correlations)
         external[c.correlationId] = c.externalId;
-    struct Range
-    {
-        std::uint64_t start;
-        std::uint64_t end;
-    };
-    std::unordered_map<std::uint64_t, Range> ranges;
+    std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> intervals;
     std::size_t orphans = 0;
     for (const auto& r : batch.activities) {
         const auto c = external.find(r.correlationId);
@@ -34,17 +30,26 @@ std::unordered_map<std::uint64_t, engine::ActionSpan> actionSpans(
             ++orphans;
             continue;
         }
-        const auto [it, fresh] = ranges.try_emplace(c->second, Range { r.startNs, r.endNs });
-        if (!fresh) {
-            it->second.start = std::min(it->second.start, r.startNs);
-            it->second.end = std::max(it->second.end, r.endNs);
-        }
+        intervals[c->second].emplace_back(r.startNs, r.endNs);
     }
     if (unattributed != nullptr)
         *unattributed = orphans;
     std::unordered_map<std::uint64_t, engine::ActionSpan> spans;
-    for (const auto& [id, range] : ranges)
-        spans[id] = { clock.toHost(range.start) - originHostNs, clock.toHost(range.end) - originHostNs };
+    for (auto& [id, list] : intervals) {
+        std::sort(list.begin(), list.end());
+        // The union of the intervals: overlapping records (two streams) count once.
+        std::uint64_t busy = 0;
+        std::uint64_t last = list.front().first;
+        for (const auto& [start, end] : list) {
+            const auto from = std::max(start, last);
+            if (end > from)
+                busy += end - from;
+            last = std::max(last, end);
+        }
+        const auto first = clock.toHost(list.front().first) - originHostNs;
+        spans[id] = { first, clock.toHost(last) - originHostNs,
+            clock.toHost(list.front().first + busy) - originHostNs - first };
+    }
     return spans;
 }
 

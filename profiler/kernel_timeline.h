@@ -21,8 +21,9 @@
 namespace ps::profiler {
 
 // Each external id's span: the earliest start to the latest end of the activities CUPTI correlated
-// with it, through `clock`, in ns after `originHostNs`. `unattributed` (if given) receives how many
-// activities belong to no external id.
+// with it, through `clock`, in ns after `originHostNs`, and its busy time, the union of those
+// activities (overlapping ones count once; a gap where other work ran counts not at all).
+// `unattributed` (if given) receives how many activities belong to no external id.
 [[nodiscard]] std::unordered_map<std::uint64_t, engine::ActionSpan> actionSpans(const cupti::ActivityBatch& batch,
     const cupti::ClockMap& clock, double originHostNs, std::size_t* unattributed = nullptr);
 

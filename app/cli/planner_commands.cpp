@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -236,17 +237,31 @@ namespace {
         const auto user = limitsOf(o);
         const PlannerLimits none { user.memoryLimitBytes, false, false, false };
         const PlannerLimits checkpoint { user.memoryLimitBytes, false, false, true };
-        if (o.algorithm != "all")
-            return { { o.algorithm, parsePlanAlgorithm(o.algorithm), user } };
-        // DawnPiper's comparison (§5.2): GPipe with and without its per-stage rematerialisation
-        // ("R"), PipeDream without optimization.
-        return { { "dawnpiper (swap+recompute)", PlanAlgorithm::DawnPiper, user },
+        // "all": DawnPiper's comparison (§5.2), GPipe with and without its per-stage
+        // rematerialisation ("R"), PipeDream without optimization; else the algorithms listed.
+        const std::vector<MaxBatchRow> all { { "dawnpiper (swap+recompute)", PlanAlgorithm::DawnPiper, user },
             { "dawnpiper (none)", PlanAlgorithm::DawnPiper, none },
             { "gpipe (checkpoint)", PlanAlgorithm::GPipe, checkpoint }, { "gpipe (none)", PlanAlgorithm::GPipe, none },
             { "pipedream (none)", PlanAlgorithm::PipeDream, none },
             { "pipedream-mem (none)", PlanAlgorithm::PipeDreamMemory, none },
             { "memory-balanced (s+r)", PlanAlgorithm::MemoryBalanced, user },
             { "compute-balanced (s+r)", PlanAlgorithm::ComputeBalanced, user } };
+        std::vector<MaxBatchRow> rows;
+        for (const auto& name : splitList(o.algorithm)) {
+            if (name == "all")
+                rows.insert(rows.end(), all.begin(), all.end());
+            else
+                rows.push_back({ name, parsePlanAlgorithm(name), user });
+        }
+        if (rows.empty())
+            throw Error("--algo: give at least one algorithm");
+        return rows;
+    }
+
+    bool listsAll(const std::string& names)
+    {
+        const auto items = splitList(names);
+        return std::find(items.begin(), items.end(), "all") != items.end();
     }
 
     int maxBatchCommand(const PlanCommandOptions& o, const DeviceOptions& d)
@@ -275,7 +290,7 @@ namespace {
                 fmt::print("{:<26} {:>15} {:>14.3f}  {}\n", row.label, r.microBatch, r.plan.slowestStageNs / 1e6,
                     r.plan.partition.cutsText());
         }
-        if (o.algorithm == "all") { // the data-parallel baseline: the whole model on every device
+        if (listsAll(o.algorithm)) { // the data-parallel baseline: the whole model on every device
             const double capacity = o.memoryLimit.empty() ? static_cast<double>(p.cluster.device.memoryBytes)
                                                           : parseBytes(o.memoryLimit, "--memory-limit");
             for (int stage : { 2, 3 }) {

@@ -217,7 +217,13 @@ namespace {
             { "traced_actions", r.tracedActions } };
     }
 
-    // `index`: 1-based step of this run (a resumed run traces its own first steps too).
+    // Whether step `index` (1-based in this run: a resumed run traces its own first steps too)
+    // keeps its measured timeline.
+    bool tracedStep(std::int64_t index, const TrainCommandOptions& o)
+    {
+        return index <= o.traceIterations || (o.traceEvery > 0 && index % o.traceEvery == 0);
+    }
+
     void record(ProjectStore& store, std::int64_t runId, const engine::RunStepResult& r, std::int64_t step,
         std::int64_t index, const std::vector<engine::RuntimeDevice>& devices, const TrainCommandOptions& o)
     {
@@ -229,11 +235,12 @@ namespace {
                 for (std::size_t u = 0; u < engine::kMemoryUses; ++u)
                     uses[std::string(engine::toString(static_cast<engine::MemoryUse>(u)))] = r.devicePeakByUse[d][u];
             }
+            // -1: not measured (a GPU step run untimed).
             dm.push_back({ step, static_cast<int>(d), devices[d].name, r.devicePeakBytes[d],
-                d < r.deviceBusyNs.size() ? r.deviceBusyNs[d] : 0, uses.dump() });
+                d < r.deviceBusyNs.size() ? r.deviceBusyNs[d] : -1, uses.dump() });
         }
         store.appendRunDeviceMetrics(runId, dm);
-        if (index <= o.traceIterations || (o.traceEvery > 0 && index % o.traceEvery == 0))
+        if (tracedStep(index, o))
             store.saveRunEvents(runId, step, r.events);
     }
 
@@ -261,6 +268,10 @@ namespace {
         c.gemm = trainingGemmPrecision(o.precision);
         std::string timelineWhy;
         const auto timeline = kernelTimeline(o.timeline, deviceText, timelineWhy);
+        const bool onGpu = engine::parseDeviceSpec(deviceText).cuda;
+        if (onGpu)
+            timelineWhy += "; timed on the steps whose timeline is stored (--trace-iterations, --trace-every), "
+                           "the others run untimed";
         c.tracer = timeline.get();
         std::int64_t planId = 0;
         if (!o.plan.empty()) {
@@ -343,7 +354,9 @@ namespace {
         double tokensPerSecond = 0;
         try {
             for (std::int64_t i = 0; i < o.steps && !g_interrupted; ++i) {
-                const auto r = run.step();
+                // On GPUs only the steps whose timeline is kept are timed (the others do not wait for
+                // the device after each action, nor trace it); CPU steps are timed for free.
+                const auto r = run.step(!onGpu || tracedStep(i + 1, o));
                 step = r.step;
                 lastLoss = r.loss;
                 tokensPerSecond = r.tokensPerSecond;

@@ -33,10 +33,26 @@ namespace {
         return held;
     }
 
-    double currentFraction(const Cluster& cluster, double t)
+    // Whole-sample micro-batch for group k: the largest divisor of the global batch at most
+    // groupBatch / k.
+    double wholeMicroBatch(double globalBatch, double groupBatch, int k)
     {
-        return cluster.intraTrace ? cluster.intraTrace->fractionAt(t)
-                                  : (cluster.interTrace ? cluster.interTrace->fractionAt(t) : 1.0);
+        for (double b : divisorsDescending(globalBatch)) {
+            if (b <= groupBatch / k + 1e-9)
+                return b;
+        }
+        return 1;
+    }
+
+    SimulationResult simulateCandidate(const Graph& graph, const Profile& profile, const Cluster& cluster,
+        const GroupingCandidate& candidate, double offsetSeconds)
+    {
+        const auto& plan = candidate.plan;
+        const auto costs = computeStageCosts(graph, profile, plan.partition, plan.microBatch);
+        SimulationOptions options;
+        options.traceOffsetSeconds = offsetSeconds;
+        return simulate({ generateSchedule(plan.schedule), costs, cluster, profile.setup, plan.microBatch,
+            plan.memoryPlans(), options });
     }
 
 } // namespace
@@ -51,7 +67,9 @@ std::vector<GroupingCandidate> groupingCandidates(const Graph& graph, const Prof
         throw Error("grouping: the largest k must be at least 1");
     std::vector<GroupingCandidate> candidates;
     for (int k = 1; k <= request.maxK; ++k) {
-        const auto sizes = request.groupBatch > 0 ? std::vector<double> { request.groupBatch / k }
+        const auto sizes = request.groupBatch > 0 ? std::vector<double> { request.wholeMicroBatches
+                ? wholeMicroBatch(request.globalBatch, request.groupBatch, k)
+                : request.groupBatch / k }
                                                   : divisorsDescending(request.globalBatch);
         for (double b : sizes) { // the memory-limit curve's point for k, or the fixed group batch's
             const int M = static_cast<int>(std::llround(request.globalBatch / b));
@@ -62,7 +80,9 @@ std::vector<GroupingCandidate> groupingCandidates(const Graph& graph, const Prof
             PlannerOptions options;
             options.algorithm = request.algorithm;
             options.limits = request.limits;
-            auto plan = findPlan(model, options);
+            auto plan = request.partition
+                ? evaluatePlan(model, *request.partition, std::string(toString(options.algorithm)))
+                : findPlan(model, options);
             if (!plan.feasible)
                 continue;
             GroupingCandidate c { k, std::move(plan) };
@@ -81,13 +101,22 @@ std::vector<GroupingCandidate> groupingCandidates(const Graph& graph, const Prof
 double groupingIterationNs(const Graph& graph, const Profile& profile, const Cluster& cluster,
     const GroupingCandidate& candidate, double offsetSeconds)
 {
-    const auto& plan = candidate.plan;
-    const auto costs = computeStageCosts(graph, profile, plan.partition, plan.microBatch);
-    SimulationOptions options;
-    options.traceOffsetSeconds = offsetSeconds;
-    return simulate({ generateSchedule(plan.schedule), costs, cluster, profile.setup, plan.microBatch,
-                        plan.memoryPlans(), options })
-        .iterationNs;
+    return simulateCandidate(graph, profile, cluster, candidate, offsetSeconds).iterationNs;
+}
+
+double measuredBandwidthShare(const SimulationResult& iteration, const Cluster& cluster)
+{
+    double nominalNs = 0;
+    double tookNs = 0;
+    for (const auto& e : iteration.events) {
+        if ((e.action != ActionType::SendForward && e.action != ActionType::SendBackward) || e.bytes <= 0
+            || e.peer == e.device)
+            continue;
+        const auto& link = cluster.nodeOf(e.device) == cluster.nodeOf(e.peer) ? cluster.intraNode : cluster.interNode;
+        nominalNs += 1e9 * e.bytes / link.bandwidth;
+        tookNs += std::max(0.0, e.endNs - e.startNs - 1e9 * link.latencySeconds);
+    }
+    return nominalNs > 0 && tookNs > 0 ? std::min(1.0, nominalNs / tookNs) : 1.0;
 }
 
 int GroupingRun::switches() const
@@ -99,20 +128,23 @@ int GroupingRun::switches() const
 }
 
 GroupingRun adaptiveGrouping(const Graph& graph, const Profile& profile, const Cluster& cluster,
-    const std::vector<GroupingCandidate>& candidates, int iterations, int interval)
+    const std::vector<GroupingCandidate>& candidates, int iterations, int interval, double smoothing)
 {
     if (candidates.empty())
         throw Error("grouping: no k fits the memory limit at any micro-batch size");
     if (interval < 1)
         throw Error("grouping: the re-estimation interval must be at least one iteration");
+    if (!(smoothing > 0 && smoothing <= 1))
+        throw Error("grouping: the moving average's weight must be in (0, 1], got " + std::to_string(smoothing));
     GroupingRun run;
     double now = 0;
     std::size_t chosen = 0;
-    double seen = 1;
+    double estimate = 1; // nothing measured yet: the nominal bandwidth
+    double decidedOn = 1;
     for (int i = 0; i < iterations; ++i) {
         if (i % interval == 0) { // re-estimate at an iteration boundary
-            seen = currentFraction(cluster, now);
-            const auto held = heldAt(cluster, seen);
+            decidedOn = estimate;
+            const auto held = heldAt(cluster, estimate);
             double best = std::numeric_limits<double>::infinity();
             for (std::size_t c = 0; c < candidates.size(); ++c) {
                 const double ns = groupingIterationNs(graph, profile, held, candidates[c], 0);
@@ -123,8 +155,11 @@ GroupingRun adaptiveGrouping(const Graph& graph, const Profile& profile, const C
             }
         }
         const auto& c = candidates[chosen];
-        const double seconds = groupingIterationNs(graph, profile, cluster, c, now) * 1e-9;
-        run.steps.push_back({ i, now, c.k, c.plan.microBatch, seconds, seen });
+        const auto iteration = simulateCandidate(graph, profile, cluster, c, now);
+        const double measured = measuredBandwidthShare(iteration, cluster);
+        estimate = i == 0 ? measured : smoothing * measured + (1 - smoothing) * estimate;
+        const double seconds = iteration.iterationNs * 1e-9;
+        run.steps.push_back({ i, now, c.k, c.plan.microBatch, seconds, decidedOn, measured });
         now += seconds;
     }
     run.totalSeconds = now;
@@ -138,7 +173,7 @@ GroupingRun fixedGrouping(const Graph& graph, const Profile& profile, const Clus
     double now = 0;
     for (int i = 0; i < iterations; ++i) {
         const double seconds = groupingIterationNs(graph, profile, cluster, candidate, now) * 1e-9;
-        run.steps.push_back({ i, now, candidate.k, candidate.plan.microBatch, seconds, 1 });
+        run.steps.push_back({ i, now, candidate.k, candidate.plan.microBatch, seconds, 1, 1 });
         now += seconds;
     }
     run.totalSeconds = now;

@@ -9,7 +9,9 @@
 #pragma once
 
 #include "plan/planner.h"
+#include "sim/simulator.h"
 
+#include <optional>
 #include <vector>
 
 namespace ps {
@@ -22,8 +24,14 @@ struct GroupingRequest
     // > 0: every k runs micro-batch groupBatch / k, so k in-flight groups hold about the same
     // activations (Ada-Grouper §6's granularity test: b = 6/k); 0: the memory-limit curve's largest.
     double groupBatch = 0;
+    // With groupBatch: micro-batches of whole samples, the largest size that divides the global
+    // batch and is at most groupBatch / k (1.5 becomes 1).
+    bool wholeMicroBatches = false;
     PlanAlgorithm algorithm = PlanAlgorithm::DawnPiper;
     PlannerLimits limits;
+    // Given: every k runs these cuts (Ada-Grouper compiles its stages once and varies only (k, b));
+    // the memory optimizer still plans each. Absent: each k is partitioned by `algorithm`.
+    std::optional<Partition> partition;
 };
 
 struct GroupingCandidate
@@ -49,7 +57,8 @@ struct GroupingStep
     int k = 1;
     double microBatch = 1;
     double iterationSeconds = 0;
-    double estimatedFraction = 1; // the bandwidth share the controller saw when it chose (1: fixed k)
+    double estimatedFraction = 1; // the controller's estimate when it chose (1: fixed k)
+    double measuredFraction = 1; // the share this iteration's transfers measured
 };
 
 struct GroupingRun
@@ -59,11 +68,19 @@ struct GroupingRun
     [[nodiscard]] int switches() const;
 };
 
-// Runs `iterations` iterations on the cluster's traces. Every `interval` iterations the controller
-// samples the current bandwidth share of the links (what a runtime measures from its recent
-// transfers), simulates every candidate on links held at that share and keeps the fastest.
+// The bandwidth share an iteration's transfers saw, as a runtime measures it from their timings:
+// their time at the links' nominal bandwidth over the time they took (latency excluded). 1 when
+// nothing crossed a link.
+[[nodiscard]] double measuredBandwidthShare(const SimulationResult& iteration, const Cluster& cluster);
+
+// Runs `iterations` iterations on the cluster's traces. After each iteration the controller folds
+// the share its transfers measured into a moving average (weight `smoothing` for the newest
+// iteration; Ada-Grouper §4.4 estimates communication from recent transfers); every `interval`
+// iterations it simulates every candidate on links held at that estimate and switches to the
+// fastest (k and its micro-batch size) at the iteration boundary. Before any measurement it
+// assumes the nominal bandwidth.
 [[nodiscard]] GroupingRun adaptiveGrouping(const Graph& graph, const Profile& profile, const Cluster& cluster,
-    const std::vector<GroupingCandidate>& candidates, int iterations, int interval);
+    const std::vector<GroupingCandidate>& candidates, int iterations, int interval, double smoothing = 0.5);
 // The same run with one candidate throughout (k fixed, e.g. 1F1B's k = 1), for comparison.
 [[nodiscard]] GroupingRun fixedGrouping(const Graph& graph, const Profile& profile, const Cluster& cluster,
     const GroupingCandidate& candidate, int iterations);

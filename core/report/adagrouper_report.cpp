@@ -36,6 +36,15 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     request.globalBatch = paper.at("global_batch").get<double>();
     request.maxK = paper.at("max_k").get<int>();
     request.groupBatch = paper.at("group_batch").get<double>(); // §6: micro-batch 6/k
+    request.wholeMicroBatches = true; // a micro-batch holds whole samples: 6/4 = 1.5 runs as 1
+    // The paper compiles the stages once and varies (k, b) only: DawnPiper partitions 1F1B at the
+    // group batch, and every k runs those cuts. Re-partitioning each k is PipeStudio's own column.
+    auto first = request;
+    first.maxK = 1;
+    const auto oneF1BPlan = groupingCandidates(graph, profile, cluster, first);
+    auto repartitioned = groupingCandidates(graph, profile, cluster, request);
+    if (!oneF1BPlan.empty())
+        request.partition = oneF1BPlan.front().plan.partition;
     const auto candidates = groupingCandidates(graph, profile, cluster, request);
     PaperReport report;
     report.paper = "adagrouper";
@@ -48,8 +57,9 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     md += "Assumptions where the paper is silent: fp32 analytical costs (the paper trains in fp16 on "
           "V100S-PCIE; the catalog's V100 SXM2 32GB stands in); the sequence length above. Setup "
           "from the paper: its granularity setting, micro-batch 6/k (k groups in flight hold about what one "
-          "6-sample micro-batch would), so M = 32k, each plan partitioned by DawnPiper; the adaptive run "
-          "switches between these candidates.\n\n";
+          "6-sample micro-batch would) in whole samples (6/4 and 6/5 run as 1), M = 192/b; one partition for "
+          "every k (DawnPiper's for 1F1B at b = 6), as the paper compiles its stages once; the adaptive run "
+          "switches between these candidates. PipeStudio's own column re-partitions each k.\n\n";
     const auto oneF1B = std::find_if(candidates.begin(), candidates.end(), [](const auto& c) { return c.k == 1; });
     if (candidates.empty() || oneF1B == candidates.end()) {
         md += "No candidate fits (not even 1F1B): nothing to compare.\n";
@@ -68,12 +78,25 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     double bestGain = 0;
     int bestK = 1;
     double gainAt3 = 0;
+    double bestOwnGain = 0;
+    int bestOwnK = 1;
+    ReportFigure::Series own { "PipeStudio, re-partitioned per k", {} };
     for (const auto& c : sorted) {
         const double ns = c.plan.simulation->iterationNs;
         const double relative = base / ns;
         const double b = c.plan.microBatch;
+        const auto again =
+            std::find_if(repartitioned.begin(), repartitioned.end(), [&](const auto& r) { return r.k == c.k; });
+        const double ownRelative =
+            again == repartitioned.end() ? std::nan("") : base / again->plan.simulation->iterationNs;
+        own.values.push_back(ownRelative);
+        if (!std::isnan(ownRelative) && ownRelative - 1 > bestOwnGain) {
+            bestOwnGain = ownRelative - 1;
+            bestOwnK = c.k;
+        }
         rows.push_back({ std::to_string(c.k), fixed(b, std::abs(b - std::round(b)) < 1e-9 ? 0 : 2),
-            std::to_string(c.plan.schedule.microBatches), fixed(ns / 1e6, 1), fixed(relative, 3) });
+            std::to_string(c.plan.schedule.microBatches), fixed(ns / 1e6, 1), fixed(relative, 3),
+            std::isnan(ownRelative) ? "-" : fixed(ownRelative, 3) });
         gain.x.push_back(c.k);
         ours.values.push_back(relative);
         if (relative - 1 > bestGain) {
@@ -84,7 +107,9 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
             gainAt3 = relative - 1;
     }
     gain.series.push_back(std::move(ours));
-    md += markdownTable({ "k", "micro-batch", "M", "iteration ms", "vs 1F1B" }, rows) + "\n";
+    gain.series.push_back(std::move(own));
+    md += markdownTable({ "k", "micro-batch", "M", "iteration ms", "vs 1F1B", "ours: re-partitioned, vs 1F1B" }, rows)
+        + "\n";
     md += "![" + gain.title + "](" + gain.file + ")\n\n";
     report.figures.push_back(std::move(gain));
     // Fig. 10: a preempted network (the paper gives no trace; ours: a tenth of the bandwidth for
@@ -101,39 +126,73 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     timeline.xLabel = "iteration";
     timeline.yLabel = "k / bandwidth share x 10";
     ReportFigure::Series k { "chosen k", {} };
-    ReportFigure::Series share { "bandwidth share seen x 10", {} };
+    ReportFigure::Series share { "bandwidth share measured x 10", {} };
+    ReportFigure::Series estimate { "controller's estimate x 10", {} };
     for (const auto& s : adaptive.steps) {
         timeline.x.push_back(s.iteration);
         k.values.push_back(s.k);
-        share.values.push_back(10 * s.estimatedFraction);
+        share.values.push_back(10 * s.measuredFraction);
+        estimate.values.push_back(10 * s.estimatedFraction);
     }
-    timeline.series = { std::move(k), std::move(share) };
+    timeline.series = { std::move(k), std::move(share), std::move(estimate) };
     const double adaptiveGain = fixedOne.totalSeconds / adaptive.totalSeconds - 1;
+    // The (k, b) in force after each switch, against the paper's k at its evaluation times.
+    std::string chosen;
+    for (std::size_t i = 0; i < adaptive.steps.size(); ++i) {
+        const auto& step = adaptive.steps[i];
+        if (i == 0 || step.k != adaptive.steps[i - 1].k)
+            chosen +=
+                (chosen.empty() ? "" : " -> ") + std::to_string(step.k) + " (b " + fixed(step.microBatch, 0) + ")";
+    }
+    std::string theirs;
+    for (const auto& paperK : claims.at("adaptive_k_sequence"))
+        theirs += (theirs.empty() ? "" : " -> ") + std::to_string(paperK.get<int>());
     md += "Preempted network: the links run at a tenth of their bandwidth for half of every " + fixed(periodSeconds, 1)
-        + " s (the paper gives no trace); " + std::to_string(iterations) + " iterations, k re-estimated every "
-        + std::to_string(interval) + " from the bandwidth share seen. The " + "adaptive run took "
+        + " s (the paper gives no trace); " + std::to_string(iterations)
+        + " iterations. The controller measures the bandwidth share each iteration's transfers saw (their time at "
+          "nominal bandwidth over the time they took), keeps a moving average (half weight to the newest), and "
+          "every "
+        + std::to_string(interval)
+        + " iterations switches (k, b) to the fastest candidate at that estimate. The adaptive run took "
         + fixed(adaptive.totalSeconds, 1) + " s against 1F1B's " + fixed(fixedOne.totalSeconds, 1) + " s, with "
-        + std::to_string(adaptive.switches()) + " switch(es) of k.\n\n";
+        + std::to_string(adaptive.switches()) + " switch(es): k " + chosen + "; the paper's Fig. 10: k " + theirs
+        + " over four hours of a production network.\n\n";
     md += "![" + timeline.title + "](" + timeline.file + ")\n\n";
     report.figures.push_back(std::move(timeline));
     md += "### Headline claims\n\n";
-    md += markdownTable({ "claim", "ours", "paper" },
+    md += markdownTable({ "claim", "ours, paper's method", "ours, best", "paper" },
               { { "best k over 1F1B (stable network)",
                     "k=" + std::to_string(bestK) + ": +" + fixed(100 * bestGain, 1) + "%",
+                    "k=" + std::to_string(bestOwnK) + ": +" + fixed(100 * bestOwnGain, 1) + "% (re-partitioned)",
                     "+" + fixed(100 * claims.at("gain_over_1f1b_low").get<double>(), 0) + "% to +"
                         + fixed(100 * claims.at("gain_over_1f1b_high").get<double>(), 0) + "%" },
-                  { "gain left beyond k = 3", fixed(100 * (bestGain - gainAt3), 1) + " points",
+                  { "gain left beyond k = 3", fixed(100 * (bestGain - gainAt3), 1) + " points", "-",
                       "no deterministic further improvement for k >= 3" },
-                  { "adaptive k over 1F1B, preempted network", "+" + fixed(100 * adaptiveGain, 1) + "%",
+                  { "adaptive k over 1F1B, preempted network", "+" + fixed(100 * adaptiveGain, 1) + "%", "-",
                       "over +" + fixed(100 * claims.at("adaptive_gain_over_1f1b").get<double>(), 0) + "%" } })
         + "\n";
-    md += "Differences from the paper come from the cost model: kFkB gains by overlapping a group's sends "
-          "with the next group's compute, so the gain grows with the communication share of an iteration, "
-          "which here follows from fp32 activations over the catalog link. At micro-batch 6/k the paper "
-          "stops gaining from k = 3 on because small micro-batches run its kernels less efficiently; the "
-          "analytical model keeps a GEMM's efficiency at any micro-batch size (only kernel launches add a "
-          "per-micro-batch cost), so our gain keeps growing with k. The paper's shared production network "
-          "also slows 1F1B's exposed transfers more than a constant-bandwidth link does.\n";
+    // Why the gain stops or not beyond k = 3: what a sample costs to compute at the smallest
+    // micro-batch against the group batch, on the cost model's size-dependent kernel efficiency.
+    const auto perSampleNs = [&](double b) {
+        double ns = 0;
+        for (const auto& c : computeStageCosts(graph, profile, oneF1B->plan.partition, b))
+            ns += c.forwardNs + c.backwardNs;
+        return ns / b;
+    };
+    const double smallest = sorted.back().plan.microBatch;
+    const double dearer = perSampleNs(smallest) / perSampleNs(oneF1B->plan.microBatch) - 1;
+    md += "kFkB gains by overlapping a group's sends with the next group's compute, so the gain grows with the "
+          "communication share of an iteration (here fp32 activations over the catalog link), and it is paid for "
+          "in smaller micro-batches: on the cost model's size-dependent kernel efficiency a sample costs "
+        + fixed(100 * dearer, 1) + "% more compute at micro-batch " + fixed(smallest, 0) + " than at "
+        + fixed(oneF1B->plan.microBatch, 0) + ". ";
+    md += bestGain - gainAt3 <= 0.01
+        ? std::string("That cost offsets the further overlap from k = 3 on, as the paper finds.")
+        : std::string("That cost does not yet offset the further overlap, so the gain keeps growing past k = 3; "
+                      "the paper's slower kernels at small micro-batches (fp16 on V100S, below the catalog "
+                      "V100's efficiency curve) would stop it earlier.");
+    md += " The paper's shared production network also slows 1F1B's exposed transfers more than a "
+          "constant-bandwidth link does.\n";
     return report;
 }
 

@@ -38,12 +38,43 @@ namespace {
         double searchSeconds = 0;
     };
 
-    double interStageBytes(const Plan& plan)
+    // Activations and gradients that cross between GPUs, per sample (§5.3 counts inter-GPU volume:
+    // sends between two stages of one GPU stay in its memory).
+    double interGpuBytes(const Plan& plan)
     {
+        const auto device = [&](std::size_t stage) {
+            return plan.stageDevices.empty() ? stage : plan.stageDevices[stage].index();
+        };
         double bytes = 0;
-        for (const auto& s : plan.stages)
-            bytes += s.cost.sendForwardBytes + s.cost.sendBackwardBytes;
+        for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+            const auto& c = plan.stages[i].cost;
+            if (plan.partition.dataflow()) {
+                for (const auto* sends : { &c.forwardSends, &c.backwardSends }) {
+                    for (const auto& send : *sends)
+                        bytes += device(send.stage.index()) != device(i) ? send.bytes : 0;
+                }
+                continue;
+            }
+            if (i + 1 < plan.stages.size() && device(i + 1) != device(i))
+                bytes += c.sendForwardBytes;
+            if (i > 0 && device(i - 1) != device(i))
+                bytes += c.sendBackwardBytes;
+        }
         return plan.microBatch > 0 ? bytes / plan.microBatch : 0;
+    }
+
+    // Each node's stage in a plan (for re-evaluating its partition under another schedule).
+    std::vector<StageId> stageOfNode(const Plan& plan, std::size_t nodeCount)
+    {
+        std::vector<StageId> stages(nodeCount);
+        for (int s = 0; s < plan.partition.stageCount(); ++s) {
+            const StageId stage(static_cast<std::uint32_t>(s));
+            for (auto i = plan.partition.stageBegin(stage); i < plan.partition.stageEnd(stage, nodeCount); ++i) {
+                const auto node = plan.partition.dataflow() ? plan.partition.nodeOrder[i].index() : i;
+                stages[node] = stage;
+            }
+        }
+        return stages;
     }
 
     // One plan of `algorithm` for `schedule` at M micro-batches of `microBatch` samples, simulated
@@ -69,7 +100,27 @@ namespace {
             run.plan.simulation = simulatePlan(run.plan, s.graph, s.profile, s.cluster);
         if (!run.plan.simulation->outOfMemory)
             run.samplesPerSecond = run.plan.simulation->samplesPerSecond;
-        run.commBytes = interStageBytes(run.plan);
+        run.commBytes = interGpuBytes(run.plan);
+        return run;
+    }
+
+    // `async`'s partition and stage-to-GPU map under the synchronous schedule at M micro-batches:
+    // Table 3 compares the two pipelines on one partition.
+    Run syncOnPartition(const Setup& s, const Plan& async, int microBatches, double microBatch)
+    {
+        Run run;
+        if (!async.feasible || !async.partition.dataflow())
+            return run;
+        const auto spec = parseScheduleSpec("gpipe", s.gpus, microBatches);
+        const StageModel model(s.graph, s.profile, spec, s.cluster, microBatch, s.limits);
+        run.plan =
+            evaluateDataflowPlan(model, stageOfNode(async, s.graph.nodeCount()), async.stageDevices, "mixed-pipe");
+        if (!run.plan.feasible)
+            return run;
+        run.plan.simulation = simulatePlan(run.plan, s.graph, s.profile, s.cluster);
+        if (!run.plan.simulation->outOfMemory)
+            run.samplesPerSecond = run.plan.simulation->samplesPerSecond;
+        run.commBytes = interGpuBytes(run.plan);
         return run;
     }
 
@@ -114,7 +165,9 @@ namespace {
     struct DatasetResult
     {
         std::string name;
-        Run seqSync, dawnSync, mixedSync, mixedAsync;
+        // mixedSync/mixedAsync: Mixed-pipe at the paper's L = 2P (Table 2: two stages per GPU);
+        // sameSync: mixedAsync's partition run synchronously (Table 3); own*: Mixed-pipe's own L.
+        Run seqSync, dawnSync, mixedSync, mixedAsync, sameSync, ownSync, ownAsync;
         double paperSync = kNaN, paperAsync = kNaN, paperAsyncVsSync = kNaN, paperComm = kNaN;
         int gpipeM = 0, syncM = 0, ftpipeM = 0; // micro-batches: Seq-pipe GPipe, Mixed-pipe sync, async
         double batch = 0;
@@ -129,9 +182,19 @@ namespace {
         r.ftpipeM = d.at("accum_ftpipe_mixed").get<int>();
         r.seqSync = atConstantBatch(r.batch, r.gpipeM, [&](int m, double mb) { return seqPipe(s, "gpipe", m, mb); });
         r.syncM = d.at("accum_gpipe").get<int>();
-        r.mixedSync = atConstantBatch(
-            r.batch, r.syncM, [&](int m, double mb) { return runPlan(s, PlanAlgorithm::MixedPipe, "gpipe", m, mb); });
+        const std::vector<int> paperL { 2 * s.gpus };
+        r.mixedSync = atConstantBatch(r.batch, r.syncM,
+            [&](int m, double mb) { return runPlan(s, PlanAlgorithm::MixedPipe, "gpipe", m, mb, paperL); });
         r.mixedAsync = atConstantBatch(r.batch, r.ftpipeM,
+            [&](int m, double mb) { return runPlan(s, PlanAlgorithm::MixedPipe, "ftpipe-async", m, mb, paperL); });
+        int sameM = r.syncM;
+        r.sameSync = atConstantBatch(
+            r.batch, sameM, [&](int m, double mb) { return syncOnPartition(s, r.mixedAsync.plan, m, mb); });
+        int ownM = r.syncM;
+        r.ownSync = atConstantBatch(
+            r.batch, ownM, [&](int m, double mb) { return runPlan(s, PlanAlgorithm::MixedPipe, "gpipe", m, mb); });
+        ownM = r.ftpipeM;
+        r.ownAsync = atConstantBatch(r.batch, ownM,
             [&](int m, double mb) { return runPlan(s, PlanAlgorithm::MixedPipe, "ftpipe-async", m, mb); });
         if (!quick) {
             int m = d.at("accum_gpipe").get<int>();
@@ -164,12 +227,16 @@ namespace {
             const double sync = ratioOf(r.mixedSync.samplesPerSecond, base);
             const double async = ratioOf(r.mixedAsync.samplesPerSecond, base);
             const double dawn = ratioOf(r.dawnSync.samplesPerSecond, base);
-            table2.push_back({ r.name, fixed(r.batch, 0), std::to_string(r.gpipeM), cell(base, 2),
-                std::to_string(r.syncM), stagesText(r.mixedSync.plan), cell(sync, 2), cell(r.paperSync, 2),
-                ratioText(sync, r.paperSync), std::to_string(r.ftpipeM), stagesText(r.mixedAsync.plan), cell(async, 2),
-                cell(r.paperAsync, 2), ratioText(async, r.paperAsync), cell(dawn, 2) });
-            const double asyncVsSync = ratioOf(r.mixedAsync.samplesPerSecond, r.mixedSync.samplesPerSecond);
-            const double comm = ratioOf(r.mixedSync.commBytes, r.seqSync.commBytes);
+            const auto own = [&](const Run& run) {
+                return cell(ratioOf(run.samplesPerSecond, base), 2) + " (" + stagesText(run.plan) + " stages)";
+            };
+            table2.push_back(
+                { r.name, fixed(r.batch, 0), std::to_string(r.gpipeM), cell(base, 2), std::to_string(r.syncM),
+                    stagesText(r.mixedSync.plan), cell(sync, 2), cell(r.paperSync, 2), ratioText(sync, r.paperSync),
+                    std::to_string(r.ftpipeM), stagesText(r.mixedAsync.plan), cell(async, 2), cell(r.paperAsync, 2),
+                    ratioText(async, r.paperAsync), own(r.ownSync), own(r.ownAsync), cell(dawn, 2) });
+            const double asyncVsSync = ratioOf(r.mixedAsync.samplesPerSecond, r.sameSync.samplesPerSecond);
+            const double comm = ratioOf(r.mixedAsync.commBytes, r.seqSync.commBytes);
             table3.push_back(
                 { r.name, cell(asyncVsSync, 2), cell(r.paperAsyncVsSync, 2), ratioText(asyncVsSync, r.paperAsyncVsSync),
                     cell(comm, 2), cell(r.paperComm, 2), ratioText(comm, r.paperComm) });
@@ -182,15 +249,18 @@ namespace {
         f.series = { syncOurs, syncPaper, asyncOurs, asyncPaper };
         auto& md = report.markdown;
         md += "### Table 2: speedup of epoch time over GPipe on a Seq-pipe partition\n\n";
-        md += markdownTable({ "dataset", "mini-batch", "M", "Seq-pipe GPipe samples/s", "sync M", "sync stages",
-                                "sync ours", "sync paper", "ratio", "async M", "async stages", "async ours",
-                                "async paper", "ratio", "DawnPiper Seq-pipe sync" },
+        md += markdownTable(
+                  { "dataset", "mini-batch", "M", "Seq-pipe GPipe samples/s", "sync M", "sync stages", "sync ours",
+                      "sync paper", "ratio", "async M", "async stages", "async ours", "async paper", "ratio",
+                      "ours: own L, sync", "ours: own L, async", "DawnPiper Seq-pipe sync" },
                   table2)
             + "\n";
         md += "![" + f.title + "](" + f.file + ")\n\n";
         report.figures.push_back(std::move(f));
-        md += "### Table 3 and §5.3: async over sync on Mixed-pipe partitions; communication volume\n\n";
-        md += markdownTable({ "dataset", "async / sync ours", "paper", "ratio", "Mixed / Seq bytes per sample ours",
+        md += "### Table 3 and §5.3: async over sync on one Mixed-pipe partition; communication volume\n\n";
+        md += "Both pipelines run the async plan's partition and stage-to-GPU map (the sync one at the M it fits); "
+              "bytes count what crosses between GPUs, per sample.\n\n";
+        md += markdownTable({ "dataset", "async / sync ours", "paper", "ratio", "Mixed / Seq inter-GPU bytes ours",
                                 "paper", "ratio" },
                   table3)
             + "\n";
@@ -307,7 +377,8 @@ PaperReport reproduceFtpipe(const ReproduceOptions& options)
           "without swapping; epoch-time speedup is the ratio of simulated samples per second (async: the "
           "steady state, no flush). The Seq-pipe baseline is the better of PipeDream's DP (memory-checked) "
           "and equal layers per stage; DawnPiper's Seq-pipe, a later and stronger partitioner, is shown "
-          "for reference.\n\n";
+          "for reference. Mixed-pipe runs at L = 2P blocks, Table 2's two stages per GPU; its own choice of "
+          "L (2P, 3P, 4P by simulated throughput) is PipeStudio's column.\n\n";
     addTables(results, report);
     int bestL = 0;
     const auto sweepName = paper.at("claims").at("sweep_dataset").get<std::string>();

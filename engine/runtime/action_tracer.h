@@ -19,6 +19,10 @@ struct ActionSpan
 {
     double startNs = 0;
     double endNs = 0;
+    // How long the device ran the action's own work inside the span (the union of its kernels and
+    // copies); less than the span where another device's work ran in between (two stage devices on
+    // one GPU share its stream). Negative: not known, the span counts.
+    double busyNs = -1;
 };
 
 class ActionTracer

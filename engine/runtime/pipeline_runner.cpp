@@ -279,7 +279,8 @@ Channel& PipelineRunner::channel(StageId from, StageId to)
     throw Error("no channel from stage " + std::to_string(from.value) + " to stage " + std::to_string(to.value));
 }
 
-IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, double lr, std::int64_t iteration)
+IterationResult PipelineRunner::run(
+    const std::vector<HostBatch>& batches, double lr, std::int64_t iteration, bool timed)
 {
     if (m_abort->aborted())
         throw Error("the pipeline stopped after an earlier failure; start a new run");
@@ -288,6 +289,7 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
         throw Error(
             "the schedule has " + std::to_string(M) + " micro-batches, the data " + std::to_string(batches.size()));
     m_iteration = iteration;
+    m_timed = timed;
     for (auto& s : m_stages)
         s->beginIteration(iteration);
     m_tied->reset();
@@ -325,10 +327,15 @@ IterationResult PipelineRunner::run(const std::vector<HostBatch>& batches, doubl
         }
     }
     const bool failed = std::any_of(errors.begin(), errors.end(), [](const auto& e) { return e != nullptr; });
-    if (m_options.tracer != nullptr && !failed)
+    if (m_timed && m_options.tracer != nullptr && !failed) {
         applyTracedSpans(result, events);
-    else
+    } else {
+        if (!m_timed && !failed) // the workers queued their last actions without waiting
+            synchronizeAll();
         result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    }
+    if (!m_timed) // queue times, not the devices': only an emulated link's sends keep theirs
+        result.deviceBusyNs.clear();
     // The cause first: a worker that failed by itself, not one whose wait was aborted by it.
     std::exception_ptr cause;
     for (auto& e : errors) {
@@ -376,7 +383,7 @@ void PipelineRunner::runDevice(
     result.microBatchLosses.assign(batches.size(), std::numeric_limits<double>::quiet_NaN());
     result.deviceBusyNs.assign(1, 0);
     const auto& list = m_schedule.devices[device];
-    auto* tracer = m_options.tracer;
+    auto* tracer = m_timed ? m_options.tracer : nullptr;
     for (std::size_t index = 0; index < list.size(); ++index) {
         const auto& a = list[index];
         if (m_abort->aborted())
@@ -406,7 +413,7 @@ void PipelineRunner::runDevice(
             // done). A device that swaps waits too: its copy streams order each copy after the
             // compute queued when the copy starts, so a worker far ahead would hold every swap
             // back behind that whole queue.
-            if (tracer == nullptr || m_toHost[device])
+            if ((m_timed && tracer == nullptr) || m_toHost[device])
                 m_devices[device].backend->synchronize();
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "
@@ -427,8 +434,8 @@ void PipelineRunner::runDevice(
             result.deviceBusyNs[0] += endNs - startNs;
         // A copy's event is the copy stream's (finishCopies); the worker only queued it.
         const bool queued = (a.type == ActionType::SwapOut || a.type == ActionType::SwapIn) && m_toHost[device];
-        if (m_options.recordEvents && !queued && a.type != ActionType::RecvForward
-            && a.type != ActionType::RecvBackward) {
+        if (m_options.recordEvents && !queued && a.type != ActionType::RecvForward && a.type != ActionType::RecvBackward
+            && (m_timed || outcome.transfer)) {
             auto& ev = result.events.emplace_back();
             ev = SimEvent { DeviceId(static_cast<std::uint32_t>(device)), streamOf(a.type), a.type, a.stage,
                 a.microBatch, startNs, endNs, static_cast<double>(outcome.bytes) };
@@ -438,7 +445,7 @@ void PipelineRunner::runDevice(
     }
 }
 
-void PipelineRunner::applyTracedSpans(IterationResult& result, std::vector<std::vector<SimEvent>>& events)
+void PipelineRunner::synchronizeAll()
 {
     // The iteration ends when every device has run what its worker queued; a failure that only
     // surfaces now (an asynchronous kernel fault) names the device whose last actions it came from.
@@ -450,6 +457,11 @@ void PipelineRunner::applyTracedSpans(IterationResult& result, std::vector<std::
             throw Error(d.name + ", after its last actions of the iteration: " + e.what());
         }
     }
+}
+
+void PipelineRunner::applyTracedSpans(IterationResult& result, std::vector<std::vector<SimEvent>>& events)
+{
+    synchronizeAll();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
     const auto spans = m_options.tracer->finish(m_start);
     for (std::size_t d = 0; d < events.size(); ++d) {
@@ -458,13 +470,15 @@ void PipelineRunner::applyTracedSpans(IterationResult& result, std::vector<std::
         for (std::size_t i = 0; i < events[d].size(); ++i) {
             auto& ev = events[d][i];
             const auto span = i < ids.size() && ids[i] != 0 ? spans.find(ids[i]) : spans.end();
+            double ownNs = -1;
             if (span != spans.end()) {
                 ev.startNs = span->second.startNs;
                 ev.endNs = span->second.endNs;
+                ownNs = span->second.busyNs;
                 ++result.tracedActions;
             }
             if (i < ids.size() && isCompute(ev.action))
-                busy += ev.endNs - ev.startNs;
+                busy += ownNs >= 0 ? ownNs : ev.endNs - ev.startNs;
         }
         if (m_options.recordEvents)
             result.deviceBusyNs[d] = busy;

@@ -101,7 +101,12 @@ public:
 
     // One pass over every device's action list: `batches` holds the M micro-batches' data.
     // Throws ps::Error naming device, stage and action when a worker fails (out of memory, ...).
-    IterationResult run(const std::vector<HostBatch>& batches, double lr, std::int64_t iteration);
+    // `timed` false: nobody wants this iteration's timeline, so GPU workers neither wait for their
+    // device after each action nor trace it (the iteration runs as fast as it can, and its time
+    // still ends when every device is done); the result then has no busy times and no events
+    // except sends over an emulated link (their times are the link's) and swaps (their copy
+    // streams time them).
+    IterationResult run(const std::vector<HostBatch>& batches, double lr, std::int64_t iteration, bool timed = true);
 
     [[nodiscard]] const Schedule& schedule() const
     {
@@ -121,6 +126,8 @@ private:
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     // Waits for the device's queued copies and adds them to its events.
     void finishCopies(std::size_t device, IterationResult& result);
+    // Waits for every device's queued work; a failure that surfaces only now names the device.
+    void synchronizeAll();
     // With a tracer: waits for every device, then gives the actions' events the tracer's spans.
     void applyTracedSpans(IterationResult& result, std::vector<std::vector<SimEvent>>& events);
     struct ActionOutcome
@@ -161,6 +168,7 @@ private:
     std::vector<std::vector<std::uint64_t>> m_eventIds;
     std::int64_t m_transferred = 0; // channel bytes before this iteration
     std::int64_t m_iteration = 0;
+    bool m_timed = true; // this iteration's timeline is wanted (run's `timed`)
     bool m_chunksPlaced = false;
     std::chrono::steady_clock::time_point m_start;
 };

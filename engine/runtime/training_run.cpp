@@ -214,11 +214,11 @@ std::vector<HostBatch> TrainingRun::sampleStep()
     return batches;
 }
 
-RunStepResult TrainingRun::step()
+RunStepResult TrainingRun::step(bool timed)
 {
     const auto batches = sampleStep();
     const double lr = learningRate(m_steps + 1);
-    auto r = m_runner->run(batches, lr, m_steps);
+    auto r = m_runner->run(batches, lr, m_steps, timed);
     ++m_steps;
     RunStepResult out;
     out.step = m_steps;

@@ -90,7 +90,10 @@ public:
     // run on the devices (naming the stage or device).
     TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice> devices, RunConfig config);
 
-    RunStepResult step();
+    // `timed` false: the step's timeline is not wanted (PipelineRunner::run), so GPU workers do not
+    // wait for or trace their devices; the result has no busy times and no events but link sends
+    // and swaps.
+    RunStepResult step(bool timed = true);
     [[nodiscard]] double learningRate(std::int64_t step) const;
     [[nodiscard]] std::int64_t stepsDone() const
     {

@@ -116,9 +116,11 @@ void RunMonitorModel::loadRun(const ProjectStore& store, std::int64_t runId)
         auto& s = bySteps[d.step];
         const auto k = static_cast<std::size_t>(d.device);
         s.peakBytes.resize(std::max(s.peakBytes.size(), k + 1), 0);
-        s.busyMs.resize(std::max(s.busyMs.size(), k + 1), 0);
         s.peakBytes[k] = d.peakBytes;
-        s.busyMs[k] = d.busyNs / 1e6;
+        if (d.busyNs >= 0) { // negative: a GPU step run untimed
+            s.busyMs.resize(std::max(s.busyMs.size(), k + 1), 0);
+            s.busyMs[k] = d.busyNs / 1e6;
+        }
         devices = std::max(devices, d.device + 1);
     }
     const auto first = cfg.is_object() ? cfg.value("resumed_from_step", std::int64_t { 0 }) : 0;

@@ -84,8 +84,10 @@ def engine_steps(a):
                         "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", str(a.vocab or 256),
                         "--max-positions", str(a.seq),
                         "-b", str(a.batch), "--dropout", "0", "-o", project], check=True, capture_output=True)
-        # One CPU device uses every core.
-        where = [] if a.device == "cpu" else ["--devices", a.device, "--precision", a.precision]
+        # One CPU device uses every core. On a GPU no step is timed action by action (no stored
+        # timeline), as PyTorch's steps are not: each step's time ends when the device is done.
+        where = [] if a.device == "cpu" else ["--devices", a.device, "--precision", a.precision,
+                                              "--trace-iterations", "0", "--trace-every", "0"]
         data = ["--data-format", "random", "--vocab", str(a.vocab)] if a.vocab else ["--data", a.data]
         out = subprocess.run([a.pipestudio, "train", project, "--steps", str(a.steps)] + data + where,
                              check=True, capture_output=True, text=True).stdout

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 using namespace ps;
 
 namespace {
@@ -101,6 +103,53 @@ TEST(Grouping, AFixedGroupBatchGivesEachKItsShareOfIt)
         EXPECT_NE(c.k, 1);
 }
 
+// The paper's setting as the reproduction runs it: whole-sample micro-batches (6/4 runs as 1, the
+// largest divisor of the global batch at most 6/k) and one partition for every k.
+TEST(Grouping, WholeMicroBatchesOnOnePartition)
+{
+    const auto s = setup();
+    auto r = request(0);
+    r.globalBatch = 96;
+    r.groupBatch = 6;
+    r.maxK = 6;
+    r.wholeMicroBatches = true;
+    auto first = r;
+    first.maxK = 1;
+    const auto oneF1B = groupingCandidates(s.graph, s.profile, s.cluster, first);
+    ASSERT_EQ(oneF1B.size(), 1U);
+    r.partition = oneF1B.front().plan.partition;
+    const auto candidates = groupingCandidates(s.graph, s.profile, s.cluster, r);
+    ASSERT_EQ(candidates.size(), 6U);
+    const std::map<int, double> expected { { 1, 6 }, { 2, 3 }, { 3, 2 }, { 4, 1 }, { 5, 1 }, { 6, 1 } };
+    for (const auto& c : candidates) {
+        EXPECT_DOUBLE_EQ(c.plan.microBatch, expected.at(c.k)) << c.k;
+        EXPECT_EQ(c.plan.schedule.microBatches, static_cast<int>(96 / expected.at(c.k))) << c.k;
+        EXPECT_EQ(c.plan.partition.stageStarts, r.partition->stageStarts) << "k " << c.k << " was re-partitioned";
+    }
+}
+
+// The controller's measurement: on links held at a quarter of their bandwidth, the transfers of an
+// iteration take four times their nominal time, latency aside.
+TEST(Grouping, TransfersMeasureTheBandwidthShareTheySaw)
+{
+    auto s = setup();
+    const auto candidates = groupingCandidates(s.graph, s.profile, s.cluster, request(0));
+    ASSERT_FALSE(candidates.empty());
+    const auto& plan = candidates.front().plan;
+    const auto costs = computeStageCosts(s.graph, s.profile, plan.partition, plan.microBatch);
+    const auto run = [&](const Cluster& cluster) {
+        return simulate({ generateSchedule(plan.schedule), costs, cluster, s.profile.setup, plan.microBatch,
+            plan.memoryPlans(), {} });
+    };
+    EXPECT_NEAR(measuredBandwidthShare(run(s.cluster), s.cluster), 1.0, 1e-9);
+    auto slow = s.cluster;
+    slow.interTrace = BandwidthTrace { { { 0.0, 0.25 } }, 0 };
+    EXPECT_NEAR(measuredBandwidthShare(run(slow), slow), 0.25, 1e-6);
+    // On one node nothing crosses the inter-node link that is slowed.
+    const auto oneNode = makeCluster(s.cluster.device, 4);
+    EXPECT_NEAR(measuredBandwidthShare(run(oneNode), oneNode), 1.0, 1e-9);
+}
+
 // An iteration simulated `offset` seconds into a periodic trace: a whole period later is the same
 // iteration; one that starts in the preempted half is slower than one in the fast half.
 TEST(Grouping, TraceOffsetPlacesTheIterationLaterInTheRun)
@@ -146,4 +195,23 @@ TEST(Grouping, AdaptiveControllerFollowsThePreemption)
     }
     std::cout << "[ NOTE ] adaptive " << adaptive.totalSeconds << " s, best fixed " << bestFixed << " s, "
               << adaptive.switches() << " switches\n";
+}
+
+// No oracle: the controller decides on what earlier iterations measured. Its first choice assumes
+// the nominal bandwidth although the link starts preempted; the next follows the first iteration's
+// measurement, and later ones a moving average of the measurements.
+TEST(Grouping, TheControllerEstimatesFromMeasuredTransfers)
+{
+    auto s = setup();
+    const auto candidates = groupingCandidates(s.graph, s.profile, s.cluster, request(6.0 * (1LL << 30)));
+    ASSERT_GE(candidates.size(), 2U);
+    s.cluster.interTrace = BandwidthTrace { { { 0.0, 0.05 } }, 0 };
+    const auto run = adaptiveGrouping(s.graph, s.profile, s.cluster, candidates, 4, 1, 0.5);
+    ASSERT_EQ(run.steps.size(), 4U);
+    EXPECT_DOUBLE_EQ(run.steps[0].estimatedFraction, 1.0);
+    for (const auto& step : run.steps)
+        EXPECT_NEAR(step.measuredFraction, 0.05, 1e-6) << "iteration " << step.iteration;
+    EXPECT_NEAR(run.steps[1].estimatedFraction, 0.05, 1e-6);
+    EXPECT_NEAR(run.steps[3].estimatedFraction, 0.05, 1e-6);
+    EXPECT_THROW((void)adaptiveGrouping(s.graph, s.profile, s.cluster, candidates, 4, 1, 0), Error);
 }

@@ -238,6 +238,15 @@ TEST_F(Cli, PlanAndMaxBatch)
     const auto rows = nlohmann::json::parse(mb.output);
     EXPECT_EQ(rows[0]["algorithm"], "dawnpiper (swap+recompute)");
     EXPECT_GE(rows[0]["max_micro_batch"].get<int>(), rows[1]["max_micro_batch"].get<int>());
+    // A list, as --help says: one row per algorithm, in the order given, no data-parallel rows.
+    const auto listed =
+        runCli("maxbatch " + p + " --stages 4 --device a100-40gb --upper-limit 64 -a dawnpiper-paper,gpipe --json");
+    ASSERT_EQ(listed.exitCode, 0) << listed.output;
+    const auto two = nlohmann::json::parse(listed.output);
+    ASSERT_EQ(two.size(), 2U);
+    EXPECT_EQ(two[0]["algorithm"], "dawnpiper-paper");
+    EXPECT_EQ(two[1]["algorithm"], "gpipe");
+    EXPECT_GT(two[1]["max_micro_batch"].get<int>(), 0);
 
     const auto bad = runCli("plan " + p + " --algo magic");
     EXPECT_NE(bad.exitCode, 0);

@@ -152,3 +152,39 @@ TEST(ActionTracer, AFailingActionClosesItsRangeAndIsReported)
     for (const auto& [thread, stack] : tracer.open)
         EXPECT_TRUE(stack.empty()) << "a range left open";
 }
+
+// A step nobody wants the timeline of runs without the tracer and without waits: the same
+// training, no busy times, no events but the swaps' (their copy streams time them; no emulated
+// link here), and the next timed step is traced.
+TEST(ActionTracer, AnUntimedStepTracesNothingAndReportsNoTimeline)
+{
+    const auto graph = tinyGpt();
+    const auto plain = train(graph, nullptr, 2);
+    FakeTracer tracer;
+    RunConfig c;
+    c.schedule = parseScheduleSpec("1f1b", 2, 4);
+    c.partition = evenCuts(graph, 2);
+    c.memory = swapAndRecompute(graph, c.partition);
+    c.seed = 3;
+    c.tracer = &tracer;
+    TrainingRun run(graph, TokenData::random(256, 1 << 12, 5), makeDevices("cpu:2", 0), c);
+    const auto untimed = run.step(false);
+    EXPECT_EQ(untimed.loss, plain[0].loss);
+    EXPECT_GT(untimed.seconds, 0);
+    EXPECT_TRUE(untimed.deviceBusyNs.empty());
+    for (const auto& e : untimed.events) // only the copy streams' swaps, which time themselves
+        EXPECT_TRUE(e.action == ActionType::SwapOut || e.action == ActionType::SwapIn)
+            << formatAction({ e.action, e.stage, e.microBatch });
+    EXPECT_EQ(untimed.tracedActions, 0);
+    {
+        const std::lock_guard lock(tracer.mutex);
+        EXPECT_EQ(tracer.finishes, 0);
+        EXPECT_TRUE(tracer.ids.empty());
+    }
+    const auto timed = run.step(true);
+    EXPECT_EQ(timed.loss, plain[1].loss);
+    EXPECT_GT(timed.tracedActions, 10);
+    EXPECT_EQ(timed.deviceBusyNs.size(), 2U);
+    const std::lock_guard lock(tracer.mutex);
+    EXPECT_EQ(tracer.finishes, 1);
+}

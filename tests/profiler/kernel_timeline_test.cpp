@@ -101,6 +101,23 @@ TEST(KernelTimeline, SpansRunFromTheFirstRecordToTheLastThroughTheClockMap)
     EXPECT_DOUBLE_EQ(spans.at(9).startNs, 100.0 + 2 * 2000.0);
     EXPECT_DOUBLE_EQ(spans.at(9).endNs, 100.0 + 2 * 2010.0);
     EXPECT_DOUBLE_EQ(spans.at(11).endNs - spans.at(11).startNs, 1000.0);
+    // Busy: the two overlapping kernels count once (300 ticks), the copy after a gap 400.
+    EXPECT_DOUBLE_EQ(spans.at(7).busyNs, 2 * 700.0);
+    EXPECT_DOUBLE_EQ(spans.at(9).busyNs, 2 * 10.0);
+}
+
+TEST(KernelTimeline, WorkOfAnotherActionInsideASpanIsNotBusyTime)
+{
+    // Two stage devices on one GPU: action 1's kernels bracket action 2's on the shared stream.
+    cupti::ActivityBatch batch;
+    batch.activities = { record(cupti::ActivityKind::Kernel, 0, 10, 1), record(cupti::ActivityKind::Kernel, 10, 30, 2),
+        record(cupti::ActivityKind::Kernel, 30, 40, 3) };
+    batch.correlations = { { 1, 1 }, { 2, 2 }, { 3, 1 } };
+    cupti::ClockMap clock;
+    const auto spans = actionSpans(batch, clock, 0);
+    EXPECT_DOUBLE_EQ(spans.at(1).endNs - spans.at(1).startNs, 40.0);
+    EXPECT_DOUBLE_EQ(spans.at(1).busyNs, 20.0);
+    EXPECT_DOUBLE_EQ(spans.at(2).busyNs, 20.0);
 }
 
 TEST(KernelTimeline, OnCpuDevicesOverTheHostClockEveryActionIsTracedInOrder)
@@ -139,6 +156,8 @@ TEST(GpuSelfTest, CuptiTimelineOfTwoStageDevicesOnOneGpu)
             compute += isCompute(e.action) ? 1 : 0;
         EXPECT_GE(b.tracedActions, compute) << "every compute action launched kernels, step " << step;
         expectOrderedInside(b, "step " + std::to_string(step));
+        for (std::size_t d = 0; d < b.deviceBusyNs.size(); ++d) // the two devices share one stream
+            EXPECT_LE(b.deviceBusyNs[d], b.seconds * 1e9) << "device " << d << ", step " << step;
         for (const auto& w : tracer->takeWarnings())
             std::cout << "[ NOTE ] warning: " << w << "\n";
         if (step > 1) { // the first step warms the caches
@@ -153,6 +172,15 @@ TEST(GpuSelfTest, CuptiTimelineOfTwoStageDevicesOnOneGpu)
                       << "devices busy " << busy << " ms of " << b.seconds * 1e3 << " ms\n";
         }
     }
+    // Steps nobody keeps the timeline of: neither traced nor waited for.
+    double untimedMs = 0;
+    for (int step = 1; step <= 3; ++step) {
+        const auto a = plain.step();
+        const auto b = traced.step(false);
+        EXPECT_NEAR(b.loss, a.loss, 1e-4 * std::abs(a.loss)) << "untimed step " << step;
+        EXPECT_TRUE(b.deviceBusyNs.empty());
+        untimedMs += b.seconds * 1e3 / 3;
+    }
     std::cout << "[ NOTE ] mean step: synchronized timeline " << plainMs << " ms, CUPTI timeline " << tracedMs
-              << " ms\n";
+              << " ms, untimed " << untimedMs << " ms\n";
 }
