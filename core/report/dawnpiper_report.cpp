@@ -327,9 +327,38 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
           "*Best*: the best of those and the columns the paper does not have.\n\n";
     md += markdownTable({ "claim", "ours, paper's method", "ours, best", "paper" }, claims) + "\n";
     md += "Where a ratio is far from 1x, the modelling differences are: activation bytes come from the zoo "
-          "graph at its sequence length in fp32 (the paper states neither; fp16 halves them); the "
-          "memory model has no allocator fragmentation or CUDA context, which real runs lose; and "
-          "DawnPiper's runtime may reuse buffers across micro-batches that PipeStudio counts separately.\n";
+          "graph at its sequence length in fp32 (the paper states neither); the memory model has no allocator "
+          "fragmentation or CUDA context, which real runs lose; and DawnPiper's runtime may reuse buffers across "
+          "micro-batches that PipeStudio counts separately. The precision's effect, measured (4 GPUs, no memory "
+          "optimization, the same cells under fp16 mixed precision: fp16 activations, 16 B/parameter of "
+          "weights, gradients and Adam states):\n\n";
+    {
+        auto cluster = makeCluster(device, 4);
+        cluster.intraNode = link;
+        CostModelOptions mixed;
+        mixed.setup.precision = Precision::Fp16;
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& model : models) {
+            if (options.progress)
+                options.progress("dawnpiper: " + model + " in fp16");
+            const auto graph = buildZooModel(zooPreset(paper.at("models").at(model).at("zoo").get<std::string>()));
+            const auto profile = estimateProfile(graph, device, mixed);
+            std::vector<std::string> row { model };
+            for (const auto& m : methods()) {
+                if (m.table != "table1_sync" || m.mo != "None" || (m.paperName != "GPipe" && m.paperName != "DPiper-S"))
+                    continue;
+                std::map<PlanAlgorithm, double> unused;
+                const auto& cell = cells["table1_sync"][m.key()][model + " 4"];
+                const double ours = ourBatch(m, graph, profile, cluster, 4, unused);
+                row.insert(row.end(), { cellText(cell.ours), cellText(ours), ratioText(ours, cell.paper) });
+            }
+            rows.push_back(std::move(row));
+        }
+        md += markdownTable({ "model", "GPipe fp32", "GPipe fp16", "fp16 vs paper", "DPiper-S fp32", "DPiper-S fp16",
+                                "fp16 vs paper" },
+                  rows)
+            + "\n";
+    }
     // T5 is the outlier: the paper fits several times our batch on every row, baselines included,
     // so the difference is in the input, not in the methods.
     double t5Ratio = 0;
@@ -345,22 +374,27 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
         }
     }
     if (t5Cells > 0 && t5Ratio / t5Cells < 0.5) {
-        md += "\nT5 cells average " + fixed(t5Ratio / t5Cells, 2)
-            + "x of the paper's on every row, the ZeRO and GPipe baselines as much as DawnPiper, so the gap is in "
-              "the workload, not the planner. The paper does not give T5's target length; ours is the encoder's "
-              "(512). Measured with shorter decoders (4 GPUs, no memory optimization):\n\n";
         const auto t5 = paper.at("models").at("t5");
         auto config = zooPreset(t5.at("zoo").get<std::string>());
+        md += "\nT5 cells average " + fixed(t5Ratio / t5Cells, 2)
+            + "x of the paper's on every row, the ZeRO and GPipe baselines as much as DawnPiper, so the gap is in "
+              "the workload, not the planner. The paper does not give T5's input or target lengths; ours are "
+            + std::to_string(config.seq) + " and " + std::to_string(config.effectiveDecoderSeq())
+            + ". Measured with shorter ones (4 GPUs, no memory optimization; the paper's cells lie between the "
+              "rows):\n\n";
         auto cluster = makeCluster(device, 4);
         cluster.intraNode = link;
         std::vector<std::vector<std::string>> rows;
-        for (std::int64_t decoder : { config.seq, config.seq / 4, config.seq / 16 }) {
+        const auto encoder = config.seq;
+        for (const auto& [enc, decoder] : { std::pair { encoder, encoder }, std::pair { encoder, encoder / 4 },
+                 std::pair { encoder, encoder / 16 }, std::pair { encoder / 4, encoder / 16 } }) {
             if (options.progress)
-                options.progress("dawnpiper: t5 decoder " + std::to_string(decoder));
+                options.progress("dawnpiper: t5 " + std::to_string(enc) + " + " + std::to_string(decoder));
+            config.seq = enc;
             config.decoderSeq = decoder;
             const auto graph = buildZooModel(config);
             const auto profile = estimateProfile(graph, device, CostModelOptions {});
-            std::vector<std::string> row { std::to_string(decoder) };
+            std::vector<std::string> row { std::to_string(enc), std::to_string(decoder) };
             for (const auto& m : methods()) {
                 if (m.table != "table1_sync" || m.mo != "None" || (m.paperName != "GPipe" && m.paperName != "DPiper-S"))
                     continue;
@@ -372,7 +406,7 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
             rows.push_back(std::move(row));
         }
         const auto paperT5 = [&](const std::string& row) { return cellText(cells["table1_sync"][row]["t5 4"].paper); };
-        md += markdownTable({ "decoder tokens", "GPipe ours", "vs paper's " + paperT5("None GPipe"), "DPiper-S ours",
+        md += markdownTable({ "encoder tokens", "decoder tokens", "GPipe ours", "vs paper's " + paperT5("None GPipe"), "DPiper-S ours",
                                 "vs paper's " + paperT5("None DPiper-S") },
                   rows)
             + "\n";
