@@ -203,6 +203,14 @@ PipelineRunner::PipelineRunner(
         m_teams.push_back(devices[d].cores.size() > 1 ? std::make_unique<GemmTeam>(devices[d].cores) : nullptr);
     m_toHost.resize(m_schedule.devices.size());
     m_fromHost.resize(m_schedule.devices.size());
+    m_sharedStream.assign(m_schedule.devices.size(), false);
+    for (std::size_t d = 0; d < m_sharedStream.size(); ++d) {
+        for (std::size_t e = 0; e < m_sharedStream.size(); ++e) {
+            if (e != d && m_devices[e].backend == m_devices[d].backend
+                && !m_devices[d].memory->memory().hostAccessible())
+                m_sharedStream[d] = true;
+        }
+    }
     for (auto& stage : m_stages) {
         const auto& plan =
             stage->id().index() < m_spec.memory.size() ? m_spec.memory[stage->id().index()] : StageMemoryPlan();
@@ -413,7 +421,7 @@ void PipelineRunner::runDevice(
             // done). A device that swaps waits too: its copy streams order each copy after the
             // compute queued when the copy starts, so a worker far ahead would hold every swap
             // back behind that whole queue.
-            if ((m_timed && tracer == nullptr) || m_toHost[device])
+            if ((m_timed && tracer == nullptr) || m_toHost[device] || m_sharedStream[device])
                 m_devices[device].backend->synchronize();
         } catch (const OutOfMemoryError& e) {
             throw OutOfMemoryError(m_devices[device].name + ", stage " + std::to_string(a.stage.value) + ", "

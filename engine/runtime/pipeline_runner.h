@@ -154,6 +154,11 @@ private:
     Allocator m_hostPool; // the first device's backend's host staging memory (pinned for a GPU)
     // Per device, when a stage swaps: the copy streams (a swap-in may wait on the swap-out stream,
     // so the swap-in streams are destroyed first).
+    // Per device: another device of the run shares its GPU (cuda:GxK), hence its stream, which runs
+    // work in launch order: a worker far ahead would queue its later actions before the other
+    // device's critical path, so these wait after each action, timed or not (on an H100, 1F1B on
+    // cuda:0x2: 24.2 ms a step waiting, 33.5 ms not).
+    std::vector<bool> m_sharedStream;
     std::vector<std::unique_ptr<CopyStream>> m_toHost;
     std::vector<std::unique_ptr<CopyStream>> m_fromHost;
     std::vector<std::unique_ptr<GemmTeam>> m_teams; // per device pinned to more than one core

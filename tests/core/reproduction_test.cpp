@@ -68,6 +68,14 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
     EXPECT_EQ(rowCells(r.markdown, "| None | DPiper-S (Alg. 1, 1F1B) |").back(), "dawnpiper-paper, 1f1b");
     EXPECT_EQ(rowCells(r.markdown, "| None | DPiper-S (ours, 1F1B) |").back(), "dawnpiper, 1f1b");
     EXPECT_EQ(rowCells(r.markdown, "| S+R | DPiper-AS (ours) |").back(), "dawnpiper, pipedream + swap/recompute plan");
+    // Fig. 8's stage balance, on the quick report's one model and stage count.
+    EXPECT_NE(r.markdown.find("### Fig. 8: stage balance (bert, asynchronous, 4 GPUs)"), std::string::npos);
+    const auto balance = rowCells(r.markdown, "| DPiper-AS (Alg. 1) |");
+    ASSERT_EQ(balance.size(), 4U) << r.markdown;
+    EXPECT_EQ(balance[1], "dawnpiper-paper, pipedream + swap/recompute plan");
+    EXPECT_EQ(balance[2].back(), '%') << balance[2];
+    EXPECT_GE(std::stod(balance[2]), 0.0);
+    EXPECT_LT(std::stod(balance[2]), 100.0);
     // The claims put the paper's method and the best column beside the paper.
     EXPECT_NE(r.markdown.find("| claim | ours, paper's method | ours, best | paper |"), std::string::npos);
     ASSERT_EQ(r.figures.size(), 2U);
@@ -144,6 +152,12 @@ TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
     EXPECT_EQ(r.figures[0].categories, std::vector<std::string> { "boolq" });
     EXPECT_EQ(r.figures[1].x, (std::vector<double> { 8, 16 }));
     EXPECT_NE(r.markdown.find("| best L (boolq, async) |"), std::string::npos);
+    // Table 3's Seq-pipe rows: the same partition under both pipelines, beside the paper's 2.04x.
+    const auto squad = rowCells(r.markdown, "| squad |");
+    ASSERT_EQ(squad.size(), 10U) << r.markdown;
+    EXPECT_EQ(squad[8], "2.04");
+    EXPECT_GT(std::stod(squad[4]), 0) << "GPipe fits the Seq-pipe partition";
+    EXPECT_GT(std::stod(squad[7]), 1.0) << "no flush: async beats sync on one partition";
 }
 
 TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
