@@ -175,6 +175,14 @@ TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
     // reports the largest size it found, not the paper's last rung.
     EXPECT_GT(std::stod(ps[3]), std::stod(ddp[3]));
     EXPECT_NEAR(std::stod(ps[5]), std::stod(ps[3]) / 12, 0.011) << ps[5];
+    // Table 4: the speedup over one GPU beside the paper's, from the same searches.
+    const auto table4 = r.markdown.find("### Table 4");
+    ASSERT_NE(table4, std::string::npos) << r.markdown;
+    const auto scaling = rowCells(r.markdown.substr(table4), "| 2 | ");
+    ASSERT_EQ(scaling.size(), 8U) << r.markdown;
+    EXPECT_NE(scaling[1].find("(2.04)"), std::string::npos) << scaling[1];
+    EXPECT_GT(std::stod(scaling[1]), 1.0);
+    EXPECT_LT(std::stod(scaling[1]), 2.5);
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].series.size(), 6U);
     EXPECT_NE(r.markdown.find("| 1 GPU, 12B (Fig. 12) |"), std::string::npos);
