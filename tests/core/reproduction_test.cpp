@@ -100,6 +100,19 @@ TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
     EXPECT_EQ(k4[2], "192");
     EXPECT_NE(r.markdown.find("| ours: re-partitioned, vs 1F1B |"), std::string::npos);
     EXPECT_NE(r.markdown.find("one partition for every k"), std::string::npos);
+    // Fig. 8's weak scaling (quick: the first two configurations at a third of their layers): one
+    // worker has nothing to overlap; two workers gain from kFkB.
+    EXPECT_NE(r.markdown.find("### Fig. 8: weak scaling (GPT, global batch 64, fp16)"), std::string::npos);
+    const auto single = rowCells(r.markdown, "| 1 | GPT-Medium");
+    const auto pair = rowCells(r.markdown, "| 2 | GPT-Large");
+    ASSERT_EQ(single.size(), 6U) << r.markdown;
+    ASSERT_EQ(pair.size(), 6U) << r.markdown;
+    EXPECT_LT(std::stod(single[5].substr(1)), 1.0) << single[5];
+    EXPECT_GE(std::stod(pair[5].substr(1)), 0.0) << pair[5];
+    // A slower link leaves more to overlap: the gain does not shrink.
+    const auto slow = rowCells(r.markdown, "| 2 | GPT-Large (8 layers, hidden 1536) | 0.10 x ");
+    ASSERT_EQ(slow.size(), 6U) << r.markdown;
+    EXPECT_GE(std::stod(slow[5].substr(1)), std::stod(pair[5].substr(1)));
     // The controller's switches are listed beside the paper's.
     EXPECT_NE(r.markdown.find("the paper's Fig. 10: k 5 -> 6 -> 6 -> 3 -> 4"), std::string::npos);
     ASSERT_EQ(r.figures.size(), 2U);
