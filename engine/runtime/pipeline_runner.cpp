@@ -155,7 +155,9 @@ PipelineRunner::PipelineRunner(
         throw Error("the schedule runs on " + std::to_string(m_spec.schedule.devices.size()) + " devices, only "
             + std::to_string(devices.size()) + " given");
     m_schedule = withChannels(m_spec.schedule);
-    const bool async = m_schedule.asyncWeights();
+    // PipeDream stashes a weight version per in-flight micro-batch; FTPipe's asynchronous pipeline
+    // keeps one version (§4.2: its non-last stages recompute with the current weights inside B).
+    const bool stash = m_schedule.spec.kind == ScheduleKind::PipeDream;
     for (int s = 0; s < S; ++s) {
         const StageId id(static_cast<std::uint32_t>(s));
         auto& dev = devices[m_schedule.deviceOf(id).index()];
@@ -171,7 +173,7 @@ PipelineRunner::PipelineRunner(
                 throw Error("chunked parameters (--chunks) run on CPU devices only so far, not on " + dev.name);
             m_stages.back()->useChunks(m_options.chunks.chunkElements);
         }
-        m_stages.back()->setOptimizer(m_options.optimizer, async);
+        m_stages.back()->setOptimizer(m_options.optimizer, stash);
         m_stages.back()->setGemmPrecision(m_options.gemm);
     }
     const auto origin = std::chrono::steady_clock::now();
@@ -561,8 +563,15 @@ PipelineRunner::ActionOutcome PipelineRunner::runAction(
         stage.recompute(mb);
         break;
     case ActionType::OptimizerStep:
-        if (m_schedule.asyncWeights()) {
+        if (m_schedule.spec.kind == ScheduleKind::PipeDream) {
             stage.optimizerStep(lr, 1.0F);
+            break;
+        }
+        if (m_schedule.spec.kind == ScheduleKind::FTPipeAsync) {
+            // One step per A micro-batches (the iteration's last group may be shorter): the mean of
+            // their gradients, as a synchronous step over A micro-batches.
+            const int every = m_schedule.spec.groupSize;
+            stage.optimizerStep(lr, 1.0F / static_cast<float>(static_cast<int>(mb.value) % every + 1));
             break;
         }
         if (m_tied->any()) {

@@ -564,6 +564,10 @@ std::vector<NdArray> StageExecutor::takeInputGradients(MicroBatchId mb)
 
 void StageExecutor::trackVersions()
 {
+    if (!m_weightStashing) { // one version, updated in place (synchronous schedules, FTPipe's async)
+        m_peakVersions = std::max(m_peakVersions, 1);
+        return;
+    }
     std::vector<int> versions { m_version };
     for (const auto& [id, s] : m_microBatches) {
         if (s.forwardDone && std::find(versions.begin(), versions.end(), s.version) == versions.end())

@@ -166,7 +166,8 @@ public:
     void optimizerStep(double lr, float gradScale);
 
     // Micro-batches between forward and the end of backward, and the most weight versions held at
-    // once (PipeDream's stash: the current one plus those older in-flight micro-batches read).
+    // once (PipeDream's stash: the current one plus those older in-flight micro-batches read; 1
+    // without a stash, however old the weights an in-flight micro-batch's forward read).
     [[nodiscard]] std::size_t inFlight() const
     {
         return m_microBatches.size();

@@ -142,9 +142,6 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
 
 Schedule runtimeSchedule(const RunConfig& config)
 {
-    if (config.schedule.kind == ScheduleKind::FTPipeAsync) // planned and simulated in core only
-        throw Error("the pipeline runtime does not run ftpipe-async (one weight version with recompute inside "
-                    "B); plan and simulate it, or train with pipedream or a synchronous schedule");
     auto schedule = generateSchedule(config.schedule);
     if (!config.stageDevices.empty()) {
         if (config.schedule.kind == ScheduleKind::Interleaved)

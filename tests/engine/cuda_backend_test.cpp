@@ -41,17 +41,6 @@ Graph smallGpt(int layers, double dropout)
     return buildZooModel(c);
 }
 
-double relativeL2(const std::vector<float>& a, const std::vector<float>& b)
-{
-    double diff = 0;
-    double norm = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-        norm += double(b[i]) * double(b[i]);
-    }
-    return std::sqrt(diff) / std::max(1e-20, std::sqrt(norm));
-}
-
 RunConfig config(const Graph& graph, const std::string& schedule, int stages)
 {
     RunConfig c;

@@ -6,11 +6,35 @@
 #include "sim/memory_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace ps::engine::testing {
+
+// |a - b| / |b| over all elements (b the reference).
+inline double relativeL2(const std::vector<float>& a, const std::vector<float>& b)
+{
+    double diff = 0;
+    double norm = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+        norm += double(b[i]) * double(b[i]);
+    }
+    return std::sqrt(diff) / std::max(1e-20, std::sqrt(norm));
+}
+
+// Trains `steps` steps after a first one; returns the first step's loss and the last's.
+template <typename Run> std::pair<double, double> firstAndLastLoss(Run& run, int steps)
+{
+    const double first = run.step().loss;
+    double last = first;
+    for (int s = 0; s < steps; ++s)
+        last = run.step().loss;
+    return { first, last };
+}
 
 inline std::vector<float> asFloats(const std::vector<std::byte>& bytes)
 {

@@ -308,8 +308,9 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
         const auto device = DeviceCatalog::builtin().find("a100-40gb");
         CostModelOptions options; // fp32 weights, Adam: what the runtime's AdamW holds
         const auto profile = estimateProfile(graph, device, options);
-        for (const auto& [schedule, stages] : std::vector<std::pair<std::string, int>> { { "gpipe", 2 }, { "1f1b", 2 },
-                 { "kfkb:2", 2 }, { "interleaved:2", 4 }, { "zb-h1", 2 }, { "pipedream", 2 } }) {
+        for (const auto& [schedule, stages] :
+            std::vector<std::pair<std::string, int>> { { "gpipe", 2 }, { "1f1b", 2 }, { "kfkb:2", 2 },
+                { "interleaved:2", 4 }, { "zb-h1", 2 }, { "pipedream", 2 }, { "ftpipe-async:2", 2 } }) {
             auto config = configFor(graph, schedule, stages, 4, "adamw");
             TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
             std::vector<std::int64_t> measured(2, 0);
@@ -363,10 +364,7 @@ TEST(Pipeline, PipeDreamStashesTheModelledWeightVersionsAndLearns)
     auto config = configFor(graph, "pipedream", 2, 4);
     config.optimizer = StageOptimizerConfig { "adamw", 1e-3 };
     TrainingRun run(graph, TokenData::fromTextFile(PS_SOURCE_DIR "/README.md"), makeDevices("cpu:2", 0), config);
-    const double first = run.step().loss;
-    double last = first;
-    for (int s = 0; s < 30; ++s)
-        last = run.step().loss;
+    const auto [first, last] = firstAndLastLoss(run, 30);
     EXPECT_LT(last, first - 0.5) << "PipeDream's loss should fall";
     for (int s = 0; s < 2; ++s)
         EXPECT_EQ(run.runner().stages()[static_cast<std::size_t>(s)]->peakWeightVersions(),
