@@ -151,6 +151,10 @@ TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
     const auto t2 = rowCells(r.markdown, "| boolq | 20 |");
     ASSERT_EQ(t2.size(), 17U) << r.markdown;
     EXPECT_EQ(t2[2], "10");
+    // The paper's method: Mixed-pipe at L = 2P = 16 blocks, so at most 16 stages (two per GPU).
+    EXPECT_NE(r.markdown.find("Mixed-pipe runs at L = 2P blocks"), std::string::npos);
+    EXPECT_LE(std::stoi(t2[5]), 16);
+    EXPECT_LE(std::stoi(t2[10]), 16);
     EXPECT_GT(std::stod(t2[3]), 0) << "the Seq-pipe baseline fits";
     EXPECT_EQ(t2[7], "1.08");
     EXPECT_EQ(t2[12], "2.13");
