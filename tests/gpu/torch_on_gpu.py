@@ -15,6 +15,13 @@
         --shape large | small-seq2048: GPT-2 large's shape (36 x 1280) or GPT-2 small's at seq 2048,
         micro-batches 2 and 4, into OUT_DIR/sweep-<shape>.json (held-out checks of the same model). It is the measured counterpart of Megatron-LM's
         throughput-versus-micro-batch figure for the analytical cost model (issue P15).
+    python3 tests/gpu/torch_on_gpu.py memory OUT_DIR [--device cuda:0]
+        What a PyTorch process holds on the GPU besides its tensors, for the memory model's
+        non-model margins (issue P16, PatrickStar): the CUDA context and library handles (device
+        memory in use minus what the caching allocator reserved, after start-up and after a cuBLAS
+        GEMM), and the caching allocator's overhead while training GPT-2 medium's shape
+        (max_memory_reserved over max_memory_allocated, micro-batch 1, 4 and 8, bf16 autocast):
+        OUT_DIR/memory.json.
 Each row states what it measured; nothing here asserts a speed.
 """
 import argparse
@@ -201,9 +208,46 @@ def sweep(out, device, shape="medium"):
         json.dump(meta, f, indent=1)
 
 
+def memory(out, device):
+    def outside_allocator():
+        torch.cuda.synchronize(device)
+        free, total = torch.cuda.mem_get_info(device)
+        return total - free - torch.cuda.memory_reserved(device), total
+    torch.zeros(1, device=device)
+    context, total = outside_allocator()
+    a = torch.randn(1024, 1024, device=device)
+    (a @ a).sum().item()
+    with_cublas, _ = outside_allocator()
+    del a
+    rows = []
+    model, _ = SHAPES["medium"]
+    for mb in (1, 4, 8):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        hf_gpt_step_times(device, "bf16", batch=mb, steps=3, **model)
+        allocated = torch.cuda.max_memory_allocated(device)
+        reserved = torch.cuda.max_memory_reserved(device)
+        row = {"micro_batch": mb, "max_allocated_bytes": allocated, "max_reserved_bytes": reserved,
+               "reserved_over_allocated": round(reserved / allocated, 4)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    meta = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "device_bytes": total,
+            "context_bytes": context, "context_with_cublas_bytes": with_cublas,
+            "context_how": "torch.cuda.mem_get_info's used bytes minus torch.cuda.memory_reserved, after the "
+                           "first tensor and again after a 1024x1024 fp32 GEMM",
+            "allocator_rows": rows,
+            "allocator_how": "GPT-2 medium's shape (hf_gpt_loss, AdamW, bf16 autocast), 3 steps from an empty cache; "
+                             "peak reserved over peak allocated",
+            "recorded_by": "tests/gpu/torch_on_gpu.py memory"}
+    print(json.dumps({k: v for k, v in meta.items() if k != "allocator_rows"}), flush=True)
+    with open(os.path.join(out, "memory.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["traces", "sweep"])
+    ap.add_argument("what", choices=["traces", "sweep", "memory"])
     ap.add_argument("out")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--shape", default="medium", choices=sorted(SHAPES), help="sweep: the model shape")
@@ -211,6 +255,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     if a.what == "traces":
         record_traces(a.out, torch.device(a.device))
+    elif a.what == "memory":
+        memory(a.out, torch.device(a.device))
     else:
         sweep(a.out, torch.device(a.device), a.shape)
 
