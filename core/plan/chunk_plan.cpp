@@ -492,7 +492,8 @@ ChunkPlan planChunks(
     const int processes = cluster.deviceCount();
     const int ranksPerNode = std::min(processes, cluster.devicesPerNode);
     ChunkPlan plan;
-    plan.gpuBudgetBytes = static_cast<double>(cluster.device.memoryBytes) * options.gpuMemoryFraction;
+    const auto device = static_cast<double>(cluster.device.memoryBytes);
+    plan.gpuBudgetBytes = std::min(device * options.gpuMemoryFraction, options.usableGpuBytes(device));
     plan.hostBudgetBytes = static_cast<double>(cluster.hostMemoryBytes) * options.hostMemoryFraction;
     plan.trace =
         traceIteration(graph, profile, { options.microBatch, options.activationCheckpointing, options.embeddingOnCpu });

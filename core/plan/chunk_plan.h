@@ -225,6 +225,18 @@ struct ChunkPlanOptions
     // device and 0.8 of the host (overall_gpu_mem_ratio, overall_cpu_mem_ratio).
     double gpuMemoryFraction = 0.8;
     double hostMemoryFraction = 0.8;
+    // What a PyTorch process holds on the GPU besides its tensors, and the caching allocator's
+    // rounding and fragmentation, measured on an H100 with PyTorch 2.11 and CUDA 13
+    // (`tests/gpu/torch_on_gpu.py memory`, tests/data/measured/h100_torch_memory.json): 0.72 GB of
+    // CUDA context and cuBLAS handle; 1.03-1.05x reserved over allocated while training GPT-2
+    // medium. Every system's GPU memory goes through both (PatrickStar's 0.8 share binds first).
+    double contextBytes = 0.72e9;
+    double allocatorOverhead = 1.05;
+    // The GPU bytes the allocator can hand out to tensors of a device with `deviceBytes`.
+    [[nodiscard]] double usableGpuBytes(double deviceBytes) const
+    {
+        return (deviceBytes - contextBytes) / allocatorOverhead;
+    }
     std::int64_t chunkElements = 0; // 0: search (searchChunkSize)
     // Host memory traffic a vectorised CPU ADAM sustains for the whole node (the paper gives no
     // CPU figure): read grad fp16 + param fp32/m/v, write param fp32/m/v + param fp16.

@@ -106,7 +106,8 @@ SystemEstimate estimateDdp(
     e.time.collectiveNs = 1e9 * 2.0 * (p - 1) / p * 2 * params / collectiveLink(cluster).bandwidth;
     e.time.gpuAdamNs = 1e9 * params * options.adamBytesPerParameter
         / (cluster.device.memoryBandwidth * options.gpuBandwidthEfficiency);
-    finish(e, trace, static_cast<double>(cluster.device.memoryBytes), static_cast<double>(cluster.hostMemoryBytes));
+    finish(e, trace, options.usableGpuBytes(static_cast<double>(cluster.device.memoryBytes)),
+        static_cast<double>(cluster.hostMemoryBytes));
     return e;
 }
 
@@ -130,7 +131,8 @@ SystemEstimate estimateZeroOffload(
     // §7: broadcast-based parameter gathering and gradient reduction, 10(p-1)/p x M bytes.
     e.time.collectiveNs = 1e9 * 10.0 * (p - 1) / p * params / collectiveLink(cluster).bandwidth;
     e.time.cpuAdamNs = 1e9 * params * ranksPerNode / p * options.adamBytesPerParameter / options.cpuAdamBytesPerSecond;
-    finish(e, trace, static_cast<double>(cluster.device.memoryBytes), static_cast<double>(cluster.hostMemoryBytes));
+    finish(e, trace, options.usableGpuBytes(static_cast<double>(cluster.device.memoryBytes)),
+        static_cast<double>(cluster.hostMemoryBytes));
     return e;
 }
 
