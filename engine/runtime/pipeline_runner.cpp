@@ -340,8 +340,13 @@ IterationResult PipelineRunner::run(
     if (m_timed && m_options.tracer != nullptr && !failed) {
         applyTracedSpans(result, events);
     } else {
-        if (!m_timed && !failed) // the workers queued their last actions without waiting
+        if (!m_timed && !failed) { // the workers queued their last actions without waiting
             synchronizeAll();
+            // A tracer records whatever runs while it is on: drop this step's records, so they
+            // neither pile up nor land in the next timed step.
+            if (m_options.tracer != nullptr)
+                (void)m_options.tracer->finish(m_start);
+        }
         result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
     }
     if (!m_timed) // queue times, not the devices': only an emulated link's sends keep theirs

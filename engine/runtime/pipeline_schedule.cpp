@@ -82,6 +82,8 @@ void PipelineRunner::setSchedule(const Schedule& schedule)
                 + std::to_string(now.spec.microBatches);
         if (next.asyncWeights() != now.asyncWeights())
             return "another weight update (asynchronous against synchronous)";
+        if ((next.spec.kind == ScheduleKind::PipeDream) != (now.spec.kind == ScheduleKind::PipeDream))
+            return "another weight update (PipeDream's stashed versions against FTPipe's one)";
         for (std::uint32_t s = 0; s < static_cast<std::uint32_t>(now.spec.stages); ++s) {
             if (next.deviceOf(StageId(s)) != now.deviceOf(StageId(s)))
                 return "stage " + std::to_string(s) + " on another device";
