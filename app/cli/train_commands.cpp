@@ -520,7 +520,8 @@ void addTrainCommand(CLI::App& app, Action& action)
         "One JSON object per line: the run, each step, a final summary (or {\"error\": ...} when a step fails)");
     addLinkOptions(cmd, o->link);
     addChunkOptions(cmd, o->chunks);
-    cmd->add_option("--trace-iterations", o->traceIterations, "Store the measured timeline of the first N steps")
+    cmd->add_option("--trace-iterations", o->traceIterations,
+           "Store the measured timeline of the first N steps (on GPUs only these steps and --trace-every's are timed)")
         ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
     cmd->add_option("--trace-every", o->traceEvery, "... and of every Nth step after them (0: never)")
         ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
