@@ -63,6 +63,25 @@ struct OpKernel
     BackwardKernel backward = nullptr;
 };
 
+// Attention scores' Scale -> Mask -> Softmax run as one pass (engine/fusion.h): softmax over the
+// last dim of x * scale with the masked positions at -inf, as the Mask node masks them (causal:
+// key j hidden from query i when j > i + Tk - Tq; padding: a key whose entry is 0). Its backward
+// is the three backwards in one: dx = scale * (masked ? 0 : y * (dy - sum(y * dy))).
+struct MaskedSoftmaxArgs
+{
+    float scale = 1.0F;
+    bool causal = false;
+    NdArray padding; // (B, Tk) i64 or f32, 0 = masked; undefined: no padding mask
+};
+using MaskedSoftmaxForward = NdArray (*)(const NdArray& x, const MaskedSoftmaxArgs& args, KernelContext& ctx);
+using MaskedSoftmaxBackward = NdArray (*)(
+    const NdArray& y, const NdArray& dy, const MaskedSoftmaxArgs& args, KernelContext& ctx);
+struct MaskedSoftmaxKernel
+{
+    MaskedSoftmaxForward forward = nullptr;
+    MaskedSoftmaxBackward backward = nullptr;
+};
+
 // Per-op kernels of one backend, indexed by OpType.
 class KernelTable
 {
@@ -71,9 +90,19 @@ public:
     void add(OpType op, OpKernel kernel);
     // nullptr when the backend has no kernel for `op`.
     [[nodiscard]] const OpKernel* find(OpType op) const;
+    // The fused attention-score kernel (nullptr forward: the backend runs the three ops apart).
+    void setMaskedSoftmax(MaskedSoftmaxKernel kernel)
+    {
+        m_maskedSoftmax = kernel;
+    }
+    [[nodiscard]] const MaskedSoftmaxKernel& maskedSoftmax() const
+    {
+        return m_maskedSoftmax;
+    }
 
 private:
     std::array<OpKernel, static_cast<std::size_t>(OpType::Opaque) + 1> m_kernels {};
+    MaskedSoftmaxKernel m_maskedSoftmax {};
 };
 
 struct AdamWUpdate

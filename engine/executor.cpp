@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <utility>
 
 namespace ps::engine {
 namespace {
@@ -77,6 +78,8 @@ GraphExecutor::GraphExecutor(Graph graph, ExecutorOptions options, const Backend
     m_values.resize(m_graph.tensorCount());
     m_grads.resize(m_graph.tensorCount());
     m_nodeValues.resize(m_graph.nodeCount());
+    m_fusion = FusionPlan(m_graph, 0, m_graph.nodeCount(), m_backend, {}, options.fuse);
+    m_fusedForward.assign(m_graph.nodeCount(), 0);
     initialize();
 }
 
@@ -150,7 +153,13 @@ std::vector<std::string> GraphExecutor::inputNames() const
 float GraphExecutor::forward()
 {
     KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.gemm };
+    std::fill(m_fusedForward.begin(), m_fusedForward.end(), 0);
     for (const auto& node : m_graph.nodes()) {
+        if (const auto* chain = m_fuse ? m_fusion.chainOf(node.id.index()) : nullptr) {
+            if (node.id.index() == chain->head)
+                forwardChain(*chain, ctx);
+            continue; // the chain's later nodes ran with its head
+        }
         const ObservedSpan span(m_observer, node.id, false);
         auto& nv = m_nodeValues[node.id.index()];
         nv.in.clear();
@@ -190,6 +199,12 @@ void GraphExecutor::backward()
     const auto nodes = m_graph.nodes();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
         const auto& node = *it;
+        if (m_fusedForward[node.id.index()] != 0) {
+            const auto* chain = m_fusion.chainOf(node.id.index());
+            if (node.id.index() == chain->softmax)
+                backwardChain(*chain, grads, ctx);
+            continue; // its inner nodes have no output gradient: the chain's backward passed them
+        }
         std::vector<NdArray> gradOut;
         bool any = false;
         for (auto out : node.outputs) {
@@ -209,19 +224,62 @@ void GraphExecutor::backward()
         auto gradIn = m_backend.backward(node, m_nodeValues[node.id.index()], gradOut, need, ctx);
         m_nodeValues[node.id.index()] = NodeValues();
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-            if (!need[i] || !gradIn[i].defined())
-                continue;
-            const auto id = node.inputs[i];
-            auto& slot = m_graph.tensor(id).kind == TensorKind::Parameter ? m_grads[id.index()] : grads[id.index()];
-            if (!slot.defined()) // a parameter's gradient outlives the pass: its own buffer
-                slot = m_graph.tensor(id).kind == TensorKind::Parameter
-                    ? m_backend.copyTo(gradIn[i], m_backend, m_allocator)
-                    : gradIn[i];
-            else // a second consumer (residual branch, tied weight): out of place, views share storage
-                slot = m_backend.add(slot, gradIn[i], m_allocator);
+            if (need[i] && gradIn[i].defined())
+                addGradient(node.inputs[i], gradIn[i], grads);
         }
     }
     m_allocator.setOwner("");
+}
+
+void GraphExecutor::addGradient(TensorId id, const NdArray& grad, std::vector<NdArray>& grads)
+{
+    auto& slot = m_graph.tensor(id).kind == TensorKind::Parameter ? m_grads[id.index()] : grads[id.index()];
+    if (!slot.defined()) // a parameter's gradient outlives the pass: its own buffer
+        slot = m_graph.tensor(id).kind == TensorKind::Parameter ? m_backend.copyTo(grad, m_backend, m_allocator) : grad;
+    else // a second consumer (residual branch, tied weight): out of place, views share storage
+        slot = m_backend.add(slot, grad, m_allocator);
+}
+
+// A fused chain (engine/fusion.h) in one kernel, observed and its allocations owned as its Softmax
+// node; its inner tensors get no value.
+void GraphExecutor::forwardChain(const SoftmaxChain& chain, KernelContext& ctx)
+{
+    const auto& head = m_graph.nodes()[chain.head];
+    const auto& softmax = m_graph.nodes()[chain.softmax];
+    const auto& x = m_values[head.inputs[0].index()];
+    const auto padding = FusionPlan::paddingOf(m_graph, chain);
+    if (!x.defined() || (padding.valid() && !m_values[padding.index()].defined()))
+        throw Error("node '" + head.name + "' reads a tensor that has no value (an input not fed?)");
+    const ObservedSpan span(m_observer, softmax.id, false);
+    m_allocator.setOwner(softmax.name);
+    auto y = m_backend.kernels().maskedSoftmax().forward(
+        x, FusionPlan::argsOf(m_graph, chain, padding.valid() ? m_values[padding.index()] : NdArray()), ctx);
+    m_allocator.setOwner("");
+    m_nodeValues[chain.softmax].out = { y };
+    m_values[softmax.outputs[0].index()] = std::move(y);
+    for (const auto i :
+        { static_cast<std::ptrdiff_t>(chain.head), chain.mask, static_cast<std::ptrdiff_t>(chain.softmax) }) {
+        if (i >= 0)
+            m_fusedForward[static_cast<std::size_t>(i)] = 1;
+    }
+}
+
+void GraphExecutor::backwardChain(const SoftmaxChain& chain, std::vector<NdArray>& grads, KernelContext& ctx)
+{
+    const auto& head = m_graph.nodes()[chain.head];
+    const auto& softmax = m_graph.nodes()[chain.softmax];
+    auto dy = std::exchange(grads[softmax.outputs[0].index()], NdArray());
+    const auto x = head.inputs[0];
+    if (dy.defined() && m_requiresGrad[x.index()]) {
+        const auto padding = FusionPlan::paddingOf(m_graph, chain);
+        const ObservedSpan span(m_observer, softmax.id, true);
+        m_allocator.setOwner(softmax.name + " (backward)");
+        const auto dx = m_backend.kernels().maskedSoftmax().backward(m_nodeValues[chain.softmax].out[0], dy,
+            FusionPlan::argsOf(m_graph, chain, padding.valid() ? m_values[padding.index()] : NdArray()), ctx);
+        m_allocator.setOwner("");
+        addGradient(x, dx, grads);
+    }
+    m_nodeValues[chain.softmax] = NodeValues();
 }
 
 void GraphExecutor::releaseActivations()

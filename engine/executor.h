@@ -10,6 +10,7 @@
 #pragma once
 
 #include "backend.h"
+#include "fusion.h"
 #include "graph/graph.h"
 
 #include <cstdint>
@@ -26,6 +27,7 @@ struct ExecutorOptions
     std::int64_t capacityBytes = 0; // device memory budget; 0: unlimited
     bool training = true; // dropout and batch statistics on
     GemmPrecision gemm = GemmPrecision::Fp32; // where the backend has the choice (CUDA)
+    bool fuse = true; // fused chains (engine/fusion.h) where the backend has kernels for them
 };
 
 // Told where each node's work starts and ends inside real steps (a profiler times nodes in place,
@@ -80,10 +82,19 @@ public:
     [[nodiscard]] NdArray& gradient(TensorId id);
     // The value of any tensor after forward (activations until releaseActivations).
     [[nodiscard]] const NdArray& value(TensorId id) const;
+    // Later forwards run every node apart (false) or fused chains as one (true, where planned):
+    // the profiler takes each node's inputs from an unfused forward.
+    void setFusion(bool on)
+    {
+        m_fuse = on;
+    }
 
 private:
     void initialize();
     [[nodiscard]] NdArray fromGraphData(const Tensor& t);
+    void forwardChain(const SoftmaxChain& chain, KernelContext& ctx);
+    void backwardChain(const SoftmaxChain& chain, std::vector<NdArray>& grads, KernelContext& ctx);
+    void addGradient(TensorId id, const NdArray& grad, std::vector<NdArray>& grads);
 
     Graph m_graph;
     ExecutorOptions m_options;
@@ -95,6 +106,9 @@ private:
     std::vector<NdArray> m_grads; // by tensor id: parameter gradients (accumulated)
     std::vector<NodeValues> m_nodeValues; // by node id, for backward
     NodeObserver* m_observer = nullptr;
+    FusionPlan m_fusion;
+    bool m_fuse = true;
+    std::vector<char> m_fusedForward; // by node: its chain ran fused in the last forward
 };
 
 } // namespace ps::engine

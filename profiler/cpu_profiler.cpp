@@ -242,7 +242,8 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             optimizerStats = summarizeSamples(std::move(optimizerNs));
     }
 
-    (void)ex.forward(); // every tensor's value, as the nodes' inputs
+    ex.setFusion(false); // every tensor's value, a fused chain's inner ones too, as the nodes' inputs
+    (void)ex.forward();
     backend.synchronize();
     (void)tracer.collect();
     auto& alloc = ex.allocator();

@@ -138,21 +138,33 @@ namespace {
             fmt::print("{}\n", out.dump(2));
             return 0;
         }
-        std::map<std::string, double> byOp; // at the project's micro-batch
+        struct OpTime
+        {
+            double forwardNs = 0, backwardNs = 0;
+            int nodes = 0;
+        };
+        std::map<std::string, OpTime> byOp; // at the project's micro-batch
         const auto& mine = runs.back();
         for (std::size_t i = 0; i < stored.nodeCount(); ++i) {
             const auto& n = mine.nodes[i];
-            byOp[std::string(toString(stored.nodes()[i].op))] +=
-                n.forwardNs.median + (n.backwardNs.count > 0 ? n.backwardNs.median : 0.0);
+            auto& t = byOp[std::string(toString(stored.nodes()[i].op))];
+            t.forwardNs += n.forwardNs.median;
+            t.backwardNs += n.backwardNs.count > 0 ? n.backwardNs.median : 0.0;
+            ++t.nodes;
         }
         std::vector<std::pair<double, std::string>> sorted;
-        for (const auto& [op, ns] : byOp)
-            sorted.emplace_back(ns, op);
+        for (const auto& [op, t] : byOp)
+            sorted.emplace_back(t.forwardNs + t.backwardNs, op);
         std::sort(sorted.rbegin(), sorted.rend());
         fmt::print("Forward + backward by op at micro-batch {}{}:\n", mine.microBatch,
             gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threadCounts.back()) : "");
-        for (const auto& [ns, op] : sorted)
-            fmt::print("  {:<14} {:9.2f} ms  {:5.1f}%\n", op, ns / 1e6, 100.0 * ns / mine.nodeSumNs);
+        fmt::print(
+            "  {:<14} {:>5} {:>10} {:>10} {:>10}  {:>6}\n", "op", "nodes", "forward", "backward", "total", "share");
+        for (const auto& [ns, op] : sorted) {
+            const auto& t = byOp[op];
+            fmt::print("  {:<14} {:>5} {:>7.2f} ms {:>7.2f} ms {:>7.2f} ms  {:5.1f}%\n", op, t.nodes, t.forwardNs / 1e6,
+                t.backwardNs / 1e6, ns / 1e6, 100.0 * ns / mine.nodeSumNs);
+        }
         return 0;
     }
 

@@ -270,10 +270,50 @@ namespace {
         g.gradIn[0] = dx;
     }
 
+    // ---- Scale -> Mask -> Softmax in one pass (engine/fusion.h) ----
+
+    // The Mask's rule over scores shaped `s` (rank 2 or more), or nullptr when the chain has no Mask.
+    const cpu::ScoreMask* scoreMask(const Shape& s, const MaskedSoftmaxArgs& a, bool masked, cpu::ScoreMask& m)
+    {
+        if (!masked)
+            return nullptr;
+        m.tk = s.back();
+        m.tq = s[s.size() - 2];
+        const auto rows = m.tk > 0 ? numElements(s) / m.tk : 0;
+        m.rowsPerBatch = std::max<std::int64_t>(1, rows / std::max<std::int64_t>(1, s.size() > 2 ? s[0] : 1));
+        m.causal = a.causal;
+        if (a.padding.defined() && a.padding.dtype() == DType::I64)
+            m.pad = a.padding.i64();
+        else if (a.padding.defined())
+            m.padF = a.padding.f32();
+        return &m;
+    }
+
+    NdArray maskedSoftmaxForward(const NdArray& x, const MaskedSoftmaxArgs& a, KernelContext& ctx)
+    {
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        const auto c = lastDim(x);
+        cpu::ScoreMask m;
+        const auto* mask = scoreMask(x.shape(), a, a.causal || a.padding.defined(), m);
+        cpu::maskedSoftmaxRows(x.f32(), out.f32(), c > 0 ? x.numel() / c : 0, c, a.scale, mask);
+        return out;
+    }
+
+    NdArray maskedSoftmaxBackward(const NdArray& y, const NdArray& dy, const MaskedSoftmaxArgs& a, KernelContext& ctx)
+    {
+        auto dx = NdArray::empty(ctx.allocator, y.shape());
+        const auto c = lastDim(y);
+        cpu::ScoreMask m;
+        const auto* mask = scoreMask(y.shape(), a, a.causal || a.padding.defined(), m);
+        cpu::maskedSoftmaxBackwardRows(y.f32(), dy.f32(), dx.f32(), c > 0 ? y.numel() / c : 0, c, a.scale, mask);
+        return dx;
+    }
+
 } // namespace
 
 void registerNnKernels(KernelTable& table)
 {
+    table.setMaskedSoftmax({ maskedSoftmaxForward, maskedSoftmaxBackward });
     table.add(OpType::Embedding, { embeddingForward, embeddingBackward });
     table.add(OpType::LayerNorm, { layerNormForward, layerNormBackward });
     table.add(OpType::RMSNorm, { rmsNormForward, rmsNormBackward });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace ps::engine::cpu {
 namespace {
@@ -101,6 +102,52 @@ namespace {
             float* o = dx + r * c;
             for (std::int64_t j = 0; j < c; ++j)
                 o[j] = yr[j] * (gr[j] - dot);
+        }
+    }
+
+    // Keys [0, visible) of row r pass the causal rule; padding may hide some of them too.
+    std::int64_t visibleKeys(const ScoreMask& m, std::int64_t r)
+    {
+        const auto q = (r % m.rowsPerBatch) % m.tq;
+        return m.causal ? std::clamp<std::int64_t>(q + m.tk - m.tq + 1, 0, m.tk) : m.tk;
+    }
+    bool padded(const ScoreMask& m, std::int64_t r, std::int64_t j)
+    {
+        const auto b = r / m.rowsPerBatch;
+        return m.padF != nullptr ? m.padF[b * m.tk + j] == 0.0F : m.pad != nullptr && m.pad[b * m.tk + j] == 0;
+    }
+
+    void maskedSoftmaxRange(const float* x, float* y, std::int64_t first, std::int64_t last, std::int64_t c,
+        float scale, const ScoreMask* mask)
+    {
+        std::vector<float> row(static_cast<std::size_t>(c));
+        for (auto r = first; r < last; ++r) {
+            const float* xr = x + r * c;
+            const auto visible = mask != nullptr ? visibleKeys(*mask, r) : c;
+            for (std::int64_t j = 0; j < visible; ++j)
+                row[static_cast<std::size_t>(j)] = xr[j] * scale;
+            std::fill(row.begin() + visible, row.end(), -std::numeric_limits<float>::infinity());
+            if (mask != nullptr && (mask->pad != nullptr || mask->padF != nullptr)) {
+                for (std::int64_t j = 0; j < visible; ++j) {
+                    if (padded(*mask, r, j))
+                        row[static_cast<std::size_t>(j)] = -std::numeric_limits<float>::infinity();
+                }
+            }
+            softmaxRange(row.data(), y + r * c, 1, c);
+        }
+    }
+
+    void maskedSoftmaxBackwardRange(const float* y, const float* dy, float* dx, std::int64_t first, std::int64_t last,
+        std::int64_t c, float scale, const ScoreMask* mask)
+    {
+        softmaxBackwardRange(y + first * c, dy + first * c, dx + first * c, last - first, c);
+        for (auto r = first; r < last; ++r) {
+            float* o = dx + r * c;
+            const auto visible = mask != nullptr ? visibleKeys(*mask, r) : c;
+            const bool pads = mask != nullptr && (mask->pad != nullptr || mask->padF != nullptr);
+            for (std::int64_t j = 0; j < visible; ++j)
+                o[j] = (pads && padded(*mask, r, j) ? 0.0F : o[j]) * scale;
+            std::fill(o + visible, o + c, 0.0F * scale);
         }
     }
 
@@ -241,6 +288,19 @@ void softmaxBackwardRows(const float* y, const float* dy, float* dx, std::int64_
 {
     shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
         [&](std::int64_t b, std::int64_t e) { softmaxBackwardRange(y + b * c, dy + b * c, dx + b * c, e - b, c); });
+}
+
+void maskedSoftmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c, float scale, const ScoreMask* mask)
+{
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
+        [&](std::int64_t b, std::int64_t e) { maskedSoftmaxRange(x, y, b, e, c, scale, mask); });
+}
+
+void maskedSoftmaxBackwardRows(
+    const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c, float scale, const ScoreMask* mask)
+{
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
+        [&](std::int64_t b, std::int64_t e) { maskedSoftmaxBackwardRange(y, dy, dx, b, e, c, scale, mask); });
 }
 
 void normRowsForward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,

@@ -26,6 +26,25 @@ void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c);
 // dx = y * (dy - sum(y * dy)) per row, the sum blocked as above.
 void softmaxBackwardRows(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c);
 
+// Which keys of attention-score rows a Mask node hides: row r of (..., Tq, Tk) scores is query
+// r % Tq of batch r / rowsPerBatch; causal hides the keys j > q + Tk - Tq, padding those whose
+// entry (batch, j) is 0 (pad or padF; neither: no padding).
+struct ScoreMask
+{
+    std::int64_t tq = 1;
+    std::int64_t tk = 1;
+    std::int64_t rowsPerBatch = 1;
+    bool causal = false;
+    const std::int64_t* pad = nullptr;
+    const float* padF = nullptr;
+};
+// Softmax of mask(x * scale) per row (mask nullptr: none), the bits of the Scale, Mask and
+// Softmax kernels run one after another (engine/fusion.h).
+void maskedSoftmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c, float scale, const ScoreMask* mask);
+// Its backward: dx = (masked ? 0 : y * (dy - sum(y * dy))) * scale.
+void maskedSoftmaxBackwardRows(
+    const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c, float scale, const ScoreMask* mask);
+
 // LayerNorm (RMSNorm when `rms`: no mean taken, no beta) over the last axis of rows x c values:
 // y = (x - mean) * rstd * gamma + beta, mean and rstd per row stored. The row sums run in double,
 // in 16 lanes combined in a fixed order. `beta` may be null.

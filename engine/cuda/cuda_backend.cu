@@ -352,6 +352,7 @@ namespace {
         registerCudaConvKernels(table);
         registerCudaIndexKernels(table);
         registerCudaGatherKernels(table);
+        registerCudaFusedKernels(table);
     }
 
     class CudaBackend final : public Backend

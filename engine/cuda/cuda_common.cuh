@@ -175,6 +175,8 @@ struct BatchNormParams
 // cuda_gather_kernels.cu).
 void registerCudaMathKernels(KernelTable& table);
 void registerCudaNnKernels(KernelTable& table);
+// The fused chains of engine/fusion.h (cuda_fused_kernels.cu).
+void registerCudaFusedKernels(KernelTable& table);
 void registerCudaLayoutKernels(KernelTable& table);
 void registerCudaPointwiseKernels(KernelTable& table);
 void registerCudaConvKernels(KernelTable& table);

@@ -3,6 +3,7 @@
 // __shfl_xor_sync butterfly), the host reference the CPU tests check; the per-element math is
 // row_math.h's and kernel_math.h's.
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_rows.cuh"
 #include "kernel_math.h"
 #include "row_math.h"
 
@@ -12,28 +13,7 @@
 namespace ps::engine::cuda {
 namespace {
 
-    constexpr int kRowsPerBlock = 4; // warps per block, one row each
-    constexpr unsigned kFullMask = 0xffffffffU;
-
-    __device__ float warpSum(float v)
-    {
-        for (int offset = math::kRowLanes / 2; offset > 0; offset /= 2)
-            v += __shfl_xor_sync(kFullMask, v, offset);
-        return v;
-    }
-
-    __device__ float warpMax(float v)
-    {
-        for (int offset = math::kRowLanes / 2; offset > 0; offset /= 2)
-            v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-        return v;
-    }
-
-    dim3 rowBlocks(std::int64_t rows)
-    {
-        return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
-    }
-    const dim3 kRowThreads(math::kRowLanes, kRowsPerBlock);
+    const dim3 kRowThreads = rowThreads();
 
     std::int64_t lastDim(const NdArray& a)
     {

@@ -1,6 +1,7 @@
 #include "runtime/stage_executor.h"
 
 #include "graph/op_cost.h"
+#include "runtime/stage_micro_batch.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -9,26 +10,6 @@
 #include <utility>
 
 namespace ps::engine {
-
-struct StageExecutor::MicroBatch
-{
-    std::vector<NdArray> values; // by slot
-    std::vector<NodeValues> nodes; // by local node: what backward reads
-    std::vector<NdArray> grads; // by slot, during backward
-    std::vector<std::vector<NdArray>> gradOut; // by local node, kept from B to W
-    std::vector<char> weightPending; // by local node
-    std::vector<NdArray> received; // gradients of boundaryOut from the next stage
-    std::vector<NdArray> outbound; // activations for the next stage
-    std::vector<NdArray> inputGrads;
-    std::vector<TensorId> pendingSwap, pendingDrop; // wait until outbound is taken
-    std::optional<CopyStream::Ticket> swapOutCopy, swapInCopy; // queued on the copy streams
-    std::vector<TensorId> dropped;
-    std::optional<double> loss;
-    bool forwardDone = false;
-    bool backwardDone = false;
-    bool inputGradsTaken = false;
-    int version = 0;
-};
 
 namespace {
 
@@ -105,6 +86,9 @@ StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, 
             m_lossSlot = slotOf(loss);
     }
     buildKeepSets();
+    auto unfusable = m_memory.recomputedTensors; // re-run node by node from inputs a chain never makes
+    unfusable.insert(unfusable.end(), m_memory.swappedTensors.begin(), m_memory.swappedTensors.end());
+    m_fusion = FusionPlan(graph, begin, end, backend, unfusable);
     m_device.setOwner("");
 }
 
@@ -122,6 +106,18 @@ StageExecutor::MicroBatch& StageExecutor::state(MicroBatchId mb, const char* act
 std::uint64_t StageExecutor::nodeSeed(MicroBatchId mb, NodeId node) const
 {
     return mix(mix(mix(m_seed ^ mix(static_cast<std::uint64_t>(m_iteration))) ^ mb.value) ^ node.value);
+}
+
+const NdArray& StageExecutor::forwardInput(const MicroBatch& s, const Node& node, TensorId in) const
+{
+    const auto p = m_paramIndex[in.index()];
+    const auto& value = p >= 0                            ? m_params[static_cast<std::size_t>(p)]
+        : m_graph.tensor(in).kind == TensorKind::Constant ? m_constants[static_cast<std::size_t>(slotOf(in))]
+                                                          : s.values[static_cast<std::size_t>(slotOf(in))];
+    if (!value.defined())
+        throw Error("stage " + std::to_string(m_id.value) + ": node '" + node.name + "' reads '"
+            + m_graph.tensor(in).name + "', which has no value (not received or not fed)");
+    return value;
 }
 
 void StageExecutor::receiveActivations(MicroBatchId mb, std::vector<NdArray> values)
@@ -179,16 +175,15 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
         auto& nv = s.nodes[n - m_begin];
-        for (auto in : node.inputs) {
-            const auto p = m_paramIndex[in.index()];
-            const auto& value = p >= 0                            ? m_params[static_cast<std::size_t>(p)]
-                : m_graph.tensor(in).kind == TensorKind::Constant ? m_constants[static_cast<std::size_t>(slotOf(in))]
-                                                                  : s.values[static_cast<std::size_t>(slotOf(in))];
-            if (!value.defined())
-                throw Error("stage " + std::to_string(m_id.value) + ": node '" + node.name + "' reads '"
-                    + m_graph.tensor(in).name + "', which has no value (not received or not fed)");
-            nv.in.push_back(value);
+        if (const auto* chain = m_fusion.chainOf(n)) {
+            if (n == chain->head)
+                forwardChain(s, mb, *chain);
+            for (auto slot : m_releaseAfter[n - m_begin])
+                s.values[static_cast<std::size_t>(slot)] = NdArray();
+            continue;
         }
+        for (auto in : node.inputs)
+            nv.in.push_back(forwardInput(s, node, in));
         rng.seed(nodeSeed(mb, node.id));
         KernelContext ctx { m_device, rng, true, m_gemm };
         const NodeAccess access(*this, n - m_begin);
@@ -451,6 +446,10 @@ void StageExecutor::backward(MicroBatchId mb, BackwardMode mode)
 void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMode mode)
 {
     const auto& node = m_graph.nodes()[m_begin + local];
+    if (const auto* chain = m_fusion.chainOf(m_begin + local); chain != nullptr && chain->softmax == m_begin + local) {
+        backwardChain(s, *chain);
+        return;
+    }
     std::vector<NdArray> gradOut;
     bool any = false;
     for (auto out : node.outputs) {

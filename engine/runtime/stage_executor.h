@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "data.h"
+#include "fusion.h"
 #include "graph/graph.h"
 #include "runtime/chunk_manager.h"
 #include "runtime/copy_stream.h"
@@ -218,6 +219,12 @@ private:
     void buildBoundaries();
     void buildKeepSets();
     void runNodeBackward(MicroBatch& s, std::size_t local, BackwardMode mode);
+    // A node input's value in a forward: a parameter, a constant or the micro-batch's value.
+    [[nodiscard]] const NdArray& forwardInput(const MicroBatch& s, const Node& node, TensorId in) const;
+    // A fused chain (engine/fusion.h, stage_fusion.cpp) at its head in forward, at its Softmax in
+    // backward; its inner nodes' values are left as their own kernels and keep sets would leave them.
+    void forwardChain(MicroBatch& s, MicroBatchId mb, const SoftmaxChain& chain);
+    void backwardChain(MicroBatch& s, const SoftmaxChain& chain);
     void accumulateParameterGradient(int paramIndex, const NdArray& grad);
     void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
     void applyPending(MicroBatch& s, MicroBatchId mb);
@@ -253,6 +260,7 @@ private:
     std::vector<std::vector<char>> m_keepForWeight; // inputs a split backward's W reads, by local node
     std::vector<char> m_keepValue; // by slot: stays in the micro-batch's value table after forward
     std::vector<std::vector<int>> m_releaseAfter; // by local node: slots whose last reader it is
+    FusionPlan m_fusion;
     int m_lossSlot = -1;
 
     std::vector<TensorId> m_paramIds;

@@ -34,13 +34,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "engine"))
 from torch_reference import gpt2_loss  # noqa: E402
 
 
-def torch_steps(a, data):
-    torch.manual_seed(0)
-    torch.set_num_threads(a.threads)
-    device = torch.device(a.device)
-    if device.type == "cuda":  # the engine's precision: fp32, or TF32 GEMMs
-        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+def gpt2_params(a, device):
+    """The benchmark model's parameters (GPT-2's names and initialisation), on `device`."""
     h, layers = a.hidden, a.layers
     p = {}
 
@@ -58,6 +53,18 @@ def torch_steps(a, data):
         p[f"h.{i}.mlp.c_proj.weight"] = param(4 * h, h, std=0.02 / math.sqrt(2 * layers))
         p[f"h.{i}.mlp.c_proj.bias"] = param(h, value=0.0)
     p["ln_f.weight"], p["ln_f.bias"] = param(h, value=1.0), param(h, value=0.0)
+    return p
+
+
+def torch_steps(a, data):
+    torch.manual_seed(0)
+    torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    if device.type == "cuda":  # the engine's precision: fp32, or TF32 GEMMs
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+    h, layers = a.hidden, a.layers
+    p = gpt2_params(a, device)
     opt = torch.optim.AdamW(p.values(), lr=1e-3, weight_decay=0.01)
     rng = np.random.default_rng(0)
     times = []

@@ -1,0 +1,63 @@
+// Chains of nodes the engine runs as one kernel where the backend has one for them: an attention
+// score's Scale -> Mask -> Softmax (either of the first two may be absent; two nodes at least), as
+// Megatron-LM's fused scale-mask-softmax runs them. One pass reads the scores and writes the
+// probabilities, where three passes read and wrote the scores three times (on an H100, GPT-2
+// small's three kernels took 30 of a 215 ms step). Values are the same: the CPU's fused kernel
+// gives the separate kernels' bits, the CUDA one the same rows to float rounding. Memory is the
+// same too: the separate kernels hold an input and an output at each step and the chain's inner
+// tensors are read by nothing else, so the memory model's peaks stay right.
+// A profile measured through a fused chain times it on its Softmax node (forward and backward);
+// its Scale and Mask nodes measure nothing.
+// Depends on: core (Graph), backend.h.
+#pragma once
+
+#include "backend.h"
+#include "graph/graph.h"
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace ps::engine {
+
+struct SoftmaxChain
+{
+    std::size_t head = 0; // first node, whose first input is the chain's input
+    std::ptrdiff_t scale = -1; // node indices; -1 where absent
+    std::ptrdiff_t mask = -1;
+    std::size_t softmax = 0; // last node, whose output is the chain's output
+};
+
+// Whether the engine fuses chains (the environment's PS_FUSION unset or not "0").
+[[nodiscard]] bool fusionEnabled();
+
+class FusionPlan
+{
+public:
+    FusionPlan() = default;
+    // The chains among nodes [begin, end) of `graph` that `backend` has a fused kernel for (none
+    // when it has not, or when fusion is off). A chain is fused only where each inner tensor has
+    // the chain's next node as its one reader and is no graph output, the values are f32, the
+    // Mask's padding input exists before the chain's first node, and no tensor of the chain is in
+    // `recomputed` (a recompute re-runs one node from its inputs, which a fused chain never makes).
+    FusionPlan(const Graph& graph, std::size_t begin, std::size_t end, const Backend& backend,
+        std::span<const TensorId> recomputed = {}, bool enabled = true);
+
+    // The chain node `index` belongs to, or nullptr.
+    [[nodiscard]] const SoftmaxChain* chainOf(std::size_t index) const;
+    [[nodiscard]] const std::vector<SoftmaxChain>& chains() const
+    {
+        return m_chains;
+    }
+    // The Mask's padding input (invalid: none).
+    [[nodiscard]] static TensorId paddingOf(const Graph& graph, const SoftmaxChain& chain);
+    // The fused kernel's arguments, given the padding input's value (undefined: none).
+    [[nodiscard]] static MaskedSoftmaxArgs argsOf(const Graph& graph, const SoftmaxChain& chain, NdArray padding);
+
+private:
+    std::size_t m_begin = 0;
+    std::vector<int> m_chainOf; // by index - begin: the chain's position + 1; 0 for none
+    std::vector<SoftmaxChain> m_chains;
+};
+
+} // namespace ps::engine

@@ -1,0 +1,222 @@
+// Fused chains (engine/fusion.h): which Scale -> Mask -> Softmax chains are fused, and that fusing
+// changes no bit on the CPU (forward, gradients, pipeline losses with swap and recompute) and
+// reports each chain's work on its Softmax node.
+#include "executor.h"
+#include "fusion.h"
+#include "pipeline_support.h"
+#include "runtime/training_run.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+using namespace ps;
+using namespace ps::engine;
+
+namespace {
+
+Graph gpt(int layers, double dropout = 0.0)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = layers;
+    c.seq = 16;
+    c.microBatch = 2;
+    c.dropout = dropout;
+    return buildZooModel(c);
+}
+
+Graph bert()
+{
+    auto c = zooPreset("bert-base");
+    c.layers = 2;
+    c.hidden = 64;
+    c.heads = 4;
+    c.vocab = 128;
+    c.seq = 16;
+    c.microBatch = 2;
+    return buildZooModel(c);
+}
+
+// Inputs with every key visible to some query: ids and labels from a fixed pattern, an attention
+// mask hiding the last 3 keys of the second sequence.
+void feed(GraphExecutor& ex)
+{
+    for (const auto& t : ex.graph().tensors()) {
+        if (t.kind != TensorKind::Input)
+            continue;
+        const auto n = static_cast<std::size_t>(numElements(t.shape));
+        if (t.dtype == DType::F32) {
+            std::vector<float> v(n, 1.0F);
+            for (std::size_t i = n - 3; i < n; ++i)
+                v[i] = 0.0F;
+            ex.setInput(t.name, NdArray::fromBytes(ex.allocator(), t.shape, DType::F32, std::as_bytes(std::span(v))));
+        } else {
+            std::vector<std::int64_t> v(n);
+            for (std::size_t i = 0; i < n; ++i)
+                v[i] = static_cast<std::int64_t>((i * 7 + 3) % 2);
+            ex.setInput(t.name, NdArray::fromBytes(ex.allocator(), t.shape, DType::I64, std::as_bytes(std::span(v))));
+        }
+    }
+}
+
+struct Pass
+{
+    float loss = 0;
+    std::vector<std::vector<std::byte>> grads;
+};
+
+Pass runOnce(const Graph& graph, bool fuse)
+{
+    GraphExecutor ex(graph, ExecutorOptions { 3, 0, true, GemmPrecision::Fp32, fuse });
+    feed(ex);
+    Pass p;
+    p.loss = ex.forward();
+    ex.backward();
+    for (auto id : ex.parameterIds())
+        p.grads.push_back(ex.backend().toHost(ex.gradient(id)));
+    return p;
+}
+
+class RecordingObserver final : public NodeObserver
+{
+public:
+    void nodeBegin(NodeId node, bool backward) override
+    {
+        spans.emplace_back(node.index(), backward);
+    }
+    void nodeEnd() override { }
+    std::vector<std::pair<std::size_t, bool>> spans;
+};
+
+// testing::swapAndRecompute's plans without the attention probabilities: the other saved
+// storages swap or recompute while the chains fuse.
+std::vector<StageMemoryPlan> swapAndRecomputeAroundChains(const Graph& graph, const Partition& partition)
+{
+    auto plans = ps::engine::testing::swapAndRecompute(graph, partition);
+    const auto probability = [&](TensorId t) {
+        const auto producer = graph.tensor(t).producer;
+        return producer.valid() && graph.node(producer).op == OpType::Softmax;
+    };
+    for (auto& p : plans) {
+        std::erase_if(p.recomputedTensors, probability);
+        std::erase_if(p.swappedTensors, probability);
+    }
+    return plans;
+}
+
+} // namespace
+
+TEST(Fusion, OneScaleMaskSoftmaxChainPerAttentionLayer)
+{
+    const auto graph = gpt(3);
+    const FusionPlan plan(graph, 0, graph.nodeCount(), cpuBackend());
+    ASSERT_EQ(plan.chains().size(), 3U);
+    for (const auto& c : plan.chains()) {
+        ASSERT_GE(c.scale, 0);
+        ASSERT_GE(c.mask, 0);
+        EXPECT_EQ(graph.nodes()[c.head].op, OpType::Scale);
+        EXPECT_EQ(graph.nodes()[static_cast<std::size_t>(c.mask)].op, OpType::Mask);
+        EXPECT_EQ(graph.nodes()[c.softmax].op, OpType::Softmax);
+        EXPECT_EQ(plan.chainOf(static_cast<std::size_t>(c.mask)), &c);
+        EXPECT_FALSE(FusionPlan::paddingOf(graph, c).valid()); // causal only
+    }
+    const auto& first = plan.chains().front();
+    // A stage boundary inside the chain, a recomputed probability, fusion switched off: not fused.
+    const FusionPlan cut(graph, 0, first.softmax, cpuBackend());
+    EXPECT_EQ(cut.chainOf(first.head), nullptr);
+    const auto probs = graph.nodes()[first.softmax].outputs[0];
+    const FusionPlan recomputed(graph, 0, graph.nodeCount(), cpuBackend(), std::vector<TensorId> { probs });
+    EXPECT_EQ(recomputed.chains().size(), 2U);
+    EXPECT_EQ(recomputed.chainOf(first.softmax), nullptr);
+    EXPECT_TRUE(FusionPlan(graph, 0, graph.nodeCount(), cpuBackend(), {}, false).chains().empty());
+    const auto bertGraph = bert();
+    const FusionPlan padded(bertGraph, 0, bertGraph.nodeCount(), cpuBackend());
+    ASSERT_EQ(padded.chains().size(), 2U);
+    EXPECT_TRUE(FusionPlan::paddingOf(bertGraph, padded.chains().front()).valid());
+}
+
+TEST(Fusion, FusedChainsGiveTheSeparateKernelsBits)
+{
+    for (const auto& [name, graph] : { std::pair { "gpt, dropout 0.1", gpt(2, 0.1) }, std::pair { "bert", bert() } }) {
+        const auto fused = runOnce(graph, true);
+        const auto apart = runOnce(graph, false);
+        EXPECT_TRUE(std::isfinite(fused.loss)) << name;
+        EXPECT_EQ(std::memcmp(&fused.loss, &apart.loss, sizeof(float)), 0) << name;
+        ASSERT_EQ(fused.grads.size(), apart.grads.size());
+        for (std::size_t i = 0; i < fused.grads.size(); ++i)
+            EXPECT_EQ(fused.grads[i], apart.grads[i]) << name << ": parameter " << i;
+    }
+}
+
+TEST(Fusion, AChainIsObservedOnItsSoftmaxNode)
+{
+    const auto graph = gpt(1);
+    const FusionPlan plan(graph, 0, graph.nodeCount(), cpuBackend());
+    ASSERT_EQ(plan.chains().size(), 1U);
+    const auto chain = plan.chains().front();
+    GraphExecutor ex(graph);
+    feed(ex);
+    RecordingObserver observer;
+    ex.setObserver(&observer);
+    (void)ex.forward();
+    ex.backward();
+    const auto count = [&](std::size_t node, bool backward) {
+        return std::count(observer.spans.begin(), observer.spans.end(), std::pair { node, backward });
+    };
+    EXPECT_EQ(count(chain.softmax, false), 1);
+    EXPECT_EQ(count(chain.softmax, true), 1);
+    for (const auto inner : { chain.head, static_cast<std::size_t>(chain.mask) }) {
+        EXPECT_EQ(count(inner, false), 0);
+        EXPECT_EQ(count(inner, true), 0);
+    }
+    // Every other node's forward as before.
+    EXPECT_EQ(std::count_if(observer.spans.begin(), observer.spans.end(), [](const auto& s) { return !s.second; }),
+        static_cast<std::ptrdiff_t>(graph.nodeCount() - 2));
+}
+
+// The pipeline runtime with the chains fused and with PS_FUSION=0, 1F1B on two CPU devices whose
+// plans swap and recompute (chains whose probabilities are recomputed stay apart): the same losses.
+TEST(Fusion, PipelineLossesEqualWithFusionOff)
+{
+    const auto graph = gpt(2, 0.1);
+    const auto losses = [&](bool fuse) {
+        if (!fuse)
+            ::setenv("PS_FUSION", "0", 1);
+        RunConfig config;
+        config.schedule = parseScheduleSpec("1f1b", 2, 4);
+        config.partition = ps::engine::testing::evenCuts(graph, 2);
+        config.memory = swapAndRecomputeAroundChains(graph, config.partition);
+        config.optimizer.kind = "adamw";
+        config.seed = 5;
+        TrainingRun run(graph, TokenData::random(256, 1 << 14, 11), makeDevices("cpu:2", 0), config);
+        std::vector<double> out;
+        for (int s = 0; s < 4; ++s)
+            out.push_back(run.step().loss);
+        ::unsetenv("PS_FUSION");
+        return out;
+    };
+    ASSERT_TRUE(fusionEnabled());
+    { // the plans leave chains to fuse (their probabilities neither recomputed nor swapped)
+        RunConfig config;
+        config.partition = ps::engine::testing::evenCuts(graph, 2);
+        const auto memory = swapAndRecomputeAroundChains(graph, config.partition);
+        std::size_t chains = 0;
+        for (std::size_t k = 0; k < memory.size(); ++k) {
+            auto unfusable = memory[k].recomputedTensors;
+            unfusable.insert(unfusable.end(), memory[k].swappedTensors.begin(), memory[k].swappedTensors.end());
+            const auto& starts = config.partition.stageStarts;
+            const auto end = k + 1 < starts.size() ? starts[k + 1] : graph.nodeCount();
+            chains += FusionPlan(graph, starts[k], end, cpuBackend(), unfusable).chains().size();
+        }
+        EXPECT_EQ(chains, 2U);
+        EXPECT_FALSE(memory[0].swappedTensors.empty());
+        EXPECT_FALSE(memory[1].recomputedTensors.empty());
+    }
+    const auto fused = losses(true);
+    const auto apart = losses(false);
+    ASSERT_EQ(fused.size(), apart.size());
+    for (std::size_t i = 0; i < fused.size(); ++i)
+        EXPECT_EQ(fused[i], apart[i]) << "step " << i + 1;
+}
