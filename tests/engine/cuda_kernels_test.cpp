@@ -444,3 +444,58 @@ TEST(GpuSelfTest, FusedAdamWMatchesTheCpuSteps)
     EXPECT_LT(worst, 1e-5);
     std::cout << "[ NOTE ] fused AdamW, 150 parameters, 3 steps: largest relative difference " << worst << "\n";
 }
+
+// The fused Scale -> Mask -> Softmax kernel (engine/fusion.h) against the CPU's, forward and
+// backward: causal rows in registers, an odd row length with an i64 padding mask, f32 padding,
+// no mask, and rows of 1,500 keys (the three-pass kernel) with fewer queries than keys.
+TEST(GpuSelfTest, FusedMaskedSoftmaxMatchesTheCpuKernel)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto& gpu = engine::cuda::cudaBackend(0);
+    Allocator gpuAlloc("cuda:0", 0, gpu.memory());
+    Allocator hostAlloc("cpu", 0, cpuBackend().memory());
+    std::mt19937_64 rng(1);
+    KernelContext cpuCtx { hostAlloc, rng, true };
+    KernelContext gpuCtx { gpuAlloc, rng, true };
+    CaseMaker make;
+    struct Case
+    {
+        Shape shape;
+        bool causal;
+        int padding; // 0 none, 1 i64, 2 f32
+    };
+    for (const auto& c : { Case { { 2, 3, 64, 64 }, true, 0 }, Case { { 2, 2, 5, 37 }, false, 1 },
+             Case { { 3, 4, 9, 9 }, true, 2 }, Case { { 4, 33 }, false, 0 }, Case { { 1, 2, 3, 1500 }, true, 1 } }) {
+        const auto x = make.random(c.shape);
+        const auto dy = make.random(c.shape);
+        const auto batches = c.shape.size() > 2 ? c.shape[0] : 1;
+        const auto tk = c.shape.back();
+        NdArray padding;
+        if (c.padding != 0) {
+            std::vector<std::int64_t> keep(static_cast<std::size_t>(batches * tk));
+            for (std::size_t i = 0; i < keep.size(); ++i)
+                keep[i] = (i % 5 == 3) ? 0 : 1;
+            padding = make.values({ batches, tk }, keep);
+            if (c.padding == 2) {
+                auto f = NdArray::empty(hostAlloc, { batches, tk });
+                for (std::size_t i = 0; i < keep.size(); ++i)
+                    f.f32()[i] = static_cast<float>(keep[i]);
+                padding = f;
+            }
+        }
+        MaskedSoftmaxArgs cpuArgs { 0.125F, c.causal, padding };
+        MaskedSoftmaxArgs gpuArgs { 0.125F, c.causal, padding.defined() ? upload(gpu, gpuAlloc, padding) : NdArray() };
+        const auto& cpuK = cpuBackend().kernels().maskedSoftmax();
+        const auto& gpuK = gpu.kernels().maskedSoftmax();
+        ASSERT_NE(gpuK.forward, nullptr);
+        const auto y = cpuK.forward(x, cpuArgs, cpuCtx);
+        const auto gy = gpuK.forward(upload(gpu, gpuAlloc, x), gpuArgs, gpuCtx);
+        const auto dx = cpuK.backward(y, dy, cpuArgs, cpuCtx);
+        const auto gdx = gpuK.backward(gy, upload(gpu, gpuAlloc, dy), gpuArgs, gpuCtx);
+        const auto what = formatShape(c.shape) + (c.causal ? " causal" : "") + " padding " + std::to_string(c.padding);
+        EXPECT_LT(relativeError(gy, y, gpu), 1e-5) << what;
+        EXPECT_LT(relativeError(gdx, dx, gpu), 1e-5) << what;
+    }
+}

@@ -117,10 +117,14 @@ TEST(GpuSelfTest, CuptiProfileNodeSumMatchesAMeasuredStep)
     for (const auto& w : warnings)
         std::cout << "[ NOTE ] warning: " << w << "\n";
     std::size_t measured = 0;
+    // A fused Scale -> Mask -> Softmax chain (engine/fusion.h) launches on its Softmax node.
+    const engine::FusionPlan fused(graph, 0, graph.nodeCount(), engine::cuda::cudaBackend(0));
+    EXPECT_EQ(fused.chains().size(), 4U);
     for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
         const auto& node = graph.nodes()[i];
-        if (node.op == OpType::Reshape)
-            continue; // a view: no kernel
+        const auto* chain = fused.chainOf(i);
+        if (node.op == OpType::Reshape || (chain != nullptr && chain->softmax != i))
+            continue; // a view, a fused chain's inner node: no kernel of its own
         EXPECT_EQ(run.nodes[i].forwardNs.count, 5U) << node.name;
         measured += run.nodes[i].forwardNs.count > 0 ? 1 : 0;
     }
