@@ -1,5 +1,5 @@
 // CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Sub/Mul/Div, Scale and the activations
-// (Relu, Tanh, GELU over kernel_math.h), Expand and ReduceMean, and the broadcast-gradient reduction.
+// (Relu, Tanh, GELU over kernel_math.h), Expand and ReduceMean (the broadcast-gradient reduction: cuda_reduce_kernels.cu).
 #include "cuda/cuda_common.cuh"
 #include "graph/shape_inference.h"
 #include "kernel_math.h"
@@ -34,15 +34,65 @@ namespace {
 
     enum class Binary { Add, Sub, Mul, Div };
 
+    __device__ inline float apply(Binary op, float x, float y)
+    {
+        return op == Binary::Add ? x + y : op == Binary::Sub ? x - y : op == Binary::Mul ? x * y : x / y;
+    }
+
     __global__ void binaryKernel(
         Binary op, const float* a, const float* b, float* out, Dims shape, Dims sa, Dims sb, std::int64_t n)
     {
         for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
              i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-            const float x = a[offsetOf(i, shape, sa)];
-            const float y = b[offsetOf(i, shape, sb)];
-            out[i] = op == Binary::Add ? x + y : op == Binary::Sub ? x - y : op == Binary::Mul ? x * y : x / y;
+            out[i] = apply(op, a[offsetOf(i, shape, sa)], b[offsetOf(i, shape, sb)]);
         }
+    }
+
+    // Both operands walked like the output (same shapes, contiguous): no index arithmetic.
+    __global__ void binarySameKernel(Binary op, const float* a, const float* b, float* out, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            out[i] = apply(op, a[i], b[i]);
+    }
+
+    // (rows, cols) contiguous against a row vector of cols (a bias, a broadcast scale): blocks over
+    // column tiles (x) and rows (y, striding), each thread's row-vector element read once.
+    __global__ void binaryRowKernel(
+        Binary op, const float* full, const float* row, float* out, std::int64_t rows, int cols, bool rowFirst)
+    {
+        const int col = static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+        if (col >= cols)
+            return;
+        const float r = row[col];
+        for (auto i = static_cast<std::int64_t>(blockIdx.y); i < rows; i += gridDim.y) {
+            const auto at = i * cols + col;
+            out[at] = rowFirst ? apply(op, r, full[at]) : apply(op, full[at], r);
+        }
+    }
+
+    // The fast walks above where the collapsed strides allow one; false: the general kernel.
+    bool binaryFast(Binary op, const float* a, const float* b, float* out, const Dims& walk, const Dims& sa,
+        const Dims& sb, std::int64_t n)
+    {
+        if (walk.rank == 1 && sa.stride[0] == 1 && sb.stride[0] == 1) {
+            binarySameKernel<<<blocksFor(n), kThreads>>>(op, a, b, out, n);
+            return true;
+        }
+        if (walk.rank != 2 || walk.size[1] > (1LL << 30))
+            return false;
+        const auto cols = walk.size[1];
+        const bool aFull = sa.stride[0] == cols && sa.stride[1] == 1;
+        const bool bFull = sb.stride[0] == cols && sb.stride[1] == 1;
+        const bool aRow = sa.stride[0] == 0 && sa.stride[1] == 1;
+        const bool bRow = sb.stride[0] == 0 && sb.stride[1] == 1;
+        if (!((aFull && bRow) || (aRow && bFull)))
+            return false;
+        const auto rows = walk.size[0];
+        const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
+            static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+        binaryRowKernel<<<grid, kThreads>>>(op, aFull ? a : b, aFull ? b : a, out, rows, static_cast<int>(cols), aRow);
+        return true;
     }
 
     NdArray binary(Binary op, const NdArray& a, const NdArray& b, const Node& node, KernelContext& ctx)
@@ -58,7 +108,7 @@ namespace {
         auto sa = stridesOver(a.shape(), shape);
         auto sb = stridesOver(b.shape(), shape);
         collapseDims(walk, { &sa, &sb });
-        if (n > 0)
+        if (n > 0 && !binaryFast(op, f32(a), f32(b), f32(out), walk, sa, sb, n))
             binaryKernel<<<blocksFor(n), kThreads>>>(op, f32(a), f32(b), f32(out), walk, sa, sb, n);
         checkLaunch("node '" + node.name + "'");
         return out;
@@ -271,39 +321,6 @@ namespace {
     {
         g.gradIn[0] =
             unary(tanhGelu(node) ? Unary::GeluTanhGrad : Unary::GeluErfGrad, v.in[0], &g.gradOut[0], 0, ctx, node);
-    }
-
-    // ---- Broadcast-gradient reduction ----
-
-    // Element (row r of the reduced axes, column t of the kept axes) of a gradient being summed
-    // to a broadcast operand's shape.
-    struct BroadcastGradValue
-    {
-        const float* grad;
-        Dims kept;
-        Dims reduced;
-        PS_HOST_DEVICE float operator()(std::int64_t r, std::int64_t t) const
-        {
-            long long offset = 0;
-            long long rest = t;
-            for (int i = kept.rank - 1; i >= 0; --i) {
-                offset += (rest % kept.size[i]) * kept.stride[i];
-                rest /= kept.size[i];
-            }
-            rest = r;
-            for (int i = reduced.rank - 1; i >= 0; --i) {
-                offset += (rest % reduced.size[i]) * reduced.stride[i];
-                rest /= reduced.size[i];
-            }
-            return grad[offset];
-        }
-    };
-
-    __global__ void sumChunkPartialsKernel(const float* partials, float* out, std::int64_t cols, std::int64_t chunks)
-    {
-        for (auto t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < cols;
-             t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-            out[t] = math::sumChunkPartials(partials, cols, t, chunks);
     }
 
     // ---- MatMul (a (..., M, K), b (..., K, N) or (..., N, K) with trans_b[, bias (N)]) ----
@@ -521,42 +538,6 @@ GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
     o.base = u8(o.copy);
     o.elementBytes = 2;
     return o;
-}
-
-NdArray reduceTo(const NdArray& grad, const Shape& to, Allocator& allocator)
-{
-    if (grad.shape() == to)
-        return grad;
-    const auto from = dimsOf(grad.shape());
-    const auto shift = from.rank - static_cast<int>(to.size());
-    Dims kept;
-    Dims reduced;
-    long long inner = 1;
-    for (int i = 0; i < from.rank; ++i) {
-        const auto target = i < shift ? 1 : to[static_cast<std::size_t>(i - shift)];
-        auto& into = target == from.size[i] ? kept : reduced;
-        if (target != from.size[i] && target != 1)
-            throw Error("internal: gradient " + formatShape(grad.shape()) + " does not reduce to " + formatShape(to));
-        into.size[into.rank] = from.size[i];
-        into.stride[into.rank] = from.stride[i];
-        ++into.rank;
-        if (&into == &reduced)
-            inner *= from.size[i];
-    }
-    auto keptWalk = kept;
-    collapseDims(keptWalk, { &kept });
-    auto reducedWalk = reduced;
-    collapseDims(reducedWalk, { &reduced });
-    auto out = NdArray::empty(allocator, to);
-    columnSums(BroadcastGradValue { f32(grad), kept, reduced }, inner, out.numel(), f32(out), allocator);
-    checkLaunch("cuda gradient reduction to " + formatShape(to));
-    return out;
-}
-
-void launchSumChunkPartials(const float* partials, float* out, std::int64_t cols, std::int64_t chunks)
-{
-    if (cols > 0)
-        sumChunkPartialsKernel<<<blocksFor(cols), kThreads>>>(partials, out, cols, chunks);
 }
 
 void registerCudaMathKernels(KernelTable& table)

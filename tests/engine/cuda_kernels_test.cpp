@@ -69,6 +69,11 @@ public:
         add(OpType::Sub, none, { random({ 2, 3, 4 }), random({ 2, 1, 4 }) }, { true, true });
         add(OpType::Mul, none, { random({ 2, 1, 4 }), random({ 3, 1 }) }, { true, true });
         add(OpType::Div, none, { random({ 4, 3 }), random({ 3 }, 0.5F, 2.0F) }, { true, true });
+        // The fast walks: same shapes, and a row vector first or second over more than a tile of columns.
+        add(OpType::Add, none, { random({ 3, 5, 7 }), random({ 3, 5, 7 }) }, { true, true });
+        add(OpType::Sub, none, { random({ 300 }), random({ 4, 3, 300 }) }, { true, true });
+        add(OpType::Div, none, { random({ 70, 3, 300 }), random({ 300 }, 0.5F, 2.0F) }, { true, true });
+        add(OpType::Mul, none, { random({ 1, 300 }), random({ 5, 300 }) }, { true, true });
         add(OpType::Scale, { { "scale", 0.125 } }, { random({ 3, 7 }) }, { true });
         add(OpType::Relu, none, { random({ 3, 7 }) }, { true });
         add(OpType::Tanh, none, { random({ 3, 7 }) }, { true });
