@@ -255,6 +255,15 @@ void GraphExecutor::forwardChain(const SoftmaxChain& chain, KernelContext& ctx)
     auto y = m_backend.kernels().maskedSoftmax().forward(
         x, FusionPlan::argsOf(m_graph, chain, padding.valid() ? m_values[padding.index()] : NdArray()), ctx);
     m_allocator.setOwner("");
+    // The inner nodes' values of an earlier unfused forward go: nothing reads them now.
+    for (const auto i : { static_cast<std::ptrdiff_t>(chain.head), chain.mask }) {
+        if (i < 0)
+            continue;
+        const auto& inner = m_graph.nodes()[static_cast<std::size_t>(i)];
+        m_nodeValues[static_cast<std::size_t>(i)] = NodeValues();
+        m_values[inner.outputs[0].index()] = NdArray();
+    }
+    m_nodeValues[chain.softmax] = NodeValues();
     m_nodeValues[chain.softmax].out = { y };
     m_values[softmax.outputs[0].index()] = std::move(y);
     for (const auto i :

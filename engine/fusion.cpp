@@ -64,10 +64,15 @@ FusionPlan::FusionPlan(const Graph& graph, std::size_t begin, std::size_t end, c
                 && graph.tensor(node.outputs[0]).dtype == DType::F32 && !excluded(node.outputs[0])
                 && m_chainOf[static_cast<std::size_t>(i) - begin] == 0;
         }
+        // A parameter read by the chain belongs to its first node's chunk access and weight-gradient
+        // pass (zero-bubble's W), which a chain run at other nodes would bypass: such chains stay apart.
+        const auto x = graph.nodes()[chain.head].inputs[0];
+        ok = ok && graph.tensor(x).kind != TensorKind::Parameter;
         const auto padding = paddingOf(graph, chain);
         if (padding.valid()) {
             const auto producer = graph.tensor(padding).producer;
-            ok = ok && (!producer.valid() || producer.index() < chain.head);
+            ok = ok && (!producer.valid() || producer.index() < chain.head)
+                && graph.tensor(padding).kind != TensorKind::Parameter;
         }
         if (chain.mask >= 0)
             ok = ok && graph.tensor(graph.nodes()[chain.head].inputs[0]).shape.size() >= 2;

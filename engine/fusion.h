@@ -3,11 +3,14 @@
 // Megatron-LM's fused scale-mask-softmax runs them. One pass reads the scores and writes the
 // probabilities, where three passes read and wrote the scores three times (on an H100, GPT-2
 // small's three kernels took 30 of a 215 ms step). Values are the same: the CPU's fused kernel
-// gives the separate kernels' bits, the CUDA one the same rows to float rounding. Memory is the
+// gives the separate kernels' bits, the CUDA one the same rows to float rounding (the chain's
+// input gradient joins its other readers' at the Softmax's place in backward, not the Scale's: a
+// sum in another order where such a reader sits inside the chain's span). Memory is the
 // same too: the separate kernels hold an input and an output at each step and the chain's inner
 // tensors are read by nothing else, so the memory model's peaks stay right.
 // A profile measured through a fused chain times it on its Softmax node (forward and backward);
-// its Scale and Mask nodes measure nothing.
+// its Scale and Mask nodes measure nothing, so a run that keeps the chain apart (a stage cut
+// inside it, recomputed probabilities, PS_FUSION=0) is predicted short by their kernels.
 // Depends on: core (Graph), backend.h.
 #pragma once
 
@@ -38,8 +41,9 @@ public:
     // The chains among nodes [begin, end) of `graph` that `backend` has a fused kernel for (none
     // when it has not, or when fusion is off). A chain is fused only where each inner tensor has
     // the chain's next node as its one reader and is no graph output, the values are f32, the
-    // Mask's padding input exists before the chain's first node, and no tensor of the chain is in
-    // `recomputed` (a recompute re-runs one node from its inputs, which a fused chain never makes).
+    // chain reads no parameter, the Mask's padding input exists before the chain's first node,
+    // and no tensor of the chain is in `recomputed` (a recompute re-runs one node from its inputs,
+    // which a fused chain never makes; swapped probabilities are fine: they are the same array).
     FusionPlan(const Graph& graph, std::size_t begin, std::size_t end, const Backend& backend,
         std::span<const TensorId> recomputed = {}, bool enabled = true);
 

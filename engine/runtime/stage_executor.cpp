@@ -86,9 +86,8 @@ StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, 
             m_lossSlot = slotOf(loss);
     }
     buildKeepSets();
-    auto unfusable = m_memory.recomputedTensors; // re-run node by node from inputs a chain never makes
-    unfusable.insert(unfusable.end(), m_memory.swappedTensors.begin(), m_memory.swappedTensors.end());
-    m_fusion = FusionPlan(graph, begin, end, backend, unfusable);
+    // Recomputes re-run node by node from inputs a fused chain never makes.
+    m_fusion = FusionPlan(graph, begin, end, backend, m_memory.recomputedTensors);
     m_device.setOwner("");
 }
 

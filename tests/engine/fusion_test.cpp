@@ -3,6 +3,7 @@
 // reports each chain's work on its Softmax node.
 #include "executor.h"
 #include "fusion.h"
+#include "graph/graph_builder.h"
 #include "pipeline_support.h"
 #include "runtime/training_run.h"
 #include "zoo/model_config.h"
@@ -90,22 +91,6 @@ public:
     std::vector<std::pair<std::size_t, bool>> spans;
 };
 
-// testing::swapAndRecompute's plans without the attention probabilities: the other saved
-// storages swap or recompute while the chains fuse.
-std::vector<StageMemoryPlan> swapAndRecomputeAroundChains(const Graph& graph, const Partition& partition)
-{
-    auto plans = ps::engine::testing::swapAndRecompute(graph, partition);
-    const auto probability = [&](TensorId t) {
-        const auto producer = graph.tensor(t).producer;
-        return producer.valid() && graph.node(producer).op == OpType::Softmax;
-    };
-    for (auto& p : plans) {
-        std::erase_if(p.recomputedTensors, probability);
-        std::erase_if(p.swappedTensors, probability);
-    }
-    return plans;
-}
-
 } // namespace
 
 TEST(Fusion, OneScaleMaskSoftmaxChainPerAttentionLayer)
@@ -123,9 +108,16 @@ TEST(Fusion, OneScaleMaskSoftmaxChainPerAttentionLayer)
         EXPECT_FALSE(FusionPlan::paddingOf(graph, c).valid()); // causal only
     }
     const auto& first = plan.chains().front();
-    // A stage boundary inside the chain, a recomputed probability, fusion switched off: not fused.
-    const FusionPlan cut(graph, 0, first.softmax, cpuBackend());
-    EXPECT_EQ(cut.chainOf(first.head), nullptr);
+    // A stage boundary inside the chain: the part on each side fuses only if it is a chain itself.
+    const FusionPlan endsBefore(graph, 0, first.softmax, cpuBackend());
+    EXPECT_EQ(endsBefore.chainOf(first.head), nullptr);
+    const FusionPlan startsAtMask(graph, static_cast<std::size_t>(first.mask), graph.nodeCount(), cpuBackend());
+    const auto* tail = startsAtMask.chainOf(first.softmax);
+    ASSERT_NE(tail, nullptr); // Mask -> Softmax, the Scale on the stage before
+    EXPECT_EQ(tail->head, static_cast<std::size_t>(first.mask));
+    EXPECT_EQ(tail->scale, -1);
+    EXPECT_EQ(startsAtMask.chainOf(first.head), nullptr);
+    // A recomputed probability, fusion switched off: not fused.
     const auto probs = graph.nodes()[first.softmax].outputs[0];
     const FusionPlan recomputed(graph, 0, graph.nodeCount(), cpuBackend(), std::vector<TensorId> { probs });
     EXPECT_EQ(recomputed.chains().size(), 2U);
@@ -135,11 +127,20 @@ TEST(Fusion, OneScaleMaskSoftmaxChainPerAttentionLayer)
     const FusionPlan padded(bertGraph, 0, bertGraph.nodeCount(), cpuBackend());
     ASSERT_EQ(padded.chains().size(), 2U);
     EXPECT_TRUE(FusionPlan::paddingOf(bertGraph, padded.chains().front()).valid());
+    // Scores that are a parameter (a learned bias table scaled and normalised): apart, so its
+    // chunk access and weight-gradient pass stay its Scale node's.
+    GraphBuilder b(ModelInfo { "param-softmax", "test", "{}", 1 });
+    const auto w = b.parameter("w", { 4, 8 });
+    const auto table = b.op(OpType::Softmax, "softmax", { b.op(OpType::Scale, "scale", { w }, { { "scale", 0.5 } }) });
+    const auto tableGraph = b.finish({ table });
+    EXPECT_TRUE(FusionPlan(tableGraph, 0, tableGraph.nodeCount(), cpuBackend()).chains().empty());
 }
 
 TEST(Fusion, FusedChainsGiveTheSeparateKernelsBits)
 {
+    ASSERT_TRUE(fusionEnabled()) << "PS_FUSION=0 is set";
     for (const auto& [name, graph] : { std::pair { "gpt, dropout 0.1", gpt(2, 0.1) }, std::pair { "bert", bert() } }) {
+        ASSERT_EQ(FusionPlan(graph, 0, graph.nodeCount(), cpuBackend()).chains().size(), 2U) << name;
         const auto fused = runOnce(graph, true);
         const auto apart = runOnce(graph, false);
         EXPECT_TRUE(std::isfinite(fused.loss)) << name;
@@ -176,47 +177,61 @@ TEST(Fusion, AChainIsObservedOnItsSoftmaxNode)
         static_cast<std::ptrdiff_t>(graph.nodeCount() - 2));
 }
 
-// The pipeline runtime with the chains fused and with PS_FUSION=0, 1F1B on two CPU devices whose
-// plans swap and recompute (chains whose probabilities are recomputed stay apart): the same losses.
+// The pipeline runtime with the chains fused and with PS_FUSION=0, in 1F1B and in ZB-H1 (B and
+// W apart) on two CPU devices whose plans swap half of each stage's saved storages (swapped
+// probabilities stay fused: the same array) and recompute the rest (those chains stay apart):
+// the same losses.
 TEST(Fusion, PipelineLossesEqualWithFusionOff)
 {
+    ASSERT_TRUE(fusionEnabled()) << "PS_FUSION=0 is set";
     const auto graph = gpt(2, 0.1);
-    const auto losses = [&](bool fuse) {
-        if (!fuse)
-            ::setenv("PS_FUSION", "0", 1);
-        RunConfig config;
-        config.schedule = parseScheduleSpec("1f1b", 2, 4);
-        config.partition = ps::engine::testing::evenCuts(graph, 2);
-        config.memory = swapAndRecomputeAroundChains(graph, config.partition);
-        config.optimizer.kind = "adamw";
-        config.seed = 5;
-        TrainingRun run(graph, TokenData::random(256, 1 << 14, 11), makeDevices("cpu:2", 0), config);
-        std::vector<double> out;
-        for (int s = 0; s < 4; ++s)
-            out.push_back(run.step().loss);
-        ::unsetenv("PS_FUSION");
-        return out;
+    RunConfig config;
+    config.partition = ps::engine::testing::evenCuts(graph, 2);
+    config.memory = ps::engine::testing::swapAndRecompute(graph, config.partition);
+    // The first stage's attention probabilities swapped rather than recomputed: one chain fuses
+    // across a swap; the second stage's recomputed ones keep theirs apart.
+    const auto isProbability = [&](TensorId t) {
+        const auto producer = graph.tensor(t).producer;
+        return producer.valid() && graph.node(producer).op == OpType::Softmax;
     };
-    ASSERT_TRUE(fusionEnabled());
-    { // the plans leave chains to fuse (their probabilities neither recomputed nor swapped)
-        RunConfig config;
-        config.partition = ps::engine::testing::evenCuts(graph, 2);
-        const auto memory = swapAndRecomputeAroundChains(graph, config.partition);
-        std::size_t chains = 0;
-        for (std::size_t k = 0; k < memory.size(); ++k) {
-            auto unfusable = memory[k].recomputedTensors;
-            unfusable.insert(unfusable.end(), memory[k].swappedTensors.begin(), memory[k].swappedTensors.end());
-            const auto& starts = config.partition.stageStarts;
-            const auto end = k + 1 < starts.size() ? starts[k + 1] : graph.nodeCount();
-            chains += FusionPlan(graph, starts[k], end, cpuBackend(), unfusable).chains().size();
-        }
-        EXPECT_EQ(chains, 2U);
-        EXPECT_FALSE(memory[0].swappedTensors.empty());
-        EXPECT_FALSE(memory[1].recomputedTensors.empty());
+    auto& first = config.memory.front();
+    for (auto t : first.recomputedTensors) {
+        if (isProbability(t))
+            first.swappedTensors.push_back(t);
     }
-    const auto fused = losses(true);
-    const auto apart = losses(false);
-    ASSERT_EQ(fused.size(), apart.size());
-    for (std::size_t i = 0; i < fused.size(); ++i)
-        EXPECT_EQ(fused[i], apart[i]) << "step " << i + 1;
+    std::erase_if(first.recomputedTensors, isProbability);
+    config.optimizer.kind = "adamw";
+    config.seed = 5;
+    std::size_t fusedChains = 0;
+    std::size_t swappedProbabilities = 0;
+    for (std::size_t k = 0; k < config.memory.size(); ++k) { // what each stage executor fuses
+        const auto& starts = config.partition.stageStarts;
+        const auto end = k + 1 < starts.size() ? starts[k + 1] : graph.nodeCount();
+        const FusionPlan plan(graph, starts[k], end, cpuBackend(), config.memory[k].recomputedTensors);
+        fusedChains += plan.chains().size();
+        const auto& swapped = config.memory[k].swappedTensors;
+        for (const auto& c : plan.chains())
+            swappedProbabilities += std::count(swapped.begin(), swapped.end(), graph.nodes()[c.softmax].outputs[0]);
+    }
+    EXPECT_EQ(fusedChains, 1U);
+    EXPECT_EQ(swappedProbabilities, 1U);
+    EXPECT_FALSE(config.memory.back().recomputedTensors.empty());
+    for (const auto* schedule : { "1f1b", "zb-h1" }) {
+        config.schedule = parseScheduleSpec(schedule, 2, 4);
+        const auto losses = [&](bool fuse) {
+            if (!fuse)
+                ::setenv("PS_FUSION", "0", 1);
+            TrainingRun run(graph, TokenData::random(256, 1 << 14, 11), makeDevices("cpu:2", 0), config);
+            ::unsetenv("PS_FUSION");
+            std::vector<double> out;
+            for (int s = 0; s < 4; ++s)
+                out.push_back(run.step().loss);
+            return out;
+        };
+        const auto fused = losses(true);
+        const auto apart = losses(false);
+        ASSERT_EQ(fused.size(), apart.size());
+        for (std::size_t i = 0; i < fused.size(); ++i)
+            EXPECT_EQ(fused[i], apart[i]) << schedule << " step " << i + 1;
+    }
 }
