@@ -1,5 +1,6 @@
 // CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Sub/Mul/Div, Scale and the activations
-// (Relu, Tanh, GELU over kernel_math.h), Expand and ReduceMean (the broadcast-gradient reduction: cuda_reduce_kernels.cu).
+// (Relu, Tanh, GELU over kernel_math.h), Expand and ReduceMean (the broadcast-gradient reduction is
+// cuda_reduce_kernels.cu's).
 #include "cuda/cuda_common.cuh"
 #include "graph/shape_inference.h"
 #include "kernel_math.h"
