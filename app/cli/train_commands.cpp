@@ -299,6 +299,8 @@ namespace {
             if (!checkpoint)
                 throw Error("'" + o.project + "' has no checkpoint to resume from");
         }
+        for (const auto& w : engine::scheduleWarnings(c))
+            fmt::print(stderr, "warning: {}\n", w);
         const std::int64_t resumedStep = checkpoint ? checkpoint->step : 0;
         c.decaySteps = o.cosine ? resumedStep + o.steps : 0;
         auto data = trainingData(o, graph);

@@ -140,6 +140,29 @@ std::vector<RuntimeDevice> makeDevices(std::string_view spec, std::int64_t memor
     return devices;
 }
 
+std::vector<std::string> scheduleWarnings(const RunConfig& config)
+{
+    std::vector<std::string> out;
+    if (config.schedule.kind != ScheduleKind::FTPipeAsync)
+        return out;
+    std::vector<int> keeping;
+    for (int s = 0; s + 1 < config.schedule.stages; ++s) {
+        const auto k = static_cast<std::size_t>(s);
+        if (k >= config.memory.size() || config.memory[k].recomputedTensors.empty())
+            keeping.push_back(s);
+    }
+    if (keeping.empty())
+        return out;
+    std::string list;
+    for (const int s : keeping)
+        list += (list.empty() ? "" : ", ") + std::to_string(s);
+    out.push_back("ftpipe-async: stage(s) " + list
+        + " keep their activations instead of recomputing them (FTPipe §4.2.1 recomputes every stage but the "
+          "last from its border inputs, with the weights of the moment); their backwards read activations of "
+          "older weights. Plan with the ftpipe-async schedule (train without --plan) for FTPipe's checkpointing");
+    return out;
+}
+
 Schedule runtimeSchedule(const RunConfig& config)
 {
     auto schedule = generateSchedule(config.schedule);

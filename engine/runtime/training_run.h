@@ -149,4 +149,9 @@ private:
 // when one is given, with the memory plans' SWAP/RECOMPUTE actions.
 [[nodiscard]] Schedule runtimeSchedule(const RunConfig& config);
 
+// What a run's configuration departs from in the method its schedule names, one line each (empty:
+// nothing): ftpipe-async without FTPipe's checkpointing (§4.2.1: every stage but the last
+// recomputes from its border inputs inside B, with the weights of that moment) on some stage.
+[[nodiscard]] std::vector<std::string> scheduleWarnings(const RunConfig& config);
+
 } // namespace ps::engine

@@ -138,3 +138,19 @@ TEST(FtpipeRuntime, TheAsynchronousPipelineLearns)
     const auto [first, last] = firstAndLastLoss(run, 30);
     EXPECT_LT(last, first - 0.5) << "the asynchronous pipeline's loss should fall";
 }
+
+TEST(FtpipeRuntime, AStageWithoutCheckpointingIsWarnedAbout)
+{
+    const auto graph = tinyGpt();
+    RunConfig c;
+    c.schedule = parseScheduleSpec("ftpipe-async:2", 2, 4);
+    c.partition = evenCuts(graph, 2);
+    const auto warnings = scheduleWarnings(c); // no memory plans: stage 0 keeps everything
+    ASSERT_EQ(warnings.size(), 1U);
+    EXPECT_NE(warnings.front().find("stage(s) 0 keep"), std::string::npos) << warnings.front();
+    c.memory = borderCheckpoints(graph, c.partition);
+    EXPECT_TRUE(scheduleWarnings(c).empty());
+    c.schedule = parseScheduleSpec("1f1b", 2, 4);
+    c.memory.clear();
+    EXPECT_TRUE(scheduleWarnings(c).empty());
+}
