@@ -47,6 +47,7 @@ CpuBackend::CpuBackend()
     detail::registerElementwiseKernels(m_kernels);
     detail::registerIndexKernels(m_kernels);
     detail::registerGatherKernels(m_kernels);
+    detail::registerReduceKernels(m_kernels);
 }
 
 NdArray CpuBackend::zeros(Allocator& allocator, const Shape& shape, DType dtype) const

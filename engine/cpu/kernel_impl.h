@@ -40,9 +40,10 @@ void registerNnKernels(KernelTable& table);
 void registerLayoutKernels(KernelTable& table);
 // Conv, BatchNorm, MaxPool, AvgPool, GlobalAvgPool, Pad, Resize.
 void registerConvKernels(KernelTable& table);
-// Activations, unary math, Max/Min, comparisons and logic, Where, Cast, ReduceSum/ReduceMax,
-// CumSum, Trilu.
+// Activations, unary math, Max/Min, comparisons and logic, Where, Cast.
 void registerElementwiseKernels(KernelTable& table);
+// ReduceSum/ReduceMax, CumSum, Trilu.
+void registerReduceKernels(KernelTable& table);
 // Gather, ScatterND, TopK, Einsum.
 void registerIndexKernels(KernelTable& table);
 // GatherElements, GatherND.
