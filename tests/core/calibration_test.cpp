@@ -107,3 +107,56 @@ TEST(Calibration, OnDeviceTimeTheLaunchCostReturnsUnscaled)
         }
     }
 }
+
+// A measured profile of the engine times each fused Scale -> Mask -> Softmax on its Softmax node
+// (engine/fusion.h) and the other two at zero: the chain is compared whole, so every class keeps
+// the factor its nodes show (here 2) instead of the Softmax's class taking the chain's time.
+TEST(Calibration, AFusedChainIsComparedWhole)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 2;
+    const auto graph = buildZooModel(c);
+    const auto& a100 = DeviceCatalog::builtin().find("a100-40gb");
+    const auto analytical = estimateProfile(graph, a100, {});
+    const double mb = static_cast<double>(graph.info().microBatch);
+    std::vector<KernelClass> classes;
+    for (const auto& k : estimateKernels(graph, a100, {}, mb))
+        classes.push_back(k.front().kind);
+    auto measured = analytical;
+    measured.source = "measured-cuda";
+    const auto twice = [](const LinearModel& m, double extra) {
+        return LinearModel { 2 * (m.fixed + extra), 2 * m.perSample };
+    };
+    int chains = 0;
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        auto& n = measured.nodes[i];
+        const auto& node = graph.nodes()[i];
+        double carried = 0; // the fused inner nodes' time, on the Softmax
+        if (node.op == OpType::Softmax && i >= 2 && graph.nodes()[i - 1].op == OpType::Mask
+            && graph.nodes()[i - 2].op == OpType::Scale) {
+            for (const auto k : { i - 1, i - 2 })
+                carried += analytical.nodes[k].forwardNs.at(mb) + analytical.nodes[k].backwardNs.at(mb);
+            ++chains;
+        }
+        const bool inner =
+            (node.op == OpType::Scale && i + 2 < graph.nodeCount() && graph.nodes()[i + 2].op == OpType::Softmax)
+            || (node.op == OpType::Mask && i + 1 < graph.nodeCount() && graph.nodes()[i + 1].op == OpType::Softmax);
+        if (inner) {
+            n.forwardNs = {};
+            n.backwardNs = {};
+            continue;
+        }
+        n.forwardNs = twice(n.forwardNs, carried);
+        n.backwardNs = twice(n.backwardNs, 0);
+    }
+    ASSERT_EQ(chains, 2);
+    const auto fit = calibrate(graph, measured, analytical, classes, mb);
+    for (const auto& k : fit.classes)
+        EXPECT_NEAR(fit.factors[static_cast<std::size_t>(k.kind)], 2.0, 1e-9) << toString(k.kind);
+    measured.source = "imported"; // a trace's zeros are missed nodes: nothing lent
+    const auto traced = calibrate(graph, measured, analytical, classes, mb);
+    bool above = false;
+    for (const auto& k : traced.classes)
+        above = above || traced.factors[static_cast<std::size_t>(k.kind)] > 2.0 + 1e-6;
+    EXPECT_TRUE(above);
+}
