@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <set>
 
 using namespace ps;
@@ -190,7 +191,8 @@ bool noGpu(std::string& why)
     return probe.devices.empty();
 }
 
-// Largest |a - b| over the largest |b| (at least 1e-3): one number per compared array.
+// Largest |a - b| over the largest |b| (at least 1e-3): one number per compared array; infinite
+// where one side is NaN and the other not (std::max would drop a NaN).
 double relativeError(const NdArray& gpu, const NdArray& cpu, const Backend& backend)
 {
     const auto bytes = backend.toHost(gpu);
@@ -201,8 +203,15 @@ double relativeError(const NdArray& gpu, const NdArray& cpu, const Backend& back
     double worst = 0;
     double scale = 1e-3;
     for (std::int64_t i = 0; i < cpu.numel(); ++i) {
-        worst = std::max(worst, std::abs(double(g[i]) - double(cpu.f32()[i])));
-        scale = std::max(scale, std::abs(double(cpu.f32()[i])));
+        const double a = g[i];
+        const double b = cpu.f32()[i];
+        if (std::isnan(a) || std::isnan(b)) { // NaN where the other is not: as far off as can be
+            if (std::isnan(a) != std::isnan(b))
+                return std::numeric_limits<double>::infinity();
+            continue;
+        }
+        worst = std::max(worst, std::abs(a - b));
+        scale = std::max(scale, std::abs(b));
     }
     return worst / scale;
 }
