@@ -54,10 +54,10 @@ namespace {
     template <int kPer>
     __global__ void maskedSoftmaxKernel(const float* x, float* y, long long rows, int c, float scale, MaskRule m)
     {
-        const long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+        const long long row = warpRow();
         if (row >= rows)
             return;
-        const int lane = static_cast<int>(threadIdx.x);
+        const int lane = rowLane();
         const float* xr = x + row * c;
         float* yr = y + row * c;
         const RowMask rm(m, row, c);
@@ -88,10 +88,10 @@ namespace {
 
     __global__ void maskedSoftmaxLongKernel(const float* x, float* y, long long rows, int c, float scale, MaskRule m)
     {
-        const long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+        const long long row = warpRow();
         if (row >= rows)
             return;
-        const int lane = static_cast<int>(threadIdx.x);
+        const int lane = rowLane();
         const float* xr = x + row * c;
         float* yr = y + row * c;
         const RowMask rm(m, row, c);
@@ -111,10 +111,10 @@ namespace {
     __global__ void maskedSoftmaxGradKernel(
         const float* y, const float* dy, float* dx, long long rows, int c, float scale, MaskRule m)
     {
-        const long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+        const long long row = warpRow();
         if (row >= rows)
             return;
-        const int lane = static_cast<int>(threadIdx.x);
+        const int lane = rowLane();
         const long long base = row * c;
         const RowMask rm(m, row, c);
         float yv[kPer];
@@ -140,10 +140,10 @@ namespace {
     __global__ void maskedSoftmaxGradLongKernel(
         const float* y, const float* dy, float* dx, long long rows, int c, float scale, MaskRule m)
     {
-        const long long row = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+        const long long row = warpRow();
         if (row >= rows)
             return;
-        const int lane = static_cast<int>(threadIdx.x);
+        const int lane = rowLane();
         const long long base = row * c;
         const RowMask rm(m, row, c);
         float dot = 0.0F;

@@ -27,6 +27,16 @@ __device__ inline float warpMax(float v)
     return v;
 }
 
+// The row of this warp (blocks of kRowsPerBlock warps over rowBlocks) and this thread's lane in it.
+__device__ inline long long warpRow()
+{
+    return static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+}
+__device__ inline int rowLane()
+{
+    return static_cast<int>(threadIdx.x);
+}
+
 inline dim3 rowBlocks(std::int64_t rows)
 {
     return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));

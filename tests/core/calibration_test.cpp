@@ -9,17 +9,41 @@
 
 using namespace ps;
 
+namespace {
+
+// A 2-layer GPT, its analytical profile on an A100 and each node's kernel class.
+struct TinyGptOnA100
+{
+    Graph graph;
+    Profile analytical;
+    double mb;
+    std::vector<KernelClass> classes;
+    TinyGptOnA100()
+        : graph(model())
+        , analytical(estimateProfile(graph, a100(), {}))
+        , mb(static_cast<double>(graph.info().microBatch))
+    {
+        for (const auto& k : estimateKernels(graph, a100(), {}, mb))
+            classes.push_back(k.front().kind);
+    }
+    static const DeviceSpec& a100()
+    {
+        return DeviceCatalog::builtin().find("a100-40gb");
+    }
+    static Graph model()
+    {
+        auto c = zooPreset("gpt2-tiny");
+        c.layers = 2;
+        return buildZooModel(c);
+    }
+};
+
+} // namespace
+
 TEST(Calibration, ClassFactorsFitAndFillTheNodesATraceMissed)
 {
-    auto c = zooPreset("gpt2-tiny");
-    c.layers = 2;
-    const auto graph = buildZooModel(c);
-    const auto& a100 = DeviceCatalog::builtin().find("a100-40gb");
-    const auto analytical = estimateProfile(graph, a100, {});
-    const double mb = static_cast<double>(graph.info().microBatch);
-    std::vector<KernelClass> classes;
-    for (const auto& k : estimateKernels(graph, a100, {}, mb))
-        classes.push_back(k.front().kind);
+    const TinyGptOnA100 t;
+    const auto& [graph, analytical, mb, classes] = t;
     // "Measured": GEMMs twice the model, everything else half; one block's MLP missing (a trace
     // without that range), and one node of a covered scope at 0 (a zero-FLOP share of its range).
     auto measured = analytical;
@@ -113,15 +137,8 @@ TEST(Calibration, OnDeviceTimeTheLaunchCostReturnsUnscaled)
 // the factor its nodes show (here 2) instead of the Softmax's class taking the chain's time.
 TEST(Calibration, AFusedChainIsComparedWhole)
 {
-    auto c = zooPreset("gpt2-tiny");
-    c.layers = 2;
-    const auto graph = buildZooModel(c);
-    const auto& a100 = DeviceCatalog::builtin().find("a100-40gb");
-    const auto analytical = estimateProfile(graph, a100, {});
-    const double mb = static_cast<double>(graph.info().microBatch);
-    std::vector<KernelClass> classes;
-    for (const auto& k : estimateKernels(graph, a100, {}, mb))
-        classes.push_back(k.front().kind);
+    const TinyGptOnA100 t;
+    const auto& [graph, analytical, mb, classes] = t;
     auto measured = analytical;
     measured.source = "measured-cuda";
     const auto twice = [](const LinearModel& m, double extra) {
