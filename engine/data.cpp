@@ -246,6 +246,13 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
     }
 }
 
+void BatchSource::reshape(const Graph& graph)
+{
+    BatchSource next(graph, m_data, 0);
+    next.m_rng = m_rng;
+    *this = std::move(next);
+}
+
 HostBatch BatchSource::next()
 {
     HostBatch batch;

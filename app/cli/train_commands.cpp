@@ -476,8 +476,8 @@ void addTrainCommand(CLI::App& app, Action& action)
         ->check(CLI::IsMember(std::vector<std::string> { "auto", "cupti", "synchronized" }));
     cmd->add_option("--stages", o->stages, "Pipeline stages (default: one per device)")->check(CLI::Range(1, 4096));
     cmd->add_option("--schedule", o->schedule,
-        "gpipe | 1f1b | kfkb:K | kfkb:auto (Ada-Grouper: k chosen from the measured transfers) | "
-        "interleaved:V | zb-h1 | pipedream");
+        "gpipe | 1f1b | kfkb:K | kfkb:auto (Ada-Grouper: k, and with --device-memory the micro-batch size, "
+        "chosen from the measured transfers) | interleaved:V | zb-h1 | pipedream | ftpipe-async[:A]");
     cmd->add_option("--micro-batches", o->microBatches,
            "Micro-batches per step (pipeline; on one stage: gradient accumulation, as --accumulate)")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));

@@ -4,6 +4,7 @@
 #include "cli/validators.h"
 #include "runtime/run_prediction.h"
 #include "util/error.h"
+#include "zoo/model_config.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -39,23 +40,36 @@ engine::LinkEmulation linkEmulation(const LinkOptions& o)
     return link;
 }
 
+namespace {
+
+    // Runs `c` from the next step on: k alone through setSchedule, b (with M) on the model rebuilt
+    // at that micro-batch size.
+    void applyCandidate(engine::TrainingRun& run, const engine::GroupCandidate& c)
+    {
+        auto spec = run.config().schedule;
+        spec.groupSize = c.k;
+        spec.microBatches = c.microBatches;
+        if (c.microBatch == run.graph().info().microBatch)
+            run.setSchedule(spec);
+        else
+            run.setMicroBatch(buildAtMicroBatch(run.graph(), c.microBatch), spec);
+    }
+
+} // namespace
+
 std::unique_ptr<engine::GroupSizeController> groupController(
     const ProjectStore& store, int adaptEvery, std::int64_t deviceMemoryBytes, engine::TrainingRun& run)
 {
     const auto& c = run.config();
     engine::RunShape shape { c.partition, c.schedule, c.memory, c.stageDevices, run.graph().info().microBatch,
         deviceMemoryBytes, c.link };
+    const auto matched = engine::measuredProfileFor(store, shape);
+    std::optional<Profile> measured = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
+    auto candidates = engine::autoGroupCandidates(run.graph(), measured ? &*measured : nullptr, shape);
     auto controller = std::make_unique<engine::GroupSizeController>(
-        run.graph(),
-        [&] {
-            const auto matched = engine::measuredProfileFor(store, shape);
-            return matched ? std::optional<Profile>(matched->profile) : std::nullopt;
-        }(),
-        shape, engine::autoGroupSizes(c.schedule.microBatches), adaptEvery);
-    controller->setK(controller->choose(c.link.bandwidth).k);
-    auto spec = c.schedule;
-    spec.groupSize = controller->k();
-    run.setSchedule(spec);
+        run.graph(), std::move(measured), shape, std::move(candidates), adaptEvery);
+    controller->setCurrent(controller->choose(c.link.bandwidth).chosen);
+    applyCandidate(run, controller->current());
     return controller;
 }
 
@@ -65,27 +79,29 @@ void adaptGroupSize(
     const auto d = controller ? controller->observe(r.step, r.events) : std::nullopt;
     if (!d)
         return;
-    const int before = run.config().schedule.groupSize;
-    if (d->k != before) {
-        auto spec = run.config().schedule;
-        spec.groupSize = d->k;
-        run.setSchedule(spec);
-    }
-    nlohmann::ordered_json predicted = nlohmann::ordered_json::object();
+    const engine::GroupCandidate before { run.config().schedule.groupSize, run.graph().info().microBatch,
+        run.config().schedule.microBatches };
+    if (d->chosen != before)
+        applyCandidate(run, d->chosen);
+    nlohmann::ordered_json predicted = nlohmann::ordered_json::array();
     std::string text;
-    for (const auto& [k, ns] : d->predictedIterationNs) {
-        predicted["kfkb:" + std::to_string(k)] = ns / 1e6;
-        text += fmt::format(" {}:{:.0f}", k, ns / 1e6);
+    for (const auto& [c, ns] : d->predictedIterationNs) {
+        predicted.push_back(
+            { { "k", c.k }, { "micro_batch", c.microBatch }, { "micro_batches", c.microBatches }, { "ms", ns / 1e6 } });
+        text += fmt::format(" {}:{:.0f}", c.label(), ns / 1e6);
     }
     if (json)
         fmt::print("{}\n",
-            nlohmann::ordered_json { { "group_size", d->k }, { "previous_group_size", before },
-                { "after_step", d->step }, { "measured_bandwidth", d->measuredBandwidth },
-                { "predicted_iteration_ms", predicted } }
+            nlohmann::ordered_json { { "group_size", d->chosen.k }, { "micro_batch", d->chosen.microBatch },
+                { "micro_batches", d->chosen.microBatches }, { "previous_group_size", before.k },
+                { "previous_micro_batch", before.microBatch }, { "after_step", d->step },
+                { "measured_bandwidth", d->measuredBandwidth }, { "predicted_iteration_ms", predicted } }
                 .dump());
     else
-        fmt::print("  k {} -> {} after step {}: links measured at {:.3g} MB/s; predicted ms by k{}\n", before, d->k,
-            d->step, d->measuredBandwidth / 1e6, text);
+        fmt::print("  {} -> {} (M {} -> {}) after step {}: links measured at {:.3g} MB/s (moving average); "
+                   "predicted ms:{}\n",
+            before.label(), d->chosen.label(), before.microBatches, d->chosen.microBatches, d->step,
+            d->measuredBandwidth / 1e6, text);
 }
 
 } // namespace ps::app

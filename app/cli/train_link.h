@@ -24,12 +24,14 @@ struct LinkOptions
 void addLinkOptions(CLI::App* cmd, LinkOptions& options);
 // Throws ps::Error for a bad bandwidth or trace, or a trace without a link.
 [[nodiscard]] engine::LinkEmulation linkEmulation(const LinkOptions& options);
-// The controller for `run` (its schedule a kFkB), on the project's measured CPU profile if it has
-// one; sets the run's first k to the one predicted fastest at the link's nominal bandwidth.
+// The controller for `run` (its schedule a kFkB), on the project's measured profile if it has
+// one, over autoGroupCandidates' (k, b) (the memory-limit curve under --device-memory); sets the
+// run's first (k, b) to the one predicted fastest at the link's nominal bandwidth.
 [[nodiscard]] std::unique_ptr<engine::GroupSizeController> groupController(
     const ProjectStore& store, int adaptEvery, std::int64_t deviceMemoryBytes, engine::TrainingRun& run);
-// After a step: the controller's decision, if one is due, applied from the next step on and
-// printed (a JSON line with "group_size" under --json).
+// After a step: the controller's decision, if one is due, applied from the next step on (a new
+// micro-batch size rebuilds the zoo model at that size) and printed (a JSON line with
+// "group_size" and "micro_batch" under --json).
 void adaptGroupSize(
     engine::GroupSizeController* controller, engine::TrainingRun& run, const engine::RunStepResult& r, bool json);
 

@@ -4,26 +4,57 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 namespace ps::engine {
 
-GroupSizeController::GroupSizeController(
-    Graph graph, std::optional<Profile> measured, RunShape shape, std::vector<int> candidates, int interval)
+namespace {
+
+    std::int64_t microBatchOf(const Graph& graph, const RunShape& shape)
+    {
+        return shape.microBatch > 0 ? shape.microBatch : graph.info().microBatch;
+    }
+
+    RunShape shapeOf(RunShape shape, const GroupCandidate& c)
+    {
+        shape.schedule.kind = ScheduleKind::KFKB;
+        shape.schedule.groupSize = c.k;
+        shape.schedule.microBatches = c.microBatches;
+        shape.microBatch = c.microBatch;
+        return shape;
+    }
+
+} // namespace
+
+std::string GroupCandidate::label() const
+{
+    return "k" + std::to_string(k) + " b" + std::to_string(microBatch);
+}
+
+GroupSizeController::GroupSizeController(Graph graph, std::optional<Profile> measured, RunShape shape,
+    std::vector<GroupCandidate> candidates, int interval, double smoothing)
     : m_graph(std::move(graph))
     , m_measured(std::move(measured))
     , m_shape(std::move(shape))
     , m_candidates(std::move(candidates))
     , m_interval(interval)
-    , m_k(m_shape.schedule.groupSize)
+    , m_smoothing(smoothing)
+    , m_current { m_shape.schedule.groupSize, microBatchOf(m_graph, m_shape), m_shape.schedule.microBatches }
 {
     if (m_candidates.empty())
         throw Error("the group-size controller needs at least one candidate k");
     if (m_interval < 1)
         throw Error("the group-size controller's interval must be at least one step");
-    for (int k : m_candidates) {
-        if (k < 1 || k > m_shape.schedule.microBatches)
-            throw Error("group size k=" + std::to_string(k) + " is not in 1.."
-                + std::to_string(m_shape.schedule.microBatches) + " (the micro-batches of a step)");
+    if (!(m_smoothing > 0 && m_smoothing <= 1))
+        throw Error("the group-size controller's smoothing must be in (0, 1]");
+    const auto samples = m_current.microBatch * m_current.microBatches;
+    for (const auto& c : m_candidates) {
+        if (c.k < 1 || c.k > c.microBatches)
+            throw Error("group size k=" + std::to_string(c.k) + " is not in 1.." + std::to_string(c.microBatches)
+                + " (the micro-batches of a step)");
+        if (c.microBatch * c.microBatches != samples)
+            throw Error("candidate " + c.label() + " x " + std::to_string(c.microBatches)
+                + " micro-batches is not the run's " + std::to_string(samples) + " samples per step");
     }
     m_shape.schedule.kind = ScheduleKind::KFKB;
     m_shape.link.trace.reset();
@@ -32,19 +63,19 @@ GroupSizeController::GroupSizeController(
 GroupDecision GroupSizeController::choose(double bandwidth) const
 {
     GroupDecision d;
-    d.k = m_k;
+    d.chosen = m_current;
     d.measuredBandwidth = bandwidth;
     auto shape = m_shape;
     if (bandwidth > 0)
         shape.link.bandwidth = bandwidth;
     double best = std::numeric_limits<double>::infinity();
-    for (int k : m_candidates) {
-        shape.schedule.groupSize = k;
-        const double ns = predictRun(m_graph, m_measured ? &*m_measured : nullptr, shape).simulation.iterationNs;
-        d.predictedIterationNs.emplace_back(k, ns);
+    for (const auto& c : m_candidates) {
+        const double ns =
+            predictRun(m_graph, m_measured ? &*m_measured : nullptr, shapeOf(shape, c)).simulation.iterationNs;
+        d.predictedIterationNs.emplace_back(c, ns);
         if (ns < best) {
             best = ns;
-            d.k = k;
+            d.chosen = c;
         }
     }
     return d;
@@ -55,34 +86,59 @@ std::optional<GroupDecision> GroupSizeController::observe(std::int64_t step, con
     const auto deviceOf = [&](std::uint32_t stage) {
         return m_shape.stageDevices.empty() ? stage : m_shape.stageDevices.at(stage).value;
     };
+    double bytes = 0;
+    double linkSeconds = 0;
     for (const auto& e : events) {
         if (e.stream != Stream::Send || e.bytes <= 0 || e.endNs <= e.startNs)
             continue;
         // A SEND between two devices: its event spans its time on the link.
         const auto peer = e.action == ActionType::SendForward ? e.stage.value + 1 : e.stage.value - 1;
         if (deviceOf(e.stage.value) != deviceOf(peer)) {
-            m_bytes += e.bytes;
-            m_linkSeconds += std::max(0.0, (e.endNs - e.startNs) * 1e-9 - m_shape.link.latencySeconds);
+            bytes += e.bytes;
+            linkSeconds += std::max(0.0, (e.endNs - e.startNs) * 1e-9 - m_shape.link.latencySeconds);
         }
+    }
+    if (linkSeconds > 0) {
+        const double measured = bytes / linkSeconds;
+        m_estimate = m_estimate > 0 ? m_smoothing * measured + (1 - m_smoothing) * m_estimate : measured;
     }
     if (++m_seen < m_interval)
         return std::nullopt;
-    const double bandwidth = m_linkSeconds > 0 ? m_bytes / m_linkSeconds : 0;
     m_seen = 0;
-    m_bytes = 0;
-    m_linkSeconds = 0;
-    auto d = choose(bandwidth);
+    auto d = choose(m_estimate);
     d.step = step;
-    m_k = d.k;
+    m_current = d.chosen;
     return d;
 }
 
-std::vector<int> autoGroupSizes(int microBatches)
+std::vector<GroupCandidate> autoGroupCandidates(const Graph& graph, const Profile* measured, const RunShape& shape)
 {
-    std::vector<int> ks;
-    for (int k = 1; k <= std::min(microBatches, 8); ++k)
-        ks.push_back(k);
-    return ks;
+    const auto b0 = microBatchOf(graph, shape);
+    const int m0 = shape.schedule.microBatches;
+    const auto samples = b0 * m0;
+    std::vector<GroupCandidate> out;
+    if (shape.deviceMemoryBytes > 0 && graph.info().family != "onnx") {
+        std::map<std::pair<int, std::int64_t>, bool> fits; // (k, b) -> predicted to fit
+        for (int k = 1; k <= 8; ++k) {
+            for (std::int64_t b = samples / k; b >= 1; --b) { // M = samples / b >= k
+                if (samples % b != 0)
+                    continue;
+                const GroupCandidate c { k, b, static_cast<int>(samples / b) };
+                auto [it, fresh] = fits.try_emplace({ k, b }, false);
+                if (fresh)
+                    it->second = predictRun(graph, measured, shapeOf(shape, c)).overflows.empty();
+                if (it->second) {
+                    out.push_back(c);
+                    break;
+                }
+            }
+        }
+        if (!out.empty())
+            return out;
+    }
+    for (int k = 1; k <= std::min(m0, 8); ++k)
+        out.push_back({ k, b0, m0 });
+    return out;
 }
 
 } // namespace ps::engine

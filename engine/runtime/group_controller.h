@@ -1,10 +1,11 @@
 // Ada-Grouper's adaptive controller inside a training run (Ada-Grouper §4.4): the run measures
-// its transfers (bytes and time on the link of every SEND between devices), and every `interval`
-// steps the controller turns the interval's transfers into a bandwidth estimate, simulates the
-// run's kFkB candidates (k in `candidates`, same cuts, micro-batches and memory actions) on links
-// of that bandwidth, and picks the fastest. The run switches k at the step boundary
-// (TrainingRun::setSchedule), without touching parameters. core/plan/grouping.h is the same
-// controller over a bandwidth trace in the simulator; here the bandwidth comes from measurement.
+// its transfers (bytes and time on the link of every SEND between devices); after each step the
+// controller folds the step's bandwidth into a moving average, and every `interval` steps it
+// simulates the run's (k, b) candidates (same cuts and memory actions; the global batch fixed, so
+// M = global batch / b) on links of that bandwidth and picks the fastest. The run switches at the
+// step boundary: k alone through TrainingRun::setSchedule, b (and with it M) through
+// TrainingRun::setMicroBatch, parameters and optimizer state untouched. core/plan/grouping.h is
+// the same controller over a bandwidth trace in the simulator; here the bandwidth is measured.
 // Depends on: runtime/run_prediction.h (the simulator over a run's shape); no Qt, no CUDA.
 #pragma once
 
@@ -12,54 +13,78 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace ps::engine {
 
+// kFkB with group size k over M micro-batches of b samples each.
+struct GroupCandidate
+{
+    int k = 1;
+    std::int64_t microBatch = 1; // b
+    int microBatches = 1; // M
+
+    [[nodiscard]] std::string label() const; // "k2 b4"
+    bool operator==(const GroupCandidate&) const = default;
+};
+
 struct GroupDecision
 {
     std::int64_t step = 0; // after this step
-    int k = 1; // for the steps that follow
-    double measuredBandwidth = 0; // bytes/s over the interval (0: nothing crossed a link)
-    std::vector<std::pair<int, double>> predictedIterationNs; // per candidate k at that bandwidth
+    GroupCandidate chosen; // for the steps that follow
+    double measuredBandwidth = 0; // bytes/s, the moving average it chose at (0: nothing crossed a link yet)
+    std::vector<std::pair<GroupCandidate, double>> predictedIterationNs; // per candidate at that bandwidth
 };
 
 class GroupSizeController
 {
 public:
     // `shape`: the run (its schedule is the starting kFkB and its link the nominal one; the
-    // controller needs no trace); `measured`: the project's measured CPU profile or null.
-    // Throws ps::Error for no candidates, a k over the micro-batches, or an interval below 1.
-    GroupSizeController(
-        Graph graph, std::optional<Profile> measured, RunShape shape, std::vector<int> candidates, int interval);
+    // controller needs no trace); `measured`: the project's measured profile or null;
+    // `smoothing`: the newest step's weight in the moving average of the measured bandwidth.
+    // Throws ps::Error for no candidates, a candidate with k over its M or another global batch
+    // than the run's, an interval below 1 or a smoothing outside (0, 1].
+    GroupSizeController(Graph graph, std::optional<Profile> measured, RunShape shape,
+        std::vector<GroupCandidate> candidates, int interval, double smoothing = 0.5);
 
-    // The k predicted fastest at `bandwidth` bytes/s, with every candidate's simulated iteration.
+    // The candidate predicted fastest at `bandwidth` bytes/s, with every candidate's simulated
+    // iteration.
     [[nodiscard]] GroupDecision choose(double bandwidth) const;
-    // Feeds one step's measured events; after every `interval` steps returns the decision (its k
-    // may equal the current one).
+    // Feeds one step's measured events; after every `interval` steps returns the decision (its
+    // candidate may be the current one).
     std::optional<GroupDecision> observe(std::int64_t step, const std::vector<SimEvent>& events);
-    [[nodiscard]] int k() const
+    [[nodiscard]] const GroupCandidate& current() const
     {
-        return m_k;
+        return m_current;
     }
-    void setK(int k)
+    void setCurrent(const GroupCandidate& candidate)
     {
-        m_k = k;
+        m_current = candidate;
+    }
+    [[nodiscard]] double bandwidthEstimate() const
+    {
+        return m_estimate;
     }
 
 private:
     Graph m_graph;
     std::optional<Profile> m_measured;
     RunShape m_shape;
-    std::vector<int> m_candidates;
+    std::vector<GroupCandidate> m_candidates;
     int m_interval = 1;
-    int m_k = 1;
+    double m_smoothing = 0.5;
+    GroupCandidate m_current;
     int m_seen = 0; // steps since the last decision
-    double m_bytes = 0; // sent over links since the last decision
-    double m_linkSeconds = 0; // their time on the links, latency excluded
+    double m_estimate = 0; // moving average of the steps' measured bandwidth (0: none yet)
 };
 
-// The k values kfkb:auto tries for M micro-batches: 1 .. min(M, 8).
-[[nodiscard]] std::vector<int> autoGroupSizes(int microBatches);
+// The candidates kfkb:auto tries for a run of `shape` (its samples per step G = M x b fixed). With
+// a device memory cap and a zoo model (rebuilt at any micro-batch size), Ada-Grouper's memory-limit
+// curve (§3.2): for each k in 1..8, the largest b dividing G with M = G / b >= k whose run is
+// predicted to fit every device. Otherwise (no cap, an imported model traced at one size, or
+// nothing fits) the run's b and M with k = 1..min(M, 8).
+[[nodiscard]] std::vector<GroupCandidate> autoGroupCandidates(
+    const Graph& graph, const Profile* measured, const RunShape& shape);
 
 } // namespace ps::engine

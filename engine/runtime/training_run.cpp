@@ -195,7 +195,6 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
     // Every CPU device splits its GEMMs and vector loops over its own cores' team (PipelineRunner),
     // one device over the whole machine, so OpenBLAS runs single-threaded in each team member.
     setComputeThreads(1);
-    PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
     if (m_config.gemm != GemmPrecision::Fp32) {
         for (const auto& d : m_devices) {
             if (d.memory->memory().hostAccessible())
@@ -203,13 +202,50 @@ TrainingRun::TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice>
                     + " is a GPU tensor-core mode; " + d.name + " computes in fp32 (train with --precision fp32)");
         }
     }
-    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks, m_config.gemm,
-        m_config.tracer };
-    m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
+    makeRunner();
     // The same initial values as the single-device executor (graph values, else its seeded draws).
     GraphExecutor init(m_graph, ExecutorOptions { m_config.seed, 0, true });
     for (auto id : m_runner->parameterIds())
         m_runner->setParameter(id, init.backend().toHost(init.parameter(id)));
+}
+
+void TrainingRun::makeRunner()
+{
+    PipelineSpec spec { m_config.partition, runtimeSchedule(m_config), m_config.memory };
+    RunnerOptions options { m_config.seed, m_config.optimizer, true, m_config.link, m_config.chunks, m_config.gemm,
+        m_config.tracer };
+    m_runner = std::make_unique<PipelineRunner>(m_graph, std::move(spec), m_devices, options);
+}
+
+void TrainingRun::setMicroBatch(Graph graph, const ScheduleSpec& schedule)
+{
+    const auto name =
+        "micro-batch " + std::to_string(graph.info().microBatch) + " x " + std::to_string(schedule.microBatches);
+    if (graph.nodeCount() != m_graph.nodeCount() || graph.tensorCount() != m_graph.tensorCount())
+        throw Error(name + ": the graph is not the run's model ('" + graph.info().name + "')");
+    for (const auto& t : m_graph.tensors()) {
+        const auto& other = graph.tensor(t.id);
+        if (t.kind == TensorKind::Parameter && (other.kind != t.kind || other.shape != t.shape))
+            throw Error(name + ": parameter '" + t.name + "' differs from the run's model");
+    }
+    const auto samples = m_graph.info().microBatch * m_config.schedule.microBatches;
+    if (graph.info().microBatch * schedule.microBatches != samples)
+        throw Error(name + " is not the run's " + std::to_string(samples) + " samples per step");
+    auto next = m_config;
+    next.schedule = schedule;
+    (void)runtimeSchedule(next); // throws for a schedule the plan cannot run, before anything changes
+    BatchSource source = m_source;
+    source.reshape(graph);
+    const auto state = checkpoint();
+    m_runner.reset(); // it reads m_graph; its device memory goes back first
+    m_graph = std::move(graph);
+    m_config = std::move(next);
+    m_source = std::move(source);
+    makeRunner();
+    for (const auto& [id, bytes] : state.parameters)
+        m_runner->setParameter(id, bytes);
+    for (const auto& [id, moments] : state.optimizerState)
+        m_runner->setOptimizerState(id, moments, state.optimizerSteps);
 }
 
 void TrainingRun::setSchedule(const ScheduleSpec& schedule)

@@ -111,6 +111,12 @@ public:
     // controller changes k this way). Parameters and optimizer state are untouched. Throws
     // ps::Error when the schedule cannot replace the current one.
     void setSchedule(const ScheduleSpec& schedule);
+    // From the next step on, runs `graph`, the run's model at another micro-batch size b, with
+    // `schedule`'s M micro-batches (Ada-Grouper's controller switching (k, b) at a fixed global
+    // batch): parameters, optimizer state, step count and the data stream carry over. Throws
+    // ps::Error, the run unchanged, when the graph is another model or M x b differs from the
+    // run's samples per step.
+    void setMicroBatch(Graph graph, const ScheduleSpec& schedule);
     [[nodiscard]] RunCheckpoint checkpoint() const;
     // Parameters, optimizer state and step count from a checkpoint; the sampler is advanced past the
     // steps already taken so the data continues where the checkpointed run stopped. Returns false
@@ -136,6 +142,7 @@ public:
 
 private:
     std::vector<HostBatch> sampleStep();
+    void makeRunner();
 
     Graph m_graph;
     std::vector<RuntimeDevice> m_devices;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -174,9 +175,14 @@ TEST_F(TrainCli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
         // Measured on the link: never above its nominal 5 MB/s.
         EXPECT_GT(d["measured_bandwidth"].get<double>(), 0) << d.dump();
         EXPECT_LE(d["measured_bandwidth"].get<double>(), 5e6 * 1.001) << d.dump();
-        EXPECT_EQ(d["predicted_iteration_ms"].size(), 4U) << d.dump(); // k = 1..4
+        ASSERT_EQ(d["predicted_iteration_ms"].size(), 4U) << d.dump(); // k = 1..4 at the run's b
         const auto k = d["group_size"].get<int>();
-        EXPECT_TRUE(d["predicted_iteration_ms"].contains("kfkb:" + std::to_string(k))) << d.dump();
+        bool listed = false;
+        for (const auto& c : d["predicted_iteration_ms"]) {
+            EXPECT_EQ(c["micro_batch"].get<int>(), 2) << d.dump(); // no --device-memory: b stays
+            listed = listed || c["k"].get<int>() == k;
+        }
+        EXPECT_TRUE(listed) << d.dump();
     }
     const auto bad = runCli("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5");
     EXPECT_NE(bad.exitCode, 0);
@@ -184,6 +190,52 @@ TEST_F(TrainCli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
     const auto badRate = runCli("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast");
     EXPECT_NE(badRate.exitCode, 0);
     EXPECT_NE(badRate.output.find("is not a bandwidth"), std::string::npos) << badRate.output;
+}
+
+TEST_F(TrainCli, AdaptiveGroupingUnderAMemoryCapSwitchesTheMicroBatchSize)
+{
+    // 8 samples a step (b = 2 x M = 4) under a 6 MiB cap: the candidates are the memory-limit
+    // curve, (k, largest b that fits) for k = 1..8. On a 5 MB/s link the controller's first choice
+    // (predicted at the nominal bandwidth) is b = 1 with M = 8, so the run starts by rebuilding
+    // the model at micro-batch 1 and trains on.
+    const auto p = file("ada-b.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 32 -b 2 -o " + p).exitCode, 0);
+    const auto r = runCli("train " + p
+        + " --devices cpu:2 --schedule kfkb:auto --micro-batches 4 --steps 4 --adapt-every 2 --data-format random"
+          " --link-bandwidth 5MB/s --link-latency 1e-4 --device-memory 6MiB --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    std::istringstream lines(r.output);
+    std::string line;
+    std::vector<nlohmann::json> decisions;
+    int steps = 0;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line);
+        if (j.contains("config")) {
+            EXPECT_EQ(j["config"]["micro_batch"].get<int>(), 1) << line;
+            EXPECT_EQ(j["config"]["micro_batches"].get<int>(), 8) << line;
+        }
+        if (j.contains("group_size"))
+            decisions.push_back(j);
+        if (j.contains("step_ms")) {
+            EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << line;
+            ++steps;
+        }
+    }
+    EXPECT_EQ(steps, 4) << r.output;
+    ASSERT_EQ(decisions.size(), 2U) << r.output;
+    for (const auto& d : decisions) {
+        const auto& curve = d["predicted_iteration_ms"];
+        ASSERT_EQ(curve.size(), 8U) << d.dump();
+        for (std::size_t i = 0; i < curve.size(); ++i) {
+            EXPECT_EQ(curve[i]["k"].get<int>(), static_cast<int>(i) + 1) << d.dump();
+            EXPECT_EQ(curve[i]["micro_batch"].get<int>() * curve[i]["micro_batches"].get<int>(), 8) << d.dump();
+            if (i > 0) {
+                EXPECT_LE(curve[i]["micro_batch"].get<int>(), curve[i - 1]["micro_batch"].get<int>()) << d.dump();
+            }
+        }
+        EXPECT_EQ(d["micro_batch"].get<int>() * d["micro_batches"].get<int>(), 8) << d.dump();
+    }
+    EXPECT_EQ(decisions.front()["previous_micro_batch"].get<int>(), 1) << decisions.front().dump();
 }
 
 TEST_F(TrainCli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -157,26 +158,72 @@ TEST(Pipeline, SetScheduleRejectsAnotherShapeAndKeepsTheCurrentOne)
     EXPECT_GT(run.step().loss, 0);
 }
 
-TEST(GroupSizeController, DecidesEveryIntervalFromTheMeasuredBandwidthOfCrossDeviceSends)
+TEST(Pipeline, SwitchingTheMicroBatchSizeKeepsParametersDataAndMatchesOneDevice)
+{
+    // Ada-Grouper's (k, b) at a fixed 8 samples per step: b = 2 x M = 4, then 4 x 2, then 1 x 8.
+    // Each step's mean loss and gradient are those of its 8 windows however they are grouped, so
+    // the run keeps matching one device accumulating 4 micro-batches of 2.
+    const auto graph = tinyGpt();
+    TrainOptions o;
+    o.accumulation = 4;
+    o.optimizer.kind = "sgd";
+    o.optimizer.lr = 0.05;
+    o.seed = 5;
+    Trainer reference(graph, corpus(), o);
+    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
+    for (int s = 0; s < 7; ++s) {
+        if (s == 2 || s == 4) {
+            const std::int64_t b = s == 2 ? 4 : 1;
+            auto spec = run.config().schedule;
+            spec.microBatches = static_cast<int>(8 / b);
+            spec.groupSize = s == 2 ? 2 : 4;
+            run.setMicroBatch(buildAtMicroBatch(graph, b), spec);
+            EXPECT_EQ(run.graph().info().microBatch, b);
+            EXPECT_EQ(run.tokensPerStep(), 8 * 32);
+        }
+        EXPECT_NEAR(run.step().loss, reference.step().loss, 1e-5) << "step " << s + 1;
+    }
+    EXPECT_EQ(scheduleName(run.runner().schedule().spec), "kfkb:4");
+    EXPECT_EQ(run.runner().schedule().spec.microBatches, 8);
+    // Another global batch, or another model, is refused and the run goes on as it was.
+    auto spec = run.config().schedule;
+    spec.microBatches = 2;
+    EXPECT_THROW(run.setMicroBatch(buildAtMicroBatch(graph, 2), spec), Error);
+    auto other = zooPreset("gpt2-tiny");
+    other.seq = 32;
+    other.layers = 1;
+    other.microBatch = 4;
+    spec.microBatches = 2;
+    EXPECT_THROW(run.setMicroBatch(buildZooModel(other), spec), Error);
+    EXPECT_EQ(run.graph().info().microBatch, 1);
+    EXPECT_NEAR(run.step().loss, reference.step().loss, 1e-5);
+}
+
+TEST(GroupSizeController, DecidesEveryIntervalFromAMovingAverageOfTheMeasuredBandwidth)
 {
     const auto graph = tinyGpt();
     const auto config = kfkb(graph, 1);
     RunShape shape { config.partition, config.schedule, {}, {}, 0, 0, { 1e9, 1e-4, std::nullopt } };
-    GroupSizeController controller(graph, std::nullopt, shape, { 1, 2, 4 }, 2);
+    const std::vector<GroupCandidate> ks { { 1, 2, 4 }, { 2, 2, 4 }, { 4, 2, 4 } };
+    GroupSizeController controller(graph, std::nullopt, shape, ks, 2);
     // Two 1 MB sends between the devices, 1 ms and 10 ms on the link after the 0.1 ms latency.
     const auto send = [](std::uint32_t stage, ActionType type, double startNs, double endNs, double bytes) {
         return SimEvent { DeviceId(stage), Stream::Send, type, StageId(stage), MicroBatchId(0), startNs, endNs, bytes };
     };
     EXPECT_FALSE(controller.observe(1, { send(0, ActionType::SendForward, 0, 1.1e6, 1e6) }));
+    EXPECT_NEAR(controller.bandwidthEstimate(), 1e9, 1);
     const auto slow = controller.observe(2, { send(1, ActionType::SendBackward, 0, 10.1e6, 1e6) });
     ASSERT_TRUE(slow.has_value());
     EXPECT_EQ(slow->step, 2);
-    EXPECT_NEAR(slow->measuredBandwidth, 2e6 / 11e-3, 1); // 2 MB over 11 ms of link time
+    EXPECT_NEAR(slow->measuredBandwidth, 0.5 * 1e8 + 0.5 * 1e9, 1); // the newest step weighs one half
     ASSERT_EQ(slow->predictedIterationNs.size(), 3U);
     const auto fastest = std::min_element(slow->predictedIterationNs.begin(), slow->predictedIterationNs.end(),
         [](const auto& a, const auto& b) { return a.second < b.second; });
-    EXPECT_EQ(slow->k, fastest->first);
-    EXPECT_EQ(controller.k(), slow->k);
+    EXPECT_EQ(slow->chosen, fastest->first);
+    EXPECT_EQ(controller.current(), slow->chosen);
+    // A step without transfers leaves the estimate; the next decision folds in what follows.
+    EXPECT_FALSE(controller.observe(3, {}));
+    EXPECT_NEAR(controller.bandwidthEstimate(), 5.5e8, 1);
     // The same candidates predicted at that bandwidth by choose(), and slower than at 1 GB/s.
     const auto again = controller.choose(slow->measuredBandwidth);
     const auto quick = controller.choose(1e9);
@@ -184,6 +231,45 @@ TEST(GroupSizeController, DecidesEveryIntervalFromTheMeasuredBandwidthOfCrossDev
         EXPECT_DOUBLE_EQ(again.predictedIterationNs[i].second, slow->predictedIterationNs[i].second);
         EXPECT_GT(again.predictedIterationNs[i].second, quick.predictedIterationNs[i].second);
     }
-    EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, { 1, 5 }, 1), Error); // k over M = 4
+    EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, { { 5, 2, 4 } }, 1), Error); // k over M = 4
+    EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, { { 2, 4, 4 } }, 1), Error); // 16 samples, not 8
     EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, {}, 1), Error);
+    EXPECT_THROW(GroupSizeController(graph, std::nullopt, shape, ks, 1, 0.0), Error);
+}
+
+TEST(GroupSizeController, CandidatesFollowTheMemoryLimitCurve)
+{
+    // 8 samples per step on two devices. Without a memory cap: k = 1..4 at the run's b = 2. With
+    // one: for each k the largest b (M = 8 / b >= k) predicted to fit, and b never grows with k.
+    const auto graph = tinyGpt();
+    const auto config = kfkb(graph, 1);
+    RunShape shape { config.partition, config.schedule, {}, {}, 0, 0, {} };
+    const auto free = autoGroupCandidates(graph, nullptr, shape);
+    ASSERT_EQ(free.size(), 4U);
+    for (std::size_t i = 0; i < free.size(); ++i)
+        EXPECT_EQ(free[i], (GroupCandidate { static_cast<int>(i) + 1, 2, 4 }));
+    // A cap between what b = 2 and b = 4 need with one micro-batch in flight.
+    auto atB = [&](std::int64_t b, int k) {
+        auto s = shape;
+        s.microBatch = b;
+        s.schedule.microBatches = static_cast<int>(8 / b);
+        s.schedule.groupSize = k;
+        double peak = 0;
+        for (const auto& d : predictRun(graph, nullptr, s).simulation.devices)
+            peak = std::max(peak, d.peakBytes);
+        return peak;
+    };
+    shape.deviceMemoryBytes = static_cast<std::int64_t>((atB(2, 1) + atB(4, 1)) / 2);
+    const auto capped = autoGroupCandidates(graph, nullptr, shape);
+    ASSERT_FALSE(capped.empty());
+    EXPECT_EQ(capped.front(), (GroupCandidate { 1, 2, 4 })) << "b = 4 does not fit, b = 2 does";
+    for (std::size_t i = 0; i < capped.size(); ++i) {
+        EXPECT_EQ(capped[i].microBatch * capped[i].microBatches, 8);
+        EXPECT_GE(capped[i].microBatches, capped[i].k);
+        EXPECT_LE(atB(capped[i].microBatch, capped[i].k), static_cast<double>(shape.deviceMemoryBytes));
+        if (i > 0) {
+            EXPECT_LE(capped[i].microBatch, capped[i - 1].microBatch);
+        }
+    }
+    EXPECT_LT(capped.back().microBatch, 2) << "k = 4 keeps four groups in flight: b = 1";
 }
