@@ -1,9 +1,11 @@
 // DawnPiper §5.2, Tables 1 (synchronous) and 2 (asynchronous): the largest batch each method fits
-// on 4 and 8 A100-40GB over PCIe 4.0, for BERT, GPT-2 and T5, with and without memory optimization.
+// on 4 and 8 A100-40GB over PCIe 4.0, for BERT, GPT-2 and T5, with and without memory optimization;
+// §5.3's Fig. 8 (stage balance) here, Figs. 6-7 (training speed) in dawnpiper_speed.cpp.
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "plan/planner.h"
 #include "plan/zero_baseline.h"
+#include "report/dawnpiper_speed.h"
 #include "report/reproduction.h"
 #include "zoo/model_config.h"
 
@@ -334,6 +336,15 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
         report.figures.push_back(std::move(f));
     }
     addStageBalance(paper, device, link, models, stageCounts, cells, md);
+    addTrainingSpeed(
+        paper, device, link, models, stageCounts,
+        [&](bool sync, const std::string& model, int stages) {
+            const auto& byColumn =
+                cells[sync ? "table1_sync" : "table2_async"][sync ? "S+R DPiper-S" : "S+R DPiper-AS"];
+            const auto it = byColumn.find(model + " " + std::to_string(stages));
+            return it == byColumn.end() ? 0.0 : it->second.ours;
+        },
+        options, report);
     md += "### Headline claims\n\n";
     std::vector<std::vector<std::string>> claims;
     // A row's cell as the paper's method ran it, or the best of it and the columns the paper lacks.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -78,10 +80,24 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
     EXPECT_LT(std::stod(balance[2]), 100.0);
     // The claims put the paper's method and the best column beside the paper.
     EXPECT_NE(r.markdown.find("| claim | ours, paper's method | ours, best | paper |"), std::string::npos);
-    ASSERT_EQ(r.figures.size(), 2U);
+    ASSERT_EQ(r.figures.size(), 3U);
     EXPECT_EQ(r.figures[0].file, "dawnpiper-sync.png");
     EXPECT_FALSE(r.figures[0].series.empty());
     EXPECT_NE(r.markdown.find("![DawnPiper Table 1"), std::string::npos);
+    // Figs. 6-7: speed against batch up to the largest batch DPiper-S fits with S+R (Table 1's
+    // cell above), which therefore runs there; one line per kind of pipeline.
+    const auto sync = r.markdown.substr(r.markdown.find("**bert, 4 stages, sync**"));
+    const auto last = rowCells(sync, "| " + std::to_string(std::lround(ours)) + " |");
+    ASSERT_EQ(last.size(), 4U) << sync.substr(0, 600);
+    EXPECT_GT(std::stod(last[2]), 0) << last[2]; // DPiper-S samples/s
+    const auto& speed = r.figures[2];
+    EXPECT_EQ(speed.file, "dawnpiper-speed-4.png");
+    ASSERT_EQ(speed.series.size(), 2U);
+    ASSERT_FALSE(speed.x.empty());
+    EXPECT_DOUBLE_EQ(speed.x.back(), 1.0);
+    EXPECT_TRUE(std::is_sorted(speed.x.begin(), speed.x.end()));
+    for (const auto& series : speed.series)
+        EXPECT_EQ(series.values.size(), speed.x.size()) << series.name;
 }
 
 TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
