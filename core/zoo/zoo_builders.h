@@ -13,6 +13,7 @@ Graph buildGpt2(const ModelConfig& config);
 Graph buildBert(const ModelConfig& config);
 Graph buildT5(const ModelConfig& config);
 Graph buildMlp(const ModelConfig& config);
+Graph buildResNet(const ModelConfig& config);
 
 ModelInfo modelInfo(const ModelConfig& config);
 

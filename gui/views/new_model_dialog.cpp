@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
+#include <QLabel>
 #include <QSpinBox>
 
 namespace ps::gui {
@@ -17,10 +18,13 @@ NewModelDialog::NewModelDialog(QWidget* parent)
     setWindowTitle(tr("New project from the model zoo"));
     for (const auto& name : zooModelNames())
         m_model->addItem(QString::fromStdString(name));
+    m_layers->setObjectName(QStringLiteral("layers"));
+    m_seq->setObjectName(QStringLiteral("seq"));
     m_layers->setRange(1, 512);
     m_seq->setRange(1, 65536);
     m_microBatch->setRange(1, 4096);
     auto* form = new QFormLayout(this);
+    m_form = form;
     form->addRow(tr("Model"), m_model);
     form->addRow(tr("Layers"), m_layers);
     form->addRow(tr("Sequence length"), m_seq);
@@ -41,6 +45,12 @@ void NewModelDialog::selectModel(const QString& name)
 void NewModelDialog::loadPreset()
 {
     const auto preset = zooPreset(m_model->currentText().toStdString());
+    // A ResNet's "layers" are its depth and its "sequence" the image side (model_config.h).
+    const bool cnn = preset.family == ModelFamily::ResNet;
+    if (auto* label = qobject_cast<QLabel*>(m_form->labelForField(m_layers)))
+        label->setText(cnn ? tr("Depth (18, 34, 50, 101, 152)") : tr("Layers"));
+    if (auto* label = qobject_cast<QLabel*>(m_form->labelForField(m_seq)))
+        label->setText(cnn ? tr("Image side (pixels)") : tr("Sequence length"));
     m_layers->setValue(static_cast<int>(preset.layers));
     m_seq->setValue(static_cast<int>(preset.seq));
     m_microBatch->setValue(static_cast<int>(preset.microBatch));

@@ -6,6 +6,7 @@
 #include <QDialog>
 
 class QComboBox;
+class QFormLayout;
 class QSpinBox;
 
 namespace ps::gui {
@@ -26,6 +27,7 @@ private:
     QSpinBox* m_layers;
     QSpinBox* m_seq;
     QSpinBox* m_microBatch;
+    QFormLayout* m_form = nullptr;
 };
 
 } // namespace ps::gui

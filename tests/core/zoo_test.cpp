@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 using namespace ps;
 
@@ -77,6 +78,39 @@ TEST(Zoo, PublishedSizesWithinOnePercentWhereThePaperIsPrecise)
         const auto n = static_cast<double>(buildZooModel(zooPreset(name)).parameterCount());
         EXPECT_LT(std::abs(n / target - 1.0), 0.01) << name;
     }
+}
+
+TEST(Zoo, ResNetsHaveTorchvisionsSizes)
+{
+    // torchvision.models.resnetN(): parameters (BatchNorm's gamma and beta included, its running
+    // statistics not) and multiply-adds per 224-pixel image (4.09 G for ResNet-50).
+    for (const auto& [depth, params, gmacs] :
+        { std::tuple { 18, 11'689'512, 1.82 }, std::tuple { 50, 25'557'032, 4.09 },
+            std::tuple { 101, 44'549'160, 7.80 }, std::tuple { 152, 60'192'808, 11.51 } }) {
+        auto c = zooPreset("resnet50");
+        c.layers = depth;
+        c.microBatch = 1;
+        const auto g = buildZooModel(c);
+        EXPECT_EQ(g.parameterCount(), params) << depth;
+        const auto summary = summarizeGraph(g);
+        EXPECT_NEAR(summary.forwardFlopsPerSample / 2e9, gmacs, 0.03 * gmacs) << depth;
+        EXPECT_TRUE(validateGraph(g).empty()) << depth;
+    }
+    const auto r50 = buildZooModel(zooPreset("resnet50"));
+    EXPECT_EQ(summarizeGraph(r50).layerCount, 16); // residual blocks
+    EXPECT_EQ(r50.info().family, "resnet");
+    const auto& logits = r50.tensor(r50.node(r50.tensor(r50.outputs().front()).producer).inputs.front());
+    EXPECT_EQ(logits.shape, (Shape { 32, 1000 }));
+    auto bad = zooPreset("resnet50");
+    bad.layers = 42;
+    try {
+        (void)buildZooModel(bad);
+        FAIL() << "depth 42 built";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("got 42"), std::string::npos) << e.what();
+    }
+    // A configuration round-trips through the project's JSON.
+    EXPECT_EQ(modelConfigFromJson(modelConfigToJson(zooPreset("resnet152"))).family, ModelFamily::ResNet);
 }
 
 TEST(Zoo, ConfigurableSizes)

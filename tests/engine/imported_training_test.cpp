@@ -13,6 +13,7 @@
 #include "pipeline_support.h"
 #include "runtime/training_run.h"
 #include "trainer.h"
+#include "zoo/model_config.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,17 @@ std::vector<double> fixedBatchLosses(Graph graph, int steps)
 }
 
 } // namespace
+
+// The zoo's ResNet learns the same way (convolutions, batch norm on batch statistics, pooling).
+TEST(ImportedTraining, ZooResNetLearnsAFixedBatch)
+{
+    auto c = zooPreset("resnet-tiny");
+    c.microBatch = 8;
+    const auto losses = fixedBatchLosses(buildZooModel(c), 8);
+    for (double l : losses)
+        EXPECT_TRUE(std::isfinite(l)) << "loss " << l;
+    EXPECT_LT(losses.back(), 0.8 * losses.front());
+}
 
 TEST(ImportedTraining, EveryCorpusModelLearnsAFixedBatch)
 {

@@ -207,6 +207,11 @@ TEST(PipelineOps, ZooFamiliesMatchTheWholeGraph)
 {
     for (const auto* preset : { "gpt2-small", "bert-base", "t5-small", "mlp" })
         expectEveryPlanMatches(buildZooModel(small(preset)), preset);
+    // The zoo's CNN at its CPU size (depth 18, 8 wide, 32-pixel images), batch norm on batch
+    // statistics in every stage.
+    auto resnet = zooPreset("resnet-tiny");
+    resnet.microBatch = 2;
+    expectEveryPlanMatches(buildZooModel(resnet), "resnet-tiny");
 }
 
 TEST(PipelineOps, OnnxExportsMatchTheWholeGraph)

@@ -5,6 +5,7 @@
 #include "store/project_store.h"
 #include "util/error.h"
 #include "views/main_window.h"
+#include "views/new_model_dialog.h"
 #include "views/node_table_view.h"
 #include "views/onnx_import_dialog.h"
 #include "views/summary_panel.h"
@@ -14,11 +15,14 @@
 #include <QDropEvent>
 #include <QFile>
 #include <QFileInfo>
+#include <QFormLayout>
 #include <QImage>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -254,4 +258,33 @@ TEST(MainWindow, ImportWithALossMakesTheModelTrainable)
     EXPECT_TRUE(loss.shape.empty());
     EXPECT_EQ(graph->node(loss.producer).op, ps::OpType::CrossEntropy);
     EXPECT_TRUE(window.statusBar()->currentMessage().contains(QStringLiteral("loss: cross-entropy")));
+}
+
+TEST(NewModelDialog, AResNetAsksForItsDepthAndImageSide)
+{
+    // File > New from zoo on the zoo's CNN: the fields say what a ResNet's layers and sequence are,
+    // and the configuration builds the depth asked for.
+    NewModelDialog dialog;
+    const auto labelOf = [&](const char* field) {
+        for (auto* spin : dialog.findChildren<QSpinBox*>()) {
+            if (spin->objectName() == QLatin1String(field))
+                if (auto* label = qobject_cast<QLabel*>(dialog.findChild<QFormLayout*>()->labelForField(spin)))
+                    return label->text();
+        }
+        return QString();
+    };
+    dialog.selectModel(QStringLiteral("resnet50"));
+    EXPECT_EQ(labelOf("layers"), QStringLiteral("Depth (18, 34, 50, 101, 152)"));
+    EXPECT_EQ(labelOf("seq"), QStringLiteral("Image side (pixels)"));
+    auto c = dialog.config();
+    EXPECT_EQ(c.family, ModelFamily::ResNet);
+    EXPECT_EQ(c.layers, 50);
+    EXPECT_EQ(c.seq, 224);
+    EXPECT_EQ(buildZooModel(c).parameterCount(), 25'557'032);
+    dialog.show();
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/new-model-resnet.png")));
+    dialog.selectModel(QStringLiteral("gpt2-small"));
+    EXPECT_EQ(labelOf("layers"), QStringLiteral("Layers"));
+    EXPECT_EQ(labelOf("seq"), QStringLiteral("Sequence length"));
 }
