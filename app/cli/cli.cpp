@@ -90,6 +90,7 @@ int runCli(int argc, char** argv, const std::function<int(const GuiRequest&)>& l
     addGroupingCommand(app, action);
     addMaxBatchCommand(app, action);
     addMaxModelCommand(app, action);
+    addScaleCommand(app, action);
     addTrainCommand(app, action);
     addCompareCommand(app, action);
     addProfileCommand(app, action);

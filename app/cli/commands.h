@@ -22,6 +22,7 @@ void addDevicesCommand(CLI::App& app, Action& action);
 void addDemoCommand(CLI::App& app, Action& action);
 void addEstimateCommand(CLI::App& app, Action& action);
 void addGemmCheckCommand(CLI::App& app, Action& action);
+void addScaleCommand(CLI::App& app, Action& action);
 void addCalibrateCommand(CLI::App& app, Action& action);
 void addSimulateCommand(CLI::App& app, Action& action);
 void addPlanCommand(CLI::App& app, Action& action);

@@ -50,7 +50,7 @@ std::string_view paperNumbersJson()
 
 const std::vector<std::string>& reproduciblePapers()
 {
-    static const std::vector<std::string> papers { "dawnpiper", "adagrouper", "ftpipe", "patrickstar" };
+    static const std::vector<std::string> papers { "dawnpiper", "adagrouper", "ftpipe", "patrickstar", "megatron" };
     return papers;
 }
 
@@ -64,6 +64,8 @@ PaperReport reproducePaper(const std::string& paper, const ReproduceOptions& opt
         return detail::reproduceFtpipe(options);
     if (paper == "patrickstar")
         return detail::reproducePatrickStar(options);
+    if (paper == "megatron")
+        return detail::reproduceMegatron(options);
     std::string known;
     for (const auto& p : reproduciblePapers())
         known += (known.empty() ? "" : ", ") + p;

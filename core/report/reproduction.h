@@ -57,6 +57,7 @@ namespace detail {
     PaperReport reproduceAdaGrouper(const ReproduceOptions& options);
     PaperReport reproduceFtpipe(const ReproduceOptions& options);
     PaperReport reproducePatrickStar(const ReproduceOptions& options);
+    PaperReport reproduceMegatron(const ReproduceOptions& options);
     std::string fixed(double value, int decimals); // "1.23"
     // "1.23x" or "-" when either side is missing.
     std::string ratioText(double ours, double paper);

@@ -165,10 +165,10 @@ TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
 TEST(Reproduction, UnknownPaperNamesTheKnownOnes)
 {
     try {
-        (void)reproducePaper("megatron", {});
+        (void)reproducePaper("gshard", {});
         FAIL() << "expected an error";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("dawnpiper, adagrouper, ftpipe, patrickstar"), std::string::npos)
+        EXPECT_NE(std::string(e.what()).find("dawnpiper, adagrouper, ftpipe, patrickstar, megatron"), std::string::npos)
             << e.what();
     }
 }
@@ -243,4 +243,29 @@ TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].series.size(), 6U);
     EXPECT_NE(r.markdown.find("| 1 GPU, 12B (Fig. 12) |"), std::string::npos);
+}
+
+TEST(Reproduction, MegatronQuickPutsTable1BesideTheClusterModel)
+{
+    ReproduceOptions options;
+    options.quick = true; // the first and the last row
+    const auto r = reproducePaper("megatron", options);
+    EXPECT_EQ(r.paper, "megatron");
+    const auto small = rowCells(r.markdown, "| 1.7B | 32 |");
+    ASSERT_EQ(small.size(), 7U) << r.markdown;
+    EXPECT_EQ(small[2], "t1 p1 d32 b1 1f1b full");
+    EXPECT_EQ(small[4], "137"); // the paper's measured TFLOP/s per GPU
+    const double ours = std::stod(small[3]);
+    char error[32];
+    std::snprintf(error, sizeof error, "%+.1f%%", 100 * (ours / 137 - 1));
+    EXPECT_EQ(small[5], error);
+    const auto trillion = rowCells(r.markdown, "| 1008.0B | 3072 |");
+    ASSERT_EQ(trillion.size(), 7U);
+    EXPECT_EQ(trillion[2], "t8 p64 d6 b1 interleaved:2 full"); // interleaved where PP > 1: fewest chunks
+    // The search's best on the same GPUs and batch is never slower than the paper's configuration.
+    const auto best = rowCells(r.markdown, "| 1008.0B | t");
+    ASSERT_EQ(best.size(), 6U);
+    EXPECT_GE(std::stod(best[3]), 1.0) << best[3];
+    ASSERT_EQ(r.figures.size(), 1U);
+    EXPECT_EQ(r.figures[0].categories.size(), 2U);
 }

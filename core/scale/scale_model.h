@@ -1,0 +1,96 @@
+// Pipeline x tensor x data parallelism for GPT models on clusters (issue P17, deliverables 2-4):
+// Megatron-LM's layout (Narayanan et al., SC'21, §2-3): tensor parallelism t inside a node (the
+// attention and MLP MatMuls split column- then row-wise, two all-reduces of the layer's output per
+// pass), pipeline parallelism p over stages of l/p layers (1F1B, or interleaved with v chunks per
+// GPU), data parallelism d = N / (t p) replicas whose gradients are all-reduced after the backward.
+// One replica's iteration is priced analytically: every GEMM of a layer through the GEMM model
+// (core/cost/gemm_model.h: tiles and waves on the GPU's SMs), the memory-bound kernels at the GPU's
+// memory bandwidth, the tensor-parallel all-reduces, the pipeline's point-to-point sends and
+// bubble, the data-parallel all-reduce and the optimizer step. Throughput is reported as the
+// paper's Eq. 3 FLOP count over the iteration time, so it compares with its Table 1.
+// Depends on: cost/gemm_model.h, scale/collectives.h; no Qt.
+#pragma once
+
+#include "scale/collectives.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ps {
+
+struct GptShape
+{
+    std::int64_t layers = 24;
+    std::int64_t hidden = 2304;
+    std::int64_t heads = 24;
+    std::int64_t seq = 2048;
+    std::int64_t vocab = 51200;
+    // 12 l h^2 (1 + 13 / (12 h) + (V + s) / (12 l h)): the paper's parameter count.
+    [[nodiscard]] double parameters() const;
+};
+
+enum class Recompute { None, Selective, Full };
+[[nodiscard]] std::string_view toString(Recompute r);
+[[nodiscard]] Recompute parseRecompute(std::string_view text); // throws ps::Error naming the value
+
+struct ScaleConfig
+{
+    int tensor = 1; // t
+    int pipeline = 1; // p
+    int data = 1; // d
+    std::int64_t microBatch = 1; // b
+    std::int64_t globalBatch = 512; // B = d x b x m
+    int chunks = 1; // v: 1 is 1F1B, more is the interleaved schedule
+    Recompute recompute = Recompute::Full;
+
+    [[nodiscard]] int gpus() const
+    {
+        return tensor * pipeline * data;
+    }
+    [[nodiscard]] std::int64_t microBatches() const; // m per pipeline
+    [[nodiscard]] std::string text() const; // "t8 p4 d32 b1 interleaved:2 full"
+};
+
+struct ScaleEstimate
+{
+    ScaleConfig config;
+    bool valid = false;
+    std::string reason; // why invalid or does not fit
+    double iterationSeconds = 0;
+    double tflopsPerGpu = 0; // Eq. 3 FLOPs / iteration / GPUs
+    double samplesPerSecond = 0;
+    double peakBytes = 0; // the fullest GPU's (the first stage's)
+    bool fits = false;
+    // Where one iteration goes on the slowest stage (seconds, summing to the iteration).
+    double computeSeconds = 0;
+    double tensorCommSeconds = 0;
+    double pipelineCommSeconds = 0;
+    double bubbleSeconds = 0;
+    double dataCommSeconds = 0;
+    double optimizerSeconds = 0;
+};
+
+// The paper's Eq. 3: FLOPs of one iteration with full recomputation, 96 B s l h^2 (1 + s / (6h) +
+// V / (16 l h)).
+[[nodiscard]] double megatronIterationFlops(const GptShape& model, std::int64_t globalBatch);
+
+// One configuration on `gpus` GPUs of `node`s (bf16 mixed precision, Adam). Invalid (with the
+// reason) when the sizes do not divide the model, the batch or the node.
+[[nodiscard]] ScaleEstimate estimateScale(const GptShape& model, const ScaleConfig& config, const NodeSpec& node);
+
+struct ScaleSearch
+{
+    int gpus = 0;
+    std::int64_t globalBatch = 0;
+    std::vector<ScaleEstimate> ranked; // fitting configurations, fastest first
+    int evaluated = 0;
+};
+// Every t (dividing the node's GPUs and the heads), p (dividing the layers), d = gpus / (t p),
+// micro-batch b (dividing B / d), schedule (1F1B, interleaved v) and recomputation; those that fit,
+// ranked by throughput. `keep` limits the list.
+[[nodiscard]] ScaleSearch searchScale(
+    const GptShape& model, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep = 20);
+
+} // namespace ps

@@ -1,0 +1,96 @@
+// Clusters past one node (issue P17): collective costs against hand-worked values, the scale
+// model's invariants, and Megatron-LM's Table 1 (SC'21) through it: every row's configuration
+// fits, and the search never predicts less than the paper's configuration.
+#include "report/reproduction.h"
+#include "scale/scale_model.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+using namespace ps;
+
+TEST(Collectives, FormulasMatchHandWorkedValues)
+{
+    const LinkSpec nvswitch { "nvswitch", 300e9, 5e-6 };
+    // Ring all-reduce of 1 GB over 8 GPUs: 14 steps of latency, 2 x 7/8 of the bytes each way.
+    EXPECT_DOUBLE_EQ(ringAllReduceSeconds(8, 1e9, nvswitch), 14 * 5e-6 + 2.0 * 7 / 8 * 1e9 / 300e9);
+    EXPECT_DOUBLE_EQ(reduceScatterSeconds(8, 1e9, nvswitch), 7 * 5e-6 + 7.0 / 8 * 1e9 / 300e9);
+    EXPECT_DOUBLE_EQ(allGatherSeconds(8, 1e9, nvswitch), reduceScatterSeconds(8, 1e9, nvswitch));
+    EXPECT_DOUBLE_EQ(treeAllReduceSeconds(8, 1e9, nvswitch), 6 * 5e-6 + 2 * 1e9 / 300e9);
+    EXPECT_DOUBLE_EQ(pointToPointSeconds(1e9, nvswitch), 5e-6 + 1e9 / 300e9);
+    EXPECT_EQ(ringAllReduceSeconds(1, 1e9, nvswitch), 0.0); // alone: nothing to send
+    // Across 4 DGX A100 nodes, 8 GPUs each: reduce-scatter in the node, a ring over the nodes of
+    // each GPU's 1/8 shard at its eighth of the node's 8 x 25 GB/s, all-gather in the node.
+    const auto& dgx = findNode("dgx-a100-80gb");
+    const double shard = 1e9 / 8;
+    const double crossRing = 6 * 5e-6 + 2.0 * 3 / 4 * shard / 25e9;
+    EXPECT_LT(crossRing, treeAllReduceSeconds(4, shard, nicShare(dgx, 8)));
+    EXPECT_NEAR(allReduceSeconds({ 8, 4 }, 1e9, dgx), 2 * (7 * 5e-6 + 7.0 / 8 * 1e9 / 300e9) + crossRing, 1e-12);
+    EXPECT_DOUBLE_EQ(allReduceSeconds({ 4, 1 }, 1e9, dgx), ringAllReduceSeconds(4, 1e9, dgx.intra));
+    EXPECT_THROW((void)findNode("dgx-z"), Error);
+}
+
+TEST(ScaleModel, PricesAConfigurationAndRefusesImpossibleOnes)
+{
+    const auto& dgx = findNode("dgx-a100-80gb");
+    const GptShape gpt { 48, 8192, 64, 2048, 51200 };
+    EXPECT_NEAR(gpt.parameters() / 1e9, 39.1, 0.2); // Table 1's 39.1B
+    const auto e = estimateScale(gpt, { 8, 2, 32, 1, 1536, 2, Recompute::Full }, dgx);
+    ASSERT_TRUE(e.valid) << e.reason;
+    EXPECT_TRUE(e.fits);
+    EXPECT_NEAR(e.computeSeconds + e.tensorCommSeconds + e.pipelineCommSeconds + e.bubbleSeconds + e.dataCommSeconds
+            + e.optimizerSeconds,
+        e.iterationSeconds, 1e-9 * e.iterationSeconds);
+    EXPECT_NEAR(e.tflopsPerGpu, megatronIterationFlops(gpt, 1536) / e.iterationSeconds / 512 / 1e12, 1e-9);
+    // More micro-batches in flight (1F1B: p) or no recomputation need more memory; recomputing
+    // nothing runs faster.
+    const auto none = estimateScale(gpt, { 8, 2, 32, 1, 1536, 2, Recompute::None }, dgx);
+    EXPECT_GT(none.peakBytes, e.peakBytes);
+    EXPECT_LT(none.iterationSeconds, e.iterationSeconds);
+    for (const auto& [config, why] : { std::pair { ScaleConfig { 3, 2, 32, 1, 1536, 1, Recompute::Full }, "node's" },
+             std::pair { ScaleConfig { 8, 5, 32, 1, 1600, 1, Recompute::Full }, "layers" },
+             std::pair { ScaleConfig { 8, 2, 32, 1, 1000, 1, Recompute::Full }, "global batch" },
+             std::pair { ScaleConfig { 8, 2, 32, 1, 1536, 5, Recompute::Full }, "layers" } }) {
+        const auto bad = estimateScale(gpt, config, dgx);
+        EXPECT_FALSE(bad.valid) << config.text();
+        EXPECT_NE(bad.reason.find(why), std::string::npos) << bad.reason;
+    }
+    // A model too large for its GPUs does not fit, saying by how much.
+    const auto big = estimateScale({ 128, 25600, 160, 2048, 51200 }, { 8, 1, 8, 1, 64, 1, Recompute::Full }, dgx);
+    EXPECT_TRUE(big.valid);
+    EXPECT_FALSE(big.fits);
+    EXPECT_NE(big.reason.find("GiB"), std::string::npos);
+}
+
+TEST(ScaleModel, MegatronTable1ConfigurationsFitAndTheSearchMatchesOrBeatsThem)
+{
+    // Inputs: the paper's rows (resources/reproduction/papers.json). Each row's configuration ran
+    // on the paper's 80 GB A100s, so the memory model must fit it; the search covers that
+    // configuration, so its best is at least as fast.
+    const auto all = nlohmann::json::parse(paperNumbersJson());
+    const auto& paper = all.at("megatron");
+    const auto& node = findNode(paper.at("node").get<std::string>());
+    ASSERT_EQ(paper.at("table1").size(), 10U);
+    for (const auto& row : paper.at("table1")) {
+        const GptShape g { row.at("layers").get<std::int64_t>(), row.at("hidden").get<std::int64_t>(),
+            row.at("heads").get<std::int64_t>(), 2048, 51200 };
+        const auto label = std::to_string(row.at("params_billion").get<double>()) + "B";
+        // The paper's column, rounded to 0.1B, from its own formula (1.65B prints as 1.7B).
+        const double billions = row.at("params_billion").get<double>();
+        EXPECT_NEAR(g.parameters() / 1e9, billions, 0.05 + 0.001 * billions) << label;
+        const int t = row.at("tensor_parallel").get<int>();
+        const int p = row.at("pipeline_parallel").get<int>();
+        const int gpus = row.at("gpus").get<int>();
+        const auto B = row.at("global_batch").get<std::int64_t>();
+        const auto e = estimateScale(g, { t, p, gpus / (t * p), 1, B, 1, Recompute::Full }, node);
+        ASSERT_TRUE(e.valid) << label << ": " << e.reason;
+        EXPECT_TRUE(e.fits) << label << ": " << e.reason;
+        const auto s = searchScale(g, gpus, B, node, 1);
+        ASSERT_FALSE(s.ranked.empty()) << label;
+        EXPECT_GE(s.ranked.front().samplesPerSecond, e.samplesPerSecond * (1 - 1e-12)) << label;
+        EXPECT_TRUE(s.ranked.front().fits);
+    }
+}

@@ -1,0 +1,64 @@
+// `pipestudio scale` as a user runs it: one configuration priced, the search, a project's GPT, and
+// the errors for sizes that cannot be.
+#include "cli_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using ps::e2e::runCli;
+
+namespace {
+class ScaleCli : public ps::e2e::ScratchTest
+{
+};
+} // namespace
+
+TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
+{
+    const std::string model = "scale --layers 48 --hidden 8192 --heads 64 --seq 2048 --vocab 51200 --gpus 512 "
+                              "--global-batch 1536";
+    const auto one = runCli(model + " --tp 8 --pp 2 --schedule interleaved:2 --json");
+    ASSERT_EQ(one.exitCode, 0) << one.output;
+    const auto j = nlohmann::json::parse(one.output)["configuration"];
+    EXPECT_EQ(j["data_parallel"].get<int>(), 32); // 512 / (8 x 2)
+    EXPECT_EQ(j["micro_batches"].get<int>(), 48); // 1536 / (32 x 1)
+    EXPECT_EQ(j["schedule"], "interleaved:2");
+    EXPECT_TRUE(j["fits"].get<bool>());
+    EXPECT_GT(j["tflops_per_gpu"].get<double>(), 50);
+    EXPECT_LT(j["tflops_per_gpu"].get<double>(), 312); // an A100's bf16 peak
+    double parts = 0;
+    for (const auto& [name, seconds] : j["seconds"].items())
+        parts += seconds.get<double>();
+    EXPECT_NEAR(parts, j["iteration_s"].get<double>(), 1e-6 * parts);
+
+    const auto search = runCli(model + " --top 3 --json");
+    ASSERT_EQ(search.exitCode, 0) << search.output;
+    const auto s = nlohmann::json::parse(search.output);
+    ASSERT_EQ(s["ranked"].size(), 3U);
+    EXPECT_GT(s["evaluated"].get<int>(), 100);
+    EXPECT_GE(s["ranked"][0]["samples_per_s"].get<double>(), s["ranked"][1]["samples_per_s"].get<double>());
+    EXPECT_GE(s["ranked"][0]["samples_per_s"].get<double>(), j["samples_per_s"].get<double>() * (1 - 1e-9));
+
+    // A project's GPT is scaled with its own sizes; another family is refused naming it.
+    const auto gpt = file("g.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-medium -o " + gpt).exitCode, 0);
+    const auto mine = runCli("scale " + gpt + " --gpus 16 --global-batch 64 --top 1");
+    ASSERT_EQ(mine.exitCode, 0) << mine.output;
+    EXPECT_NE(mine.output.find("24 layers x 1024 wide"), std::string::npos) << mine.output;
+    const auto cnn = file("r.pstudio");
+    ASSERT_EQ(runCli("new -m resnet-tiny -o " + cnn).exitCode, 0);
+    const auto refused = runCli("scale " + cnn + " --gpus 8 --global-batch 64");
+    EXPECT_NE(refused.exitCode, 0);
+    EXPECT_NE(refused.output.find("holds a resnet model"), std::string::npos) << refused.output;
+
+    for (const auto& [args, why] : { std::pair { " --tp 3 --pp 1", "does not divide --gpus" },
+             std::pair { " --tp 8 --pp 5", "does not divide --gpus" },
+             std::pair { " --tp 8 --pp 2 --dp 4", "is 64 GPUs, not --gpus 512" },
+             std::pair { " --tp 8 --pp 2 --schedule interleaved:5", "equal chunks" },
+             std::pair { " --tp 8 --pp 2 --recompute some", "unknown recomputation" },
+             std::pair { " --node dgx-z", "unknown node kind" } }) {
+        const auto bad = runCli(model + args);
+        EXPECT_NE(bad.exitCode, 0) << args;
+        EXPECT_NE(bad.output.find(why), std::string::npos) << args << ": " << bad.output;
+    }
+}
