@@ -3,6 +3,7 @@
 // them, fastest first, only those that fit.
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "scale/scale_export.h"
 #include "scale/scale_model.h"
 #include "store/project_store.h"
 #include "util/error.h"
@@ -29,6 +30,7 @@ namespace {
         std::string schedule; // 1f1b | interleaved:V
         std::string recompute; // none | selective | full
         int top = 10;
+        std::string exportTo; // megatron | deepspeed: the configuration (given, or the search's best)
         bool json = false;
     };
 
@@ -86,6 +88,18 @@ namespace {
             100 * e.bubbleSeconds / it, 100 * e.dataCommSeconds / it, 100 * e.optimizerSeconds / it);
     }
 
+    // The configuration as the engines that run it take it, on stdout (redirect it to a file).
+    int exportConfiguration(const ScaleOptions& o, const GptShape& model, const ScaleEstimate& e, const NodeSpec& node)
+    {
+        if (!e.fits)
+            fmt::print(stderr, "warning: {} is predicted not to fit: {}\n", e.config.text(), e.reason);
+        if (o.exportTo == "megatron")
+            fmt::print("{}", megatronLaunch(model, e.config, node));
+        else
+            fmt::print("{}", deepspeedConfig(e.config));
+        return 0;
+    }
+
     int runScale(const ScaleOptions& o)
     {
         const auto model = modelOf(o);
@@ -120,6 +134,8 @@ namespace {
             const auto e = estimateScale(model, c, node);
             if (!e.valid)
                 throw Error(c.text() + ": " + e.reason);
+            if (!o.exportTo.empty())
+                return exportConfiguration(o, model, e, node);
             if (o.json) {
                 fmt::print("{}\n", nlohmann::ordered_json { { "configuration", estimateJson(e) } }.dump(2));
             } else {
@@ -131,6 +147,12 @@ namespace {
             return 0;
         }
         const auto s = searchScale(model, o.gpus, o.globalBatch, node, static_cast<std::size_t>(o.top));
+        if (!o.exportTo.empty()) {
+            if (s.ranked.empty())
+                throw Error("nothing fits " + std::to_string(o.gpus) + " GPUs at global batch "
+                    + std::to_string(o.globalBatch) + ": no configuration to export");
+            return exportConfiguration(o, model, s.ranked.front(), node);
+        }
         if (o.json) {
             nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
             for (const auto& e : s.ranked)
@@ -175,6 +197,10 @@ void addScaleCommand(CLI::App& app, Action& action)
     cmd->add_option("--schedule", o->schedule, "1f1b or interleaved:V (default 1f1b)");
     cmd->add_option("--recompute", o->recompute, "none, selective or full (default full)");
     cmd->add_option("--top", o->top, "Searched configurations shown (default 10)")->check(CLI::Range(1, 100000));
+    cmd->add_option("--export", o->exportTo,
+           "Print the configuration (the one given, else the search's best) for the engine that runs it: megatron "
+           "(a torchrun launch of Megatron-LM's pretrain_gpt.py on every node) or deepspeed (its JSON batch split)")
+        ->check(CLI::IsMember(std::vector<std::string> { "megatron", "deepspeed" }));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([&action, o] { action = [o] { return runScale(*o); }; });
 }

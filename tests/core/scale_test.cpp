@@ -2,6 +2,7 @@
 // model's invariants, and Megatron-LM's Table 1 (SC'21) through it: every row's configuration
 // fits, and the search never predicts less than the paper's configuration.
 #include "report/reproduction.h"
+#include "scale/scale_export.h"
 #include "scale/scale_model.h"
 #include "util/error.h"
 
@@ -93,4 +94,28 @@ TEST(ScaleModel, MegatronTable1ConfigurationsFitAndTheSearchMatchesOrBeatsThem)
         EXPECT_GE(s.ranked.front().samplesPerSecond, e.samplesPerSecond * (1 - 1e-12)) << label;
         EXPECT_TRUE(s.ranked.front().fits);
     }
+}
+
+TEST(ScaleExport, MegatronAndDeepSpeedGetTheSizes)
+{
+    const auto& dgx = findNode("dgx-a100-80gb");
+    const GptShape g { 128, 25600, 160, 2048, 51200 };
+    const ScaleConfig c { 8, 64, 6, 1, 3072, 2, Recompute::Full };
+    const auto launch = megatronLaunch(g, c, dgx);
+    for (const auto* flag : { "torchrun --nnodes 384 --nproc-per-node 8", "--num-layers 128 ", "--hidden-size 25600",
+             "--num-attention-heads 160", "--seq-length 2048", "--tensor-model-parallel-size 8",
+             "--pipeline-model-parallel-size 64", "--num-layers-per-virtual-pipeline-stage 1", "--micro-batch-size 1",
+             "--global-batch-size 3072", "--recompute-granularity full", "--bf16" })
+        EXPECT_NE(launch.find(flag), std::string::npos) << flag << "\n" << launch;
+    // 1F1B has no virtual stages; selective recomputation names its granularity only.
+    const auto plain = megatronLaunch(g, { 8, 64, 6, 1, 3072, 1, Recompute::Selective }, dgx);
+    EXPECT_EQ(plain.find("virtual"), std::string::npos);
+    EXPECT_NE(plain.find("--recompute-granularity selective"), std::string::npos);
+    EXPECT_EQ(plain.find("--recompute-method"), std::string::npos);
+    const auto ds = nlohmann::json::parse(deepspeedConfig(c));
+    EXPECT_EQ(ds["train_batch_size"].get<int>(), 3072);
+    EXPECT_EQ(ds["train_micro_batch_size_per_gpu"].get<int>(), 1);
+    // DeepSpeed's check: batch = micro-batch x accumulation x data-parallel size.
+    EXPECT_EQ(ds["gradient_accumulation_steps"].get<int>() * 1 * c.data, 3072);
+    EXPECT_TRUE(ds["bf16"]["enabled"].get<bool>());
 }

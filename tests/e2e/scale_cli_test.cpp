@@ -39,6 +39,19 @@ TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
     EXPECT_GE(s["ranked"][0]["samples_per_s"].get<double>(), s["ranked"][1]["samples_per_s"].get<double>());
     EXPECT_GE(s["ranked"][0]["samples_per_s"].get<double>(), j["samples_per_s"].get<double>() * (1 - 1e-9));
 
+    // The search's best handed to Megatron-LM: a torchrun launch with its sizes.
+    const auto megatron = runCli(model + " --export megatron");
+    ASSERT_EQ(megatron.exitCode, 0) << megatron.output;
+    const auto& best = s["ranked"][0];
+    EXPECT_NE(
+        megatron.output.find("--tensor-model-parallel-size " + std::to_string(best["tensor_parallel"].get<int>())),
+        std::string::npos)
+        << megatron.output;
+    EXPECT_NE(megatron.output.find("pretrain_gpt.py"), std::string::npos);
+    const auto deepspeed = runCli(model + " --tp 8 --pp 2 --export deepspeed");
+    ASSERT_EQ(deepspeed.exitCode, 0) << deepspeed.output;
+    EXPECT_EQ(nlohmann::json::parse(deepspeed.output)["gradient_accumulation_steps"].get<int>(), 48);
+
     // A project's GPT is scaled with its own sizes; another family is refused naming it.
     const auto gpt = file("g.pstudio");
     ASSERT_EQ(runCli("new -m gpt2-medium -o " + gpt).exitCode, 0);
