@@ -135,9 +135,15 @@ TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
     // The paper's setting: whole-sample micro-batches (6/4 runs as 1) on one partition for every k;
     // re-partitioning each k is PipeStudio's own column.
     const auto k4 = rowCells(r.markdown, "| 4 | ");
-    ASSERT_EQ(k4.size(), 6U) << r.markdown;
+    ASSERT_EQ(k4.size(), 7U) << r.markdown;
     EXPECT_EQ(k4[1], "1");
     EXPECT_EQ(k4[2], "192");
+    // As run: kFkB with that k, on the cuts 1F1B's row runs (one partition for every k).
+    const auto k1 = rowCells(r.markdown, "| 1 | 6 |");
+    ASSERT_EQ(k1.size(), 7U) << r.markdown;
+    EXPECT_EQ(k1[6].substr(0, 7), "kfkb:1,");
+    EXPECT_EQ(k4[6].substr(0, 7), "kfkb:4,");
+    EXPECT_EQ(k4[6].substr(k4[6].find("cuts")), k1[6].substr(k1[6].find("cuts"))) << "k 4 was re-partitioned";
     EXPECT_NE(r.markdown.find("| ours: re-partitioned, vs 1F1B |"), std::string::npos);
     EXPECT_NE(r.markdown.find("one partition for every k"), std::string::npos);
     // Fig. 8's weak scaling (quick: the first two configurations at a third of their layers): one
