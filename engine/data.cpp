@@ -246,11 +246,11 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
     }
 }
 
-void BatchSource::reshape(const Graph& graph)
+BatchSource BatchSource::reshaped(const Graph& graph) const
 {
     BatchSource next(graph, m_data, 0);
     next.m_rng = m_rng;
-    *this = std::move(next);
+    return next;
 }
 
 HostBatch BatchSource::next()

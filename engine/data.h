@@ -89,9 +89,9 @@ public:
     BatchSource(const Graph& graph, TokenData data, std::uint64_t seed);
 
     [[nodiscard]] HostBatch next();
-    // Feeds `graph` from now on (the same model at another micro-batch size: Ada-Grouper's
-    // controller switching b), continuing the same data stream; throws as the constructor does.
-    void reshape(const Graph& graph);
+    // A source feeding `graph` (the same model at another micro-batch size: Ada-Grouper's
+    // controller switching b) that continues this one's data stream; throws as the constructor does.
+    [[nodiscard]] BatchSource reshaped(const Graph& graph) const;
     [[nodiscard]] bool samplesTokens() const
     {
         return m_ids.valid();

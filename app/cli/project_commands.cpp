@@ -32,7 +32,7 @@ namespace {
     {
         cmd->add_option("--model,-m", o.model,
                "Zoo model: gpt2-tiny|small|medium|large|xl, bert-base|large, "
-               "t5-small|base|large|3b, mlp, resnet-tiny|50|101|152")
+               "t5-small|base|large|3b, mlp, resnet-tiny, resnet50|101|152")
             ->required();
         cmd->add_option(
                "--layers", o.layers, "Transformer blocks (T5: encoder blocks; ResNet: depth 18, 34, 50, 101 or 152)")

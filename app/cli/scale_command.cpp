@@ -107,6 +107,9 @@ namespace {
         const bool search = o.tensor == 0 && o.pipeline == 0 && o.data == 0;
         if (!search && (o.tensor == 0 || o.pipeline == 0))
             throw Error("give --tp and --pp (and optionally --dp), or none of them to search");
+        if (search && (o.microBatch > 0 || !o.schedule.empty() || !o.recompute.empty()))
+            throw Error("--micro-batch, --schedule and --recompute fix one configuration: give --tp and --pp too "
+                        "(the search tries them all)");
         const auto header = fmt::format("{} layers x {} wide, {} heads, seq {}, vocab {} ({:.1f}B parameters) on {} "
                                         "GPUs ({} nodes of {}), global batch {}",
             model.layers, model.hidden, model.heads, model.seq, model.vocab, model.parameters() / 1e9, o.gpus,
@@ -126,7 +129,9 @@ namespace {
             c.recompute = parseRecompute(o.recompute.empty() ? "full" : o.recompute);
             if (o.schedule.empty() || o.schedule == "1f1b") {
                 c.chunks = 1;
-            } else if (o.schedule.starts_with("interleaved:")) {
+            } else if (o.schedule.starts_with("interleaved:")
+                && o.schedule.find_first_not_of("0123456789", 12) == std::string::npos && o.schedule.size() > 12
+                && o.schedule.size() < 17) {
                 c.chunks = std::stoi(o.schedule.substr(12));
             } else {
                 throw Error("--schedule " + o.schedule + ": 1f1b or interleaved:V");

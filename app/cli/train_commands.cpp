@@ -307,9 +307,9 @@ namespace {
         auto source = data.source();
         const auto deviceCount = devices.size();
         engine::TrainingRun run(std::move(graph), std::move(data), std::move(devices), c);
-        const auto controller = o.schedule == "kfkb:auto"
-            ? groupController(store, o.link.adaptEvery, static_cast<std::int64_t>(memoryBytes), run)
-            : nullptr;
+        const auto controller = o.schedule == "kfkb:auto" ? groupController(store, o.link.adaptEvery,
+                                    static_cast<std::int64_t>(memoryBytes), deviceKind, o.precision, run)
+                                                          : nullptr;
         c.schedule = run.config().schedule;
         bool moments = false;
         if (checkpoint) {

@@ -57,12 +57,13 @@ namespace {
 
 } // namespace
 
-std::unique_ptr<engine::GroupSizeController> groupController(
-    const ProjectStore& store, int adaptEvery, std::int64_t deviceMemoryBytes, engine::TrainingRun& run)
+std::unique_ptr<engine::GroupSizeController> groupController(const ProjectStore& store, int adaptEvery,
+    std::int64_t deviceMemoryBytes, const std::string& deviceKind, const std::string& precision,
+    engine::TrainingRun& run)
 {
     const auto& c = run.config();
     engine::RunShape shape { c.partition, c.schedule, c.memory, c.stageDevices, run.graph().info().microBatch,
-        deviceMemoryBytes, c.link };
+        deviceMemoryBytes, c.link, deviceKind, precision };
     const auto matched = engine::measuredProfileFor(store, shape);
     std::optional<Profile> measured = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
     auto candidates = engine::autoGroupCandidates(run.graph(), measured ? &*measured : nullptr, shape);

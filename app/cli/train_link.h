@@ -27,8 +27,11 @@ void addLinkOptions(CLI::App* cmd, LinkOptions& options);
 // The controller for `run` (its schedule a kFkB), on the project's measured profile if it has
 // one, over autoGroupCandidates' (k, b) (the memory-limit curve under --device-memory); sets the
 // run's first (k, b) to the one predicted fastest at the link's nominal bandwidth.
-[[nodiscard]] std::unique_ptr<engine::GroupSizeController> groupController(
-    const ProjectStore& store, int adaptEvery, std::int64_t deviceMemoryBytes, engine::TrainingRun& run);
+// `deviceKind` and `precision` as the run's RunShape takes them ("cpu" or a GPU's catalog entry;
+// "fp32", "tf32", "bf16").
+[[nodiscard]] std::unique_ptr<engine::GroupSizeController> groupController(const ProjectStore& store, int adaptEvery,
+    std::int64_t deviceMemoryBytes, const std::string& deviceKind, const std::string& precision,
+    engine::TrainingRun& run);
 // After a step: the controller's decision, if one is due, applied from the next step on (a new
 // micro-batch size rebuilds the zoo model at that size) and printed (a JSON line with
 // "group_size" and "micro_batch" under --json).

@@ -1,6 +1,6 @@
 // DawnPiper §5.2, Tables 1 (synchronous) and 2 (asynchronous): the largest batch each method fits
 // on 4 and 8 A100-40GB over PCIe 4.0, for BERT, GPT-2 and T5, with and without memory optimization;
-// §5.3's Fig. 8 (stage balance) here, Figs. 6-7 (training speed) in dawnpiper_speed.cpp.
+// §5.3's Figs. 6-8 (training speed, stage balance) in dawnpiper_figures.cpp; the CNN workload here.
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "plan/planner.h"

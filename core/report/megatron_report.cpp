@@ -73,6 +73,11 @@ PaperReport reproduceMegatron(const ReproduceOptions& options)
         const auto config = paperConfig(row);
         const auto e = estimateScale(model, config, node);
         const double measured = row.at("tflops_per_gpu").get<double>();
+        if (!e.valid) { // the rule above cannot run this row: say why rather than price nothing
+            rows.push_back({ label, std::to_string(config.gpus()), config.text(), "-", fixed(measured, 0),
+                "invalid: " + e.reason, "-" });
+            continue;
+        }
         const double error = e.tflopsPerGpu / measured - 1;
         within += std::abs(error) <= 0.15 ? 1 : 0;
         rows.push_back({ label, std::to_string(config.gpus()), config.text(), fixed(e.tflopsPerGpu, 1),

@@ -87,9 +87,10 @@ struct ScaleSearch
     std::vector<ScaleEstimate> ranked; // fitting configurations, fastest first
     int evaluated = 0;
 };
-// Every t (dividing the node's GPUs and the heads), p (dividing the layers), d = gpus / (t p),
-// micro-batch b (dividing B / d), schedule (1F1B, interleaved v) and recomputation; those that fit,
-// ranked by throughput. `keep` limits the list.
+// Every t (a power of two dividing the node's GPUs, the heads and the GPUs), p (dividing the
+// layers), d = gpus / (t p), micro-batch b in 1, 2, 4, 8, 16 (with d b dividing B), schedule (1F1B,
+// interleaved v = 2..8 splitting the layers evenly) and recomputation; those that fit, ranked by
+// samples per second. `keep` limits the list.
 [[nodiscard]] ScaleSearch searchScale(
     const GptShape& model, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep = 20);
 

@@ -93,9 +93,10 @@ std::optional<GroupDecision> GroupSizeController::observe(std::int64_t step, con
             continue;
         // A SEND between two devices: its event spans its time on the link.
         const auto peer = e.action == ActionType::SendForward ? e.stage.value + 1 : e.stage.value - 1;
-        if (deviceOf(e.stage.value) != deviceOf(peer)) {
+        const double onLink = (e.endNs - e.startNs) * 1e-9 - m_shape.link.latencySeconds;
+        if (deviceOf(e.stage.value) != deviceOf(peer) && onLink > 0) { // a send within its latency says nothing
             bytes += e.bytes;
-            linkSeconds += std::max(0.0, (e.endNs - e.startNs) * 1e-9 - m_shape.link.latencySeconds);
+            linkSeconds += onLink;
         }
     }
     if (linkSeconds > 0) {
@@ -117,7 +118,9 @@ std::vector<GroupCandidate> autoGroupCandidates(const Graph& graph, const Profil
     const int m0 = shape.schedule.microBatches;
     const auto samples = b0 * m0;
     std::vector<GroupCandidate> out;
-    if (shape.deviceMemoryBytes > 0 && graph.info().family != "onnx") {
+    const bool batchNorm = std::any_of(
+        graph.nodes().begin(), graph.nodes().end(), [](const Node& n) { return n.op == OpType::BatchNorm; });
+    if (shape.deviceMemoryBytes > 0 && graph.info().family != "onnx" && !batchNorm) {
         std::map<std::pair<int, std::int64_t>, bool> fits; // (k, b) -> predicted to fit
         for (int k = 1; k <= 8; ++k) {
             for (std::int64_t b = samples / k; b >= 1; --b) { // M = samples / b >= k

@@ -82,8 +82,9 @@ private:
 // The candidates kfkb:auto tries for a run of `shape` (its samples per step G = M x b fixed). With
 // a device memory cap and a zoo model (rebuilt at any micro-batch size), Ada-Grouper's memory-limit
 // curve (§3.2): for each k in 1..8, the largest b dividing G with M = G / b >= k whose run is
-// predicted to fit every device. Otherwise (no cap, an imported model traced at one size, or
-// nothing fits) the run's b and M with k = 1..min(M, 8).
+// predicted to fit every device. Otherwise (no cap, an imported model traced at one size, a model
+// with batch norm, whose statistics a new b would restart, or nothing fits) the run's b and M with
+// k = 1..min(M, 8).
 [[nodiscard]] std::vector<GroupCandidate> autoGroupCandidates(
     const Graph& graph, const Profile* measured, const RunShape& shape);
 

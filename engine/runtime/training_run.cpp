@@ -231,21 +231,41 @@ void TrainingRun::setMicroBatch(Graph graph, const ScheduleSpec& schedule)
     const auto samples = m_graph.info().microBatch * m_config.schedule.microBatches;
     if (graph.info().microBatch * schedule.microBatches != samples)
         throw Error(name + " is not the run's " + std::to_string(samples) + " samples per step");
+    for (const auto& n : m_graph.nodes()) {
+        // Its running statistics live in the runner's copies of graph constants (and its batch
+        // statistics depend on b): a new runner would restart them.
+        if (n.op == OpType::BatchNorm)
+            throw Error(name + ": '" + m_graph.info().name + "' has batch norm ('" + n.name
+                + "'), whose statistics a new micro-batch size would restart");
+    }
     auto next = m_config;
     next.schedule = schedule;
     (void)runtimeSchedule(next); // throws for a schedule the plan cannot run, before anything changes
-    BatchSource source = m_source;
-    source.reshape(graph);
+    auto source = m_source.reshaped(graph);
     const auto state = checkpoint();
+    const auto restore = [&] {
+        for (const auto& [id, bytes] : state.parameters)
+            m_runner->setParameter(id, bytes);
+        for (const auto& [id, moments] : state.optimizerState)
+            m_runner->setOptimizerState(id, moments, state.optimizerSteps);
+    };
     m_runner.reset(); // it reads m_graph; its device memory goes back first
-    m_graph = std::move(graph);
-    m_config = std::move(next);
-    m_source = std::move(source);
-    makeRunner();
-    for (const auto& [id, bytes] : state.parameters)
-        m_runner->setParameter(id, bytes);
-    for (const auto& [id, moments] : state.optimizerState)
-        m_runner->setOptimizerState(id, moments, state.optimizerSteps);
+    std::swap(m_graph, graph);
+    std::swap(m_config, next);
+    std::swap(m_source, source);
+    try {
+        makeRunner();
+        restore();
+    } catch (...) {
+        // Back to the run as it was (its old shapes fit, they ran), then report the failure.
+        m_runner.reset();
+        std::swap(m_graph, graph);
+        std::swap(m_config, next);
+        std::swap(m_source, source);
+        makeRunner();
+        restore();
+        throw;
+    }
 }
 
 void TrainingRun::setSchedule(const ScheduleSpec& schedule)

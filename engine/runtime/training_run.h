@@ -89,6 +89,9 @@ public:
     // Throws ps::Error when the graph has no scalar loss or the data cannot feed it, or the plan cannot
     // run on the devices (naming the stage or device).
     TrainingRun(Graph graph, TokenData data, std::vector<RuntimeDevice> devices, RunConfig config);
+    // The runner holds references to the graph and devices held here.
+    TrainingRun(const TrainingRun&) = delete;
+    TrainingRun& operator=(const TrainingRun&) = delete;
 
     // `timed` false: the step's timeline is not wanted (PipelineRunner::run), so GPU workers do not
     // wait for or trace their devices; the result has no busy times and no events but link sends
@@ -114,8 +117,9 @@ public:
     // From the next step on, runs `graph`, the run's model at another micro-batch size b, with
     // `schedule`'s M micro-batches (Ada-Grouper's controller switching (k, b) at a fixed global
     // batch): parameters, optimizer state, step count and the data stream carry over. Throws
-    // ps::Error, the run unchanged, when the graph is another model or M x b differs from the
-    // run's samples per step.
+    // ps::Error, the run unchanged, when the graph is another model, M x b differs from the run's
+    // samples per step, or the model has batch norm (its statistics would restart); a failure
+    // while building the new pipeline puts the old one back and rethrows.
     void setMicroBatch(Graph graph, const ScheduleSpec& schedule);
     [[nodiscard]] RunCheckpoint checkpoint() const;
     // Parameters, optimizer state and step count from a checkpoint; the sampler is advanced past the

@@ -119,3 +119,25 @@ TEST(ScaleExport, MegatronAndDeepSpeedGetTheSizes)
     EXPECT_EQ(ds["gradient_accumulation_steps"].get<int>() * 1 * c.data, 3072);
     EXPECT_TRUE(ds["bf16"]["enabled"].get<bool>());
 }
+
+TEST(ScaleModel, Table1RowsWithinFifteenPercentStayThere)
+{
+    // The accuracy the model has reached on Megatron-LM's Table 1 (docs/reproduction: 5 of 10 rows
+    // within 15% of the measured TFLOP/s per GPU; the issue asks for all 10), held so a change that
+    // loses it fails here. The rule for what the paper leaves open is the report's.
+    ReproduceOptions options;
+    const auto r = reproducePaper("megatron", options);
+    int within = 0;
+    for (const auto* label : { "| 1.7B |", "| 3.6B |", "| 7.5B |", "| 18.4B |", "| 39.1B |", "| 76.1B |", "| 145.6B |",
+             "| 310.1B |", "| 529.6B |", "| 1008.0B |" }) {
+        const auto at = r.markdown.find(label);
+        ASSERT_NE(at, std::string::npos) << label;
+        const auto line = r.markdown.substr(at, r.markdown.find('\n', at) - at);
+        const auto percent = line.find('%');
+        ASSERT_NE(percent, std::string::npos) << line;
+        const auto start = line.rfind("| ", percent) + 2;
+        const double error = std::stod(line.substr(start, percent - start));
+        within += std::abs(error) <= 15 ? 1 : 0;
+    }
+    EXPECT_GE(within, 5) << r.markdown;
+}

@@ -69,6 +69,8 @@ TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
              std::pair { " --tp 8 --pp 2 --dp 4", "is 64 GPUs, not --gpus 512" },
              std::pair { " --tp 8 --pp 2 --schedule interleaved:5", "equal chunks" },
              std::pair { " --tp 8 --pp 2 --recompute some", "unknown recomputation" },
+             std::pair { " --tp 8 --pp 2 --schedule interleaved:x", "1f1b or interleaved:V" },
+             std::pair { " --micro-batch 2", "fix one configuration" },
              std::pair { " --node dgx-z", "unknown node kind" } }) {
         const auto bad = runCli(model + args);
         EXPECT_NE(bad.exitCode, 0) << args;

@@ -273,3 +273,30 @@ TEST(GroupSizeController, CandidatesFollowTheMemoryLimitCurve)
     }
     EXPECT_LT(capped.back().microBatch, 2) << "k = 4 keeps four groups in flight: b = 1";
 }
+
+TEST(GroupSizeController, AModelWithBatchNormKeepsItsMicroBatchSize)
+{
+    // Batch norm's running statistics live in the runner and its batch statistics depend on b: the
+    // curve is not offered, and the run refuses a new b, unchanged.
+    auto c = zooPreset("resnet-tiny");
+    c.microBatch = 2;
+    const auto graph = buildZooModel(c);
+    RunConfig config;
+    config.schedule = parseScheduleSpec("kfkb:1", 2, 4);
+    config.partition = evenCuts(graph, 2);
+    RunShape shape { config.partition, config.schedule, {}, {}, 0, std::int64_t { 1 } << 30, {} };
+    for (const auto& candidate : autoGroupCandidates(graph, nullptr, shape))
+        EXPECT_EQ(candidate.microBatch, 2);
+    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
+    auto spec = config.schedule;
+    spec.microBatches = 2;
+    c.microBatch = 4;
+    try {
+        run.setMicroBatch(buildZooModel(c), spec);
+        FAIL() << "a new micro-batch size was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("batch norm"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(run.graph().info().microBatch, 2);
+    EXPECT_TRUE(std::isfinite(run.step().loss));
+}
