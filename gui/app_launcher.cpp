@@ -18,6 +18,7 @@
 #include "views/onnx_import_dialog.h"
 #include "views/plans_panel.h"
 #include "views/run_compare_view.h"
+#include "views/scale_dialog.h"
 
 #include <QApplication>
 #include <QDir>
@@ -198,6 +199,18 @@ namespace {
         }
         if (view == "cluster") {
             ClusterDock w(session);
+            return savePng(w, options, error);
+        }
+        if (view == "scale") {
+            const auto graph = session->graph();
+            const auto model = graph ? gptShapeOf(*graph) : std::nullopt;
+            if (!model) {
+                error = "the 'scale' view needs a GPT-2 zoo model";
+                return false;
+            }
+            ScaleDialog w(*model);
+            w.setCluster(QStringLiteral("dgx-a100-80gb"), 256, 1024);
+            w.search();
             return savePng(w, options, error);
         }
         if (view == "plans") {

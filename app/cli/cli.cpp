@@ -36,10 +36,11 @@ namespace {
         cmd->add_option("--view", request.view,
                "With --screenshot, what to render: main (the window), editor, balance, timeline, plans, search "
                "(an auto-search), cluster, launch (the launch dialog), monitor (the newest run's curves), compare "
-               "(its predicted vs measured timeline), import (File > Import ONNX's preview of --onnx); launch needs a "
-               "project, monitor and compare one with a training run")
+               "(its predicted vs measured timeline), import (File > Import ONNX's preview of --onnx), scale (Plan > "
+               "Scale out on 256 A100s, global batch 1024; a GPT-2 model); launch needs a project, monitor and compare "
+               "one with a training run")
             ->check(CLI::IsMember(std::vector<std::string> { "main", "editor", "balance", "timeline", "plans", "search",
-                "cluster", "launch", "monitor", "compare", "import" }));
+                "cluster", "launch", "monitor", "compare", "import", "scale" }));
         cmd->add_option("--onnx", request.onnx, "With --view import: the ONNX model whose import dialog is shown")
             ->check(CLI::ExistingFile);
         cmd->add_option(

@@ -22,6 +22,7 @@
 #include "views/onnx_import_dialog.h"
 #include "views/plans_panel.h"
 #include "views/profile_dock.h"
+#include "views/scale_dialog.h"
 #include "views/summary_panel.h"
 
 #include <QApplication>
@@ -143,6 +144,7 @@ void MainWindow::setupPlanMenu()
     auto* search = plan->addAction(tr("Auto-&search…"), this, &MainWindow::openAutoSearch);
     plan->addAction(
         tr("Save plan…"), this, [this] { m_plansPanel->saveCurrent(tr("plan %1").arg(m_plansModel->rowCount() + 1)); });
+    plan->addAction(tr("Scale &out…"), this, &MainWindow::openScaleOut);
     auto* toolbar = addToolBar(tr("Plan"));
     toolbar->setObjectName(QStringLiteral("planToolbar"));
     for (auto* a : { undo, redo, add, remove, search })
@@ -167,6 +169,20 @@ void MainWindow::connectSelection()
         }
     });
     connect(m_planSession, &PlanSession::operationFailed, this, &MainWindow::showError);
+}
+
+void MainWindow::openScaleOut()
+{
+    const auto graph = m_planSession->graph();
+    const auto model = graph ? gptShapeOf(*graph) : std::nullopt;
+    if (!model) {
+        showError(tr("Scale out plans GPT decoders across nodes: open a zoo GPT-2 model first."));
+        return;
+    }
+    auto* dialog = new ScaleDialog(*model, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->search();
+    dialog->show();
 }
 
 void MainWindow::openAutoSearch()

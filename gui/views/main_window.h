@@ -106,6 +106,7 @@ public:
         return m_clusterDock;
     }
     void openAutoSearch();
+    void openScaleOut();
 
     // Run > Launch: saves an unsaved project first, then shows the launch dialog.
     void openLaunchDialog();

@@ -8,6 +8,7 @@
 #include "views/new_model_dialog.h"
 #include "views/node_table_view.h"
 #include "views/onnx_import_dialog.h"
+#include "views/scale_dialog.h"
 #include "views/summary_panel.h"
 #include "zoo/model_config.h"
 
@@ -287,4 +288,29 @@ TEST(NewModelDialog, AResNetAsksForItsDepthAndImageSide)
     dialog.selectModel(QStringLiteral("gpt2-small"));
     EXPECT_EQ(labelOf("layers"), QStringLiteral("Layers"));
     EXPECT_EQ(labelOf("seq"), QStringLiteral("Sequence length"));
+}
+
+TEST(ScaleDialog, SearchesTheClusterAndPlotsTheScaleOutCurve)
+{
+    // Plan > Scale out on GPT-2 XL: the searched configurations (fastest first, all fitting) and
+    // the best one's TFLOP/s and memory at 8, 16, ... GPUs up to those asked for.
+    const auto model = gptShapeOf(buildZooModel(zooPreset("gpt2-xl")));
+    ASSERT_TRUE(model.has_value());
+    EXPECT_FALSE(gptShapeOf(buildZooModel(zooPreset("resnet-tiny"))).has_value());
+    ScaleDialog dialog(*model);
+    dialog.setCluster(QStringLiteral("dgx-a100-80gb"), 64, 512);
+    dialog.search();
+    const auto& r = dialog.result();
+    ASSERT_FALSE(r.search.ranked.empty());
+    EXPECT_EQ(dialog.table()->rowCount(), static_cast<int>(r.search.ranked.size()));
+    EXPECT_EQ(dialog.table()->item(0, 0)->text().toInt(), r.search.ranked.front().config.tensor);
+    for (const auto& e : r.search.ranked)
+        EXPECT_TRUE(e.fits) << e.config.text();
+    ASSERT_EQ(r.curve.size(), 4U); // 8, 16, 32, 64 GPUs
+    EXPECT_EQ(r.curve.front().gpus, 8);
+    EXPECT_EQ(r.curve.back().gpus, 64);
+    EXPECT_DOUBLE_EQ(r.curve.back().best.samplesPerSecond, r.search.ranked.front().samplesPerSecond);
+    dialog.show();
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/scale-out.png")));
 }

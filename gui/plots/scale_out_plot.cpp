@@ -1,0 +1,60 @@
+// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
+#undef QT_NO_KEYWORDS
+#undef QT_NO_FOREACH
+#include "plots/scale_out_plot.h"
+
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include <algorithm>
+
+namespace ps::gui {
+
+ScaleOutPlot::ScaleOutPlot(QWidget* parent)
+    : QWidget(parent)
+    , m_plot(new QCustomPlot(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_plot);
+    m_plot->xAxis->setLabel(tr("GPUs"));
+    m_plot->xAxis->setScaleType(QCPAxis::stLogarithmic);
+    QSharedPointer<QCPAxisTickerLog> ticker(new QCPAxisTickerLog);
+    ticker->setLogBase(2);
+    m_plot->xAxis->setTicker(ticker);
+    m_plot->yAxis->setLabel(tr("TFLOP/s per GPU (Eq. 3)"));
+    m_plot->yAxis2->setVisible(true);
+    m_plot->yAxis2->setLabel(tr("GiB per GPU"));
+    auto* tflops = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis);
+    tflops->setName(tr("TFLOP/s per GPU"));
+    tflops->setPen(QPen(QColor(31, 119, 180), 2));
+    tflops->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
+    auto* memory = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
+    memory->setName(tr("memory per GPU"));
+    memory->setPen(QPen(QColor(255, 127, 14), 2, Qt::DashLine));
+    memory->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, 6));
+    m_plot->legend->setVisible(true);
+    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+}
+
+void ScaleOutPlot::setCurve(const std::vector<ScaleOutPoint>& curve)
+{
+    QVector<double> x;
+    QVector<double> tflops;
+    QVector<double> gib;
+    for (const auto& p : curve) {
+        x.push_back(p.gpus);
+        tflops.push_back(p.best.tflopsPerGpu);
+        gib.push_back(p.best.peakBytes / (1 << 30));
+    }
+    m_plot->graph(0)->setData(x, tflops);
+    m_plot->graph(1)->setData(x, gib);
+    if (!x.isEmpty()) {
+        m_plot->xAxis->setRange(x.front() / 1.5, x.back() * 1.5);
+        m_plot->yAxis->setRange(0, *std::max_element(tflops.begin(), tflops.end()) * 1.15);
+        m_plot->yAxis2->setRange(0, *std::max_element(gib.begin(), gib.end()) * 1.15);
+    }
+    m_plot->replot();
+}
+
+} // namespace ps::gui

@@ -1,0 +1,47 @@
+// Plan > Scale out: the project's GPT on a cluster (issue P17): node kind, GPUs and global batch in;
+// the searched tensor x pipeline x data configurations out (fastest first, those that fit) and the
+// scale-out curve over 1, 2, 4, ... nodes. The same search as `pipestudio scale`.
+#pragma once
+
+#include "models/scale_out.h"
+
+#include <QDialog>
+
+class QComboBox;
+class QLabel;
+class QSpinBox;
+class QTableWidget;
+
+namespace ps::gui {
+
+class ScaleOutPlot;
+
+class ScaleDialog : public QDialog
+{
+    Q_OBJECT
+public:
+    ScaleDialog(const GptShape& model, QWidget* parent = nullptr);
+    void setCluster(const QString& node, int gpus, int globalBatch);
+    // Runs the search (fast: a few milliseconds) and fills the table and the curve.
+    void search();
+    [[nodiscard]] const ScaleOut& result() const
+    {
+        return m_result;
+    }
+    [[nodiscard]] QTableWidget* table() const
+    {
+        return m_table;
+    }
+
+private:
+    GptShape m_model;
+    QComboBox* m_node;
+    QSpinBox* m_gpus;
+    QSpinBox* m_batch;
+    QLabel* m_summary;
+    QTableWidget* m_table;
+    ScaleOutPlot* m_plot;
+    ScaleOut m_result;
+};
+
+} // namespace ps::gui
