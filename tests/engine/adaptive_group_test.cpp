@@ -48,6 +48,18 @@ RunConfig kfkb(const Graph& graph, int k)
     return c;
 }
 
+// One device accumulating 4 micro-batches per step with kfkb()'s optimizer and seed: what a
+// two-device run of the same 4 x 2 samples per step must match.
+Trainer oneDevice(const Graph& graph)
+{
+    TrainOptions o;
+    o.accumulation = 4;
+    o.optimizer.kind = "sgd";
+    o.optimizer.lr = 0.05;
+    o.seed = 5;
+    return Trainer(graph, corpus(), o);
+}
+
 double secondsOf(EmulatedLink::Clock::duration d)
 {
     return duration<double>(d).count();
@@ -120,12 +132,7 @@ TEST(EmulatedLink, ARunOverItRecordsEachSendsTimeOnTheLinkAndTrainsTheSame)
 TEST(Pipeline, SwitchingKBetweenStepsKeepsParametersAndMatchesOneDevice)
 {
     const auto graph = tinyGpt();
-    TrainOptions o;
-    o.accumulation = 4;
-    o.optimizer.kind = "sgd";
-    o.optimizer.lr = 0.05;
-    o.seed = 5;
-    Trainer reference(graph, corpus(), o);
+    Trainer reference = oneDevice(graph);
     TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
     for (int s = 0; s < 9; ++s) {
         if (s == 3 || s == 6) {
@@ -164,12 +171,7 @@ TEST(Pipeline, SwitchingTheMicroBatchSizeKeepsParametersDataAndMatchesOneDevice)
     // Each step's mean loss and gradient are those of its 8 windows however they are grouped, so
     // the run keeps matching one device accumulating 4 micro-batches of 2.
     const auto graph = tinyGpt();
-    TrainOptions o;
-    o.accumulation = 4;
-    o.optimizer.kind = "sgd";
-    o.optimizer.lr = 0.05;
-    o.seed = 5;
-    Trainer reference(graph, corpus(), o);
+    Trainer reference = oneDevice(graph);
     TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
     for (int s = 0; s < 7; ++s) {
         if (s == 2 || s == 4) {
