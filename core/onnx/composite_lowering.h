@@ -1,11 +1,7 @@
 // Composite operators the IR has no op for, written out in ops it has (the way torch itself exports
 // LLaMA's RMSNorm, or attention at opsets before 23).
 //
-// Attention (23; torch's scaled_dot_product_attention at opset_version 23 and newer), 4-D
-// (B, heads, S, D) inputs, no past key/value, no softcap, only the first output:
-//   scores = Q @ K^T * scale (default 1 / sqrt(D)); a bool mask selects (else -inf), a float mask
-//   adds; is_causal keeps the lower triangle (top-left aligned, as torch); Y = softmax(scores) @ V,
-//   K and V repeated over query-head groups where they have fewer heads (grouped-query attention).
+// Attention (23, 24) and RotaryEmbedding (23): onnx/attention_lowering.h.
 //
 // Normalizations: InstanceNormalization (torch's GroupNorm export at opsets 13-20 is Reshape to
 // (N, groups, -1), InstanceNormalization with exporter-made ones and zeros, Reshape back, then the
@@ -21,7 +17,8 @@
 //   y = x * Reciprocal(Sqrt(ReduceMean(x * x, axes) + epsilon)) * scale.
 // Runs before the opset-17 lowering, writing ReduceMean in the model's opset form. New values and
 // nodes are named after the node ("<node>/mean", ...).
-// Depends on: onnx protobuf types; onnx/opset_lowering.h (operator versions).
+// Depends on: onnx protobuf types; onnx/graph_writer.h, onnx/attention_lowering.h,
+// onnx/opset_lowering.h (operator versions).
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -31,7 +28,8 @@
 
 namespace ps::onnximport {
 
-// Replaces every Attention (in the form above), InstanceNormalization, GroupNormalization and
+// Replaces every Attention and RotaryEmbedding (in the forms onnx/attention_lowering.h reads),
+// InstanceNormalization, GroupNormalization and
 // RMSNormalization (negative axis) of the main graph, at the model's default-domain `opset`, by its
 // decomposition; returns how many it replaced (the others are left for the opset lowering to
 // refuse, naming them). `parameters`: torch.export's signature parameters, when the model has one.

@@ -295,6 +295,34 @@ TEST(OnnxOpset, WhatCannotBeLoweredIsRefusedNamingNodeOperatorAndVersion)
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
+// The Attention forms onnx/attention_lowering.h does not write out are refused, naming the node,
+// the operator and its version: the scores as an output (qk_matmul_output) and a sliding window.
+TEST(OnnxOpset, AttentionFormsNotWrittenOutAreRefusedNamingTheNode)
+{
+    const fs::path dir = fs::path(PS_TEST_DATA_DIR) / "onnx_ops23";
+    onnx::ModelProto base;
+    std::ifstream in(dir / "attention_3d_gqa.onnx", std::ios::binary);
+    ASSERT_TRUE(base.ParseFromIstream(&in));
+    const auto attention = [](onnx::ModelProto& m) -> onnx::NodeProto& {
+        for (auto& n : *m.mutable_graph()->mutable_node()) {
+            if (n.op_type() == "Attention")
+                return n;
+        }
+        throw Error("no Attention");
+    };
+    EXPECT_EQ(importError(base, "attention.onnx"), "");
+    auto m = base;
+    attention(m).add_output("");
+    attention(m).add_output("");
+    attention(m).add_output("scores");
+    auto e = importError(m, "scores.onnx");
+    EXPECT_NE(e.find("node 'attn_node' (Attention, version 23) is not read by PipeStudio yet"), std::string::npos) << e;
+    m = base;
+    intAttr(&attention(m), "left_window_size", 2);
+    e = importError(m, "window.onnx");
+    EXPECT_NE(e.find("node 'attn_node' (Attention, version 23)"), std::string::npos) << e;
+}
+
 // Conv1d and 1-D pools become the 2-D ones between an Unsqueeze and a Squeeze: the window gets a
 // height of 1 (pads [b, e] -> [0, b, 0, e]), a weight shared by two convolutions is widened once, and
 // the graph's shapes are the 1-D operator's.

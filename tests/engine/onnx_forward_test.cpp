@@ -33,6 +33,30 @@ std::pair<double, double> differenceFrom(const NdArray& out, const fs::path& fil
     return { diff, scale };
 }
 
+// Imports the manifest entry `e` of `dir`, runs its forward on its recorded input and returns its
+// first output's largest difference from the recorded output, relative to that output's scale.
+double relativeForwardError(const fs::path& dir, const nlohmann::json& e)
+{
+    const auto name = e["name"].get<std::string>();
+    auto imported = importOnnx(dir / e["file"].get<std::string>());
+    GraphExecutor ex(std::move(imported.graph), ExecutorOptions { 0, 0, false });
+    const auto shape = e["input_shape"].get<Shape>();
+    const bool ids = e["input_dtype"] == "int64";
+    std::ifstream in(dir / (name + ".in.bin"), std::ios::binary);
+    std::vector<std::byte> bytes(static_cast<std::size_t>(numElements(shape)) * (ids ? 8 : 4));
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!in)
+        throw Error(name + ": input file too short");
+    ex.setInput(e["input"].get<std::string>(),
+        ex.backend().fromHost(ex.allocator(), shape, ids ? DType::I64 : DType::F32, bytes));
+    (void)ex.forward();
+    const auto& out = ex.value(ex.graph().outputs().front());
+    if (out.shape() != e["output_shape"].get<Shape>())
+        throw Error(name + ": output shape " + formatShape(out.shape()));
+    const auto [diff, scale] = differenceFrom(out, dir / (name + ".out.bin"));
+    return diff / scale;
+}
+
 } // namespace
 
 TEST(OnnxForward, ImportedModulesMatchTorchOutputs)
@@ -83,23 +107,40 @@ TEST(OnnxForward, Torch2DefaultExportsMatchOnnxRuntime)
     const auto manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
     int checked = 0;
     for (const auto& e : manifest) {
-        const auto name = e["name"].get<std::string>();
-        auto imported = importOnnx(dir / e["file"].get<std::string>());
-        GraphExecutor ex(std::move(imported.graph), ExecutorOptions { 0, 0, false });
-        const auto shape = e["input_shape"].get<Shape>();
-        const bool ids = e["input_dtype"] == "int64";
-        std::ifstream in(dir / (name + ".in.bin"), std::ios::binary);
-        std::vector<std::byte> bytes(static_cast<std::size_t>(numElements(shape)) * (ids ? 8 : 4));
-        in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-        ASSERT_TRUE(in) << name << ": input file too short";
-        ex.setInput(e["input"].get<std::string>(),
-            ex.backend().fromHost(ex.allocator(), shape, ids ? DType::I64 : DType::F32, bytes));
-        (void)ex.forward();
-        const auto& out = ex.value(ex.graph().outputs().front());
-        ASSERT_EQ(out.shape(), e["output_shape"].get<Shape>()) << name;
-        const auto [diff, scale] = differenceFrom(out, dir / (name + ".out.bin"));
-        EXPECT_LT(diff / scale, 1e-4) << name << ": max difference " << diff << " at output scale " << scale;
+        EXPECT_LT(relativeForwardError(dir, e), 1e-4) << e["name"];
         ++checked;
     }
     EXPECT_GE(checked, 27); // 16 architectures, 6 through both exporters, local functions, 4 at opset 23
+}
+
+// ONNX's Attention (23, 24) and RotaryEmbedding (23) in the forms other exporters write
+// (tests/data/make_onnx_attention_ops.py: 3-D inputs with head counts, grouped heads, a past cache
+// with bottom-right causal masking, softcap, bool and float masks, rotary at position ids,
+// interleaved, partial): written out (onnx/attention_lowering.h), each model's forward is ONNX's
+// reference implementation's within 1e-4, no opaque op stays, and the cache's present key and
+// value are outputs of their shapes.
+TEST(OnnxForward, AttentionAndRotaryEmbeddingOperatorsMatchOnnxsReference)
+{
+    const fs::path dir = fs::path(PS_SOURCE_DIR) / "tests/data/onnx_ops23";
+    const auto manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+    int checked = 0;
+    for (const auto& e : manifest) {
+        const auto name = e["name"].get<std::string>();
+        const auto imported = importOnnx(dir / e["file"].get<std::string>());
+        EXPECT_EQ(imported.report.opset, e["opset"].get<int>()) << name;
+        EXPECT_TRUE(imported.report.opaqueOps.empty()) << name;
+        // Float Constants of more than one element import as parameters (onnx_tensors.cpp: torch folds
+        // slices of weights into them); here they are the rotary tables, the cache and a float mask.
+        EXPECT_EQ(imported.graph.parameterCount(),
+            e["parameters"].get<std::int64_t>() + e["float_constants"].get<std::int64_t>())
+            << name;
+        const auto& outputs = imported.graph.outputs();
+        const auto others = e["other_output_shapes"].get<std::vector<Shape>>();
+        ASSERT_EQ(outputs.size(), 1 + others.size()) << name;
+        for (std::size_t i = 0; i < others.size(); ++i)
+            EXPECT_EQ(imported.graph.tensor(outputs[i + 1]).shape, others[i]) << name << " output " << i + 1;
+        EXPECT_LT(relativeForwardError(dir, e), 1e-4) << name;
+        ++checked;
+    }
+    EXPECT_GE(checked, 6);
 }
