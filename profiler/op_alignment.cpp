@@ -121,12 +121,14 @@ namespace {
     class Aligner
     {
     public:
-        Aligner(const Graph& graph, TraceData& data)
+        Aligner(const Graph& graph, TraceData& data, NodeWindow window)
             : m_graph(graph)
             , m_data(data)
+            , m_first(std::min(window.first, graph.nodeCount()))
+            , m_end(std::clamp(window.end, m_first, graph.nodeCount()))
         {
-            for (const auto& n : graph.nodes()) {
-                if (!isViewNode(n))
+            for (auto v = m_first; v < m_end; ++v) {
+                if (!isViewNode(graph.nodes()[v]))
                     ++m_stats.nodes;
             }
             m_covered.assign(graph.nodeCount(), false);
@@ -292,7 +294,7 @@ namespace {
         {
             int k = 0;
             const auto& nodes = m_graph.nodes();
-            while (k < kMaxAbsorb && j + 1 + static_cast<std::size_t>(k) < nodes.size()) {
+            while (k < kMaxAbsorb && j + 1 + static_cast<std::size_t>(k) < m_end) {
                 const auto& next = nodes[j + 1 + static_cast<std::size_t>(k)];
                 if (!contains(op.kind->absorbs, next.op) || !readsFrom(j, next.id.index()))
                     break;
@@ -303,14 +305,14 @@ namespace {
 
         using NodeRange = std::pair<std::size_t, std::size_t>; // nodes [first, end)
 
-        // The sequence alignment of `ops` with the graph's nodes: per operator, the nodes it matched
-        // (empty where it matched none).
+        // The sequence alignment of `ops` with the window's nodes: per operator, the nodes it
+        // matched (empty where it matched none).
         std::vector<NodeRange> matchInOrder(std::span<const Operator> ops) const
         {
             const std::size_t n = ops.size();
-            const std::size_t m = m_graph.nodeCount();
+            const std::size_t m = m_end - m_first;
             AlignmentTable table(n, m); // moves: 0 skip an operator, 1 skip a node, 2 + k match absorbing k
-            const auto& nodes = m_graph.nodes();
+            const auto nodes = std::span(m_graph.nodes()).subspan(m_first, m);
             for (std::size_t i = 0; i <= n; ++i) {
                 for (std::size_t j = 0; j <= m; ++j) {
                     const int here = table.score(i, j);
@@ -322,7 +324,7 @@ namespace {
                         table.relax(i, j + 1, here + (isViewNode(nodes[j]) ? 0 : kSkip), 1);
                     const int s = i < n && j < m ? matchScore(ops[i], nodes[j]) : AlignmentTable::kNone;
                     if (s > AlignmentTable::kNone) {
-                        const int extra = ops[i].kind->view ? 0 : absorbable(ops[i], j);
+                        const int extra = ops[i].kind->view ? 0 : absorbable(ops[i], m_first + j);
                         for (int k = 0; k <= extra; ++k)
                             table.relax(i + 1, j + 1 + static_cast<std::size_t>(k), here + s + k * kAbsorb,
                                 static_cast<std::int8_t>(2 + k));
@@ -351,7 +353,7 @@ namespace {
                     continue;
                 }
                 const auto first = j - 1 - static_cast<std::size_t>(how - 2);
-                matched[i - 1] = { first, j };
+                matched[i - 1] = { m_first + first, m_first + j };
                 i -= 1;
                 j = first;
             }
@@ -363,7 +365,7 @@ namespace {
         std::size_t align(std::span<const Operator> ops)
         {
             const std::size_t n = ops.size();
-            if ((n + 1) * (m_graph.nodeCount() + 1) > kMaxCells) { // named ranges are the way for such traces
+            if ((n + 1) * (m_end - m_first + 1) > kMaxCells) { // named ranges are the way for such traces
                 ++m_stats.passesTooLarge;
                 return 0;
             }
@@ -498,7 +500,7 @@ namespace {
                 const auto& op = ops[o];
                 if (matched[o].second > matched[o].first || op.kind == nullptr || op.kind->view)
                     continue;
-                for (std::size_t v = 0; v < nodes.size(); ++v) {
+                for (auto v = m_first; v < m_end; ++v) {
                     // By kind and input shape; where the trace recorded no shapes, GEMMs and
                     // convolutions by kind alone (metrics' comparisons and sums would take any node).
                     const auto& span = m_data.spans[op.span];
@@ -544,6 +546,8 @@ namespace {
 
         const Graph& m_graph;
         TraceData& m_data;
+        std::size_t m_first = 0; // the window of nodes operators align with
+        std::size_t m_end = 0;
         AlignmentStats m_stats;
         std::vector<bool> m_covered;
         std::vector<TraceSpan> m_newSpans;
@@ -553,9 +557,9 @@ namespace {
 
 } // namespace
 
-AlignmentStats alignOperators(const Graph& graph, TraceData& data)
+AlignmentStats alignOperators(const Graph& graph, TraceData& data, NodeWindow window)
 {
-    return Aligner(graph, data).run();
+    return Aligner(graph, data, window).run();
 }
 
 } // namespace ps::profiler

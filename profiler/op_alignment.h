@@ -40,7 +40,7 @@
 namespace ps::profiler {
 
 // Appends a range per matched forward operator, and per backward function aligned by name, to
-// `data.spans` (their `nodes` and `pass` set).
-AlignmentStats alignOperators(const Graph& graph, TraceData& data);
+// `data.spans` (their `nodes` and `pass` set). Operators align with the nodes of `window` only.
+AlignmentStats alignOperators(const Graph& graph, TraceData& data, NodeWindow window = {});
 
 } // namespace ps::profiler

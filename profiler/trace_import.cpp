@@ -9,6 +9,7 @@
 #include <array>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string_view>
 #include <zlib.h>
 
@@ -78,27 +79,76 @@ namespace {
 
 } // namespace
 
-TraceImport importTrace(const Graph& graph, const std::filesystem::path& path)
+TraceImport importTrace(const Graph& graph, const std::filesystem::path& path, NodeWindow window)
 {
     auto data = readTrace(path);
     auto result = mapTraceToNodes(graph, data);
-    const auto coverage = [](const TraceImport& t) {
-        const double work = t.totalNs - t.optimizerNs;
-        return work > 0 ? t.matchedNs / work : 0.0;
-    };
-    if (coverage(result) >= 0.5)
+    if (result.coverage() >= 0.5)
         return result;
     // Ranges name no node, or cover little (an unannotated torch.profiler trace, a stray range
     // named like a scope): align the operators by order, and keep that where it covers more.
-    const auto alignment = alignOperators(graph, data);
+    const auto alignment = alignOperators(graph, data, window);
     if (alignment.alignedOperators == 0)
         return result;
     auto aligned = mapTraceToNodes(graph, data);
-    if (coverage(aligned) <= coverage(result))
+    if (aligned.coverage() <= result.coverage())
         return result;
     aligned.aligned = true;
     aligned.alignment = alignment;
     return aligned;
+}
+
+TraceImport mergeStageTraces(const std::vector<TraceImport>& stages, const std::vector<NodeWindow>& windows)
+{
+    if (stages.empty() || stages.size() != windows.size())
+        throw Error("merging stage traces needs one window per trace");
+    TraceImport merged;
+    merged.format = stages.front().format;
+    merged.schemaVersion = stages.front().schemaVersion;
+    merged.nodes.resize(stages.front().nodes.size());
+    std::map<std::string, UnmatchedName> unmatched;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        const auto& t = stages[s];
+        if (t.nodes.size() != merged.nodes.size())
+            throw Error("the stage traces were imported onto graphs of different sizes");
+        merged.deviceActivity = merged.deviceActivity || t.deviceActivity;
+        merged.activities += t.activities;
+        merged.matchedActivities += t.matchedActivities;
+        merged.unmatchedActivities += t.unmatchedActivities;
+        merged.totalNs += t.totalNs;
+        merged.matchedNs += t.matchedNs;
+        merged.unmatchedNs += t.unmatchedNs;
+        merged.optimizerActivities += t.optimizerActivities;
+        merged.optimizerNs += t.optimizerNs;
+        merged.communicationActivities += t.communicationActivities;
+        merged.communicationNs += t.communicationNs;
+        merged.ranges += t.ranges;
+        merged.aligned = merged.aligned || t.aligned;
+        merged.alignment.passes += t.alignment.passes;
+        merged.alignment.passesTooLarge += t.alignment.passesTooLarge;
+        merged.alignment.operators += t.alignment.operators;
+        merged.alignment.alignedOperators += t.alignment.alignedOperators;
+        merged.alignment.nodesCovered += t.alignment.nodesCovered;
+        merged.alignment.nodes += t.alignment.nodes;
+        for (const auto& u : t.unmatched) {
+            auto& m = unmatched[u.name];
+            m.name = u.name;
+            m.count += u.count;
+            m.totalNs += u.totalNs;
+        }
+        const auto end = std::min(windows[s].end, merged.nodes.size());
+        for (auto v = std::min(windows[s].first, end); v < end; ++v)
+            merged.nodes[v] = t.nodes[v];
+    }
+    for (const auto& n : merged.nodes)
+        merged.nodesMatched += n.forwardOccurrences + n.backwardOccurrences > 0 ? 1 : 0;
+    for (auto& [name, u] : unmatched)
+        merged.unmatched.push_back(u);
+    std::sort(merged.unmatched.begin(), merged.unmatched.end(),
+        [](const UnmatchedName& a, const UnmatchedName& b) { return a.totalNs > b.totalNs; });
+    if (merged.unmatched.size() > 10)
+        merged.unmatched.resize(10);
+    return merged;
 }
 
 Profile toImportedProfile(

@@ -5,7 +5,8 @@
 // schema, and attributing each measured activity to a node:
 // - Activities are device kernels, memcpys and memsets when the trace has any (their time is
 //   device time); in a CPU-only trace they are the self times of the CPU events, so nested ops
-//   are never counted twice.
+//   are never counted twice (a ProfilerStep range's self time, Python's and the profiler's own
+//   between operators, is no activity).
 // - An activity belongs to the innermost range enclosing its launch (the CUDA API call of a
 //   kernel, on that call's thread; the CPU event itself in a CPU-only trace) whose name, or the
 //   name less a phase suffix, is a node name (`h.3.attn.c_proj.matmul`) or a scope (`h.3.attn`,
@@ -17,6 +18,9 @@
 // - A backward op outside every node range (PyTorch runs backward outside the forward's
 //   record_function ranges) is linked to its forward op by the autograd sequence number (Kineto
 //   args "Sequence number" / "Fwd thread id") and takes that op's node.
+// - Communication (c10d/gloo/NCCL collectives and point-to-point ops, `record_param_comms`, NCCL
+//   kernels) outside every node is counted as such, with the optimizer's work: neither is node work
+//   nor unmatched (a pipeline rank's trace waits in its receives).
 // - Activities left without a node are counted, with their time and most frequent names.
 // A node's time is the mean per occurrence (distinct ranges that fed it), so a trace of several
 // iterations or micro-batches gives the time of one micro-batch.
@@ -96,18 +100,42 @@ struct TraceImport
     double unmatchedNs = 0;
     std::int64_t optimizerActivities = 0; // inside optimizer ranges (Optimizer.step), no node's
     double optimizerNs = 0;
+    std::int64_t communicationActivities = 0; // sends, receives, collectives: no node's
+    double communicationNs = 0;
     std::int64_t ranges = 0; // ranges whose name is a node or scope
     std::vector<UnmatchedName> unmatched; // most time first, at most 10
     std::vector<TraceIteration> iterations; // empty when no activity matched a node
     bool aligned = false; // the operators were aligned to nodes by order (op_alignment.h)
     AlignmentStats alignment;
+
+    // The share of the forward and backward work (everything but the optimizer's and the
+    // communication's time) attributed to nodes.
+    [[nodiscard]] double coverage() const
+    {
+        const double work = totalNs - optimizerNs - communicationNs;
+        return work > 0 ? matchedNs / work : 0.0;
+    }
+};
+
+// The nodes [first, end) in the graph's topological order a trace's operators may align with: a
+// pipeline stage's, for the trace of the rank that ran it.
+struct NodeWindow
+{
+    std::size_t first = 0;
+    std::size_t end = static_cast<std::size_t>(-1);
 };
 
 // Reads `path` (kind detected from its content) and maps it onto `graph`. Throws ps::Error naming
 // the file when it is not a trace this build reads (random bytes, a PipeStudio project, an SQLite
 // file that is not an Nsight Systems export, an export of an unknown schema or without the tables
 // needed, JSON that is not a trace). Only reads the file.
-[[nodiscard]] TraceImport importTrace(const Graph& graph, const std::filesystem::path& path);
+[[nodiscard]] TraceImport importTrace(const Graph& graph, const std::filesystem::path& path, NodeWindow window = {});
+
+// One trace per pipeline rank, each imported over its stage's window, as one: every node's times
+// from its own stage's trace, the counts and times summed, the unmatched names merged; iterations
+// left to each stage's import. Throws when the counts differ.
+[[nodiscard]] TraceImport mergeStageTraces(
+    const std::vector<TraceImport>& stages, const std::vector<NodeWindow>& windows);
 
 // The imported times as a profile (source "imported") for `deviceKind`, proportional to the
 // micro-batch size the trace was recorded at; bytes follow the op formulas. Nodes the trace

@@ -117,6 +117,7 @@ namespace {
         int outer = -1; // the outermost one: one occurrence (micro-batch, iteration) of what it covers
         bool backwardMarker = false;
         bool optimizer = false; // inside an optimizer range
+        bool communication = false; // inside a send, receive or collective
         int backwardOp = -1; // the innermost autograd function carrying a sequence number
     };
 
@@ -166,7 +167,7 @@ namespace {
             if (m_data.work.empty()) {
                 for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
                     const auto& span = m_data.spans[i];
-                    if (m_info[i].selfNs > 0)
+                    if (m_info[i].selfNs > 0 && !isProfilerStep(span.name)) // its self time: Python's, the profiler's
                         attribute(
                             span.name, m_info[i].selfNs, m_info[i].context, span.thread, { span.startNs, span.endNs });
                 }
@@ -247,6 +248,7 @@ namespace {
                 }
                 c.backwardMarker = c.backwardMarker || isBackwardMarker(s.name);
                 c.optimizer = c.optimizer || isOptimizerRange(s.name);
+                c.communication = c.communication || isCommunication(s.name);
                 if (s.sequence >= 0 && namesAutogradFunction(s.name))
                     c.backwardOp = i;
                 m_info[i].context = c;
@@ -312,6 +314,11 @@ namespace {
                     m_timed.push_back({ interval.first, interval.second, TraceActionKind::Optimizer, 0, anchorNs });
                     ++m_result.optimizerActivities;
                     m_result.optimizerNs += ns;
+                    return;
+                }
+                if (c.communication || isCommunication(name)) { // a rank's sends and waits: not a node's
+                    ++m_result.communicationActivities;
+                    m_result.communicationNs += ns;
                     return;
                 }
                 ++m_result.unmatchedActivities;

@@ -66,6 +66,13 @@ bool isOptimizerRange(std::string_view name)
     return l.starts_with("optimizer.step");
 }
 
+bool isCommunication(std::string_view name)
+{
+    return name.starts_with("c10d::") || name.starts_with("gloo:") || name.starts_with("nccl:")
+        || name.starts_with("record_param_comms") || name.starts_with("ncclKernel")
+        || name.starts_with("ncclDevKernel");
+}
+
 std::vector<TraceIteration> buildTraceTimeline(
     std::vector<TimedActivity> activities, std::vector<std::pair<double, double>> steps)
 {

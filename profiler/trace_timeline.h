@@ -43,4 +43,9 @@ struct TimedActivity
 // "Optimizer.step#AdamW.step", "optimizer.step".
 [[nodiscard]] bool isOptimizerRange(std::string_view name);
 
+// Whether a range, operator or kernel is communication: c10d's ops (`c10d::send`, `c10d::recv_`,
+// `c10d::allreduce_`), the process group's ranges (`gloo:recv`, `nccl:all_reduce`,
+// `record_param_comms`) and NCCL's kernels (`ncclKernel_*`, `ncclDevKernel_*`).
+[[nodiscard]] bool isCommunication(std::string_view name);
+
 } // namespace ps::profiler

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -262,4 +263,49 @@ TEST_F(TraceCli, ImportTraceRefusesWrongFilesAndLeavesTheProjectUntouched)
     expectRefused(file("unrelated.json"), "no range names a node or scope of the model");
 
     expectRefused(file("missing.json"), "cannot read");
+}
+
+// One PyTorch profiler trace per pipeline rank (the GPT trained as two stages by two gloo
+// processes; tests/data/make_trace_models.py, the `trace_models` fixture): `--cuts` says where
+// stage 1 starts (by name here), each trace aligns with its stage's nodes, the profile takes every
+// node from its own stage, and the run is one device per rank that `compare` predicts.
+TEST_F(TraceCli, PipelineRankTracesImportByStageWithCuts)
+{
+    const char* dir = std::getenv("PS_TRACE_MODELS");
+    if (dir == nullptr || !std::filesystem::exists(std::filesystem::path(dir) / "gpt.rank1.cpu.trace.json"))
+        GTEST_SKIP() << "no pipeline traces of the GPT (tests/data/make_trace_models.py needs python3-torch)";
+    const std::string models = dir;
+    const auto p = file("gpt.pstudio");
+    ASSERT_EQ(runCli("import " + models + "/gpt.onnx -o " + p + " --loss cross-entropy").exitCode, 0);
+    const auto traces = " " + models + "/gpt.rank0.cpu.trace.json " + models + "/gpt.rank1.cpu.trace.json";
+    const auto uncut = runCli("import-trace " + p + traces);
+    EXPECT_NE(uncut.exitCode, 0);
+    EXPECT_NE(uncut.output.find("2 traces: say where their stages start with --cuts"), std::string::npos)
+        << uncut.output;
+    const auto unknown = runCli("import-trace " + p + traces + " --cuts /h.9/ln_1/LayerNormalization");
+    EXPECT_NE(unknown.exitCode, 0);
+    EXPECT_NE(unknown.output.find("--cuts: no node named '/h.9/ln_1/LayerNormalization'"), std::string::npos)
+        << unknown.output;
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs"), 0); // refusals write nothing
+
+    const auto r = runCli("import-trace " + p + traces + " --cuts /h.1/ln_1/LayerNormalization --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["stages"].size(), 2U);
+    EXPECT_EQ(j["stages"][0]["end_node"], j["stages"][1]["first_node"]);
+    for (const auto& s : j["stages"]) {
+        EXPECT_GE(s["coverage"].get<double>(), 0.85) << s;
+        EXPECT_GT(s["communication_ms"].get<double>(), 0) << s;
+    }
+    EXPECT_GE(j["coverage"].get<double>(), 0.85);
+    ASSERT_TRUE(j["run"].is_number_integer()) << r.output;
+    const auto run = std::to_string(j["run"].get<std::int64_t>());
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT device) FROM events WHERE run_id = " + run), 2);
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM run_metrics WHERE run_id = " + run), 3);
+
+    const auto c = runCli("compare " + p + " --run " + run + " --json");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    const auto cj = nlohmann::json::parse(c.output);
+    EXPECT_EQ(cj["profile"], "imported");
+    EXPECT_EQ(cj["devices"].size(), 2U);
 }

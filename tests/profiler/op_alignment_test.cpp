@@ -10,6 +10,8 @@
 #include "op_alignment.h"
 #include "tiny_mlp.h"
 #include "trace_import.h"
+#include "trace_timeline.h"
+#include "util/error.h"
 #include "zoo/model_config.h"
 
 #include <gtest/gtest.h>
@@ -220,4 +222,64 @@ TEST(OpAlignment, LegacyCpuTracesAlignWithoutShapesOrSequenceNumbers)
             }
         }
     }
+}
+
+// The GPT trained as a two-stage pipeline by two processes (gloo), each rank profiling its own
+// steps (the fixture's gpt.rank0/1.cpu.trace.json): each trace aligned with its stage's nodes only
+// (else stage 1's block would land on block 0, whose operators look the same), merged with every
+// node's times from its own stage. The ranks' sends and receive waits are communication, neither
+// node work nor unmatched.
+TEST(OpAlignment, OneTracePerPipelineRankMergesByStage)
+{
+    const auto models = modelsDir();
+    if (models.empty() || !fs::exists(models / "gpt.rank1.cpu.trace.json"))
+        GTEST_SKIP() << "no pipeline traces of the GPT (tests/data/make_trace_models.py needs python3-torch)";
+    const auto graph = trainingGraph(models / "gpt.onnx");
+    const auto& nodes = graph.nodes();
+    const auto cut = static_cast<std::size_t>(std::find_if(nodes.begin(), nodes.end(), [](const Node& n) {
+        return n.name == "/h.1/ln_1/LayerNormalization";
+    }) - nodes.begin());
+    ASSERT_LT(cut, nodes.size());
+    const std::vector<profiler::NodeWindow> windows { { 0, cut }, { cut, nodes.size() } };
+    std::vector<profiler::TraceImport> stages;
+    for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(r);
+        const auto trace = models / ("gpt.rank" + std::to_string(r) + ".cpu.trace.json");
+        auto t = profiler::importTrace(graph, trace, windows[static_cast<std::size_t>(r)]);
+        ASSERT_TRUE(t.aligned);
+        EXPECT_GT(t.communicationNs, 0);
+        for (const auto& u : t.unmatched)
+            EXPECT_FALSE(profiler::isCommunication(u.name)) << u.name;
+        EXPECT_GE(t.coverage(), 0.85);
+        EXPECT_EQ(t.alignment.nodesCovered, t.alignment.nodes); // every computing node of the stage
+        ASSERT_EQ(t.iterations.size(), 3U); // ProfilerStep ranges
+        // The stage's per-node times (means per micro-batch) add up to its work per micro-batch
+        // (3 steps of 2).
+        double sum = 0;
+        for (auto v = windows[static_cast<std::size_t>(r)].first; v < windows[static_cast<std::size_t>(r)].end; ++v)
+            sum += t.nodes[v].forwardNs + t.nodes[v].backwardNs;
+        EXPECT_NEAR(sum / (t.matchedNs / 6), 1.0, 0.15);
+        stages.push_back(std::move(t));
+    }
+    // Aligned with the whole graph instead, stage 1's operators take block 0's nodes.
+    const auto unwindowed = profiler::importTrace(graph, models / "gpt.rank1.cpu.trace.json");
+    const auto block0 = static_cast<std::size_t>(std::find_if(nodes.begin(), nodes.end(), [](const Node& n) {
+        return n.name == "/h.0/attn/c_attn/MatMul";
+    }) - nodes.begin());
+    ASSERT_LT(block0, cut);
+    EXPECT_GT(unwindowed.nodes[block0].forwardOccurrences, 0);
+    EXPECT_EQ(stages[1].nodes[block0].forwardOccurrences, 0);
+    const auto merged = profiler::mergeStageTraces(stages, windows);
+    EXPECT_NEAR(merged.matchedNs, stages[0].matchedNs + stages[1].matchedNs, 1e-6);
+    EXPECT_NEAR(merged.communicationNs, stages[0].communicationNs + stages[1].communicationNs, 1e-6);
+    for (std::size_t v = 0; v < nodes.size(); ++v) {
+        const auto& own = stages[v < cut ? 0 : 1].nodes[v];
+        EXPECT_EQ(merged.nodes[v].forwardNs, own.forwardNs) << nodes[v].name;
+        EXPECT_EQ(merged.nodes[v].backwardNs, own.backwardNs) << nodes[v].name;
+        if (nodes[v].op == OpType::MatMul) {
+            EXPECT_GT(merged.nodes[v].forwardNs, 0) << nodes[v].name;
+            EXPECT_GT(merged.nodes[v].backwardNs, 0) << nodes[v].name;
+        }
+    }
+    EXPECT_THROW((void)profiler::mergeStageTraces(stages, { windows[0] }), Error);
 }
