@@ -24,6 +24,8 @@ namespace {
         std::int64_t plan = 0;
         std::string format = "torchrun";
         std::string output;
+        int dataParallel = 1; // torchrun: replicas of the pipeline
+        int nodes = 1; // torchrun: machines the processes spread over
     };
 
     std::string shellQuote(const std::string& text)
@@ -32,6 +34,24 @@ namespace {
         for (char c : text)
             out += c == '\'' ? std::string("'\\''") : std::string(1, c);
         return out + "'";
+    }
+
+    // How to start the runner: one process per stage and replica, on one machine or spread evenly
+    // over --nodes machines (torchrun's rendezvous).
+    void printTorchrunLaunch(const ExportOptions& o, int stages, const std::string& runner)
+    {
+        const auto world = static_cast<std::int64_t>(stages) * o.dataParallel;
+        fmt::print("Run it with one process per stage and replica ({} stage(s) x {} replica(s); build_model: see the "
+                   "runner's docstring):\n",
+            stages, o.dataParallel);
+        const std::string args = runner + " --model your_package.your_module:build_model --steps 100";
+        if (o.nodes == 1) {
+            fmt::print("  torchrun --nproc_per_node {} {}\n", world, args);
+            return;
+        }
+        fmt::print("  on each of the {} machines (NODE_RANK 0..{}, HOST: machine 0):\n  torchrun --nnodes {} "
+                   "--nproc_per_node {} --node_rank $NODE_RANK --rdzv_backend c10d --rdzv_endpoint $HOST:29500 {}\n",
+            o.nodes, o.nodes - 1, o.nodes, world / o.nodes, args);
     }
 
     ProjectStore::PlanRow findPlan(const ProjectStore& store, std::int64_t id)
@@ -102,9 +122,7 @@ namespace {
                                "them on the device\n",
                         formatBytes(plan.swappedBytes[s]), s);
             }
-            fmt::print("Run it with one process per stage (build_model: see the runner's docstring):\n  torchrun "
-                       "--nproc_per_node {} {} --model your_package.your_module:build_model --steps 100\n",
-                plan.schedule.stages, shellQuote((dir / "run_pipeline.py").string()));
+            printTorchrunLaunch(o, plan.schedule.stages, shellQuote((dir / "run_pipeline.py").string()));
             break;
         case ExportFormat::PipeliningCsv:
             fmt::print("Load it with PyTorch pipelining's _PipelineScheduleRuntime._load_csv({}) (compute actions; "
@@ -128,6 +146,10 @@ namespace {
         const auto graph = store.loadGraph();
         const auto row = findPlan(store, o.plan);
         const auto plan = storedPlanFromJson(row.json, row.id, graph.nodeCount());
+        if (const auto world = static_cast<std::int64_t>(plan.schedule.stages) * o.dataParallel;
+            format == ExportFormat::Torchrun && world % o.nodes != 0)
+            throw Error(fmt::format("--nodes {}: the {} processes ({} stage(s) x {} replica(s)) do not spread evenly",
+                o.nodes, world, plan.schedule.stages, o.dataParallel));
         const auto files = exportPlan(graph, plan, format);
         writeAtomically(o.output, files);
         std::string names;
@@ -149,6 +171,11 @@ void addExportCommand(CLI::App& app, Action& action)
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required()->check(CLI::ExistingFile);
     cmd->add_option("--plan", o->plan, "A stored plan's id (`pipestudio plan --json` prints plan_id)")->required();
     cmd->add_option("--format,-f", o->format, "torchrun | pipelining-csv | deepspeed | megatron");
+    cmd->add_option("--data-parallel", o->dataParallel,
+           "torchrun: replicas of the pipeline, each on a shard of every batch (the launch line's process count)")
+        ->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--nodes", o->nodes, "torchrun: machines the stages x replicas processes spread over")
+        ->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--output,-o", o->output, "Output directory (created if missing; files in it are replaced)")
         ->required();
     cmd->callback([&action, o] { action = [o] { return exportCommand(*o); }; });

@@ -4,7 +4,11 @@
     torchrun --nproc_per_node STAGES run_pipeline.py --model my_pkg.my_mod:build_model --steps 100
     python3 -m torch.distributed.run --nproc_per_node STAGES run_pipeline.py ...   (no torchrun on PATH)
 
-One process per pipeline stage (multi-node: torchrun's --nnodes/--node_rank/--rdzv_endpoint as usual).
+One process per pipeline stage and data-parallel replica (multi-node: torchrun's --nnodes/--node_rank/
+--rdzv_endpoint as usual): a world of STAGES x D processes runs D replicas of the pipeline, rank r
+stage r % STAGES of replica r // STAGES. Replica k trains on the k-th of D equal shards of each step's
+batch (dim 0); before every optimizer step each stage's gradients are averaged over its D replicas
+(all_reduce), so D replicas take the steps one process takes on the whole batch.
 PyTorch 1.13's launcher on Python 3.11 or newer (Debian's python3-torch) fails with its default --redirects
 and --tee; add `--redirects 1 --tee 1` there.
 gloo on CPUs, nccl when CUDA is available (--backend to choose). Works with PyTorch 1.13 and 2.x.
@@ -27,8 +31,8 @@ parameters, constants and shapes are left out of the runs (the ONNX exporter fol
 the stage of its first user. The mapping is printed by rank 0.
 
 The schedule is PipeStudio's own (plan.json "schedule_actions", one action list per rank); stages that
-the plan recomputes run under torch.utils.checkpoint. The last rank prints one JSON line per step:
-{"step": N, "loss": X} (the mean of the micro-batch losses).
+the plan recomputes run under torch.utils.checkpoint. The last stage of replica 0 prints one JSON line
+per step: {"step": N, "loss": X} (the mean of the micro-batch losses, over every replica).
 """
 import argparse
 import importlib
@@ -328,24 +332,41 @@ def move(value, device):
 class StageWorker:
     def __init__(self, args, plan, pipeline, data, loss_fn, device):
         self.rank = dist.get_rank()
-        self.stage = self.rank
-        self.last = plan["stages"] - 1
+        self.stages = plan["stages"]
+        self.replicas = dist.get_world_size() // self.stages
+        self.stage, self.replica = self.rank % self.stages, self.rank // self.stages
+        self.last = self.stages - 1
         self.plan, self.pipeline, self.data, self.loss_fn, self.device = plan, pipeline, data, loss_fn, device
         self.micro_batches = plan["micro_batches"]
         self.recompute = plan["stage_details"][self.stage].get("recompute", False) and not args.no_recompute
         pipeline.move_stage(self.stage, device)
         self.wire = Wire(device, dist.get_backend() != "nccl")
-        self.actions = [parse_action(a) for a in plan["schedule_actions"][self.rank]]
+        self.actions = [parse_action(a) for a in plan["schedule_actions"][self.stage]]
         params = pipeline.stage_parameters(self.stage)
         if args.optimizer == "adamw":
             self.optimizer = torch.optim.AdamW(params, lr=args.lr)
         else:
             self.optimizer = torch.optim.SGD(params, lr=args.lr)
-        self.tied = tied_parameter_groups(pipeline, self.stage)
+        self.tied = tied_parameter_groups(pipeline, self.stage, self.replica, self.replicas)
+        self.replica_group = replica_groups(self.stages, self.replicas)[self.stage]
+
+    def peer(self, stage):
+        """The rank of `stage` in this replica."""
+        return self.replica * self.stages + stage
 
     def split_batch(self, step):
         inputs, target = self.data(step)
         inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+        if self.replicas > 1:  # this replica's shard of the step's batch
+            whole = inputs[0].shape[0]
+            if whole % self.replicas:
+                raise SystemExit("run_pipeline.py: error: the batch of %d does not split over %d data-parallel "
+                                 "replicas" % (whole, self.replicas))
+            shard = whole // self.replicas
+
+            def mine(t):
+                return t.narrow(0, self.replica * shard, shard) if torch.is_tensor(t) and t.dim() > 0 else t
+            inputs, target = tuple(mine(t) for t in inputs), mine(target)
         batch = inputs[0].shape[0]
         if batch % self.micro_batches:
             raise SystemExit("run_pipeline.py: error: the batch of %d does not split into the plan's %d "
@@ -361,7 +382,7 @@ class StageWorker:
         received = []
         if self.stage > 0:
             incoming = self.pipeline.incoming[self.stage]
-            values = self.wire.recv(len(incoming), self.stage - 1, 2 * m)
+            values = self.wire.recv(len(incoming), self.peer(self.stage - 1), 2 * m)
             for node, value in zip(incoming, values):
                 if torch.is_tensor(value) and value.is_floating_point():
                     value.requires_grad_(True)
@@ -373,7 +394,7 @@ class StageWorker:
             saved[m] = (received, [], loss)
             return loss.detach().item()
         outgoing = [env[n] for n in self.pipeline.incoming[self.stage + 1]]
-        self.wire.send(outgoing, self.stage + 1, 2 * m)
+        self.wire.send(outgoing, self.peer(self.stage + 1), 2 * m)
         saved[m] = (received, [v for v in outgoing if torch.is_tensor(v) and v.is_floating_point()], None)
         return None
 
@@ -382,13 +403,13 @@ class StageWorker:
         if loss is not None:
             (loss / self.micro_batches).backward()
         else:
-            grads = self.wire.recv(len(sent), self.stage + 1, 2 * m + 1)
+            grads = self.wire.recv(len(sent), self.peer(self.stage + 1), 2 * m + 1)
             pairs = [(t, g) for t, g in zip(sent, grads) if t.requires_grad]
             if pairs:
                 torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
         if self.stage > 0:
             grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in received]
-            self.wire.send(grads, self.stage - 1, 2 * m + 1)
+            self.wire.send(grads, self.peer(self.stage - 1), 2 * m + 1)
 
     def train_step(self, step):
         inputs, targets = self.split_batch(step)
@@ -406,9 +427,25 @@ class StageWorker:
             elif kind == "OPT_STEP":
                 self.wire.flush()
                 self.reduce_tied()
+                self.average_replicas()
                 self.optimizer.step()
         self.wire.flush()
-        return sum(losses) / len(losses) if losses else None
+        if not losses:
+            return None
+        loss = torch.tensor(sum(losses) / len(losses), dtype=torch.float64)
+        if self.replica_group is not None:  # the mean over the replicas' shards: the whole batch's
+            dist.all_reduce(loss, group=self.replica_group)
+            loss /= self.replicas
+        return loss.item()
+
+    def average_replicas(self):
+        if self.replica_group is None:
+            return
+        for p in self.pipeline.stage_parameters(self.stage):
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.all_reduce(p.grad, group=self.replica_group)
+            p.grad /= self.replicas
 
     def reduce_tied(self):
         for group, params in self.tied:
@@ -425,19 +462,28 @@ def parse_action(text):
     return match.group(2), int(match.group(1)), int(match.group(3)) if match.group(3) else -1
 
 
-def tied_parameter_groups(pipeline, stage):
-    """Parameters that several stages read (tied embeddings): their gradients are summed over those ranks."""
+def tied_parameter_groups(pipeline, stage, replica, replicas):
+    """Parameters that several stages read (tied embeddings): their gradients are summed over those
+    stages' ranks, in each replica."""
     holders = {}
     for s in range(pipeline.stages):
         for p in pipeline.stage_parameters(s):
             holders.setdefault(id(p), []).append(s)
     groups = []
-    for ranks in sorted({tuple(h) for h in holders.values() if len(h) > 1}):
-        group = dist.new_group(list(ranks))  # every rank creates every group, in the same order
-        if stage in ranks:
-            mine = {id(p): p for p in pipeline.stage_parameters(stage)}
-            groups.append((group, [mine[i] for i, h in holders.items() if tuple(h) == ranks]))
+    for stages in sorted({tuple(h) for h in holders.values() if len(h) > 1}):
+        for r in range(replicas):  # every rank creates every group, in the same order
+            group = dist.new_group([r * pipeline.stages + s for s in stages])
+            if stage in stages and r == replica:
+                mine = {id(p): p for p in pipeline.stage_parameters(stage)}
+                groups.append((group, [mine[i] for i, h in holders.items() if tuple(h) == stages]))
     return groups
+
+
+def replica_groups(stages, replicas):
+    """Per stage, the process group of its ranks in every replica (None for one replica)."""
+    if replicas == 1:
+        return [None] * stages
+    return [dist.new_group([r * stages + s for r in range(replicas)]) for s in range(stages)]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -471,9 +517,10 @@ def main(argv):
         plan = json.load(f)
     backend = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
     dist.init_process_group(backend)
-    if dist.get_world_size() != plan["stages"]:
-        raise SystemExit("run_pipeline.py: error: the plan has %d stages; start one process per stage "
-                         "(torchrun --nproc_per_node ..., --nnodes ...), not %d" % (plan["stages"], dist.get_world_size()))
+    if dist.get_world_size() % plan["stages"]:
+        raise SystemExit("run_pipeline.py: error: the plan has %d stages; start one process per stage and "
+                         "data-parallel replica, a multiple of %d (torchrun --nproc_per_node ..., --nnodes ...), "
+                         "not %d" % (plan["stages"], plan["stages"], dist.get_world_size()))
     device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -492,7 +539,7 @@ def main(argv):
     worker = StageWorker(args, plan, pipeline, data, loss_fn, device)
     for step in range(args.steps):
         loss = worker.train_step(step)
-        if loss is not None:
+        if loss is not None and worker.replica == 0:
             print(json.dumps({"step": step, "loss": loss}), flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -86,6 +86,12 @@ TEST_F(Export, BadInputGivesOneLineAndWritesNothing)
         cli("export " + quote(project) + " --plan " + std::to_string(id) + " -o " + quote(m_dir / "a-file" / "out"));
     EXPECT_NE(notWritable.exitCode, 0);
     EXPECT_NE(notWritable.output.find("cannot write to"), std::string::npos) << notWritable.output;
+    const auto uneven = cli(
+        "export " + quote(project) + " --plan " + std::to_string(id) + " --data-parallel 3 --nodes 4 -o " + quote(out));
+    EXPECT_NE(uneven.exitCode, 0);
+    EXPECT_NE(uneven.output.find("--nodes 4: the 6 processes (2 stage(s) x 3 replica(s)) do not spread evenly"),
+        std::string::npos)
+        << uneven.output;
     EXPECT_FALSE(fs::exists(out));
     for (const auto& e : fs::directory_iterator(m_dir)) { // the project (and its WAL files) and a-file only
         const auto name = e.path().filename().string();
@@ -112,6 +118,13 @@ TEST_F(Export, LayerFormatsAndScheduleCsv)
     EXPECT_TRUE(fs::exists(out / "schedule.csv"));
     EXPECT_TRUE(fs::exists(out / "plan.json"));
     EXPECT_TRUE(fs::exists(out / "run_pipeline.py"));
+    // Replicas of the pipeline over machines: the launch line counts stages x replicas per machine.
+    const auto multi = cli("export " + quote(project) + " --plan " + std::to_string(id)
+        + " -f torchrun --data-parallel 4 --nodes 2 -o " + quote(out));
+    ASSERT_EQ(multi.exitCode, 0) << multi.output;
+    EXPECT_NE(multi.output.find("(4 stage(s) x 4 replica(s)"), std::string::npos) << multi.output;
+    EXPECT_NE(multi.output.find("torchrun --nnodes 2 --nproc_per_node 8 --node_rank $NODE_RANK"), std::string::npos)
+        << multi.output;
 }
 
 TEST(ExportRunner, MapsScopesOntoTheFxGraph)
@@ -161,6 +174,9 @@ TEST_F(Export, ImportedGptWithALossTrainsOnTwoDevices)
     EXPECT_EQ(steps, 3) << trained.output;
 }
 
+// Two processes of the exported runner (torchrun, gloo): a 2-stage pipeline, and one stage run by 2
+// data-parallel replicas (each on half of every step's batch, gradients averaged before each step),
+// give the single process's losses on the whole batch.
 TEST_F(Export, TorchrunOnTwoProcessesMatchesOneProcess)
 {
     if (const auto why = torchMissing(); !why.empty())
@@ -171,40 +187,53 @@ TEST_F(Export, TorchrunOnTwoProcessesMatchesOneProcess)
     const auto project = m_dir / "gpt.pstudio";
     const auto imported = cli("import " + quote(onnx) + " --batch 2 -o " + quote(project));
     ASSERT_EQ(imported.exitCode, 0) << imported.output;
-    const auto planned = cli("plan " + quote(project) + " --stages 2 --schedule 1f1b -m 4 --device cpu --json");
-    ASSERT_EQ(planned.exitCode, 0) << planned.output;
-    const auto plans = nlohmann::json::parse(planned.output);
-    ASSERT_FALSE(plans.empty());
-    const auto id = plans[0].value("plan_id", std::int64_t { 0 });
-    ASSERT_GT(id, 0) << planned.output;
-    const auto out = m_dir / "torch run";
-    const auto exported =
-        cli("export " + quote(project) + " --plan " + std::to_string(id) + " --format torchrun -o " + quote(out));
-    ASSERT_EQ(exported.exitCode, 0) << exported.output;
+    const auto single = runShell(std::string(kPython) + " " + quote(kHere / "export_gpt.py") + " reference 5");
+    ASSERT_EQ(single.exitCode, 0) << single.output;
+    const auto b = losses(single.output);
+    ASSERT_EQ(b.size(), 5U) << single.output;
+    EXPECT_LT(b.back(), b.front()) << "the model learns";
+    struct Layout
+    {
+        int stages;
+        int microBatches; // of 2 samples: replicas (2 / stages) x micro-batches x 2 = the batch of 8
+    };
+    for (const auto layout : { Layout { 2, 4 }, Layout { 1, 2 } }) {
+        const auto label =
+            std::to_string(layout.stages) + " stage(s) x " + std::to_string(2 / layout.stages) + " replica(s)";
+        SCOPED_TRACE(label);
+        const auto planned = cli("plan " + quote(project) + " --stages " + std::to_string(layout.stages)
+            + " --schedule 1f1b -m " + std::to_string(layout.microBatches) + " --device cpu --json");
+        ASSERT_EQ(planned.exitCode, 0) << planned.output;
+        const auto plans = nlohmann::json::parse(planned.output);
+        ASSERT_FALSE(plans.empty());
+        const auto id = plans[0].value("plan_id", std::int64_t { 0 });
+        ASSERT_GT(id, 0) << planned.output;
+        const auto out = m_dir / ("torch run " + std::to_string(layout.stages));
+        const auto exported =
+            cli("export " + quote(project) + " --plan " + std::to_string(id) + " --format torchrun -o " + quote(out));
+        ASSERT_EQ(exported.exitCode, 0) << exported.output;
 
-    // Debian's torch 1.13, and a torch 2.x where PS_TORCH2_PYTHON names one (a venv): the same runner.
-    std::vector<std::string> pythons { kPython };
-    if (const char* torch2 = std::getenv("PS_TORCH2_PYTHON"); torch2 != nullptr && *torch2 != '\0')
-        pythons.push_back(std::string("PYTHONDONTWRITEBYTECODE=1 ") + torch2);
-    for (const auto& python : pythons) {
-        SCOPED_TRACE(python);
-        // torchrun is `python3 -m torch.distributed.run`; --redirects/--tee 1 sidestep torch 1.13's
-        // launcher failing on Python >= 3.11 with its defaults (Std.from_str("0") gives None there).
-        const auto pipelined = runShell("cd " + quote(m_dir) + " && OMP_NUM_THREADS=1 PYTHONPATH=" + quote(kHere) + " "
-            + python + " -m torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 --redirects 1"
-            + " --tee 1 --log_dir " + quote(m_dir / "logs") + " " + quote(out / "run_pipeline.py")
-            + " --model export_gpt:build_model --steps 5");
-        ASSERT_EQ(pipelined.exitCode, 0) << pipelined.output;
-        const auto single = runShell(python + " " + quote(kHere / "export_gpt.py") + " reference 5");
-        ASSERT_EQ(single.exitCode, 0) << single.output;
-        const auto a = losses(pipelined.output);
-        const auto b = losses(single.output);
-        ASSERT_EQ(a.size(), 5U) << pipelined.output;
-        ASSERT_EQ(b.size(), 5U) << single.output;
-        for (std::size_t i = 0; i < a.size(); ++i)
-            EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i;
-        EXPECT_NE(pipelined.output.find("stage 1 starts at fx node"), std::string::npos) << pipelined.output;
-        EXPECT_LT(b.back(), b.front()) << "the model learns";
+        // Debian's torch 1.13, and a torch 2.x where PS_TORCH2_PYTHON names one (a venv): the same runner.
+        std::vector<std::string> pythons { kPython };
+        if (const char* torch2 = std::getenv("PS_TORCH2_PYTHON"); torch2 != nullptr && *torch2 != '\0')
+            pythons.push_back(std::string("PYTHONDONTWRITEBYTECODE=1 ") + torch2);
+        for (const auto& python : pythons) {
+            SCOPED_TRACE(python);
+            // torchrun is `python3 -m torch.distributed.run`; --redirects/--tee 1 sidestep torch 1.13's
+            // launcher failing on Python >= 3.11 with its defaults (Std.from_str("0") gives None there).
+            const auto run = runShell("cd " + quote(m_dir) + " && OMP_NUM_THREADS=1 PYTHONPATH=" + quote(kHere) + " "
+                + python + " -m torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 --redirects 1"
+                + " --tee 1 --log_dir " + quote(m_dir / "logs") + " " + quote(out / "run_pipeline.py")
+                + " --model export_gpt:build_model --steps 5");
+            ASSERT_EQ(run.exitCode, 0) << run.output;
+            const auto a = losses(run.output);
+            ASSERT_EQ(a.size(), 5U) << run.output; // one line per step: replica 0's last stage
+            for (std::size_t i = 0; i < a.size(); ++i)
+                EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i;
+            if (layout.stages == 2) {
+                EXPECT_NE(run.output.find("stage 1 starts at fx node"), std::string::npos) << run.output;
+            }
+        }
     }
 }
 
