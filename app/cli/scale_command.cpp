@@ -31,6 +31,7 @@ namespace {
         std::string recompute; // none | selective | full
         int top = 10;
         std::string exportTo; // megatron | deepspeed: the configuration (given, or the search's best)
+        ScaleFeatures features;
         bool json = false;
     };
 
@@ -66,9 +67,10 @@ namespace {
         return { { "tensor_parallel", c.tensor }, { "pipeline_parallel", c.pipeline }, { "data_parallel", c.data },
             { "micro_batch", c.microBatch }, { "micro_batches", c.microBatches() },
             { "schedule", c.chunks > 1 ? "interleaved:" + std::to_string(c.chunks) : std::string("1f1b") },
-            { "recompute", std::string(toString(c.recompute)) }, { "iteration_s", e.iterationSeconds },
-            { "samples_per_s", e.samplesPerSecond }, { "tflops_per_gpu", e.tflopsPerGpu },
-            { "peak_gib_per_gpu", e.peakBytes / (1 << 30) }, { "fits", e.fits },
+            { "recompute", std::string(toString(c.recompute)) }, { "sequence_parallel", c.sequenceParallel },
+            { "zero1", c.zero1 }, { "overlap_grad_reduce", c.overlapGradientReduce },
+            { "iteration_s", e.iterationSeconds }, { "samples_per_s", e.samplesPerSecond },
+            { "tflops_per_gpu", e.tflopsPerGpu }, { "peak_gib_per_gpu", e.peakBytes / (1 << 30) }, { "fits", e.fits },
             { "seconds",
                 { { "compute", e.computeSeconds }, { "tensor_parallel", e.tensorCommSeconds },
                     { "pipeline_sends", e.pipelineCommSeconds }, { "bubble", e.bubbleSeconds },
@@ -127,6 +129,9 @@ namespace {
             c.microBatch = o.microBatch > 0 ? o.microBatch : 1;
             c.globalBatch = o.globalBatch;
             c.recompute = parseRecompute(o.recompute.empty() ? "full" : o.recompute);
+            c.sequenceParallel = o.features.sequenceParallel;
+            c.zero1 = o.features.zero1;
+            c.overlapGradientReduce = o.features.overlapGradientReduce;
             if (o.schedule.empty() || o.schedule == "1f1b") {
                 c.chunks = 1;
             } else if (o.schedule.starts_with("interleaved:")
@@ -151,7 +156,7 @@ namespace {
             }
             return 0;
         }
-        const auto s = searchScale(model, o.gpus, o.globalBatch, node, static_cast<std::size_t>(o.top));
+        const auto s = searchScale(model, o.gpus, o.globalBatch, node, static_cast<std::size_t>(o.top), o.features);
         if (!o.exportTo.empty()) {
             if (s.ranked.empty())
                 throw Error("nothing fits " + std::to_string(o.gpus) + " GPUs at global batch "
@@ -206,6 +211,11 @@ void addScaleCommand(CLI::App& app, Action& action)
            "Print the configuration (the one given, else the search's best) for the engine that runs it: megatron "
            "(a torchrun launch of Megatron-LM's pretrain_gpt.py on every node) or deepspeed (its JSON batch split)")
         ->check(CLI::IsMember(std::vector<std::string> { "megatron", "deepspeed" }));
+    cmd->add_flag("--sequence-parallel", o->features.sequenceParallel,
+        "Shard LayerNorm and dropout over the sequence in the tensor group (Korthikanti et al. 2022)");
+    cmd->add_flag("--zero1", o->features.zero1, "Shard the optimizer states over the data-parallel group (ZeRO-1)");
+    cmd->add_flag("--overlap-grad-reduce", o->features.overlapGradientReduce,
+        "Overlap the data-parallel gradient reduction with the last micro-batch's backward");
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([&action, o] { action = [o] { return runScale(*o); }; });
 }

@@ -35,18 +35,26 @@ std::string megatronLaunch(const GptShape& g, const ScaleConfig& c, const NodeSp
     case Recompute::None:
         break;
     }
+    if (c.sequenceParallel)
+        out += " --sequence-parallel";
+    if (c.zero1)
+        out += " --use-distributed-optimizer";
+    if (c.overlapGradientReduce)
+        out += " --overlap-grad-reduce";
     out += " \\\n  --bf16\n";
     return out;
 }
 
 std::string deepspeedConfig(const ScaleConfig& c)
 {
-    const nlohmann::ordered_json j { { "train_batch_size", c.globalBatch },
+    nlohmann::ordered_json j { { "train_batch_size", c.globalBatch },
         { "train_micro_batch_size_per_gpu", c.microBatch }, { "gradient_accumulation_steps", c.microBatches() },
         { "bf16", { { "enabled", true } } },
         { "activation_checkpointing",
             { { "partition_activations", false }, { "contiguous_memory_optimization", false },
                 { "number_checkpoints", c.recompute == Recompute::Full ? 1 : 0 } } } };
+    if (c.zero1 || c.overlapGradientReduce)
+        j["zero_optimization"] = { { "stage", c.zero1 ? 1 : 0 }, { "overlap_comm", c.overlapGradientReduce } };
     return j.dump(2) + "\n";
 }
 

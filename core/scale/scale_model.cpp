@@ -58,12 +58,14 @@ namespace {
         gemms.add(1, b * s, 4 * h / t, h); // MLP up
         gemms.add(1, b * s, h, 4 * h / t); // MLP down
         // Memory-bound kernels (Megatron's fusions): two LayerNorms, the fused scale-mask-softmax,
-        // attention dropout (with its 1-byte mask), two bias-dropout-adds, bias-GELU.
+        // attention dropout (with its 1-byte mask), two bias-dropout-adds, bias-GELU. With sequence
+        // parallelism the LayerNorms and bias-dropout-adds see 1/t of the sequence.
         const double bsh = b * s * h;
+        const double sharded = c.sequenceParallel ? bsh / t : bsh;
         const double scores = b * a * s * s / t;
         const double softmaxBytes = kHalf * 2 * scores + (2 * kHalf + 1) * scores;
         const double forwardBytes =
-            kHalf * 2 * 2 * bsh + softmaxBytes + 2 * (3 * kHalf + 1) * bsh + kHalf * 2 * 4 * bsh / t;
+            kHalf * 2 * 2 * sharded + softmaxBytes + 2 * (3 * kHalf + 1) * sharded + kHalf * 2 * 4 * bsh / t;
         const double bandwidth = device.memoryBandwidth;
         LayerCost out;
         out.forward = gemms.forward + forwardBytes / bandwidth;
@@ -85,9 +87,10 @@ namespace {
         return out;
     }
 
-    // Activation bytes one layer keeps per micro-batch (Korthikanti et al., Table 2, no sequence
-    // parallelism): s b h (10 + 24 / t + 5 a s / (h t)) in full, its input alone under full
-    // recomputation, all but the attention core under selective.
+    // Activation bytes one layer keeps per micro-batch (Korthikanti et al., Table 2): s b h (10 + 24 /
+    // t + 5 a s / (h t)) in full, its input alone under full recomputation, all but the attention
+    // core under selective; with sequence parallelism the 10 s b h of LayerNorm and dropout (and the
+    // saved input) are sharded too: s b h (34 / t + 5 a s / (h t)).
     double layerActivationBytes(const GptShape& g, const ScaleConfig& c, Recompute r)
     {
         const double sbh =
@@ -95,15 +98,16 @@ namespace {
         const double t = c.tensor;
         const double attention =
             5.0 * static_cast<double>(g.heads) * static_cast<double>(g.seq) / (static_cast<double>(g.hidden) * t);
+        const double sequenceShare = c.sequenceParallel ? 1 / t : 1;
         switch (r) {
         case Recompute::Full:
-            return 2 * sbh;
+            return 2 * sbh * sequenceShare;
         case Recompute::Selective:
-            return sbh * (10 + 24 / t);
+            return sbh * (10 * sequenceShare + 24 / t);
         case Recompute::None:
             break;
         }
-        return sbh * (10 + 24 / t + attention);
+        return sbh * (10 * sequenceShare + 24 / t + attention);
     }
 
 } // namespace
@@ -147,7 +151,8 @@ std::string ScaleConfig::text() const
 {
     return "t" + std::to_string(tensor) + " p" + std::to_string(pipeline) + " d" + std::to_string(data) + " b"
         + std::to_string(microBatch) + " " + (chunks > 1 ? "interleaved:" + std::to_string(chunks) : "1f1b") + " "
-        + std::string(toString(recompute));
+        + std::string(toString(recompute)) + (sequenceParallel ? " sp" : "") + (zero1 ? " zero1" : "")
+        + (overlapGradientReduce ? " overlap" : "");
 }
 
 double megatronIterationFlops(const GptShape& g, std::int64_t globalBatch)
@@ -212,13 +217,24 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     const double mb = static_cast<double>(m);
     const double bubble = (p - 1) / v * perMicroBatch;
     // Data parallelism: the stage's fp32 gradients all-reduced over d replicas after the backward
-    // (not overlapped, as in the paper's runs); ranks are tensor-major, so 8/t replicas share a node.
+    // (not overlapped, as in the paper's runs, unless asked); ranks are tensor-major, so 8/t replicas
+    // share a node. ZeRO-1: a reduce-scatter of the fp32 gradients and an all-gather of the bf16
+    // weights, each half an all-reduce of its bytes, and 1/d of Adam's work.
     const double layerParams = 12 * h * h + 13 * h;
     const double stageParams = (layersPerStage * layerParams + (V + s) * h) / c.tensor; // first stage (embeddings)
     const int perNode = std::max(1, std::min(c.data, node.gpus / c.tensor));
     const CommGroup dataGroup { perNode, (c.data + perNode - 1) / perNode };
-    e.dataCommSeconds = allReduceSeconds(dataGroup, 4 * stageParams, node);
-    e.optimizerSeconds = kAdamBytes * stageParams / device.memoryBandwidth;
+    const double d = c.data;
+    const double gradientReduce = c.zero1
+        ? (allReduceSeconds(dataGroup, 4 * stageParams, node) + allReduceSeconds(dataGroup, kHalf * stageParams, node))
+            / 2
+        : allReduceSeconds(dataGroup, 4 * stageParams, node);
+    // Overlapped: hidden behind the last micro-batch's backward on the stage, but for the last bucket.
+    const double lastBackward = layersPerStage * (layer.backward + layer.recompute);
+    e.dataCommSeconds = c.overlapGradientReduce && c.data > 1
+        ? std::max(gradientReduce / layersPerStage, gradientReduce - lastBackward)
+        : gradientReduce;
+    e.optimizerSeconds = kAdamBytes * stageParams / device.memoryBandwidth / (c.zero1 ? d : 1.0);
     e.computeSeconds = mb * (compute + head);
     e.tensorCommSeconds = mb * tensorComm;
     e.pipelineCommSeconds = mb * pipeComm;
@@ -232,7 +248,9 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     const double inFlightChunks = c.chunks > 1 ? 2 * (p - 1) + (v - 1) * p + 1 : p;
     const double activations = inFlightChunks * (layersPerStage / v) * layerActivationBytes(g, c, c.recompute)
         + layerActivationBytes(g, c, Recompute::None);
-    e.peakBytes = kStateBytes * stageParams + activations;
+    // ZeRO-1 keeps 1/d of the fp32 master weights and Adam's m and v (12 of the 18 bytes).
+    const double stateBytes = c.zero1 ? kStateBytes - 12 + 12 / d : kStateBytes;
+    e.peakBytes = stateBytes * stageParams + activations;
     e.fits = e.peakBytes <= static_cast<double>(device.memoryBytes);
     if (!e.fits)
         e.reason = "needs " + std::to_string(static_cast<long long>(e.peakBytes / (1 << 30)))
@@ -240,7 +258,8 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     return e;
 }
 
-ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep)
+ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep,
+    ScaleFeatures features)
 {
     ScaleSearch out { gpus, globalBatch, {}, 0 };
     for (int t = 1; t <= node.gpus; t *= 2) {
@@ -257,7 +276,11 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
                     if (v > 1 && (p < 2 || g.layers % (static_cast<std::int64_t>(p) * v) != 0))
                         continue;
                     for (auto r : { Recompute::None, Recompute::Selective, Recompute::Full }) {
-                        const auto e = estimateScale(g, { t, p, d, b, globalBatch, v, r }, node);
+                        ScaleConfig c { t, p, d, b, globalBatch, v, r };
+                        c.sequenceParallel = features.sequenceParallel && t > 1;
+                        c.zero1 = features.zero1;
+                        c.overlapGradientReduce = features.overlapGradientReduce;
+                        const auto e = estimateScale(g, c, node);
                         ++out.evaluated;
                         if (e.valid && e.fits)
                             out.ranked.push_back(e);

@@ -44,13 +44,25 @@ struct ScaleConfig
     std::int64_t globalBatch = 512; // B = d x b x m
     int chunks = 1; // v: 1 is 1F1B, more is the interleaved schedule
     Recompute recompute = Recompute::Full;
+    // Sequence parallelism (Korthikanti et al. 2022, §4.2.2): LayerNorm and dropout sharded over the
+    // sequence inside the tensor group; each all-reduce becomes a reduce-scatter and an all-gather
+    // (the same time on a ring), and those activations and kernels are 1/t per GPU.
+    bool sequenceParallel = false;
+    // ZeRO stage 1 (Rajbhandari et al. 2020, §5.1, P_os) over the data-parallel group: each GPU keeps
+    // and updates 1/d of the fp32 master weights and Adam's states; the gradients are reduce-scattered
+    // (fp32) and the updated weights all-gathered (bf16) instead of all-reduced.
+    bool zero1 = false;
+    // The data-parallel gradient reduction bucketed per layer and started as the last micro-batch's
+    // backward finishes each layer of the stage: only what that backward cannot hide is exposed, and
+    // at least the last layer's bucket.
+    bool overlapGradientReduce = false;
 
     [[nodiscard]] int gpus() const
     {
         return tensor * pipeline * data;
     }
     [[nodiscard]] std::int64_t microBatches() const; // m per pipeline
-    [[nodiscard]] std::string text() const; // "t8 p4 d32 b1 interleaved:2 full"
+    [[nodiscard]] std::string text() const; // "t8 p4 d32 b1 interleaved:2 full[ sp][ zero1][ overlap]"
 };
 
 struct ScaleEstimate
@@ -91,7 +103,14 @@ struct ScaleSearch
 // layers), d = gpus / (t p), micro-batch b in 1, 2, 4, 8, 16 (with d b dividing B), schedule (1F1B,
 // interleaved v = 2..8 splitting the layers evenly) and recomputation; those that fit, ranked by
 // samples per second. `keep` limits the list.
-[[nodiscard]] ScaleSearch searchScale(
-    const GptShape& model, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep = 20);
+// What every searched configuration uses (sequence parallelism only where t > 1).
+struct ScaleFeatures
+{
+    bool sequenceParallel = false;
+    bool zero1 = false;
+    bool overlapGradientReduce = false;
+};
+[[nodiscard]] ScaleSearch searchScale(const GptShape& model, int gpus, std::int64_t globalBatch, const NodeSpec& node,
+    std::size_t keep = 20, ScaleFeatures features = {});
 
 } // namespace ps

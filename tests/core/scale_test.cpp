@@ -66,6 +66,66 @@ TEST(ScaleModel, PricesAConfigurationAndRefusesImpossibleOnes)
     EXPECT_NE(big.reason.find("GiB"), std::string::npos);
 }
 
+// Sequence parallelism, ZeRO-1 and an overlapped gradient reduction change what their rules say and
+// nothing else (the 39.1B row of Table 1, recomputing nothing so activations count).
+TEST(ScaleModel, SequenceParallelZeroAndOverlapFollowTheirRules)
+{
+    const auto& dgx = findNode("dgx-a100-80gb");
+    const GptShape gpt { 48, 8192, 64, 2048, 51200 };
+    const ScaleConfig base { 8, 2, 32, 1, 1536, 1, Recompute::None };
+    const auto plain = estimateScale(gpt, base, dgx);
+    ASSERT_TRUE(plain.valid) << plain.reason;
+    const double sbh = 2048.0 * 1 * 8192;
+    const double p = 2;
+    const double layersPerStage = 24;
+
+    // Sequence parallelism: LayerNorm and dropout's 10 s b h per layer become 10 s b h / t (p micro-
+    // batches in flight on the first stage, plus one layer's working set); the same collectives.
+    auto sp = base;
+    sp.sequenceParallel = true;
+    const auto withSp = estimateScale(gpt, sp, dgx);
+    EXPECT_NEAR(plain.peakBytes - withSp.peakBytes, (p * layersPerStage + 1) * 10 * sbh * (1 - 1.0 / 8), 1.0);
+    EXPECT_DOUBLE_EQ(withSp.tensorCommSeconds, plain.tensorCommSeconds);
+    EXPECT_LT(withSp.computeSeconds, plain.computeSeconds); // the sharded LayerNorms and bias-dropout-adds
+    const ScaleConfig spT1 { 1, 16, 32, 1, 1536, 1, Recompute::None }; // t = 1: nothing to shard
+    auto spT1On = spT1;
+    spT1On.sequenceParallel = true;
+    EXPECT_DOUBLE_EQ(estimateScale(gpt, spT1On, dgx).peakBytes, estimateScale(gpt, spT1, dgx).peakBytes);
+
+    // ZeRO-1: 12 of each parameter's 18 bytes of state are 1/d per GPU; a reduce-scatter (fp32) and
+    // an all-gather (bf16), each half an all-reduce; 1/d of Adam.
+    auto zero = base;
+    zero.zero1 = true;
+    const auto withZero = estimateScale(gpt, zero, dgx);
+    const double stageParams = (layersPerStage * (12 * 8192.0 * 8192 + 13 * 8192) + (51200 + 2048) * 8192.0) / 8;
+    EXPECT_NEAR(plain.peakBytes - withZero.peakBytes, 12 * (1 - 1.0 / 32) * stageParams, 1.0);
+    const CommGroup group { 1, 32 }; // t = 8 fills a node: one replica per node
+    EXPECT_NEAR(withZero.dataCommSeconds,
+        (allReduceSeconds(group, 4 * stageParams, dgx) + allReduceSeconds(group, 2 * stageParams, dgx)) / 2, 1e-12);
+    EXPECT_NEAR(plain.dataCommSeconds, allReduceSeconds(group, 4 * stageParams, dgx), 1e-12);
+    EXPECT_NEAR(withZero.optimizerSeconds, plain.optimizerSeconds / 32, 1e-12);
+
+    // Overlapped: hidden behind the last micro-batch's backward on the stage, at least one layer's
+    // bucket exposed; the iteration shorter by what was hidden.
+    auto overlap = base;
+    overlap.overlapGradientReduce = true;
+    const auto withOverlap = estimateScale(gpt, overlap, dgx);
+    EXPECT_LT(withOverlap.dataCommSeconds, plain.dataCommSeconds);
+    EXPECT_GE(withOverlap.dataCommSeconds, plain.dataCommSeconds / layersPerStage - 1e-12);
+    EXPECT_NEAR(plain.iterationSeconds - withOverlap.iterationSeconds,
+        plain.dataCommSeconds - withOverlap.dataCommSeconds, 1e-9);
+    EXPECT_EQ(withOverlap.config.text(), "t8 p2 d32 b1 1f1b none overlap");
+
+    // The search applies them (sequence parallelism where t > 1) and finds a faster or equal best.
+    const auto searched = searchScale(gpt, 512, 1536, dgx, 5, { true, true, true });
+    ASSERT_FALSE(searched.ranked.empty());
+    const auto& best = searched.ranked.front().config;
+    EXPECT_TRUE(best.zero1 && best.overlapGradientReduce);
+    EXPECT_EQ(best.sequenceParallel, best.tensor > 1);
+    EXPECT_GE(
+        searched.ranked.front().samplesPerSecond, searchScale(gpt, 512, 1536, dgx, 5).ranked.front().samplesPerSecond);
+}
+
 TEST(ScaleModel, MegatronTable1ConfigurationsFitAndTheSearchMatchesOrBeatsThem)
 {
     // Inputs: the paper's rows (resources/reproduction/papers.json). Each row's configuration ran
@@ -118,6 +178,17 @@ TEST(ScaleExport, MegatronAndDeepSpeedGetTheSizes)
     // DeepSpeed's check: batch = micro-batch x accumulation x data-parallel size.
     EXPECT_EQ(ds["gradient_accumulation_steps"].get<int>() * 1 * c.data, 3072);
     EXPECT_TRUE(ds["bf16"]["enabled"].get<bool>());
+    EXPECT_FALSE(ds.contains("zero_optimization"));
+    EXPECT_EQ(launch.find("--sequence-parallel"), std::string::npos);
+    // Sequence parallelism, ZeRO-1 (Megatron's distributed optimizer) and the overlapped reduction.
+    auto more = c;
+    more.sequenceParallel = more.zero1 = more.overlapGradientReduce = true;
+    const auto flags = megatronLaunch(g, more, dgx);
+    for (const auto* flag : { "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce" })
+        EXPECT_NE(flags.find(flag), std::string::npos) << flag << "\n" << flags;
+    const auto zero = nlohmann::json::parse(deepspeedConfig(more));
+    EXPECT_EQ(zero["zero_optimization"]["stage"].get<int>(), 1);
+    EXPECT_TRUE(zero["zero_optimization"]["overlap_comm"].get<bool>());
 }
 
 TEST(ScaleModel, Table1RowsWithinFifteenPercentStayThere)
