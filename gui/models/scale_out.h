@@ -26,7 +26,8 @@ struct ScaleOut
 
 // The GPT sizes of a zoo GPT-2 graph; nullopt for any other model (scale plans GPT decoders).
 [[nodiscard]] std::optional<GptShape> gptShapeOf(const Graph& graph);
-[[nodiscard]] ScaleOut scaleOut(
-    const GptShape& model, const NodeSpec& node, int gpus, std::int64_t globalBatch, std::size_t keep = 20);
+// `features`: sequence parallelism, ZeRO-1 and the overlapped reduction for every configuration.
+[[nodiscard]] ScaleOut scaleOut(const GptShape& model, const NodeSpec& node, int gpus, std::int64_t globalBatch,
+    std::size_t keep = 20, ScaleFeatures features = {});
 
 } // namespace ps::gui

@@ -2,6 +2,7 @@
 
 #include "plots/scale_out_plot.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
 #include <QHeaderView>
@@ -19,6 +20,9 @@ ScaleDialog::ScaleDialog(const GptShape& model, QWidget* parent)
     , m_node(new QComboBox(this))
     , m_gpus(new QSpinBox(this))
     , m_batch(new QSpinBox(this))
+    , m_sequenceParallel(new QCheckBox(tr("Sequence parallelism (LayerNorm and dropout sharded where t > 1)"), this))
+    , m_zero1(new QCheckBox(tr("ZeRO-1 (optimizer states sharded over the data-parallel group)"), this))
+    , m_overlap(new QCheckBox(tr("Overlap the gradient reduction with the last backward"), this))
     , m_summary(new QLabel(this))
     , m_table(new QTableWidget(this))
     , m_plot(new ScaleOutPlot(this))
@@ -34,11 +38,14 @@ ScaleDialog::ScaleDialog(const GptShape& model, QWidget* parent)
     form->addRow(tr("Node"), m_node);
     form->addRow(tr("GPUs"), m_gpus);
     form->addRow(tr("Global batch"), m_batch);
+    form->addRow(tr("Options"), m_sequenceParallel);
+    form->addRow(QString(), m_zero1);
+    form->addRow(QString(), m_overlap);
     auto* run = new QPushButton(tr("Search"), this);
     form->addRow(run);
     m_summary->setWordWrap(true);
     const QStringList header { tr("t"), tr("p"), tr("d"), tr("micro-batch"), tr("schedule"), tr("recompute"),
-        tr("TFLOP/s per GPU"), tr("samples/s"), tr("GiB per GPU") };
+        tr("options"), tr("TFLOP/s per GPU"), tr("samples/s"), tr("GiB per GPU") };
     m_table->setColumnCount(static_cast<int>(header.size()));
     m_table->setHorizontalHeaderLabels(header);
     m_table->verticalHeader()->setVisible(false);
@@ -60,10 +67,18 @@ void ScaleDialog::setCluster(const QString& node, int gpus, int globalBatch)
     m_batch->setValue(globalBatch);
 }
 
+void ScaleDialog::setFeatures(const ScaleFeatures& features)
+{
+    m_sequenceParallel->setChecked(features.sequenceParallel);
+    m_zero1->setChecked(features.zero1);
+    m_overlap->setChecked(features.overlapGradientReduce);
+}
+
 void ScaleDialog::search()
 {
     const auto& node = findNode(m_node->currentData().toString().toStdString());
-    m_result = scaleOut(m_model, node, m_gpus->value(), m_batch->value());
+    const ScaleFeatures features { m_sequenceParallel->isChecked(), m_zero1->isChecked(), m_overlap->isChecked() };
+    m_result = scaleOut(m_model, node, m_gpus->value(), m_batch->value(), 20, features);
     const auto& ranked = m_result.search.ranked;
     m_summary->setText(
         tr("%1 layers x %2 wide, %3 heads, seq %4 (%5B parameters) on %6 GPUs of %7: %8 "
@@ -84,8 +99,14 @@ void ScaleDialog::search()
         const QStringList cells { QString::number(c.tensor), QString::number(c.pipeline), QString::number(c.data),
             QString::number(c.microBatch),
             c.chunks > 1 ? QStringLiteral("interleaved:%1").arg(c.chunks) : QStringLiteral("1f1b"),
-            QString::fromStdString(std::string(toString(c.recompute))), QString::number(e.tflopsPerGpu, 'f', 1),
-            QString::number(e.samplesPerSecond, 'f', 2), QString::number(e.peakBytes / (1 << 30), 'f', 1) };
+            QString::fromStdString(std::string(toString(c.recompute))),
+            QStringList { c.sequenceParallel ? QStringLiteral("sp") : QString(),
+                c.zero1 ? QStringLiteral("zero1") : QString(),
+                c.overlapGradientReduce ? QStringLiteral("overlap") : QString() }
+                .join(QLatin1Char(' '))
+                .simplified(),
+            QString::number(e.tflopsPerGpu, 'f', 1), QString::number(e.samplesPerSecond, 'f', 2),
+            QString::number(e.peakBytes / (1 << 30), 'f', 1) };
         for (int col = 0; col < cells.size(); ++col)
             m_table->setItem(r, col, new QTableWidgetItem(cells[col]));
     }

@@ -7,6 +7,7 @@
 
 #include <QDialog>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QSpinBox;
@@ -22,6 +23,7 @@ class ScaleDialog : public QDialog
 public:
     ScaleDialog(const GptShape& model, QWidget* parent = nullptr);
     void setCluster(const QString& node, int gpus, int globalBatch);
+    void setFeatures(const ScaleFeatures& features);
     // Runs the search (fast: a few milliseconds) and fills the table and the curve.
     void search();
     [[nodiscard]] const ScaleOut& result() const
@@ -38,6 +40,9 @@ private:
     QComboBox* m_node;
     QSpinBox* m_gpus;
     QSpinBox* m_batch;
+    QCheckBox* m_sequenceParallel;
+    QCheckBox* m_zero1;
+    QCheckBox* m_overlap;
     QLabel* m_summary;
     QTableWidget* m_table;
     ScaleOutPlot* m_plot;

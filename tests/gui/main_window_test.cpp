@@ -310,6 +310,16 @@ TEST(ScaleDialog, SearchesTheClusterAndPlotsTheScaleOutCurve)
     EXPECT_EQ(r.curve.front().gpus, 8);
     EXPECT_EQ(r.curve.back().gpus, 64);
     EXPECT_DOUBLE_EQ(r.curve.back().best.samplesPerSecond, r.search.ranked.front().samplesPerSecond);
+    EXPECT_EQ(dialog.table()->item(0, 6)->text(), QString()); // no options asked for
+    // ZeRO-1 and the overlapped reduction for every configuration: the options column says so, and
+    // the fastest is at least as fast.
+    const double before = r.search.ranked.front().samplesPerSecond;
+    dialog.setFeatures({ false, true, true });
+    dialog.search();
+    ASSERT_FALSE(dialog.result().search.ranked.empty());
+    EXPECT_TRUE(dialog.result().search.ranked.front().config.zero1);
+    EXPECT_EQ(dialog.table()->item(0, 6)->text(), QStringLiteral("zero1 overlap"));
+    EXPECT_GE(dialog.result().search.ranked.front().samplesPerSecond, before);
     dialog.show();
     QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
     EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/scale-out.png")));
