@@ -154,6 +154,22 @@ math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, 
     return w;
 }
 
+math::Window2d transposedWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
+{
+    if (x.size() != 4)
+        throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x));
+    const auto s = intsOr(node, "strides", { 1, 1 }, 2);
+    const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
+    const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
+    const auto extra = intsOr(node, "output_padding", { 0, 0 }, 2);
+    const auto oh = (x[2] - 1) * s[0] - p[0] - p[2] + d[0] * (kh - 1) + extra[0] + 1;
+    const auto ow = (x[3] - 1) * s[1] - p[1] - p[3] + d[1] * (kw - 1) + extra[1] + 1;
+    if (oh < 1 || ow < 1)
+        throw Error(where(node) + "gives no output for input " + formatShape(x));
+    // The convolution of the output image (oh x ow) whose grid of windows is the input (H x W).
+    return { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], oh, ow, x[2], x[3] };
+}
+
 math::Window2d maxPoolWindow(const Node& node, const Shape& x)
 {
     const auto k = intsOr(node, "kernel", {}, 2);

@@ -1,4 +1,4 @@
-// The windows of Conv, MaxPool and AvgPool read from a node's attributes, shared by the CPU and the
+// The windows of Conv, ConvTranspose, MaxPool and AvgPool read from a node's attributes, shared by the CPU and the
 // CUDA kernels (the index math over them is engine/conv_math.h). Errors name the node.
 // Depends on: core graph types, conv_math.h.
 #pragma once
@@ -14,6 +14,11 @@ namespace ps::engine {
 // (top, left, bottom, right), dilations, ceil_mode; pooling's ceil_mode keeps a last partial window
 // that starts inside the input or its leading pad, as PyTorch and ONNX).
 [[nodiscard]] math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
+
+// ConvTranspose's window: that of the convolution whose input gradient it computes, over the
+// output image (h x w: (in - 1) stride - pads + dilation (k - 1) + output_padding + 1), its grid of
+// windows (oh x ow) being the input.
+[[nodiscard]] math::Window2d transposedWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
 
 // MaxPool's window (its `kernel` attribute).
 [[nodiscard]] math::Window2d maxPoolWindow(const Node& node, const Shape& x);

@@ -57,23 +57,35 @@ namespace {
         }
     }
 
-    void convCost(const OpCostContext& ctx, const Node& node, OpCost& cost)
+    // Conv: each output element is a dot product over C_in / groups x kernel taps. ConvTranspose (the
+    // Conv whose input gradient it is): each input element meets C_out / groups x kernel taps.
+    void windowedGemmCost(const OpCostContext& ctx, const Node& node, OpCost& cost, TensorId perElementOf)
     {
-        // Each output element is a dot product over C_in/groups x kernel positions.
         const auto& g = ctx.graph;
-        const auto& w = g.tensor(node.inputs[1]).shape; // (C_out, C_in/groups, k...)
-        double perOutput = 1;
+        const auto& w =
+            g.tensor(node.inputs[1]).shape; // Conv (C_out, C_in/groups, k...), ConvTranspose (C_in, C_out/groups, k...)
+        double taps = 1;
         for (std::size_t d = 1; d < w.size(); ++d)
-            perOutput *= static_cast<double>(w[d]);
-        const double outputs = static_cast<double>(numElements(g.tensor(node.outputs[0]).shape));
+            taps *= static_cast<double>(w[d]);
+        const double elements = static_cast<double>(numElements(g.tensor(perElementOf).shape));
         const bool anyGrad = ctx.requiresGrad[node.outputs[0].index()];
-        cost.forwardFlops = 2 * outputs * perOutput;
+        cost.forwardFlops = 2 * elements * taps;
         cost.backwardFlops = anyGrad ? 2 * cost.forwardFlops : 0;
         cost.weightGradFlops = anyGrad ? cost.forwardFlops : 0;
         if (anyGrad && isActivation(g, node.inputs[0])) { // kept for the weight gradient
             cost.savedTensors.push_back(node.inputs[0]);
             cost.savedForWeightGrad.push_back(node.inputs[0]);
         }
+    }
+
+    void convCost(const OpCostContext& ctx, const Node& node, OpCost& cost)
+    {
+        windowedGemmCost(ctx, node, cost, node.outputs[0]);
+    }
+
+    void convTransposeCost(const OpCostContext& ctx, const Node& node, OpCost& cost)
+    {
+        windowedGemmCost(ctx, node, cost, node.inputs[0]);
     }
 
     void einsumCost(const OpCostContext& ctx, const Node& node, OpCost& cost)
@@ -451,6 +463,14 @@ namespace {
         {
             OpDef d { OpType::Einsum, "Einsum", "one or two operands contracted by equation", 1, 2, einsumShape };
             d.cost = einsumCost;
+            add(d);
+        }
+        {
+            OpDef d { OpType::ConvTranspose, "ConvTranspose",
+                "(x (N, C, H, W), w (C, F / group, kH, kW)[, bias (F)]); strides, pads, dilations, group, "
+                "output_padding",
+                2, 3, convTransposeShape };
+            d.cost = convTransposeCost;
             add(d);
         }
         {

@@ -303,6 +303,34 @@ namespace opshapes {
         return { windowShape(node, x, { w[2], w[3] }, w[0]) };
     }
 
+    // Each spatial size: (in - 1) stride - pad begin - pad end + dilation (k - 1) + output_padding + 1.
+    Shapes convTransposeShape(const Node& node, const Inputs& in)
+    {
+        const Shape& x = in[0]->shape;
+        const Shape& w = in[1]->shape;
+        const auto group = node.intAttr("group", 1);
+        if (w.size() != 4 || x.size() != 4 || group < 1 || x[1] != w[0] || w[0] % group != 0)
+            throw Error("ConvTranspose weight " + formatShape(w) + " does not fit input " + formatShape(x)
+                + " with group " + std::to_string(group));
+        const auto filters = w[1] * group;
+        if (in.size() == 3 && (in[2]->shape.size() != 1 || in[2]->shape[0] != filters))
+            throw Error("ConvTranspose bias " + formatShape(in[2]->shape) + " does not match " + std::to_string(filters)
+                + " filters");
+        const auto strides = spatialAttr(node, "strides", 2, 1);
+        const auto pads = spatialAttr(node, "pads", 4, 0);
+        const auto dilations = spatialAttr(node, "dilations", 2, 1);
+        const auto extra = spatialAttr(node, "output_padding", 2, 0);
+        Shape out { x[0], filters, 0, 0 };
+        for (std::size_t d = 0; d < 2; ++d) {
+            out[2 + d] =
+                (x[2 + d] - 1) * strides[d] - pads[d] - pads[2 + d] + dilations[d] * (w[2 + d] - 1) + extra[d] + 1;
+            if (out[2 + d] < 1 || extra[d] < 0 || extra[d] >= std::max(strides[d], dilations[d]))
+                throw Error("ConvTranspose of " + formatShape(x) + " with kernel " + formatShape(w)
+                    + " gives no output (or an output_padding not below the stride)");
+        }
+        return { out };
+    }
+
     Shapes batchNormShape(const Node&, const Inputs& in)
     {
         const Shape& x = in[0]->shape;

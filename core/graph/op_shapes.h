@@ -26,6 +26,7 @@ std::vector<Shape> reduceShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> selectShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> expandShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> convShape(const Node& node, const ShapeInputs& in);
+std::vector<Shape> convTransposeShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> batchNormShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> poolShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> globalPoolShape(const Node& node, const ShapeInputs& in);

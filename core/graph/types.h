@@ -100,6 +100,8 @@ enum class OpType : std::uint8_t {
     IsNaN, // x != x -> Bool (a masked softmax's guard: Where(IsNaN(p), 0, p))
     GatherElements, // (data, indices (i64, data's rank)) -> indices' shape; data[.., indices[i], ..] on attr axis
     GatherND, // (data, indices (i64, (..., r))) -> data[indices[..., :]] slices; attr batch_dims
+    ConvTranspose, // (x (N, C, H, W), w (C, F / group, kH, kW)[, bias (F)]); attrs strides, pads, dilations, group,
+                   // output_padding: Conv's input gradient as a layer (decoders, U-Nets)
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

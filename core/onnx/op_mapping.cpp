@@ -414,6 +414,7 @@ namespace {
             { "Trilu", trilu },
             { "Einsum", einsum },
             { "Conv", conv },
+            { "ConvTranspose", convTranspose },
             { "MaxPool", pool },
             { "AveragePool", pool },
             { "GlobalAveragePool", globalAvgPool },

@@ -18,15 +18,29 @@ bool explicitPadding(const onnx::NodeProto& node)
     return autoPad == nullptr || autoPad->s() == "NOTSET";
 }
 
-Node conv(const onnx::NodeProto& node, Node n, const MappingContext&)
+Node conv(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
 {
-    if (!explicitPadding(node))
+    if (!explicitPadding(node) || rankOf(n, 0, ctx) != 4) // 1-D ones were lowered to 2-D; 3-D stays opaque
         return n;
     copyInts(node, n, "strides", "strides");
     copyInts(node, n, "pads", "pads");
     copyInts(node, n, "dilations", "dilations");
     n.attrs["group"] = intAttr(node, "group", 1);
     return as(std::move(n), OpType::Conv);
+}
+
+// ConvTranspose over (N, C, H, W) with explicit pads (torch's export): an output_shape attribute,
+// which ONNX turns into pads, stays opaque.
+Node convTranspose(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
+{
+    if (!explicitPadding(node) || findAttr(node, "output_shape") != nullptr || rankOf(n, 0, ctx) != 4)
+        return n;
+    copyInts(node, n, "strides", "strides");
+    copyInts(node, n, "pads", "pads");
+    copyInts(node, n, "dilations", "dilations");
+    copyInts(node, n, "output_padding", "output_padding");
+    n.attrs["group"] = intAttr(node, "group", 1);
+    return as(std::move(n), OpType::ConvTranspose);
 }
 
 Node pool(const onnx::NodeProto& node, Node n, const MappingContext&)

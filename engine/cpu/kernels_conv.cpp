@@ -1,4 +1,4 @@
-// The spatial ops on (N, C, H, W) arrays: convolution (im2col + sgemm, groups), batch
+// The spatial ops on (N, C, H, W) arrays: convolution and its transpose (im2col + sgemm, groups), batch
 // normalization, max, average and global average pooling, Pad and Resize, over the index math
 // of engine/conv_math.h that the CUDA kernels share.
 #include "conv_geometry.h"
@@ -71,6 +71,36 @@ namespace {
         return d;
     }
 
+    // out (N, F, pixels) += bias (F) per channel.
+    void addChannelBias(NdArray& out, const NdArray& bias)
+    {
+        const auto& shape = out.shape();
+        const auto pixels = out.numel() / (shape[0] * shape[1]);
+        for (std::int64_t i = 0; i < shape[0]; ++i) {
+            for (std::int64_t f = 0; f < shape[1]; ++f) {
+                float* o = out.f32() + (i * shape[1] + f) * pixels;
+                for (std::int64_t p = 0; p < pixels; ++p)
+                    o[p] += bias.f32()[f];
+            }
+        }
+    }
+
+    // The bias gradient (F) of an (N, F, pixels) output gradient.
+    NdArray channelSums(const NdArray& dy, KernelContext& ctx)
+    {
+        const auto& shape = dy.shape();
+        const auto pixels = dy.numel() / (shape[0] * shape[1]);
+        auto db = NdArray::zeros(ctx.allocator, { shape[1] });
+        for (std::int64_t i = 0; i < shape[0]; ++i) {
+            for (std::int64_t f = 0; f < shape[1]; ++f) {
+                const float* gi = dy.f32() + (i * shape[1] + f) * pixels;
+                for (std::int64_t p = 0; p < pixels; ++p)
+                    db.f32()[f] += gi[p];
+            }
+        }
+        return db;
+    }
+
     void convForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
@@ -86,14 +116,9 @@ namespace {
                     static_cast<int>(d.pixels), 0.0F, out.f32() + (i * d.cout + grp * d.coutG) * d.pixels,
                     static_cast<int>(d.pixels));
             }
-            if (v.in.size() > 2) {
-                for (std::int64_t f = 0; f < d.cout; ++f) {
-                    float* o = out.f32() + (i * d.cout + f) * d.pixels;
-                    for (std::int64_t p = 0; p < d.pixels; ++p)
-                        o[p] += v.in[2].f32()[f];
-                }
-            }
         }
+        if (v.in.size() > 2)
+            addChannelBias(out, v.in[2]);
         v.out = { out };
     }
 
@@ -127,17 +152,80 @@ namespace {
         }
         g.gradIn[0] = dx;
         g.gradIn[1] = dw;
-        if (v.in.size() > 2 && g.needGrad[2]) {
-            auto db = NdArray::zeros(ctx.allocator, v.in[2].shape());
-            for (std::int64_t i = 0; i < d.n; ++i) {
-                for (std::int64_t f = 0; f < d.cout; ++f) {
-                    const float* gi = dy.f32() + (i * d.cout + f) * d.pixels;
-                    for (std::int64_t p = 0; p < d.pixels; ++p)
-                        db.f32()[f] += gi[p];
+        if (v.in.size() > 2 && g.needGrad[2])
+            g.gradIn[2] = channelSums(dy, ctx);
+    }
+
+    // ---- ConvTranspose: the input gradient of the convolution over its output, as a layer ----
+
+    struct TransposedDims
+    {
+        Window w; // the convolution of the output image (w.h x w.w) whose grid (w.oh x w.ow) is x's
+        std::int64_t n, cin, cout, group, cinG, coutG, patch, pixels;
+    };
+
+    TransposedDims transposedDims(const Node& node, const NdArray& x, const NdArray& weight)
+    {
+        const auto& ws = weight.shape(); // (C, F / group, kh, kw)
+        TransposedDims d { transposedWindow(node, x.shape(), ws[2], ws[3]), x.shape()[0], x.shape()[1], 0,
+            node.intAttr("group", 1), 0, ws[1], 0, 0 };
+        d.cinG = d.cin / d.group;
+        d.cout = d.coutG * d.group;
+        d.patch = d.coutG * ws[2] * ws[3];
+        d.pixels = d.w.oh * d.w.ow;
+        return d;
+    }
+
+    void convTransposeForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto& weight = v.in[1];
+        const auto d = transposedDims(node, x, weight);
+        auto out = NdArray::zeros(ctx.allocator, { d.n, d.cout, d.w.h, d.w.w });
+        auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
+        for (std::int64_t i = 0; i < d.n; ++i) {
+            for (std::int64_t grp = 0; grp < d.group; ++grp) { // col (patch, pixels) = W_g^T x_g, spread
+                sgemm(true, false, static_cast<int>(d.patch), static_cast<int>(d.pixels), static_cast<int>(d.cinG),
+                    1.0F, weight.f32() + grp * d.cinG * d.patch, static_cast<int>(d.patch),
+                    x.f32() + (i * d.cin + grp * d.cinG) * d.pixels, static_cast<int>(d.pixels), 0.0F, col.f32(),
+                    static_cast<int>(d.pixels));
+                col2im(col.f32(), d.coutG, d.w, out.f32() + (i * d.cout + grp * d.coutG) * d.w.h * d.w.w);
+            }
+        }
+        if (v.in.size() > 2)
+            addChannelBias(out, v.in[2]);
+        v.out = { out };
+    }
+
+    void convTransposeBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto& weight = v.in[1];
+        const auto& dy = g.gradOut[0];
+        const auto d = transposedDims(node, x, weight);
+        NdArray dx = g.needGrad[0] ? NdArray::empty(ctx.allocator, x.shape()) : NdArray();
+        NdArray dw = g.needGrad[1] ? NdArray::zeros(ctx.allocator, weight.shape()) : NdArray();
+        auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
+        for (std::int64_t i = 0; i < d.n; ++i) {
+            for (std::int64_t grp = 0; grp < d.group; ++grp) {
+                im2col(dy.f32() + (i * d.cout + grp * d.coutG) * d.w.h * d.w.w, d.coutG, d.w, col.f32());
+                const auto xOffset = (i * d.cin + grp * d.cinG) * d.pixels;
+                if (dx.defined()) { // dX_g (cinG, pixels) = W_g (cinG, patch) col
+                    sgemm(false, false, static_cast<int>(d.cinG), static_cast<int>(d.pixels), static_cast<int>(d.patch),
+                        1.0F, weight.f32() + grp * d.cinG * d.patch, static_cast<int>(d.patch), col.f32(),
+                        static_cast<int>(d.pixels), 0.0F, dx.f32() + xOffset, static_cast<int>(d.pixels));
+                }
+                if (dw.defined()) { // dW_g (cinG, patch) += X_g (cinG, pixels) col^T
+                    sgemm(false, true, static_cast<int>(d.cinG), static_cast<int>(d.patch), static_cast<int>(d.pixels),
+                        1.0F, x.f32() + xOffset, static_cast<int>(d.pixels), col.f32(), static_cast<int>(d.pixels),
+                        1.0F, dw.f32() + grp * d.cinG * d.patch, static_cast<int>(d.patch));
                 }
             }
-            g.gradIn[2] = db;
         }
+        g.gradIn[0] = dx;
+        g.gradIn[1] = dw;
+        if (v.in.size() > 2 && g.needGrad[2])
+            g.gradIn[2] = channelSums(dy, ctx);
     }
 
     // ---- BatchNorm over (N, spatial) per channel; training uses batch statistics and updates the
@@ -451,6 +539,7 @@ namespace {
 void registerConvKernels(KernelTable& table)
 {
     table.add(OpType::Conv, { convForward, convBackward });
+    table.add(OpType::ConvTranspose, { convTransposeForward, convTransposeBackward });
     table.add(OpType::BatchNorm, { batchNormForward, batchNormBackward });
     table.add(OpType::MaxPool, { maxPoolForward, maxPoolBackward });
     table.add(OpType::GlobalAvgPool, { globalAvgPoolForward, globalAvgPoolBackward });

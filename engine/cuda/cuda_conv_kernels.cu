@@ -1,5 +1,6 @@
 // CUDA kernels of the CNN ops: Conv (cuDNN where it applies, cuda_cudnn.cu; else im2col + one
-// cuBLAS GEMM per chunk of images, batched over groups), BatchNorm (cuDNN in training where it
+// cuBLAS GEMM per chunk of images, batched over groups), ConvTranspose (that Conv with the roles of
+// input and output gradient swapped), BatchNorm (cuDNN in training where it
 // applies; else per-channel sums in double, one block per channel), MaxPool, AvgPool and GlobalAvgPool, forward and
 // backward, on (N, C, H, W) f32 arrays. The index math and the per-element and per-channel arithmetic are
 // engine/conv_math.h's, which the CPU kernels run too; these backwards gather (one thread per input element), so they
@@ -296,6 +297,72 @@ namespace {
             g.gradIn[2] = asFloats(channelSums(dy, nullptr, nullptr, nullptr, ctx, node).sum, s.cout, ctx, node);
     }
 
+    // ---- ConvTranspose: the Conv of its output image (its weight as that Conv's), roles swapped ----
+
+    // The Conv whose input gradient `node` computes: same window attributes, no output_padding.
+    Node asConv(const Node& node)
+    {
+        Node conv = node;
+        conv.op = OpType::Conv;
+        conv.attrs.erase("output_padding");
+        return conv;
+    }
+
+    void convTransposeForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto& weight = v.in[1]; // (C, F / group, kh, kw): a Conv weight from F to C channels
+        requireF32(node, x);
+        requireF32(node, weight);
+        const auto& ws = weight.shape();
+        const auto w = transposedWindow(node, x.shape(), ws[2], ws[3]);
+        const auto filters = ws[1] * node.intAttr("group", 1);
+        // y = dL/dz of Conv(z, W) at dL/dout = x, z of y's shape (allocated for its shape only).
+        const Node conv = asConv(node);
+        NodeValues cv;
+        cv.in = { NdArray::empty(ctx.allocator, { x.shape()[0], filters, w.h, w.w }), weight };
+        const std::vector<NdArray> gradOut { x };
+        const std::vector<bool> need { true, false };
+        std::vector<NdArray> gradIn(2);
+        BackwardArgs args { gradOut, need, gradIn };
+        convBackward(conv, cv, args, ctx);
+        auto out = gradIn[0];
+        const auto total = out.numel();
+        if (v.in.size() > 2 && total > 0)
+            channelBiasKernel<<<blocksFor(total), kThreads>>>(f32(out), f32(v.in[2]), filters, w.h * w.w, total);
+        checkLaunch(label(node) + " bias");
+        v.out = { out };
+    }
+
+    void convTransposeBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto& dy = g.gradOut[0];
+        const Node conv = asConv(node);
+        if (g.needGrad[0]) { // dx = Conv(dy, W)
+            NodeValues fwd;
+            fwd.in = { dy, v.in[1] };
+            convForward(conv, fwd, ctx);
+            g.gradIn[0] = fwd.out[0];
+        }
+        if (g.needGrad[1]) { // dW: the Conv's weight gradient at input dy and output gradient x
+            NodeValues cv;
+            cv.in = { dy, v.in[1] };
+            const std::vector<NdArray> gradOut { x };
+            const std::vector<bool> need { false, true };
+            std::vector<NdArray> gradIn(2);
+            BackwardArgs args { gradOut, need, gradIn };
+            convBackward(conv, cv, args, ctx);
+            g.gradIn[1] = gradIn[1];
+        }
+        if (v.in.size() > 2 && g.needGrad[2]) {
+            const auto filters = dy.shape()[1];
+            g.gradIn[2] = asFloats(channelSums(dy, nullptr, nullptr, nullptr, ctx, node).sum, filters, ctx, node);
+        }
+    }
+
     // ---- BatchNorm ----
 
     __global__ void batchNormStatsKernel(const double* sums, const double* squares, float* mean, float* rstd,
@@ -562,6 +629,7 @@ namespace {
 void registerCudaConvKernels(KernelTable& table)
 {
     table.add(OpType::Conv, { convForward, convBackward });
+    table.add(OpType::ConvTranspose, { convTransposeForward, convTransposeBackward });
     table.add(OpType::BatchNorm, { batchNormForward, batchNormBackward });
     table.add(OpType::MaxPool, { maxPoolForward, maxPoolBackward });
     table.add(OpType::AvgPool, { avgPoolForward, avgPoolBackward });

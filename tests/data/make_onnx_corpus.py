@@ -192,6 +192,23 @@ def define_modules(torch):
         def forward(self, x):
             return self.net(x)
 
+    class UpDecoder(nn.Module):
+        """A U-Net-style up path as users write one: a strided convolution down, transposed
+        convolutions back up (stride 2 with output_padding; grouped and dilated), a skip connection,
+        then a classifier head."""
+
+        def __init__(self, classes=10):
+            super().__init__()
+            self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+            self.up = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)
+            self.mix = nn.ConvTranspose2d(8, 4, 3, padding=2, groups=2, dilation=2)
+            self.head = nn.Linear(4, classes)
+
+        def forward(self, x):
+            y = torch.relu(self.up(torch.relu(self.down(x))))
+            y = torch.relu(self.mix(y + x.mean(1, keepdim=True)))
+            return self.head(y.mean((2, 3)))
+
     class CausalTransformer(nn.Module):
         """nn.Transformer with the causal target mask computed in forward, as users write it:
         generate_square_subsequent_mask (triu, opset 14 and later) or from position comparisons."""
@@ -222,7 +239,8 @@ def define_modules(torch):
         def forward(self, tgt, memory):
             return self.decoder(tgt, memory)
 
-    return {"Gpt": Gpt, "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder}
+    return {"Gpt": Gpt, "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
+            "UpDecoder": UpDecoder}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +304,7 @@ def corpus(torch, torchvision):
     yield "bert_padding_trained", lambda: hand["Bert"](), bert_inputs, bert_axes, "trained"
     yield "mlp_bn_dropout", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "random"
     yield "mlp_bn_dropout_trained", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "trained"
+    yield "updecoder_convtranspose", lambda: hand["UpDecoder"](), [("input", image((2, 3, 16, 16)))], None, "random"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -162,6 +162,11 @@ public:
             { random({ 2, 4, 9, 9 }), random({ 6, 2, 2, 3 }) }, { true, true }, 1e-4);
         add(OpType::Conv, { { "group", std::int64_t { 8 } } }, { random({ 2, 8, 7, 7 }), random({ 8, 1, 3, 3 }) },
             { true, true }, 1e-4); // depthwise
+        add(OpType::ConvTranspose,
+            { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 0, 1, 1 } }, { "output_padding", Shape { 1, 0 } } },
+            { random({ 2, 3, 5, 6 }), random({ 3, 4, 3, 3 }), random({ 4 }) }, { true, true, true }, 1e-4);
+        add(OpType::ConvTranspose, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 1, 2 } } },
+            { random({ 2, 4, 5, 5 }), random({ 4, 3, 2, 2 }) }, { true, true }, 1e-4);
         add(OpType::BatchNorm, { { "epsilon", 1e-5 }, { "momentum", 0.9 } },
             { random({ 4, 5, 6, 7 }), random({ 5 }), random({ 5 }), random({ 5 }), random({ 5 }, 0.5F, 1.5F) },
             { true, true, true, false, false }, 1e-4);
@@ -385,7 +390,7 @@ TEST(GpuSelfTest, ConvAndBatchNormWithoutCudnnMatchTheCpuKernels)
     CaseMaker make;
     ::setenv("PS_CUDNN", "0", 1);
     for (const auto& c : make.cases()) {
-        if (c.node.op == OpType::Conv || c.node.op == OpType::BatchNorm)
+        if (c.node.op == OpType::Conv || c.node.op == OpType::ConvTranspose || c.node.op == OpType::BatchNorm)
             expectGpuMatchesCpu(c, make, gpu, gpuAlloc);
     }
     ::unsetenv("PS_CUDNN");

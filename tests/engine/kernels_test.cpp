@@ -96,6 +96,13 @@ TEST_F(KernelGrad, ConvolutionalOps)
         { random({ 2, 3, 6, 5 }), random({ 4, 3, 3, 3 }), random({ 4 }) }, { true, true, true } });
     check({ node(OpType::Conv, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1 } } }),
         { random({ 1, 4, 6, 6 }), random({ 6, 2, 2, 3 }) }, { true, true } });
+    // ConvTranspose: stride, pads and output_padding; groups and dilation.
+    check({ node(OpType::ConvTranspose,
+                { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 0, 1, 1 } },
+                    { "output_padding", Shape { 1, 0 } } }),
+        { random({ 2, 3, 3, 4 }), random({ 3, 2, 3, 3 }), random({ 2 }) }, { true, true, true } });
+    check({ node(OpType::ConvTranspose, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 1, 2 } } }),
+        { random({ 1, 4, 3, 3 }), random({ 4, 3, 2, 2 }) }, { true, true } });
     auto bn = node(OpType::BatchNorm, { { "epsilon", 1e-5 } });
     check({ bn, { random({ 3, 2, 3, 3 }), random({ 2 }), random({ 2 }), random({ 2 }), random({ 2 }, 0.5F, 1.0F) },
         { true, true, true, false, false } });
