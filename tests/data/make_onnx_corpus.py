@@ -209,6 +209,24 @@ def define_modules(torch):
             y = torch.relu(self.mix(y + x.mean(1, keepdim=True)))
             return self.head(y.mean((2, 3)))
 
+    class EinsumExperts(nn.Module):
+        """Mixture-of-experts experts written with einsum, as users write them: every token through
+        every expert ("btd,edf->btef": a batch index, kept and summed groups), gated, then summed
+        back over experts and their width ("btef,efd->btd")."""
+
+        def __init__(self, d=16, experts=4, ff=8, classes=10):
+            super().__init__()
+            self.w_in = nn.Parameter(torch.randn(experts, d, ff) / d ** 0.5)
+            self.w_out = nn.Parameter(torch.randn(experts, ff, d) / ff ** 0.5)
+            self.gate = nn.Linear(d, experts)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, x):  # (B, T, d)
+            h = torch.nn.functional.gelu(torch.einsum("btd,edf->btef", x, self.w_in))
+            h = h * torch.softmax(self.gate(x), dim=-1).unsqueeze(-1)
+            y = x + torch.einsum("btef,efd->btd", h, self.w_out)
+            return self.head(y.mean(1))
+
     class CausalTransformer(nn.Module):
         """nn.Transformer with the causal target mask computed in forward, as users write it:
         generate_square_subsequent_mask (triu, opset 14 and later) or from position comparisons."""
@@ -240,7 +258,7 @@ def define_modules(torch):
             return self.decoder(tgt, memory)
 
     return {"Gpt": Gpt, "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
-            "UpDecoder": UpDecoder}
+            "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,6 +323,7 @@ def corpus(torch, torchvision):
     yield "mlp_bn_dropout", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "random"
     yield "mlp_bn_dropout_trained", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "trained"
     yield "updecoder_convtranspose", lambda: hand["UpDecoder"](), [("input", image((2, 3, 16, 16)))], None, "random"
+    yield "experts_einsum", lambda: hand["EinsumExperts"](), [("input", image((2, 8, 16)))], None, "random"
 
 
 # ---------------------------------------------------------------------------------------------
