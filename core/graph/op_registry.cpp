@@ -474,6 +474,16 @@ namespace {
             add(d);
         }
         {
+            OpDef d { OpType::ScatterElements, "ScatterElements",
+                "(data, indices, updates) -> data with updates written (or added) at indices on axis; axis, add", 3, 3,
+                scatterElementsShape };
+            d.forwardFlops = 1;
+            d.backwardFlops = 1;
+            d.basis = CostBasis::Input;
+            d.savedInputs = saveInput(1);
+            add(d);
+        }
+        {
             OpDef d { OpType::Opaque, "Opaque", "an imported op without a mapping; costed from its shapes", 0, 255 };
             d.forwardFlops = 1;
             d.backwardFlops = 2;

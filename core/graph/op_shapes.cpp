@@ -454,6 +454,16 @@ namespace opshapes {
         return { idx };
     }
 
+    // The data's shape; the indices as GatherElements' over the data, the updates of their shape.
+    Shapes scatterElementsShape(const Node& node, const Inputs& in)
+    {
+        (void)gatherElementsShape(node, { in[0], in[1] });
+        if (in[2]->shape != in[1]->shape)
+            throw Error("ScatterElements updates " + formatShape(in[2]->shape) + " are not shaped like the indices "
+                + formatShape(in[1]->shape));
+        return { in[0]->shape };
+    }
+
     Shapes gatherNdShape(const Node& node, const Inputs& in)
     {
         const Shape& data = in[0]->shape;

@@ -38,6 +38,7 @@ std::vector<Shape> resizeShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> gatherShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> scatterNdShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> gatherElementsShape(const Node& node, const ShapeInputs& in);
+std::vector<Shape> scatterElementsShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> gatherNdShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> topKShape(const Node& node, const ShapeInputs& in);
 std::vector<Shape> einsumShape(const Node& node, const ShapeInputs& in);

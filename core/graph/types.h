@@ -102,6 +102,8 @@ enum class OpType : std::uint8_t {
     GatherND, // (data, indices (i64, (..., r))) -> data[indices[..., :]] slices; attr batch_dims
     ConvTranspose, // (x (N, C, H, W), w (C, F / group, kH, kW)[, bias (F)]); attrs strides, pads, dilations, group,
                    // output_padding: Conv's input gradient as a layer (decoders, U-Nets)
+    ScatterElements, // (data, indices (i64, data's rank), updates (indices' shape)) -> data with updates written
+                     // at the indices on attr axis; attr add (1: added, ONNX reduction "add"; torch's scatter_add)
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

@@ -26,6 +26,33 @@ namespace {
         return false;
     }
 
+    // Every element equal (a fill: zeros_like, full).
+    bool uniform(const std::vector<std::byte>& f32)
+    {
+        for (std::size_t i = 4; i + 4 <= f32.size(); i += 4) {
+            if (std::memcmp(f32.data() + i, f32.data(), 4) != 0)
+                return false;
+        }
+        return true;
+    }
+
+    // Whether `name` is read only as the data a scatter writes into (ScatterElements' or
+    // ScatterND's first input): the canvas of torch.zeros_like(x).scatter(...), not a weight.
+    bool onlyScatteredInto(const onnx::GraphProto& g, const std::string& name)
+    {
+        bool read = false;
+        for (const auto& n : g.node()) {
+            for (int i = 0; i < n.input_size(); ++i) {
+                if (n.input(i) != name)
+                    continue;
+                if (i != 0 || (n.op_type() != "ScatterElements" && n.op_type() != "ScatterND"))
+                    return false;
+                read = true;
+            }
+        }
+        return read;
+    }
+
 } // namespace
 
 void inferFolded(onnx::ModelProto& m)
@@ -158,10 +185,14 @@ void Importer::addConstant(const onnx::NodeProto& node)
             // torch's constant folding turns slices of parameters (e.g. MultiheadAttention's
             // in_proj_bias split into q, k, v) into Constant nodes: float tensors with more
             // than one element are parameters; scalars (scales, epsilons) stay constants.
-            // An attention mask the exporter folded holds infinities: a constant.
+            // An attention mask the exporter folded holds infinities: a constant. So is a fill that
+            // is only scattered into.
             auto data = rawData(t);
+            const bool canvas =
+                data && dtype == DType::F32 && uniform(*data) && onlyScatteredInto(m_model.graph(), node.output(0));
             const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1
-                && !(data && dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(node.output(0));
+                && !(data && dtype == DType::F32 && holdsMaskValues(*data)) && !canvas
+                && m_trainable.contains(node.output(0));
             Tensor tensor { TensorId(), node.output(0), shape, dtype,
                 parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
             m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));

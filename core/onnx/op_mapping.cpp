@@ -415,6 +415,7 @@ namespace {
             { "Einsum", einsum },
             { "Conv", conv },
             { "ConvTranspose", convTranspose },
+            { "ScatterElements", scatterElements },
             { "MaxPool", pool },
             { "AveragePool", pool },
             { "GlobalAveragePool", globalAvgPool },

@@ -124,6 +124,19 @@ Node gatherElements(const onnx::NodeProto& node, Node n, const MappingContext& c
     return as(std::move(n), OpType::GatherElements);
 }
 
+// ScatterElements (and opset 11's Scatter) writing or adding; the other reductions (mul, max, min)
+// stay opaque.
+Node scatterElements(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
+{
+    const auto axis = normalizedAxis(intAttr(node, "axis", 0), rankOf(n, 0, ctx));
+    const auto reduction = stringAttr(node, "reduction", "none");
+    if (n.inputs.size() != 3 || !axis || (reduction != "none" && reduction != "add"))
+        return n;
+    n.attrs["axis"] = *axis;
+    n.attrs["add"] = std::int64_t { reduction == "add" ? 1 : 0 };
+    return as(std::move(n), OpType::ScatterElements);
+}
+
 Node gatherNd(const onnx::NodeProto& node, Node n, const MappingContext&)
 {
     if (n.inputs.size() != 2)

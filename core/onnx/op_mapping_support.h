@@ -151,6 +151,7 @@ inline Node as(Node n, OpType op)
 // The convolutional networks' rules (op_mapping_conv.cpp).
 Node conv(const onnx::NodeProto& node, Node n, const MappingContext& ctx);
 Node convTranspose(const onnx::NodeProto& node, Node n, const MappingContext& ctx);
+Node scatterElements(const onnx::NodeProto& node, Node n, const MappingContext& ctx);
 Node pool(const onnx::NodeProto& node, Node n, const MappingContext& ctx);
 Node globalAvgPool(const onnx::NodeProto& node, Node n, const MappingContext& ctx);
 Node batchNorm(const onnx::NodeProto& node, Node n, const MappingContext& ctx);

@@ -1,5 +1,6 @@
 // Element- and slice-wise gathers on the CPU: GatherElements (torch.gather: RoBERTa's position ids,
-// top-k gates) and GatherND (x[idx] on leading axes: a mixture-of-experts layer picking each
+// top-k gates), its inverse ScatterElements (torch's scatter and scatter_add: top-k gates written
+// back into a dense tensor) and GatherND (x[idx] on leading axes: a mixture-of-experts layer picking each
 // token's expert weights), with ONNX's semantics. Each backward scatter-adds into the data's
 // gradient (repeated indices accumulate, as torch's do); integer data has no gradient. The index
 // math is gather_math.h's, which the CUDA kernels run too.
@@ -84,6 +85,57 @@ namespace {
         g.gradIn[0] = dx;
     }
 
+    // ---- ScatterElements: GatherElements' offsets, written (or added) to instead of read ----
+
+    void scatterElementsForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& data = v.in[0];
+        const auto& updates = v.in[2];
+        const auto size = elementBytes(node, data);
+        if (updates.dtype() != data.dtype())
+            throw Error(nodeLabel(node) + "updates must have the data's type");
+        const auto offsets = elementOffsets(node, data, v.in[1]);
+        const bool add = node.intAttr("add", 0) != 0;
+        if (add && data.dtype() != DType::F32)
+            throw Error(nodeLabel(node) + "adds f32 data only");
+        auto out = NdArray::empty(ctx.allocator, data.shape(), data.dtype());
+        std::memcpy(bytesOf(out), bytesOf(data), static_cast<std::size_t>(data.numel()) * size);
+        for (std::size_t e = 0; e < offsets.size(); ++e) {
+            if (add)
+                out.f32()[offsets[e]] += updates.f32()[e];
+            else
+                std::memcpy(
+                    bytesOf(out) + static_cast<std::size_t>(offsets[e]) * size, bytesOf(updates) + e * size, size);
+        }
+        v.out = { out };
+    }
+
+    // d data: dy where nothing was written over it (all of it when adding); d updates: dy read at
+    // the indices.
+    void scatterElementsBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        if (!g.needGrad[0] && !g.needGrad[2])
+            return;
+        requireDType(node, v.in[0], DType::F32, "data with a gradient");
+        const auto offsets = elementOffsets(node, v.in[0], v.in[1]);
+        const auto dy = gradOrZeros(g.gradOut[0], v.in[0].shape(), ctx.allocator);
+        if (g.needGrad[0]) {
+            auto dx = NdArray::empty(ctx.allocator, v.in[0].shape());
+            std::memcpy(dx.f32(), dy.f32(), static_cast<std::size_t>(dy.numel()) * sizeof(float));
+            if (node.intAttr("add", 0) == 0) {
+                for (const auto offset : offsets)
+                    dx.f32()[offset] = 0.0F;
+            }
+            g.gradIn[0] = dx;
+        }
+        if (g.needGrad[2]) {
+            auto du = NdArray::empty(ctx.allocator, v.in[2].shape());
+            for (std::size_t e = 0; e < offsets.size(); ++e)
+                du.f32()[e] = dy.f32()[offsets[e]];
+            g.gradIn[2] = du;
+        }
+    }
+
     // ---- GatherND ----
 
     struct NdPlan
@@ -145,6 +197,7 @@ namespace {
 void registerGatherKernels(KernelTable& table)
 {
     table.add(OpType::GatherElements, { gatherElementsForward, gatherElementsBackward });
+    table.add(OpType::ScatterElements, { scatterElementsForward, scatterElementsBackward });
     table.add(OpType::GatherND, { gatherNDForward, gatherNDBackward });
 }
 

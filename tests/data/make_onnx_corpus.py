@@ -227,6 +227,24 @@ def define_modules(torch):
             y = x + torch.einsum("btef,efd->btd", h, self.w_out)
             return self.head(y.mean(1))
 
+    class TopKGate(nn.Module):
+        """A top-k router as users write one: the k largest gate logits kept (softmax over them),
+        scattered back into a dense weight per expert (torch.scatter), the experts' outputs mixed."""
+
+        def __init__(self, d=16, experts=4, k=2, classes=10):
+            super().__init__()
+            self.k = k
+            self.gate = nn.Linear(d, experts)
+            self.experts = nn.Linear(d, experts * d)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, x):  # (B, d)
+            logits = self.gate(x)
+            top = logits.topk(self.k, dim=-1)
+            weights = torch.zeros_like(logits).scatter(-1, top.indices, torch.softmax(top.values, dim=-1))
+            outs = self.experts(x).reshape(x.shape[0], weights.shape[1], -1)  # (B, E, d)
+            return self.head((weights.unsqueeze(-1) * outs).sum(1))
+
     class CausalTransformer(nn.Module):
         """nn.Transformer with the causal target mask computed in forward, as users write it:
         generate_square_subsequent_mask (triu, opset 14 and later) or from position comparisons."""
@@ -258,7 +276,7 @@ def define_modules(torch):
             return self.decoder(tgt, memory)
 
     return {"Gpt": Gpt, "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
-            "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts}
+            "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts, "TopKGate": TopKGate}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,6 +342,7 @@ def corpus(torch, torchvision):
     yield "mlp_bn_dropout_trained", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "trained"
     yield "updecoder_convtranspose", lambda: hand["UpDecoder"](), [("input", image((2, 3, 16, 16)))], None, "random"
     yield "experts_einsum", lambda: hand["EinsumExperts"](), [("input", image((2, 8, 16)))], None, "random"
+    yield "topk_gate_scatter", lambda: hand["TopKGate"](), [("input", image((4, 16)))], None, "random"
 
 
 # ---------------------------------------------------------------------------------------------

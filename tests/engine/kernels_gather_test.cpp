@@ -1,4 +1,4 @@
-// GatherElements and GatherND on the CPU (cpu/kernels_gather.cpp): forward values by hand in
+// GatherElements, ScatterElements and GatherND on the CPU (cpu/kernels_gather.cpp): forward values by hand in
 // ONNX's and torch.gather's / x[idx]'s meaning, errors naming the node, and each backward against
 // central finite differences (repeated indices accumulate).
 #include "backend.h"
@@ -111,4 +111,31 @@ TEST_F(GatherKernel, BackwardsScatterAddIntoTheData)
         "GatherND rows, repeated");
     checkGrad(makeNode(OpType::GatherND, { { "batch_dims", std::int64_t { 1 } } }),
         { random({ 2, 3, 4 }), indices({ 2, 2, 2 }, { 0, 1, 2, 3, 1, 1, 1, 1 }) }, "GatherND batch_dims 1, elements");
+}
+
+// ScatterElements, GatherElements' inverse (torch's scatter / scatter_add, ONNX reduction none /
+// add): values by hand, then both gradients against finite differences (distinct indices: a
+// repeated write keeps one of its updates, whose gradient finite differences cannot see).
+TEST_F(GatherKernel, ScatterElementsWritesOrAddsAtTheIndices)
+{
+    const auto data = floats({ 2, 3 }, { 1, 2, 3, 4, 5, 6 });
+    const auto where = indices({ 2, 2 }, { 2, 0, -1, 1 });
+    const auto updates = floats({ 2, 2 }, { 10, 20, 30, 40 });
+    auto scatter = axis(OpType::ScatterElements, 1);
+    EXPECT_EQ(asDoubles(run(scatter, { data, where, updates })), (std::vector<double> { 20, 2, 10, 4, 40, 30 }));
+    scatter.attrs["add"] = std::int64_t { 1 };
+    EXPECT_EQ(asDoubles(run(scatter, { data, where, updates })), (std::vector<double> { 21, 2, 13, 4, 45, 36 }));
+    expectError(
+        [&] {
+            (void)run(scatter, { data, indices({ 2, 1 }, { 0, 3 }), floats({ 2, 1 }, { 1, 1 }) });
+        },
+        "index 3 is out of range for axis 1");
+    for (const std::int64_t add : { 0, 1 }) {
+        auto n = axis(OpType::ScatterElements, 2);
+        n.attrs["add"] = add;
+        SCOPED_TRACE(add);
+        checkGradients(n,
+            { random({ 2, 3, 5 }), indices({ 2, 3, 2 }, { 4, 0, 1, 3, -1, 2, 0, 2, 3, 1, 2, 4 }), random({ 2, 3, 2 }) },
+            { true, false, true }, 1e-2, "", true);
+    }
 }
