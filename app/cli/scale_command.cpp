@@ -129,7 +129,7 @@ namespace {
             c.microBatch = o.microBatch > 0 ? o.microBatch : 1;
             c.globalBatch = o.globalBatch;
             c.recompute = parseRecompute(o.recompute.empty() ? "full" : o.recompute);
-            c.sequenceParallel = o.features.sequenceParallel;
+            c.sequenceParallel = o.features.sequenceParallel && c.tensor > 1; // nothing to shard at t = 1
             c.zero1 = o.features.zero1;
             c.overlapGradientReduce = o.features.overlapGradientReduce;
             if (o.schedule.empty() || o.schedule == "1f1b") {

@@ -81,7 +81,7 @@ bool AttentionLowering::attentionForm(const onnx::NodeProto& n) const
         if (t != onnx::TensorProto::BOOL && t != onnx::TensorProto::FLOAT)
             return false; // a mask of unknown type
         const auto mask = dims(n.input(3));
-        if (!mask.empty() && mask.back() > 1 && keys > 0 && mask.back() != keys)
+        if (!mask.empty() && mask.back() > 0 && keys > 0 && mask.back() != keys)
             return false; // shorter than the keys: ONNX pads it, which is not written out here
     }
     return true;

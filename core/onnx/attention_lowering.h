@@ -10,6 +10,7 @@
 //   a bool mask selects (else -inf), a float mask adds; is_causal keeps key j for query i where
 //   j <= i + P (top-left aligned without a past, bottom-right with one);
 //   Y = softmax(scores) @ V, K and V repeated over query-head groups where they have fewer heads.
+//   A row every key of which is masked gives NaN here (ONNX's reference gives 0 there).
 //   Left to be refused: qk_matmul_output (output 3), nonpad_kv_seqlen (input 6), sliding windows,
 //   a mask shorter than the keys, 3-D inputs whose head counts do not divide, and inputs whose rank
 //   value_info does not give (exporters write it).

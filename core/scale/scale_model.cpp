@@ -229,10 +229,14 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
         ? (allReduceSeconds(dataGroup, 4 * stageParams, node) + allReduceSeconds(dataGroup, kHalf * stageParams, node))
             / 2
         : allReduceSeconds(dataGroup, 4 * stageParams, node);
-    // Overlapped: hidden behind the last micro-batch's backward on the stage, but for the last bucket.
+    // Overlapped: the gradients' reduction hidden behind the last micro-batch's backward on the
+    // stage, but for the last bucket; ZeRO-1's all-gather of the updated weights follows the
+    // optimizer step and is never hidden.
     const double lastBackward = layersPerStage * (layer.backward + layer.recompute);
+    const double afterStep = c.zero1 ? allReduceSeconds(dataGroup, kHalf * stageParams, node) / 2 : 0.0;
+    const double reduction = gradientReduce - afterStep;
     e.dataCommSeconds = c.overlapGradientReduce && c.data > 1
-        ? std::max(gradientReduce / layersPerStage, gradientReduce - lastBackward)
+        ? std::max(reduction / layersPerStage, reduction - lastBackward) + afterStep
         : gradientReduce;
     e.optimizerSeconds = kAdamBytes * stageParams / device.memoryBandwidth / (c.zero1 ? d : 1.0);
     e.computeSeconds = mb * (compute + head);

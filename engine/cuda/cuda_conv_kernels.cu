@@ -299,11 +299,23 @@ namespace {
 
     // ---- ConvTranspose: the Conv of its output image (its weight as that Conv's), roles swapped ----
 
-    // The Conv whose input gradient `node` computes: same window attributes, no output_padding.
+    // The Conv whose input gradient `node` computes: same window attributes, output_padding taken
+    // off the end pads, so that its windows over the output image are exactly the input's H x W.
     Node asConv(const Node& node)
     {
         Node conv = node;
         conv.op = OpType::Conv;
+        std::vector<std::int64_t> pads { 0, 0, 0, 0 };
+        if (const auto it = node.attrs.find("pads"); it != node.attrs.end())
+            pads = std::get<std::vector<std::int64_t>>(it->second);
+        std::vector<std::int64_t> extra { 0, 0 };
+        if (const auto it = node.attrs.find("output_padding"); it != node.attrs.end())
+            extra = std::get<std::vector<std::int64_t>>(it->second);
+        if (pads.size() == 4 && extra.size() == 2) {
+            pads[2] -= extra[0];
+            pads[3] -= extra[1];
+            conv.attrs["pads"] = pads;
+        }
         conv.attrs.erase("output_padding");
         return conv;
     }

@@ -432,7 +432,7 @@ class StageWorker:
         self.wire.flush()
         if not losses:
             return None
-        loss = torch.tensor(sum(losses) / len(losses), dtype=torch.float64)
+        loss = torch.tensor(sum(losses) / len(losses), dtype=torch.float64, device=self.device)
         if self.replica_group is not None:  # the mean over the replicas' shards: the whole batch's
             dist.all_reduce(loss, group=self.replica_group)
             loss /= self.replicas

@@ -115,6 +115,10 @@ TEST(ScaleModel, SequenceParallelZeroAndOverlapFollowTheirRules)
     EXPECT_NEAR(plain.iterationSeconds - withOverlap.iterationSeconds,
         plain.dataCommSeconds - withOverlap.dataCommSeconds, 1e-9);
     EXPECT_EQ(withOverlap.config.text(), "t8 p2 d32 b1 1f1b none overlap");
+    // With ZeRO-1 the all-gather of the updated weights follows the step: never hidden.
+    auto both = zero;
+    both.overlapGradientReduce = true;
+    EXPECT_GE(estimateScale(gpt, both, dgx).dataCommSeconds, allReduceSeconds(group, 2 * stageParams, dgx) / 2);
 
     // The search applies them (sequence parallelism where t > 1) and finds a faster or equal best.
     const auto searched = searchScale(gpt, 512, 1536, dgx, 5, { true, true, true });

@@ -165,6 +165,9 @@ public:
         add(OpType::ConvTranspose,
             { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 0, 1, 1 } }, { "output_padding", Shape { 1, 0 } } },
             { random({ 2, 3, 5, 6 }), random({ 3, 4, 3, 3 }), random({ 4 }) }, { true, true, true }, 1e-4);
+        add(OpType::ConvTranspose, // output_padding at the stride, allowed below the dilation
+            { { "dilations", Shape { 2, 2 } }, { "output_padding", Shape { 1, 1 } } },
+            { random({ 1, 2, 4, 5 }), random({ 2, 3, 3, 3 }) }, { true, true }, 1e-4);
         add(OpType::ConvTranspose, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 1, 2 } } },
             { random({ 2, 4, 5, 5 }), random({ 4, 3, 2, 2 }) }, { true, true }, 1e-4);
         add(OpType::BatchNorm, { { "epsilon", 1e-5 }, { "momentum", 0.9 } },

@@ -110,6 +110,10 @@ TEST_F(KernelGrad, ConvolutionalOps)
                 { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } }),
         { random({ 2, 2, 5, 5 }) }, { true } });
     check({ node(OpType::GlobalAvgPool), { random({ 2, 3, 4, 4 }) }, { true } });
+    // (After the pools: drawn last, so the max pool's inputs stay those it was checked on.) output_padding
+    // at the stride, allowed below the dilation.
+    check({ node(OpType::ConvTranspose, { { "dilations", Shape { 2, 2 } }, { "output_padding", Shape { 1, 1 } } }),
+        { random({ 1, 2, 3, 4 }), random({ 2, 3, 3, 3 }) }, { true, true } });
 }
 
 TEST(EngineAllocator, OutOfMemoryNamesTheNode)
