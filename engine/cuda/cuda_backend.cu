@@ -350,6 +350,7 @@ namespace {
         registerCudaLayoutKernels(table);
         registerCudaPointwiseKernels(table);
         registerCudaConvKernels(table);
+        registerCudaPoolKernels(table);
         registerCudaIndexKernels(table);
         registerCudaGatherKernels(table);
         registerCudaFusedKernels(table);

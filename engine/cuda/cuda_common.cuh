@@ -180,6 +180,7 @@ void registerCudaFusedKernels(KernelTable& table);
 void registerCudaLayoutKernels(KernelTable& table);
 void registerCudaPointwiseKernels(KernelTable& table);
 void registerCudaConvKernels(KernelTable& table);
+void registerCudaPoolKernels(KernelTable& table);
 void registerCudaIndexKernels(KernelTable& table);
 // GatherElements, GatherND.
 void registerCudaGatherKernels(KernelTable& table);

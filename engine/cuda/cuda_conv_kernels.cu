@@ -1,7 +1,7 @@
 // CUDA kernels of the CNN ops: Conv (cuDNN where it applies, cuda_cudnn.cu; else im2col + one
 // cuBLAS GEMM per chunk of images, batched over groups), ConvTranspose (that Conv with the roles of
 // input and output gradient swapped), BatchNorm (cuDNN in training where it
-// applies; else per-channel sums in double, one block per channel), MaxPool, AvgPool and GlobalAvgPool, forward and
+// applies; else per-channel sums in double, one block per channel) (the pools: cuda_pool_kernels.cu), forward and
 // backward, on (N, C, H, W) f32 arrays. The index math and the per-element and per-channel arithmetic are
 // engine/conv_math.h's, which the CPU kernels run too; these backwards gather (one thread per input element), so they
 // need no atomics and their sums come in the CPU's order. Windows are read from the node by
@@ -483,159 +483,6 @@ namespace {
             g.gradIn[2] = asFloats(sums.sum, c, ctx, node);
     }
 
-    // ---- Pools ----
-
-    __global__ void maxPoolKernel(const float* x, float* out, std::int64_t* argmax, math::Window2d w, long long total)
-    {
-        PS_FOR_EACH(o, total)
-        {
-            const long long area = w.oh * w.ow;
-            const long long plane = o / area;
-            const long long p = o % area;
-            const auto best = math::maxPoolWindow(x + plane * w.h * w.w, w, p / w.ow, p % w.ow);
-            out[o] = best.value;
-            argmax[o] = best.at;
-        }
-    }
-
-    __global__ void maxPoolGradKernel(
-        const float* dy, const std::int64_t* argmax, float* dx, math::Window2d w, long long total)
-    {
-        PS_FOR_EACH(e, total)
-        {
-            const long long plane = e / (w.h * w.w);
-            const long long p = e % (w.h * w.w);
-            dx[e] = math::maxPoolGradPixel(dy + plane * w.oh * w.ow, argmax + plane * w.oh * w.ow, w, p / w.w, p % w.w);
-        }
-    }
-
-    __global__ void avgPoolKernel(const float* x, float* out, AvgPoolGeometry p, long long total)
-    {
-        PS_FOR_EACH(o, total)
-        {
-            const long long area = p.h.out * p.w.out;
-            const long long plane = o / area;
-            const long long at = o % area;
-            out[o] =
-                math::avgPoolValue(x + plane * p.h.size * p.w.size, p.h, p.w, p.includePad, at / p.w.out, at % p.w.out);
-        }
-    }
-
-    __global__ void avgPoolGradKernel(const float* dy, float* dx, AvgPoolGeometry p, long long total)
-    {
-        PS_FOR_EACH(e, total)
-        {
-            const long long area = p.h.size * p.w.size;
-            const long long plane = e / area;
-            const long long at = e % area;
-            dx[e] = math::avgPoolGradPixel(
-                dy + plane * p.h.out * p.w.out, p.h, p.w, p.includePad, at / p.w.size, at % p.w.size);
-        }
-    }
-
-    __global__ void planeMeanKernel(const float* x, float* out, long long area, long long planes)
-    {
-        PS_FOR_EACH(pl, planes)
-        out[pl] = math::planeMean(x + pl * area, area);
-    }
-
-    __global__ void planeSpreadKernel(const float* dy, float* dx, long long area, long long total)
-    {
-        PS_FOR_EACH(e, total)
-        dx[e] = dy[e / area] / static_cast<float>(area);
-    }
-
-    Shape pooledShape(const Shape& x, std::int64_t oh, std::int64_t ow)
-    {
-        return { x[0], x[1], oh, ow };
-    }
-
-    void maxPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& x = v.in[0];
-        requireF32(node, x);
-        const auto w = maxPoolWindow(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), w.oh, w.ow));
-        auto argmax = NdArray::empty(ctx.allocator, out.shape(), DType::I64);
-        const auto total = out.numel();
-        if (total > 0)
-            maxPoolKernel<<<blocksFor(total), kThreads>>>(f32(x), f32(out), i64(argmax), w, total);
-        checkLaunch(label(node));
-        v.out = { out };
-        v.saved = { argmax };
-    }
-
-    void maxPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& x = v.in[0];
-        const auto w = maxPoolWindow(node, x.shape());
-        auto dx = NdArray::empty(ctx.allocator, x.shape());
-        const auto total = dx.numel();
-        if (total > 0)
-            maxPoolGradKernel<<<blocksFor(total), kThreads>>>(f32(g.gradOut[0]), i64(v.saved[0]), f32(dx), w, total);
-        checkLaunch(label(node));
-        g.gradIn[0] = dx;
-    }
-
-    void avgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& x = v.in[0];
-        requireF32(node, x);
-        const auto p = avgPoolGeometry(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), p.h.out, p.w.out));
-        const auto total = out.numel();
-        if (total > 0)
-            avgPoolKernel<<<blocksFor(total), kThreads>>>(f32(x), f32(out), p, total);
-        checkLaunch(label(node));
-        v.out = { out };
-    }
-
-    void avgPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& x = v.in[0];
-        const auto p = avgPoolGeometry(node, x.shape());
-        auto dx = NdArray::empty(ctx.allocator, x.shape());
-        const auto total = dx.numel();
-        if (total > 0)
-            avgPoolGradKernel<<<blocksFor(total), kThreads>>>(f32(g.gradOut[0]), f32(dx), p, total);
-        checkLaunch(label(node));
-        g.gradIn[0] = dx;
-    }
-
-    void globalAvgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& x = v.in[0];
-        requireF32(node, x);
-        if (x.shape().size() != 4)
-            throw Error(label(node) + ": needs an (N, C, H, W) input, got " + formatShape(x.shape()));
-        const auto planes = x.shape()[0] * x.shape()[1];
-        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), 1, 1));
-        if (planes > 0)
-            planeMeanKernel<<<blocksFor(planes), kThreads>>>(f32(x), f32(out), x.shape()[2] * x.shape()[3], planes);
-        checkLaunch(label(node));
-        v.out = { out };
-    }
-
-    void globalAvgPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& x = v.in[0];
-        auto dx = NdArray::empty(ctx.allocator, x.shape());
-        const auto total = dx.numel();
-        if (total > 0)
-            planeSpreadKernel<<<blocksFor(total), kThreads>>>(
-                f32(g.gradOut[0]), f32(dx), x.shape()[2] * x.shape()[3], total);
-        checkLaunch(label(node));
-        g.gradIn[0] = dx;
-    }
-
-#undef PS_FOR_EACH
-
 } // namespace
 
 void registerCudaConvKernels(KernelTable& table)
@@ -643,9 +490,6 @@ void registerCudaConvKernels(KernelTable& table)
     table.add(OpType::Conv, { convForward, convBackward });
     table.add(OpType::ConvTranspose, { convTransposeForward, convTransposeBackward });
     table.add(OpType::BatchNorm, { batchNormForward, batchNormBackward });
-    table.add(OpType::MaxPool, { maxPoolForward, maxPoolBackward });
-    table.add(OpType::AvgPool, { avgPoolForward, avgPoolBackward });
-    table.add(OpType::GlobalAvgPool, { globalAvgPoolForward, globalAvgPoolBackward });
 }
 
 } // namespace ps::engine::cuda

@@ -1,0 +1,189 @@
+// CUDA kernels of the pools: MaxPool (its argmax kept for the backward), AvgPool and
+// GlobalAvgPool, forward and backward, on (N, C, H, W) f32 arrays; windows from
+// engine/conv_geometry.h and index math from engine/conv_math.h, as on the CPU. The backwards
+// gather (one thread per input element): no atomics.
+#include "conv_geometry.h"
+#include "cuda/cuda_common.cuh"
+
+namespace ps::engine::cuda {
+namespace {
+
+    std::string label(const Node& node)
+    {
+        return "node '" + node.name + "' (" + std::string(toString(node.op)) + ")";
+    }
+
+    void requireF32(const Node& node, const NdArray& a)
+    {
+        if (a.dtype() != DType::F32)
+            throw Error(label(node) + ": the CUDA backend runs it on f32 values, an input is "
+                + std::string(toString(a.dtype())));
+    }
+
+#define PS_FOR_EACH(i, n)                                                                                              \
+    for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
+         i += static_cast<long long>(gridDim.x) * blockDim.x)
+
+    // ---- Pools ----
+
+    __global__ void maxPoolKernel(const float* x, float* out, std::int64_t* argmax, math::Window2d w, long long total)
+    {
+        PS_FOR_EACH(o, total)
+        {
+            const long long area = w.oh * w.ow;
+            const long long plane = o / area;
+            const long long p = o % area;
+            const auto best = math::maxPoolWindow(x + plane * w.h * w.w, w, p / w.ow, p % w.ow);
+            out[o] = best.value;
+            argmax[o] = best.at;
+        }
+    }
+
+    __global__ void maxPoolGradKernel(
+        const float* dy, const std::int64_t* argmax, float* dx, math::Window2d w, long long total)
+    {
+        PS_FOR_EACH(e, total)
+        {
+            const long long plane = e / (w.h * w.w);
+            const long long p = e % (w.h * w.w);
+            dx[e] = math::maxPoolGradPixel(dy + plane * w.oh * w.ow, argmax + plane * w.oh * w.ow, w, p / w.w, p % w.w);
+        }
+    }
+
+    __global__ void avgPoolKernel(const float* x, float* out, AvgPoolGeometry p, long long total)
+    {
+        PS_FOR_EACH(o, total)
+        {
+            const long long area = p.h.out * p.w.out;
+            const long long plane = o / area;
+            const long long at = o % area;
+            out[o] =
+                math::avgPoolValue(x + plane * p.h.size * p.w.size, p.h, p.w, p.includePad, at / p.w.out, at % p.w.out);
+        }
+    }
+
+    __global__ void avgPoolGradKernel(const float* dy, float* dx, AvgPoolGeometry p, long long total)
+    {
+        PS_FOR_EACH(e, total)
+        {
+            const long long area = p.h.size * p.w.size;
+            const long long plane = e / area;
+            const long long at = e % area;
+            dx[e] = math::avgPoolGradPixel(
+                dy + plane * p.h.out * p.w.out, p.h, p.w, p.includePad, at / p.w.size, at % p.w.size);
+        }
+    }
+
+    __global__ void planeMeanKernel(const float* x, float* out, long long area, long long planes)
+    {
+        PS_FOR_EACH(pl, planes)
+        out[pl] = math::planeMean(x + pl * area, area);
+    }
+
+    __global__ void planeSpreadKernel(const float* dy, float* dx, long long area, long long total)
+    {
+        PS_FOR_EACH(e, total)
+        dx[e] = dy[e / area] / static_cast<float>(area);
+    }
+
+    Shape pooledShape(const Shape& x, std::int64_t oh, std::int64_t ow)
+    {
+        return { x[0], x[1], oh, ow };
+    }
+
+    void maxPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        requireF32(node, x);
+        const auto w = maxPoolWindow(node, x.shape());
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), w.oh, w.ow));
+        auto argmax = NdArray::empty(ctx.allocator, out.shape(), DType::I64);
+        const auto total = out.numel();
+        if (total > 0)
+            maxPoolKernel<<<blocksFor(total), kThreads>>>(f32(x), f32(out), i64(argmax), w, total);
+        checkLaunch(label(node));
+        v.out = { out };
+        v.saved = { argmax };
+    }
+
+    void maxPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto w = maxPoolWindow(node, x.shape());
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        const auto total = dx.numel();
+        if (total > 0)
+            maxPoolGradKernel<<<blocksFor(total), kThreads>>>(f32(g.gradOut[0]), i64(v.saved[0]), f32(dx), w, total);
+        checkLaunch(label(node));
+        g.gradIn[0] = dx;
+    }
+
+    void avgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        requireF32(node, x);
+        const auto p = avgPoolGeometry(node, x.shape());
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), p.h.out, p.w.out));
+        const auto total = out.numel();
+        if (total > 0)
+            avgPoolKernel<<<blocksFor(total), kThreads>>>(f32(x), f32(out), p, total);
+        checkLaunch(label(node));
+        v.out = { out };
+    }
+
+    void avgPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        const auto p = avgPoolGeometry(node, x.shape());
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        const auto total = dx.numel();
+        if (total > 0)
+            avgPoolGradKernel<<<blocksFor(total), kThreads>>>(f32(g.gradOut[0]), f32(dx), p, total);
+        checkLaunch(label(node));
+        g.gradIn[0] = dx;
+    }
+
+    void globalAvgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        requireF32(node, x);
+        if (x.shape().size() != 4)
+            throw Error(label(node) + ": needs an (N, C, H, W) input, got " + formatShape(x.shape()));
+        const auto planes = x.shape()[0] * x.shape()[1];
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), 1, 1));
+        if (planes > 0)
+            planeMeanKernel<<<blocksFor(planes), kThreads>>>(f32(x), f32(out), x.shape()[2] * x.shape()[3], planes);
+        checkLaunch(label(node));
+        v.out = { out };
+    }
+
+    void globalAvgPoolBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        const auto& x = v.in[0];
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        const auto total = dx.numel();
+        if (total > 0)
+            planeSpreadKernel<<<blocksFor(total), kThreads>>>(
+                f32(g.gradOut[0]), f32(dx), x.shape()[2] * x.shape()[3], total);
+        checkLaunch(label(node));
+        g.gradIn[0] = dx;
+    }
+
+#undef PS_FOR_EACH
+
+} // namespace
+
+void registerCudaPoolKernels(KernelTable& table)
+{
+    table.add(OpType::MaxPool, { maxPoolForward, maxPoolBackward });
+    table.add(OpType::AvgPool, { avgPoolForward, avgPoolBackward });
+    table.add(OpType::GlobalAvgPool, { globalAvgPoolForward, globalAvgPoolBackward });
+}
+
+} // namespace ps::engine::cuda
