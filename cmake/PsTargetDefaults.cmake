@@ -10,6 +10,14 @@ function(ps_target_defaults target)
   # (ci, dev) keep -Wrestrict, so CI still catches real overlaps.
   target_compile_options(${target} PRIVATE
     $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>,$<VERSION_GREATER_EQUAL:$<CXX_COMPILER_VERSION>,12>,$<VERSION_LESS:$<CXX_COMPILER_VERSION>,13>,$<CONFIG:Release>>:-Wno-restrict>)
+  # Unity builds (the ci, fuzz and tsan presets: CMAKE_UNITY_BUILD) paste several .cpp files into
+  # one; GCC then takes a file's anonymous-namespace test fixture for one declared in a header
+  # (-Wsubobject-linkage). Names at namespace scope in anonymous namespaces must differ between the
+  # files of one target (a clash is a compile error there, never silent).
+  if(CMAKE_UNITY_BUILD)
+    target_compile_options(${target} PRIVATE
+      $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-subobject-linkage>)
+  endif()
   if(PS_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()

@@ -1,6 +1,7 @@
 // PyTorch profiler traces (`prof.export_chrome_trace()`): Kineto's object form (traceEvents,
 // schemaVersion, deviceProperties; categories cpu_op, user_annotation, cuda_runtime, kernel,
 // gpu_memcpy, ...) and the legacy profiler's bare array of "X" events without categories.
+#include "text.h"
 #include "trace_model.h"
 #include "util/error.h"
 
@@ -22,12 +23,6 @@ namespace {
     const std::set<std::string, std::less<>> kRuntimeCategories { "cuda_runtime", "cuda_driver", "runtime" };
     // GPU copies of annotations (would count ranges twice) and the profiler's own span.
     const std::set<std::string, std::less<>> kIgnoredCategories { "gpu_user_annotation", "trace" };
-
-    std::string lower(std::string s)
-    {
-        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-        return s;
-    }
 
     // pid and tid are numbers in Kineto traces and strings ("CPU functions") in legacy ones.
     std::string idText(const Json& e, const char* key)
@@ -93,7 +88,7 @@ namespace {
         return static_cast<std::int64_t>(v);
     }
 
-    struct Launch
+    struct ChromeLaunch
     {
         std::int64_t thread = -1;
         double atNs = 0;
@@ -108,10 +103,10 @@ namespace {
         double startNs = 0;
     };
 
-    class Reader
+    class ChromeReader
     {
     public:
-        explicit Reader(const std::filesystem::path& path)
+        explicit ChromeReader(const std::filesystem::path& path)
             : m_file("'" + path.string() + "'")
         {
         }
@@ -170,7 +165,7 @@ namespace {
                 return;
             ++m_complete;
             const auto cat =
-                e.contains("cat") && e["cat"].is_string() ? lower(e["cat"].get<std::string>()) : std::string();
+                e.contains("cat") && e["cat"].is_string() ? toLower(e["cat"].get<std::string>()) : std::string();
             if (kIgnoredCategories.contains(cat))
                 return;
             const double startNs = number(e, "ts", 0) * 1000.0;
@@ -193,9 +188,9 @@ namespace {
             m_data.spans.push_back(std::move(span));
             if (kRuntimeCategories.contains(cat)) {
                 if (const auto c = argInt(e, "correlation"); c >= 0)
-                    m_byCorrelation.emplace(c, Launch { thread, startNs });
+                    m_byCorrelation.emplace(c, ChromeLaunch { thread, startNs });
             } else if (const auto x = argInt(e, "External id"); x >= 0) {
-                m_byExternalId.emplace(x, Launch { thread, startNs });
+                m_byExternalId.emplace(x, ChromeLaunch { thread, startNs });
             }
         }
 
@@ -204,7 +199,7 @@ namespace {
         void resolveLaunches()
         {
             for (const auto& d : m_device) {
-                Launch at;
+                ChromeLaunch at;
                 if (const auto it = m_byCorrelation.find(d.correlation);
                     d.correlation >= 0 && it != m_byCorrelation.end())
                     at = it->second;
@@ -220,8 +215,8 @@ namespace {
         std::int64_t m_complete = 0;
         std::unordered_map<std::string, std::int64_t> m_threads;
         std::vector<DeviceEvent> m_device;
-        std::unordered_map<std::int64_t, Launch> m_byCorrelation;
-        std::unordered_map<std::int64_t, Launch> m_byExternalId;
+        std::unordered_map<std::int64_t, ChromeLaunch> m_byCorrelation;
+        std::unordered_map<std::int64_t, ChromeLaunch> m_byExternalId;
     };
 
 } // namespace
@@ -229,7 +224,7 @@ namespace {
 TraceData readChromeTraceJson(const std::filesystem::path& path, const std::string& text)
 {
     try {
-        return Reader(path).read(text);
+        return ChromeReader(path).read(text);
     } catch (const Json::exception& e) {
         // A field of the wrong type ("ph": 1) where the reader asks for a string or a number.
         throw Error("'" + path.string() + "' is not a trace this build reads (" + std::string(e.what()) + ")");

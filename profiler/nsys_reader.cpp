@@ -44,16 +44,16 @@ namespace {
         return out;
     }
 
-    struct Launch
+    struct NsysLaunch
     {
         std::int64_t thread = -1;
         double atNs = 0;
     };
 
-    class Reader
+    class NsysReader
     {
     public:
-        explicit Reader(const std::filesystem::path& path)
+        explicit NsysReader(const std::filesystem::path& path)
             : m_db(path, sql::Database::Mode::ReadOnly)
             , m_file("'" + path.string() + "'")
         {
@@ -193,7 +193,8 @@ namespace {
         {
             sql::Statement st(m_db, "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME");
             while (st.step())
-                m_launches.emplace(st.columnInt(0), Launch { st.columnInt(1), static_cast<double>(st.columnInt(2)) });
+                m_launches.emplace(
+                    st.columnInt(0), NsysLaunch { st.columnInt(1), static_cast<double>(st.columnInt(2)) });
         }
 
         // Kernels are named by shortName (readable), memcpys and memsets by `fixedName`.
@@ -210,7 +211,7 @@ namespace {
             sql::Statement st(m_db, "SELECT start, end, correlationId, " + name + " FROM " + table);
             while (st.step()) {
                 const auto it = m_launches.find(st.columnInt(2));
-                const Launch at = it == m_launches.end() ? Launch {} : it->second;
+                const NsysLaunch at = it == m_launches.end() ? NsysLaunch {} : it->second;
                 m_data.work.push_back({ fixedName.empty() ? stringId(st.columnInt(3)) : fixedName,
                     static_cast<double>(st.columnInt(1) - st.columnInt(0)), at.thread, at.atNs,
                     static_cast<double>(st.columnInt(0)) });
@@ -221,14 +222,14 @@ namespace {
         std::string m_file;
         TraceData m_data;
         std::unordered_map<std::int64_t, std::string> m_strings;
-        std::unordered_map<std::int64_t, Launch> m_launches;
+        std::unordered_map<std::int64_t, NsysLaunch> m_launches;
     };
 
 } // namespace
 
 TraceData readNsysSqlite(const std::filesystem::path& path)
 {
-    return Reader(path).read();
+    return NsysReader(path).read();
 }
 
 } // namespace ps::profiler

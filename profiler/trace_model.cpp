@@ -1,6 +1,7 @@
 #include "trace_model.h"
 
 #include "graph/op_cost.h"
+#include "text.h"
 #include "trace_timeline.h"
 
 #include <algorithm>
@@ -31,13 +32,6 @@ namespace {
         PhaseSuffix { ".fwd", Phase::Forward }, PhaseSuffix { ":fwd", Phase::Forward },
         PhaseSuffix { "_fwd", Phase::Forward } };
 
-    std::string lower(std::string_view s)
-    {
-        std::string out(s);
-        std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-        return out;
-    }
-
     // "AddmmBackward0", "NativeLayerNormBackward0, seq = 12" (emit_nvtx): an autograd function.
     bool namesAutogradFunction(std::string_view name)
     {
@@ -53,7 +47,7 @@ namespace {
 
     bool isBackwardMarker(std::string_view name)
     {
-        return lower(name) == "backward" || namesAutogradFunction(name);
+        return toLower(name) == "backward" || namesAutogradFunction(name);
     }
 
     // Node names and scopes (with every dotted prefix of a scope) to the nodes they stand for.
@@ -401,7 +395,7 @@ namespace {
 bool TraceData::autogradThread(std::int64_t thread) const
 {
     const auto it = threadNames.find(thread);
-    return it != threadNames.end() && lower(it->second).find("autograd") != std::string::npos;
+    return it != threadNames.end() && toLower(it->second).find("autograd") != std::string::npos;
 }
 
 TraceImport mapTraceToNodes(const Graph& graph, const TraceData& data)

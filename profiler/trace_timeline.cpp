@@ -1,5 +1,7 @@
 #include "trace_timeline.h"
 
+#include "text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <limits>
@@ -7,13 +9,6 @@
 
 namespace ps::profiler {
 namespace {
-
-    std::string lower(std::string_view s)
-    {
-        std::string out(s);
-        std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-        return out;
-    }
 
     // Splits one iteration's activities (start order) into passes.
     std::vector<TraceAction> passes(const std::vector<TimedActivity>& acts)
@@ -62,7 +57,7 @@ bool isProfilerStep(std::string_view name)
 
 bool isOptimizerRange(std::string_view name)
 {
-    const auto l = lower(name);
+    const auto l = toLower(name);
     return l.starts_with("optimizer.step");
 }
 

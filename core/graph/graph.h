@@ -131,4 +131,9 @@ private:
     std::vector<TensorId> m_outputs;
 };
 
+inline bool isActivation(const Graph& g, TensorId id)
+{
+    return g.tensor(id).kind == TensorKind::Activation;
+}
+
 } // namespace ps

@@ -23,11 +23,6 @@ namespace {
         return numBytes(t.shape, t.dtype);
     }
 
-    bool isActivation(const Graph& g, TensorId id)
-    {
-        return g.tensor(id).kind == TensorKind::Activation;
-    }
-
     // Share of a node's backward that produces parameter gradients (the registry's, when it reads one).
     double weightGradShare(const CostContext& ctx, const Node& node, const OpDef& def)
     {

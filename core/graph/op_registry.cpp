@@ -18,11 +18,6 @@ namespace {
 
     // ---- custom costs and saved state ------------------------------------------------------
 
-    bool isActivation(const Graph& g, TensorId id)
-    {
-        return g.tensor(id).kind == TensorKind::Activation;
-    }
-
     void saveIfActivation(const Graph& g, OpCost& cost, TensorId id)
     {
         if (isActivation(g, id))

@@ -1,14 +1,13 @@
 #include "onnx/attention_lowering.h"
 
+#include "onnx/op_mapping_support.h"
+
 #include <limits>
 
 namespace ps::onnximport {
 namespace {
 
-    bool present(const onnx::NodeProto& n, int input)
-    {
-        return n.input_size() > input && !n.input(input).empty();
-    }
+    using mapping::present;
 
     bool writes(const onnx::NodeProto& n, int output)
     {

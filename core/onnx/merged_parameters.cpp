@@ -97,7 +97,7 @@ namespace {
             || type == onnx::TensorProto::BFLOAT16 || type == onnx::TensorProto::DOUBLE;
     }
 
-    std::size_t elementBytes(int type)
+    std::size_t floatElementBytes(int type)
     {
         return type == onnx::TensorProto::DOUBLE ? 8 : type == onnx::TensorProto::FLOAT ? 4 : 2;
     }
@@ -143,7 +143,7 @@ namespace {
         if (x.size() != y.size())
             return 0;
         // Values all equal (zeros, ones) tell nothing: two such tensors are not one parameter.
-        const auto e0 = elementBytes(kept.data_type());
+        const auto e0 = floatElementBytes(kept.data_type());
         bool uniform = x.size() >= e0;
         for (std::size_t i = e0; uniform && i < x.size(); i += e0)
             uniform = x.compare(i, e0, x, 0, e0) == 0;
@@ -153,7 +153,7 @@ namespace {
             return 1;
         if (!transposed)
             return 0;
-        const auto e = elementBytes(kept.data_type());
+        const auto e = floatElementBytes(kept.data_type());
         const auto rows = static_cast<std::size_t>(a[0]);
         const auto cols = static_cast<std::size_t>(a[1]);
         if (x.size() != rows * cols * e)

@@ -42,14 +42,14 @@ namespace {
         return true;
     }
 
-    struct Lowering
+    struct WindowLowering
     {
         onnx::ModelProto& model;
         std::unordered_map<std::string, onnx::TensorProto*> initializers;
         std::unordered_map<std::string, int> readers; // value -> how many node inputs read it
         std::set<std::string> widened; // weights already (F, C / group, 1, k)
 
-        explicit Lowering(onnx::ModelProto& m)
+        explicit WindowLowering(onnx::ModelProto& m)
             : model(m)
         {
             for (auto& t : *m.mutable_graph()->mutable_initializer())
@@ -172,7 +172,7 @@ namespace {
 
 int lowerOneDimensionalWindows(onnx::ModelProto& model)
 {
-    Lowering lowering(model);
+    WindowLowering lowering(model);
     bool any = false;
     for (auto& node : *model.mutable_graph()->mutable_node())
         any = any || lowering.lowerable(node);

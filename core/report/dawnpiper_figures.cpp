@@ -15,8 +15,6 @@
 namespace ps::detail {
 namespace {
 
-    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
     // One line of a figure: a baseline and DawnPiper under one kind of pipeline.
     struct Pair
     {

@@ -19,8 +19,6 @@
 namespace ps::detail {
 namespace {
 
-    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
     struct Setup
     {
         Graph graph;

@@ -15,8 +15,6 @@
 namespace ps::detail {
 namespace {
 
-    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
     MaxModelResult search(const nlohmann::ordered_json& paper, int gpus, double hostGb, bool initOnHost = false)
     {
         MaxModelRequest request;

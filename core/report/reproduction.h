@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct ReproduceOptions
 [[nodiscard]] std::string_view paperNumbersJson();
 
 namespace detail {
+    // A cell with no value (one side does not fit or was not run).
+    inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
     PaperReport reproduceDawnPiper(const ReproduceOptions& options);
     PaperReport reproduceAdaGrouper(const ReproduceOptions& options);
     PaperReport reproduceFtpipe(const ReproduceOptions& options);

@@ -82,6 +82,10 @@ private:
 void shareAcrossTeam(
     std::int64_t n, std::int64_t minShare, const std::function<void(std::int64_t, std::int64_t)>& part);
 
+// Elements per team member below which waking the team costs more than it saves (the element-wise
+// and layout kernels' threshold).
+inline constexpr std::int64_t kMinTeamShare = std::int64_t { 1 } << 15;
+
 // Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm(CblasRowMajor, ...); on the calling
 // thread's team when it has one and the product is large enough to share.
 void sgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,

@@ -83,8 +83,7 @@ namespace detail {
             // are shared across the device's team (any split: the same sums).
             const auto n = out.numel();
             const auto rows = grad.numel() / std::max<std::int64_t>(n, 1);
-            constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
-            shareAcrossTeam(n, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, rows)),
+            shareAcrossTeam(n, std::max<std::int64_t>(1, kMinTeamShare / std::max<std::int64_t>(1, rows)),
                 [&](std::int64_t first, std::int64_t last) {
                     for (std::int64_t r = 0; r < rows; ++r) {
                         const float* gr = g + r * n;

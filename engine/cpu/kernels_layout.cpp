@@ -9,9 +9,6 @@
 namespace ps::engine::detail {
 namespace {
 
-    // Below this many elements per team member, waking the team costs more than it saves.
-    constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
-
     std::size_t axisOf(const Node& node, const char* key, std::int64_t fallback, std::size_t rank)
     {
         const auto a = node.intAttr(key, fallback);
@@ -25,7 +22,7 @@ namespace {
         const auto s = axisView(src.shape(), axis);
         const auto d = axisView(dst.shape(), axis);
         const auto bytes = static_cast<std::size_t>(count * s.inner) * sizeof(float);
-        shareAcrossTeam(s.outer, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, count * s.inner)),
+        shareAcrossTeam(s.outer, std::max<std::int64_t>(1, kMinTeamShare / std::max<std::int64_t>(1, count * s.inner)),
             [&](std::int64_t first, std::int64_t last) {
                 for (auto o = first; o < last; ++o)
                     std::memcpy(dst.f32() + (o * d.length + dstStart) * d.inner,
@@ -51,7 +48,7 @@ namespace {
         const float* src = x.f32();
         float* dst = out.f32();
         // Output rows shared across the device's team (copies: any split, the same values).
-        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, innerLen)),
+        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinTeamShare / std::max<std::int64_t>(1, innerLen)),
             [&](std::int64_t first, std::int64_t last) {
                 if (first >= last)
                     return; // nothing to copy (an empty dimension)

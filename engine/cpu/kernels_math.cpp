@@ -209,20 +209,18 @@ namespace {
     // f(i, i mod period) for i in [0, n), without a division per element: by rows of `period` (the
     // broadcast operand's elements), or by plain ranges when nothing repeats; shared across the
     // device's GEMM team when large (element-wise: the same results however it is split).
-    // Below this many elements per team member, waking the team costs more than it saves.
-    constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
 
     template <typename F> void rowBroadcast(std::int64_t n, std::int64_t period, F f)
     {
         if (period >= n) {
-            shareAcrossTeam(n, kMinShare, [&](std::int64_t b, std::int64_t e) {
+            shareAcrossTeam(n, kMinTeamShare, [&](std::int64_t b, std::int64_t e) {
                 for (std::int64_t i = b; i < e; ++i)
                     f(i, i);
             });
             return;
         }
         const auto rows = n / period;
-        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / period), [&](std::int64_t r0, std::int64_t r1) {
+        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinTeamShare / period), [&](std::int64_t r0, std::int64_t r1) {
             for (std::int64_t r = r0; r < r1; ++r) {
                 const auto base = r * period;
                 for (std::int64_t j = 0; j < period; ++j)
@@ -301,7 +299,7 @@ namespace {
         auto out = NdArray::empty(ctx.allocator, a.shape());
         float* o = out.f32();
         const float* x = a.f32();
-        shareAcrossTeam(a.numel(), kMinShare, [&](std::int64_t first, std::int64_t last) {
+        shareAcrossTeam(a.numel(), kMinTeamShare, [&](std::int64_t first, std::int64_t last) {
             for (auto i = first; i < last; ++i)
                 o[i] = op(x[i]);
         });
@@ -316,7 +314,7 @@ namespace {
         float* o = out.f32();
         const float* gx = dy.f32();
         const float* ks = kept.f32();
-        shareAcrossTeam(dy.numel(), kMinShare, [&](std::int64_t first, std::int64_t last) {
+        shareAcrossTeam(dy.numel(), kMinTeamShare, [&](std::int64_t first, std::int64_t last) {
             for (auto i = first; i < last; ++i)
                 o[i] = gx[i] * op(ks[i]);
         });

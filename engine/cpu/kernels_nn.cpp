@@ -73,8 +73,7 @@ namespace {
         const bool padded = v.in.size() > 1;
         const std::int64_t* pad = padded && v.in[1].dtype() == DType::I64 ? v.in[1].i64() : nullptr;
         const float* padF = padded && v.in[1].dtype() == DType::F32 ? v.in[1].f32() : nullptr;
-        constexpr std::int64_t kMinShare = std::int64_t { 1 } << 15;
-        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, tk)),
+        shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinTeamShare / std::max<std::int64_t>(1, tk)),
             [&](std::int64_t first, std::int64_t last) {
                 for (auto r = first; r < last; ++r) {
                     const auto b = r / rowsPerBatch;

@@ -21,7 +21,7 @@ namespace {
 #endif
 
     // Below this many elements per thread, waking the team costs more than it saves.
-    constexpr std::int64_t kMinShare = std::int64_t { 1 } << 14;
+    constexpr std::int64_t kMinLoopShare = std::int64_t { 1 } << 14;
 
     PS_VECTOR_CLONES void geluForwardRange(const float* __restrict x, float* __restrict y, std::int64_t n)
     {
@@ -267,47 +267,47 @@ namespace {
 void dropoutForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, unsigned long long seed,
     unsigned int threshold, float keep)
 {
-    shareAcrossTeam(n, kMinShare, [&](std::int64_t b, std::int64_t e) {
+    shareAcrossTeam(n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) {
         dropoutForwardRange(x + b, y + b, mask + b, e - b, b, seed, threshold, keep);
     });
 }
 
 void dropoutBackward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n, float keep)
 {
-    shareAcrossTeam(n, kMinShare,
+    shareAcrossTeam(n, kMinLoopShare,
         [&](std::int64_t b, std::int64_t e) { dropoutBackwardRange(dy + b, mask + b, dx + b, e - b, keep); });
 }
 
 void softmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c)
 {
-    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinLoopShare / std::max<std::int64_t>(1, c)),
         [&](std::int64_t b, std::int64_t e) { softmaxRange(x + b * c, y + b * c, e - b, c); });
 }
 
 void softmaxBackwardRows(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c)
 {
-    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinLoopShare / std::max<std::int64_t>(1, c)),
         [&](std::int64_t b, std::int64_t e) { softmaxBackwardRange(y + b * c, dy + b * c, dx + b * c, e - b, c); });
 }
 
 void maskedSoftmaxRows(const float* x, float* y, std::int64_t rows, std::int64_t c, float scale, const ScoreMask* mask)
 {
-    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinLoopShare / std::max<std::int64_t>(1, c)),
         [&](std::int64_t b, std::int64_t e) { maskedSoftmaxRange(x, y, b, e, c, scale, mask); });
 }
 
 void maskedSoftmaxBackwardRows(
     const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t c, float scale, const ScoreMask* mask)
 {
-    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)),
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinLoopShare / std::max<std::int64_t>(1, c)),
         [&](std::int64_t b, std::int64_t e) { maskedSoftmaxBackwardRange(y, dy, dx, b, e, c, scale, mask); });
 }
 
 void normRowsForward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
     std::int64_t rows, std::int64_t c, float eps, bool rms)
 {
-    shareAcrossTeam(
-        rows, std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c)), [&](std::int64_t b, std::int64_t e) {
+    shareAcrossTeam(rows, std::max<std::int64_t>(1, kMinLoopShare / std::max<std::int64_t>(1, c)),
+        [&](std::int64_t b, std::int64_t e) {
             normForwardRange(x + b * c, gamma, beta, y + b * c, mean + b, rstd + b, e - b, c, eps, rms);
         });
 }
@@ -323,7 +323,7 @@ void normRowsBackward(const float* x, const float* dy, const float* gamma, const
     const auto blocks = normBlocks(rows);
     float* sums = scratch; // blocks x c: dy * xhat
     float* betaSums = scratch + blocks * c; // blocks x c: dy
-    const auto rowsPerShare = std::max<std::int64_t>(1, kMinShare / std::max<std::int64_t>(1, c));
+    const auto rowsPerShare = std::max<std::int64_t>(1, kMinLoopShare / std::max<std::int64_t>(1, c));
     shareAcrossTeam(blocks, std::max<std::int64_t>(1, rowsPerShare * blocks / std::max<std::int64_t>(1, rows)),
         [&](std::int64_t b, std::int64_t e) {
             for (auto k = b; k < e; ++k)
@@ -346,13 +346,13 @@ void normRowsBackward(const float* x, const float* dy, const float* gamma, const
 
 void geluTanhForward(const float* x, float* y, std::int64_t n)
 {
-    shareAcrossTeam(n, kMinShare, [&](std::int64_t b, std::int64_t e) { geluForwardRange(x + b, y + b, e - b); });
+    shareAcrossTeam(n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { geluForwardRange(x + b, y + b, e - b); });
 }
 
 void geluTanhBackward(const float* dy, const float* x, float* dx, std::int64_t n)
 {
     shareAcrossTeam(
-        n, kMinShare, [&](std::int64_t b, std::int64_t e) { geluBackwardRange(dy + b, x + b, dx + b, e - b); });
+        n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { geluBackwardRange(dy + b, x + b, dx + b, e - b); });
 }
 
 } // namespace ps::engine::cpu

@@ -16,7 +16,7 @@ using namespace ps;
 
 namespace {
 
-const DeviceSpec& a100()
+const DeviceSpec& a100Device()
 {
     static const auto device = DeviceCatalog::builtin().find("a100-40gb");
     return device;
@@ -54,9 +54,9 @@ void expectSamePlan(const Plan& fast, const Plan& slow, const std::string& what)
 // nothing): the cases where the searches take different branches.
 std::vector<double> limitsFor(const Graph& graph, int stages)
 {
-    const auto profile = estimateProfile(graph, a100(), {});
-    const StageModel probe(
-        graph, profile, { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 }, makeCluster(a100(), stages), 16, {});
+    const auto profile = estimateProfile(graph, a100Device(), {});
+    const StageModel probe(graph, profile, { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 },
+        makeCluster(a100Device(), stages), 16, {});
     const double even = probe.approxMemoryBytes(0, probe.nodeCount(), 0) / stages;
     return { 0, 1.2 * even, 0.6 * even, 0.3 * even };
 }
@@ -72,13 +72,13 @@ TEST(PlannerFastPaths, RememberedEvaluationsGiveTheSlowPathsPlans)
     int infeasible = 0;
     for (const char* name : { "gpt2-small", "bert-base", "t5-small" }) {
         const auto graph = zooGraph(name);
-        const auto profile = estimateProfile(graph, a100(), {});
+        const auto profile = estimateProfile(graph, a100Device(), {});
         for (const int stages : { 2, 4, 8 }) {
             for (const double limit : limitsFor(graph, stages)) {
                 const ScheduleSpec spec { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 };
                 const PlannerLimits limits { limit, true, true };
-                const StageModel fast(graph, profile, spec, makeCluster(a100(), stages), 16, limits);
-                StageModel slow(graph, profile, spec, makeCluster(a100(), stages), 16, limits);
+                const StageModel fast(graph, profile, spec, makeCluster(a100Device(), stages), 16, limits);
+                StageModel slow(graph, profile, spec, makeCluster(a100Device(), stages), 16, limits);
                 slow.setEvaluationCache(false);
                 for (auto algorithm : allPlanAlgorithms()) {
                     if (algorithm == PlanAlgorithm::Exhaustive)
@@ -111,9 +111,10 @@ TEST(PlannerFastPaths, ParameterStateBoundNeverExceedsAStagesPeak)
     std::mt19937 rng(7);
     for (const char* name : { "gpt2-small", "bert-base", "t5-small" }) {
         const auto graph = zooGraph(name);
-        const auto profile = estimateProfile(graph, a100(), {});
+        const auto profile = estimateProfile(graph, a100Device(), {});
         for (auto kind : { ScheduleKind::OneFOneB, ScheduleKind::PipeDream }) {
-            const StageModel m(graph, profile, { kind, 4, 8, 1, 1 }, makeCluster(a100(), 4), 8, { 1e8, true, true });
+            const StageModel m(
+                graph, profile, { kind, 4, 8, 1, 1 }, makeCluster(a100Device(), 4), 8, { 1e8, true, true });
             std::uniform_int_distribution<std::size_t> node(0, m.nodeCount() - 1);
             for (int i = 0; i < 300; ++i) {
                 auto b = node(rng);
@@ -142,16 +143,16 @@ TEST(PlannerFastPaths, ParameterStateCheckAgreesWithEveryPartition)
     c.vocab = 500;
     c.seq = 16;
     const auto graph = buildZooModel(c);
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, a100Device(), {});
     const int S = 3;
     const auto spec = ScheduleSpec { ScheduleKind::PipeDream, S, 6, 1, 1 };
-    const StageModel probe(graph, profile, spec, makeCluster(a100(), S), 1, {});
+    const StageModel probe(graph, profile, spec, makeCluster(a100Device(), S), 1, {});
     const auto n = probe.nodeCount();
     const double whole = probe.minimumStaticBytes(0, n, 0);
     int yes = 0;
     int no = 0;
     for (double fraction = 0.05; fraction < 1.0; fraction += 0.03) {
-        const StageModel m(graph, profile, spec, makeCluster(a100(), S), 1, { fraction * whole, true, true });
+        const StageModel m(graph, profile, spec, makeCluster(a100Device(), S), 1, { fraction * whole, true, true });
         const auto fits = [&](std::size_t a, std::size_t b) {
             return m.minimumStaticBytes(0, a, 0) <= m.capacityBytes()
                 && m.minimumStaticBytes(a, b, 1) <= m.capacityBytes()
@@ -191,16 +192,16 @@ TEST(PlannerFastPaths, ParameterStateCheckLetsAHeavyLastLayerWaitForTheLastStage
     x = g.op(OpType::MatMul, "fc2", { x, g.parameter("fc2.w", { 16, 4096 }) });
     const auto labels = g.input("labels", { 4 }, DType::I64);
     const auto graph = g.finish({ g.op(OpType::CrossEntropy, "loss", { x, labels }) });
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, a100Device(), {});
     const auto spec = ScheduleSpec { ScheduleKind::PipeDream, 3, 6, 1, 1 };
-    const StageModel probe(graph, profile, spec, makeCluster(a100(), 3), 1, {});
+    const StageModel probe(graph, profile, spec, makeCluster(a100Device(), 3), 1, {});
     const auto heavy = graph.nodeCount() - 2; // fc2
     // Room for fc2 as the last stage (one weight version), not as the middle one (two).
     const double limit =
         (probe.minimumStaticBytes(heavy, heavy + 1, 2) + probe.minimumStaticBytes(heavy, heavy + 1, 1)) / 2;
     ASSERT_LT(probe.minimumStaticBytes(heavy, heavy + 1, 2), limit);
     ASSERT_GT(probe.minimumStaticBytes(heavy, heavy + 1, 1), limit);
-    const StageModel m(graph, profile, spec, makeCluster(a100(), 3), 1, { limit, true, true });
+    const StageModel m(graph, profile, spec, makeCluster(a100Device(), 3), 1, { limit, true, true });
     EXPECT_TRUE(m.parametersCanFit());
 }
 
@@ -233,10 +234,10 @@ TEST(PlannerFastPaths, MemoryBalancedFillMatchesTheLinearScan)
     };
     for (const char* name : { "gpt2-small", "t5-small" }) {
         const auto graph = zooGraph(name);
-        const auto profile = estimateProfile(graph, a100(), {});
+        const auto profile = estimateProfile(graph, a100Device(), {});
         for (const int S : { 2, 5, 8 }) {
             const StageModel m(
-                graph, profile, { ScheduleKind::OneFOneB, S, 2 * S, 1, 1 }, makeCluster(a100(), S), 4, {});
+                graph, profile, { ScheduleKind::OneFOneB, S, 2 * S, 1, 1 }, makeCluster(a100Device(), S), 4, {});
             const auto n = m.nodeCount();
             for (const auto& [b, e] : std::vector<std::pair<std::size_t, std::size_t>> {
                      { 0, n }, { 3, n - 5 }, { n / 3, n }, { 0, n / 2 } }) {
@@ -251,9 +252,9 @@ TEST(PlannerFastPaths, MemoryBalancedFillMatchesTheLinearScan)
 TEST(PlannerFastPaths, SearchRankingDoesNotDependOnThreads)
 {
     const auto graph = zooGraph("gpt2-small");
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, a100Device(), {});
     SearchRequest r;
-    r.device = a100();
+    r.device = a100Device();
     for (const auto* s : { "gpipe", "1f1b", "kfkb:2", "zb-h1" })
         r.schedules.push_back(parseScheduleSpec(s, 4, 8));
     r.algorithms = { PlanAlgorithm::DawnPiper, PlanAlgorithm::PipeDream, PlanAlgorithm::GPipe };
@@ -310,9 +311,9 @@ TEST(PlannerFastPaths, ParallelForRunsEveryTaskAndRethrowsTheFirstFailure)
 TEST(PlannerFastPaths, EveryPlanIsStreamedOnce)
 {
     const auto graph = zooGraph("gpt2-small");
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, a100Device(), {});
     SearchRequest r;
-    r.device = a100();
+    r.device = a100Device();
     r.schedules = { parseScheduleSpec("1f1b", 4, 8),
         parseScheduleSpec("interleaved:2", 4, 8) }; // the planner refuses it: an error row
     r.algorithms = { PlanAlgorithm::DawnPiper, PlanAlgorithm::GPipe };

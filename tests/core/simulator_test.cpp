@@ -11,7 +11,7 @@ using namespace ps;
 
 namespace {
 
-constexpr double kMs = 1e6; // ns per ms
+constexpr double kNsPerMs = 1e6; // ns per ms
 
 // A cluster whose links move `bytesPerMs` bytes per millisecond and have no latency.
 Cluster testCluster(int devices, double bytesPerMs = 1e9)
@@ -30,9 +30,9 @@ std::vector<StageCost> equalStages(int S, double fMs, double bMs, double sendByt
 {
     std::vector<StageCost> stages(static_cast<std::size_t>(S));
     for (auto& s : stages) {
-        s.forwardNs = fMs * kMs;
-        s.backwardNs = bMs * kMs;
-        s.weightGradNs = bMs * kMs / 2;
+        s.forwardNs = fMs * kNsPerMs;
+        s.backwardNs = bMs * kNsPerMs;
+        s.weightGradNs = bMs * kNsPerMs / 2;
         s.activationBytes = actBytes;
         s.sendForwardBytes = sendBytes;
         s.sendBackwardBytes = sendBytes;
@@ -56,7 +56,7 @@ Spans computeTimes(const SimulationResult& r, std::uint32_t device)
     Spans out;
     for (const auto& e : r.events) {
         if (e.device.value == device && e.stream == Stream::Compute && e.action != ActionType::OptimizerStep)
-            out.emplace_back(e.startNs / kMs, e.endNs / kMs);
+            out.emplace_back(e.startNs / kNsPerMs, e.endNs / kNsPerMs);
     }
     return out;
 }
@@ -80,7 +80,7 @@ TEST(Simulator, BubbleFractionIsExactForGPipeAndOneFOneB)
                 const auto r = run({ kind, S, M, 1, 1 }, equalStages(S, 1.0, 2.0), testCluster(S), false);
                 const double expected = static_cast<double>(S - 1) / (M + S - 1);
                 EXPECT_NEAR(r.bubbleFraction, expected, 1e-12) << "S=" << S << " M=" << M;
-                EXPECT_NEAR(r.iterationNs, (M + S - 1) * 3.0 * kMs, 1e-6);
+                EXPECT_NEAR(r.iterationNs, (M + S - 1) * 3.0 * kNsPerMs, 1e-6);
             }
         }
     }
@@ -93,7 +93,7 @@ TEST(Simulator, HandWorkedOneFOneBTwoStages)
     const auto r = run({ ScheduleKind::OneFOneB, 2, 2, 1, 1 }, equalStages(2, 1, 2), testCluster(2), false);
     expectSpans(computeTimes(r, 0), { { 0, 1 }, { 1, 2 }, { 4, 6 }, { 7, 9 } });
     expectSpans(computeTimes(r, 1), { { 1, 2 }, { 2, 4 }, { 4, 5 }, { 5, 7 } });
-    EXPECT_NEAR(r.iterationNs, 9 * kMs, 1e-3);
+    EXPECT_NEAR(r.iterationNs, 9 * kNsPerMs, 1e-3);
 }
 
 TEST(Simulator, SlowTransfersMakeTwoFTwoBFasterThanOneFOneB)
@@ -110,11 +110,11 @@ TEST(Simulator, SlowTransfersMakeTwoFTwoBFasterThanOneFOneB)
         { { 0, 1 }, { 1, 2 }, { 6, 8 }, { 8, 9 }, { 9, 11 }, { 11, 12 }, { 14, 16 }, { 17, 19 } });
     expectSpans(
         computeTimes(two, 0), { { 0, 1 }, { 1, 2 }, { 2, 3 }, { 3, 4 }, { 7, 9 }, { 9, 11 }, { 13, 15 }, { 15, 17 } });
-    EXPECT_NEAR(one.iterationNs, 19 * kMs, 1e-3);
-    EXPECT_NEAR(two.iterationNs, 17 * kMs, 1e-3);
+    EXPECT_NEAR(one.iterationNs, 19 * kNsPerMs, 1e-3);
+    EXPECT_NEAR(two.iterationNs, 17 * kNsPerMs, 1e-3);
     // Without transfer time both take (M + S - 1)(F + B) = 15 ms.
-    EXPECT_NEAR(run({ ScheduleKind::OneFOneB, 2, 4, 1, 1 }, stages, cluster, false).iterationNs, 15 * kMs, 1e-3);
-    EXPECT_NEAR(run({ ScheduleKind::KFKB, 2, 4, 2, 1 }, stages, cluster, false).iterationNs, 15 * kMs, 1e-3);
+    EXPECT_NEAR(run({ ScheduleKind::OneFOneB, 2, 4, 1, 1 }, stages, cluster, false).iterationNs, 15 * kNsPerMs, 1e-3);
+    EXPECT_NEAR(run({ ScheduleKind::KFKB, 2, 4, 2, 1 }, stages, cluster, false).iterationNs, 15 * kNsPerMs, 1e-3);
 }
 
 TEST(Simulator, PeakMemoryFollowsInFlightMicroBatches)
@@ -152,8 +152,8 @@ TEST(Simulator, ZeroBubbleFillsTheCoolDown)
             const auto stages = equalStages(S, 1, 2);
             const auto f1b = run({ ScheduleKind::OneFOneB, S, M, 1, 1 }, stages, testCluster(S), false);
             const auto zb = run({ ScheduleKind::ZeroBubbleH1, S, M, 1, 1 }, stages, testCluster(S), false);
-            EXPECT_NEAR(f1b.iterationNs, (3 * M + 3 * (S - 1)) * kMs, 1e-3);
-            EXPECT_NEAR(zb.iterationNs, (3 * M + (S - 1)) * kMs, 1e-3) << "S=" << S << " M=" << M;
+            EXPECT_NEAR(f1b.iterationNs, (3 * M + 3 * (S - 1)) * kNsPerMs, 1e-3);
+            EXPECT_NEAR(zb.iterationNs, (3 * M + (S - 1)) * kNsPerMs, 1e-3) << "S=" << S << " M=" << M;
         }
     }
 }
@@ -163,7 +163,7 @@ TEST(Simulator, PipeDreamSteadyStateHasNoFlush)
     const auto stages = equalStages(4, 1, 2);
     const auto f1b = run({ ScheduleKind::OneFOneB, 4, 16, 1, 1 }, stages, testCluster(4), false);
     const auto async = run({ ScheduleKind::PipeDream, 4, 16, 1, 1 }, stages, testCluster(4), false);
-    EXPECT_NEAR(async.steadyIterationNs, 16 * 3 * kMs, 1e-6); // one F + B per micro-batch, no bubble
+    EXPECT_NEAR(async.steadyIterationNs, 16 * 3 * kNsPerMs, 1e-6); // one F + B per micro-batch, no bubble
     EXPECT_GT(async.samplesPerSecond, f1b.samplesPerSecond);
 }
 
@@ -173,8 +173,8 @@ TEST(Simulator, AsyncSteadyStateIsNoFasterThanTheBusiestDevice)
     // every device still runs one F + B per micro-batch in the steady state.
     const auto stages = equalStages(8, 1, 2);
     const auto async = run({ ScheduleKind::PipeDream, 8, 2, 1, 1 }, stages, testCluster(8), false);
-    EXPECT_GE(async.steadyIterationNs, 2 * 3 * kMs - 1e-6);
-    EXPECT_LE(async.samplesPerSecond, 1e9 / (3 * kMs) + 1e-6);
+    EXPECT_GE(async.steadyIterationNs, 2 * 3 * kNsPerMs - 1e-6);
+    EXPECT_LE(async.samplesPerSecond, 1e9 / (3 * kNsPerMs) + 1e-6);
 }
 
 TEST(Simulator, BandwidthTraceSlowsTransfers)
@@ -184,7 +184,7 @@ TEST(Simulator, BandwidthTraceSlowsTransfers)
     const auto base = run({ ScheduleKind::OneFOneB, 2, 1, 1, 1 }, stages, cluster);
     cluster.intraTrace = BandwidthTrace { { { 0.0, 0.5 } }, 0 };
     const auto slow = run({ ScheduleKind::OneFOneB, 2, 1, 1, 1 }, stages, cluster);
-    EXPECT_NEAR(slow.iterationNs - base.iterationNs, 2 * kMs, 1e-3); // two 1 ms transfers take 2 ms each
+    EXPECT_NEAR(slow.iterationNs - base.iterationNs, 2 * kNsPerMs, 1e-3); // two 1 ms transfers take 2 ms each
 
     const BandwidthTrace preempted { { { 0.0, 1.0 }, { 1.0, 0.0 }, { 2.0, 1.0 } }, 0 };
     EXPECT_DOUBLE_EQ(preempted.transferEnd(0.5, 1000, 1000), 2.5); // 0.5 s moved, 1 s stalled, 0.5 s more
@@ -239,12 +239,12 @@ TEST(Simulator, SwapAndRecomputeTradeTimeForMemory)
     const auto schedule = generateSchedule({ ScheduleKind::OneFOneB, S, M, 1, 1 });
 
     // Recompute 600 of stage 0's 1000 bytes at 0.5 ms each time: peak drops, time grows.
-    SimulationInput recompute { schedule, stages, cluster, {}, 1.0, { { 0, 600, 0.5 * kMs, {}, {} }, {} },
+    SimulationInput recompute { schedule, stages, cluster, {}, 1.0, { { 0, 600, 0.5 * kNsPerMs, {}, {} }, {} },
         { false, false } };
     const auto r = simulate(recompute);
     EXPECT_LT(r.devices[0].peakBytes, base.devices[0].peakBytes);
     EXPECT_GT(r.iterationNs, base.iterationNs);
-    EXPECT_NEAR(r.devices[0].busyNs - base.devices[0].busyNs, M * 0.5 * kMs, 1e-3);
+    EXPECT_NEAR(r.devices[0].busyNs - base.devices[0].busyNs, M * 0.5 * kNsPerMs, 1e-3);
     EXPECT_NEAR(r.devices[0].memoryCurve.back().bytes, 0, 1e-9); // every byte freed at the end
 
     // Swap 500 of stage 0's 1000 bytes (0.5 ms each way) with four micro-batches in flight: at the

@@ -63,7 +63,7 @@ public:
     std::size_t given = 0;
 };
 
-Graph tinyGpt()
+Graph tracedGpt()
 {
     auto c = zooPreset("gpt2-tiny");
     c.layers = 2;
@@ -95,7 +95,7 @@ std::vector<RunStepResult> train(const Graph& graph, ActionTracer* tracer, int s
 
 TEST(ActionTracer, EventsTakeTheTracersSpansAndTrainingIsUnchanged)
 {
-    const auto graph = tinyGpt();
+    const auto graph = tracedGpt();
     const auto plain = train(graph, nullptr, 2);
     FakeTracer tracer;
     const auto traced = train(graph, &tracer, 2);
@@ -133,7 +133,7 @@ TEST(ActionTracer, EventsTakeTheTracersSpansAndTrainingIsUnchanged)
 // device, stage and action as without a tracer.
 TEST(ActionTracer, AFailingActionClosesItsRangeAndIsReported)
 {
-    const auto graph = tinyGpt();
+    const auto graph = tracedGpt();
     FakeTracer tracer;
     RunConfig c;
     c.schedule = parseScheduleSpec("1f1b", 2, 4);
@@ -158,7 +158,7 @@ TEST(ActionTracer, AFailingActionClosesItsRangeAndIsReported)
 // link here), and the next timed step is traced.
 TEST(ActionTracer, AnUntimedStepTracesNothingAndReportsNoTimeline)
 {
-    const auto graph = tinyGpt();
+    const auto graph = tracedGpt();
     const auto plain = train(graph, nullptr, 2);
     FakeTracer tracer;
     RunConfig c;

@@ -24,19 +24,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-Graph tinyGpt()
-{
-    auto c = zooPreset("gpt2-tiny");
-    c.seq = 32;
-    c.microBatch = 2;
-    return buildZooModel(c);
-}
-
-TokenData corpus()
-{
-    return TokenData::random(256, 1 << 16, 11);
-}
-
 RunConfig kfkb(const Graph& graph, int k)
 {
     RunConfig c;
@@ -57,7 +44,7 @@ Trainer oneDevice(const Graph& graph)
     o.optimizer.kind = "sgd";
     o.optimizer.lr = 0.05;
     o.seed = 5;
-    return Trainer(graph, corpus(), o);
+    return Trainer(graph, randomCorpus(), o);
 }
 
 double secondsOf(EmulatedLink::Clock::duration d)
@@ -110,9 +97,9 @@ TEST(EmulatedLink, ARunOverItRecordsEachSendsTimeOnTheLinkAndTrainsTheSame)
 {
     const auto graph = tinyGpt();
     auto config = kfkb(graph, 2);
-    TrainingRun plain(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun plain(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     config.link = { 2e7, 2e-4, std::nullopt }; // 20 MB/s, 0.2 ms
-    TrainingRun linked(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun linked(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     for (int s = 0; s < 3; ++s) {
         const auto a = plain.step();
         const auto b = linked.step();
@@ -133,7 +120,7 @@ TEST(Pipeline, SwitchingKBetweenStepsKeepsParametersAndMatchesOneDevice)
 {
     const auto graph = tinyGpt();
     Trainer reference = oneDevice(graph);
-    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
+    TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
     for (int s = 0; s < 9; ++s) {
         if (s == 3 || s == 6) {
             auto spec = run.config().schedule;
@@ -149,7 +136,7 @@ TEST(Pipeline, SwitchingKBetweenStepsKeepsParametersAndMatchesOneDevice)
 TEST(Pipeline, SetScheduleRejectsAnotherShapeAndKeepsTheCurrentOne)
 {
     const auto graph = tinyGpt();
-    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 2));
+    TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), kfkb(graph, 2));
     auto more = run.config().schedule;
     more.microBatches = 8;
     try {
@@ -172,7 +159,7 @@ TEST(Pipeline, SwitchingTheMicroBatchSizeKeepsParametersDataAndMatchesOneDevice)
     // the run keeps matching one device accumulating 4 micro-batches of 2.
     const auto graph = tinyGpt();
     Trainer reference = oneDevice(graph);
-    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
+    TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), kfkb(graph, 1));
     for (int s = 0; s < 7; ++s) {
         if (s == 2 || s == 4) {
             const std::int64_t b = s == 2 ? 4 : 1;
@@ -289,7 +276,7 @@ TEST(GroupSizeController, AModelWithBatchNormKeepsItsMicroBatchSize)
     RunShape shape { config.partition, config.schedule, {}, {}, 0, std::int64_t { 1 } << 30, {} };
     for (const auto& candidate : autoGroupCandidates(graph, nullptr, shape))
         EXPECT_EQ(candidate.microBatch, 2);
-    TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     auto spec = config.schedule;
     spec.microBatches = 2;
     c.microBatch = 4;

@@ -34,14 +34,6 @@ void touch(ChunkManager& m, int chunk, std::size_t moment)
     m.release(c);
 }
 
-Graph tinyGpt()
-{
-    auto c = zooPreset("gpt2-tiny"); // 2 layers, 64 wide, byte vocabulary, dropout 0
-    c.seq = 32;
-    c.microBatch = 2;
-    return buildZooModel(c);
-}
-
 RunConfig config(const Graph& graph, const std::string& optimizer, bool chunks, std::int64_t chunkElements = 0)
 {
     RunConfig c;

@@ -22,13 +22,6 @@ using namespace ps::engine::testing;
 
 namespace {
 
-bool noGpu(std::string& why)
-{
-    const auto probe = engine::cuda::probeGpus();
-    why = probe.status;
-    return probe.devices.empty();
-}
-
 Graph smallGpt(int layers, double dropout)
 {
     auto c = zooPreset("gpt2-tiny");

@@ -24,6 +24,7 @@
 using namespace ps;
 using namespace ps::engine;
 using ps::engine::testing::makeNode;
+using ps::engine::testing::noGpu;
 
 namespace {
 
@@ -191,13 +192,6 @@ public:
         return c;
     }
 };
-
-bool noGpu(std::string& why)
-{
-    const auto probe = engine::cuda::probeGpus();
-    why = probe.status;
-    return probe.devices.empty();
-}
 
 // Largest |a - b| over the largest |b| (at least 1e-3): one number per compared array; infinite
 // where one side is NaN and the other not (std::max would drop a NaN).

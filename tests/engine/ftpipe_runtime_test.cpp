@@ -24,14 +24,6 @@ using namespace ps::engine::testing;
 
 namespace {
 
-Graph tinyGpt()
-{
-    auto c = zooPreset("gpt2-tiny"); // 2 layers, 64 wide, byte vocabulary, dropout 0
-    c.seq = 32;
-    c.microBatch = 2;
-    return buildZooModel(c);
-}
-
 // FTPipe's checkpointing (§4.2.1): every stage but the last recomputes what it produces and saves.
 std::vector<StageMemoryPlan> borderCheckpoints(const Graph& graph, const Partition& partition)
 {

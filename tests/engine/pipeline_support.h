@@ -1,18 +1,45 @@
 // Helpers shared by the pipeline runtime's tests (pipeline_test.cpp, pipeline_ops_test.cpp).
 #pragma once
 
+#include "cuda/cuda_probe.h"
+#include "data.h"
 #include "graph/op_cost.h"
 #include "plan/partition.h"
 #include "sim/memory_model.h"
+#include "zoo/model_config.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace ps::engine::testing {
+
+// gpt2-tiny (2 layers, 64 wide, byte vocabulary, dropout 0) at sequence 32, micro-batch 2.
+inline Graph tinyGpt()
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.seq = 32;
+    c.microBatch = 2;
+    return buildZooModel(c);
+}
+
+// True (with the probe's reason in `why`) where no GPU is usable: GPU tests skip then.
+inline bool noGpu(std::string& why)
+{
+    const auto probe = cuda::probeGpus();
+    why = probe.status;
+    return probe.devices.empty();
+}
+
+// Random bytes, not the default corpus: tests must not depend on it.
+inline TokenData randomCorpus()
+{
+    return TokenData::random(256, 1 << 16, 11);
+}
 
 // |a - b| / |b| over all elements (b the reference).
 inline double relativeL2(const std::vector<float>& a, const std::vector<float>& b)

@@ -31,14 +31,6 @@ namespace {
 
 constexpr int kSteps = 20;
 
-Graph tinyGpt()
-{
-    auto c = zooPreset("gpt2-tiny"); // 2 layers, 64 wide, byte vocabulary, dropout 0
-    c.seq = 32;
-    c.microBatch = 2;
-    return buildZooModel(c);
-}
-
 Graph gpt4x128()
 {
     auto c = zooPreset("gpt2-tiny");
@@ -49,11 +41,6 @@ Graph gpt4x128()
     c.seq = 32;
     c.microBatch = 2;
     return buildZooModel(c);
-}
-
-TokenData corpus()
-{
-    return TokenData::random(256, 1 << 16, 11); // not the default corpus: tests must not depend on it
 }
 
 struct Outcome
@@ -69,7 +56,7 @@ Outcome singleDevice(const Graph& graph, int microBatches, const std::string& op
     o.optimizer.kind = optimizer;
     o.optimizer.lr = optimizer == "sgd" ? 0.05 : 3e-3;
     o.seed = 5;
-    Trainer trainer(graph, corpus(), o);
+    Trainer trainer(graph, randomCorpus(), o);
     Outcome out;
     for (int s = 0; s < kSteps; ++s)
         out.losses.push_back(trainer.step().loss);
@@ -92,7 +79,7 @@ RunConfig configFor(
 
 Outcome pipeline(const Graph& graph, const RunConfig& config, const std::string& devices)
 {
-    TrainingRun run(graph, corpus(), makeDevices(devices, 0), config);
+    TrainingRun run(graph, randomCorpus(), makeDevices(devices, 0), config);
     Outcome out;
     for (int s = 0; s < kSteps; ++s)
         out.losses.push_back(run.step().loss);
@@ -219,7 +206,7 @@ TEST(Pipeline, DevicesWithSeveralCoresSplitTheirGemms)
     auto devices = makeDevices("cpu:2", 0);
     for (auto& d : devices)
         d.cores = cores;
-    TrainingRun run(graph, corpus(), std::move(devices), configFor(graph, "1f1b", 2, M));
+    TrainingRun run(graph, randomCorpus(), std::move(devices), configFor(graph, "1f1b", 2, M));
     Outcome got;
     for (int s = 0; s < kSteps; ++s)
         got.losses.push_back(run.step().loss);
@@ -254,10 +241,10 @@ TEST(Pipeline, SwapAndRecomputeLowerThePeak)
 {
     const auto graph = gpt4x128();
     auto config = configFor(graph, "gpipe", 2, 4);
-    TrainingRun keep(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun keep(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     const auto a = keep.step();
     config.memory = swapAndRecompute(graph, config.partition);
-    TrainingRun planned(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun planned(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     const auto b = planned.step();
     for (std::size_t d = 0; d < 2; ++d)
         EXPECT_LT(b.devicePeakBytes[d], a.devicePeakBytes[d]) << "device " << d;
@@ -312,7 +299,7 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
             std::vector<std::pair<std::string, int>> { { "gpipe", 2 }, { "1f1b", 2 }, { "kfkb:2", 2 },
                 { "interleaved:2", 4 }, { "zb-h1", 2 }, { "pipedream", 2 }, { "ftpipe-async:2", 2 } }) {
             auto config = configFor(graph, schedule, stages, 4, "adamw");
-            TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
+            TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
             std::vector<std::int64_t> measured(2, 0);
             std::vector<MemoryByUse> uses(2);
             for (int step = 0; step < 2; ++step) { // the first step creates the optimizer state
@@ -377,7 +364,7 @@ TEST(Pipeline, StageOverCapacityFailsNamingDeviceStageAndNode)
     const auto graph = tinyGpt();
     auto config = configFor(graph, "1f1b", 2, 4);
     try {
-        TrainingRun run(graph, corpus(), makeDevices("cpu:2", 900 * 1024), config);
+        TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 900 * 1024), config);
         run.step();
         FAIL() << "expected an out-of-memory error";
     } catch (const OutOfMemoryError& e) {
@@ -395,15 +382,15 @@ TEST(Pipeline, ResumeContinuesTheSameLossSequence)
     auto config = configFor(graph, "1f1b", 2, 4);
     config.warmupSteps = 3;
     config.decaySteps = 20;
-    TrainingRun straight(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun straight(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     std::vector<double> expected;
     for (int s = 0; s < 20; ++s)
         expected.push_back(straight.step().loss);
-    TrainingRun first(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun first(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     for (int s = 0; s < 10; ++s)
         EXPECT_DOUBLE_EQ(first.step().loss, expected[static_cast<std::size_t>(s)]);
     const auto checkpoint = first.checkpoint();
-    TrainingRun resumed(graph, corpus(), makeDevices("cpu:2", 0), config);
+    TrainingRun resumed(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
     resumed.restore(checkpoint);
     for (int s = 10; s < 20; ++s)
         EXPECT_DOUBLE_EQ(resumed.step().loss, expected[static_cast<std::size_t>(s)]) << "step " << s + 1;
@@ -436,7 +423,7 @@ TEST(Pipeline, Tf32IsRefusedOnCpuDevices)
     auto config = configFor(graph, "1f1b", 2, 2);
     config.gemm = GemmPrecision::Tf32;
     try {
-        TrainingRun run(graph, corpus(), makeDevices("cpu:2", 0), config);
+        TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
         FAIL() << "expected a refusal";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("cpu:0"), std::string::npos) << e.what();
