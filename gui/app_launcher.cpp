@@ -243,6 +243,7 @@ namespace {
             }
             try {
                 OnnxImportDialog dialog(QString::fromStdString(options.onnx));
+                (void)dialog.preview(); // computed now, not after the dialog's edit pause
                 return savePng(dialog, options, error);
             } catch (const std::exception& e) {
                 error = e.what();

@@ -42,11 +42,12 @@ LoadedProject loadProjectFile(const QString& path)
     return p;
 }
 
-LoadedProject loadOnnxModel(
-    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss, bool keepWeights)
+LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss,
+    bool keepWeights, const std::map<std::string, std::int64_t>& dims)
 {
     OnnxImportOptions options; // 0: the exported size of a fixed dimension, the default of a dynamic one
     options.keepWeights = keepWeights;
+    options.dims = dims;
     if (batch > 0)
         options.batch = batch;
     if (sequence > 0)

@@ -342,6 +342,11 @@ void LaunchDialog::setSteps(int steps)
     m_steps->setValue(steps);
 }
 
+void LaunchDialog::setRandomTokens(bool on)
+{
+    m_data->setCurrentIndex(on ? RandomTokens : DefaultCorpus);
+}
+
 void LaunchDialog::setOverride(bool on)
 {
     m_override->setChecked(on);

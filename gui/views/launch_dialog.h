@@ -51,6 +51,7 @@ public:
     void selectPlan(int index); // 0: the current edit (when there is one), then stored plans
     void setDeviceMemoryBytes(std::int64_t bytes);
     void setSteps(int steps);
+    void setRandomTokens(bool on); // on: Random tokens; off: the default corpus
     void setOverride(bool on);
     [[nodiscard]] int planCount() const;
     [[nodiscard]] QPushButton* launchButton() const

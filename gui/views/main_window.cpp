@@ -273,8 +273,9 @@ void MainWindow::importWithDialog()
         this, tr("Import ONNX model"), QString(), tr("ONNX models (*.onnx);;All files (*)"));
     if (path.isEmpty())
         return;
-    // The preview: every input dimension, dynamic or fixed at its exported size, and the sizes to
-    // import at (a fixed one other than the exported size re-specialises the graph).
+    // One dialog: every input dimension, dynamic or fixed at its exported size, the sizes to import
+    // at (a fixed one other than the exported size re-specialises the graph), the loss, the weights,
+    // and a live preview of the import.
     std::unique_ptr<OnnxImportDialog> dialog;
     try {
         dialog = std::make_unique<OnnxImportDialog>(path, this);
@@ -283,7 +284,8 @@ void MainWindow::importWithDialog()
         return;
     }
     if (dialog->exec() == QDialog::Accepted)
-        importOnnxInBackground(path, dialog->batch(), dialog->sequence(), dialog->loss(), dialog->keepWeights());
+        importOnnxInBackground(
+            path, dialog->batch(), dialog->sequence(), dialog->loss(), dialog->keepWeights(), dialog->dims());
 }
 
 bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)

@@ -8,6 +8,8 @@
 #include <QStringList>
 
 #include <functional>
+#include <map>
+#include <string>
 
 class QDockWidget;
 class QLabel;
@@ -59,7 +61,7 @@ public:
     // thread; loadFinished reports the end. False when another load is going.
     bool openProjectInBackground(const QString& path);
     bool importOnnxInBackground(const QString& path, std::int64_t batch = 0, std::int64_t sequence = 0,
-        const QString& loss = {}, bool keepWeights = true);
+        const QString& loss = {}, bool keepWeights = true, const std::map<std::string, std::int64_t>& dims = {});
     bool newFromZooInBackground(const ModelConfig& config);
     // First start: the example project (gpt2-tiny with a 2-stage CPU plan), created in the app
     // data folder when missing, opened with its plan in the editor.

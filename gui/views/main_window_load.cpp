@@ -97,11 +97,13 @@ bool MainWindow::openProjectInBackground(const QString& path)
         tr("Opening %1…").arg(QFileInfo(path).fileName()), [path] { return loadProjectFile(path); });
 }
 
-bool MainWindow::importOnnxInBackground(
-    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss, bool keepWeights)
+bool MainWindow::importOnnxInBackground(const QString& path, std::int64_t batch, std::int64_t sequence,
+    const QString& loss, bool keepWeights, const std::map<std::string, std::int64_t>& dims)
 {
-    return loadInBackground(tr("Importing %1…").arg(QFileInfo(path).fileName()),
-        [path, batch, sequence, loss, keepWeights] { return loadOnnxModel(path, batch, sequence, loss, keepWeights); });
+    return loadInBackground(
+        tr("Importing %1…").arg(QFileInfo(path).fileName()), [path, batch, sequence, loss, keepWeights, dims] {
+            return loadOnnxModel(path, batch, sequence, loss, keepWeights, dims);
+        });
 }
 
 bool MainWindow::newFromZooInBackground(const ModelConfig& config)

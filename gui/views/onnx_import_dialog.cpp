@@ -1,23 +1,50 @@
 #include "views/onnx_import_dialog.h"
 
+#include "graph/graph_summary.h"
+#include "models/project_session.h"
+#include "util/error.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGroupBox>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include <algorithm>
 
 namespace ps::gui {
 
+namespace {
+
+    QSpinBox* sizeBox(QWidget* parent, std::int64_t value)
+    {
+        auto* box = new QSpinBox(parent);
+        box->setRange(1, 1 << 20);
+        box->setValue(static_cast<int>(std::clamp<std::int64_t>(value, 1, 1 << 20)));
+        return box;
+    }
+
+    QString shapeText(const Shape& shape)
+    {
+        QStringList dims;
+        for (const auto d : shape)
+            dims << QString::number(d);
+        return QStringLiteral("[%1]").arg(dims.join(QStringLiteral(", ")));
+    }
+
+} // namespace
+
 OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     : QDialog(parent)
+    , m_path(path)
     , m_dims(describeOnnxInputs(path.toStdString()))
 {
     setWindowTitle(tr("Import ONNX: %1").arg(QFileInfo(path).fileName()));
@@ -33,19 +60,24 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
 
     std::int64_t batch = 1;
     std::int64_t sequence = 0;
-    for (const auto& d : m_dims) {
+    for (int row = 0; row < static_cast<int>(m_dims.size()); ++row) {
+        const auto& d = m_dims[static_cast<std::size_t>(row)];
         if (d.role == DimRole::Batch && !d.dynamic)
             batch = d.exported;
         if (d.role == DimRole::Sequence)
             sequence = sequence > 0 ? sequence : d.dynamic ? 128 : d.exported;
+        // Another named dynamic dimension gets its own size, edited in its row (once per name).
+        if (d.role == DimRole::Other && d.dynamic && !d.param.empty() && !m_named.contains(d.param)) {
+            auto* box = sizeBox(m_table, d.size);
+            box->setToolTip(tr("Size of the dimension '%1'").arg(QString::fromStdString(d.param)));
+            m_table->setCellWidget(row, 4, box);
+            m_named.emplace(d.param, box);
+            connect(box, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
+        }
     }
     auto* form = new QFormLayout;
-    m_batch = new QSpinBox(this);
-    m_batch->setRange(1, 1 << 20);
-    m_batch->setValue(static_cast<int>(batch));
-    m_sequence = new QSpinBox(this);
-    m_sequence->setRange(1, 1 << 20);
-    m_sequence->setValue(static_cast<int>(std::max<std::int64_t>(1, sequence)));
+    m_batch = sizeBox(this, batch);
+    m_sequence = sizeBox(this, std::max<std::int64_t>(1, sequence));
     m_sequence->setEnabled(sequence > 0);
     m_loss = new QComboBox(this);
     m_loss->addItem(tr("none (plan only)"), QString());
@@ -66,16 +98,33 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     m_note = new QLabel(this);
     m_note->setWordWrap(true);
     layout->addWidget(m_note);
+
+    auto* previewBox = new QGroupBox(tr("Preview (what Import gives at these choices)"), this);
+    auto* previewLayout = new QVBoxLayout(previewBox);
+    m_previewLabel = new QLabel(previewBox);
+    m_previewLabel->setWordWrap(true);
+    m_previewLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    previewLayout->addWidget(m_previewLabel);
+    layout->addWidget(previewBox);
+
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
-    buttons->button(QDialogButtonBox::Ok)->setText(tr("Import"));
+    m_import = buttons->button(QDialogButtonBox::Ok);
+    m_import->setText(tr("Import"));
     connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     layout->addWidget(buttons);
+
+    // The preview imports the model (without weights): it follows edits after a pause, not per key.
+    m_previewTimer = new QTimer(this);
+    m_previewTimer->setSingleShot(true);
+    m_previewTimer->setInterval(250);
+    connect(m_previewTimer, &QTimer::timeout, this, &OnnxImportDialog::updatePreview);
     connect(m_batch, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
     connect(m_sequence, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
     connect(m_noWeights, &QCheckBox::toggled, this, &OnnxImportDialog::refresh);
+    connect(m_loss, &QComboBox::currentIndexChanged, this, &OnnxImportDialog::refresh);
     refresh();
-    resize(640, 420);
+    resize(680, 560);
 }
 
 std::int64_t OnnxImportDialog::batch() const
@@ -86,6 +135,14 @@ std::int64_t OnnxImportDialog::batch() const
 std::int64_t OnnxImportDialog::sequence() const
 {
     return m_sequence->isEnabled() ? m_sequence->value() : 0;
+}
+
+std::map<std::string, std::int64_t> OnnxImportDialog::dims() const
+{
+    std::map<std::string, std::int64_t> out;
+    for (const auto& [name, box] : m_named)
+        out.emplace(name, box->value());
+    return out;
 }
 
 QString OnnxImportDialog::loss() const
@@ -113,6 +170,29 @@ void OnnxImportDialog::setSequence(int sequence)
     m_sequence->setValue(sequence);
 }
 
+void OnnxImportDialog::setLoss(const QString& loss)
+{
+    const int index = m_loss->findData(loss);
+    if (index < 0)
+        throw Error("unknown loss '" + loss.toStdString() + "' (cross-entropy, mse or none)");
+    m_loss->setCurrentIndex(index);
+}
+
+void OnnxImportDialog::setDim(const std::string& name, int size)
+{
+    const auto it = m_named.find(name);
+    if (it == m_named.end())
+        throw Error("the model has no other dynamic dimension named '" + name + "'");
+    it->second->setValue(size);
+}
+
+const ImportPreview& OnnxImportDialog::preview()
+{
+    if (m_previewStale)
+        updatePreview();
+    return m_preview;
+}
+
 // What each dimension becomes at the sizes chosen, and whether the graph is re-specialised.
 void OnnxImportDialog::refresh()
 {
@@ -124,6 +204,8 @@ void OnnxImportDialog::refresh()
             size = batch();
         else if (d.role == DimRole::Sequence && sequence() > 0)
             size = sequence();
+        else if (const auto named = m_named.find(d.param); d.dynamic && named != m_named.end())
+            size = named->second->value();
         const bool resized = !d.dynamic && size != d.exported;
         respecialised = respecialised || resized;
         const QString file = d.dynamic
@@ -144,6 +226,58 @@ void OnnxImportDialog::refresh()
         note += tr(" Without weights the project plans, searches and simulates from shapes and costs; training "
                    "starts from fresh initial values, not the model's.");
     m_note->setText(note);
+    m_previewStale = true;
+    m_previewLabel->setText(tr("Updating…"));
+    m_previewTimer->start();
+}
+
+// A plan-only import at the current choices (the weights are not needed for any count).
+void OnnxImportDialog::updatePreview()
+{
+    m_previewTimer->stop();
+    m_preview = {};
+    try {
+        const auto loaded = loadOnnxModel(m_path, batch(), sequence(), loss(), false, dims());
+        const auto summary = summarizeGraph(*loaded.graph);
+        m_preview.nodes = summary.nodeCount;
+        m_preview.parameters = summary.parameterCount;
+        m_preview.parameterBytes = summary.parameterBytes;
+        std::map<std::string, int> opaque;
+        for (const auto& node : loaded.graph->nodes()) {
+            if (node.op == OpType::Opaque)
+                ++opaque[node.opaqueType.empty() ? "Opaque" : node.opaqueType];
+        }
+        for (const auto& [op, count] : opaque)
+            m_preview.opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
+        for (const auto& t : loaded.graph->tensors()) {
+            if (t.kind == TensorKind::Input)
+                m_preview.inputs << QStringLiteral("%1 %2 %3")
+                                        .arg(QString::fromStdString(t.name), shapeText(t.shape),
+                                            QString::fromUtf8(toString(t.dtype).data()));
+        }
+    } catch (const std::exception& e) {
+        m_preview.error = QString::fromStdString(e.what());
+    }
+    m_previewStale = false;
+    showPreview();
+}
+
+void OnnxImportDialog::showPreview()
+{
+    m_import->setEnabled(m_preview.error.isEmpty());
+    if (!m_preview.error.isEmpty()) {
+        m_previewLabel->setText(tr("<span style='color:#b00020'>Cannot import at these choices: %1</span>")
+                                    .arg(m_preview.error.toHtmlEscaped()));
+        return;
+    }
+    m_previewLabel->setText(
+        tr("<b>%1 nodes</b>, <b>%2 parameters</b> (%3)<br>Not trainable by the engine (costed from shapes): %4"
+           "<br>Graph inputs: %5")
+            .arg(m_preview.nodes)
+            .arg(QString::fromStdString(formatCount(static_cast<double>(m_preview.parameters))))
+            .arg(QString::fromStdString(formatBytes(static_cast<double>(m_preview.parameterBytes))))
+            .arg(m_preview.opaque.isEmpty() ? tr("none") : m_preview.opaque.join(QStringLiteral(", ")).toHtmlEscaped())
+            .arg(m_preview.inputs.join(QStringLiteral("; ")).toHtmlEscaped()));
 }
 
 } // namespace ps::gui

@@ -1,23 +1,41 @@
-// File > Import ONNX: the preview of a model's inputs (every dimension dynamic, or fixed at the size
-// it was exported with, and its role), the batch and sequence sizes to import at (defaults: the
-// exported ones; another fixed size re-specialises the graph), the loss that makes it trainable,
-// and whether to read the weights (off: a plan-only import that never reads the weights file;
-// checked for the user when a weights file the model names is missing).
+// File > Import ONNX, one dialog: the model's inputs (every dimension dynamic, or fixed at the size
+// it was exported with, and its role), the sizes to import at (batch and sequence, and every other
+// named dynamic dimension by its own name; defaults: the exported ones; another fixed size
+// re-specialises the graph), the loss that makes it trainable, whether to read the weights (off: a
+// plan-only import that never reads the weights file; checked for the user when a weights file the
+// model names is missing), and a live preview of what Import will give: nodes, parameters, ops the
+// engine cannot train, and every graph input's shape, from a plan-only import at the chosen sizes.
 #pragma once
 
 #include "onnx/onnx_import.h"
 
 #include <QDialog>
+#include <QStringList>
 
+#include <map>
+#include <string>
 #include <vector>
 
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QPushButton;
 class QSpinBox;
 class QTableWidget;
+class QTimer;
 
 namespace ps::gui {
+
+// What Import would give at the dialog's choices (counted as `pipestudio info` counts them).
+struct ImportPreview
+{
+    std::size_t nodes = 0;
+    std::int64_t parameters = 0;
+    std::int64_t parameterBytes = 0;
+    QStringList opaque; // "Op xN": costed from shapes, not trainable by the engine
+    QStringList inputs; // "name [2, 16] i64"
+    QString error; // non-empty: the import fails at these choices (Import is disabled)
+};
 
 class OnnxImportDialog : public QDialog
 {
@@ -30,6 +48,8 @@ public:
     [[nodiscard]] std::int64_t batch() const;
     // 0 when no input has a sequence dimension.
     [[nodiscard]] std::int64_t sequence() const;
+    // Sizes of the other named dynamic dimensions (dim_param -> size).
+    [[nodiscard]] std::map<std::string, std::int64_t> dims() const;
     // Empty: no loss (plan only).
     [[nodiscard]] QString loss() const;
     // False: import without reading the weights (external data files, large initializers).
@@ -37,21 +57,42 @@ public:
     void setKeepWeights(bool keep);
     void setBatch(int batch);
     void setSequence(int sequence);
+    // "cross-entropy", "mse" or empty (none); throws ps::Error for another name.
+    void setLoss(const QString& loss);
+    // Sets a named dynamic dimension's size; throws ps::Error when the model has no such dimension.
+    void setDim(const std::string& name, int size);
+
+    // The preview at the current choices, brought up to date first (it follows edits after a short
+    // pause; this computes it now).
+    [[nodiscard]] const ImportPreview& preview();
     [[nodiscard]] QTableWidget* table() const
     {
         return m_table;
     }
+    [[nodiscard]] QPushButton* importButton() const
+    {
+        return m_import;
+    }
 
 private:
     void refresh();
+    void updatePreview();
+    void showPreview();
 
+    QString m_path;
     std::vector<OnnxInputDim> m_dims;
+    std::map<std::string, QSpinBox*> m_named; // a spin box per named dynamic dimension of role Other
     QTableWidget* m_table = nullptr;
     QSpinBox* m_batch = nullptr;
     QSpinBox* m_sequence = nullptr;
     QComboBox* m_loss = nullptr;
     QCheckBox* m_noWeights = nullptr;
     QLabel* m_note = nullptr;
+    QLabel* m_previewLabel = nullptr;
+    QPushButton* m_import = nullptr;
+    QTimer* m_previewTimer = nullptr;
+    ImportPreview m_preview;
+    bool m_previewStale = true;
 };
 
 } // namespace ps::gui

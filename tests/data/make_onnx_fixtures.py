@@ -149,6 +149,10 @@ def fixed_shape_modules(small):
 
     ids = torch.randint(0, 64, (2, 16))
     yield "tiny_lm", TinyLm(), (ids,), {"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
+    # A vocabulary under the byte corpus's 256: the studio trains it on random tokens from its own
+    # vocabulary (tests/gui, the import dialog's run).
+    yield "tiny_lm_v200", TinyLm(vocab=200), (torch.randint(0, 200, (2, 16)),), \
+        {"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
     yield "flat_mlp", FlatMlp(), (torch.randn(4, 3, 8, 8),), {"input": {0: "batch"}, "output": {0: "batch"}}
     if small:
         return
