@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -220,8 +221,19 @@ void addImportCommand(CLI::App& app, Action& action)
     cmd->add_option("--labels-shape", *labelsShape,
         "Shape of the labels, e.g. 4,128 (default: the output's shape, without its last dimension for "
         "cross-entropy); needs --loss");
+    auto parameters = std::make_shared<std::vector<std::string>>();
+    auto constants = std::make_shared<std::vector<std::string>>();
+    auto dims = std::make_shared<std::vector<std::string>>();
+    cmd->add_option("--parameters", *parameters,
+           "Initializers to train whatever the importer's rules decide, comma-separated (floating point only)")
+        ->delimiter(',');
+    cmd->add_option("--constants", *constants,
+           "Initializers never to train (buffers the rules took for weights), comma-separated")
+        ->delimiter(',');
+    cmd->add_option("--dim", *dims, "Size of another named dynamic dimension, NAME=SIZE (repeatable)");
     cmd->add_flag("--force", *force, "Replace the output file if it exists");
-    cmd->callback([&action, input, output, options, force, noWeights, loss, labelsShape, batch, sequence, batchAxis] {
+    cmd->callback([&action, input, output, options, force, noWeights, loss, labelsShape, batch, sequence, batchAxis,
+                      parameters, constants, dims] {
         if (!labelsShape->empty() && loss->empty())
             throw CLI::ValidationError("--labels-shape", "needs --loss");
         action = [=] {
@@ -234,6 +246,17 @@ void addImportCommand(CLI::App& app, Action& action)
                 o.sequence = *sequence;
             if (*batchAxis >= 0)
                 o.batchAxis = *batchAxis;
+            o.parameters.insert(parameters->begin(), parameters->end());
+            o.constants.insert(constants->begin(), constants->end());
+            for (const auto& d : *dims) {
+                const auto eq = d.find('=');
+                std::int64_t size = 0;
+                const auto* end = d.data() + d.size();
+                if (eq == std::string::npos || eq == 0 || std::from_chars(d.data() + eq + 1, end, size).ptr != end
+                    || size < 1)
+                    throw Error("--dim '" + d + "' is not NAME=SIZE with a positive size (e.g. --dim past=32)");
+                o.dims[d.substr(0, eq)] = size;
+            }
             auto imported = importOnnx(*input, o);
             if (!loss->empty()) {
                 LossSpec spec { *parseLossKind(*loss), std::nullopt };

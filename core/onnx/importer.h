@@ -65,6 +65,8 @@ private:
     bool foldShapeNode(const onnx::NodeProto& node);
     bool resolveIdentity(const onnx::NodeProto& node);
     std::set<std::string> valuesReachingAFloatOutput() const;
+    bool parameterKind(const std::string& name, bool byRules, DType dtype);
+    void checkOverridesFound() const;
     TensorId foldedTensor(const std::string& name);
     TensorId tensorFor(const std::string& name, const onnx::NodeProto& user);
     std::shared_ptr<const std::vector<std::byte>> rawData(const onnx::TensorProto& t) const;
@@ -86,6 +88,7 @@ private:
     std::vector<int> m_order; // topological order of the ONNX nodes
     std::set<std::string> m_trainable; // values a gradient can reach (valuesReachingAFloatOutput)
     std::vector<OnnxInputDim> m_dims; // every data input dimension, with its role and size
+    std::set<std::string> m_overridesFound; // names of options.parameters/constants met
 };
 
 } // namespace ps::onnximport

@@ -321,9 +321,18 @@ void Importer::addNode(const onnx::NodeProto& node, int index)
                 { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
         if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
             continue; // an optional output nobody reads (BatchNormalization's running statistics)
-        if (it == m_shapes.end())
+        if (it == m_shapes.end()) {
+            // Often a size the model cannot take: a sequence past a registered buffer or position table.
+            std::string sizes;
+            for (const auto& [dim, size] : m_result.report.boundDims)
+                sizes += (sizes.empty() ? "" : ", ") + dim + "=" + std::to_string(size);
             fail("node '" + n.name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out
-                + "'");
+                + "'"
+                + (sizes.empty() ? std::string()
+                                 : " at the dynamic sizes " + sizes
+                            + " (a size past one of the model's buffers or position tables does this: import at a "
+                              "smaller --seq or --dim)"));
+        }
         outputs.push_back(
             { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
     }
@@ -398,6 +407,7 @@ OnnxImport Importer::run()
     for (const auto& o : m_model.graph().output())
         outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
     m_result.graph.setOutputs(std::move(outputs));
+    checkOverridesFound();
     try {
         validateGraphOrThrow(m_result.graph);
     } catch (const Error& e) {

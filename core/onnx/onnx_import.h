@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct OnnxImportOptions
     std::optional<int> batchAxis; // the batch dimension of fixed inputs (default: see fixed_shapes.h)
     std::map<std::string, std::int64_t> dims; // explicit bindings by dim_param name
     bool keepWeights = true; // store initializer values in the graph (and the project)
+    // The user's word over the parameter rules, by initializer (or folded Constant) name: `parameters`
+    // train whatever the rules decided (floating-point tensors only), `constants` never do. A name
+    // the model does not hold, or one in both, fails the import naming it.
+    std::set<std::string> parameters;
+    std::set<std::string> constants;
 };
 
 struct OnnxImportReport

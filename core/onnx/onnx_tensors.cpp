@@ -143,9 +143,37 @@ void Importer::addInitializers()
         const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty() && !foldedScalar
             && !(data && *dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(t.name())
             && !m_foldedConstants.contains(t.name());
-        Tensor tensor { TensorId(), t.name(), shape, *dtype, parameter ? TensorKind::Parameter : TensorKind::Constant,
-            NodeId(), std::move(data) };
+        const auto kind = parameterKind(t.name(), parameter, *dtype) ? TensorKind::Parameter : TensorKind::Constant;
+        Tensor tensor { TensorId(), t.name(), shape, *dtype, kind, NodeId(), std::move(data) };
         m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));
+    }
+}
+
+// The rules' decision `byRules`, unless the user named the value in --parameters or --constants.
+bool Importer::parameterKind(const std::string& name, bool byRules, DType dtype)
+{
+    const bool parameter = m_options.parameters.contains(name);
+    const bool constant = m_options.constants.contains(name);
+    if (parameter && constant)
+        fail("'" + name + "' is named both a parameter and a constant");
+    if (!parameter && !constant)
+        return byRules;
+    m_overridesFound.insert(name);
+    if (parameter && !isFloat(dtype))
+        fail("'" + name + "' cannot be a parameter: its elements are " + std::string(toString(dtype))
+            + ", not floating point");
+    return parameter;
+}
+
+// Every name the user gave is a value of the model: a misspelt one would otherwise do nothing.
+void Importer::checkOverridesFound() const
+{
+    for (const auto* names : { &m_options.parameters, &m_options.constants }) {
+        for (const auto& name : *names) {
+            if (!m_overridesFound.contains(name))
+                fail("'" + name + "' (named as a " + (names == &m_options.parameters ? "parameter" : "constant")
+                    + ") is not an initializer or constant of the model");
+        }
     }
 }
 
@@ -193,8 +221,9 @@ void Importer::addConstant(const onnx::NodeProto& node)
             const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1
                 && !(data && dtype == DType::F32 && holdsMaskValues(*data)) && !canvas
                 && m_trainable.contains(node.output(0));
-            Tensor tensor { TensorId(), node.output(0), shape, dtype,
-                parameter ? TensorKind::Parameter : TensorKind::Constant, NodeId(), std::move(data) };
+            const auto kind =
+                parameterKind(node.output(0), parameter, dtype) ? TensorKind::Parameter : TensorKind::Constant;
+            Tensor tensor { TensorId(), node.output(0), shape, dtype, kind, NodeId(), std::move(data) };
             m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(tensor));
             ++m_result.report.foldedConstants;
             return;

@@ -42,16 +42,21 @@ LoadedProject loadProjectFile(const QString& path)
     return p;
 }
 
-LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss,
-    bool keepWeights, const std::map<std::string, std::int64_t>& dims)
+LoadedProject loadOnnxModel(
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss, bool keepWeights)
 {
     OnnxImportOptions options; // 0: the exported size of a fixed dimension, the default of a dynamic one
     options.keepWeights = keepWeights;
-    options.dims = dims;
     if (batch > 0)
         options.batch = batch;
     if (sequence > 0)
         options.sequence = sequence;
+    return loadOnnxModel(path, options, loss);
+}
+
+LoadedProject loadOnnxModel(const QString& path, const OnnxImportOptions& options, const QString& loss)
+{
+    const bool keepWeights = options.keepWeights;
     auto imported = ps::importOnnx(path.toStdString(), options);
     if (!loss.isEmpty()) {
         const auto kind = parseLossKind(loss.toStdString());

@@ -4,14 +4,13 @@
 
 #include "cost/profile.h"
 #include "graph/graph.h"
+#include "onnx/onnx_import.h"
 #include "zoo/model_config.h"
 
 #include <QObject>
 #include <QString>
 
-#include <map>
 #include <memory>
-#include <string>
 
 namespace ps::gui {
 
@@ -28,10 +27,11 @@ struct LoadedProject
 // Each throws with a message naming the file or model when it cannot.
 [[nodiscard]] LoadedProject loadProjectFile(const QString& path);
 // `loss` "cross-entropy" or "mse" attaches that loss (graph/loss.h); empty: none. Without
-// `keepWeights` the weights are not read (external data files included). `dims` binds other named
-// dynamic dimensions (dim_param -> size).
-[[nodiscard]] LoadedProject loadOnnxModel(const QString& path, std::int64_t batch, std::int64_t sequence,
-    const QString& loss = {}, bool keepWeights = true, const std::map<std::string, std::int64_t>& dims = {});
+// `keepWeights` the weights are not read (external data files included).
+[[nodiscard]] LoadedProject loadOnnxModel(const QString& path, const OnnxImportOptions& options, const QString& loss);
+// The same with batch and sequence sizes (0: the exported or default size).
+[[nodiscard]] LoadedProject loadOnnxModel(
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss = {}, bool keepWeights = true);
 [[nodiscard]] LoadedProject buildZooProject(const ModelConfig& config);
 
 class ProjectSession : public QObject

@@ -284,8 +284,7 @@ void MainWindow::importWithDialog()
         return;
     }
     if (dialog->exec() == QDialog::Accepted)
-        importOnnxInBackground(
-            path, dialog->batch(), dialog->sequence(), dialog->loss(), dialog->keepWeights(), dialog->dims());
+        importOnnxInBackground(path, dialog->options(), dialog->loss());
 }
 
 bool MainWindow::importOnnx(const QString& path, std::int64_t batch, std::int64_t sequence)

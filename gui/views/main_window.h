@@ -8,8 +8,6 @@
 #include <QStringList>
 
 #include <functional>
-#include <map>
-#include <string>
 
 class QDockWidget;
 class QLabel;
@@ -17,7 +15,8 @@ class QMenu;
 
 namespace ps {
 struct ModelConfig;
-}
+struct OnnxImportOptions;
+} // namespace ps
 
 namespace ps::gui {
 
@@ -61,7 +60,8 @@ public:
     // thread; loadFinished reports the end. False when another load is going.
     bool openProjectInBackground(const QString& path);
     bool importOnnxInBackground(const QString& path, std::int64_t batch = 0, std::int64_t sequence = 0,
-        const QString& loss = {}, bool keepWeights = true, const std::map<std::string, std::int64_t>& dims = {});
+        const QString& loss = {}, bool keepWeights = true);
+    bool importOnnxInBackground(const QString& path, const OnnxImportOptions& options, const QString& loss);
     bool newFromZooInBackground(const ModelConfig& config);
     // First start: the example project (gpt2-tiny with a 2-stage CPU plan), created in the app
     // data folder when missing, opened with its plan in the editor.

@@ -97,13 +97,17 @@ bool MainWindow::openProjectInBackground(const QString& path)
         tr("Opening %1…").arg(QFileInfo(path).fileName()), [path] { return loadProjectFile(path); });
 }
 
-bool MainWindow::importOnnxInBackground(const QString& path, std::int64_t batch, std::int64_t sequence,
-    const QString& loss, bool keepWeights, const std::map<std::string, std::int64_t>& dims)
+bool MainWindow::importOnnxInBackground(
+    const QString& path, std::int64_t batch, std::int64_t sequence, const QString& loss, bool keepWeights)
 {
-    return loadInBackground(
-        tr("Importing %1…").arg(QFileInfo(path).fileName()), [path, batch, sequence, loss, keepWeights, dims] {
-            return loadOnnxModel(path, batch, sequence, loss, keepWeights, dims);
-        });
+    return loadInBackground(tr("Importing %1…").arg(QFileInfo(path).fileName()),
+        [path, batch, sequence, loss, keepWeights] { return loadOnnxModel(path, batch, sequence, loss, keepWeights); });
+}
+
+bool MainWindow::importOnnxInBackground(const QString& path, const OnnxImportOptions& options, const QString& loss)
+{
+    return loadInBackground(tr("Importing %1…").arg(QFileInfo(path).fileName()),
+        [path, options, loss] { return loadOnnxModel(path, options, loss); });
 }
 
 bool MainWindow::newFromZooInBackground(const ModelConfig& config)

@@ -12,6 +12,7 @@
 #include <QGroupBox>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -19,6 +20,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <set>
 
 namespace ps::gui {
 
@@ -30,6 +32,16 @@ namespace {
         box->setRange(1, 1 << 20);
         box->setValue(static_cast<int>(std::clamp<std::int64_t>(value, 1, 1 << 20)));
         return box;
+    }
+
+    std::set<std::string> names(const QLineEdit* edit)
+    {
+        std::set<std::string> out;
+        for (const auto& n : edit->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+            if (const auto trimmed = n.trimmed(); !trimmed.isEmpty())
+                out.insert(trimmed.toStdString());
+        }
+        return out;
     }
 
     QString shapeText(const Shape& shape)
@@ -94,6 +106,14 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
             tr("The model's weights file '%1' is not beside it.").arg(QString::fromStdString(missing.front())));
     }
     form->addRow(tr("Weights"), m_noWeights);
+    m_parameters = new QLineEdit(this);
+    m_parameters->setPlaceholderText(tr("initializer names, comma-separated (default: the importer's rules)"));
+    m_parameters->setToolTip(tr("Trained whatever the rules decide (floating-point initializers only)"));
+    m_constants = new QLineEdit(this);
+    m_constants->setPlaceholderText(tr("initializer names, comma-separated: buffers the rules took for weights"));
+    m_constants->setToolTip(tr("Never trained: no gradient, no optimizer state"));
+    form->addRow(tr("Train as parameters"), m_parameters);
+    form->addRow(tr("Keep as constants"), m_constants);
     layout->addLayout(form);
     m_note = new QLabel(this);
     m_note->setWordWrap(true);
@@ -123,8 +143,10 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     connect(m_sequence, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
     connect(m_noWeights, &QCheckBox::toggled, this, &OnnxImportDialog::refresh);
     connect(m_loss, &QComboBox::currentIndexChanged, this, &OnnxImportDialog::refresh);
+    connect(m_parameters, &QLineEdit::textChanged, this, &OnnxImportDialog::refresh);
+    connect(m_constants, &QLineEdit::textChanged, this, &OnnxImportDialog::refresh);
     refresh();
-    resize(680, 560);
+    resize(680, 620);
 }
 
 std::int64_t OnnxImportDialog::batch() const
@@ -186,6 +208,25 @@ void OnnxImportDialog::setDim(const std::string& name, int size)
     it->second->setValue(size);
 }
 
+void OnnxImportDialog::setOverrides(const QString& parameters, const QString& constants)
+{
+    m_parameters->setText(parameters);
+    m_constants->setText(constants);
+}
+
+OnnxImportOptions OnnxImportDialog::options() const
+{
+    OnnxImportOptions o;
+    o.batch = batch();
+    if (sequence() > 0)
+        o.sequence = sequence();
+    o.dims = dims();
+    o.keepWeights = keepWeights();
+    o.parameters = names(m_parameters);
+    o.constants = names(m_constants);
+    return o;
+}
+
 const ImportPreview& OnnxImportDialog::preview()
 {
     if (m_previewStale)
@@ -237,7 +278,9 @@ void OnnxImportDialog::updatePreview()
     m_previewTimer->stop();
     m_preview = {};
     try {
-        const auto loaded = loadOnnxModel(m_path, batch(), sequence(), loss(), false, dims());
+        auto planOnly = options();
+        planOnly.keepWeights = false; // no count needs the weights
+        const auto loaded = loadOnnxModel(m_path, planOnly, loss());
         const auto summary = summarizeGraph(*loaded.graph);
         m_preview.nodes = summary.nodeCount;
         m_preview.parameters = summary.parameterCount;

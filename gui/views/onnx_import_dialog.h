@@ -3,7 +3,8 @@
 // named dynamic dimension by its own name; defaults: the exported ones; another fixed size
 // re-specialises the graph), the loss that makes it trainable, whether to read the weights (off: a
 // plan-only import that never reads the weights file; checked for the user when a weights file the
-// model names is missing), and a live preview of what Import will give: nodes, parameters, ops the
+// model names is missing), the user's word over the importer's parameter rules (initializers to
+// train or to keep constant, by name), and a live preview of what Import will give: nodes, parameters, ops the
 // engine cannot train, and every graph input's shape, from a plan-only import at the chosen sizes.
 #pragma once
 
@@ -19,6 +20,7 @@
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QLineEdit;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
@@ -61,6 +63,10 @@ public:
     void setLoss(const QString& loss);
     // Sets a named dynamic dimension's size; throws ps::Error when the model has no such dimension.
     void setDim(const std::string& name, int size);
+    // Initializers to train whatever the rules say / never to train, comma-separated names.
+    void setOverrides(const QString& parameters, const QString& constants);
+    // Everything above as the importer takes it (the loss apart).
+    [[nodiscard]] OnnxImportOptions options() const;
 
     // The preview at the current choices, brought up to date first (it follows edits after a short
     // pause; this computes it now).
@@ -87,6 +93,8 @@ private:
     QSpinBox* m_sequence = nullptr;
     QComboBox* m_loss = nullptr;
     QCheckBox* m_noWeights = nullptr;
+    QLineEdit* m_parameters = nullptr;
+    QLineEdit* m_constants = nullptr;
     QLabel* m_note = nullptr;
     QLabel* m_previewLabel = nullptr;
     QPushButton* m_import = nullptr;

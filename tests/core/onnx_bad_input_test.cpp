@@ -124,3 +124,35 @@ TEST(OnnxImport, BadInputGivesOneLineErrors)
     expectOneLineError(scratch("cycle.onnx"), "cycle through node");
     expectOneLineError(scratch("missing.onnx"), "cannot be read");
 }
+
+// An integer initializer (a Reshape's shape) named as a parameter is refused, naming its type.
+TEST(OnnxImport, AnIntegerInitializerCannotBeMadeAParameter)
+{
+    auto m = tinyModel(17);
+    auto* g = m.mutable_graph();
+    auto* shape = g->add_initializer();
+    shape->set_name("shape");
+    shape->set_data_type(onnx::TensorProto::INT64);
+    shape->add_dims(2);
+    shape->add_int64_data(4);
+    shape->add_int64_data(2);
+    auto* reshape = g->add_node();
+    reshape->set_name("reshape");
+    reshape->set_op_type("Reshape");
+    reshape->add_input("b");
+    reshape->add_input("shape");
+    reshape->add_output("r");
+    g->mutable_output(0)->set_name("r");
+    const auto p = scratch("int_parameter.onnx");
+    writeBytes(p, m.SerializeAsString());
+    EXPECT_EQ(importOnnx(p).graph.parameterCount(), 0);
+    OnnxImportOptions o;
+    o.parameters = { "shape" };
+    try {
+        (void)importOnnx(p, o);
+        ADD_FAILURE() << "an int64 initializer became a parameter";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'shape' cannot be a parameter: its elements are i64"), std::string::npos)
+            << e.what();
+    }
+}

@@ -1,6 +1,7 @@
 #include "graph/graph_summary.h"
 #include "graph/op_cost.h"
 #include "onnx/onnx_import.h"
+#include "util/error.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -77,4 +78,36 @@ TEST_F(OnnxFixture, EncoderLayerFlopsMatchAHandCount)
         }
         EXPECT_NEAR(matmulFlops / 2 / matmuls, 1.0, 0.05) << file;
     }
+}
+
+// The user's word over the parameter rules (import --parameters/--constants, the import dialog):
+// a position table kept constant loses its parameters, a buffer trained gains its own; a misspelt
+// name or one named both ways fails naming it.
+TEST_F(OnnxFixture, ParameterAndConstantOverridesTakeTheUsersWord)
+{
+    const auto model = m_dir / "fixed_shapes" / "tiny_lm_v200-dynamic.onnx";
+    if (!fs::exists(model))
+        GTEST_SKIP() << "no fixed_shapes/ fixtures";
+    OnnxImportOptions o;
+    o.sequence = 16; // its position table has 64 rows
+    const auto byRules = importOnnx(model, o).graph.parameterCount();
+    o.constants = { "wpe.weight" }; // nn.Embedding(64, 32)
+    const auto kept = importOnnx(model, o).graph;
+    EXPECT_EQ(kept.parameterCount(), byRules - 64 * 32);
+    o.constants.clear();
+    o.parameters = { "mask" }; // the registered causal mask, 1 x 1 x 64 x 64: a constant by the rules
+    EXPECT_EQ(importOnnx(model, o).graph.parameterCount(), byRules + 64 * 64);
+    const auto fails = [&](const OnnxImportOptions& bad, const std::string& fragment) {
+        try {
+            (void)importOnnx(model, bad);
+            ADD_FAILURE() << "imported with " << fragment;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+        }
+    };
+    o.parameters = { "wpe.weigth" };
+    fails(o, "'wpe.weigth' (named as a parameter) is not an initializer or constant of the model");
+    o.parameters = { "wpe.weight" };
+    o.constants = { "wpe.weight" };
+    fails(o, "'wpe.weight' is named both a parameter and a constant");
 }

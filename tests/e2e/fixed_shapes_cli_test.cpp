@@ -110,3 +110,31 @@ TEST_F(CliFixedShapes, LanguageModelRespecialisesItsBatchAndRefusesASequenceItsC
     EXPECT_NE(longer.output.find("dynamic_axes={'input': {1: 'seq'}}"), std::string::npos) << longer.output;
     EXPECT_FALSE(fs::exists(m_dir / "long.pstudio"));
 }
+
+// import --constants/--parameters take the user's word over the parameter rules; --dim binds a named
+// dynamic dimension; a misspelt name and a malformed --dim are one-line errors.
+TEST_F(CliFixedShapes, ImportOverridesParametersConstantsAndNamedDimensions)
+{
+    const auto model = ps::e2e::quote(m_models / "tiny_lm_v200-dynamic.onnx");
+    // The default sequence (128) is past its 64-row position table and causal-mask buffer: refused,
+    // saying which sizes it tried and what to change.
+    const auto past = runCli("import " + model + " -o " + project("past"));
+    EXPECT_NE(past.exitCode, 0);
+    EXPECT_NE(past.output.find("at the dynamic sizes batch=1, seq=128"), std::string::npos) << past.output;
+    EXPECT_NE(past.output.find("import at a smaller --seq"), std::string::npos) << past.output;
+    ASSERT_EQ(runCli("import " + model + " -o " + project("rules") + " --seq 16").exitCode, 0);
+    const auto byRules = info("rules")["parameters"].get<std::int64_t>();
+    const auto kept = runCli("import " + model + " -o " + project("kept") + " --seq 16 --constants wpe.weight,ln.bias");
+    ASSERT_EQ(kept.exitCode, 0) << kept.output;
+    EXPECT_EQ(info("kept")["parameters"].get<std::int64_t>(), byRules - 64 * 32 - 32);
+    const auto seq = runCli("import " + model + " -o " + project("seq32") + " --dim seq=32");
+    ASSERT_EQ(seq.exitCode, 0) << seq.output;
+    EXPECT_EQ(info("seq32")["input_dims"][1]["size"], 32);
+    const auto typo = runCli("import " + model + " -o " + project("typo") + " --seq 16 --parameters wpe.weigth");
+    EXPECT_NE(typo.exitCode, 0);
+    EXPECT_NE(typo.output.find("'wpe.weigth' (named as a parameter) is not an initializer"), std::string::npos)
+        << typo.output;
+    const auto dim = runCli("import " + model + " -o " + project("dim") + " --dim seq");
+    EXPECT_NE(dim.exitCode, 0);
+    EXPECT_NE(dim.output.find("--dim 'seq' is not NAME=SIZE"), std::string::npos) << dim.output;
+}

@@ -70,10 +70,21 @@ TEST(ImportDialog, PreviewMatchesInfoAndAVocabulary200ModelTrainsFromTheStudio)
     dialog.setSequence(16);
     // Past the position table (64 rows), the import fails and Import is disabled, naming why.
     dialog.setSequence(65);
-    EXPECT_FALSE(dialog.preview().error.isEmpty());
+    EXPECT_TRUE(dialog.preview().error.contains(QStringLiteral("at the dynamic sizes batch=2, seq=65")))
+        << dialog.preview().error.toStdString();
     EXPECT_FALSE(dialog.importButton()->isEnabled());
     dialog.setSequence(16);
     EXPECT_TRUE(dialog.preview().error.isEmpty());
+    // The user's word over the parameter rules: the position table kept constant (64 x 32), a
+    // misspelt name refused by name.
+    dialog.setOverrides(QString(), QStringLiteral("wpe.weight"));
+    EXPECT_EQ(dialog.preview().parameters, preview.parameters - 64 * 32);
+    dialog.setOverrides(QStringLiteral("wpe.weigth"), QString());
+    EXPECT_TRUE(dialog.preview().error.contains(QStringLiteral("'wpe.weigth'")))
+        << dialog.preview().error.toStdString();
+    EXPECT_FALSE(dialog.importButton()->isEnabled());
+    dialog.setOverrides(QString(), QString());
+    EXPECT_EQ(dialog.preview().parameters, preview.parameters);
     QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
     dialog.resize(720, 560);
     EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/import-dialog-preview.png")));
@@ -84,8 +95,7 @@ TEST(ImportDialog, PreviewMatchesInfoAndAVocabulary200ModelTrainsFromTheStudio)
     MainWindow window;
     window.launcher()->setExecutable(QStringLiteral(PS_PIPESTUDIO_EXE));
     QSignalSpy loaded(&window, &MainWindow::loadFinished);
-    ASSERT_TRUE(window.importOnnxInBackground(
-        v200Model(), dialog.batch(), dialog.sequence(), dialog.loss(), dialog.keepWeights(), dialog.dims()));
+    ASSERT_TRUE(window.importOnnxInBackground(v200Model(), dialog.options(), dialog.loss()));
     ASSERT_TRUE(loaded.wait(60'000));
     ASSERT_TRUE(loaded.front().front().toBool());
     const auto project = dir.filePath(QStringLiteral("v200.pstudio"));
