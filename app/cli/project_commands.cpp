@@ -186,130 +186,150 @@ void addInfoCommand(CLI::App& app, Action& action)
 
 namespace ps::app {
 
+namespace {
+
+    // `pipestudio import`'s arguments as given.
+    struct ImportArgs
+    {
+        std::string input;
+        std::string output;
+        bool force = false;
+        bool noWeights = false;
+        std::int64_t batch = 0;
+        std::int64_t sequence = 0;
+        int batchAxis = -1;
+        std::string loss;
+        std::string labelsShape;
+        std::vector<std::string> parameters;
+        std::vector<std::string> constants;
+        std::vector<std::string> dims; // NAME=SIZE
+    };
+
+    OnnxImportOptions onnxOptionsOf(const ImportArgs& a)
+    {
+        OnnxImportOptions o;
+        o.keepWeights = !a.noWeights;
+        if (a.batch > 0)
+            o.batch = a.batch;
+        if (a.sequence > 0)
+            o.sequence = a.sequence;
+        if (a.batchAxis >= 0)
+            o.batchAxis = a.batchAxis;
+        o.parameters.insert(a.parameters.begin(), a.parameters.end());
+        o.constants.insert(a.constants.begin(), a.constants.end());
+        for (const auto& d : a.dims) {
+            const auto eq = d.find('=');
+            std::int64_t size = 0;
+            const auto* end = d.data() + d.size();
+            if (eq == std::string::npos || eq == 0 || std::from_chars(d.data() + eq + 1, end, size).ptr != end
+                || size < 1)
+                throw Error("--dim '" + d + "' is not NAME=SIZE with a positive size (e.g. --dim past=32)");
+            o.dims[d.substr(0, eq)] = size;
+        }
+        return o;
+    }
+
+    LossSpec importLossOf(const ImportArgs& a)
+    {
+        LossSpec spec { *parseLossKind(a.loss), std::nullopt };
+        if (a.labelsShape.empty())
+            return spec;
+        Shape shape;
+        try {
+            shape = splitShape(a.labelsShape);
+        } catch (const std::exception&) {
+            throw Error("--labels-shape '" + a.labelsShape + "' is not a shape like 4,128");
+        }
+        for (auto d : shape) {
+            if (d < 1)
+                throw Error("--labels-shape '" + a.labelsShape + "' needs positive sizes");
+        }
+        spec.labelsShape = shape;
+        return spec;
+    }
+
+    void printImportSummary(const ImportArgs& a, const OnnxImport& imported)
+    {
+        const auto& r = imported.report;
+        fmt::print("Imported {} (opset {}): {} ONNX nodes, {} Constant and {} shape-computation nodes folded, {} "
+                   "graph nodes, {} parameters\n",
+            a.input, r.opset, r.onnxNodes, r.foldedConstants, r.foldedShapeNodes, imported.graph.nodeCount(),
+            formatCount(static_cast<double>(imported.graph.parameterCount())));
+        fmt::print("  micro-batch {}\n", imported.graph.info().microBatch);
+        fmt::print("{}", inputDimsText(r.inputDims, "  input "));
+        if (r.respecialisedConstants > 0)
+            fmt::print(
+                "  re-specialised from the exported sizes: {} shape constants rewritten\n", r.respecialisedConstants);
+        if (a.sequence > 0 && std::none_of(r.inputDims.begin(), r.inputDims.end(), [](const OnnxInputDim& d) {
+                return d.role == DimRole::Sequence;
+            }))
+            fmt::print("  note: --seq {} not used: no input has a sequence dimension\n", a.sequence);
+        if (r.aliasedParameters > 0)
+            fmt::print("  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "
+                       "separate parameters: {}\n",
+                r.aliasedParameters);
+        if (!a.loss.empty()) {
+            const Tensor* labels = nullptr;
+            for (const auto& t : imported.graph.tensors())
+                labels = t.kind == TensorKind::Input ? &t : labels; // attachLoss adds it last
+            fmt::print(
+                "  loss: {} on the output, labels input '{}' {}\n", a.loss, labels->name, formatShape(labels->shape));
+        }
+        if (!r.opaqueOps.empty()) {
+            std::string ops;
+            for (const auto& [op, count] : r.opaqueOps)
+                ops += fmt::format("{}{} x{}", ops.empty() ? "" : ", ", op, count);
+            fmt::print("  costed from shapes only, not trainable by the engine yet: {}\n", ops);
+        }
+        fmt::print("Wrote {}\n", a.output);
+    }
+
+} // namespace
+
 void addImportCommand(CLI::App& app, Action& action)
 {
     auto* cmd = app.add_subcommand("import",
         "Create a project from an ONNX model (torch.onnx.export, opsets 13-25; weights in the file or beside it)");
-    auto input = std::make_shared<std::string>();
-    auto output = std::make_shared<std::string>();
-    auto options = std::make_shared<OnnxImportOptions>();
-    auto force = std::make_shared<bool>(false);
-    auto noWeights = std::make_shared<bool>(false);
-    cmd->add_option("model", *input, "ONNX file")->required();
-    cmd->add_option("-o,--output", *output, "Project file to write (.pstudio)")->required();
-    auto batch = std::make_shared<std::int64_t>(0);
-    auto sequence = std::make_shared<std::int64_t>(0);
-    auto batchAxis = std::make_shared<int>(-1);
-    cmd->add_option("--batch,-b", *batch,
+    auto a = std::make_shared<ImportArgs>();
+    cmd->add_option("model", a->input, "ONNX file")->required();
+    cmd->add_option("-o,--output", a->output, "Project file to write (.pstudio)")->required();
+    cmd->add_option("--batch,-b", a->batch,
            "Size of the batch dimension (default: the exported size of a fixed one, 1 for a dynamic one; another "
            "size re-specialises a model exported with fixed shapes)")
         ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--seq", *sequence,
+    cmd->add_option("--seq", a->sequence,
            "Size of sequence dimensions (default: the exported size of fixed ones, 128 for dynamic ones)")
         ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--batch-axis", *batchAxis,
+    cmd->add_option("--dim", a->dims, "Size of another named dynamic dimension, NAME=SIZE (repeatable)");
+    cmd->add_option("--batch-axis", a->batchAxis,
            "Which dimension of the inputs exported with fixed shapes is the batch (default: 0, or the one every "
            "input shares)")
         ->check(CLI::Range(0, 7));
-    auto loss = std::make_shared<std::string>();
-    auto labelsShape = std::make_shared<std::string>();
-    cmd->add_flag("--no-weights", *noWeights, "Do not store initializer values in the project");
-    cmd->add_option("--loss", *loss,
+    cmd->add_flag("--no-weights", a->noWeights, "Do not store initializer values in the project");
+    cmd->add_option("--loss", a->loss,
            "Attach a loss to the model's first output so it trains: cross-entropy (int64 class labels over the "
            "last dimension) or mse (float targets of the output's shape)")
         ->check(CLI::IsMember({ "cross-entropy", "mse" }));
-    cmd->add_option("--labels-shape", *labelsShape,
+    cmd->add_option("--labels-shape", a->labelsShape,
         "Shape of the labels, e.g. 4,128 (default: the output's shape, without its last dimension for "
         "cross-entropy); needs --loss");
-    auto parameters = std::make_shared<std::vector<std::string>>();
-    auto constants = std::make_shared<std::vector<std::string>>();
-    auto dims = std::make_shared<std::vector<std::string>>();
-    cmd->add_option("--parameters", *parameters,
+    cmd->add_option("--parameters", a->parameters,
            "Initializers to train whatever the importer's rules decide, comma-separated (floating point only)")
         ->delimiter(',');
-    cmd->add_option("--constants", *constants,
+    cmd->add_option("--constants", a->constants,
            "Initializers never to train (buffers the rules took for weights), comma-separated")
         ->delimiter(',');
-    cmd->add_option("--dim", *dims, "Size of another named dynamic dimension, NAME=SIZE (repeatable)");
-    cmd->add_flag("--force", *force, "Replace the output file if it exists");
-    cmd->callback([&action, input, output, options, force, noWeights, loss, labelsShape, batch, sequence, batchAxis,
-                      parameters, constants, dims] {
-        if (!labelsShape->empty() && loss->empty())
+    cmd->add_flag("--force", a->force, "Replace the output file if it exists");
+    cmd->callback([&action, a] {
+        if (!a->labelsShape.empty() && a->loss.empty())
             throw CLI::ValidationError("--labels-shape", "needs --loss");
-        action = [=] {
-            checkOutputFolder(*output);
-            auto o = *options;
-            o.keepWeights = !*noWeights;
-            if (*batch > 0)
-                o.batch = *batch;
-            if (*sequence > 0)
-                o.sequence = *sequence;
-            if (*batchAxis >= 0)
-                o.batchAxis = *batchAxis;
-            o.parameters.insert(parameters->begin(), parameters->end());
-            o.constants.insert(constants->begin(), constants->end());
-            for (const auto& d : *dims) {
-                const auto eq = d.find('=');
-                std::int64_t size = 0;
-                const auto* end = d.data() + d.size();
-                if (eq == std::string::npos || eq == 0 || std::from_chars(d.data() + eq + 1, end, size).ptr != end
-                    || size < 1)
-                    throw Error("--dim '" + d + "' is not NAME=SIZE with a positive size (e.g. --dim past=32)");
-                o.dims[d.substr(0, eq)] = size;
-            }
-            auto imported = importOnnx(*input, o);
-            if (!loss->empty()) {
-                LossSpec spec { *parseLossKind(*loss), std::nullopt };
-                if (!labelsShape->empty()) {
-                    Shape shape;
-                    try {
-                        shape = splitShape(*labelsShape);
-                    } catch (const std::exception&) {
-                        throw Error("--labels-shape '" + *labelsShape + "' is not a shape like 4,128");
-                    }
-                    for (auto d : shape) {
-                        if (d < 1)
-                            throw Error("--labels-shape '" + *labelsShape + "' needs positive sizes");
-                    }
-                    spec.labelsShape = shape;
-                }
-                imported.graph = attachLoss(std::move(imported.graph), spec);
-            }
-            writeProject(*output, imported.graph, *force);
-            const auto& r = imported.report;
-            fmt::print("Imported {} (opset {}): {} ONNX nodes, {} Constant and {} shape-computation nodes folded, {} "
-                       "graph nodes, {} parameters\n",
-                *input, r.opset, r.onnxNodes, r.foldedConstants, r.foldedShapeNodes, imported.graph.nodeCount(),
-                formatCount(static_cast<double>(imported.graph.parameterCount())));
-            fmt::print("  micro-batch {}\n", imported.graph.info().microBatch);
-            fmt::print("{}", inputDimsText(r.inputDims, "  input "));
-            if (r.respecialisedConstants > 0)
-                fmt::print("  re-specialised from the exported sizes: {} shape constants rewritten\n",
-                    r.respecialisedConstants);
-            if (*sequence > 0 && std::none_of(r.inputDims.begin(), r.inputDims.end(), [](const OnnxInputDim& d) {
-                    return d.role == DimRole::Sequence;
-                }))
-                fmt::print("  note: --seq {} not used: no input has a sequence dimension\n", *sequence);
-            if (r.aliasedParameters > 0)
-                fmt::print(
-                    "  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "
-                    "separate parameters: {}\n",
-                    r.aliasedParameters);
-            if (!loss->empty()) {
-                const auto& g = imported.graph;
-                const Tensor* labels = nullptr;
-                for (const auto& t : g.tensors())
-                    labels = t.kind == TensorKind::Input ? &t : labels; // attachLoss adds it last
-                fmt::print("  loss: {} on the output, labels input '{}' {}\n", *loss, labels->name,
-                    formatShape(labels->shape));
-            }
-            if (!r.opaqueOps.empty()) {
-                std::string ops;
-                for (const auto& [op, count] : r.opaqueOps)
-                    ops += fmt::format("{}{} x{}", ops.empty() ? "" : ", ", op, count);
-                fmt::print("  costed from shapes only, not trainable by the engine yet: {}\n", ops);
-            }
-            fmt::print("Wrote {}\n", *output);
+        action = [a] {
+            checkOutputFolder(a->output);
+            auto imported = importOnnx(a->input, onnxOptionsOf(*a));
+            if (!a->loss.empty())
+                imported.graph = attachLoss(std::move(imported.graph), importLossOf(*a));
+            writeProject(a->output, imported.graph, a->force);
+            printImportSummary(*a, imported);
             return 0;
         };
     });
