@@ -14,10 +14,33 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
 namespace ps::app {
+
+namespace {
+
+    // The imported initializers grouped by the rule that decided them, a few names each.
+    std::string initializerRulesText(const std::vector<InitializerRule>& rules)
+    {
+        std::map<std::string, std::vector<std::string>> byRule;
+        for (const auto& r : rules)
+            byRule[r.rule].push_back(r.name);
+        std::string out;
+        for (const auto& [rule, names] : byRule) {
+            std::string shown;
+            for (std::size_t i = 0; i < std::min<std::size_t>(names.size(), 4); ++i)
+                shown += (i > 0 ? ", " : "") + names[i];
+            if (names.size() > 4)
+                shown += fmt::format(", and {} more", names.size() - 4);
+            out += fmt::format("Initializers   {} ({}): {}\n", rule, names.size(), shown);
+        }
+        return out;
+    }
+
+} // namespace
 namespace {
 
     // Options that override a zoo preset's configuration; unset ones keep the preset's value.
@@ -160,12 +183,19 @@ void addInfoCommand(CLI::App& app, Action& action)
             const auto graph = store.loadGraph();
             const auto summary = summarizeGraph(graph);
             const auto dims = inputDimsFromJson(graph.info().configJson);
+            const auto rules = initializerRulesFromJson(graph.info().configJson);
             const auto runs =
                 store.schemaVersion() == kProjectSchemaVersion ? store.loadRuns() : std::vector<ProjectStore::RunRow>();
             if (*json) {
                 auto j = nlohmann::ordered_json::parse(summaryJson(summary, *path, store.schemaVersion()));
                 if (!dims.empty())
                     j["input_dims"] = nlohmann::ordered_json::parse(inputDimsToJson(dims))["input_dims"];
+                if (!rules.empty()) {
+                    j["initializers"] = nlohmann::ordered_json::array();
+                    for (const auto& r : rules)
+                        j["initializers"].push_back({ { "name", r.name },
+                            { "kind", r.parameter ? "parameter" : "constant" }, { "rule", r.rule } });
+                }
                 j["runs"] = nlohmann::ordered_json::array();
                 for (const auto& r : runs)
                     j["runs"].push_back({ { "id", r.id }, { "status", r.status }, { "steps", r.steps } });
@@ -174,6 +204,7 @@ void addInfoCommand(CLI::App& app, Action& action)
             }
             fmt::print("{}", summaryText(summary, *path, store.schemaVersion()));
             fmt::print("{}", inputDimsText(dims, "Input          "));
+            fmt::print("{}", initializerRulesText(rules));
             if (!runs.empty())
                 fmt::print("Runs: {} (newest: run {}, {}, {} step(s) stored)\n", runs.size(), runs.front().id,
                     runs.front().status, runs.front().steps);

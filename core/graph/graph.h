@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -88,6 +89,10 @@ public:
     // not a parameter or the byte count does not fit its shape.
     void setParameterValues(TensorId id, std::shared_ptr<const std::vector<std::byte>> fp32);
 
+    void setInfo(ModelInfo info)
+    {
+        m_info = std::move(info);
+    }
     [[nodiscard]] const ModelInfo& info() const
     {
         return m_info;

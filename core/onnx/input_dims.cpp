@@ -62,6 +62,29 @@ std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson)
     return dims;
 }
 
+std::string importConfigJson(const std::vector<OnnxInputDim>& dims, const std::vector<InitializerRule>& rules)
+{
+    auto j = nlohmann::json::parse(inputDimsToJson(dims));
+    auto list = nlohmann::json::array();
+    for (const auto& r : rules)
+        list.push_back({ { "name", r.name }, { "kind", r.parameter ? "parameter" : "constant" }, { "rule", r.rule } });
+    j["initializers"] = std::move(list);
+    return j.dump();
+}
+
+std::vector<InitializerRule> initializerRulesFromJson(const std::string& configJson)
+{
+    const auto j = nlohmann::json::parse(configJson, nullptr, false);
+    std::vector<InitializerRule> rules;
+    if (!j.is_object() || !j.contains("initializers") || !j["initializers"].is_array())
+        return rules;
+    for (const auto& e : j["initializers"]) {
+        if (e.is_object())
+            rules.push_back({ e.value("name", ""), e.value("kind", "") == "parameter", e.value("rule", "") });
+    }
+    return rules;
+}
+
 } // namespace ps
 
 namespace ps::onnximport {

@@ -408,6 +408,9 @@ OnnxImport Importer::run()
         outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
     m_result.graph.setOutputs(std::move(outputs));
     checkOverridesFound();
+    auto info = m_result.graph.info();
+    info.configJson = importConfigJson(m_dims, m_result.report.initializerRules);
+    m_result.graph.setInfo(std::move(info));
     try {
         validateGraphOrThrow(m_result.graph);
     } catch (const Error& e) {

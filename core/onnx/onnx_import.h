@@ -61,6 +61,16 @@ struct OnnxImportOptions
     std::set<std::string> constants;
 };
 
+// How the importer decided whether an initializer trains (`info` lists them).
+struct InitializerRule
+{
+    std::string name;
+    bool parameter = false;
+    std::string rule; // "parameter: a gradient reaches it", "constant: a BatchNormalization running statistic", ...
+
+    bool operator==(const InitializerRule&) const = default;
+};
+
 struct OnnxImportReport
 {
     int opset = 0;
@@ -73,6 +83,7 @@ struct OnnxImportReport
     std::map<std::string, int> opaqueOps; // op type -> count: costed, not trainable by the engine
     std::vector<OnnxInputDim> inputDims; // every dimension of every data input
     int respecialisedConstants = 0; // shape constants rewritten for a size other than the exported one
+    std::vector<InitializerRule> initializerRules; // every initializer, in the file's order
 };
 
 // The data inputs' dimensions of an ONNX file as `importOnnx(path, options)` would import them,
@@ -85,6 +96,10 @@ struct OnnxImportReport
 // The dimensions as JSON (stored in the project's model configuration, read by `info`).
 [[nodiscard]] std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims);
 [[nodiscard]] std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson);
+// The model configuration an import stores: the dimensions and the initializer rules.
+[[nodiscard]] std::string importConfigJson(
+    const std::vector<OnnxInputDim>& dims, const std::vector<InitializerRule>& rules);
+[[nodiscard]] std::vector<InitializerRule> initializerRulesFromJson(const std::string& configJson);
 
 struct OnnxImport
 {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 namespace ps::onnximport {
 namespace {
@@ -140,10 +141,28 @@ void Importer::addInitializers()
         // never gets a gradient: a constant too.
         const bool foldedScalar =
             signatureParameters && numElements(shape) == 1 && !signatureParameters->contains(t.name());
-        const bool parameter = isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty() && !foldedScalar
-            && !(data && *dtype == DType::F32 && holdsMaskValues(*data)) && m_trainable.contains(t.name())
-            && !m_foldedConstants.contains(t.name());
-        const auto kind = parameterKind(t.name(), parameter, *dtype) ? TensorKind::Parameter : TensorKind::Constant;
+        const char* rule = "parameter: a gradient reaches it";
+        if (!isFloat(*dtype))
+            rule = "constant: not floating point";
+        else if (m_bnStats.contains(t.name()))
+            rule = "constant: a BatchNormalization running statistic";
+        else if (shape.empty())
+            rule = "constant: a scalar (folded by the exporter)";
+        else if (foldedScalar)
+            rule = "constant: one element torch.export's signature does not name a parameter";
+        else if (data && *dtype == DType::F32 && holdsMaskValues(*data))
+            rule = "constant: holds infinities or float extremes (an additive mask)";
+        else if (!m_trainable.contains(t.name()))
+            rule = "constant: no gradient reaches it (read by comparisons, shapes or integer casts)";
+        else if (m_foldedConstants.contains(t.name()))
+            rule = "constant: torch.export folded it from buffers only";
+        const bool parameter = parameterKind(t.name(), std::string_view(rule).starts_with("parameter"), *dtype);
+        if (m_options.parameters.contains(t.name()))
+            rule = "parameter: named by the user (--parameters)";
+        else if (m_options.constants.contains(t.name()))
+            rule = "constant: named by the user (--constants)";
+        m_result.report.initializerRules.push_back({ t.name(), parameter, rule });
+        const auto kind = parameter ? TensorKind::Parameter : TensorKind::Constant;
         Tensor tensor { TensorId(), t.name(), shape, *dtype, kind, NodeId(), std::move(data) };
         m_tensors[t.name()] = m_result.graph.addTensor(std::move(tensor));
     }

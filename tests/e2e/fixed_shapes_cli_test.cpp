@@ -127,6 +127,24 @@ TEST_F(CliFixedShapes, ImportOverridesParametersConstantsAndNamedDimensions)
     const auto kept = runCli("import " + model + " -o " + project("kept") + " --seq 16 --constants wpe.weight,ln.bias");
     ASSERT_EQ(kept.exitCode, 0) << kept.output;
     EXPECT_EQ(info("kept")["parameters"].get<std::int64_t>(), byRules - 64 * 32 - 32);
+    // info says which rule decided each initializer.
+    const auto ruleOf = [&](const std::string& name, const std::string& initializer) {
+        const auto all = info(name); // kept alive through the loop
+        for (const auto& i : all["initializers"]) {
+            if (i["name"] == initializer)
+                return i["kind"].get<std::string>() + " | " + i["rule"].get<std::string>();
+        }
+        return std::string("absent");
+    };
+    EXPECT_EQ(ruleOf("kept", "wpe.weight"), "constant | constant: named by the user (--constants)");
+    EXPECT_EQ(ruleOf("rules", "wpe.weight"), "parameter | parameter: a gradient reaches it");
+    EXPECT_EQ(ruleOf("rules", "mask"),
+        "constant | constant: no gradient reaches it (read by comparisons, shapes or integer casts)");
+    EXPECT_EQ(info("rules")["initializers"].size(), 11u);
+    const auto text = runCli("info " + project("kept"));
+    EXPECT_NE(text.output.find("Initializers   constant: named by the user (--constants) (2): wpe.weight, ln.bias"),
+        std::string::npos)
+        << text.output;
     const auto seq = runCli("import " + model + " -o " + project("seq32") + " --dim seq=32");
     ASSERT_EQ(seq.exitCode, 0) << seq.output;
     EXPECT_EQ(info("seq32")["input_dims"][1]["size"], 32);
