@@ -68,7 +68,7 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setStretchLastSection(true);
-    layout->addWidget(m_table, 1);
+    layout->addWidget(m_table);
 
     std::int64_t batch = 1;
     std::int64_t sequence = 0;
@@ -127,6 +127,7 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     previewLayout->addWidget(m_previewLabel);
     layout->addWidget(previewBox);
 
+    layout->addStretch(1);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     m_import = buttons->button(QDialogButtonBox::Ok);
     m_import->setText(tr("Import"));
@@ -146,6 +147,10 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     connect(m_parameters, &QLineEdit::textChanged, this, &OnnxImportDialog::refresh);
     connect(m_constants, &QLineEdit::textChanged, this, &OnnxImportDialog::refresh);
     refresh();
+    // As tall as its rows (a model has a few inputs), not the window: the rest goes below the preview.
+    m_table->setMaximumHeight(std::max(96,
+        m_table->horizontalHeader()->sizeHint().height() + m_table->verticalHeader()->length()
+            + 2 * m_table->frameWidth() + 4));
     resize(680, 620);
 }
 
