@@ -9,6 +9,7 @@
 #include "zoo/model_config.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -331,7 +332,8 @@ void addImportCommand(CLI::App& app, Action& action)
     cmd->add_option("--seq", a->sequence,
            "Size of sequence dimensions (default: the exported size of fixed ones, 128 for dynamic ones)")
         ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--dim", a->dims, "Size of another named dynamic dimension, NAME=SIZE (repeatable)");
+    cmd->add_option("--dim", a->dims, "Size of another named dynamic dimension, NAME=SIZE (repeatable)")
+        ->allow_extra_args(false);
     cmd->add_option("--batch-axis", a->batchAxis,
            "Which dimension of the inputs exported with fixed shapes is the batch (default: 0, or the one every "
            "input shares)")
@@ -346,17 +348,33 @@ void addImportCommand(CLI::App& app, Action& action)
         "cross-entropy); needs --loss");
     cmd->add_option("--parameters", a->parameters,
            "Initializers to train whatever the importer's rules decide, comma-separated (floating point only)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->allow_extra_args(false);
     cmd->add_option("--constants", a->constants,
            "Initializers never to train (buffers the rules took for weights), comma-separated")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->allow_extra_args(false);
     cmd->add_flag("--force", a->force, "Replace the output file if it exists");
     cmd->callback([&action, a] {
         if (!a->labelsShape.empty() && a->loss.empty())
             throw CLI::ValidationError("--labels-shape", "needs --loss");
         action = [a] {
             checkOutputFolder(a->output);
-            auto imported = importOnnx(a->input, onnxOptionsOf(*a));
+            const auto options = onnxOptionsOf(*a);
+            if (!options.dims.empty()) { // a misspelt --dim would do nothing
+                std::vector<std::string> known;
+                for (const auto& d : describeOnnxInputs(a->input)) {
+                    if (d.dynamic && !d.param.empty() && std::find(known.begin(), known.end(), d.param) == known.end())
+                        known.push_back(d.param);
+                }
+                for (const auto& [name, size] : options.dims) {
+                    if (std::find(known.begin(), known.end(), name) == known.end())
+                        throw Error("--dim " + name + ": no dynamic input dimension of '" + a->input + "' is named '"
+                            + name + "' (its named dynamic dimensions: "
+                            + (known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))) + ")");
+                }
+            }
+            auto imported = importOnnx(a->input, options);
             if (!a->loss.empty())
                 imported.graph = attachLoss(std::move(imported.graph), importLossOf(*a));
             writeProject(a->output, imported.graph, a->force);

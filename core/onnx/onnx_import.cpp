@@ -150,8 +150,12 @@ void Importer::bindInputs()
                 : dynamic == 0                                         ? DimRole::Batch
                                                                        : DimRole::Sequence;
             std::int64_t size = role == DimRole::Batch ? batch : sequence;
-            if (const auto it = m_options.dims.find(name); it != m_options.dims.end())
+            if (const auto it = m_options.dims.find(name); it != m_options.dims.end()) {
+                if (role == DimRole::Batch) // the micro-batch follows the batch option alone
+                    fail("the dimension '" + name
+                        + "' is the batch: size it with the batch option (--batch), not by name");
                 size = it->second;
+            }
             ++dynamic;
             dim.set_dim_value(size);
             auto& d = dimOf(input.name(), axis);
@@ -280,6 +284,9 @@ bool Importer::resolveIdentity(const onnx::NodeProto& node)
         alias.name = node.output(0);
         if (m_bnStats.contains(alias.name))
             alias.kind = TensorKind::Constant; // a running mean/variance equal to some weight at export
+        // An alias is its own parameter: the user's word applies to it by its own name.
+        alias.kind = parameterKind(alias.name, alias.kind == TensorKind::Parameter, alias.dtype) ? TensorKind::Parameter
+                                                                                                 : TensorKind::Constant;
         m_tensors[node.output(0)] = m_result.graph.addTensor(std::move(alias));
         ++m_result.report.aliasedParameters;
     } else {

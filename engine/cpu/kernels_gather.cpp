@@ -5,6 +5,7 @@
 // gradient (repeated indices accumulate, as torch's do); integer data has no gradient. The index
 // math is gather_math.h's, which the CUDA kernels run too.
 #include "cpu/kernel_impl.h"
+#include "cpu/typed_arrays.h"
 #include "gather_math.h"
 #include "op_rules.h"
 
@@ -14,11 +15,6 @@
 namespace ps::engine::detail {
 namespace {
 
-    std::string str(std::int64_t v)
-    {
-        return std::to_string(v);
-    }
-
     std::size_t elementBytes(const Node& node, const NdArray& a)
     {
         if (a.dtype() == DType::F32)
@@ -27,20 +23,11 @@ namespace {
             return sizeof(std::int64_t);
         throw Error(nodeLabel(node) + "data must be f32 or i64");
     }
-    const std::byte* bytesOf(const NdArray& a)
-    {
-        return a.dtype() == DType::F32 ? reinterpret_cast<const std::byte*>(a.f32())
-                                       : reinterpret_cast<const std::byte*>(a.i64());
-    }
-    std::byte* bytesOf(NdArray& a)
-    {
-        return a.dtype() == DType::F32 ? reinterpret_cast<std::byte*>(a.f32()) : reinterpret_cast<std::byte*>(a.i64());
-    }
 
     std::string outOfRange(const Node& node, std::int64_t raw, std::int64_t length, std::size_t axis)
     {
-        return nodeLabel(node) + "index " + str(raw) + " is out of range for axis " + str(std::int64_t(axis))
-            + " of length " + str(length);
+        return nodeLabel(node) + "index " + std::to_string(raw) + " is out of range for axis "
+            + std::to_string(std::int64_t(axis)) + " of length " + std::to_string(length);
     }
 
     // ---- GatherElements ----
@@ -68,7 +55,8 @@ namespace {
         const auto offsets = elementOffsets(node, data, v.in[1]);
         auto out = NdArray::empty(ctx.allocator, v.in[1].shape(), data.dtype());
         for (std::size_t e = 0; e < offsets.size(); ++e)
-            std::memcpy(bytesOf(out) + e * size, bytesOf(data) + static_cast<std::size_t>(offsets[e]) * size, size);
+            std::memcpy(typed::rawBytes(out) + e * size,
+                typed::rawBytes(data) + static_cast<std::size_t>(offsets[e]) * size, size);
         v.out = { out };
     }
 
@@ -99,13 +87,13 @@ namespace {
         if (add && data.dtype() != DType::F32)
             throw Error(nodeLabel(node) + "adds f32 data only");
         auto out = NdArray::empty(ctx.allocator, data.shape(), data.dtype());
-        std::memcpy(bytesOf(out), bytesOf(data), static_cast<std::size_t>(data.numel()) * size);
+        std::memcpy(typed::rawBytes(out), typed::rawBytes(data), static_cast<std::size_t>(data.numel()) * size);
         for (std::size_t e = 0; e < offsets.size(); ++e) {
             if (add)
                 out.f32()[offsets[e]] += updates.f32()[e];
             else
-                std::memcpy(
-                    bytesOf(out) + static_cast<std::size_t>(offsets[e]) * size, bytesOf(updates) + e * size, size);
+                std::memcpy(typed::rawBytes(out) + static_cast<std::size_t>(offsets[e]) * size,
+                    typed::rawBytes(updates) + e * size, size);
         }
         v.out = { out };
     }
@@ -170,8 +158,8 @@ namespace {
         auto out = NdArray::empty(ctx.allocator, plan.out, data.dtype());
         const auto rowBytes = static_cast<std::size_t>(plan.inner) * size;
         for (std::size_t s = 0; s < plan.slices.size(); ++s)
-            std::memcpy(bytesOf(out) + s * rowBytes,
-                bytesOf(data) + static_cast<std::size_t>(plan.slices[s] * plan.inner) * size, rowBytes);
+            std::memcpy(typed::rawBytes(out) + s * rowBytes,
+                typed::rawBytes(data) + static_cast<std::size_t>(plan.slices[s] * plan.inner) * size, rowBytes);
         v.out = { out };
     }
 

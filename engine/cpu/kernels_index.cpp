@@ -3,6 +3,7 @@
 // backward is the adjoint of its forward's index map: a scatter-add where forward gathers.
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
+#include "cpu/typed_arrays.h"
 #include "graph/op_registry.h"
 
 #include <algorithm>
@@ -20,11 +21,6 @@ namespace {
         return nodeLabel(node);
     }
 
-    std::string str(std::int64_t v)
-    {
-        return std::to_string(v);
-    }
-
     std::string stringAttr(const Node& node, std::string_view key, const std::string& fallback)
     {
         const auto it = node.attrs.find(key);
@@ -39,7 +35,8 @@ namespace {
     {
         const auto r = static_cast<std::int64_t>(rank);
         if (axis < -r || axis >= r)
-            throw Error(where(node) + "axis " + str(axis) + " is out of range for a rank " + str(r) + " input");
+            throw Error(where(node) + "axis " + std::to_string(axis) + " is out of range for a rank "
+                + std::to_string(r) + " input");
         return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
     }
 
@@ -47,15 +44,6 @@ namespace {
     std::size_t elementBytes(const NdArray& a)
     {
         return a.dtype() == DType::F32 ? sizeof(float) : sizeof(std::int64_t);
-    }
-    const std::byte* bytesOf(const NdArray& a)
-    {
-        return a.dtype() == DType::F32 ? reinterpret_cast<const std::byte*>(a.f32())
-                                       : reinterpret_cast<const std::byte*>(a.i64());
-    }
-    std::byte* bytesOf(NdArray& a)
-    {
-        return a.dtype() == DType::F32 ? reinterpret_cast<std::byte*>(a.f32()) : reinterpret_cast<std::byte*>(a.i64());
     }
 
     // ---- Gather along an axis ----
@@ -70,8 +58,8 @@ namespace {
             const auto raw = indices.i64()[i];
             pos[i] = raw < 0 ? raw + length : raw;
             if (pos[i] < 0 || pos[i] >= length)
-                throw Error(
-                    where(node) + "index " + str(raw) + " is out of range for " + what + " of length " + str(length));
+                throw Error(where(node) + "index " + std::to_string(raw) + " is out of range for " + what
+                    + " of length " + std::to_string(length));
         }
         return pos;
     }
@@ -109,8 +97,8 @@ namespace {
         for (std::int64_t o = 0; o < plan.data.outer; ++o) {
             for (std::int64_t j = 0; j < count; ++j) {
                 const auto src = (o * plan.data.length + plan.positions[static_cast<std::size_t>(j)]) * plan.data.inner;
-                std::memcpy(bytesOf(out) + static_cast<std::size_t>((o * count + j) * plan.data.inner) * size,
-                    bytesOf(data) + static_cast<std::size_t>(src) * size, rowBytes);
+                std::memcpy(typed::rawBytes(out) + static_cast<std::size_t>((o * count + j) * plan.data.inner) * size,
+                    typed::rawBytes(data) + static_cast<std::size_t>(src) * size, rowBytes);
             }
         }
         v.out = { out };
@@ -178,8 +166,8 @@ namespace {
                 const auto raw = indices.i64()[r * k + j];
                 const auto i = raw < 0 ? raw + dim : raw;
                 if (i < 0 || i >= dim)
-                    throw Error(where(node) + "index " + str(raw) + " is out of range for axis " + str(j)
-                        + " of length " + str(dim));
+                    throw Error(where(node) + "index " + std::to_string(raw) + " is out of range for axis "
+                        + std::to_string(j) + " of length " + std::to_string(dim));
                 slot = slot * dim + i;
             }
             plan.slots.push_back(slot);
@@ -193,11 +181,11 @@ namespace {
         const auto plan = scatterPlan(node, v);
         auto out = NdArray::empty(ctx.allocator, data.shape(), data.dtype());
         const auto size = elementBytes(data);
-        std::memcpy(bytesOf(out), bytesOf(data), static_cast<std::size_t>(data.numel()) * size);
+        std::memcpy(typed::rawBytes(out), typed::rawBytes(data), static_cast<std::size_t>(data.numel()) * size);
         const auto rowBytes = static_cast<std::size_t>(plan.inner) * size;
         for (std::size_t r = 0; r < plan.slots.size(); ++r) // in order: the last of duplicates wins
-            std::memcpy(bytesOf(out) + static_cast<std::size_t>(plan.slots[r] * plan.inner) * size,
-                bytesOf(v.in[2]) + r * rowBytes, rowBytes);
+            std::memcpy(typed::rawBytes(out) + static_cast<std::size_t>(plan.slots[r] * plan.inner) * size,
+                typed::rawBytes(v.in[2]) + r * rowBytes, rowBytes);
         v.out = { out };
     }
 
@@ -253,8 +241,8 @@ namespace {
             k = v.in[1].i64()[0];
         TopKPlan plan { axisView(x.shape(), axis), k, x.shape() };
         if (k < 0 || k > plan.x.length)
-            throw Error(where(node) + "k " + str(k) + " is not in [0, " + str(plan.x.length) + "] (axis "
-                + std::to_string(axis) + " of " + formatShape(x.shape()) + ")");
+            throw Error(where(node) + "k " + std::to_string(k) + " is not in [0, " + std::to_string(plan.x.length)
+                + "] (axis " + std::to_string(axis) + " of " + formatShape(x.shape()) + ")");
         plan.out[axis] = k;
         return plan;
     }
@@ -352,8 +340,8 @@ namespace {
             for (std::size_t i = 0; i < term.size(); ++i) {
                 auto& size = spec.sizes[static_cast<std::size_t>(term[i])];
                 if (size != 0 && size != shape[i] + 1)
-                    throw Error(
-                        where(node) + "letter '" + term[i] + "' has sizes " + str(size - 1) + " and " + str(shape[i]));
+                    throw Error(where(node) + "letter '" + term[i] + "' has sizes " + std::to_string(size - 1) + " and "
+                        + std::to_string(shape[i]));
                 size = shape[i] + 1; // 0: not seen yet
             }
         }

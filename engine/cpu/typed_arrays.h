@@ -8,11 +8,23 @@
 #include "graph/shape_inference.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 namespace ps::engine::detail::typed {
+
+// Raw elements of an f32 or i64 array (kernels that only move data serve both).
+inline const std::byte* rawBytes(const NdArray& a)
+{
+    return a.dtype() == DType::F32 ? reinterpret_cast<const std::byte*>(a.f32())
+                                   : reinterpret_cast<const std::byte*>(a.i64());
+}
+inline std::byte* rawBytes(NdArray& a)
+{
+    return a.dtype() == DType::F32 ? reinterpret_cast<std::byte*>(a.f32()) : reinterpret_cast<std::byte*>(a.i64());
+}
 
 // ---- Element types: float (f32 arrays) or std::int64_t (i64 arrays) ----
 

@@ -1,6 +1,7 @@
 #include "views/onnx_import_dialog.h"
 
 #include "graph/graph_summary.h"
+#include "models/background_job.h"
 #include "models/project_session.h"
 #include "util/error.h"
 
@@ -44,12 +45,49 @@ namespace {
         return out;
     }
 
+    // A named dynamic dimension that is neither the batch nor named like a sequence ("past",
+    // "patches"): the importer would give it the sequence size; the dialog sizes it by its name.
+    bool otherNamedDim(const OnnxInputDim& d)
+    {
+        return d.dynamic && !d.param.empty() && d.role == DimRole::Sequence
+            && QString::fromStdString(d.param).toLower().indexOf(QStringLiteral("seq")) < 0;
+    }
+
     QString shapeText(const Shape& shape)
     {
         QStringList dims;
         for (const auto d : shape)
             dims << QString::number(d);
         return QStringLiteral("[%1]").arg(dims.join(QStringLiteral(", ")));
+    }
+
+    // What Import would give (the same options, weights included: the mask rules read values).
+    ImportPreview computeImportPreview(const QString& path, const OnnxImportOptions& options, const QString& loss)
+    {
+        ImportPreview preview;
+        try {
+            const auto loaded = loadOnnxModel(path, options, loss);
+            const auto summary = summarizeGraph(*loaded.graph);
+            preview.nodes = summary.nodeCount;
+            preview.parameters = summary.parameterCount;
+            preview.parameterBytes = summary.parameterBytes;
+            std::map<std::string, int> opaque;
+            for (const auto& node : loaded.graph->nodes()) {
+                if (node.op == OpType::Opaque)
+                    ++opaque[node.opaqueType.empty() ? "Opaque" : node.opaqueType];
+            }
+            for (const auto& [op, count] : opaque)
+                preview.opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
+            for (const auto& t : loaded.graph->tensors()) {
+                if (t.kind == TensorKind::Input)
+                    preview.inputs << QStringLiteral("%1 %2 %3")
+                                          .arg(QString::fromStdString(t.name), shapeText(t.shape),
+                                              QString::fromUtf8(toString(t.dtype).data()));
+            }
+        } catch (const std::exception& e) {
+            preview.error = QString::fromStdString(e.what());
+        }
+        return preview;
     }
 
 } // namespace
@@ -79,7 +117,7 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
         if (d.role == DimRole::Sequence)
             sequence = sequence > 0 ? sequence : d.dynamic ? 128 : d.exported;
         // Another named dynamic dimension gets its own size, edited in its row (once per name).
-        if (d.role == DimRole::Other && d.dynamic && !d.param.empty() && !m_named.contains(d.param)) {
+        if (otherNamedDim(d) && !m_named.contains(d.param)) {
             auto* box = sizeBox(m_table, d.size);
             box->setToolTip(tr("Size of the dimension '%1'").arg(QString::fromStdString(d.param)));
             m_table->setCellWidget(row, 4, box);
@@ -139,7 +177,9 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     m_previewTimer = new QTimer(this);
     m_previewTimer->setSingleShot(true);
     m_previewTimer->setInterval(250);
-    connect(m_previewTimer, &QTimer::timeout, this, &OnnxImportDialog::updatePreview);
+    connect(m_previewTimer, &QTimer::timeout, this, &OnnxImportDialog::startPreview);
+    m_job = new BackgroundJob(this);
+    connect(m_job, &BackgroundJob::finished, this, &OnnxImportDialog::previewArrived);
     connect(m_batch, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
     connect(m_sequence, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
     connect(m_noWeights, &QCheckBox::toggled, this, &OnnxImportDialog::refresh);
@@ -234,8 +274,12 @@ OnnxImportOptions OnnxImportDialog::options() const
 
 const ImportPreview& OnnxImportDialog::preview()
 {
-    if (m_previewStale)
-        updatePreview();
+    if (m_previewStale) {
+        m_previewTimer->stop();
+        m_preview = computeImportPreview(m_path, options(), loss());
+        m_previewStale = false;
+        showPreview();
+    }
     return m_preview;
 }
 
@@ -246,12 +290,12 @@ void OnnxImportDialog::refresh()
     for (int row = 0; row < static_cast<int>(m_dims.size()); ++row) {
         const auto& d = m_dims[static_cast<std::size_t>(row)];
         auto size = d.size;
-        if (d.role == DimRole::Batch)
+        if (const auto named = m_named.find(d.param); d.dynamic && named != m_named.end())
+            size = named->second->value();
+        else if (d.role == DimRole::Batch)
             size = batch();
         else if (d.role == DimRole::Sequence && sequence() > 0)
             size = sequence();
-        else if (const auto named = m_named.find(d.param); d.dynamic && named != m_named.end())
-            size = named->second->value();
         const bool resized = !d.dynamic && size != d.exported;
         respecialised = respecialised || resized;
         const QString file = d.dynamic
@@ -272,40 +316,32 @@ void OnnxImportDialog::refresh()
         note += tr(" Without weights the project plans, searches and simulates from shapes and costs; training "
                    "starts from fresh initial values, not the model's.");
     m_note->setText(note);
+    ++m_generation;
     m_previewStale = true;
+    m_import->setEnabled(false); // until the preview of these choices says the import works
     m_previewLabel->setText(tr("Updating…"));
     m_previewTimer->start();
 }
 
-// A plan-only import at the current choices (the weights are not needed for any count).
-void OnnxImportDialog::updatePreview()
+// Starts the preview of the current choices on a worker (an import reads and infers the whole
+// model); while one runs, it waits for it and tries again. Results of older choices are dropped.
+void OnnxImportDialog::startPreview()
 {
-    m_previewTimer->stop();
-    m_preview = {};
-    try {
-        auto planOnly = options();
-        planOnly.keepWeights = false; // no count needs the weights
-        const auto loaded = loadOnnxModel(m_path, planOnly, loss());
-        const auto summary = summarizeGraph(*loaded.graph);
-        m_preview.nodes = summary.nodeCount;
-        m_preview.parameters = summary.parameterCount;
-        m_preview.parameterBytes = summary.parameterBytes;
-        std::map<std::string, int> opaque;
-        for (const auto& node : loaded.graph->nodes()) {
-            if (node.op == OpType::Opaque)
-                ++opaque[node.opaqueType.empty() ? "Opaque" : node.opaqueType];
-        }
-        for (const auto& [op, count] : opaque)
-            m_preview.opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
-        for (const auto& t : loaded.graph->tensors()) {
-            if (t.kind == TensorKind::Input)
-                m_preview.inputs << QStringLiteral("%1 %2 %3")
-                                        .arg(QString::fromStdString(t.name), shapeText(t.shape),
-                                            QString::fromUtf8(toString(t.dtype).data()));
-        }
-    } catch (const std::exception& e) {
-        m_preview.error = QString::fromStdString(e.what());
+    if (m_job->isRunning()) {
+        m_previewTimer->start();
+        return;
     }
+    m_job->start([generation = m_generation, path = m_path, options = options(), loss = loss()](JobContext&) {
+        return std::any(std::pair { generation, computeImportPreview(path, options, loss) });
+    });
+}
+
+void OnnxImportDialog::previewArrived(const JobOutcome& outcome)
+{
+    const auto* result = outcome.valueAs<std::pair<std::uint64_t, ImportPreview>>();
+    if (result == nullptr || result->first != m_generation)
+        return; // the choices changed since (their preview is on its way)
+    m_preview = result->second;
     m_previewStale = false;
     showPreview();
 }

@@ -1,11 +1,12 @@
 // File > Import ONNX, one dialog: the model's inputs (every dimension dynamic, or fixed at the size
 // it was exported with, and its role), the sizes to import at (batch and sequence, and every other
-// named dynamic dimension by its own name; defaults: the exported ones; another fixed size
-// re-specialises the graph), the loss that makes it trainable, whether to read the weights (off: a
-// plan-only import that never reads the weights file; checked for the user when a weights file the
-// model names is missing), the user's word over the importer's parameter rules (initializers to
-// train or to keep constant, by name), and a live preview of what Import will give: nodes, parameters, ops the
-// engine cannot train, and every graph input's shape, from a plan-only import at the chosen sizes.
+// named dynamic dimension, one not named like a sequence, by its own name; defaults: the exported
+// ones; another fixed size re-specialises the graph), the loss that makes it trainable, whether to
+// read the weights (off: a plan-only import that never reads the weights file; checked for the
+// user when a weights file the model names is missing), the user's word over the importer's
+// parameter rules (initializers to train or to keep constant, by name), and a live preview of what
+// Import will give: nodes, parameters, ops the engine cannot train and every graph input's shape,
+// from the same import run on a worker after each pause in the edits (Import waits for it).
 #pragma once
 
 #include "onnx/onnx_import.h"
@@ -27,6 +28,9 @@ class QTableWidget;
 class QTimer;
 
 namespace ps::gui {
+
+class BackgroundJob;
+struct JobOutcome;
 
 // What Import would give at the dialog's choices (counted as `pipestudio info` counts them).
 struct ImportPreview
@@ -71,6 +75,11 @@ public:
     // The preview at the current choices, brought up to date first (it follows edits after a short
     // pause; this computes it now).
     [[nodiscard]] const ImportPreview& preview();
+    // True while the preview shown is not that of the current choices (Import is disabled then).
+    [[nodiscard]] bool previewPending() const
+    {
+        return m_previewStale;
+    }
     [[nodiscard]] QTableWidget* table() const
     {
         return m_table;
@@ -82,7 +91,8 @@ public:
 
 private:
     void refresh();
-    void updatePreview();
+    void startPreview();
+    void previewArrived(const JobOutcome& outcome);
     void showPreview();
 
     QString m_path;
@@ -99,6 +109,8 @@ private:
     QLabel* m_previewLabel = nullptr;
     QPushButton* m_import = nullptr;
     QTimer* m_previewTimer = nullptr;
+    BackgroundJob* m_job = nullptr;
+    std::uint64_t m_generation = 0; // of the choices; a preview of older ones is dropped
     ImportPreview m_preview;
     bool m_previewStale = true;
 };

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name)
+fs::path opsetScratch(const std::string& name)
 {
     const auto dir = fs::temp_directory_path() / ("ps_opset_" + std::to_string(::getpid()));
     fs::create_directories(dir);
@@ -96,7 +96,7 @@ onnx::ModelProto opset18Model(int opset, std::int64_t numOutputs = 2)
 
 std::string importError(const onnx::ModelProto& m, const std::string& file)
 {
-    const auto p = scratch(file);
+    const auto p = opsetScratch(file);
     std::ofstream(p, std::ios::binary) << m.SerializeAsString();
     try {
         (void)importOnnx(p);
@@ -204,9 +204,9 @@ TEST(OnnxOpset, Torch2DefaultExportsImportWithTorchsParametersAndShapes)
 TEST(OnnxOpset, AMissingExternalDataFileIsAnErrorNamingIt)
 {
     const fs::path dir = fs::path(PS_TEST_DATA_DIR) / "onnx_torch2";
-    const auto alone = scratch("gelu_amax.onnx"); // the model without its .onnx.data beside it
+    const auto alone = opsetScratch("gelu_amax.onnx"); // the model without its .onnx.data beside it
     fs::copy_file(dir / "gelu_amax.onnx", alone, fs::copy_options::overwrite_existing);
-    fs::remove(scratch("gelu_amax.onnx.data"));
+    fs::remove(opsetScratch("gelu_amax.onnx.data"));
     try {
         (void)importOnnx(alone);
         FAIL() << "imported without its weights file";
@@ -229,8 +229,8 @@ TEST(OnnxOpset, AMissingExternalDataFileIsAnErrorNamingIt)
     }
     const auto escaping = importError(m, "escaping.onnx");
     EXPECT_NE(escaping.find("not a file beside the model"), std::string::npos) << escaping;
-    fs::copy_file(dir / "gelu_amax.onnx.data", scratch("gelu_amax.onnx.data"));
-    fs::resize_file(scratch("gelu_amax.onnx.data"), 100); // truncated
+    fs::copy_file(dir / "gelu_amax.onnx.data", opsetScratch("gelu_amax.onnx.data"));
+    fs::resize_file(opsetScratch("gelu_amax.onnx.data"), 100); // truncated
     try {
         (void)importOnnx(alone);
         FAIL() << "imported a truncated weights file";
@@ -242,7 +242,7 @@ TEST(OnnxOpset, AMissingExternalDataFileIsAnErrorNamingIt)
 TEST(OnnxOpset, Opset18FormsLowerToTheirOpset17Meaning)
 {
     for (const int opset : { 18, 20, 25 }) {
-        const auto p = scratch("opset" + std::to_string(opset) + ".onnx");
+        const auto p = opsetScratch("opset" + std::to_string(opset) + ".onnx");
         std::ofstream(p, std::ios::binary) << opset18Model(opset).SerializeAsString();
         const auto imported = importOnnx(p);
         EXPECT_EQ(imported.report.opset, opset);
@@ -360,7 +360,7 @@ TEST(OnnxOpset, OneDimensionalConvolutionsAndPoolsBecomeTwoDimensionalOnes)
     k->set_type(onnx::AttributeProto::INTS);
     k->add_ints(2);
     floatValue(g->add_output(), "y", {});
-    const auto p = scratch("conv1d.onnx");
+    const auto p = opsetScratch("conv1d.onnx");
     std::ofstream(p, std::ios::binary) << m.SerializeAsString();
     const auto imported = importOnnx(p);
     EXPECT_TRUE(imported.report.opaqueOps.empty());
@@ -428,7 +428,7 @@ TEST(OnnxOpset, LocalFunctionsAreInlinedWithTheCallsAttributes)
         floatValue(g->add_output(), "y", { 2, 3 });
         return m;
     };
-    const auto p = scratch("functions.onnx");
+    const auto p = opsetScratch("functions.onnx");
     std::ofstream(p, std::ios::binary) << model(false).SerializeAsString();
     const auto imported = importOnnx(p);
     EXPECT_TRUE(imported.report.opaqueOps.empty());

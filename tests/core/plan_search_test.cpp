@@ -27,7 +27,7 @@ Graph evenChain()
     return b.finish({ b.op(OpType::CrossEntropy, "loss", { x, labels }) });
 }
 
-const DeviceSpec& a100()
+const DeviceSpec& searchDevice()
 {
     static const auto device = DeviceCatalog::builtin().find("a100-40gb");
     return device;
@@ -40,11 +40,11 @@ const DeviceSpec& a100()
 TEST(PlanSearch, PaperModeCutsAnEvenChainEvenly)
 {
     const auto graph = evenChain();
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, searchDevice(), {});
     for (const auto& [stages, expected] :
         std::vector<std::pair<int, std::vector<std::size_t>>> { { 2, { 0, 4 } }, { 4, { 0, 2, 4, 6 } } }) {
         const ScheduleSpec spec { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 };
-        const StageModel model(graph, profile, spec, makeCluster(a100(), stages), 64, {});
+        const StageModel model(graph, profile, spec, makeCluster(searchDevice(), stages), 64, {});
         PlannerOptions o;
         o.algorithm = PlanAlgorithm::DawnPiperPaper;
         const auto plan = findPlan(model, o);
@@ -66,13 +66,13 @@ TEST(PlanSearch, PortfolioRecordsItsSeedAndNeverLosesToThePaperAlone)
         auto config = zooPreset(name);
         config.microBatch = 8;
         const auto graph = buildZooModel(config);
-        const auto profile = estimateProfile(graph, a100(), {});
+        const auto profile = estimateProfile(graph, searchDevice(), {});
         for (int stages : { 2, 4, 8 }) {
             const ScheduleSpec spec { ScheduleKind::OneFOneB, stages, 2 * stages, 1, 1 };
-            const StageModel probe(graph, profile, spec, makeCluster(a100(), stages), 8, {});
+            const StageModel probe(graph, profile, spec, makeCluster(searchDevice(), stages), 8, {});
             // A memory limit of 60% of an even split: stages must swap or recompute.
             const double limit = 0.6 * probe.approxMemoryBytes(0, probe.nodeCount(), 0) / stages;
-            const StageModel model(graph, profile, spec, makeCluster(a100(), stages), 8, { limit, true, true });
+            const StageModel model(graph, profile, spec, makeCluster(searchDevice(), stages), 8, { limit, true, true });
             PlannerOptions o;
             o.limits = { limit, true, true };
             o.algorithm = PlanAlgorithm::DawnPiperPaper;
@@ -104,14 +104,14 @@ TEST(PlanSearch, RanksEverySizeAndScheduleBySimulatedThroughput)
     auto config = zooPreset("gpt2-small");
     config.layers = 4;
     const auto graph = buildZooModel(config);
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, searchDevice(), {});
     SearchRequest request;
     request.schedules = { parseScheduleSpec("gpipe", 4, 8), parseScheduleSpec("1f1b", 4, 8),
         parseScheduleSpec("kfkb:2", 4, 8), parseScheduleSpec("interleaved:2", 4, 8) };
     request.algorithms = { PlanAlgorithm::DawnPiper, PlanAlgorithm::GPipe };
     request.microBatchSizes = { 1, 2, 3, 4 };
     request.globalBatch = 16;
-    request.device = a100();
+    request.device = searchDevice();
     const auto plans = searchPlans(graph, profile, request);
     std::set<std::pair<int, double>> counts; // (M, size) seen
     bool sawPlannerRefusal = false;
@@ -130,8 +130,8 @@ TEST(PlanSearch, RanksEverySizeAndScheduleBySimulatedThroughput)
         previous = plan.simulation->samplesPerSecond;
         // The figure is the simulator's, for this plan as it stands.
         const auto costs = computeStageCosts(graph, profile, plan.partition, plan.microBatch);
-        const auto direct = simulate({ generateSchedule(plan.schedule), costs, makeCluster(a100(), 4), profile.setup,
-            plan.microBatch, plan.memoryPlans(), {} });
+        const auto direct = simulate({ generateSchedule(plan.schedule), costs, makeCluster(searchDevice(), 4),
+            profile.setup, plan.microBatch, plan.memoryPlans(), {} });
         EXPECT_DOUBLE_EQ(plan.simulation->iterationNs, direct.iterationNs);
     }
     EXPECT_TRUE(counts.contains({ 16, 1.0 }));
@@ -159,9 +159,9 @@ TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
     auto config = zooPreset("gpt2-small");
     config.layers = 4;
     const auto graph = buildZooModel(config);
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, searchDevice(), {});
     const ScheduleSpec spec { ScheduleKind::GPipe, 4, 8, 1, 1 };
-    const auto cluster = makeCluster(a100(), 4);
+    const auto cluster = makeCluster(searchDevice(), 4);
     const StageModel plain(graph, profile, spec, cluster, 8, { 0, false, false, false });
     const StageModel checkpointed(graph, profile, spec, cluster, 8, { 0, false, false, true });
     const auto starts = Partition { { 0, 40, 80, 120 } };
@@ -196,7 +196,7 @@ TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
 TEST(PlanSearch, ZeroBaselineShardsModelStatesByStage)
 {
     const auto graph = test::tinyMlp();
-    const auto profile = estimateProfile(graph, a100(), {});
+    const auto profile = estimateProfile(graph, searchDevice(), {});
     const auto per = bytesPerParameter(profile.setup);
     ASSERT_DOUBLE_EQ(per.weights, 4);
     ASSERT_DOUBLE_EQ(per.gradients, 4);

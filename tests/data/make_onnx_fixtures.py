@@ -145,6 +145,17 @@ def fixed_shape_modules(small):
             h = torch.relu(self.fc1(x.view(x.size(0), -1)))
             return self.fc2(h).view(x.size(0), 3, 16).softmax(-1)
 
+    class CrossMem(nn.Module):
+        """Queries attending over a memory of another length: a second named dynamic dimension ("mem")."""
+
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(16, 16)
+
+        def forward(self, x, memory):
+            att = (self.q(x) @ memory.transpose(1, 2)).softmax(-1)
+            return att @ memory
+
     import torchvision
 
     ids = torch.randint(0, 64, (2, 16))
@@ -153,6 +164,8 @@ def fixed_shape_modules(small):
     # vocabulary (tests/gui, the import dialog's run).
     yield "tiny_lm_v200", TinyLm(vocab=200), (torch.randint(0, 200, (2, 16)),), \
         {"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
+    yield "cross_mem", CrossMem(), (torch.randn(2, 5, 16), torch.randn(2, 7, 16)), \
+        {"input": {0: "batch", 1: "seq"}, "memory": {0: "batch", 1: "mem"}, "output": {0: "batch", 1: "seq"}}
     yield "flat_mlp", FlatMlp(), (torch.randn(4, 3, 8, 8),), {"input": {0: "batch"}, "output": {0: "batch"}}
     if small:
         return
@@ -182,7 +195,8 @@ def export_fixed_shapes(out_dir, small=False):
         module.eval()
         for kind, dynamic in (("fixed", None), ("dynamic", axes)):
             path = os.path.join(sub, f"{name}-{kind}.onnx")
-            torch.onnx.export(module, args, path, opset_version=17, input_names=["input"], output_names=["output"],
+            names = [k for k in axes if k != "output"]  # "input", and any further inputs by name
+            torch.onnx.export(module, args, path, opset_version=17, input_names=names, output_names=["output"],
                               dynamic_axes=dynamic)
             if name == "alexnet":
                 strip_weights(path)

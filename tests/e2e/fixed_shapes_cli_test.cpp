@@ -152,6 +152,15 @@ TEST_F(CliFixedShapes, ImportOverridesParametersConstantsAndNamedDimensions)
     EXPECT_NE(typo.exitCode, 0);
     EXPECT_NE(typo.output.find("'wpe.weigth' (named as a parameter) is not an initializer"), std::string::npos)
         << typo.output;
+    const auto unknownDim = runCli("import " + model + " -o " + project("pst") + " --dim pst=4");
+    EXPECT_NE(unknownDim.output.find("is named 'pst' (its named dynamic dimensions: batch, seq)"), std::string::npos)
+        << unknownDim.output;
+    const auto batchDim = runCli("import " + model + " -o " + project("b4") + " --dim batch=4");
+    EXPECT_NE(batchDim.output.find("'batch' is the batch: size it with the batch option (--batch)"), std::string::npos)
+        << batchDim.output;
+    // An override before the model takes one value, not the model's path.
+    const auto first = runCli("import --constants wpe.weight " + model + " -o " + project("first") + " --seq 16");
+    EXPECT_EQ(first.exitCode, 0) << first.output;
     const auto dim = runCli("import " + model + " -o " + project("dim") + " --dim seq");
     EXPECT_NE(dim.exitCode, 0);
     EXPECT_NE(dim.output.find("--dim 'seq' is not NAME=SIZE"), std::string::npos) << dim.output;

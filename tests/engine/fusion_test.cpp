@@ -80,7 +80,7 @@ Pass runOnce(const Graph& graph, bool fuse)
     return p;
 }
 
-class RecordingObserver final : public NodeObserver
+class FusionObserver final : public NodeObserver
 {
 public:
     void nodeBegin(NodeId node, bool backward) override
@@ -159,7 +159,7 @@ TEST(Fusion, AChainIsObservedOnItsSoftmaxNode)
     const auto chain = plan.chains().front();
     GraphExecutor ex(graph);
     feed(ex);
-    RecordingObserver observer;
+    FusionObserver observer;
     ex.setObserver(&observer);
     (void)ex.forward();
     ex.backward();

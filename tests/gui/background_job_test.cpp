@@ -128,6 +128,11 @@ TEST(BackgroundJob, CancelEndsTheWorkAsCancelled)
     std::atomic<bool> flagSeen { false };
     job.start([&flagSeen](JobContext& c) -> std::any {
         auto result = untilCancelled(c);
+        // The flag is set by the token's stop callback, which runs just after the stop becomes
+        // visible: it may lag the token by a moment, never by more.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        while (!c.cancelFlag()->load() && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
         flagSeen = c.cancelFlag()->load();
         return result; // a partial result comes back with the Cancelled status
     });

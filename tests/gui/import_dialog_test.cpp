@@ -11,6 +11,7 @@
 #include "views/onnx_import_dialog.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -85,6 +86,18 @@ TEST(ImportDialog, PreviewMatchesInfoAndAVocabulary200ModelTrainsFromTheStudio)
     EXPECT_FALSE(dialog.importButton()->isEnabled());
     dialog.setOverrides(QString(), QString());
     EXPECT_EQ(dialog.preview().parameters, preview.parameters);
+    // Edits preview on a worker after a pause; Import waits for the preview of the current choices.
+    dialog.setSequence(20);
+    EXPECT_TRUE(dialog.previewPending());
+    EXPECT_FALSE(dialog.importButton()->isEnabled());
+    QElapsedTimer waited;
+    waited.start();
+    while (dialog.previewPending() && waited.elapsed() < 60'000)
+        QTest::qWait(20);
+    ASSERT_FALSE(dialog.previewPending());
+    EXPECT_TRUE(dialog.importButton()->isEnabled());
+    EXPECT_TRUE(dialog.preview().inputs.front().contains(QStringLiteral("[2, 20]")));
+    dialog.setSequence(16);
     QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
     dialog.resize(720, 560);
     EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/import-dialog-preview.png")));
@@ -122,4 +135,27 @@ TEST(ImportDialog, PreviewMatchesInfoAndAVocabulary200ModelTrainsFromTheStudio)
     EXPECT_EQ(outcome.status, QStringLiteral("finished")) << outcome.message.toStdString();
     ASSERT_EQ(window.monitorModel()->steps().size(), 3u);
     EXPECT_TRUE(std::isfinite(window.monitorModel()->steps().back().loss));
+}
+
+// A second named dynamic dimension ("mem", a memory of its own length) gets its own size in its
+// row; the batch and the sequence keep theirs.
+TEST(ImportDialog, AnotherNamedDynamicDimensionIsSizedByItsName)
+{
+    const auto model = QStringLiteral(PS_ONNX_FIXTURES_DIR "/fixed_shapes/cross_mem-dynamic.onnx");
+    if (!QFile::exists(model))
+        GTEST_SKIP() << "no ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
+    OnnxImportDialog dialog(model);
+    ASSERT_EQ(dialog.table()->rowCount(), 6); // input and memory, three dimensions each
+    EXPECT_NE(dialog.table()->cellWidget(4, 4), nullptr); // memory[1] 'mem'
+    EXPECT_EQ(dialog.table()->cellWidget(1, 4), nullptr); // input[1] 'seq' follows the sequence box
+    dialog.setBatch(2);
+    dialog.setSequence(5);
+    dialog.setDim("mem", 9);
+    EXPECT_EQ(dialog.dims(), (std::map<std::string, std::int64_t> { { "mem", 9 } }));
+    const auto& preview = dialog.preview();
+    ASSERT_TRUE(preview.error.isEmpty()) << preview.error.toStdString();
+    EXPECT_TRUE(preview.inputs.join(QStringLiteral("; ")).contains(QStringLiteral("memory [2, 9, 16]")))
+        << preview.inputs.join(QStringLiteral("; ")).toStdString();
+    EXPECT_TRUE(preview.inputs.join(QStringLiteral("; ")).contains(QStringLiteral("input [2, 5, 16]")));
+    EXPECT_EQ(dialog.table()->item(4, 4)->text(), QStringLiteral("9"));
 }
