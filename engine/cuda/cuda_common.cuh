@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "column_math.h"
 #include "conv_math.h"
+#include "util/error.h"
 
 #include <cuda_runtime.h>
 
@@ -48,6 +49,20 @@ inline std::uint8_t* u8(NdArray& a)
 inline const std::uint8_t* u8(const NdArray& a)
 {
     return reinterpret_cast<const std::uint8_t*>(a.data());
+}
+
+// "node 'name' (Op)": how the CUDA kernels name the node in their errors.
+inline std::string label(const Node& node)
+{
+    return "node '" + node.name + "' (" + std::string(toString(node.op)) + ")";
+}
+
+// The CUDA kernels of this backend run f32 values; another element type is refused naming the node.
+inline void requireF32(const Node& node, const NdArray& a)
+{
+    if (a.dtype() != DType::F32)
+        throw Error(
+            label(node) + ": the CUDA backend runs it on f32 values, an input is " + std::string(toString(a.dtype())));
 }
 
 inline constexpr int kThreads = 256;

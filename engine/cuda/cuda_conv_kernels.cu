@@ -18,18 +18,6 @@ namespace {
     constexpr std::int64_t kColumnBytes = std::int64_t { 256 } << 20;
     constexpr int kChannelLanes = 256; // threads per channel in the BatchNorm and bias reductions
 
-    std::string label(const Node& node)
-    {
-        return "node '" + node.name + "' (" + std::string(toString(node.op)) + ")";
-    }
-
-    void requireF32(const Node& node, const NdArray& a)
-    {
-        if (a.dtype() != DType::F32)
-            throw Error(label(node) + ": the CUDA backend runs it on f32 values, an input is "
-                + std::string(toString(a.dtype())));
-    }
-
     int asInt(std::int64_t v, const Node& node)
     {
         if (v > 2147483647)

@@ -13,11 +13,6 @@
 namespace ps::engine::cuda {
 namespace {
 
-    std::string label(const Node& node)
-    {
-        return "node '" + node.name + "' (" + std::string(toString(node.op)) + ")";
-    }
-
 #define PS_FOR_EACH(i, n)                                                                                              \
     for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
          i += static_cast<long long>(gridDim.x) * blockDim.x)

@@ -107,13 +107,6 @@ namespace {
             out[i] = dy == nullptr ? forwardOf(op, x[i], p) : dy[i] * derivativeOf(op, x != nullptr ? x[i] : 0.0F, p);
     }
 
-    void requireF32(const Node& node, const NdArray& a)
-    {
-        if (a.dtype() != DType::F32)
-            throw Error("node '" + node.name + "' (" + std::string(toString(node.op))
-                + "): the CUDA backend runs it on " + "f32 values, this input is " + std::string(toString(a.dtype())));
-    }
-
     NdArray launch(Op op, const NdArray* x, const NdArray* dy, const Params& p, KernelContext& ctx, const Node& node)
     {
         useDevice(ctx.allocator);

@@ -8,18 +8,6 @@
 namespace ps::engine::cuda {
 namespace {
 
-    std::string label(const Node& node)
-    {
-        return "node '" + node.name + "' (" + std::string(toString(node.op)) + ")";
-    }
-
-    void requireF32(const Node& node, const NdArray& a)
-    {
-        if (a.dtype() != DType::F32)
-            throw Error(label(node) + ": the CUDA backend runs it on f32 values, an input is "
-                + std::string(toString(a.dtype())));
-    }
-
 #define PS_FOR_EACH(i, n)                                                                                              \
     for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
          i += static_cast<long long>(gridDim.x) * blockDim.x)
