@@ -1,12 +1,19 @@
 #include "cpu_probe.h"
 
+#include "cpu/gemm_team.h"
 #include "cpu/thread_affinity.h"
+#include "cpu/vector_loops.h"
 #include "local_devices.h"
 
 #include <algorithm>
+#include <cblas.h>
 #include <chrono>
-#include <cstring>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace ps::engine {
@@ -14,55 +21,174 @@ namespace {
 
     using Clock = std::chrono::steady_clock;
 
-    // 8 independent accumulators of 8 lanes: enough chains to hide FMA latency once the compiler
-    // vectorizes; 2 FLOPs per multiply-add.
-    double fmaLoop(std::size_t iterations)
+    double secondsSince(Clock::time_point start)
     {
-        float acc[64];
-        for (int i = 0; i < 64; ++i)
-            acc[i] = static_cast<float>(i) * 1e-3F;
-        const float a = 0.999999F;
-        const float b = 1e-7F;
-        for (std::size_t it = 0; it < iterations; ++it) {
-            for (float& x : acc)
-                x = x * a + b;
-        }
-        float sum = 0;
-        for (float x : acc)
-            sum += x;
-        return static_cast<double>(sum);
+        return std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9);
     }
 
-    double measureFlops(int threads)
+    // Runs body(t) on `threads` threads at once, thread t pinned to cores[t % cores], and returns
+    // the wall time of the slowest.
+    template <typename Body> double onThreads(const std::vector<int>& cores, int threads, Body body)
     {
-        constexpr std::size_t kIterations = 2'000'000;
         std::vector<std::thread> pool;
-        std::vector<double> sink(static_cast<std::size_t>(threads));
         const auto start = Clock::now();
         for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&sink, t] { sink[static_cast<std::size_t>(t)] = fmaLoop(kIterations); });
+            pool.emplace_back([&, t] {
+                pinCurrentThread({ cores[static_cast<std::size_t>(t) % cores.size()] });
+                body(t);
+            });
         for (auto& th : pool)
             th.join();
-        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        return 2.0 * 64 * kIterations * threads / std::max(seconds, 1e-9);
+        return secondsSince(start);
     }
 
-    double measureBandwidth()
+    // The vector peak of the engine's own loops (cpu/vector_loops.h, compiled as its element-wise
+    // kernels are) on every thread.
+    double measureVectorPeak(const std::vector<int>& cores, int threads)
     {
-        constexpr std::size_t kBytes = 64 << 20;
-        std::vector<char> src(kBytes, 1);
-        std::vector<char> dst(kBytes, 0);
-        double best = 0;
-        for (int rep = 0; rep < 3; ++rep) {
-            const auto start = Clock::now();
-            std::memcpy(dst.data(), src.data(), kBytes);
-            const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-            best = std::max(best, 2.0 * kBytes / std::max(seconds, 1e-9)); // read + write
+        constexpr std::int64_t kIterations = 1'000'000;
+        double flops = 0;
+        for (int rep = 0; rep < 2; ++rep) {
+            const double seconds = onThreads(cores, threads, [](int) { (void)cpu::multiplyAddPeakLoop(kIterations); });
+            flops = std::max(flops, static_cast<double>(cpu::kMultiplyAddPeakFlops) * kIterations * threads / seconds);
         }
-        return best + static_cast<double>(dst[kBytes / 2]) * 0; // keep the copy observable
+        return flops;
+    }
+
+    // b = a * s + b * h over n floats, compiled as the engine's element-wise kernels are
+    // (engine/CMakeLists.txt: -O3, vectorized behind an overlap check).
+    __attribute__((noinline)) void streamMultiplyAdd(const float* a, float* b, std::int64_t n, float s, float h)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            b[i] = a[i] * s + b[i] * h;
+    }
+
+    // A streaming element-wise kernel as the engine's (b = a * s + b * h: two reads, one write per
+    // element) over `bytes` of working set per thread, repeated for at least `traffic` bytes;
+    // bytes per second over every thread, the best of eight (on a shared machine a rate of three
+    // came out anywhere from two thirds of the best to the best).
+    double measureStream(const std::vector<int>& cores, int threads, std::int64_t bytes, std::int64_t traffic)
+    {
+        const auto n = std::max<std::int64_t>(1024, bytes / 8); // two arrays of floats
+        const auto passes = std::max<std::int64_t>(1, traffic / (12 * n));
+        std::vector<std::vector<float>> a(static_cast<std::size_t>(threads));
+        std::vector<std::vector<float>> b(static_cast<std::size_t>(threads));
+        onThreads(cores, threads, [&](int t) { // first touch on the thread's own core
+            a[static_cast<std::size_t>(t)].assign(static_cast<std::size_t>(n), 1.0F);
+            b[static_cast<std::size_t>(t)].assign(static_cast<std::size_t>(n), 0.5F);
+        });
+        double best = 0;
+        for (int rep = 0; rep < 8; ++rep) {
+            const double seconds = onThreads(cores, threads, [&](int t) {
+                const float* x = a[static_cast<std::size_t>(t)].data();
+                float* y = b[static_cast<std::size_t>(t)].data();
+                for (std::int64_t p = 0; p < passes; ++p)
+                    streamMultiplyAdd(x, y, n, 1.0001F, 0.5F);
+            });
+            best = std::max(best, 12.0 * static_cast<double>(n * passes) * threads / seconds);
+        }
+        return best;
+    }
+
+    // The engine's GEMM (cpu/gemm_team.h: one pinned team of `threads` cores, single-threaded
+    // OpenBLAS calls) on a product of the size a transformer layer's projections have.
+    double measureGemm(const std::vector<int>& cores, int threads)
+    {
+        const std::int64_t m = 256L * threads;
+        const std::int64_t n = 256;
+        const std::int64_t k = 256;
+        std::vector<float> a(static_cast<std::size_t>(m * k), 0.5F);
+        std::vector<float> b(static_cast<std::size_t>(k * n), 0.25F);
+        std::vector<float> c(static_cast<std::size_t>(m * n), 0.0F);
+        std::vector<int> teamCores;
+        for (int t = 0; t < threads; ++t)
+            teamCores.push_back(cores[static_cast<std::size_t>(t) % cores.size()]);
+        double best = 0;
+        // As the runtime runs them: OpenBLAS on one thread, the team splitting the product.
+        const int blasThreads = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+        std::thread([&] {
+            pinCurrentThread({ teamCores.front() });
+            auto team = threads > 1 ? std::make_unique<GemmTeam>(teamCores) : nullptr;
+            const GemmTeamScope scope(team.get());
+            for (int rep = 0; rep < 5; ++rep) {
+                constexpr int kCalls = 8;
+                const auto start = Clock::now();
+                for (int i = 0; i < kCalls; ++i)
+                    sgemm(false, false, m, n, k, 1.0F, a.data(), k, b.data(), n, 0.0F, c.data(), n);
+                best = std::max(best, 2.0 * static_cast<double>(m * n * k) * kCalls / secondsSince(start));
+            }
+        }).join();
+        openblas_set_num_threads(blasThreads);
+        return best;
+    }
+
+    std::int64_t readBytes(const std::string& path)
+    {
+        std::ifstream in(path);
+        std::string text;
+        if (!(in >> text) || text.empty())
+            return 0;
+        std::int64_t value = 0;
+        try {
+            value = std::stoll(text);
+        } catch (const std::exception&) {
+            return 0;
+        }
+        const char unit = text.back();
+        return unit == 'K' ? value << 10 : unit == 'M' ? value << 20 : unit == 'G' ? value << 30 : value;
+    }
+
+    // How many CPUs a "0-3,8-11" list names.
+    int countCpuList(const std::string& list)
+    {
+        int count = 0;
+        std::size_t at = 0;
+        while (at < list.size()) {
+            const auto comma = list.find(',', at);
+            const auto part = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+            const auto dash = part.find('-');
+            try {
+                count += dash == std::string::npos ? 1 : std::stoi(part.substr(dash + 1)) - std::stoi(part) + 1;
+            } catch (const std::exception&) {
+                return 0;
+            }
+            if (comma == std::string::npos)
+                break;
+            at = comma + 1;
+        }
+        return count;
     }
 
 } // namespace
+
+CpuCaches readCpuCaches()
+{
+    CpuCaches c;
+    for (int index = 0; index < 8; ++index) {
+        const auto dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+        std::ifstream levelFile(dir + "level");
+        std::ifstream typeFile(dir + "type");
+        int level = 0;
+        std::string type;
+        if (!(levelFile >> level) || !(typeFile >> type) || type == "Instruction")
+            continue;
+        const auto size = readBytes(dir + "size");
+        std::ifstream sharedFile(dir + "shared_cpu_list");
+        std::string shared;
+        sharedFile >> shared;
+        const int sharers = std::max(1, countCpuList(shared));
+        if (level == 2) {
+            c.privateBytes = size;
+        } else if (level >= 3 && size > 0) {
+            c.sharedBytes = size;
+            c.sharedBy = sharers;
+        }
+    }
+    if (c.privateBytes == 0) // no sysfs (a container without it): what glibc reads from CPUID
+        c.privateBytes = std::max<long>(0, ::sysconf(_SC_LEVEL2_CACHE_SIZE));
+    return c;
+}
 
 DeviceSpec measureCpuDevice(int threads)
 {
@@ -70,18 +196,31 @@ DeviceSpec measureCpuDevice(int threads)
     const auto& cpu = report.devices.front();
     if (threads <= 0)
         threads = cpu.computeUnits;
+    auto cores = allowedCores();
     DeviceSpec d = DeviceCatalog::builtin().find("cpu");
     d.name = cpu.name + " (" + std::to_string(threads) + " threads, measured)";
     d.memoryBytes = cpu.memoryBytes;
-    d.flopsFp32 = measureFlops(threads);
+    const auto caches = readCpuCaches();
+    const int sharing = std::max(1, std::min(caches.sharedBy, static_cast<int>(cores.size())));
+    d.cacheBytes = threads * (caches.privateBytes + caches.sharedBytes / sharing);
+    const double vector = measureVectorPeak(cores, threads);
+    const double gemm = measureGemm(cores, threads);
+    d.flopsFp32 = std::max(vector, gemm); // the peak is at least what a GEMM reaches
+    d.gemmEfficiencyFp32 = gemm / d.flopsFp32;
     d.flopsTf32 = d.flopsFp32;
     d.flopsFp16 = d.flopsFp32;
     d.flopsBf16 = d.flopsFp32;
-    d.memoryBandwidth = measureBandwidth();
+    // Half the cache per thread for the cached rate; beyond the whole last level for memory's.
+    const std::int64_t cached = std::max<std::int64_t>(64 << 10, d.cacheBytes / threads / 2);
+    d.cacheBandwidth = d.cacheBytes > 0 ? measureStream(cores, threads, cached, std::int64_t { 128 } << 20) : 0;
+    const std::int64_t beyond = std::clamp<std::int64_t>(2 * caches.sharedBytes, 64 << 20, std::int64_t { 1 } << 30);
+    d.memoryBandwidth = measureStream(cores, threads, beyond / threads, beyond / threads);
+    if (d.cacheBandwidth < d.memoryBandwidth) // no faster level seen: one rate for every size
+        d.cacheBandwidth = d.memoryBandwidth;
     d.hostLink = { "memory", d.memoryBandwidth, 0 };
     d.peerLink = { "memory", d.memoryBandwidth, 0 };
     d.measured = false; // filled in
-    d.cores = static_cast<int>(allowedCores().size());
+    d.cores = static_cast<int>(cores.size());
     return d;
 }
 

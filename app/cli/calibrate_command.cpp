@@ -36,8 +36,8 @@ namespace {
         const auto device = resolveDevice(d);
         const auto source =
             d.profile == "measured" ? (device.id == "cpu" ? "measured-cpu" : "measured-cuda") : d.profile;
-        const auto matched =
-            loadMatchedProfile(store, device.id, source, device.id == "cpu" ? engine::threadsPerDevice(1) : 0);
+        const int threads = d.threads > 0 ? d.threads : engine::threadsPerDevice(1);
+        const auto matched = loadMatchedProfile(store, device.id, source, device.id == "cpu" ? threads : 0);
         if (!matched || matched->profile.nodes.size() != graph.nodeCount())
             throw Error("--profile " + d.profile + ": '" + o.project + "' has no " + source + " profile of its "
                 + std::to_string(graph.nodeCount()) + " nodes for device '" + device.id + "'");
@@ -104,6 +104,10 @@ void addCalibrateCommand(CLI::App& app, Action& action)
     cmd->add_option("project", o->project, "Project file (.pstudio)")->required();
     addDeviceOptions(cmd, *d);
     cmd->add_option("--profile", d->profile, "The profile to fit to: measured (default), imported, or a stored source");
+    cmd->add_option("--threads", d->threads,
+           "cpu: the thread count to fit at (a profile measured at it, `profile --threads N`; the CPU measured with "
+           "as many); default every core")
+        ->check(CLI::Range(1, 4096));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->add_flag("--no-save", o->noSave, "Print the fit without storing the calibrated profile");
     cmd->callback([&action, o, d] { action = [o, d] { return runCalibrate(*o, *d); }; });

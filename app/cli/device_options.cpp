@@ -7,6 +7,7 @@
 #include "runtime/training_run.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -38,12 +39,15 @@ std::string readFile(const std::string& path)
     return s.str();
 }
 
-DeviceSpec resolveDevice(const DeviceOptions& o)
+DeviceSpec resolveDevice(const DeviceOptions& o, int devices)
 {
     const auto catalog =
         o.catalog.empty() ? DeviceCatalog::builtin() : DeviceCatalog::fromJson(readFile(o.catalog), o.catalog);
     const auto& spec = catalog.find(o.device);
-    return spec.measured ? engine::measureCpuDevice() : spec;
+    if (!spec.measured)
+        return spec;
+    return engine::measureCpuDevice(
+        o.threads > 0 ? o.threads : engine::threadsPerDevice(static_cast<std::size_t>(std::max(1, devices))));
 }
 
 Precision precisionOf(const DeviceOptions& o)

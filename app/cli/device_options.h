@@ -23,11 +23,13 @@ struct DeviceOptions
     bool tf32 = false; // --tf32: tf32
     std::string optimizer = "adam";
     std::string profile = "analytical"; // --profile: analytical, measured, imported, or a stored source
+    int threads = 0; // the cpu device's threads; 0: its share of the cores when `devices` share them
 };
 
 void addDeviceOptions(CLI::App* cmd, DeviceOptions& options);
-// The catalog entry, or the measured CPU for `cpu`.
-DeviceSpec resolveDevice(const DeviceOptions& options);
+// The catalog entry, or for `cpu` this CPU measured as one of `devices` devices sharing its cores
+// (engine::threadsPerDevice; options.threads where given), as the runtime would run them.
+DeviceSpec resolveDevice(const DeviceOptions& options, int devices = 1);
 CostModelOptions costOptions(const DeviceOptions& options);
 // --profile on the commands that plan or simulate with a per-node profile.
 void addProfileOption(CLI::App* cmd, DeviceOptions& options);

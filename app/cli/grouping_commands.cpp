@@ -35,7 +35,7 @@ namespace {
 
     Cluster clusterFor(const GroupingOptions& o, const DeviceOptions& d)
     {
-        auto cluster = o.clusterFile.empty() ? makeCluster(resolveDevice(d), o.stages)
+        auto cluster = o.clusterFile.empty() ? makeCluster(resolveDevice(d, o.stages), o.stages)
                                              : clusterFromJson(readFile(o.clusterFile), o.clusterFile);
         if (cluster.deviceCount() < o.stages)
             throw Error("the cluster has " + std::to_string(cluster.deviceCount()) + " devices, the pipeline "

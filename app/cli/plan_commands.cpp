@@ -104,7 +104,7 @@ namespace {
     {
         if (!s.clusterFile.empty())
             return clusterFromJson(readFile(s.clusterFile), s.clusterFile);
-        return makeCluster(resolveDevice(o), devices, s.devicesPerNode);
+        return makeCluster(resolveDevice(o, devices), devices, s.devicesPerNode);
     }
 
     void printResult(const SimulationResult& r, const Partition& p, const std::vector<StageCost>& stages)

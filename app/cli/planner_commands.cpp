@@ -84,7 +84,7 @@ namespace {
             throw Error("--stages " + std::to_string(o.stages) + ": the model of '" + o.project + "' has only "
                 + std::to_string(graph.nodeCount()) + " nodes (at least one per stage)");
         Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
-        p.cluster = makeCluster(resolveDevice(d), p.spec.devices());
+        p.cluster = makeCluster(resolveDevice(d, static_cast<int>(p.spec.devices())), p.spec.devices());
         p.profile = planningProfile(store, p.graph, p.cluster.device, d, p.spec.devices());
         if (!o.json)
             fmt::print("{} on {}, {}\n", p.graph.info().name, p.cluster.device.name, profileLabel(p.profile));

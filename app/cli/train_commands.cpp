@@ -174,7 +174,7 @@ namespace {
         const auto matched = loadMatchedProfile(store, d.device, gpu ? "measured-cuda" : "measured-cpu",
             gpu ? 0 : engine::threadsPerDevice(static_cast<std::size_t>(c.schedule.devices())));
         auto profile = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
-        const auto cluster = makeCluster(resolveDevice(d), c.schedule.stages);
+        const auto cluster = makeCluster(resolveDevice(d, static_cast<int>(c.schedule.devices())), c.schedule.stages);
         if (!profile)
             profile = estimateProfile(graph, cluster.device, costOptions(d));
         auto spec = c.schedule;

@@ -32,8 +32,9 @@ namespace detail {
                     { "bf16", d.flopsBf16 } } },
             { "memory_bandwidth", d.memoryBandwidth }, { "multiprocessors", d.multiprocessors },
             { "gemm_efficiency", { { "fp32", d.gemmEfficiencyFp32 }, { "tensor", d.gemmEfficiencyTensor } } },
-            { "host_link", linkToJson(d.hostLink) }, { "peer_link", linkToJson(d.peerLink) },
-            { "measured", d.measured }, { "cores", d.cores } };
+            { "cache_bytes", d.cacheBytes }, { "cache_bandwidth", d.cacheBandwidth },
+            { "kernel_overhead_ns", d.kernelOverheadNs }, { "host_link", linkToJson(d.hostLink) },
+            { "peer_link", linkToJson(d.peerLink) }, { "measured", d.measured }, { "cores", d.cores } };
     }
 
     DeviceSpec deviceFromJson(const nlohmann::json& j, const std::string& where)
@@ -58,6 +59,11 @@ namespace detail {
         if (d.multiprocessors < 0 || d.gemmEfficiencyFp32 < 0 || d.gemmEfficiencyFp32 > 1 || d.gemmEfficiencyTensor < 0
             || d.gemmEfficiencyTensor > 1)
             throw Error(at + ": multiprocessors must be >= 0 and gemm_efficiency values within 0..1");
+        d.cacheBytes = integerValue(j, "cache_bytes", std::int64_t { 0 }, at);
+        d.cacheBandwidth = j.value("cache_bandwidth", 0.0);
+        d.kernelOverheadNs = j.value("kernel_overhead_ns", 0.0);
+        if (d.cacheBytes < 0 || d.cacheBandwidth < 0 || d.kernelOverheadNs < 0)
+            throw Error(at + ": cache_bytes, cache_bandwidth and kernel_overhead_ns must be >= 0");
         d.hostLink = linkFromJson(j.value("host_link", nlohmann::json::object()), at);
         d.peerLink = linkFromJson(j.value("peer_link", nlohmann::json::object()), at);
         d.measured = j.value("measured", false);

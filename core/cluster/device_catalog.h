@@ -41,6 +41,15 @@ struct DeviceSpec
     int multiprocessors = 0;
     double gemmEfficiencyFp32 = 0;
     double gemmEfficiencyTensor = 0;
+    // The cache one device's kernels may keep their bytes in (its cores' private caches and their
+    // share of the shared last level), and the rate a streaming kernel reaches within it. A kernel
+    // whose bytes fit streams at cacheBandwidth, one whose bytes do not at memoryBandwidth. 0:
+    // unknown, every kernel at memoryBandwidth. Measured for `cpu` (engine/cpu_probe.h).
+    std::int64_t cacheBytes = 0;
+    double cacheBandwidth = 0; // bytes/s
+    // A kernel's fixed cost on this device (dispatch and allocation of its output), nanoseconds;
+    // 0: the cost model's kernelLaunchNs. Measured for `cpu`.
+    double kernelOverheadNs = 0;
     LinkSpec hostLink; // to host memory (swap traffic)
     LinkSpec peerLink; // fastest device-to-device link inside a node
     bool measured = false; // true for `cpu` until measured

@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <string>
+#include <variant>
 
 namespace ps {
 namespace {
@@ -93,6 +95,32 @@ namespace {
         return d.id != "cpu";
     }
 
+    // The fraction of a pipe's peak GEMMs reach, where the GEMM model does not price them by tiles:
+    // a CPU's as measured (engine/cpu_probe.h), else the cost model's default.
+    double gemmEfficiency(const DeviceSpec& d, const CostModelOptions& o)
+    {
+        return !isCudaDevice(d) && d.gemmEfficiencyFp32 > 0 ? d.gemmEfficiencyFp32 : o.matmulEfficiency;
+    }
+
+    // A kernel's fixed cost: the device's measured one (a CPU's dispatch and allocation), else the
+    // cost model's launch.
+    double launchNs(const DeviceSpec& d, const CostModelOptions& o)
+    {
+        return d.kernelOverheadNs > 0 ? d.kernelOverheadNs : o.kernelLaunchNs;
+    }
+
+    // The rate a kernel moving `bytes` streams at. A catalog GPU's is an efficiency times its
+    // memory bandwidth; a measured CPU's rates come from a streaming kernel, within its cache share
+    // (`cacheBytes`) or beyond it, and windowed access keeps the GPU's ratio to streaming.
+    double streamBandwidth(const DeviceSpec& d, double bytes, bool windowedAccess, const CostModelOptions& o)
+    {
+        const double efficiency = windowedAccess ? o.windowedBandwidthEfficiency : o.bandwidthEfficiency;
+        if (isCudaDevice(d))
+            return d.memoryBandwidth * efficiency;
+        const bool cached = d.cacheBytes > 0 && d.cacheBandwidth > 0 && bytes <= static_cast<double>(d.cacheBytes);
+        return (cached ? d.cacheBandwidth : d.memoryBandwidth) * efficiency / o.bandwidthEfficiency;
+    }
+
     // A pipe the device lacks (no TF32 before Ampere, no bf16 on V100) runs at the FP32 rate.
     double pipePeak(const DeviceSpec& d, MathMode mode)
     {
@@ -156,6 +184,45 @@ namespace {
         }
     }
 
+    // The arithmetic a branch-free special function costs per element in the engine's kernels
+    // (engine/kernel_math.h), which nominal FLOP counts (op_registry.cpp: GELU 8) leave out: e^x is
+    // a range reduction and a degree-7 polynomial, about 20 operations; tanh its odd series and its
+    // e^x side, both taken, about 45; the exact GELU's erfc two e^x, a degree-9 polynomial and a
+    // division, about 50. Where vector math sets an element-wise kernel's time (a CPU) these were
+    // 2-3x shorter than measured without them; on a GPU such kernels stay memory-bound.
+    struct SpecialFlops
+    {
+        double forward = 0;
+        double backward = 0;
+    };
+
+    SpecialFlops specialFlops(const Node& n)
+    {
+        constexpr double kExp = 20;
+        constexpr double kTanh = 45;
+        constexpr double kErfc = 50;
+        switch (n.op) {
+        case OpType::Gelu: {
+            const auto it = n.attrs.find("approximate");
+            const bool tanh = it != n.attrs.end() && std::holds_alternative<std::string>(it->second)
+                && std::get<std::string>(it->second) == "tanh";
+            return tanh ? SpecialFlops { kTanh, kTanh } : SpecialFlops { kErfc, kErfc + kExp };
+        }
+        case OpType::Tanh:
+            return { kTanh, 0 };
+        case OpType::Erf:
+            return { kErfc, kExp };
+        case OpType::Sigmoid:
+        case OpType::Exp:
+        case OpType::Log:
+        case OpType::Softmax:
+        case OpType::CrossEntropy: // e^x of every logit
+            return { kExp, 0 };
+        default:
+            return {};
+        }
+    }
+
     bool windowed(OpType op)
     {
         return op == OpType::MaxPool || op == OpType::AvgPool || op == OpType::Resize || op == OpType::Pad;
@@ -201,7 +268,7 @@ namespace {
         const auto mode = convMathMode(o.setup);
         const double gemm = pipePeak(d, mode) * o.matmulEfficiency;
         if (!isCudaDevice(d)) // the CPU engine: im2col and its GEMM
-            return { ConvAlgorithm::ImplicitGemm, d.flopsFp32 * o.matmulEfficiency };
+            return { ConvAlgorithm::ImplicitGemm, d.flopsFp32 * gemmEfficiency(d, o) };
         if (geo.group > 1 && geo.channelsPerGroup < 16)
             return { ConvAlgorithm::Grouped, d.flopsFp32 * o.vectorEfficiency };
         if (geo.channelsPerGroup <= 4) {
@@ -268,14 +335,15 @@ namespace {
 
     // The cast kernels autocast launches for a node's inputs, forward and (the gradients) backward.
     std::optional<KernelTime> castKernels(
-        const Node& node, const AutocastPlan& plan, double ratio, double bandwidth, const CostModelOptions& o)
+        const Node& node, const AutocastPlan& plan, double ratio, const DeviceSpec& d, const CostModelOptions& o)
     {
         const auto i = node.id.index();
         const int count = plan.castKernels.empty() ? 0 : plan.castKernels[i];
         if (count == 0)
             return std::nullopt;
-        const double launches = count * o.kernelLaunchNs;
+        const double launches = count * launchNs(d, o);
         const double bytes = plan.castActivationBytes[i] * ratio + plan.castParameterBytes[i];
+        const double bandwidth = streamBandwidth(d, bytes, false, o);
         const double ns = rooflineNs(0, bytes, 0, bandwidth, launches);
         return KernelTime { KernelClass::Elementwise, ns, ns, 1e9 * plan.castParameterBytes[i] / bandwidth };
     }
@@ -284,13 +352,23 @@ namespace {
         const ByteScales& scales, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
     {
         auto s = scaleTo(c, ratio, scales);
+        if (const auto special = specialFlops(node); special.forward > 0 && !node.inputs.empty()) {
+            // Per element of the larger of the first input and the first output (a loss's logits).
+            const auto& in = g.tensor(node.inputs[0]).shape;
+            const auto out = node.outputs.empty() ? Shape {} : g.tensor(node.outputs[0]).shape;
+            const double elements =
+                static_cast<double>(std::max(numElements(in), node.outputs.empty() ? 0 : numElements(out))) * ratio;
+            s.forwardFlops += special.forward * elements;
+            if (s.backwardFlops > 0)
+                s.backwardFlops += special.backward * elements;
+        }
         const auto kind = classOf(g, node);
         const bool cuda = isCudaDevice(d);
         double peak = d.flopsFp32 * o.vectorEfficiency;
-        double bw = d.memoryBandwidth * (windowed(node.op) ? o.windowedBandwidthEfficiency : o.bandwidthEfficiency);
+        const double launch = launchNs(d, o);
         if (kind == KernelClass::Gemm || kind == KernelClass::Attention) {
             if (node.op == OpType::MatMul || node.op == OpType::Einsum)
-                peak = pipePeak(d, matmulMathMode(o.setup)) * o.matmulEfficiency;
+                peak = pipePeak(d, matmulMathMode(o.setup)) * gemmEfficiency(d, o);
         } else if (kind == KernelClass::Convolution) {
             peak = convRate(g, node, d, o).flopsPerSecond;
         } else if (kind == KernelClass::Embedding) {
@@ -299,6 +377,7 @@ namespace {
         if (node.op == OpType::MaxPool && cuda)
             s.activationBytes += 2 * s.outputBytes / scales.written; // int64 indices, one per output
         const double fwdBytes = s.activationBytes + s.parameterBytes;
+        const double bw = streamBandwidth(d, fwdBytes, windowed(node.op), o);
         std::vector<KernelTime> kernels;
         // On a catalog GPU with the GEMM model's inputs, a MatMul's GEMMs are priced by tile and wave
         // quantisation (cost/gemm_model.h) instead of a flat fraction of peak.
@@ -306,17 +385,17 @@ namespace {
         if (cuda && pipe.multiprocessors > 0 && pipe.efficiency > 0) {
             if (const auto gm = matmulGemms(g, node, ratio, requiresGrad)) {
                 const auto ns = [&pipe](const GemmShape& shape) { return 1e9 * estimateGemm(shape, pipe).seconds; };
-                KernelTime t { kind, o.kernelLaunchNs + ns(gm->forward), 0, 0 };
+                KernelTime t { kind, launch + ns(gm->forward), 0, 0 };
                 if (gm->inputGrad)
-                    t.backwardNs += o.kernelLaunchNs + ns(*gm->inputGrad);
+                    t.backwardNs += launch + ns(*gm->inputGrad);
                 if (gm->otherGrad) {
-                    const double other = o.kernelLaunchNs + ns(*gm->otherGrad);
+                    const double other = launch + ns(*gm->otherGrad);
                     t.backwardNs += other;
                     if (g.tensor(node.inputs[1]).kind == TensorKind::Parameter)
                         t.weightGradNs = other;
                 }
                 if (node.inputs.size() > 2 && requiresGrad[node.inputs[2].index()]) { // bias: dY summed over rows
-                    const double bias = rooflineNs(0, s.outputBytes, 0, bw, o.kernelLaunchNs);
+                    const double bias = rooflineNs(0, s.outputBytes, 0, bw, launch);
                     t.backwardNs += bias;
                     t.weightGradNs += bias;
                 }
@@ -324,11 +403,12 @@ namespace {
                 return kernels;
             }
         }
-        KernelTime t { kind, rooflineNs(s.forwardFlops, fwdBytes, peak, bw, o.kernelLaunchNs), 0, 0 };
+        KernelTime t { kind, rooflineNs(s.forwardFlops, fwdBytes, peak, bw, launch), 0, 0 };
         if (s.backwardFlops > 0) {
             // Backward reads the output gradient and saved inputs and writes input (and weight)
             // gradients: about twice the forward traffic.
-            t.backwardNs = rooflineNs(s.backwardFlops, 2 * fwdBytes, peak, bw, 2 * o.kernelLaunchNs);
+            t.backwardNs = rooflineNs(s.backwardFlops, 2 * fwdBytes, peak,
+                streamBandwidth(d, 2 * fwdBytes, windowed(node.op), o), 2 * launch);
             t.weightGradNs = t.backwardNs * (s.weightGradFlops / s.backwardFlops);
         }
         // A cuDNN convolution's bias is a separate kernel: read and write the output, then in
@@ -354,7 +434,7 @@ namespace {
     {
         auto kernels =
             opKernels(g, node, c, ratio, byteScales(g, node, plan, o.setup.mixedPrecision()), d, o, requiresGrad);
-        if (const auto cast = castKernels(node, plan, ratio, d.memoryBandwidth * o.bandwidthEfficiency, o))
+        if (const auto cast = castKernels(node, plan, ratio, d, o))
             kernels.push_back(*cast);
         return kernels;
     }

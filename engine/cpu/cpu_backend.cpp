@@ -1,6 +1,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/kernel_impl.h"
+#include "cpu/vector_loops.h"
 #include "kernel_math.h"
 
 #include <cmath>
@@ -124,13 +125,7 @@ void CpuBackend::adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray&
     requireSameSize(param, v, "adamw");
     // torch.optim.AdamW (decoupled decay, then Adam); the per-element step is kernel_math.h's.
     const auto c = math::adamwCoefficients(u.lr, u.weightDecay, u.beta1, u.beta2, u.eps, u.step, u.gradScale);
-    float* w = param.f32();
-    const float* gr = grad.f32();
-    float* mm = m.f32();
-    float* vv = v.f32();
-    const auto n = param.numel();
-    for (std::int64_t i = 0; i < n; ++i)
-        math::adamwElement(w[i], gr[i], mm[i], vv[i], c);
+    cpu::adamwStep(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), c);
 }
 
 void CpuBackend::sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const

@@ -483,24 +483,24 @@ namespace {
     void geluForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        if (tanhGelu(node)) {
-            auto out = NdArray::empty(ctx.allocator, x.shape());
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        if (tanhGelu(node))
             cpu::geluTanhForward(x.f32(), out.f32(), x.numel());
-            v.out = { std::move(out) };
-        } else
-            v.out = { unary(x, ctx, [](float a) { return math::geluErf(a); }) };
+        else
+            cpu::geluErfForward(x.f32(), out.f32(), x.numel());
+        v.out = { std::move(out) };
     }
 
     void geluBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
         const auto& dy = g.gradOut[0];
         const auto& x = v.in[0];
-        if (tanhGelu(node)) {
-            auto dx = NdArray::empty(ctx.allocator, dy.shape());
+        auto dx = NdArray::empty(ctx.allocator, dy.shape());
+        if (tanhGelu(node))
             cpu::geluTanhBackward(dy.f32(), x.f32(), dx.f32(), dy.numel());
-            g.gradIn[0] = std::move(dx);
-        } else
-            g.gradIn[0] = unaryGrad(dy, x, ctx, [](float a) { return math::geluErfGrad(a); });
+        else
+            cpu::geluErfBackward(dy.f32(), x.f32(), dx.f32(), dy.numel());
+        g.gradIn[0] = std::move(dx);
     }
 
     void reduceMeanForward(const Node& node, NodeValues& v, KernelContext& ctx)

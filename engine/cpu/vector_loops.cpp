@@ -36,6 +36,26 @@ namespace {
             dx[i] = dy[i] * math::geluTanhGrad(x[i]);
     }
 
+    PS_VECTOR_CLONES void geluErfForwardRange(const float* __restrict x, float* __restrict y, std::int64_t n)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            y[i] = math::geluErf(x[i]);
+    }
+
+    PS_VECTOR_CLONES void geluErfBackwardRange(
+        const float* __restrict dy, const float* __restrict x, float* __restrict dx, std::int64_t n)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            dx[i] = dy[i] * math::geluErfGrad(x[i]);
+    }
+
+    PS_VECTOR_CLONES void adamwRange(float* __restrict w, const float* __restrict grad, float* __restrict m,
+        float* __restrict v, std::int64_t n, const math::AdamWCoefficients c)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            math::adamwElement(w[i], grad[i], m[i], v[i], c);
+    }
+
     constexpr int kLanes = 16;
 
     // Lane k holds the elements k, k + 16, ...; the lanes are combined pairwise, in a fixed order.
@@ -342,6 +362,48 @@ void normRowsBackward(const float* x, const float* dy, const float* gamma, const
         if (dbeta != nullptr)
             dbeta[j] = static_cast<float>(bsum);
     }
+}
+
+namespace {
+    PS_VECTOR_CLONES float multiplyAddRounds(float* acc, std::int64_t iterations)
+    {
+        const float a = 0.999999F;
+        const float b = 1e-7F;
+        for (std::int64_t it = 0; it < iterations; ++it) {
+            for (int i = 0; i < kMultiplyAddPeakFlops / 2; ++i)
+                acc[i] = acc[i] * a + b;
+        }
+        float sum = 0;
+        for (int i = 0; i < kMultiplyAddPeakFlops / 2; ++i)
+            sum += acc[i];
+        return sum;
+    }
+} // namespace
+
+void geluErfForward(const float* x, float* y, std::int64_t n)
+{
+    shareAcrossTeam(
+        n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { geluErfForwardRange(x + b, y + b, e - b); });
+}
+
+void geluErfBackward(const float* dy, const float* x, float* dx, std::int64_t n)
+{
+    shareAcrossTeam(
+        n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { geluErfBackwardRange(dy + b, x + b, dx + b, e - b); });
+}
+
+void adamwStep(float* w, const float* grad, float* m, float* v, std::int64_t n, const math::AdamWCoefficients& c)
+{
+    shareAcrossTeam(
+        n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { adamwRange(w + b, grad + b, m + b, v + b, e - b, c); });
+}
+
+float multiplyAddPeakLoop(std::int64_t iterations)
+{
+    alignas(64) float acc[kMultiplyAddPeakFlops / 2];
+    for (int i = 0; i < kMultiplyAddPeakFlops / 2; ++i)
+        acc[i] = static_cast<float>(i) * 1e-3F;
+    return multiplyAddRounds(acc, iterations);
 }
 
 void geluTanhForward(const float* x, float* y, std::int64_t n)

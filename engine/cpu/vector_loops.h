@@ -5,6 +5,8 @@
 // Depends on: kernel_math.h, cpu/gemm_team.h.
 #pragma once
 
+#include "kernel_math.h"
+
 #include <cstdint>
 
 namespace ps::engine::cpu {
@@ -13,6 +15,10 @@ namespace ps::engine::cpu {
 void geluTanhForward(const float* x, float* y, std::int64_t n);
 // dx = dy * geluTanhGrad(x), n elements.
 void geluTanhBackward(const float* dy, const float* x, float* dx, std::int64_t n);
+
+// y = geluErf(x) and dx = dy * geluErfGrad(x) (GELU's exact form), n elements.
+void geluErfForward(const float* x, float* y, std::int64_t n);
+void geluErfBackward(const float* dy, const float* x, float* dx, std::int64_t n);
 
 // Dropout: mask[i] = math::dropoutKeep(seed, i, threshold), y[i] = mask ? x[i] * keep : 0.
 void dropoutForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, unsigned long long seed,
@@ -59,5 +65,15 @@ void normRowsForward(const float* x, const float* gamma, const float* beta, floa
 // bits do not depend on how the device's team shares the blocks.
 void normRowsBackward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
     float* dx, float* dgamma, float* dbeta, float* scratch, std::int64_t rows, std::int64_t c, bool rms);
+
+// torch.optim.AdamW's step over n elements, kernel_math.h's adamwElement per element (the same bits
+// as the scalar loop: square roots and divisions are correctly rounded in every lane).
+void adamwStep(float* w, const float* grad, float* m, float* v, std::int64_t n, const math::AdamWCoefficients& c);
+
+// The vector peak of these loops, for the CPU probe (engine/cpu_probe.h): `iterations` rounds of
+// kMultiplyAddPeakFlops FLOPs (independent multiply-add chains, as wide as the instruction set
+// picked at load time); returns a sum so that nothing is optimised away.
+inline constexpr int kMultiplyAddPeakFlops = 2 * 128;
+[[nodiscard]] float multiplyAddPeakLoop(std::int64_t iterations);
 
 } // namespace ps::engine::cpu

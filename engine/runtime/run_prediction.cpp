@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
 
 namespace ps::engine {
 namespace {
@@ -47,10 +50,17 @@ namespace {
 
 } // namespace
 
-const DeviceSpec& thisCpu()
+const DeviceSpec& thisCpu(int threads)
 {
-    static const DeviceSpec device = measureCpuDevice();
-    return device;
+    static std::mutex mutex;
+    static std::map<int, DeviceSpec> measured;
+    const std::lock_guard lock(mutex);
+    if (threads <= 0)
+        threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    auto it = measured.find(threads);
+    if (it == measured.end())
+        it = measured.emplace(threads, measureCpuDevice(threads)).first;
+    return it->second;
 }
 
 RunShape shapeFromPlanJson(const std::string& json, std::size_t nodeCount)
@@ -124,7 +134,9 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     c.partition = shape.partition;
     c.memory = shape.memory;
     c.stageDevices = shape.stageDevices;
-    auto device = shape.deviceKind == "cpu" ? thisCpu() : DeviceCatalog::builtin().find(shape.deviceKind);
+    // A CPU run's devices each compute on their share of the cores (training_run.h).
+    auto device = shape.deviceKind == "cpu" ? thisCpu(threadsPerDevice(shape.schedule.devices()))
+                                            : DeviceCatalog::builtin().find(shape.deviceKind);
     if (shape.deviceMemoryBytes > 0)
         device.memoryBytes = shape.deviceMemoryBytes;
     auto cluster = makeCluster(device, static_cast<int>(shape.schedule.devices()));

@@ -67,8 +67,9 @@ struct RunPrediction
     std::vector<std::string> deviceNames {}; // one per simulated device: the run's, else "cpu:N" / "gpu:N"
 };
 
-// This machine's CPU as a device (measured once per process, about 0.2 s).
-[[nodiscard]] const DeviceSpec& thisCpu();
+// This machine's CPU as a device of `threads` threads (0: every thread), measured once per process
+// and thread count (about 0.3 s).
+[[nodiscard]] const DeviceSpec& thisCpu(int threads = 0);
 
 // `measured`: the project's measured profile of shape.deviceKind, or null for the analytical estimate.
 [[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);

@@ -6,7 +6,12 @@ For each configuration: `pipestudio new` (a zoo model at a size of its own), `pr
 --json`. Prints the iteration error and each device's peak-memory error; exits 1 when a row misses
 the bounds (--iteration-bound, --peak-bound) so a run can gate on it.
 
+With --profile analytical no profile is measured: `compare --profile analytical` holds the run
+against the analytical model on this CPU as the probe measured it (engine/cpu_probe.h), the
+prediction a user sees before profiling anything.
+
 Usage: prediction_sweep.py [--pipestudio PATH] [--only NAME ...] [--steps N] [--keep DIR]
+                           [--profile measured|analytical]
 """
 import argparse
 import json
@@ -60,6 +65,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--iteration-bound", type=float, default=0.10)
     ap.add_argument("--peak-bound", type=float, default=0.05)
+    ap.add_argument("--profile", choices=["measured", "analytical"], default="measured")
     ap.add_argument("--keep", help="directory for the projects (default: a temporary one)")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="ps-sweep-")
@@ -72,9 +78,10 @@ def main():
             continue
         project = os.path.join(work, f"sweep{i}.pstudio")
         run([ps, "new", *new_args, "-o", project, "--force"])
-        run([ps, "profile", project, "--device", "cpu"])
+        if args.profile == "measured":
+            run([ps, "profile", project, "--device", "cpu"])
         run([ps, "train", project, *train_args, "--steps", str(args.steps)])
-        c = json.loads(run([ps, "compare", project, "--json"]))
+        c = json.loads(run([ps, "compare", project, "--json", "--profile", args.profile]))
         peaks = [d["peak_error"] for d in c["devices"]]
         ok = abs(c["iteration_error"]) <= args.iteration_bound and all(abs(p) <= args.peak_bound for p in peaks)
         failed += 0 if ok else 1

@@ -138,3 +138,70 @@ TEST(DeviceCatalog, MatchesLocalGpusByModelAndMemory)
     EXPECT_EQ(id("NVIDIA L40S", 44.4), "none"); // contains "L4" but has twice its memory
     EXPECT_EQ(id("Tesla T4", 15.0), "none");
 }
+
+// A measured CPU (engine/cpu_probe.h) is priced by its own rates: GEMMs at the measured fraction
+// of its peak, a kernel whose bytes fit its cache share at the cached streaming rate, every kernel
+// with its measured fixed cost, and the special functions' arithmetic (tanh in GELU) counted.
+TEST(AnalyticalProfile, AMeasuredCpuIsPricedByItsOwnRates)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 1;
+    c.hidden = 256;
+    c.heads = 4;
+    c.seq = 64;
+    c.microBatch = 2;
+    const auto graph = buildZooModel(c);
+    auto cpu = DeviceCatalog::builtin().find("cpu");
+    cpu.measured = false;
+    cpu.memoryBytes = std::int64_t { 1 } << 33;
+    cpu.flopsFp32 = 100e9;
+    cpu.gemmEfficiencyFp32 = 0.8;
+    cpu.memoryBandwidth = 20e9;
+    cpu.cacheBytes = std::int64_t { 1 } << 30;
+    cpu.cacheBandwidth = 80e9;
+    cpu.kernelOverheadNs = 1000;
+    const CostModelOptions options;
+    const auto at = [&](const DeviceSpec& d) { return estimateKernels(graph, d, options, 2); };
+    const auto first = [&](OpType op) {
+        for (const auto& n : graph.nodes()) {
+            if (n.op == op)
+                return n.id.index();
+        }
+        ADD_FAILURE() << "no " << toString(op);
+        return std::size_t { 0 };
+    };
+    const auto base = at(cpu);
+    // Every kernel pays the fixed cost once forward and twice backward.
+    auto dearer = cpu;
+    dearer.kernelOverheadNs = 3000;
+    const auto norm = first(OpType::LayerNorm);
+    EXPECT_NEAR(at(dearer)[norm].front().forwardNs - base[norm].front().forwardNs, 2000, 1e-6);
+    EXPECT_NEAR(at(dearer)[norm].front().backwardNs - base[norm].front().backwardNs, 4000, 1e-6);
+    // GEMMs: at half the efficiency, twice the compute (the fc GEMM, (128, 256) x (256, 1024)).
+    auto slow = cpu;
+    slow.gemmEfficiencyFp32 = 0.4;
+    std::size_t fc = 0;
+    for (const auto& n : graph.nodes()) {
+        if (n.op == OpType::MatMul && graph.tensor(n.inputs[1]).shape == Shape { 256, 1024 })
+            fc = n.id.index();
+    }
+    ASSERT_GT(fc, 0u);
+    const double flops = 2.0 * 128 * 256 * 1024;
+    EXPECT_NEAR(base[fc].front().forwardNs, 1000 + 1e9 * flops / (100e9 * 0.8), 1);
+    EXPECT_NEAR(at(slow)[fc].front().forwardNs - 1000, 2 * (base[fc].front().forwardNs - 1000), 1);
+    // LayerNorm's bytes fit the cache: the cached rate; with no cache share, memory's (4x slower),
+    // on a CPU fast enough at math for the bytes to set the time.
+    auto fastMath = cpu;
+    fastMath.flopsFp32 = 1e16;
+    auto uncached = fastMath;
+    uncached.cacheBytes = 0;
+    EXPECT_NEAR(at(uncached)[norm].front().forwardNs - 1000, 4 * (at(fastMath)[norm].front().forwardNs - 1000), 1e-6);
+    EXPECT_GT(at(uncached)[norm].front().forwardNs, 2000); // the bytes cost something
+    // GELU (tanh form, GPT-2's) on fast memory is compute-bound: its 8 nominal FLOPs per element
+    // plus tanh's 45, at half the peak (the vector efficiency).
+    auto fastMemory = cpu;
+    fastMemory.cacheBandwidth = 1e15;
+    const auto gelu = first(OpType::Gelu);
+    const double elements = 128.0 * 1024;
+    EXPECT_NEAR(at(fastMemory)[gelu].front().forwardNs, 1000 + 1e9 * elements * (8 + 45) / (100e9 * 0.5), 1);
+}

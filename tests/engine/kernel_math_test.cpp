@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 
 using namespace ps::engine;
@@ -64,6 +65,36 @@ TEST(KernelMath, ArithmeticExpAndTanhAreWithinTwoUlp)
     EXPECT_EQ(math::expArith(-87.5F), 0.0F); // below float's normals: flushed, as a masked logit needs
     EXPECT_EQ(math::expArith(-std::numeric_limits<float>::infinity()), 0.0F);
     EXPECT_TRUE(std::isnan(math::expArith(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// The exact GELU in arithmetic only (erfcPositive, normalCdf) against double precision over a
+// dense sweep, the far negative tail included (Phi down to 1e-30, where 0.5 (1 + erff(x / sqrt 2))
+// cancels to 0). Bound: 5e-7 (4 ulp) plus what rounding x / sqrt 2 to float costs e^(-x^2 / 2) (x^2 ulps).
+TEST(KernelMath, ExactGeluFollowsTheErfForm)
+{
+    const auto cdf = [](double a) { return 0.5 * std::erfc(-a / std::sqrt(2.0)); };
+    double worst = 0; // of the bound
+    for (float x = -13.0F; x <= 13.0F; x += 0.000917F) {
+        const double a = x;
+        const double want = cdf(a);
+        if (want < 1e-30)
+            continue;
+        const double bound = 5e-7 + 1e-7 * a * a;
+        worst = std::max(worst, std::fabs(math::normalCdf(x) - want) / want / bound);
+        if (x != 0.0F)
+            worst = std::max(worst, std::fabs(math::geluErf(x) - a * want) / std::fabs(a * want) / bound);
+        // The derivative Phi + a phi, relative to the size of its two terms (they cancel near -0.75).
+        const double density = a * std::exp(-0.5 * a * a) / std::sqrt(2.0 * M_PI);
+        worst =
+            std::max(worst, std::fabs(math::geluErfGrad(x) - (want + density)) / (want + std::fabs(density)) / bound);
+    }
+    std::printf("worst error %.2f of the bound\n", worst);
+    EXPECT_LE(worst, 1.0);
+    EXPECT_GT(math::normalCdf(-8.0F), 0.0F); // 6.2e-16
+    EXPECT_EQ(math::geluErf(0.0F), 0.0F);
+    EXPECT_EQ(math::geluErf(-20.0F), -0.0F);
+    EXPECT_EQ(math::geluErf(20.0F), 20.0F);
+    EXPECT_TRUE(std::isnan(math::geluErf(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(KernelMath, AdamWStepIsTorchs)

@@ -1,10 +1,12 @@
 #include "cluster/cluster.h"
+#include "cpu/thread_affinity.h"
 #include "cpu_probe.h"
 #include "cuda_libraries.h"
 #include "local_devices.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <dlfcn.h>
 
 using namespace ps::engine;
@@ -54,7 +56,32 @@ TEST(CpuProbe, MeasuresPositiveRates)
     EXPECT_GT(cpu.flopsFp32, 1e8); // any CPU of this century does more than 0.1 GFLOP/s
     EXPECT_GT(cpu.memoryBandwidth, 1e8);
     EXPECT_GT(cpu.memoryBytes, 0);
+    // The GEMM rate is a fraction of the peak (the peak is at least what a GEMM reaches).
+    EXPECT_GT(cpu.gemmEfficiencyFp32, 0.0);
+    EXPECT_LE(cpu.gemmEfficiencyFp32, 1.0);
+    // Within the caches a kernel streams at least as fast as from memory.
+    EXPECT_GE(cpu.cacheBandwidth, cpu.memoryBandwidth);
+    std::printf("1 thread: vector peak %.1f GFLOP/s, GEMM %.1f GFLOP/s, cache %.1f MiB at %.1f GB/s, memory "
+                "%.1f GB/s\n",
+        cpu.flopsFp32 / 1e9, cpu.flopsFp32 * cpu.gemmEfficiencyFp32 / 1e9,
+        static_cast<double>(cpu.cacheBytes) / 1048576.0, cpu.cacheBandwidth / 1e9, cpu.memoryBandwidth / 1e9);
     EXPECT_NO_THROW(ps::makeCluster(cpu, 2).check());
+    const auto json = ps::deviceSpecFromJson(ps::deviceSpecToJson(cpu), "round trip");
+    EXPECT_EQ(json.cacheBytes, cpu.cacheBytes);
+    EXPECT_EQ(json.cacheBandwidth, cpu.cacheBandwidth);
+    EXPECT_EQ(json.gemmEfficiencyFp32, cpu.gemmEfficiencyFp32);
+}
+
+// The caches come from sysfs where it is mounted; a device's share grows with its threads.
+TEST(CpuProbe, CachesAreReadAndShared)
+{
+    const auto caches = ps::engine::readCpuCaches();
+    if (caches.privateBytes == 0 && caches.sharedBytes == 0)
+        GTEST_SKIP() << "this machine reports no cache sizes";
+    EXPECT_GE(caches.sharedBy, 1);
+    if (ps::engine::allowedCores().size() < 2)
+        GTEST_SKIP() << "one core";
+    EXPECT_EQ(ps::engine::measureCpuDevice(2).cacheBytes, 2 * ps::engine::measureCpuDevice(1).cacheBytes);
 }
 
 // The GPU half's libraries, found in the documented order, each with its file or the reason.
