@@ -188,7 +188,8 @@ namespace {
     // (engine/kernel_math.h), which nominal FLOP counts (op_registry.cpp: GELU 8) leave out: e^x is
     // a range reduction and a degree-7 polynomial, about 20 operations; tanh its odd series and its
     // e^x side, both taken, about 45; the exact GELU's erfc two e^x, a degree-9 polynomial and a
-    // division, about 50. Where vector math sets an element-wise kernel's time (a CPU) these were
+    // division, about 50; dropout's counter hash (SplitMix64: three 64-bit multiplies, shifts and
+    // xors on half-width lanes) about 25. Where vector math sets an element-wise kernel's time (a CPU) these were
     // 2-3x shorter than measured without them; on a GPU such kernels stay memory-bound.
     struct SpecialFlops
     {
@@ -210,6 +211,8 @@ namespace {
         }
         case OpType::Tanh:
             return { kTanh, 0 };
+        case OpType::Dropout:
+            return { 25, 0 };
         case OpType::Erf:
             return { kErfc, kExp };
         case OpType::Sigmoid:
