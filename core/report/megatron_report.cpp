@@ -2,44 +2,42 @@
 // 3,072 A100s, each row's tensor- and pipeline-parallel sizes and global batch as the paper ran
 // them, priced by the cluster model (core/scale/scale_model.h) and set beside the measured TFLOP/s
 // per GPU; and, per row, the best configuration the search finds for the same GPUs and batch.
+#include "report/megatron_rows.h"
 #include "report/reproduction.h"
-#include "scale/scale_model.h"
-
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 
 namespace ps::detail {
 
-namespace {
-
-    // What Table 1 leaves open, fixed by one rule for every row: micro-batch 1; the interleaved
-    // schedule (the setup says "interleaved 1F1B where PP > 1") with the fewest chunks v > 1 that
-    // split a stage's layers evenly; full recomputation.
-    ScaleConfig paperConfig(const nlohmann::json& row)
-    {
-        ScaleConfig c;
-        c.tensor = row.at("tensor_parallel").get<int>();
-        c.pipeline = row.at("pipeline_parallel").get<int>();
-        c.data = row.at("gpus").get<int>() / (c.tensor * c.pipeline);
-        c.microBatch = 1;
-        c.globalBatch = row.at("global_batch").get<std::int64_t>();
-        c.recompute = Recompute::Full;
-        const auto perStage = row.at("layers").get<std::int64_t>() / c.pipeline;
-        c.chunks = 1;
-        if (c.pipeline > 1) {
-            for (int v = 2; v <= perStage; ++v) {
-                if (perStage % v == 0) {
-                    c.chunks = v;
-                    break;
-                }
+ScaleConfig megatronPaperConfig(const nlohmann::json& row)
+{
+    ScaleConfig c;
+    c.tensor = row.at("tensor_parallel").get<int>();
+    c.pipeline = row.at("pipeline_parallel").get<int>();
+    c.data = row.at("gpus").get<int>() / (c.tensor * c.pipeline);
+    c.microBatch = 1;
+    c.globalBatch = row.at("global_batch").get<std::int64_t>();
+    c.recompute = Recompute::Full;
+    const auto perStage = row.at("layers").get<std::int64_t>() / c.pipeline;
+    c.chunks = 1;
+    if (c.pipeline > 1) {
+        for (int v = 2; v <= perStage; ++v) {
+            if (perStage % v == 0) {
+                c.chunks = v;
+                break;
             }
         }
-        return c;
     }
+    return c;
+}
 
-} // namespace
+GptShape megatronModel(const nlohmann::json& paper, const nlohmann::json& row)
+{
+    return { row.at("layers").get<std::int64_t>(), row.at("hidden").get<std::int64_t>(),
+        row.at("heads").get<std::int64_t>(), paper.at("seq").get<std::int64_t>(),
+        paper.at("vocab").get<std::int64_t>() };
+}
 
 PaperReport reproduceMegatron(const ReproduceOptions& options)
 {
@@ -64,13 +62,11 @@ PaperReport reproduceMegatron(const ReproduceOptions& options)
         const auto& row = table[i];
         if (options.quick && i != 0 && i + 1 != table.size())
             continue;
-        const GptShape model { row.at("layers").get<std::int64_t>(), row.at("hidden").get<std::int64_t>(),
-            row.at("heads").get<std::int64_t>(), paper.at("seq").get<std::int64_t>(),
-            paper.at("vocab").get<std::int64_t>() };
+        const auto model = megatronModel(paper, row);
         const auto label = fixed(row.at("params_billion").get<double>(), 1) + "B";
         if (options.progress)
             options.progress("megatron: " + label);
-        const auto config = paperConfig(row);
+        const auto config = megatronPaperConfig(row);
         const auto e = estimateScale(model, config, node);
         const double measured = row.at("tflops_per_gpu").get<double>();
         if (!e.valid) { // the rule above cannot run this row: say why rather than price nothing

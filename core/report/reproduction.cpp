@@ -50,7 +50,8 @@ std::string_view paperNumbersJson()
 
 const std::vector<std::string>& reproduciblePapers()
 {
-    static const std::vector<std::string> papers { "dawnpiper", "adagrouper", "ftpipe", "patrickstar", "megatron" };
+    static const std::vector<std::string> papers { "dawnpiper", "adagrouper", "ftpipe", "patrickstar", "megatron",
+        "published" };
     return papers;
 }
 
@@ -66,6 +67,8 @@ PaperReport reproducePaper(const std::string& paper, const ReproduceOptions& opt
         return detail::reproducePatrickStar(options);
     if (paper == "megatron")
         return detail::reproduceMegatron(options);
+    if (paper == "published")
+        return detail::reproducePublished(options);
     std::string known;
     for (const auto& p : reproduciblePapers())
         known += (known.empty() ? "" : ", ") + p;

@@ -62,6 +62,8 @@ namespace detail {
     PaperReport reproduceFtpipe(const ReproduceOptions& options);
     PaperReport reproducePatrickStar(const ReproduceOptions& options);
     PaperReport reproduceMegatron(const ReproduceOptions& options);
+    // Published measurements as checks: calibrated on a named subset, checked on the rest.
+    PaperReport reproducePublished(const ReproduceOptions& options);
     std::string fixed(double value, int decimals); // "1.23"
     // "1.23x" or "-" when either side is missing.
     std::string ratioText(double ours, double paper);

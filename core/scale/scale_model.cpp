@@ -167,6 +167,11 @@ double megatronIterationFlops(const GptShape& g, std::int64_t globalBatch)
 
 ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeSpec& node)
 {
+    return estimateScale(g, c, node, DeviceCatalog::builtin().find(node.deviceId));
+}
+
+ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
+{
     ScaleEstimate e;
     e.config = c;
     const auto invalid = [&](std::string why) {
@@ -189,7 +194,6 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
             + " is not a multiple of d x b = " + std::to_string(c.data * c.microBatch));
     if (c.chunks > 1 && (c.pipeline < 2 || m % c.pipeline != 0))
         return invalid("the interleaved schedule needs p > 1 and micro-batches a multiple of p");
-    const auto& device = DeviceCatalog::builtin().find(node.deviceId);
     e.valid = true;
     const double p = c.pipeline;
     const double v = c.chunks;

@@ -91,6 +91,9 @@ struct ScaleEstimate
 // One configuration on `gpus` GPUs of `node`s (bf16 mixed precision, Adam). Invalid (with the
 // reason) when the sizes do not divide the model, the batch or the node.
 [[nodiscard]] ScaleEstimate estimateScale(const GptShape& model, const ScaleConfig& config, const NodeSpec& node);
+// The same with the node's GPUs as `device` (a catalog entry with other constants: a calibration).
+[[nodiscard]] ScaleEstimate estimateScale(
+    const GptShape& model, const ScaleConfig& config, const NodeSpec& node, const DeviceSpec& device);
 
 struct ScaleSearch
 {

@@ -1,5 +1,6 @@
 // `pipestudio reproduce`'s sections: the paper's numbers come from the shipped JSON and sit beside
 // ours with their ratio; our numbers come from the planner, not from the paper.
+#include "cluster/device_catalog.h"
 #include "report/reproduction.h"
 #include "util/error.h"
 
@@ -285,4 +286,34 @@ TEST(Reproduction, MegatronQuickPutsTable1BesideTheClusterModel)
     EXPECT_GE(std::stod(best[3]), 1.0) << best[3];
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].categories.size(), 2U);
+}
+
+// Published measurements as checks: the tensor-core GEMM efficiency fitted on Table 1's first row
+// (its prediction then equals its measurement), every other row checked with the catalog's constant
+// and the fitted one, and the count within 15% stated.
+TEST(Reproduction, PublishedCalibratesOnANamedSubsetAndChecksTheRest)
+{
+    ReproduceOptions options;
+    options.quick = true; // rows 1, 2 and the last
+    const auto r = reproducePaper("published", options);
+    EXPECT_EQ(r.paper, "published");
+    EXPECT_NE(r.markdown.find("**Calibration subset:** the 1.7B row"), std::string::npos) << r.markdown;
+    const auto calibration = rowCells(r.markdown, "| 1.7B | 32 |");
+    ASSERT_EQ(calibration.size(), 8U) << r.markdown;
+    EXPECT_EQ(calibration[3], "calibration");
+    EXPECT_EQ(calibration[6], "137.0 (+0.0%)"); // fitted to the measurement
+    const auto checked = rowCells(r.markdown, "| 1008.0B | 3072 |");
+    ASSERT_EQ(checked.size(), 8U);
+    EXPECT_EQ(checked[3], "check");
+    // The fitted efficiency is below the catalog's (the catalog predicts the 1.7B row fast), so the
+    // calibrated prediction of a checked row is slower than the catalog's.
+    EXPECT_LT(std::stod(checked[6]), std::stod(checked[5]));
+    const auto fitted = r.markdown.find("its measurement: ");
+    ASSERT_NE(fitted, std::string::npos);
+    const double efficiency = std::stod(r.markdown.substr(fitted + 17));
+    EXPECT_GT(efficiency, 0.05);
+    EXPECT_LT(efficiency, DeviceCatalog::builtin().find("a100-80gb").gemmEfficiencyTensor);
+    EXPECT_NE(r.markdown.find(" of 2 checked rows within 15%"), std::string::npos) << r.markdown;
+    ASSERT_EQ(r.figures.size(), 1U);
+    EXPECT_EQ(r.figures[0].series.size(), 2U);
 }
