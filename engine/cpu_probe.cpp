@@ -173,11 +173,12 @@ namespace {
 
 } // namespace
 
-CpuCaches readCpuCaches()
+CpuCaches readCpuCaches(const std::string& cacheDirectory)
 {
     CpuCaches c;
+    int sharersOfPrivate = 1;
     for (int index = 0; index < 8; ++index) {
-        const auto dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+        const auto dir = cacheDirectory + "/index" + std::to_string(index) + "/";
         std::ifstream levelFile(dir + "level");
         std::ifstream typeFile(dir + "type");
         int level = 0;
@@ -188,15 +189,18 @@ CpuCaches readCpuCaches()
         std::ifstream sharedFile(dir + "shared_cpu_list");
         std::string shared;
         sharedFile >> shared;
-        const int sharers = std::max(1, countCpuList(shared));
+        const int sharers = countCpuList(shared); // 0: not reported
         if (level == 2) {
             c.privateBytes = size;
+            sharersOfPrivate = std::max(1, sharers);
         } else if (level >= 3 && size > 0) {
             c.sharedBytes = size;
             c.sharedBy = sharers;
         }
     }
-    if (c.privateBytes == 0) // no sysfs (a container without it): what glibc reads from CPUID
+    // A level 2 shared by a cluster of cores (E-cores, many Arm designs): each core's part of it.
+    c.privateBytes /= sharersOfPrivate;
+    if (c.privateBytes == 0 && cacheDirectory == kCpuCacheDirectory) // no sysfs: what glibc reads from CPUID
         c.privateBytes = std::max<long>(0, ::sysconf(_SC_LEVEL2_CACHE_SIZE));
     return c;
 }
@@ -205,15 +209,18 @@ DeviceSpec measureCpuDevice(int threads)
 {
     const auto report = probeLocalDevices();
     const auto& cpu = report.devices.front();
-    if (threads <= 0)
-        threads = cpu.computeUnits;
-    auto cores = allowedCores();
+    const auto cores = allowedCores();
+    if (threads <= 0) // every core this process may use, as the runtime counts them (threadsPerDevice)
+        threads = static_cast<int>(cores.size());
     DeviceSpec d = DeviceCatalog::builtin().find("cpu");
     d.name = cpu.name + " (" + std::to_string(threads) + " threads, measured)";
     d.memoryBytes = cpu.memoryBytes;
     const auto caches = readCpuCaches();
-    const int sharing = std::max(1, std::min(caches.sharedBy, static_cast<int>(cores.size())));
-    d.cacheBytes = threads * (caches.privateBytes + caches.sharedBytes / sharing);
+    // The last level is shared by `sharedBy` CPUs (unknown: by every core); a device's threads on
+    // cores of their own hold their part of it, and threads beyond the cores add no cache.
+    const int coreCount = static_cast<int>(cores.size());
+    const int sharing = std::clamp(caches.sharedBy > 0 ? caches.sharedBy : coreCount, 1, coreCount);
+    d.cacheBytes = std::min(threads, coreCount) * (caches.privateBytes + caches.sharedBytes / sharing);
     const double vector = measureVectorPeak(cores, threads);
     const double gemm = measureGemm(cores, threads, d.cacheBytes);
     d.flopsFp32 = std::max(vector, gemm); // the peak is at least what a GEMM reaches
@@ -224,8 +231,11 @@ DeviceSpec measureCpuDevice(int threads)
     // Half the cache per thread for the cached rate; beyond the whole last level for memory's.
     const std::int64_t cached = std::max<std::int64_t>(64 << 10, d.cacheBytes / threads / 2);
     d.cacheBandwidth = d.cacheBytes > 0 ? measureStream(cores, threads, cached, std::int64_t { 128 } << 20) : 0;
-    const std::int64_t beyond = std::clamp<std::int64_t>(2 * caches.sharedBytes, 64 << 20, std::int64_t { 1 } << 30);
-    d.memoryBandwidth = measureStream(cores, threads, beyond / threads, beyond / threads);
+    // Per thread, four times its cache share (16 MiB at least, 1 GiB in all at most), so that no
+    // level holds the arrays; two passes a repeat.
+    const std::int64_t beyond = std::clamp<std::int64_t>(
+        4 * (d.cacheBytes / threads), 16 << 20, std::max<std::int64_t>(16 << 20, (std::int64_t { 1 } << 30) / threads));
+    d.memoryBandwidth = measureStream(cores, threads, beyond, 3 * beyond);
     if (d.cacheBandwidth < d.memoryBandwidth) // no faster level seen: one rate for every size
         d.cacheBandwidth = d.memoryBandwidth;
     d.hostLink = { "memory", d.memoryBandwidth, 0 };

@@ -8,21 +8,24 @@
 #include "cluster/device_catalog.h"
 
 #include <cstdint>
+#include <string>
 
 namespace ps::engine {
 
-// This machine's data caches, from sysfs (CPU 0's): the per-core level 2, and the shared last level
-// with how many CPUs share one.
+// This machine's data caches, from sysfs (CPU 0's): each core's part of level 2 (divided among the
+// CPUs that share it), and the shared last level with how many CPUs share one (0: not reported).
 struct CpuCaches
 {
     std::int64_t privateBytes = 0;
     std::int64_t sharedBytes = 0;
-    int sharedBy = 1;
+    int sharedBy = 0;
 };
-[[nodiscard]] CpuCaches readCpuCaches();
+inline constexpr const char* kCpuCacheDirectory = "/sys/devices/system/cpu/cpu0/cache";
+[[nodiscard]] CpuCaches readCpuCaches(const std::string& cacheDirectory = kCpuCacheDirectory);
 
-// About 0.3 s of measurement. `threads` 0 uses every hardware thread: a device of that many
-// threads, each pinned to its own core, its cache share `threads` cores' worth.
+// About 0.3 s of measurement. `threads` 0 uses every core this process may use: a device of that
+// many threads, each pinned to its own core (more threads than cores share them), its cache share
+// that many cores' worth.
 [[nodiscard]] DeviceSpec measureCpuDevice(int threads = 0);
 
 } // namespace ps::engine

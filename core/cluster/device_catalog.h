@@ -48,7 +48,7 @@ struct DeviceSpec
     std::int64_t cacheBytes = 0;
     double cacheBandwidth = 0; // bytes/s
     // A kernel's fixed cost on this device (dispatch and allocation of its output), nanoseconds;
-    // 0: the cost model's kernelLaunchNs. Measured for `cpu`.
+    // 0: the cost model's kernelLaunchNs (what every catalog device and the measured `cpu` use today).
     double kernelOverheadNs = 0;
     LinkSpec hostLink; // to host memory (swap traffic)
     LinkSpec peerLink; // fastest device-to-device link inside a node

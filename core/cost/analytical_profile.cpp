@@ -184,13 +184,16 @@ namespace {
         }
     }
 
-    // The arithmetic a branch-free special function costs per element in the engine's kernels
-    // (engine/kernel_math.h), which nominal FLOP counts (op_registry.cpp: GELU 8) leave out: e^x is
-    // a range reduction and a degree-7 polynomial, about 20 operations; tanh its odd series and its
-    // e^x side, both taken, about 45; the exact GELU's erfc two e^x, a degree-9 polynomial and a
-    // division, about 50; dropout's counter hash (SplitMix64: three 64-bit multiplies, shifts and
-    // xors on half-width lanes) about 25. Where vector math sets an element-wise kernel's time (a CPU) these were
-    // 2-3x shorter than measured without them; on a GPU such kernels stay memory-bound.
+    // The arithmetic a branch-free special function costs per element where the engine's kernels
+    // compute it in arithmetic (engine/kernel_math.h, run by the vector loops and the CUDA kernels),
+    // which nominal FLOP counts (op_registry.cpp: GELU 8) leave out: e^x is a range reduction and a
+    // degree-7 polynomial, about 20 operations (softmax and the loss's softmax, once per element);
+    // tanh its odd series and its e^x side, both taken, about 45 (GELU's tanh form); the exact
+    // GELU's erfc two e^x, a degree-9 polynomial and a division, about 50; dropout's counter hash
+    // (SplitMix64: three 64-bit multiplies, shifts and xors on half-width lanes) about 25. Where
+    // vector math sets an element-wise kernel's time (a CPU) these were 2-3x shorter than measured
+    // without them; on a GPU such kernels stay memory-bound. Tanh, Erf, Exp, Log and Sigmoid nodes
+    // call the C library's functions on the CPU (not priced here: their nominal FLOPs stand).
     struct SpecialFlops
     {
         double forward = 0;
@@ -209,15 +212,8 @@ namespace {
                 && std::get<std::string>(it->second) == "tanh";
             return tanh ? SpecialFlops { kTanh, kTanh } : SpecialFlops { kErfc, kErfc + kExp };
         }
-        case OpType::Tanh:
-            return { kTanh, 0 };
         case OpType::Dropout:
             return { 25, 0 };
-        case OpType::Erf:
-            return { kErfc, kExp };
-        case OpType::Sigmoid:
-        case OpType::Exp:
-        case OpType::Log:
         case OpType::Softmax:
         case OpType::CrossEntropy: // e^x of every logit
             return { kExp, 0 };

@@ -1,6 +1,7 @@
 #include "runtime/run_prediction.h"
 
 #include "cluster/json_detail.h"
+#include "cpu/thread_affinity.h"
 #include "cpu_probe.h"
 #include "graph/graph_summary.h"
 #include "plan/partition.h"
@@ -15,7 +16,6 @@
 #include <cmath>
 #include <map>
 #include <mutex>
-#include <thread>
 
 namespace ps::engine {
 namespace {
@@ -55,8 +55,8 @@ const DeviceSpec& thisCpu(int threads)
     static std::mutex mutex;
     static std::map<int, DeviceSpec> measured;
     const std::lock_guard lock(mutex);
-    if (threads <= 0)
-        threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    if (threads <= 0) // every core this process may use, as measureCpuDevice(0) counts them
+        threads = static_cast<int>(allowedCores().size());
     auto it = measured.find(threads);
     if (it == measured.end())
         it = measured.emplace(threads, measureCpuDevice(threads)).first;

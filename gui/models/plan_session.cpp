@@ -63,8 +63,11 @@ bool PlanSession::configure(const PlanSetup& setup)
     if (!m_graph)
         return false;
     try {
-        // "cpu": this machine, measured once per process (MainWindow measures it off the GUI thread).
-        const auto device = setup.deviceId == "cpu" ? thisCpu() : DeviceCatalog::builtin().find(setup.deviceId);
+        // "cpu": this machine as one of the plan's devices sharing its cores, measured once per process
+        // and thread count (MainWindow measures the common counts off the GUI thread).
+        const auto device = setup.deviceId == "cpu"
+            ? thisCpu(engine::threadsPerDevice(static_cast<std::size_t>(std::max(1, setup.schedule.devices()))))
+            : DeviceCatalog::builtin().find(setup.deviceId);
         auto shape = makeCluster(device, std::max(1, setup.devicesPerNode), std::max(1, setup.devicesPerNode));
         if (setup.intraNodeGBps > 0)
             shape.intraNode.bandwidth = setup.intraNodeGBps * 1e9;

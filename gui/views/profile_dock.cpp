@@ -80,7 +80,8 @@ void ProfileDock::showComparison(std::shared_ptr<const Graph> graph, const Profi
         m_model->setProfiles(graph, nullptr, nullptr, microBatch);
         return;
     }
-    const auto predicted = estimateProfile(*graph, thisCpu(), CostModelOptions {});
+    // The CPU at the thread count the profile was measured with (0: every core).
+    const auto predicted = estimateProfile(*graph, thisCpu(measured->threads), CostModelOptions {});
     m_model->setProfiles(graph, &predicted, measured, microBatch);
     m_table->sortByColumn(ProfileCompareModel::TimeErrorColumn, Qt::DescendingOrder);
     m_table->resizeColumnsToContents();

@@ -95,6 +95,10 @@ TEST(KernelMath, ExactGeluFollowsTheErfForm)
     EXPECT_EQ(math::geluErf(-20.0F), -0.0F);
     EXPECT_EQ(math::geluErf(20.0F), 20.0F);
     EXPECT_TRUE(std::isnan(math::geluErf(std::numeric_limits<float>::quiet_NaN())));
+    const float inf = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(math::geluErf(inf), inf); // erff's form gave these; z = inf must not meet inf - inf
+    EXPECT_EQ(math::geluErf(3e38F), 3e38F);
+    EXPECT_EQ(math::normalCdf(-inf), 0.0F);
 }
 
 TEST(KernelMath, AdamWStepIsTorchs)

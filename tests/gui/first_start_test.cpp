@@ -7,6 +7,7 @@
 #include "models/run_launcher.h"
 #include "models/run_prediction.h"
 #include "models/runs_model.h"
+#include "runtime/training_run.h"
 #include "store/project_store.h"
 #include "views/launch_dialog.h"
 #include "views/main_window.h"
@@ -81,8 +82,13 @@ TEST(FirstStart, OpensTheExampleProjectReadyToLaunch)
     EXPECT_EQ(window.session()->graph()->info().name, "gpt2-tiny");
     ASSERT_TRUE(window.planSession()->hasPlan());
     EXPECT_EQ(window.planSession()->setup().deviceId, "cpu");
-    // This machine's CPU, measured once per process (off the GUI thread at start), not again.
-    EXPECT_EQ(window.planSession()->editor().cluster().device.flopsFp32, thisCpu().flopsFp32);
+    // This machine's CPU as one of the plan's devices sharing its cores, measured once per process
+    // and thread count (off the GUI thread at start), not again.
+    const auto devices = static_cast<std::size_t>(window.planSession()->setup().schedule.devices());
+    EXPECT_EQ(window.planSession()->editor().cluster().device.flopsFp32,
+        thisCpu(ps::engine::threadsPerDevice(devices)).flopsFp32);
+    EXPECT_EQ(window.planSession()->editor().cluster().device.cacheBytes,
+        thisCpu(ps::engine::threadsPerDevice(devices)).cacheBytes);
     EXPECT_EQ(window.planSession()->snapshot().plan.schedule.stages, 2);
     const auto plans = ProjectStore::open(example.toStdString(), ProjectStore::Access::ReadOnly).loadPlans();
     ASSERT_EQ(plans.size(), 1u);
