@@ -34,6 +34,9 @@ public:
     [[nodiscard]] virtual cupti::ActivityBatch collect() = 0;
     // Now, on the clock of the records' timestamps (for their alignment with the host clock).
     [[nodiscard]] virtual std::uint64_t timestampNs() const = 0;
+    // Stops or resumes recording (CUPTI: its activity kinds disabled or enabled again); what was
+    // recorded before stopping stays to be collected. A no-op where recording costs nothing.
+    virtual void setCollecting(bool /*on*/) { }
 };
 
 // The host clock as the tracer: one activity per pushed range, from push to pop (ranges nest per

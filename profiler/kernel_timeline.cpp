@@ -74,6 +74,16 @@ void KernelTimelineTracer::end()
     m_tracer->pop();
 }
 
+void KernelTimelineTracer::setCollecting(bool on)
+{
+    const std::lock_guard lock(m_mutex);
+    if (!on) { // what was recorded before is no step's any more
+        (void)m_tracer->collect();
+        m_clockPairs.clear();
+    }
+    m_tracer->setCollecting(on);
+}
+
 std::unordered_map<std::uint64_t, engine::ActionSpan> KernelTimelineTracer::finish(
     std::chrono::steady_clock::time_point origin)
 {

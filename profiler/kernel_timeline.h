@@ -36,6 +36,8 @@ public:
     void end() override;
     [[nodiscard]] std::unordered_map<std::uint64_t, engine::ActionSpan> finish(
         std::chrono::steady_clock::time_point origin) override;
+    // Forwards to the device tracer; stopping also drops what it recorded and the clock pairs.
+    void setCollecting(bool on) override;
 
     // What the last finish() found wrong (records dropped by the device tracer), and clears it.
     [[nodiscard]] std::vector<std::string> takeWarnings();

@@ -36,6 +36,10 @@ public:
     // are absent. Called when every device has finished the iteration's work; forgets what it returns.
     [[nodiscard]] virtual std::unordered_map<std::uint64_t, ActionSpan> finish(
         std::chrono::steady_clock::time_point origin) = 0;
+    // Whether the device's work is recorded at all: off through the steps whose timeline nobody
+    // keeps, so they do not pay the recording's cost per launch (CUPTI's activity kinds disabled);
+    // on again before a timed step. Called between steps, when every device is idle.
+    virtual void setCollecting(bool /*on*/) { }
 };
 
 } // namespace ps::engine

@@ -300,6 +300,8 @@ IterationResult PipelineRunner::run(
             "the schedule has " + std::to_string(M) + " micro-batches, the data " + std::to_string(batches.size()));
     m_iteration = iteration;
     m_timed = timed;
+    if (m_options.tracer != nullptr) // nothing recorded through a step whose timeline is not kept
+        m_options.tracer->setCollecting(timed);
     for (auto& s : m_stages)
         s->beginIteration(iteration);
     m_tied->reset();
@@ -342,8 +344,8 @@ IterationResult PipelineRunner::run(
     } else {
         if (!m_timed && !failed) { // the workers queued their last actions without waiting
             synchronizeAll();
-            // A tracer records whatever runs while it is on: drop this step's records, so they
-            // neither pile up nor land in the next timed step.
+            // A tracer that cannot stop collecting records whatever runs: drop this step's records,
+            // so they neither pile up nor land in the next timed step.
             if (m_options.tracer != nullptr)
                 (void)m_options.tracer->finish(m_start);
         }

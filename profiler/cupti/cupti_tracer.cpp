@@ -122,8 +122,10 @@ namespace {
         }
         ~CuptiTracer() override
         {
-            for (const auto kind : kKinds)
-                (void)api().disable(kind);
+            for (const auto kind : kKinds) {
+                if (m_collecting)
+                    (void)api().disable(kind);
+            }
             (void)api().flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
             const std::lock_guard lock(gMutex);
             gBatch = {};
@@ -142,6 +144,17 @@ namespace {
             std::uint64_t last = 0;
             check(api().popId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last), "cuptiActivityPopExternalCorrelationId");
         }
+        // Disabling the kinds stops CUPTI's per-launch work (its records and the API callbacks'
+        // bookkeeping); what it recorded before stays in its buffers for collect().
+        void setCollecting(bool on) override
+        {
+            if (on == m_collecting)
+                return;
+            for (const auto kind : kKinds)
+                check(
+                    on ? api().enable(kind) : api().disable(kind), on ? "cuptiActivityEnable" : "cuptiActivityDisable");
+            m_collecting = on;
+        }
         [[nodiscard]] ActivityBatch collect() override
         {
             // Forced: the buffers still being filled are delivered too (the caller synchronized).
@@ -158,6 +171,9 @@ namespace {
             check(api().timestamp(&now), "cuptiGetTimestamp");
             return now;
         }
+
+    private:
+        bool m_collecting = true; // the constructor enabled every kind
     };
 
 } // namespace

@@ -55,6 +55,12 @@ public:
         ids.clear();
         return spans;
     }
+    void setCollecting(bool on) override
+    {
+        const std::lock_guard lock(mutex);
+        collecting.push_back(on);
+    }
+    std::vector<bool> collecting; // every switch, in order
     std::mutex mutex;
     std::map<std::thread::id, std::vector<std::uint64_t>> open;
     std::set<std::thread::id> threads;
@@ -180,6 +186,7 @@ TEST(ActionTracer, AnUntimedStepTracesNothingAndReportsNoTimeline)
         const std::lock_guard lock(tracer.mutex);
         EXPECT_EQ(tracer.finishes, 1) << "the untimed step's records are dropped";
         EXPECT_TRUE(tracer.ids.empty());
+        EXPECT_EQ(tracer.collecting, std::vector<bool> { false }) << "nothing recorded through it";
     }
     const auto timed = run.step(true);
     EXPECT_EQ(timed.loss, plain[1].loss);
@@ -187,4 +194,5 @@ TEST(ActionTracer, AnUntimedStepTracesNothingAndReportsNoTimeline)
     EXPECT_EQ(timed.deviceBusyNs.size(), 2U);
     const std::lock_guard lock(tracer.mutex);
     EXPECT_EQ(tracer.finishes, 2);
+    EXPECT_EQ(tracer.collecting, (std::vector<bool> { false, true })) << "recording again for the timed step";
 }

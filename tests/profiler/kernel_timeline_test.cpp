@@ -134,6 +134,56 @@ TEST(KernelTimeline, OnCpuDevicesOverTheHostClockEveryActionIsTracedInOrder)
     }
 }
 
+// Stopping the collection between steps drops what the device tracer recorded until then and tells
+// it to stop; resuming tells it to record again, and the next step is traced as before.
+TEST(KernelTimeline, StoppingCollectionDropsTheRecordsAndResumes)
+{
+    class CountingTracer final : public ActivityTracer
+    {
+    public:
+        explicit CountingTracer(std::vector<bool>& switches)
+            : m_switches(switches)
+        {
+        }
+        void push(std::uint64_t id) override
+        {
+            m_host.push(id);
+        }
+        void pop() override
+        {
+            m_host.pop();
+        }
+        cupti::ActivityBatch collect() override
+        {
+            return m_host.collect();
+        }
+        std::uint64_t timestampNs() const override
+        {
+            return m_host.timestampNs();
+        }
+        void setCollecting(bool on) override
+        {
+            m_switches.push_back(on);
+        }
+
+    private:
+        HostClockTracer m_host;
+        std::vector<bool>& m_switches;
+    };
+    std::vector<bool> switches;
+    KernelTimelineTracer tracer(std::make_unique<CountingTracer>(switches));
+    tracer.begin(7);
+    tracer.end();
+    tracer.setCollecting(false); // action 7's record is no step's: dropped
+    tracer.setCollecting(true);
+    tracer.begin(8);
+    tracer.end();
+    const auto spans = tracer.finish(std::chrono::steady_clock::now());
+    EXPECT_EQ(switches, (std::vector<bool> { false, true }));
+    EXPECT_EQ(spans.count(7), 0U);
+    EXPECT_EQ(spans.count(8), 1U);
+}
+
 TEST(GpuSelfTest, CuptiTimelineOfTwoStageDevicesOnOneGpu)
 {
     const auto probe = engine::cuda::probeGpus();
