@@ -344,8 +344,7 @@ IterationResult PipelineRunner::run(
     } else {
         if (!m_timed && !failed) { // the workers queued their last actions without waiting
             synchronizeAll();
-            // A tracer that cannot stop collecting records whatever runs: drop this step's records,
-            // so they neither pile up nor land in the next timed step.
+            // Drop what a tracer that cannot stop collecting recorded, for no timed step to find.
             if (m_options.tracer != nullptr)
                 (void)m_options.tracer->finish(m_start);
         }
