@@ -107,7 +107,7 @@ void addCalibrateCommand(CLI::App& app, Action& action)
     cmd->add_option("--threads", d->threads,
            "cpu: the thread count to fit at (a profile measured at it, `profile --threads N`; the CPU measured with "
            "as many); default every core")
-        ->check(CLI::Range(1, 4096));
+        ->check(CLI::Range(1, 256));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->add_flag("--no-save", o->noSave, "Print the fit without storing the calibrated profile");
     cmd->callback([&action, o, d] { action = [o, d] { return runCalibrate(*o, *d); }; });

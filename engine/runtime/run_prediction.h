@@ -67,7 +67,7 @@ struct RunPrediction
     std::vector<std::string> deviceNames {}; // one per simulated device: the run's, else "cpu:N" / "gpu:N"
 };
 
-// This machine's CPU as a device of `threads` threads (0: every thread), measured once per process
+// This machine's CPU as a device of `threads` threads (0: every core this process may use), measured once per process
 // and thread count (about 0.3 s).
 [[nodiscard]] const DeviceSpec& thisCpu(int threads = 0);
 
