@@ -12,6 +12,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 
 namespace ps::app {
@@ -22,7 +24,19 @@ namespace {
         std::string project;
         bool json = false;
         bool noSave = false;
+        int worstNodes = 0; // --nodes N: the N nodes the model misses by the most time
     };
+
+    // The covered nodes by how much time the model misses on them, most first.
+    std::vector<NodeFit> worstNodes(const Calibration& c, int count)
+    {
+        auto nodes = c.nodes;
+        std::sort(nodes.begin(), nodes.end(), [](const NodeFit& a, const NodeFit& b) {
+            return std::abs(a.measuredNs - a.analyticalNs) > std::abs(b.measuredNs - b.analyticalNs);
+        });
+        nodes.resize(std::min(nodes.size(), static_cast<std::size_t>(std::max(count, 0))));
+        return nodes;
+    }
 
     int runCalibrate(const CalibrateOptions& o, DeviceOptions d)
     {
@@ -67,11 +81,18 @@ namespace {
                     { { "class", toString(c.kind) }, { "nodes", c.nodes }, { "measured_ms", c.measuredNs / 1e6 },
                         { "analytical_ms", c.analyticalNs / 1e6 }, { "factor", c.factor },
                         { "median_error_before", c.medianErrorBefore }, { "median_error_after", c.medianErrorAfter } });
+            nlohmann::ordered_json misses = nlohmann::ordered_json::array();
+            for (const auto& n : worstNodes(calibration, o.worstNodes)) {
+                const auto& node = graph.nodes()[n.node];
+                misses.push_back({ { "node", node.name }, { "op", toString(node.op) },
+                    { "class", toString(calibration.nodeClass[n.node]) }, { "measured_ms", n.measuredNs / 1e6 },
+                    { "analytical_ms", n.analyticalNs / 1e6 } });
+            }
             nlohmann::ordered_json out { { "device", device.id }, { "profile", source },
                 { "compared_on",
                     deviceTime ? "device time (kernels with their fixed device time, no launch cost)" : "step time" },
                 { "covered_nodes", calibration.coveredNodes }, { "nodes", graph.nodeCount() }, { "micro_batch", mb },
-                { "saved", !o.noSave }, { "classes", classes } };
+                { "saved", !o.noSave }, { "classes", classes }, { "worst_nodes", misses } };
             fmt::print("{}\n", out.dump(2));
             return 0;
         }
@@ -84,6 +105,15 @@ namespace {
             fmt::print("{:<14} {:>5} {:>12.3f} {:>14.3f} {:>8.3f}  {:.1f}% -> {:.1f}%\n", toString(c.kind), c.nodes,
                 c.measuredNs / 1e6, c.analyticalNs / 1e6, c.factor, 100 * c.medianErrorBefore,
                 100 * c.medianErrorAfter);
+        if (o.worstNodes > 0) {
+            fmt::print("\nNodes the model misses by the most time (measured / analytical ms):\n");
+            for (const auto& n : worstNodes(calibration, o.worstNodes)) {
+                const auto& node = graph.nodes()[n.node];
+                fmt::print("  {:<40} {:<14} {:<14} {:>9.3f} {:>9.3f}  {:+.0f}%\n", node.name, toString(node.op),
+                    toString(calibration.nodeClass[n.node]), n.measuredNs / 1e6, n.analyticalNs / 1e6,
+                    100 * (n.analyticalNs / n.measuredNs - 1));
+            }
+        }
         if (!o.noSave)
             fmt::print("Saved the calibrated profile (source calibrated, device {}): plan with --profile calibrated "
                        "--device {}\n",
@@ -108,6 +138,8 @@ void addCalibrateCommand(CLI::App& app, Action& action)
            "cpu: the thread count to fit at (a profile measured at it, `profile --threads N`; the CPU measured with "
            "as many); default every core")
         ->check(CLI::Range(1, 256));
+    cmd->add_option("--nodes", o->worstNodes, "Also list the N nodes the model misses by the most time")
+        ->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->add_flag("--no-save", o->noSave, "Print the fit without storing the calibrated profile");
     cmd->callback([&action, o, d] { action = [o, d] { return runCalibrate(*o, *d); }; });

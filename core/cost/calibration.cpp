@@ -74,6 +74,7 @@ Calibration calibrate(const Graph& graph, const Profile& measured, const Profile
         fits[k].measuredNs += m;
         fits[k].analyticalNs += a;
         pairs[k].emplace_back(m, a);
+        c.nodes.push_back({ i, m, a });
         ++c.coveredNodes;
     }
     for (std::size_t k = 0; k < fits.size(); ++k) {

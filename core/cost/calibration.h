@@ -23,12 +23,22 @@ struct ClassFit
     double medianErrorAfter = 0; // per node |factor x analytical / measured - 1|
 };
 
+// One covered node as the fit saw it: measured and modelled forward + backward at the
+// calibration micro-batch (the model's time includes that of the fused chain it ends, if any).
+struct NodeFit
+{
+    std::size_t node = 0; // node id
+    double measuredNs = 0;
+    double analyticalNs = 0;
+};
+
 struct Calibration
 {
     std::vector<ClassFit> classes; // the classes with covered nodes, most measured time first
     std::array<double, kKernelClassCount> factors {}; // 1 where a class had no covered node
     std::vector<KernelClass> nodeClass; // by node id: the class of the node's first kernel
     int coveredNodes = 0;
+    std::vector<NodeFit> nodes; // the covered nodes, in node order
 };
 
 // A node counts as covered when its measured forward + backward at `microBatch` is positive.

@@ -76,6 +76,16 @@ TEST(Calibration, ClassFactorsFitAndFillTheNodesATraceMissed)
         EXPECT_NEAR(k.medianErrorAfter, 0, 1e-9) << toString(k.kind);
         EXPECT_GT(k.medianErrorBefore, 0.4) << toString(k.kind);
     }
+    // Each covered node as the fit saw it, in node order (what `calibrate --nodes` ranks).
+    ASSERT_EQ(fit.nodes.size(), static_cast<std::size_t>(fit.coveredNodes));
+    for (std::size_t k = 0; k < fit.nodes.size(); ++k) {
+        const auto& n = fit.nodes[k];
+        EXPECT_TRUE(k == 0 || n.node > fit.nodes[k - 1].node);
+        EXPECT_NEAR(n.measuredNs, measured.nodes[n.node].forwardNs.at(mb) + measured.nodes[n.node].backwardNs.at(mb),
+            1e-6 * n.measuredNs);
+        EXPECT_GE(n.analyticalNs,
+            analytical.nodes[n.node].forwardNs.at(mb) + analytical.nodes[n.node].backwardNs.at(mb) - 1e-6);
+    }
     const auto calibrated = calibratedProfile(analytical, fit);
     EXPECT_EQ(calibrated.source, "calibrated");
     int filled = 0;

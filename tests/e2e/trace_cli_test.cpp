@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -184,11 +185,19 @@ TEST_F(TraceCli, ImportTraceStoresAnImportedProfile)
     EXPECT_NE(
         plan.output.find("the trace missed filled from the analytical model calibrated on its 4"), std::string::npos)
         << plan.output;
-    const auto fit = runCli("calibrate " + m_project + " --device cpu --profile imported --json");
+    const auto fit = runCli("calibrate " + m_project + " --device cpu --profile imported --json --nodes 2");
     ASSERT_EQ(fit.exitCode, 0) << fit.output;
     const auto cj = nlohmann::json::parse(fit.output);
     EXPECT_EQ(cj["covered_nodes"], 4);
     EXPECT_FALSE(cj["classes"].empty());
+    // --nodes: the two nodes the model misses by the most time, most first.
+    ASSERT_EQ(cj["worst_nodes"].size(), 2u) << fit.output;
+    const auto miss = [&cj](int k) {
+        return std::abs(
+            cj["worst_nodes"][k]["measured_ms"].get<double>() - cj["worst_nodes"][k]["analytical_ms"].get<double>());
+    };
+    EXPECT_GE(miss(0), miss(1));
+    EXPECT_GT(cj["worst_nodes"][0]["measured_ms"].get<double>(), 0);
     EXPECT_EQ(ps::e2e::queryInt(m_project, "SELECT count(DISTINCT node_id) FROM profiles WHERE source = 'calibrated'"),
         ps::e2e::queryInt(m_project, "SELECT count(*) FROM nodes"));
     const auto sim = runCli("simulate " + m_project + " --device cpu --stages 2 --profile calibrated --no-save");
