@@ -32,6 +32,10 @@ public:
     {
         m_out = &out;
         m_prefix = n.output(0) + "/";
+        // Fields this protobuf does not know (IR 10's metadata_props: the module path) go to every
+        // node written in its place.
+        m_annotations.Clear();
+        m_annotations.mutable_unknown_fields()->MergeFrom(n.unknown_fields());
     }
 
     // A node `op` reading `inputs`, its one output named after it; returns that output.
@@ -44,6 +48,7 @@ public:
         const std::string& op, const std::string& name, std::vector<std::string> inputs, const std::string& output)
     {
         auto* n = m_out->Add();
+        n->mutable_unknown_fields()->MergeFrom(m_annotations.unknown_fields());
         n->set_op_type(op);
         n->set_name(m_prefix + name);
         for (auto& i : inputs)
@@ -129,6 +134,7 @@ protected:
     std::unordered_map<std::string, const onnx::TypeProto*> m_types; // value_info, inputs, outputs
     google::protobuf::RepeatedPtrField<onnx::NodeProto>* m_out = nullptr;
     std::string m_prefix;
+    onnx::NodeProto m_annotations; // holds the replaced node's unknown fields
 };
 
 // An attribute of `n`, or `fallback` where it has none.

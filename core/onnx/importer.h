@@ -8,6 +8,7 @@
 #include "util/error.h"
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <onnx/onnx_pb.h>
 #include <optional>
@@ -82,6 +83,7 @@ private:
     std::set<std::string> m_foldedConstants; // torch.export folded from buffers only (merged_parameters.h)
     std::set<std::string> m_nodeNames;
     std::unordered_map<std::string, std::int32_t> m_blocks; // block scope -> layer index
+    std::map<std::string, std::string> m_moduleClasses; // torch.export's module path -> class
     std::set<std::string> m_consumed; // tensor names some node or the graph output reads
     onnx::ModelProto m_inferred; // the model with shape computations folded, after inference
     std::unordered_map<std::string, onnximport::FoldedTensor> m_folded;

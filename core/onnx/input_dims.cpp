@@ -62,14 +62,30 @@ std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson)
     return dims;
 }
 
-std::string importConfigJson(const std::vector<OnnxInputDim>& dims, const std::vector<InitializerRule>& rules)
+std::string importConfigJson(const std::vector<OnnxInputDim>& dims, const std::vector<InitializerRule>& rules,
+    const std::map<std::string, std::string>& moduleClasses)
 {
     auto j = nlohmann::json::parse(inputDimsToJson(dims));
     auto list = nlohmann::json::array();
     for (const auto& r : rules)
         list.push_back({ { "name", r.name }, { "kind", r.parameter ? "parameter" : "constant" }, { "rule", r.rule } });
     j["initializers"] = std::move(list);
+    if (!moduleClasses.empty())
+        j["module_classes"] = moduleClasses;
     return j.dump();
+}
+
+std::map<std::string, std::string> moduleClassesFromJson(const std::string& configJson)
+{
+    const auto j = nlohmann::json::parse(configJson, nullptr, false);
+    std::map<std::string, std::string> out;
+    if (!j.is_object() || !j.contains("module_classes") || !j["module_classes"].is_object())
+        return out;
+    for (const auto& [path, type] : j["module_classes"].items()) {
+        if (type.is_string())
+            out[path] = type.get<std::string>();
+    }
+    return out;
 }
 
 std::vector<InitializerRule> initializerRulesFromJson(const std::string& configJson)

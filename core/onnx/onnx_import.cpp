@@ -8,12 +8,15 @@
 #include "onnx/function_inlining.h"
 #include "onnx/importer.h"
 #include "onnx/merged_parameters.h"
+#include "onnx/module_scopes.h"
 #include "onnx/op_mapping.h"
 #include "onnx/opset_lowering.h"
 #include "onnx/safe_inference.h"
 #include "onnx/shape_folding.h"
 #include "onnx/window_lowering.h"
 #include "util/error.h"
+
+#include <queue>
 
 #include <algorithm>
 #include <cmath>
@@ -246,19 +249,21 @@ std::vector<int> Importer::topologicalOrder() const
             }
         }
     }
+    // The earliest ready node in the file first: a file already in topological order (exporters
+    // write nodes as the model ran them, T5's encoder before its decoder) keeps its order.
     std::vector<int> order;
-    std::vector<int> ready;
-    for (int i = g.node_size() - 1; i >= 0; --i) {
+    std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+    for (int i = 0; i < g.node_size(); ++i) {
         if (indegree[static_cast<std::size_t>(i)] == 0)
-            ready.push_back(i);
+            ready.push(i);
     }
     while (!ready.empty()) {
-        const int i = ready.back();
-        ready.pop_back();
+        const int i = ready.top();
+        ready.pop();
         order.push_back(i);
         for (int j : next[static_cast<std::size_t>(i)]) {
             if (--indegree[static_cast<std::size_t>(j)] == 0)
-                ready.push_back(j);
+                ready.push(j);
         }
     }
     if (order.size() != static_cast<std::size_t>(g.node_size())) {
@@ -309,13 +314,30 @@ void Importer::addNode(const onnx::NodeProto& node, int index)
                                                                       : node.name();
     m_nodeNames.insert(n.name);
     // Layers are blocks in order of first appearance: encoder.layers.0, .1, then decoder.layers.0 ...
-    const auto [scope, block] = scopeOf(node.name());
+    // torch.export's node names carry no path; its metadata does (also on the nodes a lowering
+    // wrote in a node's place). The TorchScript exporter's names are the path.
+    const auto levels = onnximport::torchModuleLevels(node);
+    auto [scope, block] = levels ? std::pair<std::string, std::string>() : scopeOf(node.name());
+    if (levels && !levels->empty()) {
+        for (const auto& level : *levels)
+            m_moduleClasses.emplace(level.path, level.className);
+        scope = levels->back().path;
+        block = onnximport::blockOfModulePath(scope);
+    }
     n.scope = scope;
     if (!block.empty())
         n.layer = m_blocks.try_emplace(block, static_cast<std::int32_t>(m_blocks.size())).first->second;
     for (const auto& in : node.input()) {
         if (!in.empty())
             n.inputs.push_back(tensorFor(in, node));
+    }
+    // A node the exporter's optimizer wrote (no metadata) in a model whose others have paths: the
+    // module of what it reads.
+    if (n.scope.empty() && !levels && !m_moduleClasses.empty() && !n.inputs.empty()) {
+        if (const auto from = m_result.graph.tensor(n.inputs.front()).producer; from.valid()) {
+            n.scope = m_result.graph.node(from).scope;
+            n.layer = m_result.graph.node(from).layer;
+        }
     }
     std::vector<Tensor> outputs;
     std::vector<Tensor> everyOutput; // read or not, where shape inference gave a shape
@@ -416,7 +438,7 @@ OnnxImport Importer::run()
     m_result.graph.setOutputs(std::move(outputs));
     checkOverridesFound();
     auto info = m_result.graph.info();
-    info.configJson = importConfigJson(m_dims, m_result.report.initializerRules);
+    info.configJson = importConfigJson(m_dims, m_result.report.initializerRules, m_moduleClasses);
     m_result.graph.setInfo(std::move(info));
     try {
         validateGraphOrThrow(m_result.graph);

@@ -96,10 +96,14 @@ struct OnnxImportReport
 // The dimensions as JSON (stored in the project's model configuration, read by `info`).
 [[nodiscard]] std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims);
 [[nodiscard]] std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson);
-// The model configuration an import stores: the dimensions and the initializer rules.
-[[nodiscard]] std::string importConfigJson(
-    const std::vector<OnnxInputDim>& dims, const std::vector<InitializerRule>& rules);
+// The model configuration an import stores: the dimensions, the initializer rules and, for a
+// torch.export model, each module's class by module path ("h.0.fc" -> "Linear";
+// onnx/module_scopes.h).
+[[nodiscard]] std::string importConfigJson(const std::vector<OnnxInputDim>& dims,
+    const std::vector<InitializerRule>& rules, const std::map<std::string, std::string>& moduleClasses = {});
 [[nodiscard]] std::vector<InitializerRule> initializerRulesFromJson(const std::string& configJson);
+// The module classes an import stored (empty for other models and TorchScript exports).
+[[nodiscard]] std::map<std::string, std::string> moduleClassesFromJson(const std::string& configJson);
 
 struct OnnxImport
 {

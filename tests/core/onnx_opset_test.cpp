@@ -445,3 +445,67 @@ TEST(OnnxOpset, LocalFunctionsAreInlinedWithTheCallsAttributes)
     EXPECT_NE(error.find("local function 'Leaky'"), std::string::npos) << error;
     EXPECT_NE(error.find("recursion"), std::string::npos) << error;
 }
+
+// torch.export's node names ("node_addmm_2") carry no module path; its node metadata does
+// (onnx/module_scopes.h): scopes, layers and each module's class come from there, also for the
+// nodes a lowering writes in a node's place, and the nodes keep the order the exporter wrote.
+TEST(OnnxOpset, Torch2ExportsTakeModulePathsAndLayersFromNodeMetadata)
+{
+    const fs::path dir = fs::path(PS_TEST_DATA_DIR) / "onnx_torch2";
+    // T5: every node in a module; blocks are layers in the order they ran, the encoder's first
+    // (the topological order keeps the file's, where the old one went depth first into the decoder).
+    const auto t5 = importOnnx(dir / "hf_t5.onnx").graph;
+    std::map<std::string, std::int32_t> layerOf;
+    for (const auto& n : t5.nodes()) {
+        EXPECT_FALSE(n.scope.empty()) << n.name;
+        for (const char* block :
+            { "model.encoder.block.0", "model.encoder.block.1", "model.decoder.block.0", "model.decoder.block.1" }) {
+            if (n.scope == block || n.scope.starts_with(std::string(block) + ".")) {
+                const auto [it, added] = layerOf.emplace(block, n.layer);
+                EXPECT_EQ(it->second, n.layer) << n.name << " in " << block;
+            }
+        }
+    }
+    EXPECT_EQ(layerOf,
+        (std::map<std::string, std::int32_t> { { "model.decoder.block.0", 2 }, { "model.decoder.block.1", 3 },
+            { "model.encoder.block.0", 0 }, { "model.encoder.block.1", 1 } }));
+
+    // GPT-2: each module's class is kept; a node the exporter's optimizer wrote (no metadata)
+    // takes the module of what it reads.
+    const auto gpt2 = importOnnx(dir / "hf_gpt2.onnx").graph;
+    const auto classes = moduleClassesFromJson(gpt2.info().configJson);
+    EXPECT_EQ(classes.at("model.transformer.h.1"), "GPT2Block");
+    EXPECT_EQ(classes.at("model.transformer.h.1.attn.c_attn"), "Conv1D");
+    EXPECT_EQ(classes.at("model.transformer.h.1.ln_2"), "LayerNorm");
+    int splits = 0;
+    for (const auto& n : gpt2.nodes()) {
+        if (n.op == OpType::Split) {
+            ++splits;
+            EXPECT_TRUE(n.scope.ends_with(".attn.c_attn")) << n.name << ": " << n.scope;
+            EXPECT_GE(n.layer, 0);
+        }
+    }
+    EXPECT_GT(splits, 0);
+
+    // LLaMA at opset 23: the nodes RMSNormalization and Attention were written out in keep the
+    // module of the node they replace.
+    const auto llama = importOnnx(dir / "hf_llama_gqa_opset23.onnx").graph;
+    int lowered = 0;
+    for (const auto& n : llama.nodes()) {
+        if (n.name.find('/') == std::string::npos)
+            continue;
+        ++lowered;
+        EXPECT_TRUE(n.scope.ends_with("layernorm") || n.scope.ends_with("norm") || n.scope.ends_with("self_attn"))
+            << n.name << ": " << n.scope;
+    }
+    EXPECT_GT(lowered, 10);
+
+    // A functional call in the root module's own forward is in no module.
+    const auto cnn = importOnnx(dir / "cnn_bn_pool.onnx").graph;
+    for (const auto& n : cnn.nodes()) {
+        if (n.op == OpType::Relu || n.op == OpType::MaxPool) {
+            EXPECT_EQ(n.scope, "") << n.name;
+        }
+    }
+    EXPECT_FALSE(moduleClassesFromJson(cnn.info().configJson).empty());
+}
