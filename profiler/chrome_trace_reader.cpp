@@ -183,6 +183,7 @@ namespace {
             span.sequence = argInt(e, "Sequence number");
             // Framework operators: Kineto's cpu_op, or a legacy event named like one.
             span.op = cat == "cpu_op" || (cat.empty() && name.find("::") != std::string::npos);
+            span.python = cat == "python_function";
             if (span.op)
                 span.inputDims = inputDims(e);
             m_data.spans.push_back(std::move(span));

@@ -1,6 +1,7 @@
 #include "trace_import.h"
 
 #include "graph/op_cost.h"
+#include "module_ranges.h"
 #include "op_alignment.h"
 #include "trace_model.h"
 #include "util/error.h"
@@ -82,20 +83,39 @@ namespace {
 TraceImport importTrace(const Graph& graph, const std::filesystem::path& path, NodeWindow window)
 {
     auto data = readTrace(path);
-    auto result = mapTraceToNodes(graph, data);
-    if (result.coverage() >= 0.5)
-        return result;
+    auto modules = nameModuleRanges(graph, data, window);
+    const auto withModules = [&modules](TraceImport r) {
+        r.moduleRanges = static_cast<std::int64_t>(modules.spans.size());
+        r.modules = modules.modules;
+        r.modulesNotNamed = modules.leftOut;
+        return r;
+    };
+    auto ranged = withModules(mapTraceToNodes(graph, data));
+    if (modules.calls == 0 && ranged.coverage() >= 0.5)
+        return ranged;
     // Ranges name no node, or cover little (an unannotated torch.profiler trace, a stray range
     // named like a scope): align the operators by order, and keep that where it covers more.
+    // Module calls (a with_stack trace) leave a module's own nodes to share its operators' time:
+    // inside them an aligned operator names its own nodes, and the module ranges are kept where
+    // they cover at least what the alignment covers alone.
     const auto alignment = alignOperators(graph, data, window);
     if (alignment.alignedOperators == 0)
-        return result;
-    auto aligned = mapTraceToNodes(graph, data);
-    if (aligned.coverage() <= result.coverage())
-        return result;
-    aligned.aligned = true;
-    aligned.alignment = alignment;
-    return aligned;
+        return ranged;
+    nameModuleRangesByAlignment(graph, data, modules, window);
+    auto best = withModules(mapTraceToNodes(graph, data));
+    if (!modules.spans.empty()) {
+        for (const auto s : modules.spans)
+            data.spans[s].nodes.clear();
+        if (auto alone = mapTraceToNodes(graph, data); alone.coverage() > best.coverage())
+            best = std::move(alone);
+    }
+    const bool better =
+        modules.spans.empty() ? best.coverage() > ranged.coverage() : best.coverage() >= ranged.coverage();
+    if (!better)
+        return ranged;
+    best.aligned = true;
+    best.alignment = alignment;
+    return best;
 }
 
 TraceImport mergeStageTraces(const std::vector<TraceImport>& stages, const std::vector<NodeWindow>& windows)

@@ -103,6 +103,11 @@ struct TraceImport
     std::int64_t communicationActivities = 0; // sends, receives, collectives: no node's
     double communicationNs = 0;
     std::int64_t ranges = 0; // ranges whose name is a node or scope
+    // Module calls named after the graph's modules (with_stack traces, module_ranges.h): how many,
+    // the module instances they stand for, and the calls not named (with why).
+    std::int64_t moduleRanges = 0;
+    std::size_t modules = 0;
+    std::vector<std::string> modulesNotNamed;
     std::vector<UnmatchedName> unmatched; // most time first, at most 10
     std::vector<TraceIteration> iterations; // empty when no activity matched a node
     bool aligned = false; // the operators were aligned to nodes by order (op_alignment.h)

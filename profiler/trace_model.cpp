@@ -151,7 +151,10 @@ namespace {
             std::vector<std::pair<double, double>> steps;
             for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
                 const auto& span = m_data.spans[i];
-                m_info[i].nodes = span.nodes.empty() ? m_index.find(span.name, m_info[i].phase) : &span.nodes;
+                if (!span.nodes.empty())
+                    m_info[i].nodes = &span.nodes; // aligned, or a module range (module_ranges.h)
+                else if (!span.python) // other Python functions name no node
+                    m_info[i].nodes = m_index.find(span.name, m_info[i].phase);
                 m_result.ranges += m_info[i].nodes && span.nodes.empty() ? 1 : 0; // the trace's own ranges
                 if (isProfilerStep(span.name))
                     steps.emplace_back(span.startNs, span.endNs);
@@ -161,7 +164,8 @@ namespace {
             if (m_data.work.empty()) {
                 for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
                     const auto& span = m_data.spans[i];
-                    if (m_info[i].selfNs > 0 && !isProfilerStep(span.name)) // its self time: Python's, the profiler's
+                    // A ProfilerStep's or a Python function's self time is Python's or the profiler's.
+                    if (m_info[i].selfNs > 0 && !span.python && !isProfilerStep(span.name))
                         attribute(
                             span.name, m_info[i].selfNs, m_info[i].context, span.thread, { span.startNs, span.endNs });
                 }

@@ -22,6 +22,9 @@ struct TraceSpan
     double endNs = 0;
     std::int64_t sequence = -1; // autograd sequence number (Kineto "Sequence number"); -1: none
     bool op = false; // a framework operator (Kineto cpu_op, `aten::...`): what operator alignment reads
+    // A Python function or module call (Kineto python_function, from with_stack): it encloses
+    // operators but is no work of its own (its self time is the interpreter's, or a wait).
+    bool python = false;
     std::vector<Shape> inputDims; // Kineto "Input Dims" (record_shapes); empty without them
     std::vector<NodeId> nodes; // set by operator alignment: the nodes this range stands for
     std::int64_t pass = -1; // set by operator alignment: the forward pass (one occurrence of the nodes)

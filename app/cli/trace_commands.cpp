@@ -14,6 +14,7 @@
 #include "util/error.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -48,7 +49,8 @@ namespace {
             { "optimizer_ms", t.optimizerNs / 1e6 }, { "communication", t.communicationActivities },
             { "communication_ms", t.communicationNs / 1e6 }, { "nodes_matched", t.nodesMatched },
             { "nodes_total", graph.nodeCount() }, { "coverage", t.coverage() },
-            { "aligned_by_operator_order", t.aligned } };
+            { "aligned_by_operator_order", t.aligned }, { "module_ranges", t.moduleRanges }, { "modules", t.modules },
+            { "modules_not_named", t.modulesNotNamed } };
         if (t.aligned)
             j["alignment"] = { { "passes", t.alignment.passes }, { "operators", t.alignment.operators },
                 { "aligned_operators", t.alignment.alignedOperators }, { "nodes_covered", t.alignment.nodesCovered },
@@ -73,11 +75,16 @@ namespace {
         fmt::print("Imported {} trace '{}' (schema {}): {} activities ({}), {} ranges naming nodes\n", t.format,
             o.trace, t.schemaVersion, t.activities, t.deviceActivity ? "kernels and copies" : "CPU op self times",
             t.ranges);
+        if (t.moduleRanges > 0)
+            fmt::print("Module calls (nn.Module ranges, with_stack): {} named after {} modules of the model{}\n",
+                t.moduleRanges, t.modules,
+                t.modulesNotNamed.empty() ? ""
+                                          : "; not named: " + fmt::format("{}", fmt::join(t.modulesNotNamed, ", ")));
         if (t.aligned)
-            fmt::print("Ranges cover under half of it: aligned {} of {} operators in {} forward pass(es) to nodes by "
+            fmt::print("{}: aligned {} of {} operators in {} forward pass(es) to nodes by "
                        "order, kind and shape ({} of {} computing nodes covered)\n",
-                t.alignment.alignedOperators, t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered,
-                t.alignment.nodes);
+                t.moduleRanges > 0 ? "Within them" : "Ranges cover under half of it", t.alignment.alignedOperators,
+                t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered, t.alignment.nodes);
         fmt::print("Nodes matched  {} of {}\n", t.nodesMatched, graph.nodeCount());
         fmt::print("Matched        {} ({:.3f} ms)\n", t.matchedActivities, t.matchedNs / 1e6);
         fmt::print("Unmatched      {} ({:.3f} ms)\n", t.unmatchedActivities, t.unmatchedNs / 1e6);

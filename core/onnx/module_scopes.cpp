@@ -52,10 +52,8 @@ namespace {
         std::vector<ModuleLevel> out;
         if (paths.size() != types.size() || paths.size() < 2)
             return out;
-        for (std::size_t i = 0; i + 1 < paths.size(); ++i) { // the last entry is the op itself
-            if (!paths[i].empty())
-                out.push_back({ paths[i], shortClass(types[i]) });
-        }
+        for (std::size_t i = 0; i + 1 < paths.size(); ++i) // the last entry is the op itself
+            out.push_back({ paths[i], shortClass(types[i]) });
         return out;
     }
 
@@ -71,8 +69,7 @@ namespace {
             const auto colon = part.find(": ");
             if (colon == std::string::npos)
                 return {};
-            if (colon > 0)
-                out.push_back({ part.substr(0, colon), shortClass(part.substr(colon + 2)) });
+            out.push_back({ part.substr(0, colon), shortClass(part.substr(colon + 2)) });
             start = end + 1;
         }
         if (!out.empty() && text.find('/') != std::string::npos)

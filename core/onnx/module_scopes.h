@@ -24,9 +24,9 @@ struct ModuleLevel
     std::string className; // the class's own name, without its module: "Linear"
 };
 
-// The modules a node was called in, outermost first, the root module (empty path) left out (empty
-// for a call in the root's own forward); nullopt when the node carries no such metadata (a node
-// the exporter's optimizer wrote).
+// The modules a node was called in, outermost first: the root module (empty path) first, the
+// node's own module last; nullopt when the node carries no such metadata (a node the exporter's
+// optimizer wrote).
 [[nodiscard]] std::optional<std::vector<ModuleLevel>> torchModuleLevels(const onnx::NodeProto& node);
 
 // A module path's block: its shortest prefix whose last component is an index ("h.0" of

@@ -318,7 +318,7 @@ void Importer::addNode(const onnx::NodeProto& node, int index)
     // wrote in a node's place). The TorchScript exporter's names are the path.
     const auto levels = onnximport::torchModuleLevels(node);
     auto [scope, block] = levels ? std::pair<std::string, std::string>() : scopeOf(node.name());
-    if (levels && !levels->empty()) {
+    if (levels && !levels->empty()) { // the root module's path is empty
         for (const auto& level : *levels)
             m_moduleClasses.emplace(level.path, level.className);
         scope = levels->back().path;

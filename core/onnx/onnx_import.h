@@ -97,8 +97,8 @@ struct OnnxImportReport
 [[nodiscard]] std::string inputDimsToJson(const std::vector<OnnxInputDim>& dims);
 [[nodiscard]] std::vector<OnnxInputDim> inputDimsFromJson(const std::string& configJson);
 // The model configuration an import stores: the dimensions, the initializer rules and, for a
-// torch.export model, each module's class by module path ("h.0.fc" -> "Linear";
-// onnx/module_scopes.h).
+// torch.export model, each module's class by module path ("h.0.fc" -> "Linear", "" -> the root
+// module's; onnx/module_scopes.h).
 [[nodiscard]] std::string importConfigJson(const std::vector<OnnxInputDim>& dims,
     const std::vector<InitializerRule>& rules, const std::map<std::string, std::string>& moduleClasses = {});
 [[nodiscard]] std::vector<InitializerRule> initializerRulesFromJson(const std::string& configJson);

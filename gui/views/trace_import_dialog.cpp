@@ -199,6 +199,10 @@ void TraceImportDialog::showReport()
     QString how = r.value(QStringLiteral("aligned_by_operator_order")).toBool()
         ? tr("operators aligned to nodes by order, kind and shape")
         : tr("ranges named after nodes");
+    if (const int modules = r.value(QStringLiteral("modules")).toInt(); modules > 0)
+        how += tr(", within %1 module calls named after %2 modules")
+                   .arg(r.value(QStringLiteral("module_ranges")).toInt())
+                   .arg(modules);
     m_summary->setText(
         tr("<b>%1%</b> of the forward and backward time on nodes (%2); <b>%3 of %4 nodes</b> matched.<br>"
            "%5 trace (%6), device %7, micro-batch %8: %9 ms attributed, %10 ms unmatched, %11 ms in the "

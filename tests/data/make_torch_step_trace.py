@@ -9,6 +9,7 @@ numbers link the backward ops to their forward ranges), e.g. in a venv:
     python -m venv v && v/bin/pip install torch && v/bin/python tests/data/make_torch_step_trace.py
 The project it matches: pipestudio new -m mlp --layers 4 --hidden 1024 --vocab 1000 -b 128 --dropout 0
 """
+import gzip
 import json
 import os
 import sys
@@ -53,20 +54,29 @@ def main():
 
     for _ in range(2):
         step()
+    record_steps(step, out, "make_torch_step_trace.py")
+
+
+def record_steps(step, out, script, **options):
+    """Profiles four calls of `step` (one warm-up, three active: ProfilerStep ranges) on the CPU
+    with torch.profiler's `options` and writes the trace to `out` (gzip-compressed for .gz)."""
     raw = out + ".raw"
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda p: p.export_chrome_trace(raw)) as prof:
+                 on_trace_ready=lambda p: p.export_chrome_trace(raw), **options) as prof:
         for _ in range(4):
             step()
             prof.step()
     with open(raw) as f:
         trace = json.load(f)
     os.remove(raw)
-    trace["pipestudio_note"] = f"recorded by tests/data/make_torch_step_trace.py with torch {torch.__version__}"
-    with open(out, "w") as f:
+    trace["pipestudio_note"] = f"recorded by tests/data/{script} with torch {torch.__version__}"
+    for e in trace.get("traceEvents", []):  # with_stack: the recording machine's paths are not the point
+        args = e.get("args")
+        if isinstance(args, dict) and "CallFrom" in args:
+            del args["CallFrom"]
+    with (gzip.open(out, "wt") if out.endswith(".gz") else open(out, "w")) as f:
         json.dump(trace, f, separators=(",", ":"))
     print(out, os.path.getsize(out), "bytes")
-
 
 if __name__ == "__main__":
     main()

@@ -318,3 +318,32 @@ TEST_F(TraceCli, PipelineRankTracesImportByStageWithCuts)
     EXPECT_EQ(cj["profile"], "imported");
     EXPECT_EQ(cj["devices"].size(), 2U);
 }
+
+// A torch 2.15 trace recorded with with_stack (tests/data/make_module_trace.py) of the corpus GPT
+// torch.export wrote (tests/data/onnx_torch2/gpt_sdpa_gelu_tanh.onnx): its "nn.Module: Block_1"
+// calls are named after the model's modules, the operators inside are aligned to their nodes, and
+// the Python functions' time is not taken for work.
+TEST_F(TraceCli, WithStackTraceNamesModuleCallsAfterTheModelsModules)
+{
+    const auto p = file("gpt.pstudio");
+    const auto imported =
+        runCli("import " PS_SOURCE_DIR "/tests/data/onnx_torch2/gpt_sdpa_gelu_tanh.onnx --loss cross-entropy -o " + p);
+    ASSERT_EQ(imported.exitCode, 0) << imported.output;
+    const std::string trace = PS_SOURCE_DIR "/tests/data/traces/gpt_with_stack_cpu.json.gz";
+    const auto r = runCli("import-trace " + p + " " + trace + " --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    // 17 module instances x 3 steps: emb, blocks.{0,1} with ln1, ln2, qkv, o, f1, f2, ln, head.
+    EXPECT_EQ(j["modules"], 17);
+    EXPECT_EQ(j["module_ranges"], 51);
+    // The position table's lookup was folded into a constant by the export: its module has no node.
+    ASSERT_EQ(j["modules_not_named"].size(), 1U) << r.output;
+    EXPECT_NE(j["modules_not_named"][0].get<std::string>().find("Embedding_1 (no aligned operator inside"),
+        std::string::npos);
+    EXPECT_TRUE(j["aligned_by_operator_order"].get<bool>());
+    EXPECT_GT(j["coverage"].get<double>(), 0.85) << r.output; // 91.3%: gradient accumulation is the rest
+    EXPECT_GE(j["nodes_matched"].get<int>(), 55);
+    ASSERT_EQ(j["iterations"].size(), 3U); // ProfilerStep ranges
+    const auto text = runCli("import-trace " + p + " " + trace + " --dry-run");
+    EXPECT_NE(text.output.find("51 named after 17 modules of the model"), std::string::npos) << text.output;
+}

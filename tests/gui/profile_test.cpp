@@ -1,10 +1,12 @@
 // Profile > On this machine: a real `pipestudio profile` child, its progress and cancel, and the
 // views switching to the measured profile.
+#include "graph/loss.h"
 #include "models/plan_session.h"
 #include "models/profile_compare_model.h"
 #include "models/profile_runner.h"
 #include "models/project_session.h"
 #include "models/run_launcher.h"
+#include "onnx/onnx_import.h"
 #include "store/project_store.h"
 #include "views/main_window.h"
 #include "views/profile_dock.h"
@@ -145,4 +147,27 @@ TEST(TraceImport, PreviewShowsTheCoverageReportAndImportStoresTheProfile)
                     .loadProfile("cpu", "imported")
                     .has_value());
     EXPECT_EQ(dialog.result(), QDialog::Accepted);
+}
+
+// A with_stack trace (module calls) of a torch.export model: the report names the module calls.
+TEST(TraceImport, AWithStackTracesModuleCallsAreInTheReport)
+{
+    QTemporaryDir dir;
+    const auto path = dir.filePath(QStringLiteral("gpt.pstudio"));
+    writeNewProject(path.toStdString(),
+        attachLoss(importOnnx(PS_SOURCE_DIR "/tests/data/onnx_torch2/gpt_sdpa_gelu_tanh.onnx").graph, LossSpec {}),
+        true);
+    TraceImportDialog dialog(path, QStringLiteral(PS_PIPESTUDIO_EXE));
+    dialog.setTracePath(QStringLiteral(PS_SOURCE_DIR "/tests/data/traces/gpt_with_stack_cpu.json.gz"));
+    QSignalSpy previewed(&dialog, &TraceImportDialog::previewed);
+    QSignalSpy failed(&dialog, &TraceImportDialog::failed);
+    dialog.preview();
+    ASSERT_TRUE(previewed.wait(60'000)) << (failed.isEmpty() ? "" : failed.front().front().toString().toStdString());
+    EXPECT_TRUE(dialog.summaryText().contains(QStringLiteral("within 51 module calls named after 17 modules")))
+        << dialog.summaryText().toStdString();
+    EXPECT_TRUE(dialog.importButton()->isEnabled());
+    dialog.resize(760, 480);
+    dialog.show();
+    QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/trace-import-modules.png")));
 }
