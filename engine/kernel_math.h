@@ -3,7 +3,7 @@
 // and plain inline C++ elsewhere, so the CPU unit tests cover the arithmetic the GPU runs and a
 // GPU run only has to prove indexing and launches (issue P14's design rule).
 // Only C functions that exist on both sides (expf, erff, tanhf, sqrtf, powf, fabsf, copysignf, fminf,
-// fmaxf, memcpy).
+// fmaxf, sinf, cosf, memcpy).
 // Depends on: <cmath>, <cstdint>, <cstring> only.
 #pragma once
 
@@ -214,6 +214,16 @@ PS_HOST_DEVICE inline float clipGrad(float x, float lo, float hi)
 PS_HOST_DEVICE inline float erfGrad(float x)
 {
     return kTwoOverSqrtPi * expf(-x * x);
+}
+
+// d/dx sin(x) = cos(x); d/dx cos(x) = -sin(x).
+PS_HOST_DEVICE inline float sinGrad(float x)
+{
+    return cosf(x);
+}
+PS_HOST_DEVICE inline float cosGrad(float x)
+{
+    return -sinf(x);
 }
 
 // Trilu: whether element (i, j) of a matrix stays (upper: on or above diagonal k; lower: on or below).

@@ -56,6 +56,8 @@ const std::unordered_map<std::string_view, AtenKind>& atenTable()
         add({ "aten::rsqrt" }, { { Sqrt, Reciprocal }, { Reciprocal } });
         add({ "aten::reciprocal" }, { { Reciprocal }, {} });
         add({ "aten::exp" }, { { Exp }, {} });
+        add({ "aten::sin" }, { { Sin }, {} });
+        add({ "aten::cos" }, { { Cos }, {} });
         add({ "aten::log" }, { { Log }, {} });
         add({ "aten::abs" }, { { Abs }, {} });
         add({ "aten::erf" }, { { Erf }, {} });

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 
 namespace ps::profiler {
@@ -49,6 +50,8 @@ namespace {
         std::map<std::string, std::vector<const GraphModule*>> byClass; // in the order of their first node
         std::map<std::string, std::map<std::int64_t, std::vector<std::size_t>>> traced; // class -> instance -> spans
 
+        Modules(const Modules&) = delete; // byClass points into byPath
+        Modules& operator=(const Modules&) = delete;
         Modules(const Graph& graph, const TraceData& data, NodeWindow window)
             : classes(moduleClassesFromJson(graph.info().configJson))
         {
@@ -78,9 +81,12 @@ namespace {
             }
             for (const auto& [path, m] : byPath)
                 byClass[classes.at(path)].push_back(&m);
+            // A module nested in one of its own class (a Block in a Block) shares its first node; the
+            // outer one is called first.
             for (auto& [name, modules] : byClass)
-                std::sort(
-                    modules.begin(), modules.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+                std::stable_sort(modules.begin(), modules.end(), [](const auto* a, const auto* b) {
+                    return a->first != b->first ? a->first < b->first : a->path.size() < b->path.size();
+                });
         }
 
         [[nodiscard]] bool isRoot(const std::string& name, std::size_t instances) const
@@ -150,9 +156,17 @@ void nameModuleRangesByAlignment(const Graph& graph, TraceData& data, ModuleRang
             continue;
         }
         const auto& candidates = it->second;
+        // Votes: the candidate holding each aligned operator's nodes, over every call of an
+        // instance. Instances take modules greedily, most votes first, each module once.
+        struct Vote
+        {
+            std::size_t votes = 0;
+            std::int64_t instance = 0;
+            std::size_t candidate = 0;
+        };
+        std::vector<Vote> votes;
         for (const auto& [instance, spans] : instances) {
-            // Votes: the candidate holding each aligned operator's nodes, over every call.
-            std::vector<std::size_t> votes(candidates.size(), 0);
+            std::vector<std::size_t> count(candidates.size(), 0);
             for (const auto s : spans) {
                 const auto& call = data.spans[s];
                 const auto ops = aligned.find(call.thread);
@@ -166,21 +180,34 @@ void nameModuleRangesByAlignment(const Graph& graph, TraceData& data, ModuleRang
                     for (const auto node : data.spans[*at].nodes) {
                         for (std::size_t c = 0; c < candidates.size(); ++c) {
                             const auto& under = candidates[c]->under;
-                            votes[c] += std::binary_search(under.begin(), under.end(), node,
-                                            [](NodeId a, NodeId b) { return a.index() < b.index(); })
+                            count[c] += std::binary_search(under.begin(), under.end(), node,
+                                            [](NodeId x, NodeId y) { return x.index() < y.index(); })
                                 ? 1
                                 : 0;
                         }
                     }
                 }
             }
-            const auto best = std::max_element(votes.begin(), votes.end());
-            if (*best == 0) {
-                stillLeft.push_back(cls + "_" + std::to_string(instance) + " (no aligned operator inside; "
-                    + counts(cls, instances.size(), candidates.size()) + ")");
-                continue;
+            for (std::size_t c = 0; c < candidates.size(); ++c) {
+                if (count[c] > 0)
+                    votes.push_back({ count[c], instance, c });
             }
-            name(data, spans, *candidates[static_cast<std::size_t>(best - votes.begin())], ranges);
+        }
+        std::stable_sort(votes.begin(), votes.end(), [](const Vote& x, const Vote& y) { return x.votes > y.votes; });
+        std::set<std::int64_t> named;
+        std::set<std::size_t> taken;
+        for (const auto& v : votes) {
+            if (named.contains(v.instance) || taken.contains(v.candidate))
+                continue;
+            named.insert(v.instance);
+            taken.insert(v.candidate);
+            name(data, instances.at(v.instance), *candidates[v.candidate], ranges);
+        }
+        for (const auto& [instance, spans] : instances) {
+            if (!named.contains(instance))
+                stillLeft.push_back(cls + "_" + std::to_string(instance)
+                    + " (its aligned operators point to no module left; "
+                    + counts(cls, instances.size(), candidates.size()) + ")");
         }
     }
     ranges.leftOut = std::move(stillLeft);

@@ -1,4 +1,4 @@
-// Module paths from a PyTorch profiler trace recorded with with_stack (or with_modules): an
+// Module paths from a PyTorch profiler trace recorded with with_stack (torch's Python tracer): an
 // "nn.Module: Linear_3" range around every module call, naming the class and the instance's number
 // among that class's modules in the order the profiler first saw them. The import of a torch.export
 // model kept each module path's class (onnx/module_scopes.h). The k-th Linear the trace saw is
@@ -8,7 +8,8 @@
 // node under it. A class with a different number of modules in the trace than in the graph
 // (modules that ran but exported no node: dropout in eval, identity; a module whose work the export
 // folded into a constant) is left to the operators aligned inside its calls (op_alignment.h):
-// each call goes to the module of that class holding most of their nodes.
+// instances take the modules of that class holding most of their nodes, most votes first, each
+// module once.
 // Depends on: trace_model.h, core (Graph, the import's module classes).
 #pragma once
 
@@ -21,11 +22,11 @@ namespace ps::profiler {
 
 struct ModuleRanges
 {
-    std::size_t calls = 0; // module calls in the trace (the model's own included)
+    std::size_t calls = 0; // module instances the trace called (the model itself included)
     std::vector<std::size_t> spans; // the module ranges given nodes, by index in data.spans
     std::size_t modules = 0; // module instances named (one per instance the trace saw)
     // Not named, and why: "Dropout (the trace has 4 Dropout, the model 0)", or after
-    // alignment "Embedding_1 (no aligned operator inside; ...)".
+    // alignment "Embedding_1 (its aligned operators point to no module left; ...)".
     std::vector<std::string> leftOut;
 };
 

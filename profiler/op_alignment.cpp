@@ -484,8 +484,8 @@ namespace {
             }
         }
 
-        // What the order left: an operator the graph's topological order puts elsewhere (a
-        // residual branch the importer sorted before its block) takes the first node of its kind
+        // What the order left: an operator the graph's topological order puts elsewhere (a branch
+        // the file lists before the code that ran first) takes the first node of its kind
         // with its input shape that no operator of the pass took; batch normalization after a
         // convolution, which an eval-mode export folded into it, goes to that convolution.
         void matchOutOfOrder(std::span<const Operator> ops, std::vector<NodeRange>& matched) const

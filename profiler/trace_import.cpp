@@ -106,8 +106,10 @@ TraceImport importTrace(const Graph& graph, const std::filesystem::path& path, N
     if (!modules.spans.empty()) {
         for (const auto s : modules.spans)
             data.spans[s].nodes.clear();
-        if (auto alone = mapTraceToNodes(graph, data); alone.coverage() > best.coverage())
+        if (auto alone = mapTraceToNodes(graph, data); alone.coverage() > best.coverage()) {
+            alone.modulesNotNamed = { "every module range: the alignment alone covers more" };
             best = std::move(alone);
+        }
     }
     const bool better =
         modules.spans.empty() ? best.coverage() > ranged.coverage() : best.coverage() >= ranged.coverage();

@@ -27,15 +27,33 @@ namespace {
         int worstNodes = 0; // --nodes N: the N nodes the model misses by the most time
     };
 
-    // The covered nodes by how much time the model misses on them, most first.
+    // The covered nodes by how much time the model (before the class factors) misses on them,
+    // most first; ties by node id.
     std::vector<NodeFit> worstNodes(const Calibration& c, int count)
     {
         auto nodes = c.nodes;
-        std::sort(nodes.begin(), nodes.end(), [](const NodeFit& a, const NodeFit& b) {
-            return std::abs(a.measuredNs - a.analyticalNs) > std::abs(b.measuredNs - b.analyticalNs);
-        });
-        nodes.resize(std::min(nodes.size(), static_cast<std::size_t>(std::max(count, 0))));
+        const auto n = std::min(nodes.size(), static_cast<std::size_t>(std::max(count, 0)));
+        std::partial_sort(nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(n), nodes.end(),
+            [](const NodeFit& a, const NodeFit& b) {
+                const double x = std::abs(a.measuredNs - a.analyticalNs);
+                const double y = std::abs(b.measuredNs - b.analyticalNs);
+                return x != y ? x > y : a.node < b.node;
+            });
+        nodes.resize(n);
         return nodes;
+    }
+
+    void printWorstNodes(const Graph& graph, const Calibration& calibration, int count)
+    {
+        fmt::print("\nNodes the model misses by the most time, before the class factors:\n");
+        fmt::print("  {:<40} {:<14} {:<14} {:>9} {:>9}  {}\n", "node", "op", "class", "measured", "model",
+            "model vs measured (ms)");
+        for (const auto& n : worstNodes(calibration, count)) {
+            const auto& node = graph.nodes()[n.node];
+            fmt::print("  {:<40} {:<14} {:<14} {:>9.3f} {:>9.3f}  {:+.0f}%\n", node.name, toString(node.op),
+                toString(calibration.nodeClass[n.node]), n.measuredNs / 1e6, n.analyticalNs / 1e6,
+                100 * (n.analyticalNs / n.measuredNs - 1));
+        }
     }
 
     int runCalibrate(const CalibrateOptions& o, DeviceOptions d)
@@ -105,15 +123,8 @@ namespace {
             fmt::print("{:<14} {:>5} {:>12.3f} {:>14.3f} {:>8.3f}  {:.1f}% -> {:.1f}%\n", toString(c.kind), c.nodes,
                 c.measuredNs / 1e6, c.analyticalNs / 1e6, c.factor, 100 * c.medianErrorBefore,
                 100 * c.medianErrorAfter);
-        if (o.worstNodes > 0) {
-            fmt::print("\nNodes the model misses by the most time (measured / analytical ms):\n");
-            for (const auto& n : worstNodes(calibration, o.worstNodes)) {
-                const auto& node = graph.nodes()[n.node];
-                fmt::print("  {:<40} {:<14} {:<14} {:>9.3f} {:>9.3f}  {:+.0f}%\n", node.name, toString(node.op),
-                    toString(calibration.nodeClass[n.node]), n.measuredNs / 1e6, n.analyticalNs / 1e6,
-                    100 * (n.analyticalNs / n.measuredNs - 1));
-            }
-        }
+        if (o.worstNodes > 0)
+            printWorstNodes(graph, calibration, o.worstNodes);
         if (!o.noSave)
             fmt::print("Saved the calibrated profile (source calibrated, device {}): plan with --profile calibrated "
                        "--device {}\n",
@@ -138,7 +149,8 @@ void addCalibrateCommand(CLI::App& app, Action& action)
            "cpu: the thread count to fit at (a profile measured at it, `profile --threads N`; the CPU measured with "
            "as many); default every core")
         ->check(CLI::Range(1, 256));
-    cmd->add_option("--nodes", o->worstNodes, "Also list the N nodes the model misses by the most time")
+    cmd->add_option("--nodes", o->worstNodes,
+           "Also list the N nodes the model (before the class factors) misses by the most time")
         ->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->add_flag("--no-save", o->noSave, "Print the fit without storing the calibrated profile");

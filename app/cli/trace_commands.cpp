@@ -15,6 +15,7 @@
 
 #include <fmt/core.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -75,7 +76,7 @@ namespace {
         fmt::print("Imported {} trace '{}' (schema {}): {} activities ({}), {} ranges naming nodes\n", t.format,
             o.trace, t.schemaVersion, t.activities, t.deviceActivity ? "kernels and copies" : "CPU op self times",
             t.ranges);
-        if (t.moduleRanges > 0)
+        if (t.moduleRanges > 0 || !t.modulesNotNamed.empty())
             fmt::print("Module calls (nn.Module ranges, with_stack): {} named after {} modules of the model{}\n",
                 t.moduleRanges, t.modules,
                 t.modulesNotNamed.empty() ? ""
@@ -83,8 +84,11 @@ namespace {
         if (t.aligned)
             fmt::print("{}: aligned {} of {} operators in {} forward pass(es) to nodes by "
                        "order, kind and shape ({} of {} computing nodes covered)\n",
-                t.moduleRanges > 0 ? "Within them" : "Ranges cover under half of it", t.alignment.alignedOperators,
-                t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered, t.alignment.nodes);
+                t.moduleRanges > 0 ? "Within them"
+                    : t.ranges > 0 ? "Ranges cover under half of it"
+                                   : "No range names a node",
+                t.alignment.alignedOperators, t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered,
+                t.alignment.nodes);
         fmt::print("Nodes matched  {} of {}\n", t.nodesMatched, graph.nodeCount());
         fmt::print("Matched        {} ({:.3f} ms)\n", t.matchedActivities, t.matchedNs / 1e6);
         fmt::print("Unmatched      {} ({:.3f} ms)\n", t.unmatchedActivities, t.unmatchedNs / 1e6);

@@ -23,6 +23,8 @@ namespace {
         case OpType::Log:
         case OpType::Pow:
         case OpType::Reciprocal:
+        case OpType::Sin:
+        case OpType::Cos:
         case OpType::ReduceSum:
         case OpType::CumSum:
             return Rule::Float32;

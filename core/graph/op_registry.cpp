@@ -281,6 +281,8 @@ namespace {
         add(unary(OpType::Sqrt, "Sqrt", "sqrt x", 1, 2, kSaveNoInputs, true));
         add(unary(OpType::Reciprocal, "Reciprocal", "1 / x", 1, 2, kSaveNoInputs, true));
         add(unary(OpType::Erf, "Erf", "erf x", 8, 4, saveInput(0)));
+        add(unary(OpType::Sin, "Sin", "sin x", 8, 9, saveInput(0)));
+        add(unary(OpType::Cos, "Cos", "cos x", 8, 9, saveInput(0)));
         {
             OpDef d { OpType::ReduceMean, "ReduceMean", "mean over axes (empty: all); keepdims", 1, 1, reduceShape };
             d.forwardFlops = 1;

@@ -104,6 +104,8 @@ enum class OpType : std::uint8_t {
                    // output_padding: Conv's input gradient as a layer (decoders, U-Nets)
     ScatterElements, // (data, indices (i64, data's rank), updates (indices' shape)) -> data with updates written
                      // at the indices on attr axis; attr add (1: added, ONNX reduction "add"; torch's scatter_add)
+    Sin, // sin x (rotary tables computed in the forward; folded to constants when static)
+    Cos, // cos x
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

@@ -63,6 +63,7 @@ private:
     void addConstant(const onnx::NodeProto& node);
     void addInputs();
     void addNode(const onnx::NodeProto& node, int index);
+    void placeInModule(const onnx::NodeProto& node, Node& n); // scope, layer, module classes
     bool foldShapeNode(const onnx::NodeProto& node);
     bool resolveIdentity(const onnx::NodeProto& node);
     std::set<std::string> valuesReachingAFloatOutput() const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
 namespace ps::onnximport {
 namespace {
@@ -45,13 +46,13 @@ namespace {
         return dot == std::string::npos ? qualified : qualified.substr(dot + 1);
     }
 
-    std::vector<ModuleLevel> fromNameScopes(const std::string& scopes, const std::string& classes)
+    std::optional<std::vector<ModuleLevel>> fromNameScopes(const std::string& scopes, const std::string& classes)
     {
         const auto paths = pythonStrings(scopes);
         const auto types = pythonStrings(classes);
-        std::vector<ModuleLevel> out;
         if (paths.size() != types.size() || paths.size() < 2)
-            return out;
+            return std::nullopt; // not the form torch writes: as if there were no metadata
+        std::vector<ModuleLevel> out;
         for (std::size_t i = 0; i + 1 < paths.size(); ++i) // the last entry is the op itself
             out.push_back({ paths[i], shortClass(types[i]) });
         return out;
@@ -59,7 +60,7 @@ namespace {
 
     // ": __main__.Net/h.0: __main__.Block/h.0.fc: torch.nn.modules.linear.Linear/addmm: aten.addmm.default",
     // the last entry the op itself.
-    std::vector<ModuleLevel> fromNamespace(const std::string& text)
+    std::optional<std::vector<ModuleLevel>> fromNamespace(const std::string& text)
     {
         std::vector<ModuleLevel> out;
         std::size_t start = 0;
@@ -68,12 +69,11 @@ namespace {
             const auto part = text.substr(start, end - start);
             const auto colon = part.find(": ");
             if (colon == std::string::npos)
-                return {};
+                return std::nullopt;
             out.push_back({ part.substr(0, colon), shortClass(part.substr(colon + 2)) });
             start = end + 1;
         }
-        if (!out.empty() && text.find('/') != std::string::npos)
-            out.pop_back();
+        out.pop_back(); // the op (a lone entry: a call in no module, not even the root's)
         return out;
     }
 
@@ -93,12 +93,16 @@ std::optional<std::vector<ModuleLevel>> torchModuleLevels(const onnx::NodeProto&
 
 std::string blockOfModulePath(const std::string& path)
 {
+    // As the TorchScript names' blocks (onnx_import.cpp's scopeOf): a component that is an index
+    // past the first ("layers.3"), or one that ends in an index ("layer_3").
     for (std::size_t start = 0; start < path.size();) {
         const auto end = std::min(path.find('.', start), path.size());
-        if (end > start
-            && std::all_of(path.begin() + static_cast<std::ptrdiff_t>(start),
-                path.begin() + static_cast<std::ptrdiff_t>(end), [](unsigned char c) { return std::isdigit(c); }))
-            return start > 0 ? path.substr(0, end) : std::string();
+        const auto component = std::string_view(path).substr(start, end - start);
+        const auto digits = component.find_last_not_of("0123456789");
+        const bool index = !component.empty() && digits != component.size() - 1
+            && (digits == std::string_view::npos || component[digits] == '_');
+        if (index && (start > 0 || digits != std::string_view::npos))
+            return path.substr(0, end);
         start = end + 1;
     }
     return {};

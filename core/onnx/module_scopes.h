@@ -29,8 +29,9 @@ struct ModuleLevel
 // optimizer wrote).
 [[nodiscard]] std::optional<std::vector<ModuleLevel>> torchModuleLevels(const onnx::NodeProto& node);
 
-// A module path's block: its shortest prefix whose last component is an index ("h.0" of
-// "h.0.attn.c_attn", "encoder.layers.3" of "encoder.layers.3.fc1"); empty when none is.
+// A module path's block: its shortest prefix whose last component (not the first) is an index or
+// ends in one ("h.0" of "h.0.attn.c_attn", "encoder.layers.3" of "encoder.layers.3.fc1",
+// "blocks.layer_2" of "blocks.layer_2.fc"); empty when none is.
 [[nodiscard]] std::string blockOfModulePath(const std::string& path);
 
 } // namespace ps::onnximport

@@ -301,6 +301,36 @@ bool Importer::resolveIdentity(const onnx::NodeProto& node)
     return true;
 }
 
+// The node's module path (scope) and block (layer). Layers are blocks in order of first
+// appearance: encoder.layers.0, .1, then decoder.layers.0 ... torch.export's node names carry no
+// path; its metadata does (also on the nodes a lowering wrote in a node's place). The TorchScript
+// exporter's names are the path.
+void Importer::placeInModule(const onnx::NodeProto& node, Node& n)
+{
+    const auto levels = onnximport::torchModuleLevels(node);
+    auto [scope, block] = levels ? std::pair<std::string, std::string>() : scopeOf(node.name());
+    if (levels && !levels->empty()) { // the root module's path is empty
+        for (const auto& level : *levels)
+            m_moduleClasses.emplace(level.path, level.className);
+        scope = levels->back().path;
+        block = onnximport::blockOfModulePath(scope);
+    }
+    n.scope = scope;
+    if (!block.empty())
+        n.layer = m_blocks.try_emplace(block, static_cast<std::int32_t>(m_blocks.size())).first->second;
+    // A node the exporter's optimizer wrote (no metadata) in a model whose others have paths: the
+    // module of the first input some node computed (not a weight).
+    if (n.scope.empty() && !levels && !m_moduleClasses.empty()) {
+        for (const auto in : n.inputs) {
+            if (const auto from = m_result.graph.tensor(in).producer; from.valid()) {
+                n.scope = m_result.graph.node(from).scope;
+                n.layer = m_result.graph.node(from).layer;
+                break;
+            }
+        }
+    }
+}
+
 void Importer::addNode(const onnx::NodeProto& node, int index)
 {
     if (node.op_type() == "Constant") {
@@ -313,32 +343,11 @@ void Importer::addNode(const onnx::NodeProto& node, int index)
     n.name = node.name().empty() || m_nodeNames.contains(node.name()) ? node.op_type() + "_" + std::to_string(index)
                                                                       : node.name();
     m_nodeNames.insert(n.name);
-    // Layers are blocks in order of first appearance: encoder.layers.0, .1, then decoder.layers.0 ...
-    // torch.export's node names carry no path; its metadata does (also on the nodes a lowering
-    // wrote in a node's place). The TorchScript exporter's names are the path.
-    const auto levels = onnximport::torchModuleLevels(node);
-    auto [scope, block] = levels ? std::pair<std::string, std::string>() : scopeOf(node.name());
-    if (levels && !levels->empty()) { // the root module's path is empty
-        for (const auto& level : *levels)
-            m_moduleClasses.emplace(level.path, level.className);
-        scope = levels->back().path;
-        block = onnximport::blockOfModulePath(scope);
-    }
-    n.scope = scope;
-    if (!block.empty())
-        n.layer = m_blocks.try_emplace(block, static_cast<std::int32_t>(m_blocks.size())).first->second;
     for (const auto& in : node.input()) {
         if (!in.empty())
             n.inputs.push_back(tensorFor(in, node));
     }
-    // A node the exporter's optimizer wrote (no metadata) in a model whose others have paths: the
-    // module of what it reads.
-    if (n.scope.empty() && !levels && !m_moduleClasses.empty() && !n.inputs.empty()) {
-        if (const auto from = m_result.graph.tensor(n.inputs.front()).producer; from.valid()) {
-            n.scope = m_result.graph.node(from).scope;
-            n.layer = m_result.graph.node(from).layer;
-        }
-    }
+    placeInModule(node, n);
     std::vector<Tensor> outputs;
     std::vector<Tensor> everyOutput; // read or not, where shape inference gave a shape
     for (const auto& out : node.output()) {

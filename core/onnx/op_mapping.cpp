@@ -87,6 +87,8 @@ namespace {
             { "Abs", OpType::Abs },
             { "Not", OpType::Not },
             { "Reciprocal", OpType::Reciprocal },
+            { "Sin", OpType::Sin },
+            { "Cos", OpType::Cos },
             { "IsNaN", OpType::IsNaN },
         };
         if (n.inputs.size() != 1)
@@ -388,6 +390,8 @@ namespace {
             { "Sqrt", unaryOp },
             { "Erf", unaryOp },
             { "Reciprocal", unaryOp },
+            { "Sin", unaryOp },
+            { "Cos", unaryOp },
             { "IsNaN", unaryOp },
             { "Gelu", gelu },
             { "Relu", unaryOp },

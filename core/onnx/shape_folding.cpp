@@ -391,7 +391,10 @@ namespace {
                 [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
         if (op == "Not")
             return elementwise({ &in(0) }, T::BOOL, [](const std::vector<double>& a) { return a[0] != 0 ? 0.0 : 1.0; });
-        if (op == "Neg" || op == "Abs" || op == "Sqrt" || op == "Floor" || op == "Ceil" || op == "Reciprocal") {
+        if (op == "Neg" || op == "Abs" || op == "Sqrt" || op == "Floor" || op == "Ceil" || op == "Reciprocal"
+            || op == "Sin" || op == "Cos") {
+            // Rotary tables computed in the forward (positions times a frequency buffer, then Sin and
+            // Cos) are static: they fold to constants here.
             return elementwise({ &in(0) }, in(0).elemType, [&op](const std::vector<double>& a) {
                 const double x = a[0];
                 return op == "Neg"  ? -x
@@ -399,6 +402,8 @@ namespace {
                     : op == "Sqrt"  ? std::sqrt(x)
                     : op == "Floor" ? std::floor(x)
                     : op == "Ceil"  ? std::ceil(x)
+                    : op == "Sin"   ? std::sin(x)
+                    : op == "Cos"   ? std::cos(x)
                                     : 1.0 / x;
             });
         }

@@ -449,6 +449,26 @@ namespace {
         g.gradIn[0] = unaryGrad(g.gradOut[0], v.out[0], ctx, [](float y) { return -y * y; });
     }
 
+    void sinForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return std::sin(a); }) };
+    }
+
+    void sinBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], ctx, math::sinGrad);
+    }
+
+    void cosForward(const Node&, NodeValues& v, KernelContext& ctx)
+    {
+        v.out = { unary(v.in[0], ctx, [](float a) { return std::cos(a); }) };
+    }
+
+    void cosBackward(const Node&, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        g.gradIn[0] = unaryGrad(g.gradOut[0], v.in[0], ctx, math::cosGrad);
+    }
+
     void erfForward(const Node&, NodeValues& v, KernelContext& ctx)
     {
         v.out = { unary(v.in[0], ctx, [](float a) { return std::erf(a); }) };
@@ -545,6 +565,8 @@ void registerMathKernels(KernelTable& table)
     table.add(OpType::Sqrt, { sqrtForward, sqrtBackward });
     table.add(OpType::Reciprocal, { reciprocalForward, reciprocalBackward });
     table.add(OpType::Erf, { erfForward, erfBackward });
+    table.add(OpType::Sin, { sinForward, sinBackward });
+    table.add(OpType::Cos, { cosForward, cosBackward });
     table.add(OpType::Relu, { reluForward, reluBackward });
     table.add(OpType::Tanh, { tanhForward, tanhBackward });
     table.add(OpType::Gelu, { geluForward, geluBackward });

@@ -24,6 +24,8 @@ namespace {
         Erf,
         Pow,
         Reciprocal,
+        Sin,
+        Cos,
     };
 
     struct Params
@@ -61,6 +63,10 @@ namespace {
             return math::power(x, p.a);
         case Op::Reciprocal:
             return 1.0F / x;
+        case Op::Sin:
+            return sinf(x);
+        case Op::Cos:
+            return cosf(x);
         }
         return x;
     }
@@ -95,6 +101,10 @@ namespace {
             return math::powerGrad(k, p.a);
         case Op::Reciprocal:
             return -k * k;
+        case Op::Sin:
+            return math::sinGrad(k);
+        case Op::Cos:
+            return math::cosGrad(k);
         }
         return 1.0F;
     }
@@ -183,6 +193,8 @@ void registerCudaPointwiseKernels(KernelTable& table)
     table.add(OpType::Sqrt, pointwise<Op::Sqrt, Keeps::Output, none>());
     table.add(OpType::Reciprocal, pointwise<Op::Reciprocal, Keeps::Output, none>());
     table.add(OpType::Erf, pointwise<Op::Erf, Keeps::Input, none>());
+    table.add(OpType::Sin, pointwise<Op::Sin, Keeps::Input, none>());
+    table.add(OpType::Cos, pointwise<Op::Cos, Keeps::Input, none>());
     table.add(OpType::Pow, pointwise<Op::Pow, Keeps::Input, powParams>());
 }
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,19 @@ onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op, const std::str
     for (const auto& o : outputs)
         n->add_output(o);
     return n;
+}
+
+// An empty model at `opset` (IR 8) with one float input `x` of `dims`.
+onnx::ModelProto opsetModel(const std::string& name, int opset, std::vector<std::int64_t> dims)
+{
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    m.mutable_graph()->set_name(name);
+    floatValue(m.mutable_graph()->add_input(), "x", std::move(dims));
+    return m;
 }
 
 void intAttr(onnx::NodeProto* n, const std::string& name, std::int64_t v)
@@ -328,14 +342,8 @@ TEST(OnnxOpset, AttentionFormsNotWrittenOutAreRefusedNamingTheNode)
 // the graph's shapes are the 1-D operator's.
 TEST(OnnxOpset, OneDimensionalConvolutionsAndPoolsBecomeTwoDimensionalOnes)
 {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(17);
+    auto m = opsetModel("conv1d", 17, { 2, 4, 20 });
     auto* g = m.mutable_graph();
-    g->set_name("conv1d");
-    floatValue(g->add_input(), "x", { 2, 4, 20 });
     auto* w = g->add_initializer();
     w->set_name("w");
     w->set_data_type(onnx::TensorProto::FLOAT);
@@ -508,4 +516,65 @@ TEST(OnnxOpset, Torch2ExportsTakeModulePathsAndLayersFromNodeMetadata)
         }
     }
     EXPECT_FALSE(moduleClassesFromJson(cnn.info().configJson).empty());
+}
+
+// Sin and Cos: of a static value (a rotary table: positions times a frequency buffer) they fold to
+// a constant; of data they are ops of their own, forward as std::sin/std::cos.
+TEST(OnnxOpset, SinAndCosFoldWhenStaticAndAreOpsOnData)
+{
+    auto m = opsetModel("rotary", 17, { 2, 4 });
+    auto* g = m.mutable_graph();
+    // Integer positions cast to float, times a scalar frequency: what the folding knows to be
+    // static (a float constant of several elements may be a folded slice of a weight).
+    const auto constant = [g](const std::string& name, int type, const std::vector<std::int64_t>& dims,
+                              const std::vector<double>& values) {
+        auto* c = node(g, "Constant", name, {}, { name });
+        auto* a = c->add_attribute();
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto::TENSOR);
+        auto* t = a->mutable_t();
+        t->set_data_type(type);
+        for (const auto d : dims)
+            t->add_dims(d);
+        for (const double v : values) {
+            if (type == onnx::TensorProto::INT64)
+                t->add_int64_data(static_cast<std::int64_t>(v));
+            else
+                t->add_float_data(static_cast<float>(v));
+        }
+    };
+    constant("steps", onnx::TensorProto::INT64, { 4 }, { 0, 1, 2, 3 });
+    intAttr(node(g, "Cast", "to_float", { "steps" }, { "positions" }), "to", onnx::TensorProto::FLOAT);
+    constant("inv_freq", onnx::TensorProto::FLOAT, {}, { 0.5 });
+    node(g, "Mul", "angles", { "positions", "inv_freq" }, { "theta" });
+    node(g, "Cos", "cos_table", { "theta" }, { "c" });
+    node(g, "Sin", "sin_x", { "x" }, { "s" });
+    node(g, "Mul", "rotate", { "s", "c" }, { "y" });
+    g->add_output()->set_name("y");
+    const auto p = opsetScratch("rotary.onnx");
+    std::ofstream(p, std::ios::binary) << m.SerializeAsString();
+    const auto imported = importOnnx(p);
+    std::map<OpType, int> ops;
+    for (const auto& n : imported.graph.nodes())
+        ++ops[n.op];
+    EXPECT_EQ(ops[OpType::Sin], 1); // on the data
+    EXPECT_EQ(ops[OpType::Cos], 0); // folded: cos(0.5 * position)
+    EXPECT_EQ(ops[OpType::Mul], 1);
+    EXPECT_TRUE(imported.report.opaqueOps.empty());
+    const Tensor* table = nullptr;
+    for (const auto& n : imported.graph.nodes()) {
+        if (n.op == OpType::Mul) {
+            for (const auto in : n.inputs) {
+                if (imported.graph.tensor(in).kind == TensorKind::Constant)
+                    table = &imported.graph.tensor(in);
+            }
+        }
+    }
+    ASSERT_NE(table, nullptr);
+    ASSERT_TRUE(table->data);
+    ASSERT_EQ(table->data->size(), 4 * sizeof(float));
+    std::vector<float> values(4);
+    std::memcpy(values.data(), table->data->data(), table->data->size());
+    for (int i = 0; i < 4; ++i)
+        EXPECT_NEAR(values[static_cast<std::size_t>(i)], std::cos(0.5 * i), 1e-6) << i;
 }

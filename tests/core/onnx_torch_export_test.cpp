@@ -4,12 +4,14 @@
 // cos/sin) is a constant. Hand-built models carry the signature and fx_node metadata as unknown
 // fields (IR 10's metadata_props, which Debian's onnx.proto predates), as real exports do.
 #include "onnx/merged_parameters.h"
+#include "onnx/module_scopes.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <onnx/onnx_pb.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -168,4 +170,57 @@ TEST(TorchExportMetadata, TablesComputedFromBuffersAreConstants)
             in = in == "unsqueeze_1" ? "zeros_3" : in;
     }
     EXPECT_EQ(onnximport::foldedBufferConstants(folded), (std::set<std::string> { "zeros_3" }));
+}
+
+// Module paths and classes from a node's metadata (onnx/module_scopes.h): torch's name_scopes with
+// class_hierarchy, or onnxscript's namespace; the op's own entry left out; nothing usable is as if
+// the node had no metadata.
+TEST(TorchExportMetadata, ModuleLevelsFromNameScopesOrNamespace)
+{
+    using onnximport::torchModuleLevels;
+    const auto paths = [](const std::optional<std::vector<onnximport::ModuleLevel>>& levels) {
+        std::string out;
+        for (const auto& l : *levels)
+            out += "[" + l.path + ":" + l.className + "]";
+        return out;
+    };
+    onnx::NodeProto torchNode;
+    addMetadata(torchNode, 9, "pkg.torch.onnx.name_scopes", "['', 'h', 'h.0', 'h.0.fc', 'addmm']");
+    addMetadata(torchNode, 9, "pkg.torch.onnx.class_hierarchy",
+        "['__main__.Net', 'torch.nn.modules.container.ModuleList', '__main__.Block', "
+        "'torch.nn.modules.linear.Linear', 'aten.addmm.default']");
+    ASSERT_TRUE(torchModuleLevels(torchNode));
+    EXPECT_EQ(paths(torchModuleLevels(torchNode)), "[:Net][h:ModuleList][h.0:Block][h.0.fc:Linear]");
+
+    onnx::NodeProto quoted; // repr() quotes a string holding a quote with double quotes
+    addMetadata(quoted, 9, "pkg.torch.onnx.name_scopes", R"(['', "enc", 'mm'])");
+    addMetadata(quoted, 9, "pkg.torch.onnx.class_hierarchy", R"(['m.Net', "m.Enc", 'aten.mm.default'])");
+    EXPECT_EQ(paths(torchModuleLevels(quoted)), "[:Net][enc:Enc]");
+
+    onnx::NodeProto mismatched; // lists of different lengths: not torch's form
+    addMetadata(mismatched, 9, "pkg.torch.onnx.name_scopes", "['', 'h', 'addmm']");
+    addMetadata(mismatched, 9, "pkg.torch.onnx.class_hierarchy", "['__main__.Net', 'aten.addmm.default']");
+    EXPECT_FALSE(torchModuleLevels(mismatched));
+
+    onnx::NodeProto onnxscript;
+    addMetadata(onnxscript, 9, "namespace", ": __main__.Net/h.0: __main__.Block/relu: aten.relu.default");
+    EXPECT_EQ(paths(torchModuleLevels(onnxscript)), "[:Net][h.0:Block]");
+    onnx::NodeProto lone; // only the op: in no module
+    addMetadata(lone, 9, "namespace", "relu: aten.relu.default");
+    ASSERT_TRUE(torchModuleLevels(lone));
+    EXPECT_TRUE(torchModuleLevels(lone)->empty());
+    onnx::NodeProto broken;
+    addMetadata(broken, 9, "namespace", "no separator here");
+    EXPECT_FALSE(torchModuleLevels(broken));
+    EXPECT_FALSE(torchModuleLevels(onnx::NodeProto {}));
+
+    using onnximport::blockOfModulePath;
+    EXPECT_EQ(blockOfModulePath("h.0.attn.c_attn"), "h.0");
+    EXPECT_EQ(blockOfModulePath("model.encoder.layers.3.fc1"), "model.encoder.layers.3");
+    EXPECT_EQ(blockOfModulePath("0.layers.3.fc"), "0.layers.3"); // an nn.Sequential root's index is no block
+    EXPECT_EQ(blockOfModulePath("blocks.layer_2.fc"), "blocks.layer_2");
+    EXPECT_EQ(blockOfModulePath("layer_1"), "layer_1");
+    EXPECT_EQ(blockOfModulePath("head"), "");
+    EXPECT_EQ(blockOfModulePath("0"), "");
+    EXPECT_EQ(blockOfModulePath(""), "");
 }

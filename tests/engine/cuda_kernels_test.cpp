@@ -92,6 +92,8 @@ public:
         add(OpType::Abs, none, { random({ 4, 9 }) }, { true });
         add(OpType::Sqrt, none, { random({ 4, 9 }, 0.1F, 4.0F) }, { true });
         add(OpType::Reciprocal, none, { random({ 4, 9 }, 0.5F, 4.0F) }, { true });
+        add(OpType::Sin, none, { random({ 4, 9 }, -3.0F, 3.0F) }, { true });
+        add(OpType::Cos, none, { random({ 4, 9 }, -3.0F, 3.0F) }, { true });
         add(OpType::Erf, none, { random({ 4, 9 }, -3.0F, 3.0F) }, { true });
         add(OpType::Pow, { { "exponent", 3.0 } }, { random({ 4, 9 }) }, { true });
         add(OpType::Expand, { { "shape", Shape { 3, 1, 4 } } }, { random({ 2, 1 }) }, { true });

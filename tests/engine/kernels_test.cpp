@@ -51,6 +51,8 @@ TEST_F(KernelGrad, Activations)
     check({ node(OpType::Sqrt), { random({ 3, 4 }, 0.5F, 2.0F) }, { true } });
     check({ node(OpType::Reciprocal), { random({ 3, 4 }, 0.5F, 2.0F) }, { true } });
     check({ node(OpType::Erf), { random({ 3, 4 }) }, { true } });
+    check({ node(OpType::Sin), { random({ 3, 4 }, -3.0F, 3.0F) }, { true } });
+    check({ node(OpType::Cos), { random({ 3, 4 }, -3.0F, 3.0F) }, { true } });
     check({ node(OpType::Relu), { random({ 3, 4 }, 0.1F, 1.0F) }, { true } });
     check({ node(OpType::Tanh), { random({ 3, 4 }) }, { true } });
     check({ node(OpType::Gelu, { { "approximate", std::string("tanh") } }), { random({ 3, 4 }, -3.0F, 3.0F) },
