@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   qt6-base-dev libgl-dev libqcustomplot-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  clang-format
+  clang-format universal-ctags # formatting and size checks (tests/check_sizes.py)
   file dpkg-dev # cpack's .deb: dpkg-shlibdeps on the files `file` reports as ELF
 )
 # Test-only packages (quickstart.sh run sets PS_SKIP_TORCH=1 and skips them).

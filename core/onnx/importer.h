@@ -64,6 +64,8 @@ private:
     void addInputs();
     void addNode(const onnx::NodeProto& node, int index);
     void placeInModule(const onnx::NodeProto& node, Node& n); // scope, layer, module classes
+    [[nodiscard]] std::vector<Tensor> outputTensors(
+        const onnx::NodeProto& node, const std::string& name, std::vector<Tensor>& everyOutput) const;
     bool foldShapeNode(const onnx::NodeProto& node);
     bool resolveIdentity(const onnx::NodeProto& node);
     std::set<std::string> valuesReachingAFloatOutput() const;

@@ -301,6 +301,39 @@ bool Importer::resolveIdentity(const onnx::NodeProto& node)
     return true;
 }
 
+// The tensors of the node's outputs that are read (every one for the first), with their inferred
+// shapes; `everyOutput` gets every output with a shape, read or not. Fails naming the node where an
+// output that is read has no shape.
+std::vector<Tensor> Importer::outputTensors(
+    const onnx::NodeProto& node, const std::string& name, std::vector<Tensor>& everyOutput) const
+{
+    std::vector<Tensor> outputs;
+    for (const auto& out : node.output()) {
+        if (out.empty())
+            continue;
+        const auto it = m_shapes.find(out);
+        if (it != m_shapes.end())
+            everyOutput.push_back(
+                { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
+        if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
+            continue; // an optional output nobody reads (BatchNormalization's running statistics)
+        if (it == m_shapes.end()) {
+            // Often a size the model cannot take: a sequence past a registered buffer or position table.
+            std::string sizes;
+            for (const auto& [dim, size] : m_result.report.boundDims)
+                sizes += (sizes.empty() ? "" : ", ") + dim + "=" + std::to_string(size);
+            fail("node '" + name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out + "'"
+                + (sizes.empty() ? std::string()
+                                 : " at the dynamic sizes " + sizes
+                            + " (a size past one of the model's buffers or position tables does this: import at a "
+                              "smaller --seq or --dim)"));
+        }
+        outputs.push_back(
+            { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
+    }
+    return outputs;
+}
+
 // The node's module path (scope) and block (layer). Layers are blocks in order of first
 // appearance: encoder.layers.0, .1, then decoder.layers.0 ... torch.export's node names carry no
 // path; its metadata does (also on the nodes a lowering wrote in a node's place). The TorchScript
@@ -348,32 +381,8 @@ void Importer::addNode(const onnx::NodeProto& node, int index)
             n.inputs.push_back(tensorFor(in, node));
     }
     placeInModule(node, n);
-    std::vector<Tensor> outputs;
     std::vector<Tensor> everyOutput; // read or not, where shape inference gave a shape
-    for (const auto& out : node.output()) {
-        if (out.empty())
-            continue;
-        const auto it = m_shapes.find(out);
-        if (it != m_shapes.end())
-            everyOutput.push_back(
-                { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
-        if ((it == m_shapes.end() || &out != &node.output(0)) && !m_consumed.contains(out))
-            continue; // an optional output nobody reads (BatchNormalization's running statistics)
-        if (it == m_shapes.end()) {
-            // Often a size the model cannot take: a sequence past a registered buffer or position table.
-            std::string sizes;
-            for (const auto& [dim, size] : m_result.report.boundDims)
-                sizes += (sizes.empty() ? "" : ", ") + dim + "=" + std::to_string(size);
-            fail("node '" + n.name + "' (" + node.op_type() + "): shape inference gave no shape for output '" + out
-                + "'"
-                + (sizes.empty() ? std::string()
-                                 : " at the dynamic sizes " + sizes
-                            + " (a size past one of the model's buffers or position tables does this: import at a "
-                              "smaller --seq or --dim)"));
-        }
-        outputs.push_back(
-            { TensorId(), out, it->second.first, it->second.second, TensorKind::Activation, NodeId(), nullptr });
-    }
+    auto outputs = outputTensors(node, n.name, everyOutput);
     n.op = OpType::Opaque;
     n.opaqueType = node.op_type();
     n.outputs.assign(outputs.size(), TensorId()); // the mapping looks at how many outputs are read
