@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace ps {
 
@@ -269,7 +270,7 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
 ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep,
     ScaleFeatures features)
 {
-    ScaleSearch out { gpus, globalBatch, {}, 0 };
+    ScaleSearch out { gpus, globalBatch, {}, 0, {} };
     for (int t = 1; t <= node.gpus; t *= 2) {
         if (node.gpus % t != 0 || g.heads % t != 0 || gpus % t != 0)
             continue;
@@ -277,6 +278,12 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
             if (g.layers % p != 0 || gpus % (t * p) != 0)
                 continue;
             const int d = gpus / (t * p);
+            std::optional<ScaleEstimate> best; // of this (t, p, d)
+            const auto better = [](const ScaleEstimate& e, const ScaleEstimate& than) {
+                if (e.fits != than.fits)
+                    return e.fits;
+                return e.fits ? e.samplesPerSecond > than.samplesPerSecond : e.peakBytes < than.peakBytes;
+            };
             for (std::int64_t b = 1; b <= 16; b *= 2) {
                 if (globalBatch % (d * b) != 0)
                     continue;
@@ -292,9 +299,13 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
                         ++out.evaluated;
                         if (e.valid && e.fits)
                             out.ranked.push_back(e);
+                        if (e.valid && (!best || better(e, *best)))
+                            best = e;
                     }
                 }
             }
+            if (best)
+                out.bestPerShape.push_back(*best);
         }
     }
     std::sort(out.ranked.begin(), out.ranked.end(),

@@ -101,6 +101,9 @@ struct ScaleSearch
     std::int64_t globalBatch = 0;
     std::vector<ScaleEstimate> ranked; // fitting configurations, fastest first
     int evaluated = 0;
+    // Per (t, p, d) searched, in t, then p order: its fastest fitting configuration, or where none
+    // fits the one with the least memory (fits false), to show what each shape gives.
+    std::vector<ScaleEstimate> bestPerShape;
 };
 // Every t (a power of two dividing the node's GPUs, the heads and the GPUs), p (dividing the
 // layers), d = gpus / (t p), micro-batch b in 1, 2, 4, 8, 16 (with d b dividing B), schedule (1F1B,

@@ -1,6 +1,8 @@
 #include "views/scale_dialog.h"
 
+#include "cluster/device_catalog.h"
 #include "plots/scale_out_plot.h"
+#include "plots/scale_shape_plot.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -9,6 +11,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -26,6 +29,8 @@ ScaleDialog::ScaleDialog(const GptShape& model, QWidget* parent)
     , m_summary(new QLabel(this))
     , m_table(new QTableWidget(this))
     , m_plot(new ScaleOutPlot(this))
+    , m_shapes(new ScaleShapePlot(this))
+    , m_plots(new QTabWidget(this))
 {
     setWindowTitle(tr("Scale out"));
     for (const auto& n : builtinNodes())
@@ -55,7 +60,9 @@ ScaleDialog::ScaleDialog(const GptShape& model, QWidget* parent)
     layout->addLayout(form);
     layout->addWidget(m_summary);
     layout->addWidget(m_table, 2);
-    layout->addWidget(m_plot, 3);
+    m_plots->addTab(m_plot, tr("Against the GPU count"));
+    m_plots->addTab(m_shapes, tr("Against (t, p, d)"));
+    layout->addWidget(m_plots, 3);
     connect(run, &QPushButton::clicked, this, &ScaleDialog::search);
     resize(900, 700);
 }
@@ -111,6 +118,13 @@ void ScaleDialog::search()
             m_table->setItem(r, col, new QTableWidgetItem(cells[col]));
     }
     m_plot->setCurve(m_result.curve);
+    m_shapes->setShapes(
+        m_result.search.bestPerShape, static_cast<double>(DeviceCatalog::builtin().find(node.deviceId).memoryBytes));
+}
+
+void ScaleDialog::showPlot(int index)
+{
+    m_plots->setCurrentIndex(index);
 }
 
 } // namespace ps::gui

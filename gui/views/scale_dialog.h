@@ -1,6 +1,7 @@
 // Plan > Scale out: the project's GPT on a cluster (issue P17): node kind, GPUs and global batch in;
-// the searched tensor x pipeline x data configurations out (fastest first, those that fit) and the
-// scale-out curve over 1, 2, 4, ... nodes. The same search as `pipestudio scale`.
+// the searched tensor x pipeline x data configurations out (fastest first, those that fit), the
+// scale-out curve over 1, 2, 4, ... nodes, and the best of each (t, p, d) split of the GPUs
+// (TFLOP/s and memory per GPU). The same search as `pipestudio scale`.
 #pragma once
 
 #include "models/scale_out.h"
@@ -12,10 +13,12 @@ class QComboBox;
 class QLabel;
 class QSpinBox;
 class QTableWidget;
+class QTabWidget;
 
 namespace ps::gui {
 
 class ScaleOutPlot;
+class ScaleShapePlot;
 
 class ScaleDialog : public QDialog
 {
@@ -34,6 +37,12 @@ public:
     {
         return m_table;
     }
+    [[nodiscard]] ScaleShapePlot* shapePlot() const
+    {
+        return m_shapes;
+    }
+    // Shows the plot against the GPU count (0) or against (t, p, d) (1).
+    void showPlot(int index);
 
 private:
     GptShape m_model;
@@ -46,6 +55,8 @@ private:
     QLabel* m_summary;
     QTableWidget* m_table;
     ScaleOutPlot* m_plot;
+    ScaleShapePlot* m_shapes;
+    QTabWidget* m_plots;
     ScaleOut m_result;
 };
 

@@ -2,6 +2,7 @@
 #include "models/project_session.h"
 #include "plan/plan_editor.h"
 #include "plots/op_histogram_plot.h"
+#include "plots/scale_shape_plot.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "views/main_window.h"
@@ -31,6 +32,9 @@
 #include <QUrl>
 
 #include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
 
 using namespace ps;
 using namespace ps::gui;
@@ -323,4 +327,22 @@ TEST(ScaleDialog, SearchesTheClusterAndPlotsTheScaleOutCurve)
     dialog.show();
     QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
     EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/scale-out.png")));
+    // Against (t, p, d): one bar per split of the 64 GPUs searched, labelled by it; the fastest
+    // configuration overall is its split's bar.
+    const auto& shapes = dialog.result().search.bestPerShape;
+    ASSERT_FALSE(shapes.empty());
+    ASSERT_EQ(dialog.shapePlot()->labels().size(), static_cast<qsizetype>(shapes.size()));
+    std::set<std::tuple<int, int, int>> splits;
+    for (const auto& e : shapes) {
+        EXPECT_EQ(e.config.tensor * e.config.pipeline * e.config.data, 64) << e.config.text();
+        EXPECT_TRUE(splits.insert({ e.config.tensor, e.config.pipeline, e.config.data }).second) << e.config.text();
+    }
+    const auto& best = dialog.result().search.ranked.front().config;
+    const auto label = QStringLiteral("t%1 p%2 d%3").arg(best.tensor).arg(best.pipeline).arg(best.data);
+    const auto at = dialog.shapePlot()->labels().indexOf(label);
+    ASSERT_GE(at, 0) << label.toStdString();
+    EXPECT_DOUBLE_EQ(
+        shapes[static_cast<std::size_t>(at)].samplesPerSecond, dialog.result().search.ranked.front().samplesPerSecond);
+    dialog.showPlot(1);
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/scale-out-shapes.png")));
 }
