@@ -98,15 +98,18 @@ TokenData TokenData::defaultCorpus()
     return d;
 }
 
-void TokenData::sample(
-    std::mt19937_64& rng, std::int64_t batch, std::int64_t seq, std::int64_t* ids, std::int64_t* labels) const
+void TokenData::sample(std::mt19937_64& rng, std::int64_t batch, std::int64_t seq, std::int64_t* ids,
+    std::int64_t* labels, std::int64_t contextLength, std::int64_t* context) const
 {
-    if (size() < seq + 1)
+    const auto window = contextLength + seq + 1;
+    if (size() < window)
         throw Error("the data (" + m_source + ") has " + std::to_string(size()) + " tokens, fewer than one window of "
-            + std::to_string(seq + 1));
-    std::uniform_int_distribution<std::int64_t> offset(0, size() - seq - 1);
+            + std::to_string(window));
+    std::uniform_int_distribution<std::int64_t> offset(contextLength, size() - seq - 1);
     for (std::int64_t b = 0; b < batch; ++b) {
         const auto o = offset(rng);
+        for (std::int64_t c = 0; c < contextLength; ++c)
+            context[b * contextLength + c] = m_tokens[static_cast<std::size_t>(o - contextLength + c)];
         for (std::int64_t t = 0; t < seq; ++t) {
             ids[b * seq + t] = m_tokens[static_cast<std::size_t>(o + t)];
             labels[b * seq + t] = m_tokens[static_cast<std::size_t>(o + t + 1)];
@@ -141,11 +144,12 @@ namespace {
                 r.labels = t.id;
         }
         // The token ids: of the inputs shaped as the labels that index a table, the one whose table
-        // is the vocabulary (the most rows; BERT's token types and a position input index smaller ones).
+        // is the vocabulary (the most rows; BERT's token types and a position input index smaller
+        // ones); of an encoder-decoder's two, the decoder's, which come after the encoder's.
         for (const auto& t : graph.tensors()) {
             if (r.labels.valid() && t.kind == TensorKind::Input && r.embeddingRows[t.id.index()] > 0
                 && t.shape == graph.tensor(r.labels).shape
-                && (!r.ids.valid() || r.embeddingRows[t.id.index()] > r.embeddingRows[r.ids.index()]))
+                && (!r.ids.valid() || r.embeddingRows[t.id.index()] >= r.embeddingRows[r.ids.index()]))
                 r.ids = t.id;
         }
         if (!r.ids.valid())
@@ -216,6 +220,7 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
     const auto& classes = reads.classes;
     m_ids = reads.ids;
     m_labels = reads.labels;
+    bool context = false; // one encoder input reads the text before the windows
     for (const auto& t : graph.tensors()) {
         if (t.kind != TensorKind::Input)
             continue;
@@ -230,6 +235,12 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
                 throw Error(vocabularyMismatch(m_data, embeddingRows[t.id.index()]));
         } else if (t.id == m_labels) {
             in.fill = Fill::Labels;
+        } else if (m_ids.valid() && !context && !in.isFloat && t.shape.size() == 2
+            && t.shape[0] == graph.tensor(m_ids).shape[0]
+            && embeddingRows[t.id.index()] == embeddingRows[m_ids.index()]) {
+            // An encoder's ids (a table of the vocabulary's rows): the text before the decoder's.
+            in.fill = Fill::Context;
+            context = true;
         } else if (in.isFloat) {
             in.fill = Fill::Normal;
         } else if (embeddingRows[t.id.index()] > 0 || classes[t.id.index()] > 0) {
@@ -259,21 +270,28 @@ HostBatch BatchSource::next()
     if (m_ids.valid()) {
         const Input* ids = nullptr;
         const Input* labels = nullptr;
+        const Input* context = nullptr; // an encoder-decoder's encoder ids
         for (const auto& in : m_inputs) {
             ids = in.fill == Fill::Tokens ? &in : ids;
             labels = in.fill == Fill::Labels ? &in : labels;
+            context = in.fill == Fill::Context ? &in : context;
         }
         std::vector<std::int64_t> x(static_cast<std::size_t>(numElements(ids->shape)));
         std::vector<std::int64_t> y(x.size());
-        m_data.sample(m_rng, ids->shape[0], ids->shape[1], x.data(), y.data());
+        std::vector<std::int64_t> c(context ? static_cast<std::size_t>(numElements(context->shape)) : 0);
+        m_data.sample(
+            m_rng, ids->shape[0], ids->shape[1], x.data(), y.data(), context ? context->shape[1] : 0, c.data());
         batch.inputs.emplace_back(ids->name, std::move(x));
         batch.inputs.emplace_back(labels->name, std::move(y));
+        if (context)
+            batch.inputs.emplace_back(context->name, std::move(c));
     }
     for (const auto& in : m_inputs) {
         const auto n = static_cast<std::size_t>(numElements(in.shape));
         switch (in.fill) {
         case Fill::Tokens:
         case Fill::Labels:
+        case Fill::Context:
             break;
         case Fill::Normal: {
             std::normal_distribution<float> normal(0.0F, 1.0F);
@@ -304,8 +322,14 @@ HostBatch BatchSource::next()
 
 std::string BatchSource::describe() const
 {
-    if (m_ids.valid())
+    if (m_ids.valid()) {
+        for (const auto& in : m_inputs) {
+            if (in.fill == Fill::Context)
+                return "token windows of " + m_data.source() + " (" + in.name + ": the " + std::to_string(in.shape[1])
+                    + " tokens before each window)";
+        }
         return "token windows of " + m_data.source();
+    }
     std::string what;
     for (const auto& in : m_inputs) {
         const char* fill = in.fill == Fill::Normal ? "random N(0, 1)"

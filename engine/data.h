@@ -41,9 +41,11 @@ public:
         return m_source;
     }
 
-    // `batch` windows of `seq` tokens at random offsets: ids[b, t] = x[o + t], labels = x[o + t + 1].
-    void sample(
-        std::mt19937_64& rng, std::int64_t batch, std::int64_t seq, std::int64_t* ids, std::int64_t* labels) const;
+    // `batch` windows of `seq` tokens at random offsets: ids[b, t] = x[o + t], labels = x[o + t + 1];
+    // with `contextLength` > 0 also the text before each window, context[b, c] = x[o - L + c]
+    // (an encoder-decoder's encoder reads what precedes the text its decoder continues).
+    void sample(std::mt19937_64& rng, std::int64_t batch, std::int64_t seq, std::int64_t* ids, std::int64_t* labels,
+        std::int64_t contextLength = 0, std::int64_t* context = nullptr) const;
 
 private:
     std::vector<std::uint32_t> m_tokens;
@@ -108,7 +110,7 @@ public:
     }
 
 private:
-    enum class Fill : std::uint8_t { Tokens, Labels, Normal, Uniform, Ones };
+    enum class Fill : std::uint8_t { Tokens, Labels, Context, Normal, Uniform, Ones };
     struct Input
     {
         std::string name;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 using namespace ps;
@@ -118,4 +119,47 @@ TEST(BatchSource, BertTokensGoToTheVocabularyTableNotTheTokenTypes)
         }
     }
     EXPECT_TRUE(sawIds);
+}
+
+TEST(BatchSource, AnEncoderDecoderReadsTheTextBeforeTheWindowItsDecoderContinues)
+{
+    // T5: input_ids (the encoder's) and decoder_input_ids read the one vocabulary table. The
+    // decoder's ids are the windows and the labels their next tokens; the encoder's are the
+    // tokens just before each window (a prefix language model on the text).
+    auto c = zooPreset("t5-small");
+    c.layers = 1;
+    c.hidden = 32;
+    c.heads = 2;
+    c.seq = 12;
+    c.decoderSeq = 8;
+    c.vocab = 300;
+    c.microBatch = 3;
+    const auto graph = buildZooModel(c);
+    // A text whose bytes are their own positions mod 256: each window says where it came from.
+    const auto file = std::filesystem::temp_directory_path() / ("ps_positions_" + std::to_string(::getpid()));
+    {
+        std::ofstream out(file, std::ios::binary);
+        for (int i = 0; i < 4096; ++i)
+            out.put(static_cast<char>(i % 256));
+    }
+    BatchSource source(graph, TokenData::fromTextFile(file), 11);
+    std::filesystem::remove(file);
+    EXPECT_NE(source.describe().find("input_ids: the 12 tokens before each window"), std::string::npos)
+        << source.describe();
+    const auto batch = source.next();
+    std::map<std::string, std::vector<std::int64_t>> by;
+    for (const auto& [name, values] : batch.inputs)
+        by[name] = values;
+    ASSERT_EQ(by["input_ids"].size(), 3U * 12);
+    ASSERT_EQ(by["decoder_input_ids"].size(), 3U * 8);
+    ASSERT_EQ(by["labels"].size(), 3U * 8);
+    for (int b = 0; b < 3; ++b) {
+        const auto first = by["decoder_input_ids"][static_cast<std::size_t>(b * 8)];
+        for (int t = 0; t < 8; ++t) {
+            EXPECT_EQ(by["decoder_input_ids"][static_cast<std::size_t>(b * 8 + t)], (first + t) % 256);
+            EXPECT_EQ(by["labels"][static_cast<std::size_t>(b * 8 + t)], (first + t + 1) % 256);
+        }
+        for (int t = 0; t < 12; ++t) // the 12 tokens before the decoder's window
+            EXPECT_EQ(by["input_ids"][static_cast<std::size_t>(b * 12 + t)], (first - 12 + t + 256) % 256);
+    }
 }
