@@ -35,7 +35,6 @@ TO_SPLIT = {
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
     ("core/graph/op_cost.cpp", "backwardWorkingBytes"): 123,
     ("app/cli/profile_commands.cpp", "runProfile"): 117,
-    ("app/cli/compare_command.cpp", "runCompare"): 105,
     ("core/onnx/merged_parameters.cpp", "tieFoldedCopies"): 103,
     ("engine/runtime/pipeline_runner.cpp", "run"): 103,
     ("gui/views/onnx_import_dialog.cpp", "OnnxImportDialog"): 101,
