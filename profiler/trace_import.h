@@ -70,7 +70,9 @@ struct TraceIteration
 {
     double startNs = 0;
     double endNs = 0;
-    bool marked = false; // delimited by a ProfilerStep range (else: first to last action)
+    // Delimited by a ProfilerStep range; else by the optimizer steps (from the previous one's end to
+    // its own), or, with fewer than two, first to last action.
+    bool marked = false;
     std::vector<TraceAction> actions; // by start time
 };
 

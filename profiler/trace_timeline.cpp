@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -48,6 +50,37 @@ namespace {
         return out;
     }
 
+    // Without ProfilerStep ranges (the legacy profiler, a profile() block without a schedule), the
+    // iterations end with their optimizer steps: runs of optimizer activities with no forward or
+    // backward work between them, in anchor order. Each iteration reaches from the previous one's
+    // end to its optimizer step's end; work after the last step is an iteration of its own. Empty
+    // where fewer than two optimizer steps tell the iterations apart.
+    std::vector<std::pair<double, double>> optimizerSteps(
+        const std::vector<TimedActivity>& sorted, const std::function<double(const TimedActivity&)>& anchor)
+    {
+        std::vector<double> ends; // each optimizer step's end
+        bool inStep = false;
+        for (const auto& a : sorted) {
+            const bool optimizer = a.kind == TraceActionKind::Optimizer;
+            if (optimizer && !inStep)
+                ends.push_back(a.endNs);
+            if (optimizer)
+                ends.back() = std::max(ends.back(), a.endNs);
+            inStep = optimizer;
+        }
+        std::vector<std::pair<double, double>> out;
+        if (ends.size() < 2)
+            return out;
+        double start = anchor(sorted.front());
+        for (const auto end : ends) {
+            out.emplace_back(start, end);
+            start = end;
+        }
+        if (anchor(sorted.back()) >= start)
+            out.emplace_back(start, std::numeric_limits<double>::infinity());
+        return out;
+    }
+
 } // namespace
 
 bool isProfilerStep(std::string_view name)
@@ -81,6 +114,9 @@ std::vector<TraceIteration> buildTraceTimeline(
         return v;
     };
     std::vector<TraceIteration> out;
+    const bool marked = !steps.empty();
+    if (steps.empty() && !activities.empty())
+        steps = optimizerSteps(activities, anchor);
     if (steps.empty()) {
         if (activities.empty())
             return out;
@@ -101,8 +137,10 @@ std::vector<TraceIteration> buildTraceTimeline(
         for (; next < activities.size() && anchor(activities[next]) < start; ++next) { }
         for (; next < activities.size() && anchor(activities[next]) < end; ++next)
             in.push_back(activities[next]);
-        TraceIteration it { start, end, true, passes(byStart(std::move(in))) };
+        TraceIteration it { start, end, marked, passes(byStart(std::move(in))) };
         // Device work launched in the step may finish after its range: the step ends with it.
+        if (!std::isfinite(it.endNs))
+            it.endNs = start;
         for (const auto& a : it.actions)
             it.endNs = std::max(it.endNs, a.endNs);
         if (!it.actions.empty())

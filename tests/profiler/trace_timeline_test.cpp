@@ -151,3 +151,36 @@ TEST(TraceTimeline, RealTorchTrainingStepTraceReadsAsItsIterations)
     EXPECT_GT(profile.setup.optimizerNsPerParameter, 0.1);
     EXPECT_LT(profile.setup.optimizerNsPerParameter, 100.0);
 }
+
+TEST(TraceTimeline, WithoutProfilerStepsTheOptimizerStepsEndTheIterations)
+{
+    // Three steps of F B O (a legacy trace, or profile() without a schedule), then a forward after
+    // the last step: four iterations, each from the previous optimizer step's end to its own.
+    std::vector<TimedActivity> acts;
+    for (int s = 0; s < 3; ++s) {
+        const double at = 10.0 * s;
+        acts.push_back(act(at + 1, at + 2, Kind::Forward, 0));
+        acts.push_back(act(at + 2, at + 3, Kind::Forward, 1));
+        acts.push_back(act(at + 3, at + 4, Kind::Backward, 1));
+        acts.push_back(act(at + 4, at + 5, Kind::Backward, 0));
+        acts.push_back(act(at + 6, at + 7, Kind::Optimizer));
+        acts.push_back(act(at + 7, at + 8, Kind::Optimizer)); // one step: no other work between
+    }
+    acts.push_back(act(31, 32, Kind::Forward, 0));
+    const auto t = buildTraceTimeline(acts, {});
+    ASSERT_EQ(t.size(), 4U);
+    for (int s = 0; s < 3; ++s) {
+        const auto& it = t[static_cast<std::size_t>(s)];
+        EXPECT_FALSE(it.marked);
+        EXPECT_EQ(shape(it), "F0 B0 O0 ") << s;
+        EXPECT_DOUBLE_EQ(it.startNs, s == 0 ? 1.0 : 10.0 * s - 2); // the previous step's end
+        EXPECT_DOUBLE_EQ(it.endNs, 10.0 * s + 8);
+    }
+    EXPECT_EQ(shape(t[3]), "F0 ");
+    // One optimizer step: one iteration, first to last action, as before.
+    acts.resize(6);
+    const auto one = buildTraceTimeline(acts, {});
+    ASSERT_EQ(one.size(), 1U);
+    EXPECT_DOUBLE_EQ(one[0].startNs, 1.0);
+    EXPECT_DOUBLE_EQ(one[0].endNs, 8.0);
+}
