@@ -104,7 +104,10 @@ void TokenData::sample(std::mt19937_64& rng, std::int64_t batch, std::int64_t se
     const auto window = contextLength + seq + 1;
     if (size() < window)
         throw Error("the data (" + m_source + ") has " + std::to_string(size()) + " tokens, fewer than one window of "
-            + std::to_string(window));
+            + std::to_string(window)
+            + (contextLength > 0 ? " (the encoder's " + std::to_string(contextLength) + " before the decoder's "
+                        + std::to_string(seq + 1) + ")"
+                                 : std::string()));
     std::uniform_int_distribution<std::int64_t> offset(contextLength, size() - seq - 1);
     for (std::int64_t b = 0; b < batch; ++b) {
         const auto o = offset(rng);
@@ -124,6 +127,7 @@ namespace {
     struct InputReaders
     {
         std::vector<std::int64_t> embeddingRows; // by tensor index
+        std::vector<TensorId> table; // the embedding table reading each input
         std::vector<std::int64_t> classes;
         TensorId ids, labels;
     };
@@ -132,10 +136,13 @@ namespace {
     {
         InputReaders r;
         r.embeddingRows.assign(graph.tensorCount(), 0);
+        r.table.assign(graph.tensorCount(), TensorId());
         r.classes.assign(graph.tensorCount(), 0);
         for (const auto& n : graph.nodes()) {
-            if (n.op == OpType::Embedding)
+            if (n.op == OpType::Embedding) {
                 r.embeddingRows[n.inputs[0].index()] = graph.tensor(n.inputs[1]).shape.at(0);
+                r.table[n.inputs[0].index()] = n.inputs[1];
+            }
             if (n.op == OpType::CrossEntropy)
                 r.classes[n.inputs[1].index()] = graph.tensor(n.inputs[0]).shape.back();
         }
@@ -145,11 +152,15 @@ namespace {
         }
         // The token ids: of the inputs shaped as the labels that index a table, the one whose table
         // is the vocabulary (the most rows; BERT's token types and a position input index smaller
-        // ones); of an encoder-decoder's two, the decoder's, which come after the encoder's.
+        // ones); of an encoder-decoder's two over one shared table, the decoder's, which come after
+        // the encoder's.
         for (const auto& t : graph.tensors()) {
-            if (r.labels.valid() && t.kind == TensorKind::Input && r.embeddingRows[t.id.index()] > 0
-                && t.shape == graph.tensor(r.labels).shape
-                && (!r.ids.valid() || r.embeddingRows[t.id.index()] >= r.embeddingRows[r.ids.index()]))
+            if (!r.labels.valid() || t.kind != TensorKind::Input || r.embeddingRows[t.id.index()] == 0
+                || t.shape != graph.tensor(r.labels).shape)
+                continue;
+            const auto i = t.id.index();
+            if (!r.ids.valid() || r.embeddingRows[i] > r.embeddingRows[r.ids.index()]
+                || (r.embeddingRows[i] == r.embeddingRows[r.ids.index()] && r.table[i] == r.table[r.ids.index()]))
                 r.ids = t.id;
         }
         if (!r.ids.valid())
@@ -236,9 +247,8 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
         } else if (t.id == m_labels) {
             in.fill = Fill::Labels;
         } else if (m_ids.valid() && !context && !in.isFloat && t.shape.size() == 2
-            && t.shape[0] == graph.tensor(m_ids).shape[0]
-            && embeddingRows[t.id.index()] == embeddingRows[m_ids.index()]) {
-            // An encoder's ids (a table of the vocabulary's rows): the text before the decoder's.
+            && t.shape[0] == graph.tensor(m_ids).shape[0] && reads.table[t.id.index()] == reads.table[m_ids.index()]) {
+            // An encoder's ids (the decoder's table, shared): the text before the decoder's.
             in.fill = Fill::Context;
             context = true;
         } else if (in.isFloat) {

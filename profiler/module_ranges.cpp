@@ -111,6 +111,37 @@ namespace {
         return "the trace has " + std::to_string(traced) + " " + name + ", the model " + std::to_string(inGraph);
     }
 
+    // For each candidate module: how many of the nodes of the operators aligned inside `calls` lie
+    // in it. `aligned`: the alignment's ranges by thread, by start.
+    std::vector<std::size_t> votesOf(const TraceData& data, const std::vector<std::size_t>& calls,
+        const std::map<std::int64_t, std::vector<std::size_t>>& aligned,
+        const std::vector<const GraphModule*>& candidates)
+    {
+        std::vector<std::size_t> count(candidates.size(), 0);
+        for (const auto s : calls) {
+            const auto& call = data.spans[s];
+            const auto ops = aligned.find(call.thread);
+            if (ops == aligned.end())
+                continue;
+            auto at = std::lower_bound(ops->second.begin(), ops->second.end(), call.startNs,
+                [&data](std::size_t op, double t) { return data.spans[op].startNs < t; });
+            for (; at != ops->second.end() && data.spans[*at].startNs < call.endNs; ++at) {
+                if (data.spans[*at].endNs > call.endNs)
+                    continue;
+                for (const auto node : data.spans[*at].nodes) {
+                    for (std::size_t c = 0; c < candidates.size(); ++c) {
+                        const auto& under = candidates[c]->under;
+                        count[c] += std::binary_search(under.begin(), under.end(), node,
+                                        [](NodeId x, NodeId y) { return x.index() < y.index(); })
+                            ? 1
+                            : 0;
+                    }
+                }
+            }
+        }
+        return count;
+    }
+
 } // namespace
 
 ModuleRanges nameModuleRanges(const Graph& graph, TraceData& data, NodeWindow window)
@@ -166,28 +197,7 @@ void nameModuleRangesByAlignment(const Graph& graph, TraceData& data, ModuleRang
         };
         std::vector<Vote> votes;
         for (const auto& [instance, spans] : instances) {
-            std::vector<std::size_t> count(candidates.size(), 0);
-            for (const auto s : spans) {
-                const auto& call = data.spans[s];
-                const auto ops = aligned.find(call.thread);
-                if (ops == aligned.end())
-                    continue;
-                auto at = std::lower_bound(ops->second.begin(), ops->second.end(), call.startNs,
-                    [&data](std::size_t op, double t) { return data.spans[op].startNs < t; });
-                for (; at != ops->second.end() && data.spans[*at].startNs < call.endNs; ++at) {
-                    if (data.spans[*at].endNs > call.endNs)
-                        continue;
-                    for (const auto node : data.spans[*at].nodes) {
-                        for (std::size_t c = 0; c < candidates.size(); ++c) {
-                            const auto& under = candidates[c]->under;
-                            count[c] += std::binary_search(under.begin(), under.end(), node,
-                                            [](NodeId x, NodeId y) { return x.index() < y.index(); })
-                                ? 1
-                                : 0;
-                        }
-                    }
-                }
-            }
+            const auto count = votesOf(data, spans, aligned, candidates);
             for (std::size_t c = 0; c < candidates.size(); ++c) {
                 if (count[c] > 0)
                     votes.push_back({ count[c], instance, c });
@@ -204,10 +214,13 @@ void nameModuleRangesByAlignment(const Graph& graph, TraceData& data, ModuleRang
             name(data, instances.at(v.instance), *candidates[v.candidate], ranges);
         }
         for (const auto& [instance, spans] : instances) {
-            if (!named.contains(instance))
-                stillLeft.push_back(cls + "_" + std::to_string(instance)
-                    + " (its aligned operators point to no module left; "
-                    + counts(cls, instances.size(), candidates.size()) + ")");
+            if (named.contains(instance))
+                continue;
+            const bool voted =
+                std::any_of(votes.begin(), votes.end(), [&](const Vote& v) { return v.instance == instance; });
+            stillLeft.push_back(cls + "_" + std::to_string(instance)
+                + (voted ? " (its aligned operators point to no module left; " : " (no aligned operator inside; ")
+                + counts(cls, instances.size(), candidates.size()) + ")");
         }
     }
     ranges.leftOut = std::move(stillLeft);

@@ -26,7 +26,8 @@ struct ModuleRanges
     std::vector<std::size_t> spans; // the module ranges given nodes, by index in data.spans
     std::size_t modules = 0; // module instances named (one per instance the trace saw)
     // Not named, and why: "Dropout (the trace has 4 Dropout, the model 0)", or after
-    // alignment "Embedding_1 (its aligned operators point to no module left; ...)".
+    // alignment "Embedding_1 (no aligned operator inside; ...)", or "(its aligned operators point
+    // to no module left; ...)" where another call took their module.
     std::vector<std::string> leftOut;
 };
 

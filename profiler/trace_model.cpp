@@ -149,6 +149,7 @@ namespace {
         TraceImport run()
         {
             std::vector<std::pair<double, double>> steps;
+            std::vector<std::pair<double, double>> optimizerRanges;
             for (std::size_t i = 0; i < m_data.spans.size(); ++i) {
                 const auto& span = m_data.spans[i];
                 if (!span.nodes.empty())
@@ -158,6 +159,8 @@ namespace {
                 m_result.ranges += m_info[i].nodes && span.nodes.empty() ? 1 : 0; // the trace's own ranges
                 if (isProfilerStep(span.name))
                     steps.emplace_back(span.startNs, span.endNs);
+                if (isOptimizerRange(span.name))
+                    optimizerRanges.emplace_back(span.startNs, span.endNs);
             }
             sweepThreads();
             indexForwardOps();
@@ -177,7 +180,7 @@ namespace {
                 }
             }
             finish();
-            m_result.iterations = buildTraceTimeline(std::move(m_timed), std::move(steps));
+            m_result.iterations = buildTraceTimeline(std::move(m_timed), std::move(steps), std::move(optimizerRanges));
             return std::move(m_result);
         }
 

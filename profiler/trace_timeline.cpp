@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 
 namespace ps::profiler {
 namespace {
+
+    double anchorOf(const TimedActivity& a)
+    {
+        return a.anchorNs >= 0 ? a.anchorNs : a.startNs;
+    }
 
     // Splits one iteration's activities (start order) into passes.
     std::vector<TraceAction> passes(const std::vector<TimedActivity>& acts)
@@ -51,32 +55,35 @@ namespace {
     }
 
     // Without ProfilerStep ranges (the legacy profiler, a profile() block without a schedule), the
-    // iterations end with their optimizer steps: runs of optimizer activities with no forward or
-    // backward work between them, in anchor order. Each iteration reaches from the previous one's
-    // end to its optimizer step's end; work after the last step is an iteration of its own. Empty
-    // where fewer than two optimizer steps tell the iterations apart.
-    std::vector<std::pair<double, double>> optimizerSteps(
-        const std::vector<TimedActivity>& sorted, const std::function<double(const TimedActivity&)>& anchor)
+    // iterations end with their optimizer steps: the host's `Optimizer.step` ranges, those with no
+    // forward or backward work launched between them taken as one (several optimizers). Each
+    // iteration reaches from the previous one's end to its optimizer step's end, all in host time
+    // (a kernel belongs where it was launched); work after the last step is an iteration of its
+    // own. Empty where fewer than two optimizer steps tell the iterations apart.
+    std::vector<std::pair<double, double>> optimizerSteps(const std::vector<TimedActivity>& sorted,
+        std::vector<std::pair<double, double>> ranges, double firstAnchor, double lastAnchor)
     {
-        std::vector<double> ends; // each optimizer step's end
-        bool inStep = false;
-        for (const auto& a : sorted) {
-            const bool optimizer = a.kind == TraceActionKind::Optimizer;
-            if (optimizer && !inStep)
-                ends.push_back(a.endNs);
-            if (optimizer)
-                ends.back() = std::max(ends.back(), a.endNs);
-            inStep = optimizer;
+        std::sort(ranges.begin(), ranges.end());
+        std::vector<double> ends;
+        std::size_t next = 0; // the first activity (by anchor) not before the last step's end
+        for (const auto& [start, end] : ranges) {
+            bool workBetween = ends.empty();
+            for (; next < sorted.size() && anchorOf(sorted[next]) < start; ++next)
+                workBetween = workBetween || sorted[next].kind != TraceActionKind::Optimizer;
+            if (workBetween)
+                ends.push_back(end);
+            else
+                ends.back() = std::max(ends.back(), end);
         }
         std::vector<std::pair<double, double>> out;
         if (ends.size() < 2)
             return out;
-        double start = anchor(sorted.front());
+        double start = firstAnchor;
         for (const auto end : ends) {
             out.emplace_back(start, end);
             start = end;
         }
-        if (anchor(sorted.back()) >= start)
+        if (lastAnchor >= start)
             out.emplace_back(start, std::numeric_limits<double>::infinity());
         return out;
     }
@@ -101,10 +108,10 @@ bool isCommunication(std::string_view name)
         || name.starts_with("ncclDevKernel");
 }
 
-std::vector<TraceIteration> buildTraceTimeline(
-    std::vector<TimedActivity> activities, std::vector<std::pair<double, double>> steps)
+std::vector<TraceIteration> buildTraceTimeline(std::vector<TimedActivity> activities,
+    std::vector<std::pair<double, double>> steps, std::vector<std::pair<double, double>> optimizerRanges)
 {
-    const auto anchor = [](const TimedActivity& a) { return a.anchorNs >= 0 ? a.anchorNs : a.startNs; };
+    const auto anchor = anchorOf;
     std::stable_sort(activities.begin(), activities.end(),
         [&](const TimedActivity& a, const TimedActivity& b) { return anchor(a) < anchor(b); });
     std::sort(steps.begin(), steps.end());
@@ -116,7 +123,9 @@ std::vector<TraceIteration> buildTraceTimeline(
     std::vector<TraceIteration> out;
     const bool marked = !steps.empty();
     if (steps.empty() && !activities.empty())
-        steps = optimizerSteps(activities, anchor);
+        steps = optimizerSteps(
+            activities, std::move(optimizerRanges), anchor(activities.front()), anchor(activities.back()));
+    const bool byOptimizer = !marked && !steps.empty();
     if (steps.empty()) {
         if (activities.empty())
             return out;
@@ -146,6 +155,15 @@ std::vector<TraceIteration> buildTraceTimeline(
         if (!it.actions.empty())
             out.push_back(std::move(it));
     }
+    // A trace that starts inside a step or stops inside one: that part is no iteration.
+    const auto has = [](const TraceIteration& it, TraceActionKind kind) {
+        return std::any_of(
+            it.actions.begin(), it.actions.end(), [kind](const TraceAction& a) { return a.kind == kind; });
+    };
+    if (byOptimizer && out.size() > 1 && !has(out.back(), TraceActionKind::Optimizer))
+        out.pop_back();
+    if (byOptimizer && out.size() > 1 && !has(out.front(), TraceActionKind::Forward))
+        out.erase(out.begin());
     return out;
 }
 

@@ -34,9 +34,10 @@ struct TimedActivity
     double anchorNs = -1; // host time that places it in an iteration (a kernel's launch); <0: startNs
 };
 
-// `steps` are the ProfilerStep ranges (start, end), any order.
-[[nodiscard]] std::vector<TraceIteration> buildTraceTimeline(
-    std::vector<TimedActivity> activities, std::vector<std::pair<double, double>> steps);
+// `steps` are the ProfilerStep ranges (start, end), any order; without them the `Optimizer.step`
+// ranges (host time) end the iterations where there are two or more.
+[[nodiscard]] std::vector<TraceIteration> buildTraceTimeline(std::vector<TimedActivity> activities,
+    std::vector<std::pair<double, double>> steps, std::vector<std::pair<double, double>> optimizerRanges = {});
 
 // "ProfilerStep#3" and the like.
 [[nodiscard]] bool isProfilerStep(std::string_view name);

@@ -79,8 +79,9 @@ def function_lengths(root, files):
 
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-    if shutil.which("ctags") is None:
-        print("check_sizes: skipped, no ctags (installer/deps.sh installs universal-ctags)")
+    version = subprocess.run(["ctags", "--version"], capture_output=True, text=True) if shutil.which("ctags") else None
+    if version is None or "Universal Ctags" not in version.stdout:
+        print("check_sizes: skipped, no Universal Ctags (installer/deps.sh installs universal-ctags)")
         return 77
     files = sorted(sources(root))
     problems = []

@@ -71,10 +71,10 @@ namespace {
         return devs;
     }
 
-    void printComparison(const nlohmann::ordered_json& j, const std::string& schedule)
+    void printComparison(const nlohmann::ordered_json& j)
     {
-        fmt::print(
-            "run {} ({}), profile {}\n", j["run"].get<std::int64_t>(), schedule, j["profile"].get<std::string>());
+        fmt::print("run {} ({}), profile {}\n", j["run"].get<std::int64_t>(), j["schedule"].get<std::string>(),
+            j["profile"].get<std::string>());
         fmt::print("iteration: predicted {:.2f} ms, measured {:.2f} ms (median), error {:+.1f}%\n",
             j["predicted_iteration_ms"].get<double>(), j["measured_iteration_ms"].get<double>(),
             100 * j["iteration_error"].get<double>());
@@ -153,7 +153,7 @@ namespace {
         if (o.json)
             fmt::print("{}\n", j.dump(2));
         else
-            printComparison(j, scheduleName(shape.schedule));
+            printComparison(j);
         return 0;
     }
 

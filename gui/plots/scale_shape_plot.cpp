@@ -72,6 +72,7 @@ void ScaleShapePlot::setShapes(const std::vector<ScaleEstimate>& shapes, double 
     QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
     ticker->addTicks(x, ticks);
     m_plot->xAxis->setTicker(ticker);
+    m_plot->graph(1)->data()->clear();
     if (!x.isEmpty()) {
         const double capacity = capacityBytes / (1 << 30);
         m_plot->graph(1)->setData({ -0.5, x.back() + 0.5 }, { capacity, capacity });

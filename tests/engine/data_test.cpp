@@ -146,6 +146,12 @@ TEST(BatchSource, AnEncoderDecoderReadsTheTextBeforeTheWindowItsDecoderContinues
     std::filesystem::remove(file);
     EXPECT_NE(source.describe().find("input_ids: the 12 tokens before each window"), std::string::npos)
         << source.describe();
+    // Equal lengths (the zoo's default): both inputs are shaped as the labels, and of the two over
+    // the shared table the later, the decoder's, takes the windows.
+    auto same = c;
+    same.decoderSeq = 12;
+    BatchSource tie(buildZooModel(same), TokenData::random(256, 1 << 12, 5), 3);
+    EXPECT_NE(tie.describe().find("input_ids: the 12 tokens before each window"), std::string::npos) << tie.describe();
     const auto batch = source.next();
     std::map<std::string, std::vector<std::int64_t>> by;
     for (const auto& [name, values] : batch.inputs)

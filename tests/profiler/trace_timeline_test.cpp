@@ -154,9 +154,11 @@ TEST(TraceTimeline, RealTorchTrainingStepTraceReadsAsItsIterations)
 
 TEST(TraceTimeline, WithoutProfilerStepsTheOptimizerStepsEndTheIterations)
 {
-    // Three steps of F B O (a legacy trace, or profile() without a schedule), then a forward after
-    // the last step: four iterations, each from the previous optimizer step's end to its own.
+    // Three steps of F B O (a legacy trace, or profile() without a schedule), each optimizer step a
+    // host range (two optimizers in the first: one step), then a forward the trace cut: three
+    // iterations, each from the previous step's end to its own.
     std::vector<TimedActivity> acts;
+    std::vector<std::pair<double, double>> ranges;
     for (int s = 0; s < 3; ++s) {
         const double at = 10.0 * s;
         acts.push_back(act(at + 1, at + 2, Kind::Forward, 0));
@@ -164,11 +166,13 @@ TEST(TraceTimeline, WithoutProfilerStepsTheOptimizerStepsEndTheIterations)
         acts.push_back(act(at + 3, at + 4, Kind::Backward, 1));
         acts.push_back(act(at + 4, at + 5, Kind::Backward, 0));
         acts.push_back(act(at + 6, at + 7, Kind::Optimizer));
-        acts.push_back(act(at + 7, at + 8, Kind::Optimizer)); // one step: no other work between
+        acts.push_back(act(at + 7, at + 8, Kind::Optimizer));
+        ranges.emplace_back(at + 5.5, at + 8);
     }
+    ranges.emplace_back(6.5, 7.5); // a second optimizer inside the first step: no work between
     acts.push_back(act(31, 32, Kind::Forward, 0));
-    const auto t = buildTraceTimeline(acts, {});
-    ASSERT_EQ(t.size(), 4U);
+    const auto t = buildTraceTimeline(acts, {}, ranges);
+    ASSERT_EQ(t.size(), 3U); // the cut step's forward is no iteration
     for (int s = 0; s < 3; ++s) {
         const auto& it = t[static_cast<std::size_t>(s)];
         EXPECT_FALSE(it.marked);
@@ -176,10 +180,22 @@ TEST(TraceTimeline, WithoutProfilerStepsTheOptimizerStepsEndTheIterations)
         EXPECT_DOUBLE_EQ(it.startNs, s == 0 ? 1.0 : 10.0 * s - 2); // the previous step's end
         EXPECT_DOUBLE_EQ(it.endNs, 10.0 * s + 8);
     }
-    EXPECT_EQ(shape(t[3]), "F0 ");
-    // One optimizer step: one iteration, first to last action, as before.
+    // GPU kernels: each belongs where it was launched. The second step's first forward kernel was
+    // launched (host 8.5) before the first step's optimizer kernel finished on the device (9.5).
+    std::vector<TimedActivity> gpu = acts;
+    gpu.resize(12);
+    gpu[5] = { 7, 9.5, Kind::Optimizer, 0, 7.2 }; // launched at 7.2, done at 9.5
+    gpu[6] = { 9.5, 10, Kind::Forward, 0, 8.5 }; // launched at 8.5, ran after it
+    const auto g = buildTraceTimeline(gpu, {}, { ranges[0], ranges[1] });
+    ASSERT_EQ(g.size(), 2U);
+    EXPECT_EQ(shape(g[0]), "F0 B0 O0 ");
+    EXPECT_EQ(shape(g[1]), "F0 B0 O0 ");
+    // A trace that starts inside a step (its optimizer only) drops that part; one optimizer step:
+    // one iteration, first to last action, as before.
+    std::vector<TimedActivity> late(acts.begin() + 4, acts.begin() + 12);
+    EXPECT_EQ(buildTraceTimeline(late, {}, { ranges[0], ranges[1] }).size(), 1U);
     acts.resize(6);
-    const auto one = buildTraceTimeline(acts, {});
+    const auto one = buildTraceTimeline(acts, {}, { ranges[0] });
     ASSERT_EQ(one.size(), 1U);
     EXPECT_DOUBLE_EQ(one[0].startNs, 1.0);
     EXPECT_DOUBLE_EQ(one[0].endNs, 8.0);
