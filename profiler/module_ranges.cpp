@@ -217,7 +217,7 @@ void nameModuleRangesByAlignment(const Graph& graph, TraceData& data, ModuleRang
             if (named.contains(instance))
                 continue;
             const bool voted =
-                std::any_of(votes.begin(), votes.end(), [&](const Vote& v) { return v.instance == instance; });
+                std::any_of(votes.begin(), votes.end(), [id = instance](const Vote& v) { return v.instance == id; });
             stillLeft.push_back(cls + "_" + std::to_string(instance)
                 + (voted ? " (its aligned operators point to no module left; " : " (no aligned operator inside; ")
                 + counts(cls, instances.size(), candidates.size()) + ")");
