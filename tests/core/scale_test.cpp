@@ -216,3 +216,43 @@ TEST(ScaleModel, Table1RowsWithinFifteenPercentStayThere)
     }
     EXPECT_GE(within, 5) << r.markdown;
 }
+
+// The search by (t, p, d) split: one entry per split searched, in t then p order, the fastest
+// fitting configuration of each; where none fits, the one with the least memory.
+TEST(ScaleModel, TheBestOfEachSplitFitsWhereAnyDoesElseHasTheLeastMemory)
+{
+    const auto& dgx = findNode("dgx-a100-80gb");
+    const GptShape gpt { 48, 8192, 64, 2048, 51200 }; // 39.1B: t = 1 cannot hold it on 16 GPUs
+    const auto search = searchScale(gpt, 16, 128, dgx);
+    ASSERT_FALSE(search.bestPerShape.empty());
+    bool someFit = false;
+    bool someDoNot = false;
+    for (std::size_t i = 0; i < search.bestPerShape.size(); ++i) {
+        const auto& best = search.bestPerShape[i];
+        const auto& c = best.config;
+        EXPECT_EQ(c.tensor * c.pipeline * c.data, 16);
+        if (i > 0) {
+            const auto& before = search.bestPerShape[i - 1].config;
+            EXPECT_TRUE(before.tensor < c.tensor || (before.tensor == c.tensor && before.pipeline < c.pipeline));
+        }
+        // Against every configuration of the split the search could have taken.
+        for (std::int64_t b = 1; b <= 16; b *= 2) {
+            for (auto r : { Recompute::None, Recompute::Selective, Recompute::Full }) {
+                const auto e = estimateScale(gpt, { c.tensor, c.pipeline, c.data, b, 128, 1, r }, dgx);
+                if (!e.valid)
+                    continue;
+                if (best.fits && e.fits) {
+                    EXPECT_GE(best.samplesPerSecond, e.samplesPerSecond * (1 - 1e-12)) << c.text();
+                }
+                if (!best.fits) {
+                    EXPECT_FALSE(e.fits) << c.text();
+                    EXPECT_LE(best.peakBytes, e.peakBytes * (1 + 1e-12)) << c.text();
+                }
+            }
+        }
+        someFit = someFit || best.fits;
+        someDoNot = someDoNot || !best.fits;
+    }
+    EXPECT_TRUE(someFit);
+    EXPECT_TRUE(someDoNot);
+}

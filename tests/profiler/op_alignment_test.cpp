@@ -156,6 +156,8 @@ TEST(OpAlignment, AtenOperatorsNameTheKindsTheyCompute)
     EXPECT_NE(std::find(linear.begin(), linear.end(), OpType::MatMul), linear.end());
     EXPECT_EQ(
         profiler::atenOpKinds("aten::layer_norm"), (std::vector<OpType> { OpType::LayerNorm, OpType::ReduceMean }));
+    EXPECT_EQ(profiler::atenOpKinds("aten::sin"), (std::vector<OpType> { OpType::Sin }));
+    EXPECT_EQ(profiler::atenOpKinds("aten::cos"), (std::vector<OpType> { OpType::Cos }));
     EXPECT_TRUE(profiler::atenOpKinds("aten::view").empty()); // a view: no node of its own
     EXPECT_TRUE(profiler::atenOpKinds("aten::no_such_op").empty());
 }
