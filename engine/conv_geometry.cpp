@@ -140,7 +140,7 @@ namespace {
 
 } // namespace
 
-math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
+math::Window slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
 {
     if (x.size() != 4)
         throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x));
@@ -148,29 +148,91 @@ math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, 
     const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
     const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
     const bool ceil = node.intAttr("ceil_mode", 0) != 0;
-    math::Window2d w { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], x[2], x[3], 0, 0 };
+    math::Window w { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], x[2], x[3], 0, 0 };
     w.oh = slideCount(x[2], p[0], p[2], d[0], kh, s[0], ceil);
     w.ow = slideCount(x[3], p[1], p[3], d[1], kw, s[1], ceil);
     return w;
 }
 
-math::Window2d transposedWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
+namespace {
+
+    // The strides, pads (begins, then ends), dilations and output_padding of a convolution over the
+    // spatial axes of `x` (2 or 3, as many as the weight's kernel dims), checked against the weight.
+    struct ConvAttrs
+    {
+        std::size_t spatial;
+        std::vector<std::int64_t> k, s, p, d, extra;
+    };
+
+    ConvAttrs convAttrs(const Node& node, const Shape& x, const Shape& weight)
+    {
+        if ((x.size() != 4 && x.size() != 5) || weight.size() != x.size())
+            throw Error(where(node)
+                + "needs an (N, C, H, W) or (N, C, D, H, W) input and a weight of as many dims, got " + formatShape(x)
+                + " and " + formatShape(weight));
+        const auto n = x.size() - 2;
+        ConvAttrs a { n, std::vector<std::int64_t>(weight.begin() + 2, weight.end()),
+            intsOr(node, "strides", std::vector<std::int64_t>(n, 1), n),
+            intsOr(node, "pads", std::vector<std::int64_t>(2 * n, 0), 2 * n),
+            intsOr(node, "dilations", std::vector<std::int64_t>(n, 1), n),
+            intsOr(node, "output_padding", std::vector<std::int64_t>(n, 0), n) };
+        return a;
+    }
+
+    // The window over an image of spatial sizes `image` whose grid of windows has sizes `grid` (the
+    // last two axes are (H, W); a third, first, is the depth).
+    math::Window windowOf(
+        const ConvAttrs& a, const std::vector<std::int64_t>& image, const std::vector<std::int64_t>& grid)
+    {
+        const auto n = a.spatial;
+        const auto y = n - 2;
+        const auto x = n - 1;
+        math::Window w { a.k[y], a.k[x], a.s[y], a.s[x], a.p[y], a.p[x], a.d[y], a.d[x], image[y], image[x], grid[y],
+            grid[x] };
+        if (n == 3) {
+            w.kd = a.k[0];
+            w.sd = a.s[0];
+            w.pf = a.p[0];
+            w.dd = a.d[0];
+            w.id = image[0];
+            w.od = grid[0];
+        }
+        return w;
+    }
+
+} // namespace
+
+math::Window convWindow(const Node& node, const Shape& x, const Shape& weight)
 {
-    if (x.size() != 4)
-        throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x));
-    const auto s = intsOr(node, "strides", { 1, 1 }, 2);
-    const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
-    const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
-    const auto extra = intsOr(node, "output_padding", { 0, 0 }, 2);
-    const auto oh = (x[2] - 1) * s[0] - p[0] - p[2] + d[0] * (kh - 1) + extra[0] + 1;
-    const auto ow = (x[3] - 1) * s[1] - p[1] - p[3] + d[1] * (kw - 1) + extra[1] + 1;
-    if (oh < 1 || ow < 1)
-        throw Error(where(node) + "gives no output for input " + formatShape(x));
-    // The convolution of the output image (oh x ow) whose grid of windows is the input (H x W).
-    return { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], oh, ow, x[2], x[3] };
+    const auto a = convAttrs(node, x, weight);
+    const auto n = a.spatial;
+    const std::vector<std::int64_t> image(x.begin() + 2, x.end());
+    std::vector<std::int64_t> grid(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        grid[i] = slideCount(image[i], a.p[i], a.p[n + i], a.d[i], a.k[i], a.s[i], false);
+        if (grid[i] < 1)
+            throw Error(where(node) + "gives no output for input " + formatShape(x));
+    }
+    return windowOf(a, image, grid);
 }
 
-math::Window2d maxPoolWindow(const Node& node, const Shape& x)
+math::Window transposedConvWindow(const Node& node, const Shape& x, const Shape& weight)
+{
+    const auto a = convAttrs(node, x, weight);
+    const auto n = a.spatial;
+    // Each output size: (in - 1) stride - pads + dilation (k - 1) + output_padding + 1.
+    const std::vector<std::int64_t> grid(x.begin() + 2, x.end());
+    std::vector<std::int64_t> image(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        image[i] = (grid[i] - 1) * a.s[i] - a.p[i] - a.p[n + i] + a.d[i] * (a.k[i] - 1) + a.extra[i] + 1;
+        if (image[i] < 1)
+            throw Error(where(node) + "gives no output for input " + formatShape(x));
+    }
+    // The convolution of the output image whose grid of windows is the input.
+    return windowOf(a, image, grid);
+}
+
+math::Window maxPoolWindow(const Node& node, const Shape& x)
 {
     const auto k = intsOr(node, "kernel", {}, 2);
     if (k.empty())

@@ -1,6 +1,6 @@
-// The windows of Conv, ConvTranspose, MaxPool and AvgPool read from a node's attributes, shared by the CPU and the
-// CUDA kernels (the index math over them is engine/conv_math.h). Errors name the node.
-// Depends on: core graph types, conv_math.h.
+// The windows of Conv and ConvTranspose (2-D or 3-D), MaxPool and AvgPool (2-D) read from a node's attributes, shared
+// by the CPU and the CUDA kernels (the index math over them is engine/conv_math.h). Errors name the node. Depends on:
+// core graph types, conv_math.h.
 #pragma once
 
 #include "conv_math.h"
@@ -10,18 +10,23 @@
 
 namespace ps::engine {
 
-// Conv's or MaxPool's window over an (N, C, H, W) input for a kh x kw kernel (strides, pads
+// A pooling's (or a 2-D convolution's) window over an (N, C, H, W) input for a kh x kw kernel (strides, pads
 // (top, left, bottom, right), dilations, ceil_mode; pooling's ceil_mode keeps a last partial window
 // that starts inside the input or its leading pad, as PyTorch and ONNX).
-[[nodiscard]] math::Window2d slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
+[[nodiscard]] math::Window slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
 
-// ConvTranspose's window: that of the convolution whose input gradient it computes, over the
-// output image (h x w: (in - 1) stride - pads + dilation (k - 1) + output_padding + 1), its grid of
-// windows (oh x ow) being the input.
-[[nodiscard]] math::Window2d transposedWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
+// Conv's window over an (N, C, H, W) or (N, C, D, H, W) input for a weight (F, C / group, [kd,]
+// kh, kw): strides, pads (begins, then ends), dilations. Throws naming the node where the ranks
+// differ, an attribute has the wrong count, or no window fits.
+[[nodiscard]] math::Window convWindow(const Node& node, const Shape& x, const Shape& weight);
+
+// ConvTranspose's window for a weight (C, F / group, [kd,] kh, kw): that of the convolution whose
+// input gradient it computes, over the output image ((in - 1) stride - pads + dilation (k - 1) +
+// output_padding + 1 along each axis), its grid of windows being the input.
+[[nodiscard]] math::Window transposedConvWindow(const Node& node, const Shape& x, const Shape& weight);
 
 // MaxPool's window (its `kernel` attribute).
-[[nodiscard]] math::Window2d maxPoolWindow(const Node& node, const Shape& x);
+[[nodiscard]] math::Window maxPoolWindow(const Node& node, const Shape& x);
 
 struct AvgPoolGeometry
 {

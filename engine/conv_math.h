@@ -1,10 +1,11 @@
-// Index math of convolution, pooling and batch normalization on (N, C, H, W) arrays, shared by the
-// CPU kernels (engine/cpu/kernels_conv.cpp, kernels_index.cpp) and the CUDA kernels
-// (engine/cuda/cuda_conv_kernels.cu), so the CPU tests cover what the GPU computes (issue P14's
-// rule). Every backward here is a gather (one output element sums what reaches it), so a GPU thread
-// per element writes without atomics and the sums come in the same order on both sides.
-// The column matrix of a convolution is "wide": (C * kh * kw, images * oh * ow), row r = (c, ki,
-// kj), column q = (image, y, x), so one GEMM per group covers a whole chunk of images.
+// Index math of convolution (over (N, C, H, W) or (N, C, D, H, W)), pooling and batch normalization on (N, C, H, W)
+// arrays, shared by the CPU kernels (engine/cpu/kernels_conv.cpp, kernels_index.cpp) and the CUDA kernels
+// (engine/cuda/cuda_conv_kernels.cu), so the CPU tests cover what the GPU computes (issue P14's rule). Every backward
+// here is a gather (one output element sums what reaches it), so a GPU thread per element writes without atomics and
+// the sums come in the same order on both sides.
+// The column matrix of a convolution is "wide": (C * kd * kh * kw, images * od * oh * ow), row
+// r = (c, kz, ki, kj), column q = (image, z, y, x), so one GEMM per group covers a whole chunk of
+// images.
 // Depends on: kernel_math.h (PS_HOST_DEVICE) only.
 #pragma once
 
@@ -15,49 +16,60 @@
 namespace ps::engine::math {
 
 // A sliding window over one (H, W) plane: kernel, strides, leading pads, dilations, the input's
-// and the output's sizes.
-struct Window2d
+// and the output's sizes; a 3-D convolution's also over depth (kernel kd, stride sd, front pad pf,
+// dilation dd, input depth id, output depth od), which a 2-D one leaves at one plane.
+struct Window
 {
     long long kh, kw, sh, sw, pt, pl, dh, dw;
     long long h, w, oh, ow;
+    long long kd = 1, sd = 1, pf = 0, dd = 1, id = 1, od = 1;
 };
 
 // ---- Convolution: im2col and its adjoint ----
 
 // Element (r, q) of the wide column matrix of `images` images starting at `x` (C channels each):
-// the input tap it reads, or 0 outside the image.
-PS_HOST_DEVICE inline float im2colTap(const float* x, long long channels, const Window2d& w, long long r, long long q)
+// the input tap it reads, or 0 outside the image. Row r = (c, kz, ki, kj), column q = (image, z,
+// y, x).
+PS_HOST_DEVICE inline float im2colTap(const float* x, long long channels, const Window& w, long long r, long long q)
 {
-    const long long pixels = w.oh * w.ow;
+    const long long plane = w.oh * w.ow;
+    const long long pixels = w.od * plane;
     const long long image = q / pixels;
     const long long p = q - image * pixels;
     const long long kj = r % w.kw;
     const long long ki = (r / w.kw) % w.kh;
-    const long long c = r / (w.kw * w.kh);
-    const long long iy = (p / w.ow) * w.sh - w.pt + ki * w.dh;
+    const long long kz = (r / (w.kw * w.kh)) % w.kd;
+    const long long c = r / (w.kw * w.kh * w.kd);
+    const long long iz = (p / plane) * w.sd - w.pf + kz * w.dd;
+    const long long iy = ((p % plane) / w.ow) * w.sh - w.pt + ki * w.dh;
     const long long ix = (p % w.ow) * w.sw - w.pl + kj * w.dw;
-    if (iy < 0 || iy >= w.h || ix < 0 || ix >= w.w)
+    if (iz < 0 || iz >= w.id || iy < 0 || iy >= w.h || ix < 0 || ix >= w.w)
         return 0.0F;
-    return x[((image * channels + c) * w.h + iy) * w.w + ix];
+    return x[(((image * channels + c) * w.id + iz) * w.h + iy) * w.w + ix];
 }
 
-// The input gradient at (image, c, iy, ix): the sum of the wide column gradient `dcol` (of
-// `columns` columns) over the taps that read that pixel, in (ki, kj) order.
-PS_HOST_DEVICE inline float col2imPixel(
-    const float* dcol, long long columns, const Window2d& w, long long image, long long c, long long iy, long long ix)
+// The input gradient at (image, c, iz, iy, ix): the sum of the wide column gradient `dcol` (of
+// `columns` columns) over the taps that read that pixel, in (kz, ki, kj) order.
+PS_HOST_DEVICE inline float col2imPixel(const float* dcol, long long columns, const Window& w, long long image,
+    long long c, long long iz, long long iy, long long ix)
 {
     float sum = 0.0F;
-    const long long base = image * w.oh * w.ow;
-    for (long long ki = 0; ki < w.kh; ++ki) {
-        const long long ty = iy + w.pt - ki * w.dh;
-        if (ty < 0 || ty % w.sh != 0 || ty / w.sh >= w.oh)
+    const long long base = image * w.od * w.oh * w.ow;
+    for (long long kz = 0; kz < w.kd; ++kz) {
+        const long long tz = iz + w.pf - kz * w.dd;
+        if (tz < 0 || tz % w.sd != 0 || tz / w.sd >= w.od)
             continue;
-        for (long long kj = 0; kj < w.kw; ++kj) {
-            const long long tx = ix + w.pl - kj * w.dw;
-            if (tx < 0 || tx % w.sw != 0 || tx / w.sw >= w.ow)
+        for (long long ki = 0; ki < w.kh; ++ki) {
+            const long long ty = iy + w.pt - ki * w.dh;
+            if (ty < 0 || ty % w.sh != 0 || ty / w.sh >= w.oh)
                 continue;
-            const long long r = (c * w.kh + ki) * w.kw + kj;
-            sum += dcol[r * columns + base + (ty / w.sh) * w.ow + tx / w.sw];
+            for (long long kj = 0; kj < w.kw; ++kj) {
+                const long long tx = ix + w.pl - kj * w.dw;
+                if (tx < 0 || tx % w.sw != 0 || tx / w.sw >= w.ow)
+                    continue;
+                const long long r = ((c * w.kd + kz) * w.kh + ki) * w.kw + kj;
+                sum += dcol[r * columns + base + ((tz / w.sd) * w.oh + ty / w.sh) * w.ow + tx / w.sw];
+            }
         }
     }
     return sum;
@@ -71,7 +83,7 @@ struct MaxTap
     long long at; // y * w + x in the plane, -1 for a window with no input tap
 };
 
-PS_HOST_DEVICE inline MaxTap maxPoolWindow(const float* plane, const Window2d& w, long long y, long long x)
+PS_HOST_DEVICE inline MaxTap maxPoolWindow(const float* plane, const Window& w, long long y, long long x)
 {
     MaxTap best { -INFINITY, -1 };
     for (long long ki = 0; ki < w.kh; ++ki) {
@@ -102,7 +114,7 @@ PS_HOST_DEVICE inline void windowsReaching(long long i, long long pad, long long
 
 // dx at (iy, ix) of one plane: the output gradients of the windows whose maximum was this pixel.
 PS_HOST_DEVICE inline float maxPoolGradPixel(
-    const float* dyPlane, const std::int64_t* argmaxPlane, const Window2d& w, long long iy, long long ix)
+    const float* dyPlane, const std::int64_t* argmaxPlane, const Window& w, long long iy, long long ix)
 {
     long long y0 = 0, y1 = 0, x0 = 0, x1 = 0;
     windowsReaching(iy, w.pt, w.kh, w.sh, w.dh, w.oh, y0, y1);

@@ -298,8 +298,8 @@ namespace {
         }
         {
             OpDef d { OpType::Conv, "Conv",
-                "(x (N, C, H, W), w (F, C / group, kH, kW)[, bias (F)]); strides, pads, dilations, group", 2, 3,
-                convShape };
+                "(x (N, C, [D,] H, W), w (F, C / group, [kD,] kH, kW)[, bias (F)]); strides, pads, dilations, group", 2,
+                3, convShape };
             d.cost = convCost;
             add(d);
         }
@@ -464,7 +464,7 @@ namespace {
         }
         {
             OpDef d { OpType::ConvTranspose, "ConvTranspose",
-                "(x (N, C, H, W), w (C, F / group, kH, kW)[, bias (F)]); strides, pads, dilations, group, "
+                "(x (N, C, [D,] H, W), w (C, F / group, [kD,] kH, kW)[, bias (F)]); strides, pads, dilations, group, "
                 "output_padding",
                 2, 3, convTransposeShape };
             d.cost = convTransposeCost;

@@ -249,7 +249,8 @@ namespace opshapes {
         return { broadcastShapes(in[0]->shape, node.intsAttr("shape")) };
     }
 
-    // Spatial attributes of Conv and the pools: two entries (pads four: top, left, bottom, right).
+    // Spatial attributes of Conv and the pools: one entry per spatial axis (pads two: the begins,
+    // then the ends).
     std::vector<std::int64_t> spatialAttr(const Node& node, std::string_view key, std::size_t count, std::int64_t fill)
     {
         auto v = node.intsAttr(key);
@@ -277,16 +278,28 @@ namespace opshapes {
         return out;
     }
 
+    // The window's output over (N, C, H, W), or (N, C, D, H, W) for a three-entry kernel (Conv).
     Shape windowShape(const Node& node, const Shape& x, const std::vector<std::int64_t>& kernel, std::int64_t channels)
     {
-        if (x.size() != 4)
-            throw Error(std::string(toString(node.op)) + " needs an (N, C, H, W) input, got " + formatShape(x));
-        const auto strides = spatialAttr(node, "strides", 2, 1);
-        const auto pads = spatialAttr(node, "pads", 4, 0);
-        const auto dilations = spatialAttr(node, "dilations", 2, 1);
+        const auto spatial = kernel.size();
+        if (x.size() != spatial + 2)
+            throw Error(std::string(toString(node.op)) + " needs an "
+                + (spatial == 3 ? "(N, C, D, H, W)" : "(N, C, H, W)") + " input, got " + formatShape(x));
+        const auto strides = spatialAttr(node, "strides", spatial, 1);
+        const auto pads = spatialAttr(node, "pads", 2 * spatial, 0);
+        const auto dilations = spatialAttr(node, "dilations", spatial, 1);
         const bool ceil = node.intAttr("ceil_mode", 0) != 0;
-        return { x[0], channels, windowOutput(x[2], kernel[0], strides[0], pads[0], pads[2], dilations[0], ceil),
-            windowOutput(x[3], kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil) };
+        Shape out { x[0], channels };
+        for (std::size_t d = 0; d < spatial; ++d)
+            out.push_back(
+                windowOutput(x[2 + d], kernel[d], strides[d], pads[d], pads[spatial + d], dilations[d], ceil));
+        return out;
+    }
+
+    // Conv and ConvTranspose: 2 or 3 spatial axes, the weight's trailing dims.
+    bool convRanks(const Shape& x, const Shape& w)
+    {
+        return (w.size() == 4 || w.size() == 5) && x.size() == w.size();
     }
 
     Shapes convShape(const Node& node, const Inputs& in)
@@ -294,13 +307,13 @@ namespace opshapes {
         const Shape& x = in[0]->shape;
         const Shape& w = in[1]->shape;
         const auto group = node.intAttr("group", 1);
-        if (w.size() != 4 || x.size() != 4 || group < 1 || x[1] != w[1] * group || w[0] % group != 0)
+        if (!convRanks(x, w) || group < 1 || x[1] != w[1] * group || w[0] % group != 0)
             throw Error("Conv weight " + formatShape(w) + " does not fit input " + formatShape(x) + " with group "
                 + std::to_string(group));
         if (in.size() == 3 && (in[2]->shape.size() != 1 || in[2]->shape[0] != w[0]))
             throw Error(
                 "Conv bias " + formatShape(in[2]->shape) + " does not match " + std::to_string(w[0]) + " filters");
-        return { windowShape(node, x, { w[2], w[3] }, w[0]) };
+        return { windowShape(node, x, std::vector<std::int64_t>(w.begin() + 2, w.end()), w[0]) };
     }
 
     // Each spatial size: (in - 1) stride - pad begin - pad end + dilation (k - 1) + output_padding + 1.
@@ -309,22 +322,23 @@ namespace opshapes {
         const Shape& x = in[0]->shape;
         const Shape& w = in[1]->shape;
         const auto group = node.intAttr("group", 1);
-        if (w.size() != 4 || x.size() != 4 || group < 1 || x[1] != w[0] || w[0] % group != 0)
+        if (!convRanks(x, w) || group < 1 || x[1] != w[0] || w[0] % group != 0)
             throw Error("ConvTranspose weight " + formatShape(w) + " does not fit input " + formatShape(x)
                 + " with group " + std::to_string(group));
         const auto filters = w[1] * group;
         if (in.size() == 3 && (in[2]->shape.size() != 1 || in[2]->shape[0] != filters))
             throw Error("ConvTranspose bias " + formatShape(in[2]->shape) + " does not match " + std::to_string(filters)
                 + " filters");
-        const auto strides = spatialAttr(node, "strides", 2, 1);
-        const auto pads = spatialAttr(node, "pads", 4, 0);
-        const auto dilations = spatialAttr(node, "dilations", 2, 1);
-        const auto extra = spatialAttr(node, "output_padding", 2, 0);
-        Shape out { x[0], filters, 0, 0 };
-        for (std::size_t d = 0; d < 2; ++d) {
-            out[2 + d] =
-                (x[2 + d] - 1) * strides[d] - pads[d] - pads[2 + d] + dilations[d] * (w[2 + d] - 1) + extra[d] + 1;
-            if (out[2 + d] < 1 || extra[d] < 0 || extra[d] >= std::max(strides[d], dilations[d]))
+        const auto spatial = x.size() - 2;
+        const auto strides = spatialAttr(node, "strides", spatial, 1);
+        const auto pads = spatialAttr(node, "pads", 2 * spatial, 0);
+        const auto dilations = spatialAttr(node, "dilations", spatial, 1);
+        const auto extra = spatialAttr(node, "output_padding", spatial, 0);
+        Shape out { x[0], filters };
+        for (std::size_t d = 0; d < spatial; ++d) {
+            out.push_back((x[2 + d] - 1) * strides[d] - pads[d] - pads[spatial + d] + dilations[d] * (w[2 + d] - 1)
+                + extra[d] + 1);
+            if (out.back() < 1 || extra[d] < 0 || extra[d] >= std::max(strides[d], dilations[d]))
                 throw Error("ConvTranspose of " + formatShape(x) + " with kernel " + formatShape(w)
                     + " gives no output (or an output_padding not below the stride)");
         }

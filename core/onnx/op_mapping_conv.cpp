@@ -18,9 +18,16 @@ bool explicitPadding(const onnx::NodeProto& node)
     return autoPad == nullptr || autoPad->s() == "NOTSET";
 }
 
+// Over 2 or 3 spatial axes (1-D ones were lowered to 2-D, core/onnx/window_lowering.h).
+bool convolutionRank(const Node& n, const MappingContext& ctx)
+{
+    const auto rank = rankOf(n, 0, ctx);
+    return rank == 4 || rank == 5;
+}
+
 Node conv(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
 {
-    if (!explicitPadding(node) || rankOf(n, 0, ctx) != 4) // 1-D ones were lowered to 2-D; 3-D stays opaque
+    if (!explicitPadding(node) || !convolutionRank(n, ctx))
         return n;
     copyInts(node, n, "strides", "strides");
     copyInts(node, n, "pads", "pads");
@@ -29,11 +36,11 @@ Node conv(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
     return as(std::move(n), OpType::Conv);
 }
 
-// ConvTranspose over (N, C, H, W) with explicit pads (torch's export): an output_shape attribute,
-// which ONNX turns into pads, stays opaque.
+// ConvTranspose over (N, C, H, W) or (N, C, D, H, W) with explicit pads (torch's export): an
+// output_shape attribute, which ONNX turns into pads, stays opaque.
 Node convTranspose(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
 {
-    if (!explicitPadding(node) || findAttr(node, "output_shape") != nullptr || rankOf(n, 0, ctx) != 4)
+    if (!explicitPadding(node) || findAttr(node, "output_shape") != nullptr || !convolutionRank(n, ctx))
         return n;
     copyInts(node, n, "strides", "strides");
     copyInts(node, n, "pads", "pads");
@@ -43,9 +50,10 @@ Node convTranspose(const onnx::NodeProto& node, Node n, const MappingContext& ct
     return as(std::move(n), OpType::ConvTranspose);
 }
 
-Node pool(const onnx::NodeProto& node, Node n, const MappingContext&)
+Node pool(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
 {
-    if (!explicitPadding(node) || n.outputs.size() > 1) // MaxPool's indices output is read
+    // MaxPool's indices output is read; 3-D pools stay opaque.
+    if (!explicitPadding(node) || n.outputs.size() > 1 || rankOf(n, 0, ctx) != 4)
         return n;
     copyInts(node, n, "kernel_shape", "kernel");
     copyInts(node, n, "strides", "strides");

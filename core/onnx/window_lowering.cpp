@@ -31,6 +31,10 @@ namespace {
             if (v.size() != 2)
                 return false;
             v = { 0, v[0], 0, v[1] };
+        } else if (name == "output_padding") {
+            if (v.size() != 1)
+                return false;
+            v.insert(v.begin(), 0);
         } else {
             if (v.size() != 1)
                 return false;
@@ -73,18 +77,23 @@ namespace {
         {
             if (const auto* k = findAttr(node, "kernel_shape"))
                 return k->ints_size() == 1;
-            if (node.op_type() != "Conv" || node.input_size() < 2)
+            if (!convolution(node))
                 return false;
             const auto* w = initializer(node.input(1));
             return w != nullptr && (w->dims_size() == 3 || widened.contains(node.input(1)));
         }
 
+        static bool convolution(const onnx::NodeProto& node)
+        {
+            return (node.op_type() == "Conv" || node.op_type() == "ConvTranspose") && node.input_size() >= 2;
+        }
+
         bool lowerable(onnx::NodeProto& node)
         {
             const auto& op = node.op_type();
+            const bool pool = op == "MaxPool" || op == "AveragePool";
             return (node.domain().empty() || node.domain() == "ai.onnx") && node.output_size() == 1
-                && node.input_size() >= 1 && (op == "Conv" || op == "MaxPool" || op == "AveragePool")
-                && (op != "Conv" || node.input_size() >= 2) && oneDimensional(node);
+                && node.input_size() >= 1 && (pool || convolution(node)) && oneDimensional(node);
         }
 
         void addAxisConstant()
@@ -140,14 +149,14 @@ namespace {
         {
             onnx::NodeProto node = original;
             if (!widen(node, "kernel_shape", 1) || !widen(node, "strides", 1) || !widen(node, "dilations", 1)
-                || !widen(node, "pads", 0)) {
+                || !widen(node, "pads", 0) || !widen(node, "output_padding", 0) || !widen(node, "output_shape", 1)) {
                 *out.Add() = original; // a malformed attribute: shape inference names it
                 return;
             }
             const std::string name = node.name().empty() ? node.output(0) : node.name();
             const std::string y = node.output(0); // value names after the output, which is unique
             addAxisConstant();
-            if (node.op_type() == "Conv") {
+            if (convolution(node)) {
                 const auto& w = node.input(1);
                 const auto* t = initializer(w);
                 if (widened.contains(w)) {

@@ -1,31 +1,45 @@
-// The spatial ops on (N, C, H, W) arrays: convolution and its transpose (im2col + sgemm, groups), batch
-// normalization, max, average and global average pooling, Pad and Resize, over the index math
-// of engine/conv_math.h that the CUDA kernels share.
+// The spatial ops on (N, C, H, W) arrays: convolution and its transpose (im2col + sgemm, groups; also
+// over (N, C, D, H, W)), batch normalization, max, average and global average pooling, Pad and
+// Resize, over the index math of engine/conv_math.h that the CUDA kernels share.
 #include "conv_geometry.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cmath>
 
 namespace ps::engine::detail {
 namespace {
 
-    using Window = math::Window2d;
+    using Window = math::Window;
 
-    // col (C * kh * kw, oh * ow) from one image (C, h, w); out-of-image taps are 0.
+    // col (C * kd * kh * kw, od * oh * ow) from one image (C, [d,] h, w); out-of-image taps are 0.
     void im2col(const float* img, std::int64_t channels, const Window& w, float* col)
     {
+        const auto pixels = w.od * w.oh * w.ow;
         for (std::int64_t c = 0; c < channels; ++c) {
-            for (std::int64_t ki = 0; ki < w.kh; ++ki) {
-                for (std::int64_t kj = 0; kj < w.kw; ++kj) {
-                    float* row = col + ((c * w.kh + ki) * w.kw + kj) * w.oh * w.ow;
-                    for (std::int64_t y = 0; y < w.oh; ++y) {
-                        const auto iy = y * w.sh - w.pt + ki * w.dh;
-                        for (std::int64_t x = 0; x < w.ow; ++x) {
-                            const auto ix = x * w.sw - w.pl + kj * w.dw;
-                            row[y * w.ow + x] =
-                                iy >= 0 && iy < w.h && ix >= 0 && ix < w.w ? img[(c * w.h + iy) * w.w + ix] : 0.0F;
+            for (std::int64_t kz = 0; kz < w.kd; ++kz) {
+                for (std::int64_t ki = 0; ki < w.kh; ++ki) {
+                    for (std::int64_t kj = 0; kj < w.kw; ++kj) {
+                        float* row = col + (((c * w.kd + kz) * w.kh + ki) * w.kw + kj) * pixels;
+                        for (std::int64_t z = 0; z < w.od; ++z) {
+                            const auto iz = z * w.sd - w.pf + kz * w.dd;
+                            float* slab = row + z * w.oh * w.ow;
+                            if (iz < 0 || iz >= w.id) {
+                                std::fill(slab, slab + w.oh * w.ow, 0.0F);
+                                continue;
+                            }
+                            const float* plane = img + (c * w.id + iz) * w.h * w.w;
+                            for (std::int64_t y = 0; y < w.oh; ++y) {
+                                const auto iy = y * w.sh - w.pt + ki * w.dh;
+                                const bool inside = iy >= 0 && iy < w.h;
+                                float* out = slab + y * w.ow;
+                                for (std::int64_t x = 0; x < w.ow; ++x) {
+                                    const auto ix = x * w.sw - w.pl + kj * w.dw;
+                                    out[x] = inside && ix >= 0 && ix < w.w ? plane[iy * w.w + ix] : 0.0F;
+                                }
+                            }
                         }
                     }
                 }
@@ -36,21 +50,39 @@ namespace {
     // The adjoint of im2col: accumulates col back into the image gradient.
     void col2im(const float* col, std::int64_t channels, const Window& w, float* img)
     {
+        const auto pixels = w.od * w.oh * w.ow;
         for (std::int64_t c = 0; c < channels; ++c) {
-            for (std::int64_t ki = 0; ki < w.kh; ++ki) {
-                for (std::int64_t kj = 0; kj < w.kw; ++kj) {
-                    const float* row = col + ((c * w.kh + ki) * w.kw + kj) * w.oh * w.ow;
-                    for (std::int64_t y = 0; y < w.oh; ++y) {
-                        const auto iy = y * w.sh - w.pt + ki * w.dh;
-                        for (std::int64_t x = 0; x < w.ow; ++x) {
-                            const auto ix = x * w.sw - w.pl + kj * w.dw;
-                            if (iy >= 0 && iy < w.h && ix >= 0 && ix < w.w)
-                                img[(c * w.h + iy) * w.w + ix] += row[y * w.ow + x];
+            for (std::int64_t kz = 0; kz < w.kd; ++kz) {
+                for (std::int64_t ki = 0; ki < w.kh; ++ki) {
+                    for (std::int64_t kj = 0; kj < w.kw; ++kj) {
+                        const float* row = col + (((c * w.kd + kz) * w.kh + ki) * w.kw + kj) * pixels;
+                        for (std::int64_t z = 0; z < w.od; ++z) {
+                            const auto iz = z * w.sd - w.pf + kz * w.dd;
+                            if (iz < 0 || iz >= w.id)
+                                continue;
+                            float* plane = img + (c * w.id + iz) * w.h * w.w;
+                            for (std::int64_t y = 0; y < w.oh; ++y) {
+                                const auto iy = y * w.sh - w.pt + ki * w.dh;
+                                if (iy < 0 || iy >= w.h)
+                                    continue;
+                                const float* in = row + (z * w.oh + y) * w.ow;
+                                for (std::int64_t x = 0; x < w.ow; ++x) {
+                                    const auto ix = x * w.sw - w.pl + kj * w.dw;
+                                    if (ix >= 0 && ix < w.w)
+                                        plane[iy * w.w + ix] += in[x];
+                                }
+                            }
                         }
                     }
                 }
             }
         }
+    }
+
+    // The shape of a batch of `n` images of `channels` over the window's (depth,) height and width.
+    Shape imageShape(std::int64_t n, std::int64_t channels, const Window& w, bool threeD)
+    {
+        return threeD ? Shape { n, channels, w.id, w.h, w.w } : Shape { n, channels, w.h, w.w };
     }
 
     struct ConvDims
@@ -62,12 +94,12 @@ namespace {
     ConvDims convDims(const Node& node, const NdArray& x, const NdArray& weight)
     {
         const auto& ws = weight.shape();
-        ConvDims d { slidingWindow(node, x.shape(), ws[2], ws[3]), x.shape()[0], x.shape()[1], ws[0],
-            node.intAttr("group", 1), 0, 0, 0, 0 };
+        ConvDims d { convWindow(node, x.shape(), ws), x.shape()[0], x.shape()[1], ws[0], node.intAttr("group", 1), 0, 0,
+            0, 0 };
         d.cinG = d.cin / d.group;
         d.coutG = d.cout / d.group;
-        d.patch = d.cinG * ws[2] * ws[3];
-        d.pixels = d.w.oh * d.w.ow;
+        d.patch = d.cinG * d.w.kd * d.w.kh * d.w.kw;
+        d.pixels = d.w.od * d.w.oh * d.w.ow;
         return d;
     }
 
@@ -106,11 +138,14 @@ namespace {
         const auto& x = v.in[0];
         const auto& weight = v.in[1];
         const auto d = convDims(node, x, weight);
-        auto out = NdArray::empty(ctx.allocator, { d.n, d.cout, d.w.oh, d.w.ow });
+        auto out = NdArray::empty(ctx.allocator,
+            x.shape().size() == 5 ? Shape { d.n, d.cout, d.w.od, d.w.oh, d.w.ow }
+                                  : Shape { d.n, d.cout, d.w.oh, d.w.ow });
         auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
+        const auto volume = d.w.id * d.w.h * d.w.w;
         for (std::int64_t i = 0; i < d.n; ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
-                im2col(x.f32() + (i * d.cin + grp * d.cinG) * d.w.h * d.w.w, d.cinG, d.w, col.f32());
+                im2col(x.f32() + (i * d.cin + grp * d.cinG) * volume, d.cinG, d.w, col.f32());
                 sgemm(false, false, static_cast<int>(d.coutG), static_cast<int>(d.pixels), static_cast<int>(d.patch),
                     1.0F, weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), col.f32(),
                     static_cast<int>(d.pixels), 0.0F, out.f32() + (i * d.cout + grp * d.coutG) * d.pixels,
@@ -135,7 +170,7 @@ namespace {
         for (std::int64_t i = 0; i < d.n; ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
                 const float* dyi = dy.f32() + (i * d.cout + grp * d.coutG) * d.pixels;
-                const auto imgOffset = (i * d.cin + grp * d.cinG) * d.w.h * d.w.w;
+                const auto imgOffset = (i * d.cin + grp * d.cinG) * d.w.id * d.w.h * d.w.w;
                 if (dw.defined()) { // dW (coutG, patch) += dY (coutG, pixels) col^T
                     im2col(x.f32() + imgOffset, d.cinG, d.w, col.f32());
                     sgemm(false, true, static_cast<int>(d.coutG), static_cast<int>(d.patch), static_cast<int>(d.pixels),
@@ -166,13 +201,13 @@ namespace {
 
     TransposedDims transposedDims(const Node& node, const NdArray& x, const NdArray& weight)
     {
-        const auto& ws = weight.shape(); // (C, F / group, kh, kw)
-        TransposedDims d { transposedWindow(node, x.shape(), ws[2], ws[3]), x.shape()[0], x.shape()[1], 0,
+        const auto& ws = weight.shape(); // (C, F / group, [kd,] kh, kw)
+        TransposedDims d { transposedConvWindow(node, x.shape(), ws), x.shape()[0], x.shape()[1], 0,
             node.intAttr("group", 1), 0, ws[1], 0, 0 };
         d.cinG = d.cin / d.group;
         d.cout = d.coutG * d.group;
-        d.patch = d.coutG * ws[2] * ws[3];
-        d.pixels = d.w.oh * d.w.ow;
+        d.patch = d.coutG * d.w.kd * d.w.kh * d.w.kw;
+        d.pixels = d.w.od * d.w.oh * d.w.ow;
         return d;
     }
 
@@ -181,7 +216,8 @@ namespace {
         const auto& x = v.in[0];
         const auto& weight = v.in[1];
         const auto d = transposedDims(node, x, weight);
-        auto out = NdArray::zeros(ctx.allocator, { d.n, d.cout, d.w.h, d.w.w });
+        auto out = NdArray::zeros(ctx.allocator, imageShape(d.n, d.cout, d.w, x.shape().size() == 5));
+        const auto volume = d.w.id * d.w.h * d.w.w;
         auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
         for (std::int64_t i = 0; i < d.n; ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) { // col (patch, pixels) = W_g^T x_g, spread
@@ -189,7 +225,7 @@ namespace {
                     1.0F, weight.f32() + grp * d.cinG * d.patch, static_cast<int>(d.patch),
                     x.f32() + (i * d.cin + grp * d.cinG) * d.pixels, static_cast<int>(d.pixels), 0.0F, col.f32(),
                     static_cast<int>(d.pixels));
-                col2im(col.f32(), d.coutG, d.w, out.f32() + (i * d.cout + grp * d.coutG) * d.w.h * d.w.w);
+                col2im(col.f32(), d.coutG, d.w, out.f32() + (i * d.cout + grp * d.coutG) * volume);
             }
         }
         if (v.in.size() > 2)
@@ -208,7 +244,7 @@ namespace {
         auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
         for (std::int64_t i = 0; i < d.n; ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
-                im2col(dy.f32() + (i * d.cout + grp * d.coutG) * d.w.h * d.w.w, d.coutG, d.w, col.f32());
+                im2col(dy.f32() + (i * d.cout + grp * d.coutG) * d.w.id * d.w.h * d.w.w, d.coutG, d.w, col.f32());
                 const auto xOffset = (i * d.cin + grp * d.cinG) * d.pixels;
                 if (dx.defined()) { // dX_g (cinG, pixels) = W_g (cinG, patch) col
                     sgemm(false, false, static_cast<int>(d.cinG), static_cast<int>(d.pixels), static_cast<int>(d.patch),

@@ -161,7 +161,7 @@ struct GemmOperand
 // elsewhere (the caller takes the im2col path). Out, dx and dw are written, not accumulated.
 struct ConvParams
 {
-    math::Window2d w;
+    math::Window w;
     std::int64_t n, cin, cout, group;
     bool symmetricPads;
 };

@@ -33,7 +33,7 @@ namespace {
 
     struct ConvShape
     {
-        math::Window2d w;
+        math::Window w;
         std::int64_t n, cin, cout, group, cinG, coutG, patch, pixels;
     };
 
@@ -42,18 +42,24 @@ namespace {
         requireF32(node, x);
         requireF32(node, weight);
         const auto& ws = weight.shape();
-        if (ws.size() != 4)
-            throw Error(label(node) + ": needs a 4-d weight, got " + formatShape(ws));
-        ConvShape s { slidingWindow(node, x.shape(), ws[2], ws[3]), x.shape()[0], x.shape()[1], ws[0],
-            node.intAttr("group", 1), 0, 0, 0, 0 };
+        if (ws.size() != 4 && ws.size() != 5)
+            throw Error(label(node) + ": needs a 4-d or 5-d weight, got " + formatShape(ws));
+        ConvShape s { convWindow(node, x.shape(), ws), x.shape()[0], x.shape()[1], ws[0], node.intAttr("group", 1), 0,
+            0, 0, 0 };
         if (s.group < 1 || s.cin % s.group != 0 || s.cout % s.group != 0 || ws[1] * s.group != s.cin)
             throw Error(label(node) + ": weight " + formatShape(ws) + " does not fit input " + formatShape(x.shape())
                 + " in " + std::to_string(s.group) + " group(s)");
         s.cinG = s.cin / s.group;
         s.coutG = s.cout / s.group;
-        s.patch = s.cinG * ws[2] * ws[3];
-        s.pixels = s.w.oh * s.w.ow;
+        s.patch = s.cinG * s.w.kd * s.w.kh * s.w.kw;
+        s.pixels = s.w.od * s.w.oh * s.w.ow;
         return s;
+    }
+
+    // Values of one image's channel: its (depth,) height and width.
+    long long volumeOf(const math::Window& w)
+    {
+        return w.id * w.h * w.w;
     }
 
     ConvParams cudnnParams(const Node& node, const ConvShape& s)
@@ -72,12 +78,12 @@ namespace {
 
     std::int64_t imagesPerChunk(const ConvShape& s)
     {
-        const auto perImage = std::max<std::int64_t>(1, s.cin * s.w.kh * s.w.kw * s.pixels * 4);
+        const auto perImage = std::max<std::int64_t>(1, s.cin * s.w.kd * s.w.kh * s.w.kw * s.pixels * 4);
         return std::clamp<std::int64_t>(kColumnBytes / perImage, 1, std::max<std::int64_t>(s.n, 1));
     }
 
     __global__ void im2colKernel(
-        const float* x, float* col, long long channels, math::Window2d w, long long columns, long long total)
+        const float* x, float* col, long long channels, math::Window w, long long columns, long long total)
     {
         PS_FOR_EACH(e, total)
         col[e] = math::im2colTap(x, channels, w, e / columns, e % columns);
@@ -108,16 +114,17 @@ namespace {
         }
     }
 
-    __global__ void col2imKernel(const float* dcol, float* dx, long long channels, math::Window2d w, long long images)
+    __global__ void col2imKernel(const float* dcol, float* dx, long long channels, math::Window w, long long images)
     {
-        const long long columns = images * w.oh * w.ow;
-        PS_FOR_EACH(e, images * channels * w.h * w.w)
+        const long long columns = images * w.od * w.oh * w.ow;
+        PS_FOR_EACH(e, images * channels * w.id * w.h * w.w)
         {
             const long long ix = e % w.w;
             const long long iy = (e / w.w) % w.h;
-            const long long c = (e / (w.w * w.h)) % channels;
-            const long long i = e / (w.w * w.h * channels);
-            dx[e] = math::col2imPixel(dcol, columns, w, i, c, iy, ix);
+            const long long iz = (e / (w.w * w.h)) % w.id;
+            const long long c = (e / (w.w * w.h * w.id)) % channels;
+            const long long i = e / (w.w * w.h * w.id * channels);
+            dx[e] = math::col2imPixel(dcol, columns, w, i, c, iz, iy, ix);
         }
     }
 
@@ -126,11 +133,11 @@ namespace {
         const Node& node)
     {
         const auto columns = count * s.pixels;
-        auto col = NdArray::empty(ctx.allocator, { s.cin * s.w.kh * s.w.kw, columns });
+        auto col = NdArray::empty(ctx.allocator, { s.cin * s.w.kd * s.w.kh * s.w.kw, columns });
         const auto total = col.numel();
         if (total > 0)
             im2colKernel<<<blocksFor(total), kThreads>>>(
-                f32(x) + first * s.cin * s.w.h * s.w.w, f32(col), s.cin, s.w, columns, total);
+                f32(x) + first * s.cin * volumeOf(s.w), f32(col), s.cin, s.w, columns, total);
         checkLaunch(label(node) + " im2col");
         return col;
     }
@@ -205,7 +212,9 @@ namespace {
         const auto& x = v.in[0];
         const auto s = convShape(node, x, v.in[1]);
         const float* bias = v.in.size() > 2 ? f32(v.in[2]) : nullptr;
-        auto out = NdArray::empty(ctx.allocator, { s.n, s.cout, s.w.oh, s.w.ow });
+        auto out = NdArray::empty(ctx.allocator,
+            x.shape().size() == 5 ? Shape { s.n, s.cout, s.w.od, s.w.oh, s.w.ow }
+                                  : Shape { s.n, s.cout, s.w.oh, s.w.ow });
         if (cudnnConvForward(node, cudnnParams(node, s), x, v.in[1], out, ctx)) {
             const auto total = out.numel();
             if (bias != nullptr && total > 0)
@@ -268,14 +277,14 @@ namespace {
                     asInt(s.patch, node), s.coutG * s.patch, asInt(s.group, node));
             }
             if (dx.defined()) { // dcol_g (patch, columns) = W_g^T dY_g, then gathered back to the images
-                auto dcol = NdArray::empty(ctx.allocator, { s.cin * s.w.kh * s.w.kw, columns });
+                auto dcol = NdArray::empty(ctx.allocator, { s.cin * s.w.kd * s.w.kh * s.w.kw, columns });
                 gemm(ctx.gemm, true, false, asInt(s.patch, node), cols, asInt(s.coutG, node), weight.at(0),
                     asInt(s.patch, node), s.coutG * s.patch, wide.at(0), cols, s.coutG * columns, 0.0F, f32(dcol), cols,
                     s.patch * columns, asInt(s.group, node));
-                const auto pixelsIn = count * s.cin * s.w.h * s.w.w;
+                const auto pixelsIn = count * s.cin * volumeOf(s.w);
                 if (pixelsIn > 0)
                     col2imKernel<<<blocksFor(pixelsIn), kThreads>>>(
-                        f32(dcol), f32(dx) + first * s.cin * s.w.h * s.w.w, s.cin, s.w, count);
+                        f32(dcol), f32(dx) + first * s.cin * volumeOf(s.w), s.cin, s.w, count);
                 checkLaunch(label(node) + " col2im");
             }
         }
@@ -293,15 +302,13 @@ namespace {
     {
         Node conv = node;
         conv.op = OpType::Conv;
-        std::vector<std::int64_t> pads { 0, 0, 0, 0 };
-        if (const auto it = node.attrs.find("pads"); it != node.attrs.end())
-            pads = std::get<std::vector<std::int64_t>>(it->second);
-        std::vector<std::int64_t> extra { 0, 0 };
-        if (const auto it = node.attrs.find("output_padding"); it != node.attrs.end())
-            extra = std::get<std::vector<std::int64_t>>(it->second);
-        if (pads.size() == 4 && extra.size() == 2) {
-            pads[2] -= extra[0];
-            pads[3] -= extra[1];
+        const auto extra = node.intsAttr("output_padding"); // one per spatial axis
+        auto pads = node.intsAttr("pads"); // begins, then ends
+        if (pads.empty())
+            pads.assign(2 * extra.size(), 0);
+        if (!extra.empty() && pads.size() == 2 * extra.size()) {
+            for (std::size_t i = 0; i < extra.size(); ++i)
+                pads[extra.size() + i] -= extra[i];
             conv.attrs["pads"] = pads;
         }
         conv.attrs.erase("output_padding");
@@ -312,16 +319,19 @@ namespace {
     {
         useDevice(ctx.allocator);
         const auto& x = v.in[0];
-        const auto& weight = v.in[1]; // (C, F / group, kh, kw): a Conv weight from F to C channels
+        const auto& weight = v.in[1]; // (C, F / group, [kd,] kh, kw): a Conv weight from F to C channels
         requireF32(node, x);
         requireF32(node, weight);
         const auto& ws = weight.shape();
-        const auto w = transposedWindow(node, x.shape(), ws[2], ws[3]);
+        const auto w = transposedConvWindow(node, x.shape(), ws);
         const auto filters = ws[1] * node.intAttr("group", 1);
         // y = dL/dz of Conv(z, W) at dL/dout = x, z of y's shape (allocated for its shape only).
         const Node conv = asConv(node);
         NodeValues cv;
-        cv.in = { NdArray::empty(ctx.allocator, { x.shape()[0], filters, w.h, w.w }), weight };
+        cv.in = { NdArray::empty(ctx.allocator,
+                      x.shape().size() == 5 ? Shape { x.shape()[0], filters, w.id, w.h, w.w }
+                                            : Shape { x.shape()[0], filters, w.h, w.w }),
+            weight };
         const std::vector<NdArray> gradOut { x };
         const std::vector<bool> need { true, false };
         std::vector<NdArray> gradIn(2);
@@ -330,7 +340,7 @@ namespace {
         auto out = gradIn[0];
         const auto total = out.numel();
         if (v.in.size() > 2 && total > 0)
-            channelBiasKernel<<<blocksFor(total), kThreads>>>(f32(out), f32(v.in[2]), filters, w.h * w.w, total);
+            channelBiasKernel<<<blocksFor(total), kThreads>>>(f32(out), f32(v.in[2]), filters, volumeOf(w), total);
         checkLaunch(label(node) + " bias");
         v.out = { out };
     }

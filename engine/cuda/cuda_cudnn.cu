@@ -277,7 +277,8 @@ namespace {
             if (v < 1 || v > kMax) // an empty batch, or beyond cuDNN's int descriptors
                 return false;
         }
-        return p.symmetricPads && ctx.gemm != GemmPrecision::Bf16 && cudnn() != nullptr;
+        const bool planar = p.w.kd == 1 && p.w.id == 1 && p.w.od == 1; // 2-D descriptors only
+        return planar && p.symmetricPads && ctx.gemm != GemmPrecision::Bf16 && cudnn() != nullptr;
     }
 
     constexpr int kAlgos = 8;

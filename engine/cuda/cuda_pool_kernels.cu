@@ -14,7 +14,7 @@ namespace {
 
     // ---- Pools ----
 
-    __global__ void maxPoolKernel(const float* x, float* out, std::int64_t* argmax, math::Window2d w, long long total)
+    __global__ void maxPoolKernel(const float* x, float* out, std::int64_t* argmax, math::Window w, long long total)
     {
         PS_FOR_EACH(o, total)
         {
@@ -28,7 +28,7 @@ namespace {
     }
 
     __global__ void maxPoolGradKernel(
-        const float* dy, const std::int64_t* argmax, float* dx, math::Window2d w, long long total)
+        const float* dy, const std::int64_t* argmax, float* dx, math::Window w, long long total)
     {
         PS_FOR_EACH(e, total)
         {

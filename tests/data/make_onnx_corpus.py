@@ -209,6 +209,41 @@ def define_modules(torch):
             y = torch.relu(self.mix(y + x.mean(1, keepdim=True)))
             return self.head(y.mean((2, 3)))
 
+    class Volume3d(nn.Module):
+        """A 3-D convolutional net over video clips or volumes, as users write one: a Conv3d stem
+        strided over space, BatchNorm3d, a grouped convolution dilated in time with a residual, a
+        ConvTranspose3d back up (output_padding), then a classifier over the pooled features."""
+
+        def __init__(self, classes=10):
+            super().__init__()
+            self.stem = nn.Conv3d(3, 8, 3, stride=(1, 2, 2), padding=1)
+            self.bn = nn.BatchNorm3d(8)
+            self.mix = nn.Conv3d(8, 8, (3, 1, 3), padding=(2, 0, 1), dilation=(2, 1, 1), groups=2)
+            self.up = nn.ConvTranspose3d(8, 4, 3, stride=(1, 2, 2), padding=1, output_padding=(0, 1, 1))
+            self.head = nn.Linear(4, classes)
+
+        def forward(self, x):  # (B, 3, T, H, W)
+            y = torch.relu(self.bn(self.stem(x)))
+            y = torch.relu(self.mix(y)) + y
+            y = torch.relu(self.up(y))
+            return self.head(y.mean((2, 3, 4)))
+
+    class TemporalUpsampler(nn.Module):
+        """A 1-D decoder over time (audio or TCN upsampling): a strided Conv1d down, ConvTranspose1d
+        back up (stride 2 with output_padding; grouped and dilated), a skip, a classifier head."""
+
+        def __init__(self, classes=10):
+            super().__init__()
+            self.down = nn.Conv1d(4, 8, 5, stride=2, padding=2)
+            self.up = nn.ConvTranspose1d(8, 8, 3, stride=2, padding=1, output_padding=1)
+            self.mix = nn.ConvTranspose1d(8, 4, 3, padding=2, groups=2, dilation=2)
+            self.head = nn.Linear(4, classes)
+
+        def forward(self, x):  # (B, 4, L)
+            y = torch.relu(self.up(torch.relu(self.down(x))))
+            y = torch.relu(self.mix(y + x.mean(1, keepdim=True)))
+            return self.head(y.mean(2))
+
     class EinsumExperts(nn.Module):
         """Mixture-of-experts experts written with einsum, as users write them: every token through
         every expert ("btd,edf->btef": a batch index, kept and summed groups), gated, then summed
@@ -276,7 +311,8 @@ def define_modules(torch):
             return self.decoder(tgt, memory)
 
     return {"Gpt": Gpt, "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
-            "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts, "TopKGate": TopKGate}
+            "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts, "TopKGate": TopKGate, "Volume3d": Volume3d,
+            "TemporalUpsampler": TemporalUpsampler}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,6 +377,10 @@ def corpus(torch, torchvision):
     yield "mlp_bn_dropout", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "random"
     yield "mlp_bn_dropout_trained", lambda: hand["Mlp"](), [("input", image((4, 32)))], None, "trained"
     yield "updecoder_convtranspose", lambda: hand["UpDecoder"](), [("input", image((2, 3, 16, 16)))], None, "random"
+    yield "volume_conv3d", lambda: hand["Volume3d"](), [("input", image((2, 3, 4, 8, 8)))], None, "random"
+    yield "volume_conv3d_trained", lambda: hand["Volume3d"](), [("input", image((2, 3, 4, 8, 8)))], None, "trained"
+    yield "temporal_convtranspose1d", lambda: hand["TemporalUpsampler"](), [("input", image((2, 4, 16)))], None, \
+        "random"
     yield "experts_einsum", lambda: hand["EinsumExperts"](), [("input", image((2, 8, 16)))], None, "random"
     yield "topk_gate_scatter", lambda: hand["TopKGate"](), [("input", image((4, 16)))], None, "random"
 

@@ -74,6 +74,12 @@ TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
         { { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1 } }, { "pads", Shape { 0, 1, 2, 0 } } },
             { 2, 4, 6, 6 }, { 6, 2, 2, 3 } },
         { { { "group", std::int64_t { 3 } }, { "strides", Shape { 1, 3 } } }, { 2, 3, 5, 8 }, { 3, 1, 3, 2 } },
+        // 3-D: over (N, C, D, H, W), the depth strided, padded and dilated too
+        { { { "strides", Shape { 2, 1, 2 } }, { "pads", Shape { 1, 0, 1, 0, 1, 1 } },
+              { "dilations", Shape { 1, 2, 1 } } },
+            { 2, 2, 5, 6, 5 }, { 3, 2, 2, 2, 3 } },
+        { { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1, 1 } } }, { 1, 4, 6, 3, 4 },
+            { 4, 2, 2, 2, 2 } },
     };
     for (const auto& c : cases) {
         const auto node = makeNode(OpType::Conv, c.attrs);
@@ -82,10 +88,11 @@ TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
         const auto dy = random(out[0].shape());
         const auto grads = backwardCpu(node, v, dy);
 
-        const auto win = slidingWindow(node, c.x, c.w[2], c.w[3]);
+        const auto win = convWindow(node, c.x, c.w);
+        const std::int64_t taps = win.kd * win.kh * win.kw;
         const std::int64_t n = c.x[0], cin = c.x[1], cout = c.w[0], group = cin / c.w[1];
-        const std::int64_t cinG = cin / group, coutG = cout / group, patch = cinG * c.w[2] * c.w[3];
-        const std::int64_t pixels = win.oh * win.ow, columns = n * pixels, rows = cin * c.w[2] * c.w[3];
+        const std::int64_t cinG = cin / group, coutG = cout / group, patch = cinG * taps;
+        const std::int64_t pixels = win.od * win.oh * win.ow, columns = n * pixels, rows = cin * taps;
         std::vector<float> col(static_cast<std::size_t>(rows * columns));
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t q = 0; q < columns; ++q)
@@ -119,10 +126,11 @@ TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
         std::vector<float> dx(static_cast<std::size_t>(v.in[0].numel()));
         for (std::int64_t i = 0; i < n; ++i)
             for (std::int64_t ch = 0; ch < cin; ++ch)
-                for (std::int64_t iy = 0; iy < win.h; ++iy)
-                    for (std::int64_t ix = 0; ix < win.w; ++ix)
-                        dx[static_cast<std::size_t>(((i * cin + ch) * win.h + iy) * win.w + ix)] =
-                            math::col2imPixel(dcol.data(), columns, win, i, ch, iy, ix);
+                for (std::int64_t iz = 0; iz < win.id; ++iz)
+                    for (std::int64_t iy = 0; iy < win.h; ++iy)
+                        for (std::int64_t ix = 0; ix < win.w; ++ix)
+                            dx[static_cast<std::size_t>((((i * cin + ch) * win.id + iz) * win.h + iy) * win.w + ix)] =
+                                math::col2imPixel(dcol.data(), columns, win, i, ch, iz, iy, ix);
         EXPECT_LT(worstDifference(dx.data(), grads[0].f32(), grads[0].numel()), 1e-5F) << node.name << " dX";
         EXPECT_LT(worstDifference(dw.data(), grads[1].f32(), grads[1].numel()), 1e-4F) << node.name << " dW";
     }

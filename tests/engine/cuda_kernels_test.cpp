@@ -173,6 +173,14 @@ public:
             { random({ 1, 2, 4, 5 }), random({ 2, 3, 3, 3 }) }, { true, true }, 1e-4);
         add(OpType::ConvTranspose, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 1, 2 } } },
             { random({ 2, 4, 5, 5 }), random({ 4, 3, 2, 2 }) }, { true, true }, 1e-4);
+        add(OpType::Conv, // 3-D: the im2col path (cuDNN takes 2-D windows only)
+            { { "strides", Shape { 2, 1, 2 } }, { "pads", Shape { 1, 0, 1, 0, 1, 1 } },
+                { "dilations", Shape { 1, 2, 1 } } },
+            { random({ 2, 3, 5, 6, 5 }), random({ 4, 3, 2, 2, 3 }), random({ 4 }) }, { true, true, true }, 1e-4);
+        add(OpType::ConvTranspose,
+            { { "strides", Shape { 2, 2, 1 } }, { "pads", Shape { 1, 0, 0, 0, 1, 1 } },
+                { "output_padding", Shape { 1, 0, 0 } }, { "group", std::int64_t { 2 } } },
+            { random({ 2, 4, 3, 3, 4 }), random({ 4, 2, 3, 2, 3 }), random({ 4 }) }, { true, true, true }, 1e-4);
         add(OpType::BatchNorm, { { "epsilon", 1e-5 }, { "momentum", 0.9 } },
             { random({ 4, 5, 6, 7 }), random({ 5 }), random({ 5 }), random({ 5 }), random({ 5 }, 0.5F, 1.5F) },
             { true, true, true, false, false }, 1e-4);

@@ -118,6 +118,24 @@ TEST_F(KernelGrad, ConvolutionalOps)
         { random({ 1, 2, 3, 4 }), random({ 2, 3, 3, 3 }) }, { true, true } });
 }
 
+// Over (N, C, D, H, W): strides, pads (begins, then ends), dilations and groups per axis.
+TEST_F(KernelGrad, ThreeDimensionalConvolutions)
+{
+    check({ node(OpType::Conv,
+                { { "strides", Shape { 2, 1, 2 } }, { "pads", Shape { 1, 0, 1, 0, 1, 1 } },
+                    { "dilations", Shape { 1, 2, 1 } } }),
+        { random({ 2, 2, 4, 5, 4 }), random({ 3, 2, 2, 2, 3 }), random({ 3 }) }, { true, true, true } });
+    check({ node(OpType::Conv, { { "group", std::int64_t { 2 } } }),
+        { random({ 1, 4, 3, 3, 3 }), random({ 2, 2, 3, 1, 2 }) }, { true, true } });
+    check({ node(OpType::ConvTranspose,
+                { { "strides", Shape { 2, 2, 1 } }, { "pads", Shape { 1, 0, 0, 0, 1, 1 } },
+                    { "output_padding", Shape { 1, 0, 0 } } }),
+        { random({ 1, 2, 2, 3, 3 }), random({ 2, 2, 3, 2, 3 }), random({ 2 }) }, { true, true, true } });
+    auto bn = node(OpType::BatchNorm, { { "epsilon", 1e-5 } });
+    check({ bn, { random({ 2, 2, 2, 2, 3 }), random({ 2 }), random({ 2 }), random({ 2 }), random({ 2 }, 0.5F, 1.0F) },
+        { true, true, true, false, false } });
+}
+
 TEST(EngineAllocator, OutOfMemoryNamesTheNode)
 {
     Allocator alloc("cpu", 4096);
