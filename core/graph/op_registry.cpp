@@ -325,7 +325,8 @@ namespace {
             add(d);
         }
         {
-            OpDef d { OpType::GlobalAvgPool, "GlobalAvgPool", "(N, C, H, W) -> (N, C, 1, 1)", 1, 1, globalPoolShape };
+            OpDef d { OpType::GlobalAvgPool, "GlobalAvgPool",
+                "(N, C, spatial...) -> (N, C, 1, ...): the mean of every plane or volume", 1, 1, globalPoolShape };
             d.forwardFlops = 1;
             d.backwardFlops = 1;
             d.basis = CostBasis::Input;

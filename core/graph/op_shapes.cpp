@@ -370,9 +370,12 @@ namespace opshapes {
     Shapes globalPoolShape(const Node&, const Inputs& in)
     {
         const Shape& x = in[0]->shape;
-        if (x.size() != 4)
-            throw Error("GlobalAvgPool needs an (N, C, H, W) input, got " + formatShape(x));
-        return { Shape { x[0], x[1], 1, 1 } };
+        if (x.size() < 3)
+            throw Error("GlobalAvgPool needs an (N, C, ...) input with a spatial axis, got " + formatShape(x));
+        Shape out(x.size(), 1); // every spatial axis to one
+        out[0] = x[0];
+        out[1] = x[1];
+        return { out };
     }
 
     Shapes triluShape(const Node&, const Inputs& in)

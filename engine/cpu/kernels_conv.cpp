@@ -383,8 +383,11 @@ namespace {
     {
         const auto& x = v.in[0];
         const auto planes = x.shape()[0] * x.shape()[1];
-        const auto area = x.shape()[2] * x.shape()[3];
-        auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], 1, 1 });
+        const auto area = planes > 0 ? x.numel() / planes : 0; // an (H, W) plane or a (D, H, W) volume
+        Shape pooled(x.shape().size(), 1);
+        pooled[0] = x.shape()[0];
+        pooled[1] = x.shape()[1];
+        auto out = NdArray::empty(ctx.allocator, pooled);
         for (std::int64_t pl = 0; pl < planes; ++pl)
             out.f32()[pl] = math::planeMean(x.f32() + pl * area, area);
         v.out = { out };
@@ -396,7 +399,7 @@ namespace {
         const auto& dy = g.gradOut[0];
         auto dx = NdArray::empty(ctx.allocator, x.shape());
         const auto planes = x.shape()[0] * x.shape()[1];
-        const auto area = x.shape()[2] * x.shape()[3];
+        const auto area = planes > 0 ? x.numel() / planes : 0;
         for (std::int64_t pl = 0; pl < planes; ++pl) {
             for (std::int64_t s = 0; s < area; ++s)
                 dx.f32()[pl * area + s] = dy.f32()[pl] / static_cast<float>(area);

@@ -1,5 +1,5 @@
 // CUDA kernels of the pools: MaxPool (its argmax kept for the backward), AvgPool and
-// GlobalAvgPool, forward and backward, on (N, C, H, W) f32 arrays; windows from
+// GlobalAvgPool (also over (N, C, D, H, W)), forward and backward, on (N, C, H, W) f32 arrays; windows from
 // engine/conv_geometry.h and index math from engine/conv_math.h, as on the CPU. The backwards
 // gather (one thread per input element): no atomics.
 #include "conv_geometry.h"
@@ -140,12 +140,16 @@ namespace {
         useDevice(ctx.allocator);
         const auto& x = v.in[0];
         requireF32(node, x);
-        if (x.shape().size() != 4)
-            throw Error(label(node) + ": needs an (N, C, H, W) input, got " + formatShape(x.shape()));
+        if (x.shape().size() < 3)
+            throw Error(
+                label(node) + ": needs an (N, C, ...) input with a spatial axis, got " + formatShape(x.shape()));
         const auto planes = x.shape()[0] * x.shape()[1];
-        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), 1, 1));
+        Shape pooled(x.shape().size(), 1); // every spatial axis to one
+        pooled[0] = x.shape()[0];
+        pooled[1] = x.shape()[1];
+        auto out = NdArray::empty(ctx.allocator, pooled);
         if (planes > 0)
-            planeMeanKernel<<<blocksFor(planes), kThreads>>>(f32(x), f32(out), x.shape()[2] * x.shape()[3], planes);
+            planeMeanKernel<<<blocksFor(planes), kThreads>>>(f32(x), f32(out), x.numel() / planes, planes);
         checkLaunch(label(node));
         v.out = { out };
     }
@@ -156,9 +160,9 @@ namespace {
         const auto& x = v.in[0];
         auto dx = NdArray::empty(ctx.allocator, x.shape());
         const auto total = dx.numel();
+        const auto planes = x.shape()[0] * x.shape()[1];
         if (total > 0)
-            planeSpreadKernel<<<blocksFor(total), kThreads>>>(
-                f32(g.gradOut[0]), f32(dx), x.shape()[2] * x.shape()[3], total);
+            planeSpreadKernel<<<blocksFor(total), kThreads>>>(f32(g.gradOut[0]), f32(dx), total / planes, total);
         checkLaunch(label(node));
         g.gradIn[0] = dx;
     }

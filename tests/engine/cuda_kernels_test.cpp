@@ -199,6 +199,7 @@ public:
                 { "count_include_pad", std::int64_t { 1 } } },
             { random({ 2, 3, 10, 9 }) }, { true });
         add(OpType::GlobalAvgPool, none, { random({ 2, 6, 7, 5 }) }, { true });
+        add(OpType::GlobalAvgPool, none, { random({ 2, 3, 3, 4, 5 }) }, { true }); // over volumes
         return c;
     }
 };

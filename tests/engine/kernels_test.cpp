@@ -118,7 +118,8 @@ TEST_F(KernelGrad, ConvolutionalOps)
         { random({ 1, 2, 3, 4 }), random({ 2, 3, 3, 3 }) }, { true, true } });
 }
 
-// Over (N, C, D, H, W): strides, pads (begins, then ends), dilations and groups per axis.
+// Over (N, C, D, H, W): strides, pads (begins, then ends), dilations and groups per axis; the
+// global average pool and batch normalization over volumes.
 TEST_F(KernelGrad, ThreeDimensionalConvolutions)
 {
     check({ node(OpType::Conv,
@@ -131,6 +132,7 @@ TEST_F(KernelGrad, ThreeDimensionalConvolutions)
                 { { "strides", Shape { 2, 2, 1 } }, { "pads", Shape { 1, 0, 0, 0, 1, 1 } },
                     { "output_padding", Shape { 1, 0, 0 } } }),
         { random({ 1, 2, 2, 3, 3 }), random({ 2, 2, 3, 2, 3 }), random({ 2 }) }, { true, true, true } });
+    check({ node(OpType::GlobalAvgPool), { random({ 2, 3, 2, 3, 2 }) }, { true } });
     auto bn = node(OpType::BatchNorm, { { "epsilon", 1e-5 } });
     check({ bn, { random({ 2, 2, 2, 2, 3 }), random({ 2 }), random({ 2 }), random({ 2 }), random({ 2 }, 0.5F, 1.0F) },
         { true, true, true, false, false } });
