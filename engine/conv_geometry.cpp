@@ -140,20 +140,6 @@ namespace {
 
 } // namespace
 
-math::Window slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw)
-{
-    if (x.size() != 4)
-        throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x));
-    const auto s = intsOr(node, "strides", { 1, 1 }, 2);
-    const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
-    const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
-    const bool ceil = node.intAttr("ceil_mode", 0) != 0;
-    math::Window w { kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], x[2], x[3], 0, 0 };
-    w.oh = slideCount(x[2], p[0], p[2], d[0], kh, s[0], ceil);
-    w.ow = slideCount(x[3], p[1], p[3], d[1], kw, s[1], ceil);
-    return w;
-}
-
 namespace {
 
     // The strides, pads (begins, then ends), dilations and output_padding of a convolution over the
@@ -232,29 +218,52 @@ math::Window transposedConvWindow(const Node& node, const Shape& x, const Shape&
     return windowOf(a, image, grid);
 }
 
+namespace {
+
+    // A pool's kernel, strides, pads (begins, then ends) and dilations over the 2 or 3 spatial axes of x.
+    ConvAttrs poolAttrs(const Node& node, const Shape& x)
+    {
+        if (x.size() != 4 && x.size() != 5)
+            throw Error(where(node) + "needs an (N, C, H, W) or (N, C, D, H, W) input, got " + formatShape(x));
+        const auto n = x.size() - 2;
+        auto k = intsOr(node, "kernel", {}, n);
+        if (k.empty())
+            throw Error(where(node) + "needs attribute 'kernel' (" + std::to_string(n) + " values)");
+        return { n, std::move(k), intsOr(node, "strides", std::vector<std::int64_t>(n, 1), n),
+            intsOr(node, "pads", std::vector<std::int64_t>(2 * n, 0), 2 * n),
+            intsOr(node, "dilations", std::vector<std::int64_t>(n, 1), n), {} };
+    }
+
+} // namespace
+
 math::Window maxPoolWindow(const Node& node, const Shape& x)
 {
-    const auto k = intsOr(node, "kernel", {}, 2);
-    if (k.empty())
-        throw Error(where(node) + "needs attribute 'kernel' (2 values)");
-    return slidingWindow(node, x, k[0], k[1]);
+    const auto a = poolAttrs(node, x);
+    const auto n = a.spatial;
+    const bool ceil = node.intAttr("ceil_mode", 0) != 0;
+    const std::vector<std::int64_t> image(x.begin() + 2, x.end());
+    std::vector<std::int64_t> grid(n);
+    for (std::size_t i = 0; i < n; ++i)
+        grid[i] = slideCount(image[i], a.p[i], a.p[n + i], a.d[i], a.k[i], a.s[i], ceil);
+    return windowOf(a, image, grid);
 }
 
 AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x)
 {
-    if (x.size() != 4)
-        throw Error(where(node) + "needs an (N, C, H, W) input, got " + formatShape(x));
-    const auto k = intsOr(node, "kernel", {}, 2);
-    if (k.empty())
-        throw Error(where(node) + "needs attribute 'kernel' (2 values)");
-    const auto s = intsOr(node, "strides", { 1, 1 }, 2);
-    const auto p = intsOr(node, "pads", { 0, 0, 0, 0 }, 4);
-    const auto d = intsOr(node, "dilations", { 1, 1 }, 2);
-    if (d[0] != 1 || d[1] != 1)
-        throw Error(where(node) + "dilated average pooling is not supported");
+    const auto a = poolAttrs(node, x);
+    const auto n = a.spatial;
+    for (const auto dilation : a.d) {
+        if (dilation != 1)
+            throw Error(where(node) + "dilated average pooling is not supported");
+    }
     const bool ceil = node.intAttr("ceil_mode", 0) != 0;
-    return { poolDim(node, x[2], k[0], s[0], p[0], p[2], ceil), poolDim(node, x[3], k[1], s[1], p[1], p[3], ceil),
-        node.intAttr("count_include_pad", 0) != 0 };
+    std::vector<math::PoolDim> dims;
+    for (std::size_t i = 0; i < n; ++i)
+        dims.push_back(poolDim(node, x[2 + i], a.k[i], a.s[i], a.p[i], a.p[n + i], ceil));
+    AvgPoolGeometry g { dims[n - 2], dims[n - 1], node.intAttr("count_include_pad", 0) != 0 };
+    if (n == 3)
+        g.d = dims[0];
+    return g;
 }
 
 ResizeGeometry resizeGeometry(const Node& node, const Shape& xs)

@@ -10,11 +10,6 @@
 
 namespace ps::engine {
 
-// A pooling's (or a 2-D convolution's) window over an (N, C, H, W) input for a kh x kw kernel (strides, pads
-// (top, left, bottom, right), dilations, ceil_mode; pooling's ceil_mode keeps a last partial window
-// that starts inside the input or its leading pad, as PyTorch and ONNX).
-[[nodiscard]] math::Window slidingWindow(const Node& node, const Shape& x, std::int64_t kh, std::int64_t kw);
-
 // Conv's window over an (N, C, H, W) or (N, C, D, H, W) input for a weight (F, C / group, [kd,]
 // kh, kw): strides, pads (begins, then ends), dilations. Throws naming the node where the ranks
 // differ, an attribute has the wrong count, or no window fits.
@@ -25,17 +20,19 @@ namespace ps::engine {
 // output_padding + 1 along each axis), its grid of windows being the input.
 [[nodiscard]] math::Window transposedConvWindow(const Node& node, const Shape& x, const Shape& weight);
 
-// MaxPool's window (its `kernel` attribute).
+// MaxPool's window (its `kernel` attribute) over an (N, C, H, W) or (N, C, D, H, W) input.
 [[nodiscard]] math::Window maxPoolWindow(const Node& node, const Shape& x);
 
 struct AvgPoolGeometry
 {
     math::PoolDim h, w;
     bool includePad = false;
+    math::PoolDim d = math::kUnitPoolDim; // a 3-D pool's depth; one plane for a 2-D one
 };
 
-// AvgPool's spans, as torch.nn.functional.avg_pool2d; throws naming the node for a missing kernel,
-// a non-4-d input, dilations, or a kernel larger than the padded input.
+// AvgPool's spans, as torch.nn.functional.avg_pool2d (avg_pool3d over (N, C, D, H, W)); throws
+// naming the node for a missing kernel, an input of another rank, dilations, or a kernel larger
+// than the padded input.
 [[nodiscard]] AvgPoolGeometry avgPoolGeometry(const Node& node, const Shape& x);
 
 // Resize of the last two dims (ONNX Resize with sizes; mode nearest or linear; the coordinate

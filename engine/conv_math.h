@@ -76,25 +76,32 @@ PS_HOST_DEVICE inline float col2imPixel(const float* dcol, long long columns, co
 }
 
 // ---- Max pooling: the window's maximum and where it is; the gradient gathered by argmax ----
+// Over one (H, W) plane, or one (D, H, W) volume of a 3-D pool (a 2-D window has one plane).
 
 struct MaxTap
 {
     float value;
-    long long at; // y * w + x in the plane, -1 for a window with no input tap
+    long long at; // (z * h + y) * w + x in the volume, -1 for a window with no input tap
 };
 
-PS_HOST_DEVICE inline MaxTap maxPoolWindow(const float* plane, const Window& w, long long y, long long x)
+PS_HOST_DEVICE inline MaxTap maxPoolWindow(const float* volume, const Window& w, long long z, long long y, long long x)
 {
     MaxTap best { -INFINITY, -1 };
-    for (long long ki = 0; ki < w.kh; ++ki) {
-        const long long iy = y * w.sh - w.pt + ki * w.dh;
-        if (iy < 0 || iy >= w.h)
+    for (long long kz = 0; kz < w.kd; ++kz) {
+        const long long iz = z * w.sd - w.pf + kz * w.dd;
+        if (iz < 0 || iz >= w.id)
             continue;
-        for (long long kj = 0; kj < w.kw; ++kj) {
-            const long long ix = x * w.sw - w.pl + kj * w.dw;
-            if (ix >= 0 && ix < w.w && plane[iy * w.w + ix] > best.value) {
-                best.value = plane[iy * w.w + ix];
-                best.at = iy * w.w + ix;
+        for (long long ki = 0; ki < w.kh; ++ki) {
+            const long long iy = y * w.sh - w.pt + ki * w.dh;
+            if (iy < 0 || iy >= w.h)
+                continue;
+            for (long long kj = 0; kj < w.kw; ++kj) {
+                const long long ix = x * w.sw - w.pl + kj * w.dw;
+                const long long at = (iz * w.h + iy) * w.w + ix;
+                if (ix >= 0 && ix < w.w && volume[at] > best.value) {
+                    best.value = volume[at];
+                    best.at = at;
+                }
             }
         }
     }
@@ -112,31 +119,38 @@ PS_HOST_DEVICE inline void windowsReaching(long long i, long long pad, long long
         hi = out;
 }
 
-// dx at (iy, ix) of one plane: the output gradients of the windows whose maximum was this pixel.
+// dx at (iz, iy, ix) of one volume: the output gradients of the windows whose maximum was this pixel.
 PS_HOST_DEVICE inline float maxPoolGradPixel(
-    const float* dyPlane, const std::int64_t* argmaxPlane, const Window& w, long long iy, long long ix)
+    const float* dyVolume, const std::int64_t* argmaxVolume, const Window& w, long long iz, long long iy, long long ix)
 {
-    long long y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    long long z0 = 0, z1 = 0, y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    windowsReaching(iz, w.pf, w.kd, w.sd, w.dd, w.od, z0, z1);
     windowsReaching(iy, w.pt, w.kh, w.sh, w.dh, w.oh, y0, y1);
     windowsReaching(ix, w.pl, w.kw, w.sw, w.dw, w.ow, x0, x1);
-    const long long at = iy * w.w + ix;
+    const long long at = (iz * w.h + iy) * w.w + ix;
     float sum = 0.0F;
-    for (long long y = y0; y < y1; ++y) {
-        for (long long x = x0; x < x1; ++x) {
-            if (argmaxPlane[y * w.ow + x] == at)
-                sum += dyPlane[y * w.ow + x];
+    for (long long z = z0; z < z1; ++z) {
+        for (long long y = y0; y < y1; ++y) {
+            for (long long x = x0; x < x1; ++x) {
+                const long long o = (z * w.oh + y) * w.ow + x;
+                if (argmaxVolume[o] == at)
+                    sum += dyVolume[o];
+            }
         }
     }
     return sum;
 }
 
-// ---- Average pooling, as torch.nn.functional.avg_pool2d ----
+// ---- Average pooling, as torch.nn.functional.avg_pool2d (avg_pool3d with a depth) ----
 
 // One spatial dim: output o averages input [o * stride - padBefore, + kernel), clipped.
 struct PoolDim
 {
     long long size, kernel, stride, padBefore, padAfter, out;
 };
+
+// The depth of a 2-D pool: one plane.
+inline constexpr PoolDim kUnitPoolDim { 1, 1, 1, 0, 0, 1 };
 
 // Output o's input range [lo, hi) and its extent clipped to the padded input (the
 // count_include_pad divisor).
@@ -154,38 +168,46 @@ PS_HOST_DEVICE inline PoolSpan poolSpan(const PoolDim& d, long long o)
     return { start < 0 ? 0 : start, end < d.size ? end : d.size, end - start };
 }
 
-PS_HOST_DEVICE inline float poolDivisor(bool includePad, const PoolSpan& y, const PoolSpan& x)
+PS_HOST_DEVICE inline float poolDivisor(bool includePad, const PoolSpan& z, const PoolSpan& y, const PoolSpan& x)
 {
-    const long long n = includePad ? y.padded * x.padded : (y.hi - y.lo) * (x.hi - x.lo);
+    const long long n = includePad ? z.padded * y.padded * x.padded : (z.hi - z.lo) * (y.hi - y.lo) * (x.hi - x.lo);
     return static_cast<float>(n < 1 ? 1 : n);
 }
 
-PS_HOST_DEVICE inline float avgPoolValue(
-    const float* plane, const PoolDim& h, const PoolDim& w, bool includePad, long long oy, long long ox)
+// The average of output (oz, oy, ox) over one volume of d x h x w.
+PS_HOST_DEVICE inline float avgPoolValue(const float* volume, const PoolDim& d, const PoolDim& h, const PoolDim& w,
+    bool includePad, long long oz, long long oy, long long ox)
 {
+    const PoolSpan zs = poolSpan(d, oz);
     const PoolSpan ys = poolSpan(h, oy);
     const PoolSpan xs = poolSpan(w, ox);
     float sum = 0.0F;
-    for (long long iy = ys.lo; iy < ys.hi; ++iy) {
-        for (long long ix = xs.lo; ix < xs.hi; ++ix)
-            sum += plane[iy * w.size + ix];
+    for (long long iz = zs.lo; iz < zs.hi; ++iz) {
+        for (long long iy = ys.lo; iy < ys.hi; ++iy) {
+            for (long long ix = xs.lo; ix < xs.hi; ++ix)
+                sum += volume[(iz * h.size + iy) * w.size + ix];
+        }
     }
-    return sum / poolDivisor(includePad, ys, xs);
+    return sum / poolDivisor(includePad, zs, ys, xs);
 }
 
-// dx at (iy, ix) of one plane: each window that averaged this pixel passes its share back.
-PS_HOST_DEVICE inline float avgPoolGradPixel(
-    const float* dyPlane, const PoolDim& h, const PoolDim& w, bool includePad, long long iy, long long ix)
+// dx at (iz, iy, ix) of one volume: each window that averaged this pixel passes its share back.
+PS_HOST_DEVICE inline float avgPoolGradPixel(const float* dyVolume, const PoolDim& d, const PoolDim& h,
+    const PoolDim& w, bool includePad, long long iz, long long iy, long long ix)
 {
-    long long y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    long long z0 = 0, z1 = 0, y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    windowsReaching(iz, d.padBefore, d.kernel, d.stride, 1, d.out, z0, z1);
     windowsReaching(iy, h.padBefore, h.kernel, h.stride, 1, h.out, y0, y1);
     windowsReaching(ix, w.padBefore, w.kernel, w.stride, 1, w.out, x0, x1);
     float sum = 0.0F;
-    for (long long oy = y0; oy < y1; ++oy) {
-        const PoolSpan ys = poolSpan(h, oy);
-        for (long long ox = x0; ox < x1; ++ox) {
-            const PoolSpan xs = poolSpan(w, ox);
-            sum += dyPlane[oy * w.out + ox] / poolDivisor(includePad, ys, xs);
+    for (long long oz = z0; oz < z1; ++oz) {
+        const PoolSpan zs = poolSpan(d, oz);
+        for (long long oy = y0; oy < y1; ++oy) {
+            const PoolSpan ys = poolSpan(h, oy);
+            for (long long ox = x0; ox < x1; ++ox) {
+                const PoolSpan xs = poolSpan(w, ox);
+                sum += dyVolume[(oz * h.out + oy) * w.out + ox] / poolDivisor(includePad, zs, ys, xs);
+            }
         }
     }
     return sum;

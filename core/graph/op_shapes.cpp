@@ -360,11 +360,13 @@ namespace opshapes {
 
     Shapes poolShape(const Node& node, const Inputs& in)
     {
-        const auto kernel = spatialAttr(node, "kernel", 2, 0);
-        if (kernel[0] < 1 || kernel[1] < 1)
-            throw Error(std::string(toString(node.op)) + " needs a kernel attribute of two positive sizes");
         const Shape& x = in[0]->shape;
-        return { windowShape(node, x, kernel, x.size() == 4 ? x[1] : 0) };
+        const std::size_t spatial = x.size() == 5 ? 3 : 2; // (N, C, D, H, W) or (N, C, H, W)
+        const auto kernel = spatialAttr(node, "kernel", spatial, 0);
+        if (std::any_of(kernel.begin(), kernel.end(), [](std::int64_t k) { return k < 1; }))
+            throw Error(std::string(toString(node.op)) + " needs a kernel attribute of " + std::to_string(spatial)
+                + " positive sizes");
+        return { windowShape(node, x, kernel, x.size() >= 4 ? x[1] : 0) };
     }
 
     Shapes globalPoolShape(const Node&, const Inputs& in)

@@ -18,7 +18,8 @@ bool explicitPadding(const onnx::NodeProto& node)
     return autoPad == nullptr || autoPad->s() == "NOTSET";
 }
 
-// Over 2 or 3 spatial axes (1-D ones were lowered to 2-D, core/onnx/window_lowering.h).
+// Over 2 or 3 spatial axes (1-D ones were lowered to 2-D, core/onnx/window_lowering.h): the
+// convolutions' and the pools' inputs.
 bool convolutionRank(const Node& n, const MappingContext& ctx)
 {
     const auto rank = rankOf(n, 0, ctx);
@@ -52,8 +53,8 @@ Node convTranspose(const onnx::NodeProto& node, Node n, const MappingContext& ct
 
 Node pool(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
 {
-    // MaxPool's indices output is read; 3-D pools stay opaque.
-    if (!explicitPadding(node) || n.outputs.size() > 1 || rankOf(n, 0, ctx) != 4)
+    // MaxPool's indices output is read; over 2 or 3 spatial axes (1-D ones were lowered to 2-D).
+    if (!explicitPadding(node) || n.outputs.size() > 1 || !convolutionRank(n, ctx))
         return n;
     copyInts(node, n, "kernel_shape", "kernel");
     copyInts(node, n, "strides", "strides");

@@ -45,6 +45,7 @@ CpuBackend::CpuBackend()
     detail::registerNnKernels(m_kernels);
     detail::registerLayoutKernels(m_kernels);
     detail::registerConvKernels(m_kernels);
+    detail::registerResampleKernels(m_kernels);
     detail::registerElementwiseKernels(m_kernels);
     detail::registerIndexKernels(m_kernels);
     detail::registerGatherKernels(m_kernels);

@@ -38,8 +38,10 @@ void registerMathKernels(KernelTable& table);
 void registerNnKernels(KernelTable& table);
 // Reshape, Transpose, Split, Slice, Concat, Select, Expand.
 void registerLayoutKernels(KernelTable& table);
-// Conv, BatchNorm, MaxPool, AvgPool, GlobalAvgPool, Pad, Resize.
+// Conv, ConvTranspose, BatchNorm, MaxPool, AvgPool, GlobalAvgPool.
 void registerConvKernels(KernelTable& table);
+// Pad and Resize (kernels_resample.cpp).
+void registerResampleKernels(KernelTable& table);
 // Activations, unary math, Max/Min, comparisons and logic, Where, Cast.
 void registerElementwiseKernels(KernelTable& table);
 // ReduceSum/ReduceMax, CumSum, Trilu.

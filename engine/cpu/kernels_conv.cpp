@@ -1,6 +1,6 @@
-// The spatial ops on (N, C, H, W) arrays: convolution and its transpose (im2col + sgemm, groups; also
-// over (N, C, D, H, W)), batch normalization, max, average and global average pooling, Pad and
-// Resize, over the index math of engine/conv_math.h that the CUDA kernels share.
+// The spatial ops on (N, C, H, W) and (N, C, D, H, W) arrays: convolution and its transpose (im2col +
+// sgemm, groups), batch normalization, max, average and global average pooling, over the index
+// math of engine/conv_math.h that the CUDA kernels share (Pad and Resize: kernels_resample.cpp).
 #include "conv_geometry.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
@@ -79,10 +79,10 @@ namespace {
         }
     }
 
-    // The shape of a batch of `n` images of `channels` over the window's (depth,) height and width.
-    Shape imageShape(std::int64_t n, std::int64_t channels, const Window& w, bool threeD)
+    // (n, channels, [d,] h, w): a batch of images, or of volumes where `threeD`.
+    Shape batchShape(std::int64_t n, std::int64_t channels, std::int64_t d, std::int64_t h, std::int64_t w, bool threeD)
     {
-        return threeD ? Shape { n, channels, w.id, w.h, w.w } : Shape { n, channels, w.h, w.w };
+        return threeD ? Shape { n, channels, d, h, w } : Shape { n, channels, h, w };
     }
 
     struct ConvDims
@@ -138,9 +138,8 @@ namespace {
         const auto& x = v.in[0];
         const auto& weight = v.in[1];
         const auto d = convDims(node, x, weight);
-        auto out = NdArray::empty(ctx.allocator,
-            x.shape().size() == 5 ? Shape { d.n, d.cout, d.w.od, d.w.oh, d.w.ow }
-                                  : Shape { d.n, d.cout, d.w.oh, d.w.ow });
+        auto out =
+            NdArray::empty(ctx.allocator, batchShape(d.n, d.cout, d.w.od, d.w.oh, d.w.ow, x.shape().size() == 5));
         auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
         const auto volume = d.w.id * d.w.h * d.w.w;
         for (std::int64_t i = 0; i < d.n; ++i) {
@@ -216,7 +215,7 @@ namespace {
         const auto& x = v.in[0];
         const auto& weight = v.in[1];
         const auto d = transposedDims(node, x, weight);
-        auto out = NdArray::zeros(ctx.allocator, imageShape(d.n, d.cout, d.w, x.shape().size() == 5));
+        auto out = NdArray::zeros(ctx.allocator, batchShape(d.n, d.cout, d.w.id, d.w.h, d.w.w, x.shape().size() == 5));
         const auto volume = d.w.id * d.w.h * d.w.w;
         auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
         for (std::int64_t i = 0; i < d.n; ++i) {
@@ -338,21 +337,29 @@ namespace {
 
     // ---- MaxPool (the argmax of each window saved for backward) and GlobalAvgPool ----
 
+    // A pool's output shape: (N, C, [od,] oh, ow), as many spatial axes as the input's.
+    Shape pooledShape(const Shape& x, std::int64_t od, std::int64_t oh, std::int64_t ow)
+    {
+        return batchShape(x[0], x[1], od, oh, ow, x.size() == 5);
+    }
+
     void maxPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         const auto w = maxPoolWindow(node, x.shape());
-        const auto planes = x.shape()[0] * x.shape()[1];
-        auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], w.oh, w.ow });
+        const auto volumes = x.shape()[0] * x.shape()[1];
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), w.od, w.oh, w.ow));
         auto argmax = NdArray::empty(ctx.allocator, out.shape(), DType::I64);
-        for (std::int64_t pl = 0; pl < planes; ++pl) {
-            const float* img = x.f32() + pl * w.h * w.w;
-            for (std::int64_t y = 0; y < w.oh; ++y) {
-                for (std::int64_t xo = 0; xo < w.ow; ++xo) {
-                    const auto best = math::maxPoolWindow(img, w, y, xo);
-                    const auto o = (pl * w.oh + y) * w.ow + xo;
-                    out.f32()[o] = best.value;
-                    argmax.i64()[o] = best.at;
+        std::int64_t o = 0;
+        for (std::int64_t vol = 0; vol < volumes; ++vol) {
+            const float* img = x.f32() + vol * w.id * w.h * w.w;
+            for (std::int64_t z = 0; z < w.od; ++z) {
+                for (std::int64_t y = 0; y < w.oh; ++y) {
+                    for (std::int64_t xo = 0; xo < w.ow; ++xo, ++o) {
+                        const auto best = math::maxPoolWindow(img, w, z, y, xo);
+                        out.f32()[o] = best.value;
+                        argmax.i64()[o] = best.at;
+                    }
                 }
             }
         }
@@ -366,14 +373,17 @@ namespace {
         const auto& dy = g.gradOut[0];
         const auto w = maxPoolWindow(node, x.shape());
         auto dx = NdArray::empty(ctx.allocator, x.shape());
-        const auto planes = x.shape()[0] * x.shape()[1];
-        for (std::int64_t pl = 0; pl < planes; ++pl) {
-            const float* d = dy.f32() + pl * w.oh * w.ow;
-            const std::int64_t* at = v.saved[0].i64() + pl * w.oh * w.ow;
-            float* o = dx.f32() + pl * w.h * w.w;
-            for (std::int64_t iy = 0; iy < w.h; ++iy) {
-                for (std::int64_t ix = 0; ix < w.w; ++ix)
-                    o[iy * w.w + ix] = math::maxPoolGradPixel(d, at, w, iy, ix);
+        const auto volumes = x.shape()[0] * x.shape()[1];
+        const auto outVolume = w.od * w.oh * w.ow;
+        float* o = dx.f32();
+        for (std::int64_t vol = 0; vol < volumes; ++vol) {
+            const float* d = dy.f32() + vol * outVolume;
+            const std::int64_t* at = v.saved[0].i64() + vol * outVolume;
+            for (std::int64_t iz = 0; iz < w.id; ++iz) {
+                for (std::int64_t iy = 0; iy < w.h; ++iy) {
+                    for (std::int64_t ix = 0; ix < w.w; ++ix)
+                        *o++ = math::maxPoolGradPixel(d, at, w, iz, iy, ix);
+                }
             }
         }
         g.gradIn[0] = dx;
@@ -407,21 +417,23 @@ namespace {
         g.gradIn[0] = dx;
     }
 
-    // ---- AvgPool on (N, C, H, W), as torch.nn.functional.avg_pool2d ----
+    // ---- AvgPool on (N, C, H, W) or (N, C, D, H, W), as torch.nn.functional.avg_pool2d/3d ----
 
     void avgPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
         requireDType(node, x, DType::F32, "the input");
         const auto p = avgPoolGeometry(node, x.shape());
-        const auto planes = x.shape()[0] * x.shape()[1];
-        auto out = NdArray::empty(ctx.allocator, { x.shape()[0], x.shape()[1], p.h.out, p.w.out }); // (N, C, H', W')
+        const auto volumes = x.shape()[0] * x.shape()[1];
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), p.d.out, p.h.out, p.w.out));
         float* o = out.f32();
-        for (std::int64_t pl = 0; pl < planes; ++pl) {
-            const float* img = x.f32() + pl * p.h.size * p.w.size;
-            for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
-                for (std::int64_t ox = 0; ox < p.w.out; ++ox)
-                    *o++ = math::avgPoolValue(img, p.h, p.w, p.includePad, oy, ox);
+        for (std::int64_t vol = 0; vol < volumes; ++vol) {
+            const float* img = x.f32() + vol * p.d.size * p.h.size * p.w.size;
+            for (std::int64_t oz = 0; oz < p.d.out; ++oz) {
+                for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
+                    for (std::int64_t ox = 0; ox < p.w.out; ++ox)
+                        *o++ = math::avgPoolValue(img, p.d, p.h, p.w, p.includePad, oz, oy, ox);
+                }
             }
         }
         v.out = { out };
@@ -431,142 +443,16 @@ namespace {
     {
         const auto& x = v.in[0];
         const auto p = avgPoolGeometry(node, x.shape());
-        const auto planes = x.shape()[0] * x.shape()[1];
-        const auto dy = gradOrZeros(g.gradOut[0], { x.shape()[0], x.shape()[1], p.h.out, p.w.out }, ctx.allocator);
+        const auto volumes = x.shape()[0] * x.shape()[1];
+        const auto dy = gradOrZeros(g.gradOut[0], pooledShape(x.shape(), p.d.out, p.h.out, p.w.out), ctx.allocator);
         auto dx = NdArray::empty(ctx.allocator, x.shape());
-        for (std::int64_t pl = 0; pl < planes; ++pl) {
-            const float* d = dy.f32() + pl * p.h.out * p.w.out;
-            float* img = dx.f32() + pl * p.h.size * p.w.size;
-            for (std::int64_t iy = 0; iy < p.h.size; ++iy) {
-                for (std::int64_t ix = 0; ix < p.w.size; ++ix)
-                    img[iy * p.w.size + ix] = math::avgPoolGradPixel(d, p.h, p.w, p.includePad, iy, ix);
-            }
-        }
-        g.gradIn[0] = dx;
-    }
-
-    // ---- Pad (ONNX: begins, then ends; negative crops) ----
-
-    // Per axis and output position, the input position read (-1: the constant value).
-    struct PadPlan
-    {
-        Shape out;
-        std::vector<std::vector<std::int64_t>> source;
-    };
-
-    PadPlan padPlan(const Node& node, const Shape& in)
-    {
-        const auto g = padGeometry(node, in);
-        PadPlan plan { g.out, std::vector<std::vector<std::int64_t>>(in.size()) };
-        for (std::size_t a = 0; a < in.size(); ++a) {
-            for (std::int64_t o = 0; o < plan.out[a]; ++o)
-                plan.source[a].push_back(math::padSource(g.mode, o - g.begin[a], in[a]));
-        }
-        return plan;
-    }
-
-    // fn(output flat index, input flat index or -1) for every output element.
-    template <typename Fn> void forEachPadded(const PadPlan& plan, const Shape& in, Fn fn)
-    {
-        const auto rank = plan.out.size();
-        const auto total = numElements(plan.out);
-        if (rank == 0 || total == 0) {
-            if (total > 0)
-                fn(0, 0);
-            return;
-        }
-        const auto strides = stridesOf(in);
-        const auto& last = plan.source.back();
-        const auto cols = plan.out.back();
-        std::vector<std::int64_t> index(rank, 0);
-        for (std::int64_t row = 0; row < total / cols; ++row) {
-            std::int64_t base = 0; // input offset of the row's leading coordinates (-1: in the constant border)
-            for (std::size_t a = 0; a + 1 < rank && base >= 0; ++a) {
-                const auto s = plan.source[a][static_cast<std::size_t>(index[a])];
-                base = s < 0 ? -1 : base + s * strides[a];
-            }
-            for (std::int64_t c = 0; c < cols; ++c) {
-                const auto s = last[static_cast<std::size_t>(c)];
-                fn(row * cols + c, base < 0 || s < 0 ? -1 : base + s);
-            }
-            for (std::size_t a = rank - 1; a-- > 0;) { // odometer over the leading axes
-                if (++index[a] < plan.out[a])
-                    break;
-                index[a] = 0;
-            }
-        }
-    }
-
-    void padForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        const auto& x = v.in[0];
-        const auto plan = padPlan(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, plan.out, x.dtype());
-        const double value = node.floatAttr("value", 0.0);
-        if (x.dtype() == DType::F32) {
-            const auto fill = static_cast<float>(value);
-            forEachPadded(
-                plan, x.shape(), [&](std::int64_t o, std::int64_t i) { out.f32()[o] = i < 0 ? fill : x.f32()[i]; });
-        } else {
-            const auto fill = static_cast<std::int64_t>(value);
-            forEachPadded(
-                plan, x.shape(), [&](std::int64_t o, std::int64_t i) { out.i64()[o] = i < 0 ? fill : x.i64()[i]; });
-        }
-        v.out = { out };
-    }
-
-    void padBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
-    {
-        const auto& x = v.in[0];
-        const auto plan = padPlan(node, x.shape());
-        const auto dy = gradOrZeros(g.gradOut[0], plan.out, ctx.allocator);
-        auto dx = NdArray::zeros(ctx.allocator, x.shape());
-        forEachPadded(plan, x.shape(), [&](std::int64_t o, std::int64_t i) {
-            if (i >= 0)
-                dx.f32()[i] += dy.f32()[o];
-        });
-        g.gradIn[0] = dx;
-    }
-
-    // ---- Resize of the last two dims (ONNX Resize with sizes; nearest or bilinear) ----
-
-    void resizeForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        const auto& x = v.in[0];
-        requireDType(node, x, DType::F32, "the input");
-        const auto plan = resizeGeometry(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, plan.out); // (N, C, H', W')
-        float* o = out.f32();
-        for (std::int64_t pl = 0; pl < plan.planes; ++pl) {
-            const float* img = x.f32() + pl * plan.h * plan.w;
-            for (const auto& r : plan.rows) {
-                for (const auto& c : plan.cols)
-                    *o++ = math::resizeValue(img, plan.w, r, c);
-            }
-        }
-        v.out = { out };
-    }
-
-    void resizeBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
-    {
-        const auto& x = v.in[0];
-        requireDType(node, x, DType::F32, "the input");
-        const auto plan = resizeGeometry(node, x.shape());
-        const auto w = plan.w;
-        const auto dy = gradOrZeros(g.gradOut[0], plan.out, ctx.allocator);
-        auto dx = NdArray::zeros(ctx.allocator, x.shape());
-        const float* d = dy.f32();
-        for (std::int64_t pl = 0; pl < plan.planes; ++pl) {
-            float* img = dx.f32() + pl * plan.h * w;
-            for (const auto& r : plan.rows) {
-                float* top = img + r.i0 * w;
-                float* bottom = img + r.i1 * w;
-                for (const auto& c : plan.cols) {
-                    const float gv = *d++;
-                    top[c.i0] += r.w0 * c.w0 * gv;
-                    top[c.i1] += r.w0 * c.w1 * gv;
-                    bottom[c.i0] += r.w1 * c.w0 * gv;
-                    bottom[c.i1] += r.w1 * c.w1 * gv;
+        float* o = dx.f32();
+        for (std::int64_t vol = 0; vol < volumes; ++vol) {
+            const float* d = dy.f32() + vol * p.d.out * p.h.out * p.w.out;
+            for (std::int64_t iz = 0; iz < p.d.size; ++iz) {
+                for (std::int64_t iy = 0; iy < p.h.size; ++iy) {
+                    for (std::int64_t ix = 0; ix < p.w.size; ++ix)
+                        *o++ = math::avgPoolGradPixel(d, p.d, p.h, p.w, p.includePad, iz, iy, ix);
                 }
             }
         }
@@ -583,8 +469,6 @@ void registerConvKernels(KernelTable& table)
     table.add(OpType::MaxPool, { maxPoolForward, maxPoolBackward });
     table.add(OpType::GlobalAvgPool, { globalAvgPoolForward, globalAvgPoolBackward });
     table.add(OpType::AvgPool, { avgPoolForward, avgPoolBackward });
-    table.add(OpType::Pad, { padForward, padBackward });
-    table.add(OpType::Resize, { resizeForward, resizeBackward });
 }
 
 } // namespace ps::engine::detail

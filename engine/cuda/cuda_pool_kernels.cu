@@ -1,5 +1,5 @@
 // CUDA kernels of the pools: MaxPool (its argmax kept for the backward), AvgPool and
-// GlobalAvgPool (also over (N, C, D, H, W)), forward and backward, on (N, C, H, W) f32 arrays; windows from
+// GlobalAvgPool, forward and backward, on (N, C, H, W) and (N, C, D, H, W) f32 arrays; windows from
 // engine/conv_geometry.h and index math from engine/conv_math.h, as on the CPU. The backwards
 // gather (one thread per input element): no atomics.
 #include "conv_geometry.h"
@@ -18,10 +18,11 @@ namespace {
     {
         PS_FOR_EACH(o, total)
         {
-            const long long area = w.oh * w.ow;
-            const long long plane = o / area;
+            const long long area = w.od * w.oh * w.ow;
+            const long long volume = o / area;
             const long long p = o % area;
-            const auto best = math::maxPoolWindow(x + plane * w.h * w.w, w, p / w.ow, p % w.ow);
+            const auto best =
+                math::maxPoolWindow(x + volume * w.id * w.h * w.w, w, p / (w.oh * w.ow), (p / w.ow) % w.oh, p % w.ow);
             out[o] = best.value;
             argmax[o] = best.at;
         }
@@ -32,9 +33,10 @@ namespace {
     {
         PS_FOR_EACH(e, total)
         {
-            const long long plane = e / (w.h * w.w);
-            const long long p = e % (w.h * w.w);
-            dx[e] = math::maxPoolGradPixel(dy + plane * w.oh * w.ow, argmax + plane * w.oh * w.ow, w, p / w.w, p % w.w);
+            const long long volume = e / (w.id * w.h * w.w);
+            const long long p = e % (w.id * w.h * w.w);
+            const long long out = volume * w.od * w.oh * w.ow;
+            dx[e] = math::maxPoolGradPixel(dy + out, argmax + out, w, p / (w.h * w.w), (p / w.w) % w.h, p % w.w);
         }
     }
 
@@ -42,11 +44,11 @@ namespace {
     {
         PS_FOR_EACH(o, total)
         {
-            const long long area = p.h.out * p.w.out;
-            const long long plane = o / area;
+            const long long area = p.d.out * p.h.out * p.w.out;
+            const long long volume = o / area;
             const long long at = o % area;
-            out[o] =
-                math::avgPoolValue(x + plane * p.h.size * p.w.size, p.h, p.w, p.includePad, at / p.w.out, at % p.w.out);
+            out[o] = math::avgPoolValue(x + volume * p.d.size * p.h.size * p.w.size, p.d, p.h, p.w, p.includePad,
+                at / (p.h.out * p.w.out), (at / p.w.out) % p.h.out, at % p.w.out);
         }
     }
 
@@ -54,11 +56,11 @@ namespace {
     {
         PS_FOR_EACH(e, total)
         {
-            const long long area = p.h.size * p.w.size;
-            const long long plane = e / area;
+            const long long area = p.d.size * p.h.size * p.w.size;
+            const long long volume = e / area;
             const long long at = e % area;
-            dx[e] = math::avgPoolGradPixel(
-                dy + plane * p.h.out * p.w.out, p.h, p.w, p.includePad, at / p.w.size, at % p.w.size);
+            dx[e] = math::avgPoolGradPixel(dy + volume * p.d.out * p.h.out * p.w.out, p.d, p.h, p.w, p.includePad,
+                at / (p.h.size * p.w.size), (at / p.w.size) % p.h.size, at % p.w.size);
         }
     }
 
@@ -74,9 +76,10 @@ namespace {
         dx[e] = dy[e / area] / static_cast<float>(area);
     }
 
-    Shape pooledShape(const Shape& x, std::int64_t oh, std::int64_t ow)
+    // (N, C, [od,] oh, ow), as many spatial axes as x's.
+    Shape pooledShape(const Shape& x, std::int64_t od, std::int64_t oh, std::int64_t ow)
     {
-        return { x[0], x[1], oh, ow };
+        return x.size() == 5 ? Shape { x[0], x[1], od, oh, ow } : Shape { x[0], x[1], oh, ow };
     }
 
     void maxPoolForward(const Node& node, NodeValues& v, KernelContext& ctx)
@@ -85,7 +88,7 @@ namespace {
         const auto& x = v.in[0];
         requireF32(node, x);
         const auto w = maxPoolWindow(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), w.oh, w.ow));
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), w.od, w.oh, w.ow));
         auto argmax = NdArray::empty(ctx.allocator, out.shape(), DType::I64);
         const auto total = out.numel();
         if (total > 0)
@@ -114,7 +117,7 @@ namespace {
         const auto& x = v.in[0];
         requireF32(node, x);
         const auto p = avgPoolGeometry(node, x.shape());
-        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), p.h.out, p.w.out));
+        auto out = NdArray::empty(ctx.allocator, pooledShape(x.shape(), p.d.out, p.h.out, p.w.out));
         const auto total = out.numel();
         if (total > 0)
             avgPoolKernel<<<blocksFor(total), kThreads>>>(f32(x), f32(out), p, total);

@@ -211,22 +211,24 @@ def define_modules(torch):
 
     class Volume3d(nn.Module):
         """A 3-D convolutional net over video clips or volumes, as users write one: a Conv3d stem
-        strided over space, BatchNorm3d, a grouped convolution dilated in time with a residual, a
-        ConvTranspose3d back up (output_padding), then a classifier over the pooled features
-        (AdaptiveAvgPool3d: GlobalAveragePool over the clip)."""
+        strided over space, BatchNorm3d, MaxPool3d, a grouped convolution dilated in time with a
+        residual, AvgPool3d, a ConvTranspose3d back up (output_padding), then a classifier over the
+        pooled features (AdaptiveAvgPool3d: GlobalAveragePool over the clip)."""
 
         def __init__(self, classes=10):
             super().__init__()
             self.stem = nn.Conv3d(3, 8, 3, stride=(1, 2, 2), padding=1)
             self.bn = nn.BatchNorm3d(8)
+            self.max = nn.MaxPool3d((1, 3, 3), stride=1, padding=(0, 1, 1))
+            self.avg = nn.AvgPool3d((3, 2, 2), stride=(1, 2, 2), padding=(1, 0, 0), count_include_pad=False)
             self.mix = nn.Conv3d(8, 8, (3, 1, 3), padding=(2, 0, 1), dilation=(2, 1, 1), groups=2)
             self.up = nn.ConvTranspose3d(8, 4, 3, stride=(1, 2, 2), padding=1, output_padding=(0, 1, 1))
             self.pool = nn.AdaptiveAvgPool3d(1)
             self.head = nn.Linear(4, classes)
 
         def forward(self, x):  # (B, 3, T, H, W)
-            y = torch.relu(self.bn(self.stem(x)))
-            y = torch.relu(self.mix(y)) + y
+            y = self.max(torch.relu(self.bn(self.stem(x))))
+            y = self.avg(torch.relu(self.mix(y)) + y)
             y = torch.relu(self.up(y))
             return self.head(self.pool(y).flatten(1))
 

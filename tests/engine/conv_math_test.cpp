@@ -139,56 +139,83 @@ TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
 // Pooling gradients gathered per input pixel equal the scatter of each window's gradient.
 TEST_F(ConvMath, GatheredPoolGradientsEqualTheWindowScatter)
 {
-    const std::vector<Attributes> maxCases {
-        { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } },
-        { { "kernel", Shape { 2, 3 } }, { "strides", Shape { 1, 2 } }, { "dilations", Shape { 2, 2 } },
-            { "ceil_mode", std::int64_t { 1 } } },
-        { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 3, 3 } }, { "pads", Shape { 1, 0, 1, 1 } },
-            { "ceil_mode", std::int64_t { 1 } } },
+    struct Case
+    {
+        Attributes attrs;
+        Shape x;
     };
-    const Shape xs { 2, 2, 9, 8 };
-    for (const auto& attrs : maxCases) {
-        const auto node = makeNode(OpType::MaxPool, attrs);
+    const Shape planes { 2, 2, 9, 8 };
+    const std::vector<Case> maxCases {
+        { { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } }, planes },
+        { { { "kernel", Shape { 2, 3 } }, { "strides", Shape { 1, 2 } }, { "dilations", Shape { 2, 2 } },
+              { "ceil_mode", std::int64_t { 1 } } },
+            planes },
+        { { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 3, 3 } }, { "pads", Shape { 1, 0, 1, 1 } },
+              { "ceil_mode", std::int64_t { 1 } } },
+            planes },
+        // MaxPool3d: over (N, C, D, H, W), depth strided, padded, dilated and in ceil mode
+        { { { "kernel", Shape { 2, 3, 3 } }, { "strides", Shape { 2, 2, 1 } }, { "pads", Shape { 1, 1, 0, 0, 1, 1 } },
+              { "dilations", Shape { 2, 1, 1 } }, { "ceil_mode", std::int64_t { 1 } } },
+            { 2, 2, 6, 7, 5 } },
+    };
+    for (const auto& c : maxCases) {
+        const auto node = makeNode(OpType::MaxPool, c.attrs);
         NodeValues v;
-        const auto out = forwardCpu(node, { random(xs) }, v);
+        const auto out = forwardCpu(node, { random(c.x) }, v);
         const auto dy = random(out[0].shape());
-        const auto w = maxPoolWindow(node, xs);
-        std::vector<float> want(static_cast<std::size_t>(numElements(xs)), 0.0F);
-        for (std::int64_t pl = 0; pl < xs[0] * xs[1]; ++pl) {
-            for (std::int64_t o = 0; o < w.oh * w.ow; ++o) {
-                const auto at = v.saved[0].i64()[pl * w.oh * w.ow + o];
+        const auto w = maxPoolWindow(node, c.x);
+        const auto outVolume = w.od * w.oh * w.ow;
+        std::vector<float> want(static_cast<std::size_t>(numElements(c.x)), 0.0F);
+        for (std::int64_t vol = 0; vol < c.x[0] * c.x[1]; ++vol) {
+            for (std::int64_t o = 0; o < outVolume; ++o) {
+                const auto at = v.saved[0].i64()[vol * outVolume + o];
                 ASSERT_GE(at, 0);
-                want[static_cast<std::size_t>(pl * w.h * w.w + at)] += dy.f32()[pl * w.oh * w.ow + o];
+                want[static_cast<std::size_t>(vol * w.id * w.h * w.w + at)] += dy.f32()[vol * outVolume + o];
             }
         }
         const auto grads = backwardCpu(node, v, dy);
-        EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F) << "MaxPool";
+        EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F) << "MaxPool " << c.x.size();
     }
-    for (const bool includePad : { false, true }) {
-        const auto node = makeNode(OpType::AvgPool,
-            { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } },
-                { "ceil_mode", std::int64_t { 1 } }, { "count_include_pad", std::int64_t { includePad } } });
-        NodeValues v;
-        const auto out = forwardCpu(node, { random(xs) }, v);
-        const auto dy = random(out[0].shape());
-        const auto p = avgPoolGeometry(node, xs);
-        std::vector<float> want(static_cast<std::size_t>(numElements(xs)), 0.0F);
-        for (std::int64_t pl = 0; pl < xs[0] * xs[1]; ++pl) {
-            for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
-                const auto ys = math::poolSpan(p.h, oy);
-                for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
-                    const auto xsp = math::poolSpan(p.w, ox);
-                    const float share =
-                        dy.f32()[(pl * p.h.out + oy) * p.w.out + ox] / math::poolDivisor(includePad, ys, xsp);
-                    for (auto iy = ys.lo; iy < ys.hi; ++iy)
-                        for (auto ix = xsp.lo; ix < xsp.hi; ++ix)
-                            want[static_cast<std::size_t>((pl * p.h.size + iy) * p.w.size + ix)] += share;
+    const std::vector<Case> avgCases {
+        { { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } },
+              { "ceil_mode", std::int64_t { 1 } } },
+            planes },
+        { { { "kernel", Shape { 3, 3, 2 } }, { "strides", Shape { 2, 2, 2 } }, { "pads", Shape { 1, 1, 1, 1, 0, 1 } },
+              { "ceil_mode", std::int64_t { 1 } } },
+            { 2, 2, 6, 7, 5 } },
+    };
+    for (const auto& c : avgCases) {
+        for (const bool includePad : { false, true }) {
+            auto attrs = c.attrs;
+            attrs["count_include_pad"] = std::int64_t { includePad };
+            const auto node = makeNode(OpType::AvgPool, attrs);
+            NodeValues v;
+            const auto out = forwardCpu(node, { random(c.x) }, v);
+            const auto dy = random(out[0].shape());
+            const auto p = avgPoolGeometry(node, c.x);
+            std::vector<float> want(static_cast<std::size_t>(numElements(c.x)), 0.0F);
+            for (std::int64_t vol = 0; vol < c.x[0] * c.x[1]; ++vol) {
+                for (std::int64_t oz = 0; oz < p.d.out; ++oz) {
+                    const auto zs = math::poolSpan(p.d, oz);
+                    for (std::int64_t oy = 0; oy < p.h.out; ++oy) {
+                        const auto ys = math::poolSpan(p.h, oy);
+                        for (std::int64_t ox = 0; ox < p.w.out; ++ox) {
+                            const auto xsp = math::poolSpan(p.w, ox);
+                            const float share = dy.f32()[((vol * p.d.out + oz) * p.h.out + oy) * p.w.out + ox]
+                                / math::poolDivisor(includePad, zs, ys, xsp);
+                            for (auto iz = zs.lo; iz < zs.hi; ++iz)
+                                for (auto iy = ys.lo; iy < ys.hi; ++iy)
+                                    for (auto ix = xsp.lo; ix < xsp.hi; ++ix)
+                                        want[static_cast<std::size_t>(
+                                            ((vol * p.d.size + iz) * p.h.size + iy) * p.w.size + ix)] += share;
+                        }
+                    }
                 }
             }
+            const auto grads = backwardCpu(node, v, dy);
+            EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F)
+                << "AvgPool " << c.x.size() << "-d count_include_pad " << includePad;
         }
-        const auto grads = backwardCpu(node, v, dy);
-        EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F)
-            << "AvgPool count_include_pad " << includePad;
     }
 }
 

@@ -200,6 +200,14 @@ public:
             { random({ 2, 3, 10, 9 }) }, { true });
         add(OpType::GlobalAvgPool, none, { random({ 2, 6, 7, 5 }) }, { true });
         add(OpType::GlobalAvgPool, none, { random({ 2, 3, 3, 4, 5 }) }, { true }); // over volumes
+        add(OpType::MaxPool,
+            { { "kernel", Shape { 2, 3, 3 } }, { "strides", Shape { 2, 2, 1 } }, { "pads", Shape { 1, 1, 0, 0, 1, 1 } },
+                { "ceil_mode", std::int64_t { 1 } } },
+            { random({ 2, 3, 5, 7, 6 }) }, { true });
+        add(OpType::AvgPool,
+            { { "kernel", Shape { 3, 3, 2 } }, { "strides", Shape { 2, 2, 2 } }, { "pads", Shape { 1, 1, 1, 1, 0, 1 } },
+                { "count_include_pad", std::int64_t { 1 } } },
+            { random({ 2, 3, 6, 7, 5 }) }, { true });
         return c;
     }
 };

@@ -119,7 +119,7 @@ TEST_F(KernelGrad, ConvolutionalOps)
 }
 
 // Over (N, C, D, H, W): strides, pads (begins, then ends), dilations and groups per axis; the
-// global average pool and batch normalization over volumes.
+// pools and batch normalization over volumes (MaxPool3d's argmax: ConvMath's scatter test).
 TEST_F(KernelGrad, ThreeDimensionalConvolutions)
 {
     check({ node(OpType::Conv,
@@ -133,6 +133,10 @@ TEST_F(KernelGrad, ThreeDimensionalConvolutions)
                     { "output_padding", Shape { 1, 0, 0 } } }),
         { random({ 1, 2, 2, 3, 3 }), random({ 2, 2, 3, 2, 3 }), random({ 2 }) }, { true, true, true } });
     check({ node(OpType::GlobalAvgPool), { random({ 2, 3, 2, 3, 2 }) }, { true } });
+    check({ node(OpType::AvgPool,
+                { { "kernel", Shape { 2, 2, 3 } }, { "strides", Shape { 1, 2, 2 } },
+                    { "pads", Shape { 0, 1, 1, 1, 0, 1 } } }),
+        { random({ 1, 2, 3, 4, 5 }) }, { true } });
     auto bn = node(OpType::BatchNorm, { { "epsilon", 1e-5 } });
     check({ bn, { random({ 2, 2, 2, 2, 3 }), random({ 2 }), random({ 2 }), random({ 2 }), random({ 2 }, 0.5F, 1.0F) },
         { true, true, true, false, false } });
