@@ -1,4 +1,4 @@
-// The windows of Conv and ConvTranspose (2-D or 3-D), MaxPool and AvgPool (2-D) read from a node's attributes, shared
+// The windows of Conv, ConvTranspose, MaxPool and AvgPool (2-D or 3-D) read from a node's attributes, shared
 // by the CPU and the CUDA kernels (the index math over them is engine/conv_math.h). Errors name the node. Depends on:
 // core graph types, conv_math.h.
 #pragma once

@@ -1,5 +1,5 @@
-// Index math of convolution (over (N, C, H, W) or (N, C, D, H, W)), pooling and batch normalization on (N, C, H, W)
-// arrays, shared by the CPU kernels (engine/cpu/kernels_conv.cpp, kernels_index.cpp) and the CUDA kernels
+// Index math of convolution and pooling (over (N, C, H, W) or (N, C, D, H, W)), batch normalization, Pad and Resize,
+// shared by the CPU kernels (engine/cpu/kernels_conv.cpp, kernels_resample.cpp, kernels_index.cpp) and the CUDA kernels
 // (engine/cuda/cuda_conv_kernels.cu), so the CPU tests cover what the GPU computes (issue P14's rule). Every backward
 // here is a gather (one output element sums what reaches it), so a GPU thread per element writes without atomics and
 // the sums come in the same order on both sides.

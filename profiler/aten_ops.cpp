@@ -64,9 +64,13 @@ const std::unordered_map<std::string_view, AtenKind>& atenTable()
         add({ "aten::masked_fill", "aten::masked_fill_" }, { { Mask, Where }, {} });
         add({ "aten::where" }, { { Where, Mask }, {} });
         add({ "aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd" }, { { CrossEntropy }, {} });
-        add({ "aten::max_pool2d", "aten::max_pool2d_with_indices" }, { { MaxPool }, {} });
-        add({ "aten::avg_pool2d" }, { { AvgPool }, {} });
-        add({ "aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d" }, { { GlobalAvgPool, AvgPool }, {} });
+        add({ "aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::max_pool3d",
+                "aten::max_pool3d_with_indices" },
+            { { MaxPool }, {} });
+        add({ "aten::avg_pool2d", "aten::avg_pool3d" }, { { AvgPool }, {} });
+        add({ "aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+                "aten::_adaptive_avg_pool3d" },
+            { { GlobalAvgPool, AvgPool }, {} });
         add({ "aten::mean" }, { { ReduceMean, GlobalAvgPool }, {} });
         add({ "aten::sum" }, { { ReduceSum }, {} });
         add({ "aten::cat", "aten::concat" }, { { Concat }, {} });

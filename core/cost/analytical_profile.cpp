@@ -234,6 +234,7 @@ namespace {
         std::int64_t kernelArea = 1;
         std::int64_t kernelSide = 1; // the larger side
         bool unitStride = true;
+        bool threeD = false; // over (D, H, W)
     };
 
     ConvGeometry convGeometry(const Graph& g, const Node& n)
@@ -242,6 +243,7 @@ namespace {
         const auto& w = g.tensor(n.inputs[1]).shape; // (F, C / group, k...)
         c.channelsPerGroup = w.size() > 1 ? w[1] : 1;
         c.group = n.intAttr("group", 1);
+        c.threeD = w.size() == 5;
         for (std::size_t d = 2; d < w.size(); ++d) {
             c.kernelArea *= w[d];
             c.kernelSide = std::max(c.kernelSide, w[d]);
@@ -279,8 +281,9 @@ namespace {
         }
         ConvRate best { ConvAlgorithm::ImplicitGemm, gemm };
         // Winograd and FFT trade multiplies for transforms and run on FP32 cores; cuDNN's
-        // autotuner takes them where they beat the implicit GEMM.
-        if (geo.unitStride && geo.kernelSide >= 3 && !o.setup.mixedPrecision()) {
+        // autotuner takes them where they beat the implicit GEMM (2-D windows: its 3-D
+        // convolutions are implicit GEMMs).
+        if (geo.unitStride && geo.kernelSide >= 3 && !geo.threeD && !o.setup.mixedPrecision()) {
             const double reduction =
                 geo.kernelSide == 3 ? o.winogradReduction : static_cast<double>(geo.kernelArea) / o.fftKernelArea;
             const double rate = d.flopsFp32 * o.matmulEfficiency * reduction;

@@ -316,8 +316,8 @@ namespace {
             add(d);
         }
         {
-            OpDef d { OpType::MaxPool, "MaxPool", "(N, C, H, W); kernel, strides, pads, dilations, ceil_mode", 1, 1,
-                poolShape };
+            OpDef d { OpType::MaxPool, "MaxPool", "(N, C, [D,] H, W); kernel, strides, pads, dilations, ceil_mode", 1,
+                1, poolShape };
             d.forwardFlops = 1;
             d.backwardFlops = 1;
             d.basis = CostBasis::Input;
@@ -399,8 +399,8 @@ namespace {
         }
         // Pools, padding, resampling and indexing.
         {
-            OpDef d { OpType::AvgPool, "AvgPool", "(N, C, H, W); kernel, strides, pads, ceil_mode, count_include_pad",
-                1, 1, poolShape };
+            OpDef d { OpType::AvgPool, "AvgPool",
+                "(N, C, [D,] H, W); kernel, strides, pads, ceil_mode, count_include_pad", 1, 1, poolShape };
             d.forwardFlops = 1;
             d.backwardFlops = 1;
             d.basis = CostBasis::Input;

@@ -59,7 +59,7 @@ enum class OpType : std::uint8_t {
     Conv, // (x (N, C, H, W), w (F, C / group, kH, kW)[, bias (F)]); attrs strides, pads, dilations, group
     BatchNorm, // (x (N, C, ...), gamma (C), beta (C), running mean (C), running var (C)); attrs epsilon, momentum
     MaxPool, // attrs kernel, strides, pads (top, left, bottom, right), dilations, ceil_mode
-    GlobalAvgPool, // (N, C, H, W) -> (N, C, 1, 1)
+    GlobalAvgPool, // (N, C, spatial...) -> (N, C, 1, ...)
     // Ops of traced models added with the op registry (core/graph/op_registry.h). Bool and integer
     // values (masks, indices) have dtype Bool/I64 in the graph; they never need a gradient.
     Sigmoid,

@@ -157,8 +157,8 @@ struct GemmOperand
 [[nodiscard]] GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node);
 
 // Conv through cuDNN (cuda_cudnn.cu) where it applies: cuDNN found, fp32 or TF32 GEMM
-// precision, pads equal on both sides, PS_CUDNN not "0". Return false, having done nothing,
-// elsewhere (the caller takes the im2col path). Out, dx and dw are written, not accumulated.
+// precision, a 2-D window (3-D ones take the im2col path), pads equal on both sides, PS_CUDNN not "0". Return false,
+// having done nothing, elsewhere (the caller takes the im2col path). Out, dx and dw are written, not accumulated.
 struct ConvParams
 {
     math::Window w;

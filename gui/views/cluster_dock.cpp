@@ -8,9 +8,13 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
+#include <QGroupBox>
 #include <QLabel>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
+
+#include <cmath>
 
 namespace ps::gui {
 
@@ -21,6 +25,7 @@ ClusterDock::ClusterDock(PlanSession* session, QWidget* parent)
     setupForm();
     loadFromSession();
     connect(session, &PlanSession::planChanged, this, &ClusterDock::loadFromSession);
+    connect(session, &PlanSession::planChanged, this, &ClusterDock::updateScale);
 }
 
 void ClusterDock::setupForm()
@@ -89,6 +94,86 @@ void ClusterDock::setupForm()
     form->addRow(tr("Precision"), m_precision);
     form->addRow(m_local);
     form->addRow(apply);
+    form->addRow(scaleForm());
+    updateScale();
+}
+
+// Across nodes: node kind, tensor and data parallel sizes, recomputation; the estimate below them.
+QWidget* ClusterDock::scaleForm()
+{
+    auto* box = new QGroupBox(tr("Across nodes (GPT, Megatron-LM layout)"), this);
+    auto* form = new QFormLayout(box);
+    m_nodeKind = new QComboBox(box);
+    for (const auto& n : builtinNodes())
+        m_nodeKind->addItem(QString::fromStdString(n.name), QString::fromStdString(n.id));
+    m_tensor = new QSpinBox(box);
+    m_tensor->setRange(1, 64);
+    m_tensor->setToolTip(tr("GPUs of one node each stage's attention and MLP matrices are split over"));
+    m_data = new QSpinBox(box);
+    m_data->setRange(1, 65536);
+    m_data->setToolTip(tr("Replicas of the pipeline; their gradients are all-reduced after each iteration"));
+    m_scaleRecompute = new QComboBox(box);
+    for (const auto r : { Recompute::None, Recompute::Selective, Recompute::Full })
+        m_scaleRecompute->addItem(
+            QString::fromUtf8(toString(r).data(), static_cast<qsizetype>(toString(r).size())), static_cast<int>(r));
+    m_scaleRecompute->setCurrentIndex(1);
+    m_scaleText = new QLabel(box);
+    m_scaleText->setWordWrap(true);
+    m_scaleText->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr("Node"), m_nodeKind);
+    form->addRow(tr("Tensor parallel (t)"), m_tensor);
+    form->addRow(tr("Data parallel (d)"), m_data);
+    form->addRow(tr("Recompute"), m_scaleRecompute);
+    form->addRow(m_scaleText);
+    const auto changed = [this] { updateScale(); };
+    connect(m_nodeKind, &QComboBox::currentIndexChanged, this, changed);
+    connect(m_tensor, &QSpinBox::valueChanged, this, changed);
+    connect(m_data, &QSpinBox::valueChanged, this, changed);
+    connect(m_scaleRecompute, &QComboBox::currentIndexChanged, this, changed);
+    return box;
+}
+
+ClusterSizes ClusterDock::clusterSizes() const
+{
+    ClusterSizes sizes;
+    sizes.node = m_nodeKind->currentData().toString().toStdString();
+    sizes.tensor = m_tensor->value();
+    sizes.data = m_data->value();
+    sizes.recompute = static_cast<Recompute>(m_scaleRecompute->currentData().toInt());
+    return sizes;
+}
+
+bool ClusterDock::setClusterSizes(const ClusterSizes& sizes)
+{
+    const int node = m_nodeKind->findData(QString::fromStdString(sizes.node));
+    if (node < 0)
+        return false;
+    const QSignalBlocker blockNode(m_nodeKind);
+    const QSignalBlocker blockTensor(m_tensor);
+    const QSignalBlocker blockData(m_data);
+    const QSignalBlocker blockRecompute(m_scaleRecompute);
+    m_nodeKind->setCurrentIndex(node);
+    m_tensor->setValue(sizes.tensor);
+    m_data->setValue(sizes.data);
+    m_scaleRecompute->setCurrentIndex(std::max(0, m_scaleRecompute->findData(static_cast<int>(sizes.recompute))));
+    updateScale();
+    return true;
+}
+
+void ClusterDock::updateScale()
+{
+    if (m_scaleText == nullptr)
+        return;
+    const auto graph = m_session->graph();
+    if (!graph || !m_session->hasPlan()) {
+        m_scale = {};
+        m_scaleText->setText(tr("Open a model to price its pipeline across nodes."));
+        return;
+    }
+    const auto& editor = m_session->editor();
+    m_scale = priceClusterSizes(gptShapeOf(*graph), clusterSizes(), editor.schedule(),
+        static_cast<std::int64_t>(std::llround(editor.microBatch())));
+    m_scaleText->setText(QString::fromStdString(m_scale.text));
 }
 
 void ClusterDock::loadFromSession()

@@ -1,6 +1,10 @@
 // Cluster and device settings of the plan: catalog device and count (one per stage), schedule,
-// micro-batches, memory limit, whether swap/recompute may be used, and the profile source.
+// micro-batches, memory limit, whether swap/recompute may be used, and the profile source; and
+// across nodes, the plan's pipeline at tensor and data parallel sizes on a node kind (a GPT's
+// per-GPU TFLOP/s, memory and time split, gui/models/scale_out.h).
 #pragma once
+
+#include "models/scale_out.h"
 
 #include <QWidget>
 
@@ -30,10 +34,20 @@ public:
     bool setProfileSource(const QString& source);
     // Selects the precision of the analytical estimate ("fp32", "tf32", "bf16", "fp16"); false if unknown.
     bool setPrecision(const QString& precision);
+    // The sizes across nodes (an unknown node kind is refused: false); the estimate follows at once.
+    bool setClusterSizes(const ClusterSizes& sizes);
+    [[nodiscard]] ClusterSizes clusterSizes() const;
+    // The applied plan at those sizes.
+    [[nodiscard]] const ClusterScale& clusterScale() const
+    {
+        return m_scale;
+    }
 
 private:
     void setupForm();
+    QWidget* scaleForm();
     void loadFromSession();
+    void updateScale();
 
     PlanSession* m_session;
     QComboBox* m_device = nullptr;
@@ -50,6 +64,12 @@ private:
     QComboBox* m_profile = nullptr;
     QComboBox* m_precision = nullptr;
     QLabel* m_local = nullptr;
+    QComboBox* m_nodeKind = nullptr;
+    QSpinBox* m_tensor = nullptr;
+    QSpinBox* m_data = nullptr;
+    QComboBox* m_scaleRecompute = nullptr;
+    QLabel* m_scaleText = nullptr;
+    ClusterScale m_scale;
 };
 
 } // namespace ps::gui

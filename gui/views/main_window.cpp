@@ -38,6 +38,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
@@ -105,7 +106,11 @@ void MainWindow::setupDocks()
     m_clusterDock = new ClusterDock(m_planSession, this);
     auto* nodes = dock(tr("Nodes"), m_nodeTable, Qt::LeftDockWidgetArea);
     tabifyDockWidget(nodes, dock(tr("Summary"), m_summaryPanel, Qt::LeftDockWidgetArea));
-    tabifyDockWidget(nodes, dock(tr("Cluster"), m_clusterDock, Qt::LeftDockWidgetArea));
+    // The cluster form with its across-nodes section is taller than a docked panel: it scrolls.
+    auto* clusterScroll = new QScrollArea(this);
+    clusterScroll->setWidgetResizable(true);
+    clusterScroll->setWidget(m_clusterDock);
+    tabifyDockWidget(nodes, dock(tr("Cluster"), clusterScroll, Qt::LeftDockWidgetArea));
     nodes->raise();
 
     auto* balance = new QWidget(this);

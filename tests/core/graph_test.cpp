@@ -85,6 +85,23 @@ TEST(ShapeInference, ConvolutionalAndReductionOps)
     EXPECT_THROW(b.op(OpType::Conv, "bad", { p, b.parameter("wb", { 8, 3, 3, 3 }) }), Error);
     EXPECT_THROW(b.op(OpType::MaxPool, "nokernel", { p }), Error);
 
+    // Over (N, C, D, H, W): pads all begins, then all ends; a 2-entry kernel on a volume is refused.
+    const auto clip = b.input("clip", { 2, 3, 8, 32, 32 }, DType::F32);
+    const auto c3 = b.op(OpType::Conv, "conv3d", { clip, b.parameter("w3", { 16, 3, 3, 7, 7 }) },
+        { { "strides", Shape { 1, 2, 2 } }, { "pads", Shape { 1, 3, 3, 1, 3, 3 } } });
+    EXPECT_EQ(b.shape(c3), (Shape { 2, 16, 8, 16, 16 }));
+    const auto p3 = b.op(OpType::MaxPool, "pool3d", { c3 },
+        { { "kernel", Shape { 2, 3, 3 } }, { "strides", Shape { 2, 2, 2 } }, { "pads", Shape { 0, 1, 1, 0, 1, 1 } } });
+    EXPECT_EQ(b.shape(p3), (Shape { 2, 16, 4, 8, 8 }));
+    EXPECT_EQ(b.shape(b.op(OpType::ConvTranspose, "up3d", { p3, b.parameter("wt", { 16, 4, 2, 2, 2 }) },
+                  { { "strides", Shape { 2, 2, 2 } } })),
+        (Shape { 2, 4, 8, 16, 16 }));
+    EXPECT_EQ(b.shape(b.op(OpType::GlobalAvgPool, "gap3d", { p3 })), (Shape { 2, 16, 1, 1, 1 }));
+    EXPECT_EQ(b.shape(b.op(OpType::GlobalAvgPool, "gap1d", { b.input("seq", { 2, 5, 9 }, DType::F32) })),
+        (Shape { 2, 5, 1 }));
+    EXPECT_THROW(b.op(OpType::MaxPool, "flatkernel", { c3 }, { { "kernel", Shape { 3, 3 } } }), Error);
+    EXPECT_THROW(b.op(OpType::Conv, "mixedranks", { clip, b.parameter("w2", { 16, 3, 3, 3 }) }), Error);
+
     const auto t = b.input("t", { 2, 5, 8 }, DType::F32);
     EXPECT_EQ(b.shape(b.op(OpType::ReduceMean, "mean", { t }, { { "axes", Shape { -1 } } })), (Shape { 2, 5, 1 }));
     EXPECT_EQ(

@@ -219,6 +219,118 @@ TEST_F(ConvMath, GatheredPoolGradientsEqualTheWindowScatter)
     }
 }
 
+// The 3-D kernels against the operators' definitions, written as plain loops over (N, C, D, H, W)
+// (pads: all begins, then all ends): Conv3d and ConvTranspose3d (strided, padded, dilated, grouped;
+// the transpose as the scatter of each input element), MaxPool3d and AvgPool3d.
+TEST_F(ConvMath, ThreeDimensionalWindowsEqualTheirDefinitions)
+{
+    using V = std::vector<std::int64_t>;
+    const V s { 2, 1, 2 }, p { 1, 0, 1, 0, 1, 1 }, d { 1, 2, 1 };
+    const auto at = [](const Shape& sh, std::int64_t n, std::int64_t c, std::int64_t z, std::int64_t y,
+                        std::int64_t x) { return (((n * sh[1] + c) * sh[2] + z) * sh[3] + y) * sh[4] + x; };
+    const auto inside = [](const Shape& sh, std::int64_t z, std::int64_t y, std::int64_t x) {
+        return z >= 0 && z < sh[2] && y >= 0 && y < sh[3] && x >= 0 && x < sh[4];
+    };
+    const Attributes window { { "strides", Shape(s) }, { "pads", Shape(p) }, { "dilations", Shape(d) },
+        { "group", std::int64_t { 2 } } };
+    { // Conv3d
+        const auto x = random({ 2, 4, 5, 6, 5 });
+        const auto w = random({ 6, 2, 2, 2, 3 });
+        NodeValues v;
+        const auto out = forwardCpu(makeNode(OpType::Conv, window), { x, w }, v)[0];
+        const auto& os = out.shape();
+        std::vector<float> want(static_cast<std::size_t>(out.numel()), 0.0F);
+        for (std::int64_t n = 0; n < os[0]; ++n)
+            for (std::int64_t f = 0; f < os[1]; ++f)
+                for (std::int64_t oz = 0; oz < os[2]; ++oz)
+                    for (std::int64_t oy = 0; oy < os[3]; ++oy)
+                        for (std::int64_t ox = 0; ox < os[4]; ++ox) {
+                            double sum = 0;
+                            for (std::int64_t c = 0; c < 2; ++c)
+                                for (std::int64_t a = 0; a < 2; ++a)
+                                    for (std::int64_t b = 0; b < 2; ++b)
+                                        for (std::int64_t e = 0; e < 3; ++e) {
+                                            const auto iz = oz * s[0] - p[0] + a * d[0];
+                                            const auto iy = oy * s[1] - p[1] + b * d[1];
+                                            const auto ix = ox * s[2] - p[2] + e * d[2];
+                                            if (inside(x.shape(), iz, iy, ix))
+                                                sum += double(x.f32()[at(x.shape(), n, f / 3 * 2 + c, iz, iy, ix)])
+                                                    * w.f32()[at(w.shape(), f, c, a, b, e)];
+                                        }
+                            want[static_cast<std::size_t>(at(os, n, f, oz, oy, ox))] = static_cast<float>(sum);
+                        }
+        EXPECT_EQ(os, (Shape { 2, 6, 3, 5, 3 }));
+        EXPECT_LT(worstDifference(want.data(), out.f32(), out.numel()), 1e-5F) << "Conv3d";
+    }
+    { // ConvTranspose3d: each input element scatters x * w over its window of the output
+        auto attrs = window;
+        attrs["output_padding"] = Shape { 1, 0, 1 };
+        const auto x = random({ 1, 4, 3, 3, 3 });
+        const auto w = random({ 4, 3, 2, 2, 3 }); // (C, F / group, kd, kh, kw)
+        NodeValues v;
+        const auto out = forwardCpu(makeNode(OpType::ConvTranspose, attrs), { x, w }, v)[0];
+        const auto& os = out.shape();
+        std::vector<double> want(static_cast<std::size_t>(out.numel()), 0.0);
+        for (std::int64_t c = 0; c < 4; ++c)
+            for (std::int64_t z = 0; z < 3; ++z)
+                for (std::int64_t y = 0; y < 3; ++y)
+                    for (std::int64_t xx = 0; xx < 3; ++xx)
+                        for (std::int64_t f = 0; f < 3; ++f)
+                            for (std::int64_t a = 0; a < 2; ++a)
+                                for (std::int64_t b = 0; b < 2; ++b)
+                                    for (std::int64_t e = 0; e < 3; ++e) {
+                                        const auto oz = z * s[0] - p[0] + a * d[0];
+                                        const auto oy = y * s[1] - p[1] + b * d[1];
+                                        const auto ox = xx * s[2] - p[2] + e * d[2];
+                                        if (inside(os, oz, oy, ox))
+                                            want[static_cast<std::size_t>(at(os, 0, c / 2 * 3 + f, oz, oy, ox))] +=
+                                                double(x.f32()[at(x.shape(), 0, c, z, y, xx)])
+                                                * w.f32()[at(w.shape(), c, f, a, b, e)];
+                                    }
+        EXPECT_EQ(os, (Shape { 1, 6, 6, 4, 6 }));
+        const std::vector<float> wanted(want.begin(), want.end());
+        EXPECT_LT(worstDifference(wanted.data(), out.f32(), out.numel()), 1e-5F) << "ConvTranspose3d";
+    }
+    // MaxPool3d (depth kernel 2, dilated, ceil mode) and AvgPool3d (count_include_pad off)
+    const auto x = random({ 2, 2, 6, 7, 5 });
+    for (const bool max : { true, false }) {
+        Attributes attrs { { "kernel", Shape { 2, 3, 2 } }, { "strides", Shape { 2, 2, 1 } },
+            { "pads", Shape { 1, 1, 0, 0, 1, 1 } }, { "ceil_mode", std::int64_t { 1 } } };
+        if (max)
+            attrs["dilations"] = Shape { 2, 1, 1 };
+        const V dil { max ? 2 : 1, 1, 1 };
+        NodeValues v;
+        const auto out = forwardCpu(makeNode(max ? OpType::MaxPool : OpType::AvgPool, attrs), { x }, v)[0];
+        const auto& os = out.shape();
+        std::vector<float> want(static_cast<std::size_t>(out.numel()), 0.0F);
+        for (std::int64_t n = 0; n < 2; ++n)
+            for (std::int64_t c = 0; c < 2; ++c)
+                for (std::int64_t oz = 0; oz < os[2]; ++oz)
+                    for (std::int64_t oy = 0; oy < os[3]; ++oy)
+                        for (std::int64_t ox = 0; ox < os[4]; ++ox) {
+                            float best = -INFINITY;
+                            double sum = 0;
+                            int count = 0;
+                            for (std::int64_t a = 0; a < 2; ++a)
+                                for (std::int64_t b = 0; b < 3; ++b)
+                                    for (std::int64_t e = 0; e < 2; ++e) {
+                                        const auto iz = oz * 2 - 1 + a * dil[0];
+                                        const auto iy = oy * 2 - 1 + b;
+                                        const auto ix = ox - 0 + e;
+                                        if (!inside(x.shape(), iz, iy, ix))
+                                            continue;
+                                        const float value = x.f32()[at(x.shape(), n, c, iz, iy, ix)];
+                                        best = std::max(best, value);
+                                        sum += value;
+                                        ++count;
+                                    }
+                            want[static_cast<std::size_t>(at(os, n, c, oz, oy, ox))] =
+                                max ? best : static_cast<float>(sum / std::max(count, 1));
+                        }
+        EXPECT_LT(worstDifference(want.data(), out.f32(), out.numel()), 1e-6F) << (max ? "MaxPool3d" : "AvgPool3d");
+    }
+}
+
 // The GPU's 256 lanes per channel, combined in double, give the CPU's one-lane channel sums.
 TEST_F(ConvMath, ManyLaneChannelSumsEqualOneLane)
 {

@@ -3,6 +3,7 @@
 #include "models/partition_editor_data.h"
 #include "models/plan_session.h"
 #include "models/plans_model.h"
+#include "models/scale_out.h"
 #include "models/search_results_model.h"
 #include "models/stage_balance_model.h"
 #include "plots/partition_editor_plot.h"
@@ -349,6 +350,56 @@ TEST(PlanningStudio, PrecisionSelectorRepricesThePlan)
     EXPECT_LT(plan->snapshot().simulation.iterationNs, fp32);
     EXPECT_EQ(dock->setup().precision, Precision::Bf16); // the form shows what the session plans with
     EXPECT_FALSE(dock->setPrecision(QStringLiteral("fp8")));
+}
+
+// The Cluster dock prices the applied pipeline (p = its devices, its schedule and micro-batches)
+// across nodes at the tensor and data parallel sizes it is given: what `pipestudio scale` prices
+// for that configuration, and a reason where the sizes, the schedule or the model do not apply.
+TEST(PlanningStudio, ClusterDockPricesThePipelineAcrossNodes)
+{
+    MainWindow window;
+    ModelConfig c = zooPreset("gpt2-small");
+    c.microBatch = 2;
+    const auto graph = std::make_shared<const Graph>(buildZooModel(c));
+    PlanSetup setup;
+    setup.schedule = parseScheduleSpec("1f1b", 4, 8);
+    ASSERT_TRUE(window.planSession()->setModel(graph, setup));
+    window.resize(1600, 1000);
+    auto* dock = window.clusterDock();
+    ASSERT_TRUE(dock->setClusterSizes({ "dgx-a100-80gb", 2, 4, Recompute::Selective }));
+    const auto& priced = dock->clusterScale();
+    ASSERT_TRUE(priced.estimate.valid) << priced.text;
+    EXPECT_EQ(priced.config.text(), "t2 p4 d4 b2 1f1b selective");
+    EXPECT_EQ(priced.config.globalBatch, 4 * 2 * 8);
+    EXPECT_EQ(priced.gpus, 32);
+    EXPECT_EQ(priced.nodes, 4);
+    const auto direct = estimateScale(*gptShapeOf(*graph), priced.config, findNode("dgx-a100-80gb"));
+    EXPECT_DOUBLE_EQ(priced.estimate.tflopsPerGpu, direct.tflopsPerGpu);
+    EXPECT_DOUBLE_EQ(priced.estimate.peakBytes, direct.peakBytes);
+    EXPECT_GT(priced.estimate.tensorCommSeconds, 0);
+    EXPECT_GT(priced.estimate.dataCommSeconds, 0);
+    EXPECT_NE(priced.text.find("32 GPUs on 4 dgx-a100-80gb nodes"), std::string::npos) << priced.text;
+    EXPECT_NE(priced.text.find("TFLOP/s per GPU"), std::string::npos);
+    dock->resize(460, dock->heightForWidth(460) > 0 ? dock->heightForWidth(460) : dock->sizeHint().height());
+    EXPECT_TRUE(dock->grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/cluster-dock-scale.png")));
+
+    // More replicas: the global batch grows with them, the per-GPU memory does not.
+    ASSERT_TRUE(dock->setClusterSizes({ "dgx-a100-80gb", 2, 8, Recompute::Selective }));
+    EXPECT_EQ(dock->clusterScale().config.globalBatch, 8 * 2 * 8);
+    EXPECT_DOUBLE_EQ(dock->clusterScale().estimate.peakBytes, direct.peakBytes);
+    // 8-way tensor parallelism does not divide GPT-2 small's 12 heads: refused, with the reason shown.
+    ASSERT_TRUE(dock->setClusterSizes({ "dgx-a100-80gb", 8, 1, Recompute::Selective }));
+    EXPECT_FALSE(dock->clusterScale().estimate.valid);
+    EXPECT_FALSE(dock->clusterScale().estimate.reason.empty());
+    EXPECT_NE(dock->clusterScale().text.find(dock->clusterScale().estimate.reason), std::string::npos);
+    EXPECT_FALSE(dock->setClusterSizes({ "dgx-z9000", 1, 1, Recompute::None }));
+    // A schedule the layout does not price, and a model that is not a GPT decoder.
+    setup.schedule = parseScheduleSpec("gpipe", 4, 8);
+    ASSERT_TRUE(window.planSession()->configure(setup));
+    EXPECT_FALSE(dock->clusterScale().estimate.valid);
+    EXPECT_NE(dock->clusterScale().text.find("1F1B and interleaved"), std::string::npos);
+    ASSERT_TRUE(window.planSession()->setModel(std::make_shared<const Graph>(buildZooModel(zooPreset("mlp"))), setup));
+    EXPECT_NE(dock->clusterScale().text.find("GPT decoders"), std::string::npos);
 }
 
 TEST(PlanningStudio, StagesSharingADeviceAreEditedSavedAndApplied)
