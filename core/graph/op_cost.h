@@ -30,6 +30,10 @@ struct OpCost
     std::int64_t savedExtraBytes = 0; // internal state kept for backward (masks, mean/rstd, probs)
     std::int64_t savedBytes = 0; // bytes of savedTensors + savedExtraBytes
     std::int64_t workspaceBytes = 0; // transient scratch during the op
+    // Scratch that does not grow with the micro-batch: a convolution's im2col column matrix of one
+    // image, which the engine's CPU kernels fill image by image (twice in the backward: the columns
+    // and their gradient).
+    std::int64_t fixedWorkspaceBytes = 0;
     std::int64_t parameterCount = 0; // elements of the parameters this node owns
     std::int64_t parameterBytes = 0;
 };

@@ -53,7 +53,9 @@ namespace {
     }
 
     // Conv: each output element is a dot product over C_in / groups x kernel taps. ConvTranspose (the
-    // Conv whose input gradient it is): each input element meets C_out / groups x kernel taps.
+    // Conv whose input gradient it is): each input element meets C_out / groups x kernel taps. The
+    // column matrix of one image is those taps by the positions of `perElementOf` (Conv: backward
+    // holds it and its gradient; ConvTranspose: one at a time).
     void windowedGemmCost(const OpCostContext& ctx, const Node& node, OpCost& cost, TensorId perElementOf)
     {
         const auto& g = ctx.graph;
@@ -66,6 +68,11 @@ namespace {
         const bool anyGrad = ctx.requiresGrad[node.outputs[0].index()];
         cost.forwardFlops = 2 * elements * taps;
         cost.backwardFlops = anyGrad ? 2 * cost.forwardFlops : 0;
+        const auto& perShape = g.tensor(perElementOf).shape;
+        const double images = perShape.size() > 1 ? static_cast<double>(perShape[0] * perShape[1]) : 1;
+        const double positions = images > 0 ? elements / images : 0; // of one image, per channel
+        const bool bothInBackward = anyGrad && node.op == OpType::Conv;
+        cost.fixedWorkspaceBytes = static_cast<std::int64_t>(4 * taps * positions * (bothInBackward ? 2 : 1));
         cost.weightGradFlops = anyGrad ? cost.forwardFlops : 0;
         if (anyGrad && isActivation(g, node.inputs[0])) { // kept for the weight gradient
             cost.savedTensors.push_back(node.inputs[0]);
@@ -132,6 +139,13 @@ namespace {
     {
         const auto& x = g.tensor(node.inputs[0]).shape;
         cost.savedExtraBytes += 2 * (x.size() > 1 ? x[1] : 1) * 4; // batch mean, rstd
+    }
+
+    // Where each window's maximum was: one int64 per output element (the engine's kernels and
+    // PyTorch's max_pool2d_with_indices both keep it for the backward).
+    void maxPoolState(const Graph& g, const Node& node, OpCost& cost)
+    {
+        cost.savedExtraBytes += 8 * numElements(g.tensor(node.outputs[0]).shape);
     }
 
     void dropoutState(const Graph& g, const Node& node, OpCost& cost)
@@ -322,6 +336,7 @@ namespace {
             d.backwardFlops = 1;
             d.basis = CostBasis::Input;
             d.savedInputs = saveInput(0);
+            d.saved = maxPoolState;
             add(d);
         }
         {

@@ -32,6 +32,7 @@ namespace {
         std::unordered_set<TensorId> rootsAll;
         std::unordered_set<TensorId> rootsW;
         std::unordered_set<TensorId> params;
+        double fixedScratch = 0; // the largest batch-independent scratch (a convolution's columns)
     };
 
     // Bytes of a tensor at the planned micro-batch and its autocast type.
@@ -271,6 +272,8 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         stages[s].backwardNs += np.backwardNs.at(mb);
         stages[s].weightGradNs += np.weightGradNs.at(mb);
         stages[s].workspaceBytes = std::max(stages[s].workspaceBytes, np.workspaceBytes.at(mb));
+        acc[s].fixedScratch =
+            std::max(acc[s].fixedScratch, static_cast<double>(costs[n.id.index()].fixedWorkspaceBytes));
         addSavedBytes(g, n, costs[n.id.index()], acc[s], stages[s], scale, types);
         for (auto in : n.inputs) {
             if (g.tensor(in).kind == TensorKind::Parameter && acc[s].params.insert(in).second)
@@ -282,11 +285,15 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         const StageId id(static_cast<std::uint32_t>(s));
         const auto begin = p.stageBegin(id);
         const auto end = p.stageEnd(id, g.nodeCount());
+        // A node's scratch, or the backward's working set with the largest convolution's columns
+        // (held while that node's gradients are: an upper bound).
         const double nodeScratch = stages[s].workspaceBytes;
+        const double fixed = acc[s].fixedScratch;
         stages[s].workspaceBytes =
-            std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(g, flow, begin, end)) * workScale);
+            std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(g, flow, begin, end)) * workScale + fixed);
         stages[s].splitWorkspaceBytes = std::max(nodeScratch,
-            static_cast<double>(backwardWorkingBytes(g, flow, begin, end, BackwardPass::InputOnly)) * workScale);
+            static_cast<double>(backwardWorkingBytes(g, flow, begin, end, BackwardPass::InputOnly)) * workScale
+                + fixed);
         stages[s].weightGradHeldBytes =
             static_cast<double>(weightGradHeldBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())))
             * workScale;

@@ -230,18 +230,41 @@ bool StageModel::parametersCanFit() const
     return b >= n;
 }
 
+// The stage's workspace: its largest node scratch, or the backward's working set where larger (B
+// alone where zero-bubble splits the backward) with the largest batch-independent scratch (a
+// convolution's columns, held while that node's gradients are: an upper bound), and the output
+// gradients a split B holds for W.
+void StageModel::setWorkingSets(std::size_t begin, std::size_t end, double fixedScratch, StageCost& c) const
+{
+    const double nodeScratch = c.workspaceBytes;
+    c.workspaceBytes = std::max(nodeScratch,
+        static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale + fixedScratch);
+    c.splitWorkspaceBytes = m_schedule.kind != ScheduleKind::ZeroBubbleH1
+        ? c.workspaceBytes
+        : std::max(nodeScratch,
+            static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale
+                    * m_workScale
+                + fixedScratch);
+    c.weightGradHeldBytes =
+        static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale;
+}
+
 StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end, int stage) const
 {
     StageEvaluation e;
     auto& c = e.cost;
     const auto gen = ++m_generation;
     std::vector<TensorId> weightGradRoots;
+    double fixedScratch = 0;
     for (std::size_t n = begin; n < end; ++n) {
         c.forwardNs += m_nodeFwd[n];
         c.backwardNs += m_nodeBwd[n];
         c.weightGradNs += m_nodeW[n];
         const auto& oc = m_costs[n];
-        c.workspaceBytes = std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale * m_workScale);
+        const auto fixed = static_cast<double>(oc.fixedWorkspaceBytes);
+        c.workspaceBytes =
+            std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale * m_workScale + fixed);
+        fixedScratch = std::max(fixedScratch, fixed);
         c.activationBytes += static_cast<double>(oc.savedExtraBytes) * m_scale;
         const auto& node = m_graph.nodes()[n];
         for (auto t : oc.savedTensors) {
@@ -286,16 +309,7 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
     c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
     std::sort(c.tiedParameters.begin(), c.tiedParameters.end(),
         [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
-    const double nodeScratch = c.workspaceBytes;
-    c.workspaceBytes = std::max(
-        nodeScratch, static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale);
-    c.splitWorkspaceBytes = m_schedule.kind != ScheduleKind::ZeroBubbleH1
-        ? c.workspaceBytes
-        : std::max(nodeScratch,
-            static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale
-                * m_workScale);
-    c.weightGradHeldBytes =
-        static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale;
+    setWorkingSets(begin, end, fixedScratch, c);
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
     // Messages: the next forward's activations and the next backward's gradients arrive while

@@ -166,6 +166,7 @@ private:
     void applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
     void setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const;
+    void setWorkingSets(std::size_t begin, std::size_t end, double fixedScratch, StageCost& c) const;
 
     const Graph& m_graph;
     const Profile& m_profile;

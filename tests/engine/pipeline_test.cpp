@@ -332,6 +332,51 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
     }
 }
 
+// The same for a CNN, whose stages' workspace is the convolutions' column matrices of one image
+// (the CPU kernels fill them image by image; the backward holds the columns and their gradient)
+// and whose max pool keeps an int64 argmax per output: the zoo's ResNet was 25% above its
+// predicted peak on its first device before they were counted. Within 10%, not 5%: the model
+// adds the largest columns to the backward's working set with every in-flight micro-batch's
+// activations whole (an upper bound; 1F1B's device 0 measures 9% below it), where the runtime has
+// freed part of the current micro-batch's by the time that convolution runs.
+TEST(Pipeline, ConvolutionalStagesPeakAsPredicted)
+{
+    auto c = zooPreset("resnet-tiny");
+    c.microBatch = 8;
+    const auto graph = buildZooModel(c);
+    const auto device = DeviceCatalog::builtin().find("a100-40gb");
+    const auto profile = estimateProfile(graph, device, CostModelOptions {});
+    for (const std::string schedule : { "gpipe", "1f1b" }) {
+        auto config = configFor(graph, schedule, 2, 4, "adamw");
+        TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
+        std::vector<std::int64_t> measured(2, 0);
+        std::vector<MemoryByUse> uses(2);
+        for (int step = 0; step < 2; ++step) {
+            const auto r = run.step();
+            for (std::size_t d = 0; d < 2; ++d) {
+                if (r.devicePeakBytes[d] > measured[d]) {
+                    measured[d] = r.devicePeakBytes[d];
+                    uses[d] = r.devicePeakByUse[d];
+                }
+            }
+        }
+        const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
+        const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, 2),
+            profile.setup, static_cast<double>(c.microBatch), config.memory, { true, true } });
+        for (std::size_t d = 0; d < 2; ++d) {
+            const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
+            const auto& m = predicted.devices[d].memory;
+            std::string breakdown;
+            for (std::size_t u = 0; u < kMemoryUses; ++u)
+                breakdown += " " + std::string(toString(static_cast<MemoryUse>(u))) + " " + std::to_string(uses[d][u]);
+            EXPECT_LT(std::abs(error), 0.10)
+                << schedule << " device " << d << ": predicted " << predicted.devices[d].peakBytes << " B (activations "
+                << m.activations << ", workspace " << m.workspace << "), measured " << measured[d] << " B ("
+                << breakdown << ")";
+        }
+    }
+}
+
 TEST(Pipeline, NonAdjacentStagesShareADevice)
 {
     // FTPipe's Mixed-pipe: device 0 holds stages 0 and 2, device 1 stages 1 and 3.
