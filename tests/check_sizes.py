@@ -51,7 +51,6 @@ TO_SPLIT = {
     ("core/plan/plan_search.cpp", "searchPlans"): 85,
     ("core/onnx/fixed_shapes.cpp", "attempt"): 85,
     ("gui/app_launcher.cpp", "renderView"): 83,
-    ("app/cli/train_commands.cpp", "addTrainCommand"): 82,
 }
 
 

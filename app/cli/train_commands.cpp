@@ -455,6 +455,38 @@ namespace {
         return 0;
     }
 
+    // Training data (text, token files or random tokens) and the optimizer's settings.
+    void addDataAndOptimizerOptions(CLI::App* cmd, TrainCommandOptions& o)
+    {
+        cmd->add_option(
+            "--data", o.data, "Training text (bytes as tokens) or token file; default: /usr/share/common-licenses");
+        cmd->add_option("--data-format", o.dataFormat, "text | u16 | u32 | random")
+            ->check(CLI::IsMember(std::vector<std::string> { "text", "u16", "u32", "random" }));
+        cmd->add_option("--vocab", o.vocab, "Vocabulary of u16/u32/random data (random: the model's by default)")
+            ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 32));
+        cmd->add_option("--optimizer", o.optimizer, "adamw | sgd")
+            ->check(CLI::IsMember(std::vector<std::string> { "adamw", "sgd" }));
+        cmd->add_option("--lr", o.lr, "Learning rate")->check(positiveUpTo(1e3));
+        cmd->add_option("--weight-decay", o.weightDecay, "Weight decay")->check(numberIn(0, 1e3));
+        cmd->add_option("--beta2", o.beta2, "AdamW's second-moment decay (0.99 suits small models)")
+            ->check(numberIn(0, 0.999999999));
+        cmd->add_option("--seed", o.seed, "Seed of initialisation, dropout and sampling");
+    }
+
+    void addTraceCommand(CLI::App& app, Action& action)
+    {
+        auto t = std::make_shared<TraceOptions>();
+        auto* trace =
+            app.add_subcommand("trace", "Export a training run's measured timeline as a Chrome trace (Perfetto)");
+        trace->add_option("project", t->project, "Project file (.pstudio)")->required();
+        trace->add_option("--run", t->run, "Run id (default: the newest)")
+            ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
+        trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)")
+            ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
+        trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
+        trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
+    }
+
 } // namespace
 
 void addTrainCommand(CLI::App& app, Action& action)
@@ -496,19 +528,7 @@ void addTrainCommand(CLI::App& app, Action& action)
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
     cmd->add_option("--accumulate", o->accumulate, "Micro-batches per optimizer step (gradient accumulation)")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
-    cmd->add_option(
-        "--data", o->data, "Training text (bytes as tokens) or token file; default: /usr/share/common-licenses");
-    cmd->add_option("--data-format", o->dataFormat, "text | u16 | u32 | random")
-        ->check(CLI::IsMember(std::vector<std::string> { "text", "u16", "u32", "random" }));
-    cmd->add_option("--vocab", o->vocab, "Vocabulary of u16/u32/random data (random: the model's by default)")
-        ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 32));
-    cmd->add_option("--optimizer", o->optimizer, "adamw | sgd")
-        ->check(CLI::IsMember(std::vector<std::string> { "adamw", "sgd" }));
-    cmd->add_option("--lr", o->lr, "Learning rate")->check(positiveUpTo(1e3));
-    cmd->add_option("--weight-decay", o->weightDecay, "Weight decay")->check(numberIn(0, 1e3));
-    cmd->add_option("--beta2", o->beta2, "AdamW's second-moment decay (0.99 suits small models)")
-        ->check(numberIn(0, 0.999999999));
-    cmd->add_option("--seed", o->seed, "Seed of initialisation, dropout and sampling");
+    addDataAndOptimizerOptions(cmd, *o);
     cmd->add_option("--device-memory,--memory", o->memory,
         "Memory capacity of each device, e.g. 512MiB (an allocation past it fails naming device, stage and node)");
     cmd->add_option(
@@ -529,15 +549,7 @@ void addTrainCommand(CLI::App& app, Action& action)
         ->check(CLI::Range(std::int64_t { 0 }, std::int64_t { 1 } << 40));
     cmd->callback([o, &action] { action = [o] { return runTrain(*o); }; });
 
-    auto t = std::make_shared<TraceOptions>();
-    auto* trace = app.add_subcommand("trace", "Export a training run's measured timeline as a Chrome trace (Perfetto)");
-    trace->add_option("project", t->project, "Project file (.pstudio)")->required();
-    trace->add_option("--run", t->run, "Run id (default: the newest)")
-        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
-    trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)")
-        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
-    trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
-    trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
+    addTraceCommand(app, action);
 }
 
 } // namespace ps::app
