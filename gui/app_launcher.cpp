@@ -174,6 +174,47 @@ namespace {
         return saved;
     }
 
+    // The Scale out dialog for the session's GPT: 256 GPUs of DGX A100 nodes, global batch 1,024.
+    bool renderScale(PlanSession* session, const GuiOptions& options, std::string& error)
+    {
+        const auto graph = session->graph();
+        const auto model = graph ? gptShapeOf(*graph) : std::nullopt;
+        if (!model) {
+            error = "the 'scale' view needs a GPT-2 zoo model";
+            return false;
+        }
+        ScaleDialog w(*model);
+        w.setCluster(QStringLiteral("dgx-a100-80gb"), 256, 1024);
+        w.search();
+        return savePng(w, options, error);
+    }
+
+    bool renderPlans(PlanSession* session, const GuiOptions& options, std::string& error)
+    {
+        PlansModel model;
+        model.setProject(projectWithPlans(*session, options));
+        PlansPanel w(session, &model);
+        w.table()->selectRow(0);
+        const bool ok = savePng(w, options, error);
+        for (const char* suffix : { "", "-wal", "-shm" })
+            QFile::remove(model.projectPath() + QString::fromLatin1(suffix));
+        return ok;
+    }
+
+    // Auto-search over three schedules, rendered when it has finished.
+    bool renderSearch(PlanSession* session, const GuiOptions& options, std::string& error)
+    {
+        AutoSearchDialog dialog(session);
+        QEventLoop loop;
+        QObject::connect(&dialog, &AutoSearchDialog::searchFinished, &loop, &QEventLoop::quit);
+        auto request = dialog.request();
+        request.schedules = { { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, { ScheduleKind::KFKB, 4, 8, 2, 1 },
+            { ScheduleKind::ZeroBubbleH1, 4, 8, 1, 1 } };
+        dialog.start(request);
+        loop.exec();
+        return savePng(dialog, options, error);
+    }
+
     bool renderView(MainWindow& window, const GuiOptions& options, std::string& error)
     {
         auto* session = window.planSession();
@@ -201,39 +242,12 @@ namespace {
             ClusterDock w(session);
             return savePng(w, options, error);
         }
-        if (view == "scale") {
-            const auto graph = session->graph();
-            const auto model = graph ? gptShapeOf(*graph) : std::nullopt;
-            if (!model) {
-                error = "the 'scale' view needs a GPT-2 zoo model";
-                return false;
-            }
-            ScaleDialog w(*model);
-            w.setCluster(QStringLiteral("dgx-a100-80gb"), 256, 1024);
-            w.search();
-            return savePng(w, options, error);
-        }
-        if (view == "plans") {
-            PlansModel model;
-            model.setProject(projectWithPlans(*session, options));
-            PlansPanel w(session, &model);
-            w.table()->selectRow(0);
-            const bool ok = savePng(w, options, error);
-            for (const char* suffix : { "", "-wal", "-shm" })
-                QFile::remove(model.projectPath() + QString::fromLatin1(suffix));
-            return ok;
-        }
-        if (view == "search") {
-            AutoSearchDialog dialog(session);
-            QEventLoop loop;
-            QObject::connect(&dialog, &AutoSearchDialog::searchFinished, &loop, &QEventLoop::quit);
-            auto request = dialog.request();
-            request.schedules = { { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, { ScheduleKind::KFKB, 4, 8, 2, 1 },
-                { ScheduleKind::ZeroBubbleH1, 4, 8, 1, 1 } };
-            dialog.start(request);
-            loop.exec();
-            return savePng(dialog, options, error);
-        }
+        if (view == "scale")
+            return renderScale(session, options, error);
+        if (view == "plans")
+            return renderPlans(session, options, error);
+        if (view == "search")
+            return renderSearch(session, options, error);
         if (view == "launch" || view == "monitor" || view == "compare")
             return renderRunView(window, options, error);
         if (view == "import") {

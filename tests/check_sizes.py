@@ -50,7 +50,6 @@ TO_SPLIT = {
     ("core/onnx/input_dims.cpp", "describeInputDims"): 86,
     ("core/plan/plan_search.cpp", "searchPlans"): 85,
     ("core/onnx/fixed_shapes.cpp", "attempt"): 85,
-    ("gui/app_launcher.cpp", "renderView"): 83,
 }
 
 

@@ -535,7 +535,7 @@ Profile estimateProfile(const Graph& graph, const DeviceSpec& device, const Cost
         p.outputBytes = { 0,
             static_cast<double>(c.outputBytes) * byteScales(graph, node, types, mixed).written / base };
         p.savedBytes = { 0, types.savedBytes(graph, node, c) / base };
-        p.workspaceBytes = { static_cast<double>(c.fixedWorkspaceBytes),
+        p.workspaceBytes = { cpuEngineScratch(device.id) ? static_cast<double>(c.fixedWorkspaceBytes) : 0.0,
             static_cast<double>(c.workspaceBytes) * actScale / base };
         p.parameterCount = c.parameterCount;
         profile.nodes.push_back(p);

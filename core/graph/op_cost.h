@@ -11,6 +11,7 @@
 #include "graph/graph.h"
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace ps {
@@ -32,11 +33,19 @@ struct OpCost
     std::int64_t workspaceBytes = 0; // transient scratch during the op
     // Scratch that does not grow with the micro-batch: a convolution's im2col column matrix of one
     // image, which the engine's CPU kernels fill image by image (twice in the backward: the columns
-    // and their gradient).
+    // and their gradient). Counted for profiles of the CPU device only (cpuEngineScratch): on GPUs
+    // cuDNN's workspace (or the engine's chunked columns) is not modelled.
     std::int64_t fixedWorkspaceBytes = 0;
     std::int64_t parameterCount = 0; // elements of the parameters this node owns
     std::int64_t parameterBytes = 0;
 };
+
+// Whether a profile's device runs the engine's CPU kernels, whose convolutions hold
+// OpCost::fixedWorkspaceBytes of columns (the CPU device, "cpu").
+[[nodiscard]] inline bool cpuEngineScratch(std::string_view deviceKind)
+{
+    return deviceKind == "cpu";
+}
 
 // Which tensors need a gradient: parameters and every activation computed from one.
 [[nodiscard]] std::vector<bool> tensorsRequiringGrad(const Graph& graph);

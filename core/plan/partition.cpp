@@ -272,8 +272,9 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
         stages[s].backwardNs += np.backwardNs.at(mb);
         stages[s].weightGradNs += np.weightGradNs.at(mb);
         stages[s].workspaceBytes = std::max(stages[s].workspaceBytes, np.workspaceBytes.at(mb));
-        acc[s].fixedScratch =
-            std::max(acc[s].fixedScratch, static_cast<double>(costs[n.id.index()].fixedWorkspaceBytes));
+        if (cpuEngineScratch(profile.deviceKind))
+            acc[s].fixedScratch =
+                std::max(acc[s].fixedScratch, static_cast<double>(costs[n.id.index()].fixedWorkspaceBytes));
         addSavedBytes(g, n, costs[n.id.index()], acc[s], stages[s], scale, types);
         for (auto in : n.inputs) {
             if (g.tensor(in).kind == TensorKind::Parameter && acc[s].params.insert(in).second)

@@ -261,7 +261,7 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
         c.backwardNs += m_nodeBwd[n];
         c.weightGradNs += m_nodeW[n];
         const auto& oc = m_costs[n];
-        const auto fixed = static_cast<double>(oc.fixedWorkspaceBytes);
+        const auto fixed = cpuEngineScratch(m_profile.deviceKind) ? static_cast<double>(oc.fixedWorkspaceBytes) : 0.0;
         c.workspaceBytes =
             std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale * m_workScale + fixed);
         fixedScratch = std::max(fixedScratch, fixed);

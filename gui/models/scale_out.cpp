@@ -67,7 +67,7 @@ namespace {
 } // namespace
 
 ClusterScale priceClusterSizes(const std::optional<GptShape>& model, const ClusterSizes& sizes,
-    const ScheduleSpec& schedule, std::int64_t microBatch)
+    const ScheduleSpec& schedule, std::int64_t microBatch, bool stagesShareDevices)
 {
     ClusterScale c;
     const auto& node = findNode(sizes.node);
@@ -84,6 +84,8 @@ ClusterScale priceClusterSizes(const std::optional<GptShape>& model, const Clust
     if (!model) {
         c.estimate.reason = "tensor and data parallel sizes are priced for GPT decoders (the zoo's GPT-2 family); "
                             "this model plans its pipeline only";
+    } else if (stagesShareDevices) {
+        c.estimate.reason = "stages sharing devices (a Mixed-pipe plan) are not Megatron-LM's layout";
     } else if (schedule.kind != ScheduleKind::OneFOneB && schedule.kind != ScheduleKind::Interleaved) {
         c.estimate.reason = "Megatron-LM's layout is priced for the 1F1B and interleaved schedules, not this plan's";
     } else {

@@ -54,8 +54,9 @@ struct ClusterScale
 };
 
 // Prices the plan at those sizes. Schedules other than 1F1B and interleaved are not priced (the
-// reason says so), nor a model that is not a GPT decoder (`model` nullopt).
+// reason says so), nor a model that is not a GPT decoder (`model` nullopt), nor a plan whose stages
+// share devices (Mixed-pipe).
 [[nodiscard]] ClusterScale priceClusterSizes(const std::optional<GptShape>& model, const ClusterSizes& sizes,
-    const ScheduleSpec& schedule, std::int64_t microBatch);
+    const ScheduleSpec& schedule, std::int64_t microBatch, bool stagesShareDevices = false);
 
 } // namespace ps::gui

@@ -172,7 +172,7 @@ void ClusterDock::updateScale()
     }
     const auto& editor = m_session->editor();
     m_scale = priceClusterSizes(gptShapeOf(*graph), clusterSizes(), editor.schedule(),
-        static_cast<std::int64_t>(std::llround(editor.microBatch())));
+        static_cast<std::int64_t>(std::llround(editor.microBatch())), editor.dataflow());
     m_scaleText->setText(QString::fromStdString(m_scale.text));
 }
 

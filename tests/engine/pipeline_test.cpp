@@ -4,6 +4,7 @@
 #include "cluster/cluster.h"
 #include "cost/profile.h"
 #include "cpu/thread_affinity.h"
+#include "cpu_probe.h"
 #include "cuda/cuda_probe.h"
 #include "graph/op_cost.h"
 #include "pipeline_support.h"
@@ -335,16 +336,17 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
 // The same for a CNN, whose stages' workspace is the convolutions' column matrices of one image
 // (the CPU kernels fill them image by image; the backward holds the columns and their gradient)
 // and whose max pool keeps an int64 argmax per output: the zoo's ResNet was 25% above its
-// predicted peak on its first device before they were counted. Within 10%, not 5%: the model
-// adds the largest columns to the backward's working set with every in-flight micro-batch's
-// activations whole (an upper bound; 1F1B's device 0 measures 9% below it), where the runtime has
-// freed part of the current micro-batch's by the time that convolution runs.
+// predicted peak on its first device before they were counted. Within 10%, not the 5% the GPT
+// holds to: the model adds the largest columns to the backward's working set with every in-flight
+// micro-batch's activations whole (an upper bound: 1F1B's device 0 measures 9% below it), where the
+// runtime has freed part of the current micro-batch's by the time that convolution runs; and under
+// GPipe device 0 measures 8% above it (its activations 4.5% above the model's: not yet explained).
 TEST(Pipeline, ConvolutionalStagesPeakAsPredicted)
 {
     auto c = zooPreset("resnet-tiny");
     c.microBatch = 8;
     const auto graph = buildZooModel(c);
-    const auto device = DeviceCatalog::builtin().find("a100-40gb");
+    const auto device = engine::measureCpuDevice(1); // the columns are the CPU kernels' scratch
     const auto profile = estimateProfile(graph, device, CostModelOptions {});
     for (const std::string schedule : { "gpipe", "1f1b" }) {
         auto config = configFor(graph, schedule, 2, 4, "adamw");

@@ -393,6 +393,14 @@ TEST(PlanningStudio, ClusterDockPricesThePipelineAcrossNodes)
     EXPECT_FALSE(dock->clusterScale().estimate.reason.empty());
     EXPECT_NE(dock->clusterScale().text.find(dock->clusterScale().estimate.reason), std::string::npos);
     EXPECT_FALSE(dock->setClusterSizes({ "dgx-z9000", 1, 1, Recompute::None }));
+    // The interleaved schedule (which the studio's stage model does not plan) priced directly: p is
+    // the devices, v the stages per device; a Mixed-pipe plan is refused.
+    const auto interleaved = priceClusterSizes(
+        gptShapeOf(*graph), { "dgx-a100-80gb", 2, 2, Recompute::Full }, parseScheduleSpec("interleaved:3", 12, 8), 2);
+    EXPECT_EQ(interleaved.config.text(), "t2 p4 d2 b2 interleaved:3 full");
+    EXPECT_TRUE(interleaved.estimate.valid) << interleaved.text;
+    const auto mixed = priceClusterSizes(gptShapeOf(*graph), {}, parseScheduleSpec("1f1b", 4, 8), 2, true);
+    EXPECT_NE(mixed.text.find("Mixed-pipe"), std::string::npos);
     // A schedule the layout does not price, and a model that is not a GPT decoder.
     setup.schedule = parseScheduleSpec("gpipe", 4, 8);
     ASSERT_TRUE(window.planSession()->configure(setup));
