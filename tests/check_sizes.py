@@ -47,7 +47,6 @@ TO_SPLIT = {
     ("engine/runtime/pipeline_runner.cpp", "PipelineRunner"): 90,
     ("core/report/dawnpiper_report.cpp", "addCnnWorkload"): 88,
     ("core/onnx/fixed_shapes.cpp", "reshapeTargets"): 86,
-    ("core/onnx/input_dims.cpp", "describeInputDims"): 86,
     ("core/plan/plan_search.cpp", "searchPlans"): 85,
     ("core/onnx/fixed_shapes.cpp", "attempt"): 85,
 }

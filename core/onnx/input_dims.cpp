@@ -138,38 +138,45 @@ namespace {
 
 } // namespace
 
-std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::optional<int> batchAxis)
-{
-    std::set<std::string> initializers;
-    for (const auto& i : model.graph().initializer())
-        initializers.insert(i.name());
-    struct Input
+namespace {
+
+    // A graph input that is not an initializer, with its dims as exported.
+    struct DataInput
     {
         std::string name;
         int elemType;
         std::vector<InputDim> dims;
     };
-    std::vector<Input> inputs;
-    for (const auto& input : model.graph().input()) {
-        if (initializers.contains(input.name()) || !input.type().has_tensor_type())
-            continue;
-        Input in { input.name(), input.type().tensor_type().elem_type(), {} };
-        int axis = 0;
-        for (const auto& dim : input.type().tensor_type().shape().dim()) {
-            InputDim d;
-            d.input = input.name();
-            d.axis = axis++;
-            d.dynamic = !(dim.has_dim_value() && dim.dim_value() > 0);
-            d.param = dim.dim_param();
-            d.exported = d.dynamic ? 0 : dim.dim_value();
-            d.size = d.exported;
-            in.dims.push_back(std::move(d));
+
+    std::vector<DataInput> dataInputs(const onnx::ModelProto& model)
+    {
+        std::set<std::string> initializers;
+        for (const auto& i : model.graph().initializer())
+            initializers.insert(i.name());
+        std::vector<DataInput> inputs;
+        for (const auto& input : model.graph().input()) {
+            if (initializers.contains(input.name()) || !input.type().has_tensor_type())
+                continue;
+            DataInput in { input.name(), input.type().tensor_type().elem_type(), {} };
+            int axis = 0;
+            for (const auto& dim : input.type().tensor_type().shape().dim()) {
+                InputDim d;
+                d.input = input.name();
+                d.axis = axis++;
+                d.dynamic = !(dim.has_dim_value() && dim.dim_value() > 0);
+                d.param = dim.dim_param();
+                d.exported = d.dynamic ? 0 : dim.dim_value();
+                d.size = d.exported;
+                in.dims.push_back(std::move(d));
+            }
+            inputs.push_back(std::move(in));
         }
-        inputs.push_back(std::move(in));
+        return inputs;
     }
-    // The batch axis of fixed inputs: given, else one every rank >= 2 input has with one size.
-    std::optional<int> batch = batchAxis;
-    if (!batch) {
+
+    // Axis 0, else 1, where every rank >= 2 input has one size there (its fixed dims); else 0.
+    int commonBatchAxis(const std::vector<DataInput>& inputs)
+    {
         const auto agree = [&inputs](int axis) {
             std::optional<std::int64_t> size;
             for (const auto& in : inputs) {
@@ -184,11 +191,19 @@ std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::opti
             }
             return true;
         };
-        batch = agree(0) ? 0 : agree(1) ? 1 : 0;
+        return agree(0) ? 0 : agree(1) ? 1 : 0;
     }
+
+} // namespace
+
+std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::optional<int> batchAxis)
+{
+    auto inputs = dataInputs(model);
+    // The batch axis of fixed inputs: given, else one every rank >= 2 input has with one size.
+    const std::optional<int> batch = batchAxis ? batchAxis : std::optional<int>(commonBatchAxis(inputs));
     // A dynamic dimension not named like a sequence is the batch the importer binds (the first
     // such of each input): then no fixed dimension is a batch.
-    const auto dynamicBatch = [](const Input& in) -> std::optional<int> {
+    const auto dynamicBatch = [](const DataInput& in) -> std::optional<int> {
         for (const auto& d : in.dims) {
             std::string lower = d.param;
             std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
@@ -198,7 +213,7 @@ std::vector<InputDim> describeInputDims(const onnx::ModelProto& model, std::opti
         return std::nullopt;
     };
     const bool anyDynamicBatch =
-        std::any_of(inputs.begin(), inputs.end(), [&](const Input& in) { return dynamicBatch(in).has_value(); });
+        std::any_of(inputs.begin(), inputs.end(), [&](const DataInput& in) { return dynamicBatch(in).has_value(); });
     const auto convolved = convolvedInputs(model.graph());
     std::vector<InputDim> out;
     for (auto& in : inputs) {
