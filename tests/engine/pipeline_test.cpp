@@ -335,8 +335,8 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
 
 // The same for a CNN, whose stages' workspace is the convolutions' column matrices of one image
 // (the CPU kernels fill them image by image; the backward holds the columns and their gradient)
-// and whose max pool keeps an int64 argmax per output: the zoo's ResNet was 25% above its
-// predicted peak on its first device before they were counted. Within 10%, not the 5% the GPT
+// and whose max pool keeps an int64 argmax per output: the zoo's ResNet's first device was
+// predicted 25% below its measured peak before they were counted. Within 10%, not the 5% the GPT
 // holds to: the model adds the largest columns to the backward's working set with every in-flight
 // micro-batch's activations whole (an upper bound: 1F1B's device 0 measures 9% below it), where the
 // runtime has freed part of the current micro-batch's by the time that convolution runs; and under
