@@ -2,9 +2,9 @@
 // cuBLAS GEMM per chunk of images, batched over groups), ConvTranspose (that Conv with the roles of
 // input and output gradient swapped), BatchNorm (cuDNN in training where it
 // applies; else per-channel sums in double, one block per channel) (the pools: cuda_pool_kernels.cu), forward and
-// backward, on (N, C, H, W) and (N, C, D, H, W) f32 arrays. The index math and the per-element and per-channel arithmetic are
-// engine/conv_math.h's, which the CPU kernels run too; these backwards gather (one thread per input element), so they
-// need no atomics and their sums come in the CPU's order. Windows are read from the node by
+// backward, on (N, C, H, W) and (N, C, D, H, W) f32 arrays. The index math and the per-element and per-channel
+// arithmetic are engine/conv_math.h's, which the CPU kernels run too; these backwards gather (one thread per input
+// element), so they need no atomics and their sums come in the CPU's order. Windows are read from the node by
 // engine/conv_geometry.h, as on the CPU.
 #include "conv_geometry.h"
 #include "cuda/cuda_common.cuh"

@@ -278,6 +278,40 @@ TEST(Pipeline, SwapAndRecomputeLowerThePeak)
     EXPECT_TRUE(sawRecompute);
 }
 
+namespace {
+
+struct MeasuredPeaks
+{
+    std::vector<std::int64_t> bytes;
+    std::vector<MemoryByUse> uses; // at each device's peak
+};
+
+// Each of two devices' peak over two steps (the first creates the optimizer state).
+MeasuredPeaks measuredPeaks(TrainingRun& run)
+{
+    MeasuredPeaks p { std::vector<std::int64_t>(2, 0), std::vector<MemoryByUse>(2) };
+    for (int step = 0; step < 2; ++step) {
+        const auto r = run.step();
+        for (std::size_t d = 0; d < 2; ++d) {
+            if (r.devicePeakBytes[d] > p.bytes[d]) {
+                p.bytes[d] = r.devicePeakBytes[d];
+                p.uses[d] = r.devicePeakByUse[d];
+            }
+        }
+    }
+    return p;
+}
+
+std::string describeUses(const MemoryByUse& uses)
+{
+    std::string text;
+    for (std::size_t u = 0; u < kMemoryUses; ++u)
+        text += " " + std::string(toString(static_cast<MemoryUse>(u))) + " " + std::to_string(uses[u]);
+    return text;
+}
+
+} // namespace
+
 // The memory model against the allocator: what the planner promises is what the run uses. Bytes,
 // unlike times, do not depend on the machine, so this holds on any host (the issue's 5%).
 // With dropout on too: its one-byte masks are what the memory model counts (issue P15 found the
@@ -301,27 +335,14 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
                 { "interleaved:2", 4 }, { "zb-h1", 2 }, { "pipedream", 2 }, { "ftpipe-async:2", 2 } }) {
             auto config = configFor(graph, schedule, stages, 4, "adamw");
             TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
-            std::vector<std::int64_t> measured(2, 0);
-            std::vector<MemoryByUse> uses(2);
-            for (int step = 0; step < 2; ++step) { // the first step creates the optimizer state
-                const auto r = run.step();
-                for (std::size_t d = 0; d < 2; ++d) {
-                    if (r.devicePeakBytes[d] > measured[d]) {
-                        measured[d] = r.devicePeakBytes[d];
-                        uses[d] = r.devicePeakByUse[d];
-                    }
-                }
-            }
+            const auto [measured, uses] = measuredPeaks(run);
             const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
             const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, 2),
                 profile.setup, static_cast<double>(c.microBatch), config.memory, { true, true } });
             for (std::size_t d = 0; d < 2; ++d) {
                 const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
                 const auto& m = predicted.devices[d].memory;
-                std::string breakdown;
-                for (std::size_t u = 0; u < kMemoryUses; ++u)
-                    breakdown +=
-                        " " + std::string(toString(static_cast<MemoryUse>(u))) + " " + std::to_string(uses[d][u]);
+                const auto breakdown = describeUses(uses[d]);
                 EXPECT_LT(std::abs(error), 0.05)
                     << schedule << " dropout " << dropout << " device " << d << ": predicted "
                     << predicted.devices[d].peakBytes << " B (parameters " << m.parameters + m.stashedWeights
@@ -351,26 +372,14 @@ TEST(Pipeline, ConvolutionalStagesPeakAsPredicted)
     for (const std::string schedule : { "gpipe", "1f1b" }) {
         auto config = configFor(graph, schedule, 2, 4, "adamw");
         TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
-        std::vector<std::int64_t> measured(2, 0);
-        std::vector<MemoryByUse> uses(2);
-        for (int step = 0; step < 2; ++step) {
-            const auto r = run.step();
-            for (std::size_t d = 0; d < 2; ++d) {
-                if (r.devicePeakBytes[d] > measured[d]) {
-                    measured[d] = r.devicePeakBytes[d];
-                    uses[d] = r.devicePeakByUse[d];
-                }
-            }
-        }
+        const auto [measured, uses] = measuredPeaks(run);
         const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
         const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, 2),
             profile.setup, static_cast<double>(c.microBatch), config.memory, { true, true } });
         for (std::size_t d = 0; d < 2; ++d) {
             const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
             const auto& m = predicted.devices[d].memory;
-            std::string breakdown;
-            for (std::size_t u = 0; u < kMemoryUses; ++u)
-                breakdown += " " + std::string(toString(static_cast<MemoryUse>(u))) + " " + std::to_string(uses[d][u]);
+            const auto breakdown = describeUses(uses[d]);
             EXPECT_LT(std::abs(error), 0.10)
                 << schedule << " device " << d << ": predicted " << predicted.devices[d].peakBytes << " B (activations "
                 << m.activations << ", workspace " << m.workspace << "), measured " << measured[d] << " B ("
