@@ -121,6 +121,17 @@ void Backend::forward(const Node& node, NodeValues& values, KernelContext& ctx) 
     }
 }
 
+NdArray Backend::forwardGemmBias(
+    const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx) const
+{
+    const OwnerScope owner(ctx.allocator, matmul.name);
+    try {
+        return kernels().gemmBias()(matmul, x, w, bias, ctx);
+    } catch (const NotResident& e) {
+        throw NotResident(std::string(e.what()) + " in the forward of node '" + matmul.name + "' (MatMul + bias)");
+    }
+}
+
 std::vector<NdArray> Backend::backward(const Node& node, const NodeValues& values, const std::vector<NdArray>& gradOut,
     const std::vector<bool>& needGrad, KernelContext& ctx) const
 {

@@ -82,6 +82,13 @@ struct MaskedSoftmaxKernel
     MaskedSoftmaxBackward backward = nullptr;
 };
 
+// A Linear's GEMM and its bias add as one call (engine/fusion.h's GemmBiasChain): the MatMul
+// node's product of x and w (its attributes and broadcasting) plus `bias` (the product's last dim)
+// over every row, in fp32, as MatMul then BiasAdd compute it. The CUDA backend runs it as one
+// cuBLASLt GEMM whose epilogue adds the bias; the CPU adds it in place over the GEMM's output.
+using GemmBiasForward = NdArray (*)(
+    const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx);
+
 // Per-op kernels of one backend, indexed by OpType.
 class KernelTable
 {
@@ -99,10 +106,20 @@ public:
     {
         return m_maskedSoftmax;
     }
+    // The fused GEMM + bias (nullptr: the backend runs MatMul and the bias add apart).
+    void setGemmBias(GemmBiasForward kernel)
+    {
+        m_gemmBias = kernel;
+    }
+    [[nodiscard]] GemmBiasForward gemmBias() const
+    {
+        return m_gemmBias;
+    }
 
 private:
     std::array<OpKernel, static_cast<std::size_t>(OpType::Opaque) + 1> m_kernels {};
     MaskedSoftmaxKernel m_maskedSoftmax {};
+    GemmBiasForward m_gemmBias = nullptr;
 };
 
 struct AdamWUpdate
@@ -137,6 +154,9 @@ public:
     // Runs a node through the kernel table; throws ps::Error naming the node when the backend has
     // no kernel for its op. Allocations are attributed to the node (OOM messages name it).
     void forward(const Node& node, NodeValues& values, KernelContext& ctx) const;
+    // The fused GEMM + bias (kernels().gemmBias(), which must be set), its allocations owned by `matmul`.
+    [[nodiscard]] NdArray forwardGemmBias(
+        const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx) const;
     // gradOut has one entry per output (undefined: zero). Returns one gradient per input, defined
     // where needGrad is true.
     [[nodiscard]] std::vector<NdArray> backward(const Node& node, const NodeValues& values,

@@ -155,6 +155,11 @@ float GraphExecutor::forward()
     KernelContext ctx { m_allocator, m_rng, m_options.training, m_options.gemm };
     std::fill(m_fusedForward.begin(), m_fusedForward.end(), 0);
     for (const auto& node : m_graph.nodes()) {
+        if (const auto* gemm = m_fuse ? m_fusion.gemmChainOf(node.id.index()) : nullptr) {
+            if (node.id.index() == gemm->matmul)
+                forwardGemmChain(*gemm, ctx);
+            continue; // the add ran with its MatMul
+        }
         if (const auto* chain = m_fuse ? m_fusion.chainOf(node.id.index()) : nullptr) {
             if (node.id.index() == chain->head)
                 forwardChain(*chain, ctx);
@@ -271,6 +276,36 @@ void GraphExecutor::forwardChain(const SoftmaxChain& chain, KernelContext& ctx)
         if (i >= 0)
             m_fusedForward[static_cast<std::size_t>(i)] = 1;
     }
+}
+
+// A GEMM + bias chain in one call, observed as its MatMul node. Both nodes get the values their
+// backwards read; the product before the bias gets none.
+void GraphExecutor::forwardGemmChain(const GemmBiasChain& chain, KernelContext& ctx)
+{
+    const auto& matmul = m_graph.nodes()[chain.matmul];
+    const auto& add = m_graph.nodes()[chain.add];
+    const auto valueOf = [&](TensorId t) -> const NdArray& {
+        const auto& v = m_values[t.index()];
+        if (!v.defined())
+            throw Error("node '" + matmul.name + "' reads '" + m_graph.tensor(t).name
+                + "', which has no value (an input not fed?)");
+        return v;
+    };
+    const auto& x = valueOf(matmul.inputs[0]);
+    const auto& w = valueOf(matmul.inputs[1]);
+    const auto& bias = valueOf(add.inputs[1 - chain.productInput]);
+    NdArray y;
+    {
+        const ObservedSpan span(m_observer, matmul.id, false);
+        y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
+    }
+    const auto product = NdArray::shapeOnly(y.shape(), DType::F32);
+    m_nodeValues[chain.matmul] = NodeValues { { x, w }, { product }, {} };
+    m_nodeValues[chain.add] =
+        NodeValues { chain.productInput == 0 ? std::vector { product, bias } : std::vector { bias, product }, { y },
+            {} };
+    m_values[matmul.outputs[0].index()] = NdArray();
+    m_values[add.outputs[0].index()] = std::move(y);
 }
 
 void GraphExecutor::backwardChain(const SoftmaxChain& chain, std::vector<NdArray>& grads, KernelContext& ctx)

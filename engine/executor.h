@@ -94,6 +94,7 @@ private:
     [[nodiscard]] NdArray fromGraphData(const Tensor& t);
     void forwardChain(const SoftmaxChain& chain, KernelContext& ctx);
     void backwardChain(const SoftmaxChain& chain, std::vector<NdArray>& grads, KernelContext& ctx);
+    void forwardGemmChain(const GemmBiasChain& chain, KernelContext& ctx);
     void addGradient(TensorId id, const NdArray& grad, std::vector<NdArray>& grads);
 
     Graph m_graph;

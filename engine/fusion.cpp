@@ -16,8 +16,13 @@ FusionPlan::FusionPlan(const Graph& graph, std::size_t begin, std::size_t end, c
     std::span<const TensorId> recomputed, bool enabled)
     : m_begin(begin)
     , m_chainOf(end > begin ? end - begin : 0, 0)
+    , m_gemmChainOf(m_chainOf.size(), 0)
 {
-    if (!enabled || !fusionEnabled() || backend.kernels().maskedSoftmax().forward == nullptr)
+    if (!enabled || !fusionEnabled())
+        return;
+    if (backend.kernels().gemmBias() != nullptr)
+        planGemmChains(graph, end, recomputed);
+    if (backend.kernels().maskedSoftmax().forward == nullptr)
         return;
     const auto consumers = graph.consumers();
     const auto& outputs = graph.outputs();
@@ -84,6 +89,69 @@ FusionPlan::FusionPlan(const Graph& graph, std::size_t begin, std::size_t end, c
             if (i >= 0)
                 m_chainOf[static_cast<std::size_t>(i) - begin] = id;
         }
+    }
+}
+
+void FusionPlan::planGemmChains(const Graph& graph, std::size_t end, std::span<const TensorId> recomputed)
+{
+    const auto consumers = graph.consumers();
+    const auto& outputs = graph.outputs();
+    const auto excluded = [&](TensorId t) {
+        return std::find(recomputed.begin(), recomputed.end(), t) != recomputed.end()
+            || std::find(outputs.begin(), outputs.end(), t) != outputs.end();
+    };
+    const auto f32 = [&](TensorId t) { return graph.tensor(t).dtype == DType::F32; };
+    for (std::size_t n = m_begin; n < end; ++n) {
+        const auto& add = graph.nodes()[n];
+        if ((add.op != OpType::BiasAdd && add.op != OpType::Add) || add.inputs.size() != 2 || add.outputs.size() != 1
+            || !f32(add.outputs[0]) || excluded(add.outputs[0]))
+            continue;
+        for (std::size_t p = 0; p < 2; ++p) {
+            if (add.op == OpType::BiasAdd && p != 0)
+                break; // BiasAdd's bias is its second input
+            const auto product = add.inputs[p];
+            const auto bias = add.inputs[1 - p];
+            const auto producer = graph.tensor(product).producer;
+            if (!producer.valid() || producer.index() < m_begin || producer.index() >= n)
+                continue;
+            const auto& matmul = graph.node(producer);
+            const auto& shape = graph.tensor(product).shape;
+            const auto& readers = consumers[product.index()];
+            const auto biasProducer = graph.tensor(bias).producer;
+            const bool ok = matmul.op == OpType::MatMul && matmul.inputs.size() == 2 && matmul.outputs.size() == 1
+                && readers.size() == 1 && readers.front() == add.id && !excluded(product) && f32(product) && f32(bias)
+                && f32(matmul.inputs[0]) && f32(matmul.inputs[1]) && !shape.empty()
+                && graph.tensor(bias).shape == Shape { shape.back() } && graph.tensor(add.outputs[0]).shape == shape
+                && (!biasProducer.valid() || biasProducer.index() < producer.index())
+                && m_gemmChainOf[producer.index() - m_begin] == 0;
+            if (!ok)
+                continue;
+            m_gemmChains.push_back(GemmBiasChain { producer.index(), n, p });
+            const auto id = static_cast<int>(m_gemmChains.size());
+            m_gemmChainOf[producer.index() - m_begin] = id;
+            m_gemmChainOf[n - m_begin] = id;
+            break;
+        }
+    }
+}
+
+const GemmBiasChain* FusionPlan::gemmChainOf(std::size_t index) const
+{
+    if (index < m_begin || index - m_begin >= m_gemmChainOf.size() || m_gemmChainOf[index - m_begin] == 0)
+        return nullptr;
+    return &m_gemmChains[static_cast<std::size_t>(m_gemmChainOf[index - m_begin] - 1)];
+}
+
+void FusionPlan::dropGemmChain(std::size_t matmul)
+{
+    const auto* chain = gemmChainOf(matmul);
+    if (chain == nullptr || chain->matmul != matmul)
+        return;
+    m_gemmChains.erase(m_gemmChains.begin() + (m_gemmChainOf[matmul - m_begin] - 1));
+    std::fill(m_gemmChainOf.begin(), m_gemmChainOf.end(), 0);
+    for (std::size_t i = 0; i < m_gemmChains.size(); ++i) {
+        m_gemmChainOf[m_gemmChains[i].matmul - m_begin] = static_cast<int>(i + 1);
+        m_gemmChainOf[m_gemmChains[i].add - m_begin] = static_cast<int>(i + 1);
     }
 }
 

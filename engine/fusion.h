@@ -11,6 +11,14 @@
 // A profile measured through a fused chain times it on its Softmax node (forward and backward);
 // its Scale and Mask nodes measure nothing, so a run that keeps the chain apart (a stage cut
 // inside it, recomputed probabilities, PS_FUSION=0) is predicted short by their kernels.
+//
+// A Linear's GEMM and its bias add (MatMul -> BiasAdd, or an Add of a vector over the product's
+// last dim) run as one GEMM whose epilogue adds the bias (Backend::gemmBias: cuBLASLt's bias
+// epilogue on CUDA; on the CPU the bias is added in place over the GEMM's output). Forward only:
+// each node's backward runs as before, from the GEMM's inputs and the add's output, which the fused
+// call gives them (an add's backward reads only its inputs' shapes). The product before the bias is
+// never stored: one array of the output's size where the separate kernels held two for a moment.
+// Its time is measured on the MatMul node; the add's forward measures nothing.
 // Depends on: core (Graph), backend.h.
 #pragma once
 
@@ -31,6 +39,13 @@ struct SoftmaxChain
     std::size_t softmax = 0; // last node, whose output is the chain's output
 };
 
+struct GemmBiasChain
+{
+    std::size_t matmul = 0; // MatMul (x, w), whose output only the add reads
+    std::size_t add = 0; // BiasAdd or Add, whose output is the chain's
+    std::size_t productInput = 0; // the add's input that is the product; the other is the bias
+};
+
 // Whether the engine fuses chains (the environment's PS_FUSION unset or not "0").
 [[nodiscard]] bool fusionEnabled();
 
@@ -48,11 +63,22 @@ public:
         std::span<const TensorId> recomputed = {}, bool enabled = true);
 
     // The chain node `index` belongs to, or nullptr.
+    // GEMM + bias chains (gemmChainOf) are planned where the backend has Backend::gemmBias, on f32
+    // tensors, where the product is read by the add alone, is no graph output and is not
+    // recomputed, the add's output is not recomputed, and the bias exists before the MatMul runs.
     [[nodiscard]] const SoftmaxChain* chainOf(std::size_t index) const;
     [[nodiscard]] const std::vector<SoftmaxChain>& chains() const
     {
         return m_chains;
     }
+    // The GEMM + bias chain node `index` belongs to (its MatMul or its add), or nullptr.
+    [[nodiscard]] const GemmBiasChain* gemmChainOf(std::size_t index) const;
+    [[nodiscard]] const std::vector<GemmBiasChain>& gemmChains() const
+    {
+        return m_gemmChains;
+    }
+    // Runs the chain whose MatMul is node `matmul` apart from now on (a caller that keeps the product).
+    void dropGemmChain(std::size_t matmul);
     // The Mask's padding input (invalid: none).
     [[nodiscard]] static TensorId paddingOf(const Graph& graph, const SoftmaxChain& chain);
     // The fused kernel's arguments, given the padding input's value (undefined: none).
@@ -62,6 +88,10 @@ private:
     std::size_t m_begin = 0;
     std::vector<int> m_chainOf; // by index - begin: the chain's position + 1; 0 for none
     std::vector<SoftmaxChain> m_chains;
+    std::vector<int> m_gemmChainOf; // by index - begin: the GEMM chain's position + 1; 0 for none
+    std::vector<GemmBiasChain> m_gemmChains;
+
+    void planGemmChains(const Graph& graph, std::size_t end, std::span<const TensorId> recomputed);
 };
 
 } // namespace ps::engine

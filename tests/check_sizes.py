@@ -40,7 +40,7 @@ TO_SPLIT = {
     ("gui/views/onnx_import_dialog.cpp", "OnnxImportDialog"): 101,
     ("core/report/megatron_report.cpp", "reproduceMegatron"): 100,
     ("core/report/published_report.cpp", "reproducePublished"): 99,
-    ("engine/runtime/stage_executor.cpp", "forward"): 99,
+    ("engine/runtime/stage_executor.cpp", "forward"): 82,
     ("core/scale/scale_model.cpp", "estimateScale"): 95,
     ("core/report/ftpipe_report.cpp", "reproduceFtpipe"): 93,
     ("core/plan/stage_model.cpp", "evaluateUncached"): 90,

@@ -550,10 +550,29 @@ namespace {
         g.gradIn[0] = out;
     }
 
+    // MatMul then its bias added in place over the product (Backend::gemmBias): the add's bits,
+    // without a second array of the product's size.
+    NdArray gemmBiasForward(
+        const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx)
+    {
+        NodeValues v;
+        v.in = { x, w };
+        matmulForward(matmul, v, ctx);
+        auto& out = v.out[0];
+        if (bias.shape() != Shape { out.shape().back() } || bias.dtype() != DType::F32)
+            throw Error("node '" + matmul.name + "': a bias of " + formatShape(bias.shape()) + " does not add over "
+                + formatShape(out.shape()));
+        float* o = out.f32();
+        const float* b = bias.f32();
+        rowBroadcast(out.numel(), bias.numel(), [&](std::int64_t i, std::int64_t j) { o[i] = o[i] + b[j]; });
+        return out;
+    }
+
 } // namespace
 
 void registerMathKernels(KernelTable& table)
 {
+    table.setGemmBias(gemmBiasForward);
     table.add(OpType::MatMul, { matmulForward, matmulBackward });
     table.add(OpType::Add, { addForward, addBackward });
     table.add(OpType::BiasAdd, { addForward, addBackward });

@@ -142,6 +142,15 @@ void gemm(GemmPrecision precision, bool transA, bool transB, int m, int n, int k
     long long strideA, const void* b, int ldb, long long strideB, float beta, float* c, int ldc, long long strideC,
     int batch);
 
+// Row-major out (rows x n) = x (rows x k) w + bias (n) over every row, w (k x n), or (n x k) with
+// transB, through cuBLASLt's bias epilogue (cuda_gemm_lt.cu). x and w are fp32 or, with Bf16, bf16
+// arrays. Returns false, having done nothing, where cuBLASLt is missing, PS_CUBLASLT is "0", a size
+// is outside its int range or it has no algorithm for the call (the caller runs GEMM and add apart).
+[[nodiscard]] bool gemmBiasLt(GemmPrecision precision, bool transB, std::int64_t rows, std::int64_t n, std::int64_t k,
+    const void* x, const void* w, const float* bias, float* out);
+// cuBLASLt found and PS_CUBLASLT not "0".
+[[nodiscard]] bool cublasLtEnabled();
+
 // A GEMM operand as ctx.gemm wants it: the fp32 array itself, or (Bf16) its bf16 copy, cast with
 // kernel_math.h's rounding and kept alive by `copy` for the call.
 struct GemmOperand

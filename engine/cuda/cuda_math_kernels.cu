@@ -476,6 +476,35 @@ namespace {
             g.gradIn[2] = reduceTo(dyArray, v.in[2].shape(), ctx.allocator);
     }
 
+    // MatMul + bias (Backend::gemmBias): one cuBLASLt GEMM with the bias epilogue where the product
+    // is one GEMM over every row of x (w a single matrix), else MatMul's GEMMs and the add.
+    NdArray gemmBiasForward(
+        const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx)
+    {
+        useDevice(ctx.allocator);
+        for (const auto* a : { &x, &w, &bias })
+            requireF32(matmul, *a);
+        const auto s = matmulShape(matmul, x.shape(), w.shape());
+        if (bias.shape() != Shape { s.n })
+            throw Error(label(matmul) + ": a bias of " + formatShape(bias.shape()) + " does not add over its "
+                + std::to_string(s.n) + " columns");
+        if (numElements(s.batchB) == 1 && cublasLtEnabled()) {
+            auto outShape = s.batchOut;
+            outShape.push_back(s.m);
+            outShape.push_back(s.n);
+            auto out = NdArray::empty(ctx.allocator, outShape);
+            const auto a = gemmOperand(x, ctx, matmul);
+            const auto b = gemmOperand(w, ctx, matmul);
+            if (gemmBiasLt(
+                    ctx.gemm, s.transB, numElements(s.batchOut) * s.m, s.n, s.k, a.at(0), b.at(0), f32(bias), f32(out)))
+                return out;
+        }
+        NodeValues v;
+        v.in = { x, w };
+        matmulForward(matmul, v, ctx);
+        return binary(Binary::Add, v.out[0], bias, matmul, ctx);
+    }
+
 } // namespace
 
 Dims dimsOf(const Shape& shape)
@@ -543,6 +572,7 @@ GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
 
 void registerCudaMathKernels(KernelTable& table)
 {
+    table.setGemmBias(gemmBiasForward);
     table.add(OpType::MatMul, { matmulForward, matmulBackward });
     table.add(OpType::Add, { addForward, addBackward });
     table.add(OpType::BiasAdd, { addForward, addBackward });

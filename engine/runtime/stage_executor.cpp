@@ -88,6 +88,11 @@ StageExecutor::StageExecutor(const Graph& graph, StageId id, std::size_t begin, 
     buildKeepSets();
     // Recomputes re-run node by node from inputs a fused chain never makes.
     m_fusion = FusionPlan(graph, begin, end, backend, m_memory.recomputedTensors);
+    // A GEMM + bias chain never stores the product: where a backward would read it, it runs apart.
+    for (const auto chain : std::vector(m_fusion.gemmChains())) {
+        if (m_keepOut[chain.matmul - begin][0] != 0 || m_keepIn[chain.add - begin][chain.productInput] != 0)
+            m_fusion.dropGemmChain(chain.matmul);
+    }
     m_device.setOwner("");
 }
 
@@ -130,19 +135,8 @@ void StageExecutor::receiveActivations(MicroBatchId mb, std::vector<NdArray> val
         s.values[static_cast<std::size_t>(slotOf(m_boundaryIn[k]))] = std::move(values[k]);
 }
 
-void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
+void StageExecutor::loadDataInputs(MicroBatch& s, const HostBatch& batch)
 {
-    auto& s = m_microBatches[mb.value];
-    if (s.forwardDone)
-        throw Error("stage " + std::to_string(m_id.value) + ": second forward of micro-batch "
-            + std::to_string(mb.value) + " before its backward");
-    const MemoryUseScope use(MemoryUse::Activations);
-    s.values.resize(m_slotTensor.size());
-    for (auto t : m_boundaryIn) { // received messages become the stage's inputs
-        auto& v = s.values[static_cast<std::size_t>(slotOf(t))];
-        if (v.defined())
-            v.relabel(MemoryUse::Activations);
-    }
     m_device.setOwner("input batch");
     for (auto t : m_dataInputs) {
         const auto& tensor = m_graph.tensor(t);
@@ -168,12 +162,35 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         }
     }
     m_device.setOwner("");
+}
+
+void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
+{
+    auto& s = m_microBatches[mb.value];
+    if (s.forwardDone)
+        throw Error("stage " + std::to_string(m_id.value) + ": second forward of micro-batch "
+            + std::to_string(mb.value) + " before its backward");
+    const MemoryUseScope use(MemoryUse::Activations);
+    s.values.resize(m_slotTensor.size());
+    for (auto t : m_boundaryIn) { // received messages become the stage's inputs
+        auto& v = s.values[static_cast<std::size_t>(slotOf(t))];
+        if (v.defined())
+            v.relabel(MemoryUse::Activations);
+    }
+    loadDataInputs(s, batch);
     s.nodes.assign(m_end - m_begin, NodeValues());
     startChunkAction();
     std::mt19937_64 rng;
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
         auto& nv = s.nodes[n - m_begin];
+        if (const auto* gemm = m_chunks ? nullptr : m_fusion.gemmChainOf(n)) {
+            if (n == gemm->matmul)
+                forwardGemmChain(s, *gemm);
+            for (auto slot : m_releaseAfter[n - m_begin])
+                s.values[static_cast<std::size_t>(slot)] = NdArray();
+            continue;
+        }
         if (const auto* chain = m_fusion.chainOf(n)) {
             if (n == chain->head)
                 forwardChain(s, mb, *chain);

@@ -225,6 +225,10 @@ private:
     // backward; its inner nodes' values are left as their own kernels and keep sets would leave them.
     void forwardChain(MicroBatch& s, MicroBatchId mb, const SoftmaxChain& chain);
     void backwardChain(MicroBatch& s, const SoftmaxChain& chain);
+    // A GEMM + bias chain at its MatMul in forward; both nodes' values as their kernels would leave them.
+    void forwardGemmChain(MicroBatch& s, const GemmBiasChain& chain);
+    // The batch's data inputs of this stage, copied to the device (throws naming a missing one).
+    void loadDataInputs(MicroBatch& s, const HostBatch& batch);
     void accumulateParameterGradient(int paramIndex, const NdArray& grad);
     void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
     void applyPending(MicroBatch& s, MicroBatchId mb);

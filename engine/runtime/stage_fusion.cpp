@@ -56,6 +56,30 @@ void StageExecutor::forwardChain(MicroBatch& s, MicroBatchId mb, const SoftmaxCh
     s.values[static_cast<std::size_t>(slotOf(softmax.outputs[0]))] = std::move(y);
 }
 
+void StageExecutor::forwardGemmChain(MicroBatch& s, const GemmBiasChain& chain)
+{
+    const auto& matmul = m_graph.nodes()[chain.matmul];
+    const auto& add = m_graph.nodes()[chain.add];
+    const auto x = forwardInput(s, matmul, matmul.inputs[0]);
+    const auto w = forwardInput(s, matmul, matmul.inputs[1]);
+    const auto bias = forwardInput(s, add, add.inputs[1 - chain.productInput]);
+    std::mt19937_64 rng(0);
+    KernelContext ctx { m_device, rng, true, m_gemm };
+    auto y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
+    const auto product = NdArray::shapeOnly(y.shape(), DType::F32);
+    const auto keep = [](char kept, const NdArray& v) {
+        return kept != 0 ? v : NdArray::shapeOnly(v.shape(), v.dtype());
+    };
+    const auto mm = chain.matmul - m_begin;
+    s.nodes[mm].in = { keep(m_keepIn[mm][0], x), keep(m_keepIn[mm][1], w) };
+    s.nodes[mm].out = { product };
+    const auto a = chain.add - m_begin;
+    const auto p = chain.productInput;
+    s.nodes[a].in = { p == 0 ? product : keep(m_keepIn[a][0], bias), p == 1 ? product : keep(m_keepIn[a][1], bias) };
+    s.nodes[a].out = { keep(m_keepOut[a][0], y) };
+    s.values[static_cast<std::size_t>(slotOf(add.outputs[0]))] = std::move(y);
+}
+
 void StageExecutor::backwardChain(MicroBatch& s, const SoftmaxChain& chain)
 {
     const auto local = chain.softmax - m_begin;

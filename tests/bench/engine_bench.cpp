@@ -2,7 +2,10 @@
 // (one single-threaded OpenBLAS call per core), alone and with two devices' workers calling at
 // once, as a 2-device pipeline does. Shapes are a 4-layer, 256-wide GPT's at sequence 256 and
 // micro-batch 4 (1024 token rows): QKV projection, MLP up and down, one attention head's scores.
+// Then a Linear with a bias on the CPU backend (one device on every core): MatMul then BiasAdd
+// against the fused GEMM + bias of engine/fusion.h (the bias added in place).
 //   build/ci/tests/bench/engine_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only
+#include "cpu/cpu_backend.h"
 #include "cpu/gemm_team.h"
 #include "cpu/thread_affinity.h"
 
@@ -108,8 +111,62 @@ void BM_TwoDevicesTeams(benchmark::State& state)
     twoDevices(state, true);
 }
 
+// A Linear (x (rows, k) w (k, n) + bias) on the CPU backend: `fused` 0 runs the MatMul and
+// BiasAdd kernels, 1 Backend::forwardGemmBias.
+void linear(benchmark::State& state, bool fused)
+{
+    const auto& s = kShapes[state.range(0)];
+    const auto cores = allowedCores();
+    openblas_set_num_threads(1);
+    GemmTeam team(cores);
+    const GemmTeamScope scope(&team);
+    const auto& cpu = cpuBackend();
+    Allocator alloc("cpu", 0, cpu.memory());
+    const auto filled = [&](ps::Shape shape, float v) {
+        auto a = NdArray::empty(alloc, std::move(shape));
+        std::fill(a.f32(), a.f32() + a.numel(), v);
+        return a;
+    };
+    const auto x = filled({ s.m, s.k }, 0.5F);
+    const auto w = filled({ s.k, s.n }, 0.25F);
+    const auto bias = filled({ s.n }, 0.125F);
+    ps::Node matmul;
+    matmul.name = "matmul";
+    matmul.op = ps::OpType::MatMul;
+    ps::Node add;
+    add.name = "bias_add";
+    add.op = ps::OpType::BiasAdd;
+    std::mt19937_64 rng(1);
+    KernelContext ctx { alloc, rng, true };
+    for (auto _ : state) {
+        if (fused) {
+            benchmark::DoNotOptimize(cpu.forwardGemmBias(matmul, x, w, bias, ctx));
+        } else {
+            NodeValues mv { { x, w }, {}, {} };
+            cpu.forward(matmul, mv, ctx);
+            NodeValues av { { mv.out[0], bias }, {}, {} };
+            mv = NodeValues(); // the product goes as the add finishes, as in a step
+            cpu.forward(add, av, ctx);
+            benchmark::DoNotOptimize(av.out[0]);
+        }
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_LinearMatMulThenBiasAdd(benchmark::State& state)
+{
+    linear(state, false);
+}
+
+void BM_LinearGemmBiasFused(benchmark::State& state)
+{
+    linear(state, true);
+}
+
 } // namespace
 
+BENCHMARK(BM_LinearMatMulThenBiasAdd)->DenseRange(0, 2)->UseRealTime();
+BENCHMARK(BM_LinearGemmBiasFused)->DenseRange(0, 2)->UseRealTime();
 BENCHMARK(BM_OneDeviceOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_OneDeviceTeam)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_TwoDevicesOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();

@@ -534,3 +534,48 @@ TEST(GpuSelfTest, FusedMaskedSoftmaxMatchesTheCpuKernel)
         EXPECT_LT(relativeError(gdx, dx, gpu), 1e-5) << what;
     }
 }
+
+// MatMul + bias in one call (Backend::gemmBias, engine/fusion.h): cuBLASLt's bias epilogue, and
+// with PS_CUBLASLT=0 the cuBLAS GEMM and the add, against the CPU's MatMul then add, in fp32, TF32
+// and bf16 (operands cast), w (K, N) and (N, K) (trans_b), x of rank 2 and 3.
+TEST(GpuSelfTest, GemmBiasEpilogueMatchesTheCpuKernels)
+{
+    std::string why;
+    if (noGpu(why))
+        GTEST_SKIP() << "no CUDA device: " << why;
+    const auto& gpu = engine::cuda::cudaBackend(0);
+    ASSERT_NE(gpu.kernels().gemmBias(), nullptr);
+    Allocator gpuAlloc("cuda:0", 0, gpu.memory());
+    CaseMaker make;
+    std::mt19937_64 rng(1);
+    KernelContext cpuCtx { make.m_alloc, rng, true };
+    struct Case
+    {
+        Shape x, w;
+        bool transB;
+    };
+    for (const auto& c : { Case { { 2, 37, 64 }, { 64, 96 }, false }, Case { { 5, 33 }, { 40, 33 }, true },
+             Case { { 4, 128, 768 }, { 768, 3072 }, false } }) {
+        const auto node = makeNode(OpType::MatMul, { { "trans_b", std::int64_t { c.transB ? 1 : 0 } } });
+        const auto x = make.random(c.x);
+        const auto w = make.random(c.w);
+        const auto bias = make.random({ c.transB ? c.w.front() : c.w.back() });
+        const auto cpu = cpuBackend().forwardGemmBias(node, x, w, bias, cpuCtx);
+        for (const auto& [precision, tolerance] : { std::pair { GemmPrecision::Fp32, 1e-5 },
+                 std::pair { GemmPrecision::Tf32, 1e-2 }, std::pair { GemmPrecision::Bf16, 3e-2 } }) {
+            for (const char* lt : { "1", "0" }) {
+                ::setenv("PS_CUBLASLT", lt, 1);
+                KernelContext gpuCtx { gpuAlloc, rng, true, precision };
+                const auto y = gpu.forwardGemmBias(
+                    node, upload(gpu, gpuAlloc, x), upload(gpu, gpuAlloc, w), upload(gpu, gpuAlloc, bias), gpuCtx);
+                ::unsetenv("PS_CUBLASLT");
+                ASSERT_EQ(y.shape(), cpu.shape());
+                const auto error = relativeError(y, cpu, gpu);
+                EXPECT_LT(error, tolerance) << formatShape(c.x) << " x " << formatShape(c.w) << " precision "
+                                            << static_cast<int>(precision) << " PS_CUBLASLT=" << lt;
+                std::cout << "[ NOTE ] gemm + bias " << formatShape(c.x) << " x " << formatShape(c.w) << " precision "
+                          << static_cast<int>(precision) << " PS_CUBLASLT=" << lt << ": " << error << "\n";
+            }
+        }
+    }
+}

@@ -4,6 +4,7 @@
 #include "executor.h"
 #include "fusion.h"
 #include "graph/graph_builder.h"
+#include "kernel_test_support.h"
 #include "pipeline_support.h"
 #include "runtime/training_run.h"
 #include "zoo/model_config.h"
@@ -172,9 +173,16 @@ TEST(Fusion, AChainIsObservedOnItsSoftmaxNode)
         EXPECT_EQ(count(inner, false), 0);
         EXPECT_EQ(count(inner, true), 0);
     }
+    // A GEMM + bias chain's forward is observed on its MatMul, its add's backward on the add.
+    ASSERT_FALSE(plan.gemmChains().empty());
+    for (const auto& g : plan.gemmChains()) {
+        EXPECT_EQ(count(g.matmul, false), 1);
+        EXPECT_EQ(count(g.add, false), 0);
+        EXPECT_EQ(count(g.add, true), 1);
+    }
     // Every other node's forward as before.
     EXPECT_EQ(std::count_if(observer.spans.begin(), observer.spans.end(), [](const auto& s) { return !s.second; }),
-        static_cast<std::ptrdiff_t>(graph.nodeCount() - 2));
+        static_cast<std::ptrdiff_t>(graph.nodeCount() - 2 - plan.gemmChains().size()));
 }
 
 // The pipeline runtime with the chains fused and with PS_FUSION=0, in 1F1B and in ZB-H1 (B and
@@ -234,4 +242,87 @@ TEST(Fusion, PipelineLossesEqualWithFusionOff)
         for (std::size_t i = 0; i < fused.size(); ++i)
             EXPECT_EQ(fused[i], apart[i]) << schedule << " step " << i + 1;
     }
+}
+
+// GEMM + bias chains: every Linear with a bias in the zoo's GPT (MatMul -> BiasAdd), an imported
+// Add with the bias first, and where the chain stays apart.
+TEST(Fusion, OneGemmBiasChainPerLinearWithABias)
+{
+    const auto graph = gpt(2);
+    const FusionPlan plan(graph, 0, graph.nodeCount(), cpuBackend());
+    std::size_t linears = 0;
+    for (const auto& node : graph.nodes()) {
+        const auto producer = graph.tensor(node.inputs[0]).producer;
+        linears += node.op == OpType::BiasAdd && producer.valid() && graph.node(producer).op == OpType::MatMul;
+    }
+    EXPECT_GE(linears, 8U); // q/k/v (or qkv), projection and two MLP layers per block
+    ASSERT_EQ(plan.gemmChains().size(), linears);
+    for (const auto& c : plan.gemmChains()) {
+        EXPECT_EQ(graph.nodes()[c.matmul].op, OpType::MatMul);
+        EXPECT_EQ(graph.nodes()[c.add].op, OpType::BiasAdd);
+        EXPECT_EQ(c.productInput, 0U);
+        EXPECT_EQ(plan.gemmChainOf(c.add), &c);
+        EXPECT_EQ(plan.chainOf(c.matmul), nullptr);
+    }
+    const auto first = plan.gemmChains().front();
+    const auto product = graph.nodes()[first.matmul].outputs[0];
+    const FusionPlan recomputed(graph, 0, graph.nodeCount(), cpuBackend(), std::vector<TensorId> { product });
+    EXPECT_EQ(recomputed.gemmChainOf(first.matmul), nullptr);
+    EXPECT_EQ(recomputed.gemmChains().size(), linears - 1);
+    EXPECT_EQ(FusionPlan(graph, first.matmul + 1, graph.nodeCount(), cpuBackend()).gemmChainOf(first.add), nullptr);
+    EXPECT_TRUE(FusionPlan(graph, 0, graph.nodeCount(), cpuBackend(), {}, false).gemmChains().empty());
+    auto dropped = plan;
+    dropped.dropGemmChain(first.matmul);
+    EXPECT_EQ(dropped.gemmChains().size(), linears - 1);
+    EXPECT_EQ(dropped.gemmChainOf(first.add), nullptr);
+    EXPECT_NE(dropped.gemmChainOf(plan.gemmChains().back().add), nullptr);
+
+    GraphBuilder b(ModelInfo { "imported-linears", "test", "{}", 1 });
+    const auto x = b.input("x", { 4, 8 }, DType::F32);
+    const auto w = b.parameter("w", { 8, 6 });
+    const auto bias = b.parameter("b", { 6 });
+    const auto y = b.op(OpType::Add, "bias_first", { bias, b.op(OpType::MatMul, "mm", { x, w }) });
+    const auto twice = b.op(OpType::MatMul, "mm_twice", { x, w }); // read by two nodes: apart
+    const auto z = b.op(OpType::Add, "read_twice", { twice, bias });
+    const auto late = b.op(OpType::MatMul, "mm_late", { x, w }); // its bias made after it: apart
+    const auto sum = b.op(OpType::Add, "late_bias", { late, b.op(OpType::Relu, "relu", { bias }) });
+    const auto imported = b.finish(
+        { b.op(OpType::Add, "out", { b.op(OpType::Add, "s", { y, z }), b.op(OpType::Add, "t", { twice, sum }) }) });
+    const FusionPlan importedPlan(imported, 0, imported.nodeCount(), cpuBackend());
+    ASSERT_EQ(importedPlan.gemmChains().size(), 1U);
+    EXPECT_EQ(imported.nodes()[importedPlan.gemmChains().front().add].name, "bias_first");
+    EXPECT_EQ(importedPlan.gemmChains().front().productInput, 1U);
+}
+
+// The CPU's GEMM + bias gives MatMul then BiasAdd's bits (x broadcast over batches, trans_b).
+TEST(Fusion, CpuGemmBiasGivesMatMulThenAddBits)
+{
+    ps::engine::testing::RandomArrays make;
+    std::mt19937_64 rng(3);
+    KernelContext ctx { make.m_alloc, rng, true };
+    struct Case
+    {
+        Shape x, w;
+        bool transB;
+    };
+    for (const auto& c : { Case { { 2, 3, 5, 8 }, { 8, 7 }, false }, Case { { 9, 16 }, { 12, 16 }, true },
+             Case { { 3, 40, 64 }, { 64, 256 }, false } }) {
+        const auto matmul =
+            ps::engine::testing::makeNode(OpType::MatMul, { { "trans_b", std::int64_t { c.transB ? 1 : 0 } } });
+        const auto add = ps::engine::testing::makeNode(OpType::BiasAdd);
+        const auto x = make.random(c.x);
+        const auto w = make.random(c.w);
+        const auto bias = make.random({ c.transB ? c.w.front() : c.w.back() });
+        NodeValues mv { { x, w }, {}, {} };
+        cpuBackend().forward(matmul, mv, ctx);
+        NodeValues av { { mv.out[0], bias }, {}, {} };
+        cpuBackend().forward(add, av, ctx);
+        const auto fused = cpuBackend().forwardGemmBias(matmul, x, w, bias, ctx);
+        ASSERT_EQ(fused.shape(), av.out[0].shape());
+        EXPECT_EQ(std::memcmp(fused.f32(), av.out[0].f32(), static_cast<std::size_t>(fused.numel()) * sizeof(float)), 0)
+            << formatShape(c.x) << " x " << formatShape(c.w);
+    }
+    EXPECT_THROW((void)cpuBackend().forwardGemmBias(ps::engine::testing::makeNode(OpType::MatMul),
+                     make.random({ 2, 4 }), make.random({ 4, 3 }), make.random({ 4 }), ctx),
+        Error);
 }

@@ -72,17 +72,20 @@ TEST(DeviceProfiler, EachRepetitionIsItsOwnRangeAndWarmUpsAreNotSamples)
     const CpuProfileOptions o { 2, 3, 0, 1 };
     const auto run = measureOnDevice(graph, engine::cpuBackend(), tracer, o, {}, &warnings);
     EXPECT_TRUE(warnings.empty()) << warnings.front();
-    // In the traced steps a fused chain (engine/fusion.h) is one range on its Softmax node; alone,
-    // every node is timed by itself.
+    // In the traced steps a fused chain (engine/fusion.h) is one range on its Softmax node, and a
+    // GEMM + bias chain's forward one range on its MatMul; alone, every node is timed by itself.
     const engine::FusionPlan fused(graph, 0, graph.nodeCount(), engine::cpuBackend());
     std::size_t passes = 0;
     std::size_t innerPasses = 0;
     for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
         const auto* chain = fused.chainOf(i);
         const bool inner = chain != nullptr && chain->softmax != i;
-        EXPECT_EQ(run.nodes[i].forwardNs.count, inner ? 0U : 3U) << graph.nodes()[i].name;
-        passes += inner ? 2 : 1 + (run.nodes[i].backwardNs.count > 0 ? 1 : 0);
-        innerPasses += inner ? 2 : 0;
+        const auto* gemm = fused.gemmChainOf(i);
+        const bool fusedAdd = gemm != nullptr && gemm->add == i;
+        EXPECT_EQ(run.nodes[i].forwardNs.count, inner || fusedAdd ? 0U : 3U) << graph.nodes()[i].name;
+        const std::size_t backward = inner || run.nodes[i].backwardNs.count > 0 ? 1 : 0;
+        passes += 1 + backward;
+        innerPasses += inner ? 2 : (fusedAdd ? 1 : 0);
     }
     // Each node and pass is a range in each of the 3 traced steps and in each of its 3 isolated
     // repeats; warm-ups run outside ranges.
@@ -126,8 +129,10 @@ TEST(GpuSelfTest, CuptiProfileNodeSumMatchesAMeasuredStep)
     for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
         const auto& node = graph.nodes()[i];
         const auto* chain = fused.chainOf(i);
-        if (node.op == OpType::Reshape || (chain != nullptr && chain->softmax != i))
-            continue; // a view, a fused chain's inner node: no kernel of its own
+        const auto* gemm = fused.gemmChainOf(i);
+        if (node.op == OpType::Reshape || (chain != nullptr && chain->softmax != i)
+            || (gemm != nullptr && gemm->add == i))
+            continue; // a view, a fused chain's inner node, a bias added by its GEMM: no forward kernel of its own
         EXPECT_EQ(run.nodes[i].forwardNs.count, 5U) << node.name;
         measured += run.nodes[i].forwardNs.count > 0 ? 1 : 0;
     }
