@@ -2,9 +2,18 @@
 
 #include "util/error.h"
 
+#include <atomic>
 #include <utility>
 
 namespace ps {
+
+Graph::Revision Graph::Revision::next()
+{
+    static std::atomic<std::uint64_t> counter { 0 };
+    Revision r { 0 };
+    r.value = ++counter;
+    return r;
+}
 
 std::int64_t Node::intAttr(std::string_view key, std::int64_t fallback) const
 {
@@ -45,6 +54,7 @@ Graph::Graph(ModelInfo info)
 
 TensorId Graph::addTensor(Tensor tensor)
 {
+    m_revision = Revision::next();
     tensor.id = TensorId(static_cast<std::uint32_t>(m_tensors.size()));
     m_tensors.push_back(std::move(tensor));
     return m_tensors.back().id;
@@ -52,6 +62,7 @@ TensorId Graph::addTensor(Tensor tensor)
 
 NodeId Graph::addNode(Node node)
 {
+    m_revision = Revision::next();
     node.id = NodeId(static_cast<std::uint32_t>(m_nodes.size()));
     for (auto out : node.outputs) {
         if (out.index() < m_tensors.size())
@@ -63,6 +74,7 @@ NodeId Graph::addNode(Node node)
 
 void Graph::setParameterValues(TensorId id, std::shared_ptr<const std::vector<std::byte>> fp32)
 {
+    m_revision = Revision::next();
     auto& t = m_tensors.at(id.index());
     if (t.kind != TensorKind::Parameter)
         throw Error("tensor '" + t.name + "' is not a parameter");
@@ -74,6 +86,7 @@ void Graph::setParameterValues(TensorId id, std::shared_ptr<const std::vector<st
 
 void Graph::setOutputs(std::vector<TensorId> outputs)
 {
+    m_revision = Revision::next();
     m_outputs = std::move(outputs);
 }
 

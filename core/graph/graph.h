@@ -81,6 +81,15 @@ public:
     Graph() = default;
     explicit Graph(ModelInfo info);
 
+    // The content this graph has now: a new number at construction and at every change through the
+    // calls below; a copy keeps it (same content). Caches of what a graph's structure implies
+    // (core/plan/range_facts.h) are keyed by it. Two graphs built apart compare equal (==) whatever
+    // their revisions.
+    [[nodiscard]] std::uint64_t revision() const
+    {
+        return m_revision.value;
+    }
+
     // Appends; ids are dense and equal to the position. Nodes must be added in topological order.
     TensorId addTensor(Tensor tensor);
     NodeId addNode(Node node);
@@ -92,6 +101,7 @@ public:
     void setInfo(ModelInfo info)
     {
         m_info = std::move(info);
+        m_revision = Revision::next();
     }
     [[nodiscard]] const ModelInfo& info() const
     {
@@ -130,6 +140,16 @@ public:
     bool operator==(const Graph&) const = default;
 
 private:
+    struct Revision
+    {
+        std::uint64_t value = next().value;
+        static Revision next();
+        bool operator==(const Revision&) const
+        {
+            return true; // not content: equal graphs stay equal
+        }
+    };
+    Revision m_revision;
     ModelInfo m_info;
     std::vector<Tensor> m_tensors;
     std::vector<Node> m_nodes;

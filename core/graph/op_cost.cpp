@@ -159,7 +159,10 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
 GradientFlow gradientFlow(const Graph& graph)
 {
     GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0),
-        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {} };
+        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {} };
+    flow.bytes.reserve(graph.tensorCount());
+    for (const auto& t : graph.tensors())
+        flow.bytes.push_back(numBytes(t.shape, t.dtype));
     for (std::size_t n = 0; n < graph.nodeCount(); ++n) {
         for (auto in : graph.nodes()[n].inputs) {
             flow.lastReader[in.index()] = std::max(flow.lastReader[in.index()], n + 1);
@@ -183,46 +186,6 @@ GradientFlow gradientFlow(const Graph& graph)
         }
     }
     return flow;
-}
-
-std::int64_t weightGradHeldBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
-{
-    // The storage of t's gradient: follow single readers that pass their output gradient through.
-    const auto gradientRoot = [&](TensorId t) {
-        while (
-            flow.readers[t.index()] == 1 && flow.lastReader[t.index()] > begin && flow.lastReader[t.index()] <= end) {
-            const auto& reader = graph.nodes()[flow.lastReader[t.index()] - 1];
-            const bool passes = reader.op == OpType::Reshape
-                || ((reader.op == OpType::Add || reader.op == OpType::BiasAdd
-                        || (reader.op == OpType::Sub && reader.inputs[0] == t))
-                    && graph.tensor(t).shape == graph.tensor(reader.outputs[0]).shape);
-            if (!passes)
-                break;
-            t = reader.outputs[0];
-        }
-        return t;
-    };
-    std::unordered_set<std::uint32_t> held;
-    std::int64_t bytes = 0;
-    for (std::size_t n = begin; n < end; ++n) {
-        const auto& node = graph.nodes()[n];
-        bool trains = false;
-        for (auto in : node.inputs)
-            trains = trains || (graph.tensor(in).kind == TensorKind::Parameter && flow.requiresGrad[in.index()]);
-        if (!trains)
-            continue;
-        for (auto out : node.outputs) {
-            const auto root = gradientRoot(out);
-            if (held.insert(root.value).second)
-                bytes += numBytes(graph.tensor(root).shape, graph.tensor(root).dtype);
-        }
-    }
-    return bytes;
-}
-
-std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end)
-{
-    return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
 }
 
 namespace {
@@ -284,12 +247,48 @@ namespace {
 
 } // namespace
 
+std::int64_t weightGradHeldBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
+{
+    // The storage of t's gradient: follow single readers that pass their output gradient through.
+    const auto gradientRoot = [&](TensorId t) {
+        while (
+            flow.readers[t.index()] == 1 && flow.lastReader[t.index()] > begin && flow.lastReader[t.index()] <= end) {
+            const auto& reader = graph.nodes()[flow.lastReader[t.index()] - 1];
+            const bool passes = reader.op == OpType::Reshape
+                || ((reader.op == OpType::Add || reader.op == OpType::BiasAdd
+                        || (reader.op == OpType::Sub && reader.inputs[0] == t))
+                    && graph.tensor(t).shape == graph.tensor(reader.outputs[0]).shape);
+            if (!passes)
+                break;
+            t = reader.outputs[0];
+        }
+        return t;
+    };
+    TensorScratch held(0, graph.tensorCount());
+    std::int64_t bytes = 0;
+    for (std::size_t n = begin; n < end; ++n) {
+        if (flow.trains[n] == 0)
+            continue;
+        for (auto out : graph.nodes()[n].outputs) {
+            const auto root = gradientRoot(out);
+            if (held.insert(root, 1))
+                bytes += flow.bytes[root.index()];
+        }
+    }
+    return bytes;
+}
+
+std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end)
+{
+    return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
+}
+
 std::int64_t backwardWorkingBytes(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end, BackwardPass pass)
 {
     const bool split = pass == BackwardPass::InputOnly;
     const auto& requiresGrad = flow.requiresGrad;
-    const auto bytesOfTensor = [&](TensorId t) { return numBytes(graph.tensor(t).shape, graph.tensor(t).dtype); };
+    const auto bytesOfTensor = [&](TensorId t) { return flow.bytes[t.index()]; };
     const auto isActivationGrad = [&](TensorId t) {
         return requiresGrad[t.index()] && graph.tensor(t).kind != TensorKind::Parameter;
     };
@@ -302,6 +301,7 @@ std::int64_t backwardWorkingBytes(
         bool pinned = false; // a split B keeps it for W
     };
     std::vector<Storage> storages;
+    storages.reserve(2 * (end - begin) + 8);
     TensorScratch live(0, graph.tensorCount()); // tensor -> storage holding its gradient
     std::int64_t held = 0;
     const auto acquire = [&](TensorId t, std::size_t storage) {
@@ -352,7 +352,7 @@ std::int64_t backwardWorkingBytes(
     for (std::size_t n = begin; n < end; ++n) {
         for (auto root : flow.savedRoots[n]) {
             if (seen.insert(root, n) && !forWeight.contains(root))
-                releasedAfter[n - begin] += numBytes(graph.tensor(root).shape, graph.tensor(root).dtype);
+                releasedAfter[n - begin] += flow.bytes[root.index()];
         }
     }
     for (std::size_t n = begin; n < end; ++n) {

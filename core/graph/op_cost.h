@@ -80,6 +80,7 @@ struct GradientFlow
     std::vector<std::vector<TensorId>> weightGradRoots; // by node: storages of savedForWeightGrad
     std::vector<std::int64_t> savedExtraBytes; // by node: op_cost's internal saved state
     std::vector<char> trains; // by node: reads a parameter that needs a gradient
+    std::vector<std::int64_t> bytes; // by tensor: numBytes of its shape and type
 };
 
 // A whole backward, or zero-bubble's input-gradient pass B (its W runs later): B computes no

@@ -45,6 +45,9 @@ StageModel::StageModel(const Graph& graph, const Profile& profile, const Schedul
     , m_scale(microBatch / static_cast<double>(std::max<std::int64_t>(1, graph.info().microBatch)))
     , m_autocast(planAutocast(graph, profile.setup.mixedPrecision()))
     , m_workScale(activationScale(profile.setup))
+    , m_facts(RangeFacts::of(graph))
+    , m_costs(m_facts->costs())
+    , m_flow(m_facts->flow())
 {
     if (schedule.kind == ScheduleKind::Interleaved)
         throw Error("planner: interleaved schedules place several stages per device; plan with 1f1b and interleave "
@@ -70,8 +73,6 @@ StageModel::StageModel(const Graph& graph, const Profile& profile, const Schedul
 
 void StageModel::precomputeNodes()
 {
-    m_costs = computeOpCosts(m_graph);
-    m_flow = gradientFlow(m_graph);
     m_firstReader.assign(m_graph.tensorCount(), 0);
     for (std::size_t n = m_graph.nodeCount(); n-- > 0;) {
         for (auto in : m_graph.nodes()[n].inputs)
@@ -238,15 +239,15 @@ void StageModel::setWorkingSets(std::size_t begin, std::size_t end, double fixed
 {
     const double nodeScratch = c.workspaceBytes;
     c.workspaceBytes = std::max(nodeScratch,
-        static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale + fixedScratch);
+        static_cast<double>(m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full)) * m_scale * m_workScale
+            + fixedScratch);
     c.splitWorkspaceBytes = m_schedule.kind != ScheduleKind::ZeroBubbleH1
         ? c.workspaceBytes
         : std::max(nodeScratch,
-            static_cast<double>(backwardWorkingBytes(m_graph, m_flow, begin, end, BackwardPass::InputOnly)) * m_scale
+            static_cast<double>(m_facts->backwardWorking(m_graph, begin, end, BackwardPass::InputOnly)) * m_scale
                     * m_workScale
                 + fixedScratch);
-    c.weightGradHeldBytes =
-        static_cast<double>(weightGradHeldBytes(m_graph, m_flow, begin, end)) * m_scale * m_workScale;
+    c.weightGradHeldBytes = static_cast<double>(m_facts->weightGradHeld(m_graph, begin, end)) * m_scale * m_workScale;
 }
 
 StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end, int stage) const
@@ -269,16 +270,13 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
         const auto& node = m_graph.nodes()[n];
         for (auto t : oc.savedTensors) {
             if (m_autocast.savesOwnHalfCopy(m_graph, node, t)) {
-                const auto& st = m_graph.tensor(t);
-                c.activationBytes += static_cast<double>(numBytes(st.shape, st.dtype)) * m_scale * 0.5;
+                c.activationBytes += static_cast<double>(m_flow.bytes[t.index()]) * m_scale * 0.5;
                 continue;
             }
             const auto root = m_root[t.index()];
             if (m_stamp[root.index()] != gen) {
                 m_stamp[root.index()] = gen;
-                const auto& rt = m_graph.tensor(root);
-                c.activationBytes +=
-                    static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale * m_autocast.scale(root);
+                c.activationBytes += static_cast<double>(m_flow.bytes[root.index()]) * m_scale * m_autocast.scale(root);
             }
         }
         for (auto in : m_graph.nodes()[n].inputs) {
@@ -293,8 +291,7 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
         }
         for (auto t : oc.savedForWeightGrad) {
             if (m_autocast.savesOwnHalfCopy(m_graph, node, t)) // the GEMM's own half copy
-                c.weightGradOnlyBytes +=
-                    static_cast<double>(numBytes(m_graph.tensor(t).shape, m_graph.tensor(t).dtype)) * m_scale * 0.5;
+                c.weightGradOnlyBytes += static_cast<double>(m_flow.bytes[t.index()]) * m_scale * 0.5;
             else
                 weightGradRoots.push_back(m_root[t.index()]);
         }
@@ -303,8 +300,7 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
     std::sort(weightGradRoots.begin(), weightGradRoots.end());
     weightGradRoots.erase(std::unique(weightGradRoots.begin(), weightGradRoots.end()), weightGradRoots.end());
     for (auto root : weightGradRoots) {
-        const auto& rt = m_graph.tensor(root);
-        c.weightGradOnlyBytes += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_scale * m_autocast.scale(root);
+        c.weightGradOnlyBytes += static_cast<double>(m_flow.bytes[root.index()]) * m_scale * m_autocast.scale(root);
     }
     c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
     std::sort(c.tiedParameters.begin(), c.tiedParameters.end(),
@@ -358,7 +354,10 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
     // Per storage: the last node of the stage that saves it (its backward use comes first).
     // Under mixed precision a GEMM saves its own half copy of an fp32 input: counted with the
     // storage it was cast from (recomputing or swapping that storage covers the copy too).
-    std::unordered_map<std::uint32_t, std::size_t> position; // root -> index in roots
+    // root -> index in roots, valid where the root's stamp is this call's (no map per call)
+    const auto gen = ++m_savedGeneration;
+    m_savedStamp.resize(m_graph.tensorCount(), 0);
+    m_savedPosition.resize(m_graph.tensorCount(), 0);
     std::vector<std::size_t> lastSaver;
     std::vector<TensorId> roots;
     std::vector<double> bytes; // of one micro-batch at the graph's batch, as the stage holds them
@@ -367,22 +366,22 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
         const auto& node = m_graph.nodes()[n];
         for (auto t : m_costs[n].savedTensors) {
             const auto root = m_root[t.index()];
-            const auto [it, inserted] = position.try_emplace(root.value, roots.size());
-            if (inserted) {
+            if (m_savedStamp[root.index()] != gen) {
+                m_savedStamp[root.index()] = gen;
+                m_savedPosition[root.index()] = roots.size();
                 roots.push_back(root);
                 lastSaver.push_back(n);
                 bytes.push_back(0);
                 storageSaved.push_back(false);
             } else {
-                lastSaver[it->second] = n;
+                lastSaver[m_savedPosition[root.index()]] = n;
             }
-            const auto i = it->second;
+            const auto i = m_savedPosition[root.index()];
             if (m_autocast.savesOwnHalfCopy(m_graph, node, t)) {
-                bytes[i] += static_cast<double>(numBytes(m_graph.tensor(t).shape, m_graph.tensor(t).dtype)) * 0.5;
+                bytes[i] += static_cast<double>(m_flow.bytes[t.index()]) * 0.5;
             } else if (!storageSaved[i]) {
                 storageSaved[i] = true;
-                const auto& rt = m_graph.tensor(root);
-                bytes[i] += static_cast<double>(numBytes(rt.shape, rt.dtype)) * m_autocast.scale(root);
+                bytes[i] += static_cast<double>(m_flow.bytes[root.index()]) * m_autocast.scale(root);
             }
         }
     }

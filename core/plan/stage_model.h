@@ -11,10 +11,12 @@
 #include "cost/autocast.h"
 #include "graph/op_cost.h"
 #include "plan/partition.h"
+#include "plan/range_facts.h"
 #include "sim/memory_model.h"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -179,8 +181,9 @@ private:
     double m_scale; // graph micro-batch -> planned micro-batch
     AutocastPlan m_autocast; // tensor types under mixed precision (bytes per tensor, saved half copies)
     double m_workScale; // working gradients and scratch: the precision's activation scale
-    std::vector<OpCost> m_costs;
-    GradientFlow m_flow; // for the backward's working set (and last readers of parameters)
+    std::shared_ptr<const RangeFacts> m_facts; // the graph's, shared with every model planned on it
+    const std::vector<OpCost>& m_costs; // m_facts's
+    const GradientFlow& m_flow; // m_facts's: the backward's working set, last readers of parameters
     std::vector<std::size_t> m_firstReader; // by tensor: node index + 1 of its first reader
     std::vector<TensorId> m_root; // storage root per tensor
     std::vector<double> m_nodeFwd, m_nodeBwd, m_nodeW; // ns at m_microBatch
@@ -192,6 +195,9 @@ private:
     std::vector<double> m_cutGradBytes; // the part of m_cutBytes whose gradient flows back
     mutable std::vector<std::uint32_t> m_stamp; // per tensor: last evaluation that counted it
     mutable std::uint32_t m_generation = 0;
+    mutable std::vector<std::uint32_t> m_savedStamp; // per tensor: last savedTensors call that listed it
+    mutable std::vector<std::size_t> m_savedPosition; // per tensor: its index in that call's list
+    mutable std::uint32_t m_savedGeneration = 0;
     struct RangeKey
     {
         std::size_t begin, end;
