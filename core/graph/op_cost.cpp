@@ -283,6 +283,36 @@ std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::si
     return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
 }
 
+namespace {
+
+    // Bytes of saved storages released after each node's backward in [begin, end): a storage goes
+    // after the first node of the range that saves it. A split B releases neither what W reads
+    // nor a training node's internal state.
+    std::vector<std::int64_t> savedReleases(
+        const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end, bool split)
+    {
+        TensorScratch seen(1, graph.tensorCount());
+        TensorScratch forWeight(2, graph.tensorCount());
+        if (split) {
+            for (std::size_t n = begin; n < end; ++n) {
+                for (auto root : flow.weightGradRoots[n])
+                    forWeight.insert(root, 1);
+            }
+        }
+        std::vector<std::int64_t> releasedAfter(end - begin, 0);
+        for (std::size_t n = begin; n < end; ++n) {
+            for (auto root : flow.savedRoots[n]) {
+                if (seen.insert(root, n) && !forWeight.contains(root))
+                    releasedAfter[n - begin] += flow.bytes[root.index()];
+            }
+            if (!split || flow.trains[n] == 0)
+                releasedAfter[n - begin] += flow.savedExtraBytes[n];
+        }
+        return releasedAfter;
+    }
+
+} // namespace
+
 std::int64_t backwardWorkingBytes(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end, BackwardPass pass)
 {
@@ -338,27 +368,7 @@ std::int64_t backwardWorkingBytes(
         if (producer.valid() && producer.index() >= begin && producer.index() < end && !live.contains(out))
             acquire(out, fresh(std::max<std::int64_t>(bytesOfTensor(out), 4)));
     }
-    // Where each saved storage is released: after the first node of the range that saves it. A
-    // split B releases neither what W reads nor a training node's internal state.
-    TensorScratch seen(1, graph.tensorCount());
-    TensorScratch forWeight(2, graph.tensorCount());
-    if (split) {
-        for (std::size_t n = begin; n < end; ++n) {
-            for (auto root : flow.weightGradRoots[n])
-                forWeight.insert(root, 1);
-        }
-    }
-    std::vector<std::int64_t> releasedAfter(end - begin, 0);
-    for (std::size_t n = begin; n < end; ++n) {
-        for (auto root : flow.savedRoots[n]) {
-            if (seen.insert(root, n) && !forWeight.contains(root))
-                releasedAfter[n - begin] += flow.bytes[root.index()];
-        }
-    }
-    for (std::size_t n = begin; n < end; ++n) {
-        if (!split || flow.trains[n] == 0)
-            releasedAfter[n - begin] += flow.savedExtraBytes[n];
-    }
+    const auto releasedAfter = savedReleases(graph, flow, begin, end, split);
     std::int64_t released = 0;
     std::int64_t peak = held;
     for (std::size_t n = end; n-- > begin;) {
