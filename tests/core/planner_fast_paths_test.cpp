@@ -4,6 +4,8 @@
 #include "graph/graph_builder.h"
 #include "plan/partition_search.h"
 #include "plan/planner.h"
+#include "plan/range_facts.h"
+#include "util/error.h"
 #include "util/parallel.h"
 #include "zoo/model_config.h"
 
@@ -337,4 +339,37 @@ TEST(PlannerFastPaths, EveryPlanIsStreamedOnce)
             << "one error row per interleaved size";
         EXPECT_GE(returned.size(), 6U);
     }
+}
+
+// The range facts every StageModel of a graph shares (plan/range_facts.h): each memoised working
+// set is the one computed afresh, the same facts serve a copy (same revision), and a changed graph
+// gets its own (facts of another revision refuse to answer).
+TEST(PlannerFastPaths, SharedRangeFactsEqualTheDirectComputation)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 2;
+    c.dropout = 0.1;
+    const auto graph = buildZooModel(c);
+    const auto facts = RangeFacts::of(graph);
+    const auto flow = gradientFlow(graph);
+    const auto n = graph.nodeCount();
+    for (int pass = 0; pass < 2; ++pass) { // the second pass reads the memo
+        for (std::size_t b = 0; b < n; b += 3) {
+            for (std::size_t e = b + 1; e <= n; e += 5) {
+                for (const auto kind : { BackwardPass::Full, BackwardPass::InputOnly })
+                    ASSERT_EQ(facts->backwardWorking(graph, b, e, kind), backwardWorkingBytes(graph, flow, b, e, kind))
+                        << b << ".." << e;
+                ASSERT_EQ(facts->weightGradHeld(graph, b, e), weightGradHeldBytes(graph, flow, b, e)) << b << ".." << e;
+            }
+        }
+    }
+    const Graph copy = graph;
+    EXPECT_EQ(copy.revision(), graph.revision());
+    EXPECT_EQ(RangeFacts::of(copy), facts);
+    auto changed = graph;
+    changed.setOutputs(graph.outputs());
+    EXPECT_NE(changed.revision(), graph.revision());
+    EXPECT_EQ(changed, graph); // equal content compares equal whatever the revisions
+    EXPECT_NE(RangeFacts::of(changed), facts);
+    EXPECT_THROW((void)facts->backwardWorking(changed, 0, n, BackwardPass::Full), Error);
 }
