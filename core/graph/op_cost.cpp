@@ -159,10 +159,22 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
 GradientFlow gradientFlow(const Graph& graph)
 {
     GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0),
-        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {} };
+        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {}, {}, {} };
     flow.bytes.reserve(graph.tensorCount());
-    for (const auto& t : graph.tensors())
+    for (const auto& t : graph.tensors()) {
         flow.bytes.push_back(numBytes(t.shape, t.dtype));
+        flow.parameter.push_back(t.kind == TensorKind::Parameter ? 1 : 0);
+    }
+    flow.passesGradient.assign(graph.nodeCount(), 0);
+    for (const auto& node : graph.nodes()) {
+        for (std::size_t i = 0; i < node.inputs.size() && i < 32 && !node.outputs.empty(); ++i) {
+            const bool sums =
+                node.op == OpType::Add || node.op == OpType::BiasAdd || (node.op == OpType::Sub && i == 0);
+            if (node.op == OpType::Reshape
+                || (sums && graph.tensor(node.inputs[i]).shape == graph.tensor(node.outputs[0]).shape))
+                flow.passesGradient[node.id.index()] |= 1U << i;
+        }
+    }
     for (std::size_t n = 0; n < graph.nodeCount(); ++n) {
         for (auto in : graph.nodes()[n].inputs) {
             flow.lastReader[in.index()] = std::max(flow.lastReader[in.index()], n + 1);
@@ -319,9 +331,7 @@ std::int64_t backwardWorkingBytes(
     const bool split = pass == BackwardPass::InputOnly;
     const auto& requiresGrad = flow.requiresGrad;
     const auto bytesOfTensor = [&](TensorId t) { return flow.bytes[t.index()]; };
-    const auto isActivationGrad = [&](TensorId t) {
-        return requiresGrad[t.index()] && graph.tensor(t).kind != TensorKind::Parameter;
-    };
+    const auto isActivationGrad = [&](TensorId t) { return requiresGrad[t.index()] && flow.parameter[t.index()] == 0; };
     // Gradient storages with the tensors whose gradient they hold: Add, BiasAdd and Sub's first
     // operand pass the output's gradient on when shapes agree, and Reshape's is a view.
     struct Storage
@@ -382,19 +392,15 @@ std::int64_t backwardWorkingBytes(
             released += releasedAfter[n - begin];
             continue;
         }
-        const auto passes = [&](std::size_t i) {
-            const auto in = node.inputs[i];
-            const bool sums = node.op == OpType::Add || node.op == OpType::BiasAdd || (node.op == OpType::Sub && i == 0)
-                || node.op == OpType::Reshape;
-            return sums && outStorage < storages.size()
-                && (node.op == OpType::Reshape || graph.tensor(in).shape == graph.tensor(node.outputs[0]).shape);
+        const auto passes = [&, mask = flow.passesGradient[n]](std::size_t i) {
+            return i < 32 && ((mask >> i) & 1U) != 0 && outStorage < storages.size();
         };
         std::int64_t extra = 0;
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const auto in = node.inputs[i];
             if (!requiresGrad[in.index()])
                 continue;
-            if (graph.tensor(in).kind == TensorKind::Parameter) {
+            if (flow.parameter[in.index()] != 0) {
                 extra += split ? 0 : bytesOfTensor(in); // until accumulated; a split B leaves them to W
                 continue;
             }

@@ -81,6 +81,10 @@ struct GradientFlow
     std::vector<std::int64_t> savedExtraBytes; // by node: op_cost's internal saved state
     std::vector<char> trains; // by node: reads a parameter that needs a gradient
     std::vector<std::int64_t> bytes; // by tensor: numBytes of its shape and type
+    std::vector<char> parameter; // by tensor: a parameter
+    // By node: bit i set where input i's gradient can be the output's own storage (Add, BiasAdd and
+    // Sub's first operand of the output's shape; Reshape's view).
+    std::vector<std::uint32_t> passesGradient;
 };
 
 // A whole backward, or zero-bubble's input-gradient pass B (its W runs later): B computes no
