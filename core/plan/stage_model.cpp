@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <unordered_map>
 
 namespace ps {
@@ -20,6 +21,38 @@ namespace {
             p[i + 1] = p[i] + v[i];
         return p;
     }
+
+    // `saved` by descending key, and the keys in that order. Each key is computed once; sorting
+    // indices by the keys makes std::sort's comparisons, and so its order, those of sorting the
+    // storages with the key computed in the comparison.
+    template <typename Key>
+    std::pair<std::vector<SavedTensorInfo>, std::vector<double>> byDescendingKey(
+        const std::vector<SavedTensorInfo>& saved, const Key& keyOf)
+    {
+        std::vector<double> key(saved.size());
+        for (std::size_t i = 0; i < saved.size(); ++i)
+            key[i] = keyOf(saved[i]);
+        std::vector<std::size_t> order(saved.size());
+        std::iota(order.begin(), order.end(), std::size_t { 0 });
+        std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] > key[b]; });
+        std::pair<std::vector<SavedTensorInfo>, std::vector<double>> out;
+        out.first.reserve(saved.size());
+        out.second.reserve(saved.size());
+        for (const auto i : order) {
+            out.first.push_back(saved[i]);
+            out.second.push_back(key[i]);
+        }
+        return out;
+    }
+
+    // A storage the memory policy may swap or recompute: its index, which, what it costs and saves.
+    struct PolicyChoice
+    {
+        std::size_t index;
+        bool swap;
+        double cost;
+        double saving;
+    };
 
     // The peak the simulator sees for one stage under a plan: the other in-flight micro-batches
     // hold their kept bytes, the newest one its full activations, one more is being swapped back.
@@ -437,7 +470,8 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
     }
 }
 
-void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const
+void StageModel::applyPolicy(
+    const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, StageEvaluation& e) const
 {
     const int inFlight = inFlightMicroBatches(m_schedule, stage);
     const double period = e.cost.forwardNs + e.cost.backwardNs; // one micro-batch per period in steady state
@@ -451,8 +485,9 @@ void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage,
         const double swap = 1e9 * s.bytes / hostBandwidth;
         return s.backwardUseNs + gap - s.forwardEndNs - 2 * swap;
     };
-    std::sort(
-        candidates.begin(), candidates.end(), [&](const auto& a, const auto& b) { return freeTime(a) > freeTime(b); });
+    const auto ordered = byDescendingKey(saved, freeTime);
+    const auto& candidates = ordered.first;
+    const auto& free = ordered.second; // free[i]: candidates[i]'s free time
     StageMemoryPlan plan;
     double overhead = 0;
     double streamBusy = 0; // copy-stream time per micro-batch already used
@@ -460,7 +495,7 @@ void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage,
     std::vector<bool> used(candidates.size(), false);
     for (std::size_t i = 0; i < candidates.size() && peak() > m_capacity && swapAllowed; ++i) {
         const double swap = 1e9 * candidates[i].bytes / hostBandwidth;
-        if (freeTime(candidates[i]) < 0 || streamBusy + swap > swapBudget)
+        if (free[i] < 0 || streamBusy + swap > swapBudget)
             continue;
         plan.swappedBytes += candidates[i].bytes;
         plan.swappedTensors.push_back(candidates[i].root);
@@ -468,21 +503,14 @@ void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage,
         used[i] = true;
     }
     // What remains: the cheaper of a stalled swap and a recompute, most bytes saved per second first.
-    struct Choice
-    {
-        std::size_t index;
-        bool swap;
-        double cost;
-        double saving;
-    };
-    std::vector<Choice> choices;
+    std::vector<PolicyChoice> choices;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
         if (used[i])
             continue;
         const auto& s = candidates[i];
         // A swap past the copy budget would not free memory before the peak: not a candidate.
         const bool swapFits = streamBusy + 1e9 * s.bytes / hostBandwidth <= swapBudget;
-        const double swapCost = swapAllowed && swapFits ? std::max(0.0, -freeTime(s)) : kInfinity;
+        const double swapCost = swapAllowed && swapFits ? std::max(0.0, -free[i]) : kInfinity;
         const double recomputeCost = m_limits.allowRecompute ? s.recomputeNs : kInfinity;
         const bool swap = swapCost <= recomputeCost;
         const double cost = std::min(swapCost, recomputeCost);
@@ -490,7 +518,7 @@ void StageModel::applyPolicy(std::vector<SavedTensorInfo> candidates, int stage,
         if (std::isfinite(cost) && saving > 0)
             choices.push_back({ i, swap, cost, saving });
     }
-    std::sort(choices.begin(), choices.end(), [](const Choice& a, const Choice& b) {
+    std::sort(choices.begin(), choices.end(), [](const PolicyChoice& a, const PolicyChoice& b) {
         return a.saving * b.cost > b.saving * a.cost; // saving/cost descending without dividing by 0
     });
     for (const auto& ch : choices) {

@@ -165,7 +165,7 @@ private:
     [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
     void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
-    void applyPolicy(std::vector<SavedTensorInfo> candidates, int stage, bool useSwap, StageEvaluation& e) const;
+    void applyPolicy(const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
     void setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const;
     void setWorkingSets(std::size_t begin, std::size_t end, double fixedScratch, StageCost& c) const;
