@@ -124,6 +124,8 @@ void Backend::forward(const Node& node, NodeValues& values, KernelContext& ctx) 
 NdArray Backend::forwardGemmBias(
     const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx) const
 {
+    if (kernels().gemmBias() == nullptr)
+        throw Error("node '" + matmul.name + "': the " + std::string(name()) + " backend has no fused GEMM + bias");
     const OwnerScope owner(ctx.allocator, matmul.name);
     try {
         return kernels().gemmBias()(matmul, x, w, bias, ctx);

@@ -80,7 +80,8 @@ public:
     [[nodiscard]] std::vector<TensorId> parameterIds() const;
     [[nodiscard]] NdArray& parameter(TensorId id);
     [[nodiscard]] NdArray& gradient(TensorId id);
-    // The value of any tensor after forward (activations until releaseActivations).
+    // The value of any tensor after forward (activations until releaseActivations); undefined for
+    // a fused chain's inner tensors (engine/fusion.h), which a fused forward never makes.
     [[nodiscard]] const NdArray& value(TensorId id) const;
     // Later forwards run every node apart (false) or fused chains as one (true, where planned):
     // the profiler takes each node's inputs from an unfused forward.

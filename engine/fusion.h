@@ -16,9 +16,10 @@
 // last dim) run as one GEMM whose epilogue adds the bias (Backend::gemmBias: cuBLASLt's bias
 // epilogue on CUDA; on the CPU the bias is added in place over the GEMM's output). Forward only:
 // each node's backward runs as before, from the GEMM's inputs and the add's output, which the fused
-// call gives them (an add's backward reads only its inputs' shapes). The product before the bias is
-// never stored: one array of the output's size where the separate kernels held two for a moment.
-// Its time is measured on the MatMul node; the add's forward measures nothing.
+// call gives them (an add's backward reads only its inputs' shapes). On the CPU, and on CUDA where
+// cuBLASLt runs it (w one matrix), the product before the bias is never stored: one array of the
+// output's size where the separate kernels held two for a moment. Its time is measured on the
+// MatMul node; the add's forward measures nothing.
 // Depends on: core (Graph), backend.h.
 #pragma once
 
@@ -63,15 +64,16 @@ public:
         std::span<const TensorId> recomputed = {}, bool enabled = true);
 
     // The chain node `index` belongs to, or nullptr.
-    // GEMM + bias chains (gemmChainOf) are planned where the backend has Backend::gemmBias, on f32
-    // tensors, where the product is read by the add alone, is no graph output and is not
-    // recomputed, the add's output is not recomputed, and the bias exists before the MatMul runs.
     [[nodiscard]] const SoftmaxChain* chainOf(std::size_t index) const;
     [[nodiscard]] const std::vector<SoftmaxChain>& chains() const
     {
         return m_chains;
     }
-    // The GEMM + bias chain node `index` belongs to (its MatMul or its add), or nullptr.
+    // The GEMM + bias chain node `index` belongs to (its MatMul or its add), or nullptr. Chains are
+    // planned where the backend has Backend::gemmBias, on f32 tensors, where the product is read by
+    // the add alone, and neither it nor the add's output is a graph output or recomputed, and the
+    // bias exists before the MatMul runs. The stage executor drops those whose product a backward
+    // keeps (dropGemmChain) and runs none with parameter chunks.
     [[nodiscard]] const GemmBiasChain* gemmChainOf(std::size_t index) const;
     [[nodiscard]] const std::vector<GemmBiasChain>& gemmChains() const
     {

@@ -10,9 +10,7 @@ namespace ps {
 Graph::Revision Graph::Revision::next()
 {
     static std::atomic<std::uint64_t> counter { 0 };
-    Revision r { 0 };
-    r.value = ++counter;
-    return r;
+    return Revision(++counter);
 }
 
 std::int64_t Node::intAttr(std::string_view key, std::int64_t fallback) const

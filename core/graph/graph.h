@@ -144,6 +144,26 @@ private:
     {
         std::uint64_t value = next().value;
         static Revision next();
+        Revision() = default;
+        explicit Revision(std::uint64_t v)
+            : value(v)
+        {
+        }
+        Revision(const Revision&) = default;
+        Revision& operator=(const Revision&) = default;
+        // A moved-from graph's content changed: it gets a revision of its own.
+        Revision(Revision&& other) noexcept
+            : value(other.value)
+        {
+            other.value = next().value;
+        }
+        Revision& operator=(Revision&& other) noexcept
+        {
+            value = other.value;
+            other.value = next().value;
+            return *this;
+        }
+        ~Revision() = default;
         bool operator==(const Revision&) const
         {
             return true; // not content: equal graphs stay equal

@@ -45,6 +45,17 @@ namespace {
         return out;
     }
 
+    // The next generation of per-tensor stamps (all cleared when the counter wraps, where stale
+    // stamps could match again).
+    std::uint32_t nextStamp(std::uint32_t& generation, std::vector<std::uint32_t>& stamps)
+    {
+        if (++generation == 0) {
+            std::fill(stamps.begin(), stamps.end(), 0);
+            generation = 1;
+        }
+        return generation;
+    }
+
     // A storage the memory policy may swap or recompute: its index, which, what it costs and saves.
     struct PolicyChoice
     {
@@ -187,7 +198,7 @@ double StageModel::tensorBytes(TensorId tensor) const
 // read later once here (the per-consumer copies are computeStageCosts's, which knows the stages).
 void StageModel::setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const
 {
-    const auto gen = ++m_generation;
+    const auto gen = nextStamp(m_generation, m_stamp);
     double receivedForward = 0;
     double sentForward = 0;
     double gradients = 0;
@@ -287,7 +298,7 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
 {
     StageEvaluation e;
     auto& c = e.cost;
-    const auto gen = ++m_generation;
+    const auto gen = nextStamp(m_generation, m_stamp);
     std::vector<TensorId> weightGradRoots;
     double fixedScratch = 0;
     for (std::size_t n = begin; n < end; ++n) {
@@ -388,8 +399,8 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
     // Under mixed precision a GEMM saves its own half copy of an fp32 input: counted with the
     // storage it was cast from (recomputing or swapping that storage covers the copy too).
     // root -> index in roots, valid where the root's stamp is this call's (no map per call)
-    const auto gen = ++m_savedGeneration;
     m_savedStamp.resize(m_graph.tensorCount(), 0);
+    const auto gen = nextStamp(m_savedGeneration, m_savedStamp);
     m_savedPosition.resize(m_graph.tensorCount(), 0);
     std::vector<std::size_t> lastSaver;
     std::vector<TensorId> roots;

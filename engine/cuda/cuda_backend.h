@@ -8,6 +8,7 @@
 
 #include "backend.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace ps::engine::cuda {
@@ -18,5 +19,9 @@ namespace ps::engine::cuda {
 
 // The ops the CUDA backend has kernels for (empty in a build without CUDA); needs no GPU.
 [[nodiscard]] std::vector<OpType> cudaKernelOps();
+
+// GEMM + bias calls that ran through cuBLASLt's bias epilogue in this process (0 without CUDA):
+// the GPU self-test checks the epilogue ran, not the fallback.
+[[nodiscard]] std::uint64_t gemmBiasEpilogueCalls();
 
 } // namespace ps::engine::cuda

@@ -11,6 +11,7 @@
 
 #include <cublasLt.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
@@ -70,11 +71,15 @@ namespace {
         static std::map<int, LtDevice> devices;
         const std::lock_guard lock(mutex);
         auto& d = devices[device];
-        if (d.handle == nullptr) {
-            if (const auto status = cublasLt()->create(&d.handle); status != CUBLAS_STATUS_SUCCESS)
+        if (d.handle == nullptr) { // both made, or neither kept (a later call tries again)
+            cublasLtHandle_t handle = nullptr;
+            if (const auto status = cublasLt()->create(&handle); status != CUBLAS_STATUS_SUCCESS)
                 throw Error("cuda:" + std::to_string(device) + ": cublasLtCreate failed (status "
                     + std::to_string(static_cast<int>(status)) + ")");
-            check(cudaMalloc(&d.workspace, kWorkspaceBytes), "cuda:" + std::to_string(device) + ": cuBLASLt workspace");
+            void* workspace = nullptr;
+            check(cudaMalloc(&workspace, kWorkspaceBytes), "cuda:" + std::to_string(device) + ": cuBLASLt workspace");
+            d.workspace = workspace;
+            d.handle = handle; // a failed cudaMalloc leaks this handle once: the process keeps it
         }
         return d;
     }
@@ -103,7 +108,18 @@ namespace {
         }
     };
 
+    std::atomic<std::uint64_t>& epilogueCalls()
+    {
+        static std::atomic<std::uint64_t> calls { 0 };
+        return calls;
+    }
+
 } // namespace
+
+std::uint64_t gemmBiasEpilogueCalls()
+{
+    return epilogueCalls().load(std::memory_order_relaxed);
+}
 
 bool cublasLtEnabled()
 {
@@ -154,6 +170,7 @@ bool gemmBiasLt(GemmPrecision precision, bool transB, std::int64_t rows, std::in
         throw Error("cuda:" + std::to_string(device) + ": cuBLASLt GEMM + bias (" + std::to_string(rows) + "x"
             + std::to_string(n) + "x" + std::to_string(k) + ") failed with status "
             + std::to_string(static_cast<int>(status)));
+    epilogueCalls().fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 

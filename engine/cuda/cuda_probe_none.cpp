@@ -26,6 +26,11 @@ const Backend& cudaBackend(int device)
         + ": this build has no CUDA backend (reconfigure with PS_WITH_CUDA=ON on a machine with nvcc)");
 }
 
+std::uint64_t gemmBiasEpilogueCalls()
+{
+    return 0;
+}
+
 std::vector<OpType> cudaKernelOps()
 {
     return {};

@@ -566,9 +566,13 @@ TEST(GpuSelfTest, GemmBiasEpilogueMatchesTheCpuKernels)
             for (const char* lt : { "1", "0" }) {
                 ::setenv("PS_CUBLASLT", lt, 1);
                 KernelContext gpuCtx { gpuAlloc, rng, true, precision };
+                const auto before = engine::cuda::gemmBiasEpilogueCalls();
                 const auto y = gpu.forwardGemmBias(
                     node, upload(gpu, gpuAlloc, x), upload(gpu, gpuAlloc, w), upload(gpu, gpuAlloc, bias), gpuCtx);
                 ::unsetenv("PS_CUBLASLT");
+                // cuBLASLt ran the epilogue where it is on (w is one matrix here), never where it is off.
+                EXPECT_EQ(engine::cuda::gemmBiasEpilogueCalls() - before, std::string(lt) == "1" ? 1U : 0U)
+                    << "PS_CUBLASLT=" << lt;
                 ASSERT_EQ(y.shape(), cpu.shape());
                 const auto error = relativeError(y, cpu, gpu);
                 EXPECT_LT(error, tolerance) << formatShape(c.x) << " x " << formatShape(c.w) << " precision "
