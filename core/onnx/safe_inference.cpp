@@ -117,6 +117,87 @@ namespace {
         return added;
     }
 
+    // The convolutions whose kernel size libonnx 1.12 reads from the weight's dims, with the
+    // weight's input index. Its inference indexes the input's dims by the weight's rank (and
+    // ConvTranspose reads the weight's dim 1) unchecked: a weight of another rank than the input,
+    // or of rank below 3, crashes it (SIGSEGV, found by tests/fuzz).
+    int convolutionWeightInput(const std::string& op)
+    {
+        if (op == "Conv" || op == "ConvTranspose" || op == "ConvInteger")
+            return 1;
+        return op == "QLinearConv" ? 3 : -1;
+    }
+
+    bool hasAttribute(const onnx::NodeProto& n, const std::string& name)
+    {
+        return std::any_of(n.attribute().begin(), n.attribute().end(),
+            [&](const onnx::AttributeProto& a) { return a.name() == name; });
+    }
+
+    // A copy of `model` that libonnx 1.12 infers without crashing on a convolution: each one whose
+    // weight has a static shape of rank 3 or more states its kernel_shape (the weight's spatial
+    // dims, which the ONNX spec says it defaults to), so libonnx checks its size against the
+    // input's rank and fails cleanly; the others (weight of lower or unknown rank) are left out,
+    // their outputs untyped, and counted in `withheld`.
+    onnx::ModelProto guardConvolutions(const onnx::ModelProto& model, int& withheld)
+    {
+        const auto known = staticShapes(model.graph());
+        onnx::ModelProto work = model;
+        auto* nodes = work.mutable_graph()->mutable_node();
+        withheld = 0;
+        for (int i = 0; i < nodes->size();) {
+            auto& n = *nodes->Mutable(i);
+            const int w = convolutionWeightInput(n.op_type());
+            if (w < 0) {
+                ++i;
+                continue;
+            }
+            const auto it = w < n.input_size() ? known.find(n.input(w)) : known.end();
+            if (it == known.end() || it->second.first.size() < 3) {
+                nodes->DeleteSubrange(i, 1);
+                ++withheld;
+                continue;
+            }
+            if (!hasAttribute(n, "kernel_shape")) {
+                auto* k = n.add_attribute();
+                k->set_name("kernel_shape");
+                k->set_type(onnx::AttributeProto::INTS);
+                for (std::size_t d = 2; d < it->second.first.size(); ++d)
+                    k->add_ints(it->second.first[d]);
+            }
+            ++i;
+        }
+        return work;
+    }
+
+    // libonnx's two passes (the second, with data propagation, only when every input got a type).
+    void inferTwice(onnx::ModelProto& model)
+    {
+        const auto* registry = onnx::OpSchemaRegistry::Instance();
+        onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, false));
+        if (everyInputTyped(model))
+            onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, true));
+    }
+
+    // inferTwice on guarded copies (guardConvolutions): a convolution withheld because its
+    // weight's shape was not yet known joins the next pass once inference has found it.
+    void inferGuarded(onnx::ModelProto& model)
+    {
+        int withheld = 0;
+        for (int pass = 0; pass <= model.graph().node_size(); ++pass) {
+            auto work = guardConvolutions(model, withheld);
+            const int before = withheld;
+            inferTwice(work);
+            *model.mutable_graph()->mutable_value_info() = work.graph().value_info();
+            *model.mutable_graph()->mutable_output() = work.graph().output();
+            if (before == 0)
+                return;
+            (void)guardConvolutions(model, withheld);
+            if (withheld == before)
+                return;
+        }
+    }
+
 } // namespace
 
 // ONNX shape inference. libonnx 1.12's data propagation dereferences the type of each input it
@@ -124,11 +205,11 @@ namespace {
 // op it has no schema for, or of a node whose inference failed (found by tests/fuzz). So a
 // first pass runs without propagation, and propagation only when every input got a type.
 // Operators newer than libonnx's schemas that keep their input's shape (Gelu, opset 20) are
-// inferred as an opset-17 operator of that kind (onnx/opset_lowering.h), in a copy. Einsum outputs
+// inferred as an opset-17 operator of that kind (onnx/opset_lowering.h), in a copy. Convolutions
+// are guarded against the weight shapes that crash libonnx (guardConvolutions). Einsum outputs
 // whose dims it leaves unknown are completed by the IR's rule, and inference runs again.
 void inferShapesSafely(onnx::ModelProto& model)
 {
-    const auto* registry = onnx::OpSchemaRegistry::Instance();
     const bool standIns = std::any_of(model.graph().node().begin(), model.graph().node().end(),
         [](const onnx::NodeProto& n) { return !onnximport::shapeStandIn(n.op_type()).empty(); });
     if (standIns) {
@@ -144,15 +225,10 @@ void inferShapesSafely(onnx::ModelProto& model)
         *model.mutable_graph()->mutable_output() = work.graph().output();
         return;
     }
-    const auto infer = [&] {
-        onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, false));
-        if (everyInputTyped(model))
-            onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, true));
-    };
-    infer();
+    inferGuarded(model);
     // Each pass completes the Einsums whose operands are now known (one after another in a chain).
     for (int pass = 0; pass < model.graph().node_size() && completeEinsumShapes(model) > 0; ++pass)
-        infer();
+        inferGuarded(model);
 }
 
 } // namespace ps::onnximport
