@@ -33,7 +33,6 @@ TO_SPLIT = {
     ("profiler/cpu_profiler.cpp", "measureOnDevice"): 156,
     ("core/onnx/shape_folding.cpp", "evaluate"): 155,
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
-    ("core/graph/op_cost.cpp", "backwardWorkingBytes"): 104,
     ("app/cli/profile_commands.cpp", "runProfile"): 117,
     ("core/onnx/merged_parameters.cpp", "tieFoldedCopies"): 103,
     ("engine/runtime/pipeline_runner.cpp", "run"): 103,

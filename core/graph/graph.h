@@ -176,9 +176,12 @@ private:
     std::vector<TensorId> m_outputs;
 };
 
-inline bool isActivation(const Graph& g, TensorId id)
+// A value each micro-batch has its own of: an activation, or data the loader feeds (an image
+// batch, token ids, labels). What a backward reads of these is kept per micro-batch in flight.
+inline bool isPerMicroBatch(const Graph& g, TensorId id)
 {
-    return g.tensor(id).kind == TensorKind::Activation;
+    const auto kind = g.tensor(id).kind;
+    return kind == TensorKind::Activation || kind == TensorKind::Input;
 }
 
 } // namespace ps

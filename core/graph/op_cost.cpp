@@ -40,16 +40,16 @@ namespace {
         const auto& g = ctx.graph;
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const bool saved = i >= 8 ? def.savedInputs == kSaveAllInputs : (def.savedInputs >> i) & 1U;
-            if (saved && isActivation(g, node.inputs[i]))
+            if (saved && isPerMicroBatch(g, node.inputs[i]))
                 cost.savedTensors.push_back(node.inputs[i]);
         }
-        if (def.savesOutput && !node.outputs.empty() && isActivation(g, node.outputs[0]))
+        if (def.savesOutput && !node.outputs.empty() && isPerMicroBatch(g, node.outputs[0]))
             cost.savedTensors.push_back(node.outputs[0]);
         if (def.weightGradReadsInput) {
             bool trains = false;
             for (auto in : node.inputs)
                 trains = trains || (g.tensor(in).kind == TensorKind::Parameter && ctx.requiresGrad[in.index()]);
-            if (trains && isActivation(g, node.inputs[0]))
+            if (trains && isPerMicroBatch(g, node.inputs[0]))
                 cost.savedForWeightGrad.push_back(node.inputs[0]);
         }
         if (def.saved != nullptr)
@@ -159,7 +159,7 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
 GradientFlow gradientFlow(const Graph& graph)
 {
     GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0),
-        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {}, {}, {} };
+        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} };
     flow.bytes.reserve(graph.tensorCount());
     for (const auto& t : graph.tensors()) {
         flow.bytes.push_back(numBytes(t.shape, t.dtype));
@@ -183,6 +183,10 @@ GradientFlow gradientFlow(const Graph& graph)
     }
     const auto costs = computeOpCosts(graph);
     flow.savedRoots.resize(graph.nodeCount());
+    flow.fixedScratch.reserve(graph.nodeCount());
+    flow.fixedInputGradScratch.reserve(graph.nodeCount());
+    flow.weightPassBytes.reserve(graph.nodeCount());
+    flow.weightPassScratch.reserve(graph.nodeCount());
     flow.weightGradRoots.resize(graph.nodeCount());
     flow.savedExtraBytes.resize(graph.nodeCount());
     flow.trains.resize(graph.nodeCount());
@@ -192,6 +196,15 @@ GradientFlow gradientFlow(const Graph& graph)
         for (auto t : costs[n].savedForWeightGrad)
             flow.weightGradRoots[n].push_back(storageRoot(graph, t));
         flow.savedExtraBytes[n] = costs[n].savedExtraBytes;
+        flow.fixedScratch.push_back(costs[n].fixedWorkspaceBytes);
+        flow.fixedInputGradScratch.push_back(costs[n].fixedInputGradWorkspaceBytes);
+        flow.weightPassScratch.push_back(costs[n].fixedWeightGradWorkspaceBytes);
+        std::int64_t newGradients = 0;
+        for (auto in : graph.nodes()[n].inputs) {
+            if (graph.tensor(in).kind == TensorKind::Parameter && flow.requiresGrad[in.index()])
+                newGradients += flow.bytes[in.index()];
+        }
+        flow.weightPassBytes.push_back(newGradients);
         for (auto in : graph.nodes()[n].inputs) {
             if (graph.tensor(in).kind == TensorKind::Parameter && flow.requiresGrad[in.index()])
                 flow.trains[n] = 1;
@@ -328,100 +341,224 @@ namespace {
 std::int64_t backwardWorkingBytes(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end, BackwardPass pass)
 {
-    const bool split = pass == BackwardPass::InputOnly;
-    const auto& requiresGrad = flow.requiresGrad;
-    const auto bytesOfTensor = [&](TensorId t) { return flow.bytes[t.index()]; };
-    const auto isActivationGrad = [&](TensorId t) { return requiresGrad[t.index()] && flow.parameter[t.index()] == 0; };
-    // Gradient storages with the tensors whose gradient they hold: Add, BiasAdd and Sub's first
-    // operand pass the output's gradient on when shapes agree, and Reshape's is a view.
-    struct Storage
+    return backwardWorkingProfile(graph, flow, begin, end, pass).bytes;
+}
+
+double WorkingProfile::peak(double scale, bool scratch) const
+{
+    double result = scale * static_cast<double>(bytes);
+    for (const auto& p : scratch ? withScratch : withoutScratch)
+        result = std::max(result, scale * static_cast<double>(p.working) + static_cast<double>(p.fixed));
+    return std::max(result, 0.0);
+}
+
+namespace {
+
+    // Drops the points another one outdoes at every scale (no less working and fixed bytes).
+    void keepUndominated(std::vector<WorkingProfile::Point>& points)
     {
-        std::int64_t bytes = 0;
-        int refs = 0;
-        bool pinned = false; // a split B keeps it for W
-    };
-    std::vector<Storage> storages;
-    storages.reserve(2 * (end - begin) + 8);
-    TensorScratch live(0, graph.tensorCount()); // tensor -> storage holding its gradient
-    std::int64_t held = 0;
-    const auto acquire = [&](TensorId t, std::size_t storage) {
-        if (!live.insert(t, storage))
-            return;
-        auto& st = storages[storage];
-        if (st.refs++ == 0 && !st.pinned)
-            held += st.bytes;
-    };
-    const auto fresh = [&](std::int64_t bytes) {
-        storages.push_back({ bytes, 0, false });
-        return storages.size() - 1;
-    };
-    const auto release = [&](TensorId t, bool pin) {
-        auto& st = storages[live.at(t)];
-        live.erase(t);
-        if (pin && !st.pinned) {
-            st.pinned = true; // stays counted until W
-            return;
+        std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+            return a.fixed != b.fixed ? a.fixed > b.fixed : a.working > b.working;
+        });
+        std::vector<WorkingProfile::Point> kept;
+        for (const auto& p : points) {
+            if (kept.empty() || p.working > kept.back().working)
+                kept.push_back(p);
         }
-        if (--st.refs == 0 && !st.pinned)
-            held -= st.bytes;
-    };
-    // The gradients the next stage sends back (values produced here and read after `end`), and
-    // the loss's own.
+        points = std::move(kept);
+    }
+
+} // namespace
+
+std::int64_t weightPassWorkingBytes(const GradientFlow& flow, std::size_t begin, std::size_t end, bool scratch)
+{
+    std::int64_t most = 0;
+    for (std::size_t n = begin; n < end; ++n)
+        most = std::max(most, flow.weightPassBytes[n] + (scratch ? flow.weightPassScratch[n] : 0));
+    return most;
+}
+
+std::vector<std::int64_t> forwardPendingKept(
+    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
+{
+    TensorScratch saved(0, graph.tensorCount());
+    std::int64_t pending = 0;
     for (std::size_t n = begin; n < end; ++n) {
-        for (auto out : graph.nodes()[n].outputs) {
-            if (isActivationGrad(out) && flow.lastReader[out.index()] > end && !live.contains(out))
-                acquire(out, fresh(bytesOfTensor(out)));
+        for (auto root : flow.savedRoots[n]) {
+            const auto producer = graph.tensor(root).producer;
+            if (producer.valid() && producer.index() >= begin && saved.insert(root, 1))
+                pending += flow.bytes[root.index()];
         }
+        pending += flow.savedExtraBytes[n];
     }
-    for (auto out : graph.outputs()) {
-        const auto producer = graph.tensor(out).producer;
-        if (producer.valid() && producer.index() >= begin && producer.index() < end && !live.contains(out))
-            acquire(out, fresh(std::max<std::int64_t>(bytesOfTensor(out), 4)));
+    std::vector<std::int64_t> out(end - begin, 0);
+    for (std::size_t n = begin; n < end; ++n) {
+        for (auto o : graph.nodes()[n].outputs) {
+            if (saved.contains(o)) {
+                pending -= flow.bytes[o.index()];
+                saved.erase(o);
+            }
+        }
+        pending -= flow.savedExtraBytes[n];
+        out[n - begin] = std::max<std::int64_t>(pending, 0);
     }
+    return out;
+}
+
+namespace {
+
+    // The activation gradients a backward holds, by storage: Add, BiasAdd and Sub's first operand
+    // pass the output's gradient on when shapes agree, and Reshape's is a view. Starts with the
+    // gradients the next stage sends back (values produced in the range and read after it) and
+    // the loss's own.
+    class GradientStorages
+    {
+    public:
+        GradientStorages(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
+            : m_live(0, graph.tensorCount())
+        {
+            m_storages.reserve(2 * (end - begin) + 8);
+            for (std::size_t n = begin; n < end; ++n) {
+                for (auto out : graph.nodes()[n].outputs) {
+                    if (flow.requiresGrad[out.index()] && flow.parameter[out.index()] == 0
+                        && flow.lastReader[out.index()] > end && !holds(out))
+                        acquire(out, fresh(flow.bytes[out.index()]));
+                }
+            }
+            for (auto out : graph.outputs()) {
+                const auto producer = graph.tensor(out).producer;
+                if (producer.valid() && producer.index() >= begin && producer.index() < end && !holds(out))
+                    acquire(out, fresh(std::max<std::int64_t>(flow.bytes[out.index()], 4)));
+            }
+        }
+        [[nodiscard]] std::int64_t held() const
+        {
+            return m_held;
+        }
+        [[nodiscard]] bool holds(TensorId t) const
+        {
+            return m_live.contains(t);
+        }
+        // The storage holding t's gradient, or none().
+        [[nodiscard]] std::size_t storageOf(TensorId t) const
+        {
+            return holds(t) ? m_live.at(t) : none();
+        }
+        [[nodiscard]] std::size_t none() const
+        {
+            return m_storages.size();
+        }
+        std::size_t fresh(std::int64_t bytes)
+        {
+            m_storages.push_back({ bytes, 0, false });
+            return m_storages.size() - 1;
+        }
+        void acquire(TensorId t, std::size_t storage)
+        {
+            if (!m_live.insert(t, storage))
+                return;
+            auto& st = m_storages[storage];
+            if (st.refs++ == 0 && !st.pinned)
+                m_held += st.bytes;
+        }
+        // `pin`: a split B keeps it for W (counted until then).
+        void release(TensorId t, bool pin)
+        {
+            auto& st = m_storages[m_live.at(t)];
+            m_live.erase(t);
+            if (pin && !st.pinned) {
+                st.pinned = true;
+                return;
+            }
+            if (--st.refs == 0 && !st.pinned)
+                m_held -= st.bytes;
+        }
+
+    private:
+        struct Storage
+        {
+            std::int64_t bytes = 0;
+            int refs = 0;
+            bool pinned = false;
+        };
+        std::vector<Storage> m_storages;
+        TensorScratch m_live; // tensor -> storage holding its gradient
+        std::int64_t m_held = 0;
+    };
+
+    // What node n's backward adds while it runs: its input gradients (twice where another reader's
+    // is held: the out-of-place sum) and, in a full backward, its parameters' until accumulated.
+    template <typename Passes>
+    std::int64_t nodeGradientBytes(const Graph& graph, const GradientFlow& flow, const GradientStorages& grads,
+        std::size_t n, bool split, const Passes& passes)
+    {
+        std::int64_t extra = 0;
+        const auto& node = graph.nodes()[n];
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+            const auto in = node.inputs[i];
+            if (!flow.requiresGrad[in.index()])
+                continue;
+            if (flow.parameter[in.index()] != 0)
+                extra += split ? 0 : flow.bytes[in.index()]; // a split B leaves them to W
+            else if (grads.holds(in))
+                extra += 2 * flow.bytes[in.index()];
+            else if (!passes(i))
+                extra += flow.bytes[in.index()];
+        }
+        return extra;
+    }
+
+} // namespace
+
+WorkingProfile backwardWorkingProfile(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end,
+    BackwardPass pass, bool growingGradients)
+{
+    const bool split = pass == BackwardPass::InputOnly;
+    GradientStorages grads(graph, flow, begin, end);
     const auto releasedAfter = savedReleases(graph, flow, begin, end, split);
+    WorkingProfile profile;
+    std::int64_t gradients = 0; // parameter gradients allocated so far (growing)
+    TensorScratch allocated(1, graph.tensorCount()); // parameters with one (savedReleases is done with slot 1)
     std::int64_t released = 0;
-    std::int64_t peak = held;
+    std::int64_t peak = grads.held();
     for (std::size_t n = end; n-- > begin;) {
         const auto& node = graph.nodes()[n];
-        const auto outStorage =
-            !node.outputs.empty() && live.contains(node.outputs[0]) ? live.at(node.outputs[0]) : storages.size();
-        bool any = false;
-        for (auto out : node.outputs)
-            any = any || live.contains(out);
-        if (!any) {
+        const auto outStorage = node.outputs.empty() ? grads.none() : grads.storageOf(node.outputs[0]);
+        if (std::none_of(node.outputs.begin(), node.outputs.end(), [&](TensorId t) { return grads.holds(t); })) {
             released += releasedAfter[n - begin];
             continue;
         }
         const auto passes = [&, mask = flow.passesGradient[n]](std::size_t i) {
-            return i < 32 && ((mask >> i) & 1U) != 0 && outStorage < storages.size();
+            return i < 32 && ((mask >> i) & 1U) != 0 && outStorage < grads.none();
         };
-        std::int64_t extra = 0;
-        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-            const auto in = node.inputs[i];
-            if (!requiresGrad[in.index()])
-                continue;
-            if (flow.parameter[in.index()] != 0) {
-                extra += split ? 0 : bytesOfTensor(in); // until accumulated; a split B leaves them to W
-                continue;
-            }
-            if (live.contains(in))
-                extra += 2 * bytesOfTensor(in); // a second reader: its gradient, then the out-of-place sum
-            else if (!passes(i))
-                extra += bytesOfTensor(in);
+        const auto extra = nodeGradientBytes(graph, flow, grads, n, split, passes);
+        for (auto in : node.inputs) { // each parameter's gradient is allocated beside the first one computed for it
+            if (growingGradients && !split && flow.parameter[in.index()] != 0 && flow.requiresGrad[in.index()]
+                && allocated.insert(in, 1))
+                gradients += flow.bytes[in.index()];
         }
-        peak = std::max(peak, held + extra - released);
+        const auto working = grads.held() + extra - released;
+        peak = std::max(peak, working);
+        const auto columns = split ? flow.fixedInputGradScratch[n] : flow.fixedScratch[n];
+        if (columns + gradients > 0) // its columns while this node's gradients are held
+            profile.withScratch.push_back({ working, columns + gradients });
+        if (gradients > 0)
+            profile.withoutScratch.push_back({ working, gradients });
         released += releasedAfter[n - begin];
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const auto in = node.inputs[i];
-            if (isActivationGrad(in) && !live.contains(in))
-                acquire(in, passes(i) ? outStorage : fresh(bytesOfTensor(in)));
+            if (flow.requiresGrad[in.index()] && flow.parameter[in.index()] == 0 && !grads.holds(in))
+                grads.acquire(in, passes(i) ? outStorage : grads.fresh(flow.bytes[in.index()]));
         }
         for (auto out : node.outputs) {
-            if (live.contains(out))
-                release(out, split && flow.trains[n] != 0);
+            if (grads.holds(out))
+                grads.release(out, split && flow.trains[n] != 0);
         }
     }
-    return peak;
+    profile.bytes = peak;
+    keepUndominated(profile.withScratch);
+    keepUndominated(profile.withoutScratch);
+    return profile;
 }
 
 } // namespace ps

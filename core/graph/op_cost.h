@@ -32,10 +32,14 @@ struct OpCost
     std::int64_t savedBytes = 0; // bytes of savedTensors + savedExtraBytes
     std::int64_t workspaceBytes = 0; // transient scratch during the op
     // Scratch that does not grow with the micro-batch: a convolution's im2col column matrix of one
-    // image, which the engine's CPU kernels fill image by image (twice in the backward: the columns
-    // and their gradient). Counted for profiles of the CPU device only (cpuEngineScratch): on GPUs
-    // cuDNN's workspace (or the engine's chunked columns) is not modelled.
+    // image, which the engine's CPU kernels fill image by image: in the forward one, in the
+    // backward the input's columns for the weight gradient and the columns' gradient for the
+    // input's. Counted for profiles of the CPU device only (cpuEngineScratch): on GPUs cuDNN's
+    // workspace (or the engine's chunked columns) is not modelled. The largest of a node's passes,
+    // then the input-gradient pass alone (zero-bubble's B) and the weight-gradient pass (its W).
     std::int64_t fixedWorkspaceBytes = 0;
+    std::int64_t fixedInputGradWorkspaceBytes = 0;
+    std::int64_t fixedWeightGradWorkspaceBytes = 0;
     std::int64_t parameterCount = 0; // elements of the parameters this node owns
     std::int64_t parameterBytes = 0;
 };
@@ -85,6 +89,12 @@ struct GradientFlow
     // By node: bit i set where input i's gradient can be the output's own storage (Add, BiasAdd and
     // Sub's first operand of the output's shape; Reshape's view).
     std::vector<std::uint32_t> passesGradient;
+    std::vector<std::int64_t> fixedScratch; // by node: OpCost::fixedWorkspaceBytes
+    std::vector<std::int64_t> fixedInputGradScratch; // by node: OpCost::fixedInputGradWorkspaceBytes
+    // By node: what a split backward's W holds at once: the new gradients of its trainable
+    // parameters (before they are accumulated) and, with cpuEngineScratch, its columns.
+    std::vector<std::int64_t> weightPassBytes;
+    std::vector<std::int64_t> weightPassScratch;
 };
 
 // A whole backward, or zero-bubble's input-gradient pass B (its W runs later): B computes no
@@ -100,5 +110,44 @@ enum class BackwardPass : std::uint8_t { Full, InputOnly };
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
 [[nodiscard]] std::int64_t backwardWorkingBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin,
     std::size_t end, BackwardPass pass = BackwardPass::Full);
+
+// A backward's working set where some nodes also hold bytes that do not grow with the
+// micro-batch: a CPU convolution's columns (OpCost::fixedWorkspaceBytes) and, in the first
+// backward after an optimizer step, the parameters' gradients allocated so far. `bytes` is its
+// peak without those at the graph's micro-batch; each point is a node's working bytes (negative
+// where the saved activations already released outweigh the gradients held) with its fixed bytes,
+// columns included (`withScratch`) or not (`withoutScratch`). Points another one outdoes at every
+// micro-batch size are dropped.
+struct WorkingProfile
+{
+    struct Point
+    {
+        std::int64_t working = 0;
+        std::int64_t fixed = 0;
+    };
+    std::int64_t bytes = 0;
+    std::vector<Point> withScratch;
+    std::vector<Point> withoutScratch;
+
+    // The peak at `scale` times the graph's micro-batch, with the columns where `scratch` (the
+    // engine's CPU kernels; cpuEngineScratch). Never negative.
+    [[nodiscard]] double peak(double scale, bool scratch) const;
+};
+// backwardWorkingBytes as a profile (its `bytes`); with `growingGradients`, the first backward's,
+// whose parameter gradients are allocated node by node (a full backward only).
+[[nodiscard]] WorkingProfile backwardWorkingProfile(const Graph& graph, const GradientFlow& flow, std::size_t begin,
+    std::size_t end, BackwardPass pass = BackwardPass::Full, bool growingGradients = false);
+
+// The most a split backward's W pass over [begin, end) holds beyond what the B before it kept:
+// one node's new parameter gradients, with its columns where `scratch`. Batch-independent.
+[[nodiscard]] std::int64_t weightPassWorkingBytes(
+    const GradientFlow& flow, std::size_t begin, std::size_t end, bool scratch);
+
+// For each node of [begin, end) (index i for node begin + i): bytes of the range's kept state
+// (its saved storages produced in the range, each once, and the nodes' internal state) that do
+// not exist yet while that node's forward runs, one micro-batch at the graph's batch. A node's
+// forward scratch comes on top of the activations kept so far, the whole micro-batch's less these.
+[[nodiscard]] std::vector<std::int64_t> forwardPendingKept(
+    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
 
 } // namespace ps

@@ -18,9 +18,9 @@ namespace {
 
     // ---- custom costs and saved state ------------------------------------------------------
 
-    void saveIfActivation(const Graph& g, OpCost& cost, TensorId id)
+    void saveIfPerMicroBatch(const Graph& g, OpCost& cost, TensorId id)
     {
-        if (isActivation(g, id))
+        if (isPerMicroBatch(g, id))
             cost.savedTensors.push_back(id);
     }
 
@@ -38,15 +38,15 @@ namespace {
         // dA = dY @ B^T needs B; dB = A^T @ dY needs A. Each is one more matmul of the same size.
         if (ctx.requiresGrad[node.inputs[0].index()]) {
             cost.backwardFlops += 2 * macs;
-            saveIfActivation(ctx.graph, cost, node.inputs[1]);
+            saveIfPerMicroBatch(ctx.graph, cost, node.inputs[1]);
         }
         if (ctx.requiresGrad[node.inputs[1].index()]) {
             cost.backwardFlops += 2 * macs;
-            saveIfActivation(ctx.graph, cost, node.inputs[0]);
+            saveIfPerMicroBatch(ctx.graph, cost, node.inputs[0]);
             // dW = A^T dY: with a parameter as B this is the weight gradient, and A is kept only for it.
             if (ctx.graph.tensor(node.inputs[1]).kind == TensorKind::Parameter) {
                 cost.weightGradFlops += 2 * macs;
-                if (isActivation(ctx.graph, node.inputs[0]))
+                if (isPerMicroBatch(ctx.graph, node.inputs[0]))
                     cost.savedForWeightGrad.push_back(node.inputs[0]);
             }
         }
@@ -71,10 +71,17 @@ namespace {
         const auto& perShape = g.tensor(perElementOf).shape;
         const double images = perShape.size() > 1 ? static_cast<double>(perShape[0] * perShape[1]) : 1;
         const double positions = images > 0 ? elements / images : 0; // of one image, per channel
-        const bool bothInBackward = anyGrad && node.op == OpType::Conv;
-        cost.fixedWorkspaceBytes = static_cast<std::int64_t>(4 * taps * positions * (bothInBackward ? 2 : 1));
+        // The CPU kernels' columns: Conv's backward holds the input's columns for dW and their
+        // gradient for dX, each only where needed; ConvTranspose's the output gradient's columns once.
+        const auto columns = static_cast<std::int64_t>(4 * taps * positions);
+        const bool dx = anyGrad && ctx.requiresGrad[node.inputs[0].index()];
+        const bool dw = anyGrad && ctx.requiresGrad[node.inputs[1].index()];
+        const int backwardColumns = node.op == OpType::Conv ? (dx ? 1 : 0) + (dw ? 1 : 0) : (dx || dw ? 1 : 0);
+        cost.fixedWorkspaceBytes = columns * std::max(1, backwardColumns);
+        cost.fixedInputGradWorkspaceBytes = dx ? columns : 0;
+        cost.fixedWeightGradWorkspaceBytes = dw ? columns : 0;
         cost.weightGradFlops = anyGrad ? cost.forwardFlops : 0;
-        if (anyGrad && isActivation(g, node.inputs[0])) { // kept for the weight gradient
+        if (anyGrad && isPerMicroBatch(g, node.inputs[0])) { // kept for the weight gradient
             cost.savedTensors.push_back(node.inputs[0]);
             cost.savedForWeightGrad.push_back(node.inputs[0]);
         }
@@ -112,10 +119,10 @@ namespace {
             }
             for (std::size_t j = 0; j < node.inputs.size(); ++j) {
                 if (j != i)
-                    saveIfActivation(g, cost, node.inputs[j]);
+                    saveIfPerMicroBatch(g, cost, node.inputs[j]);
             }
         }
-        if (trainsWeight && isActivation(g, node.inputs[0]))
+        if (trainsWeight && isPerMicroBatch(g, node.inputs[0]))
             cost.savedForWeightGrad.push_back(node.inputs[0]);
     }
 
@@ -162,6 +169,7 @@ namespace {
     void embeddingState(const Graph&, const Node& node, OpCost& cost)
     {
         cost.savedTensors.push_back(node.inputs[0]); // indices
+        cost.savedForWeightGrad.push_back(node.inputs[0]); // the table's gradient scatters by them
     }
 
     void topKState(const Graph& g, const Node& node, OpCost& cost)
@@ -268,6 +276,7 @@ namespace {
                 maskShape };
             d.forwardFlops = 1;
             d.backwardFlops = 1;
+            d.savedInputs = 0b10; // the padding mask: the masked scores get no gradient
             add(d);
         }
         {

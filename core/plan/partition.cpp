@@ -32,7 +32,6 @@ namespace {
         std::unordered_set<TensorId> rootsAll;
         std::unordered_set<TensorId> rootsW;
         std::unordered_set<TensorId> params;
-        double fixedScratch = 0; // the largest batch-independent scratch (a convolution's columns)
     };
 
     // Bytes of a tensor at the planned micro-batch and its autocast type.
@@ -242,6 +241,52 @@ Profile profileInNodeOrder(const Profile& profile, const std::vector<NodeId>& or
     return out;
 }
 
+namespace {
+
+    // A stage's working sets, as StageModel::setWorkingSets has them: its largest node scratch
+    // (in `c.workspaceBytes` on entry) or the backward's, with each convolution's columns at its
+    // node on the CPU device; B and W apart where zero-bubble splits the backward; the output
+    // gradients B keeps for W; what the first backward after an optimizer step adds.
+    void setWorkingSets(const Graph& g, const GradientFlow& flow, std::size_t begin, std::size_t end, double workScale,
+        bool cpuScratch, StageCost& c)
+    {
+        const double nodeScratch = c.workspaceBytes;
+        c.workspaceBytes =
+            std::max(nodeScratch, backwardWorkingProfile(g, flow, begin, end).peak(workScale, cpuScratch));
+        const double outsideB =
+            std::max(nodeScratch, static_cast<double>(weightPassWorkingBytes(flow, begin, end, cpuScratch)));
+        const double inputPass =
+            backwardWorkingProfile(g, flow, begin, end, BackwardPass::InputOnly).peak(workScale, cpuScratch);
+        c.splitWorkspaceBytes = std::max(outsideB, inputPass);
+        c.inputPassExtraBytes = std::max(0.0, inputPass - outsideB);
+        c.firstBackwardExtraBytes = std::max(0.0,
+            backwardWorkingProfile(g, flow, begin, end, BackwardPass::Full, true).peak(workScale, cpuScratch)
+                - c.workspaceBytes);
+        c.weightGradHeldBytes = static_cast<double>(weightGradHeldBytes(g, flow, begin, end)) * workScale;
+    }
+
+    // Parameters read on several stages (tied embeddings): each holder's gradient bytes of them.
+    void addTiedParameters(
+        const Graph& g, const std::vector<StageAccumulator>& acc, double gradientBytes, std::vector<StageCost>& stages)
+    {
+        std::map<std::uint32_t, int> holders;
+        for (const auto& a : acc) {
+            for (auto id : a.params)
+                ++holders[id.value];
+        }
+        for (std::size_t s = 0; s < stages.size(); ++s) {
+            for (auto id : acc[s].params) {
+                if (holders[id.value] > 1)
+                    stages[s].tiedParameters.push_back(
+                        { id.value, static_cast<double>(numElements(g.tensor(id).shape)) * gradientBytes });
+            }
+            std::sort(stages[s].tiedParameters.begin(), stages[s].tiedParameters.end(),
+                [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
+        }
+    }
+
+} // namespace
+
 std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile, const Partition& p, double mb)
 {
     checkPartition(p, g.nodeCount());
@@ -265,58 +310,39 @@ std::vector<StageCost> computeStageCosts(const Graph& g, const Profile& profile,
     const double workScale = scale * activationScale(profile.setup);
     std::vector<StageCost> stages(static_cast<std::size_t>(p.stageCount()));
     std::vector<StageAccumulator> acc(stages.size());
+    const auto flow = gradientFlow(g);
+    std::vector<std::vector<std::int64_t>> pending; // by stage: forwardPendingKept
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        const StageId id(static_cast<std::uint32_t>(s));
+        pending.push_back(forwardPendingKept(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())));
+    }
     for (const auto& n : g.nodes()) {
         const auto s = stageOf[n.id.index()].index();
         const auto& np = profile.nodes[n.id.index()];
         stages[s].forwardNs += np.forwardNs.at(mb);
         stages[s].backwardNs += np.backwardNs.at(mb);
         stages[s].weightGradNs += np.weightGradNs.at(mb);
-        stages[s].workspaceBytes = std::max(stages[s].workspaceBytes, np.workspaceBytes.at(mb));
-        if (cpuEngineScratch(profile.deviceKind))
-            acc[s].fixedScratch =
-                std::max(acc[s].fixedScratch, static_cast<double>(costs[n.id.index()].fixedWorkspaceBytes));
+        // A node's scratch on top of the micro-batch's activations kept so far.
+        const auto local = n.id.index() - p.stageBegin(StageId(static_cast<std::uint32_t>(s)));
+        stages[s].workspaceBytes = std::max(
+            stages[s].workspaceBytes, np.workspaceBytes.at(mb) - static_cast<double>(pending[s][local]) * workScale);
         addSavedBytes(g, n, costs[n.id.index()], acc[s], stages[s], scale, types);
         for (auto in : n.inputs) {
             if (g.tensor(in).kind == TensorKind::Parameter && acc[s].params.insert(in).second)
                 stages[s].parameterCount += numElements(g.tensor(in).shape);
         }
     }
-    const auto flow = gradientFlow(g);
+    const bool cpuScratch = cpuEngineScratch(profile.deviceKind);
     for (std::size_t s = 0; s < stages.size(); ++s) {
         const StageId id(static_cast<std::uint32_t>(s));
         const auto begin = p.stageBegin(id);
         const auto end = p.stageEnd(id, g.nodeCount());
-        // A node's scratch, or the backward's working set with the largest convolution's columns
-        // (held while that node's gradients are: an upper bound).
-        const double nodeScratch = stages[s].workspaceBytes;
-        const double fixed = acc[s].fixedScratch;
-        stages[s].workspaceBytes =
-            std::max(nodeScratch, static_cast<double>(backwardWorkingBytes(g, flow, begin, end)) * workScale + fixed);
-        stages[s].splitWorkspaceBytes = std::max(nodeScratch,
-            static_cast<double>(backwardWorkingBytes(g, flow, begin, end, BackwardPass::InputOnly)) * workScale
-                + fixed);
-        stages[s].weightGradHeldBytes =
-            static_cast<double>(weightGradHeldBytes(g, flow, p.stageBegin(id), p.stageEnd(id, g.nodeCount())))
-            * workScale;
+        setWorkingSets(g, flow, begin, end, workScale, cpuScratch, stages[s]);
         for (auto root : acc[s].rootsW)
             stages[s].weightGradOnlyBytes += tensorBytes(g, root, scale, types);
         stages[s].weightGradOnlyBytes = std::min(stages[s].weightGradOnlyBytes, stages[s].activationBytes);
     }
-    std::map<std::uint32_t, int> holders;
-    for (const auto& a : acc) {
-        for (auto id : a.params)
-            ++holders[id.value];
-    }
-    const double gradientBytes = bytesPerParameter(profile.setup).gradients;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-        for (auto id : acc[s].params) {
-            if (holders[id.value] > 1)
-                stages[s].tiedParameters.push_back(
-                    { id.value, static_cast<double>(numElements(g.tensor(id).shape)) * gradientBytes });
-        }
-        std::sort(stages[s].tiedParameters.begin(), stages[s].tiedParameters.end(),
-            [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
-    }
+    addTiedParameters(g, acc, bytesPerParameter(profile.setup).gradients, stages);
     addBoundaryTraffic(g, stageOf, stages, scale, types);
     return stages;
 }

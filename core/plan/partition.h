@@ -89,6 +89,12 @@ struct StageCost
     double weightGradHeldBytes = 0; // output gradients a split B keeps for its W, one micro-batch
     double workspaceBytes = 0; // largest transient: one node's scratch, or the backward's working set
     double splitWorkspaceBytes = 0; // the same when zero-bubble splits the backward into B and W
+    // What the first full backward after an optimizer step holds beyond workspaceBytes: the
+    // parameter gradients it allocates node by node (they count from its end otherwise).
+    double firstBackwardExtraBytes = 0;
+    // The part of splitWorkspaceBytes only zero-bubble's B holds (its working set above any node's
+    // scratch and W's): the simulator counts it while B runs, not beside the gradients B leaves W.
+    double inputPassExtraBytes = 0;
     std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
     double sendForwardBytes = 0; // activations to the next stage (dataflow: to all), 1 micro-batch
     double sendBackwardBytes = 0; // gradients to the previous stage (dataflow: to all), 1 micro-batch

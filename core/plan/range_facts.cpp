@@ -49,7 +49,7 @@ RangeFacts::RangeFacts(const Graph& graph)
 }
 
 template <typename Compute>
-std::int64_t RangeFacts::memo(Kind kind, std::size_t begin, std::size_t end, Compute compute) const
+WorkingProfile RangeFacts::memo(Kind kind, std::size_t begin, std::size_t end, Compute compute) const
 {
     const auto key = (static_cast<std::uint64_t>(begin) << 34) ^ (static_cast<std::uint64_t>(end) << 2)
         ^ static_cast<std::uint64_t>(kind);
@@ -66,22 +66,28 @@ std::int64_t RangeFacts::memo(Kind kind, std::size_t begin, std::size_t end, Com
     return value;
 }
 
-std::int64_t RangeFacts::backwardWorking(
-    const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass) const
+void RangeFacts::checkRevision(const Graph& graph) const
 {
     if (graph.revision() != m_revision)
         throw Error("internal: range facts of graph revision " + std::to_string(m_revision) + " asked about revision "
             + std::to_string(graph.revision()));
-    return memo(pass == BackwardPass::Full ? Kind::Full : Kind::InputOnly, begin, end,
-        [&] { return backwardWorkingBytes(graph, m_flow, begin, end, pass); });
+}
+
+WorkingProfile RangeFacts::backwardWorking(
+    const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass, bool growingGradients) const
+{
+    checkRevision(graph);
+    const bool growing = growingGradients && pass == BackwardPass::Full;
+    const auto kind = pass == BackwardPass::InputOnly ? Kind::InputOnly : (growing ? Kind::FullGrowing : Kind::Full);
+    return memo(kind, begin, end, [&] { return backwardWorkingProfile(graph, m_flow, begin, end, pass, growing); });
 }
 
 std::int64_t RangeFacts::weightGradHeld(const Graph& graph, std::size_t begin, std::size_t end) const
 {
-    if (graph.revision() != m_revision)
-        throw Error("internal: range facts of graph revision " + std::to_string(m_revision) + " asked about revision "
-            + std::to_string(graph.revision()));
-    return memo(Kind::WeightHeld, begin, end, [&] { return weightGradHeldBytes(graph, m_flow, begin, end); });
+    checkRevision(graph);
+    return memo(Kind::WeightHeld, begin, end, [&] {
+        return WorkingProfile { weightGradHeldBytes(graph, m_flow, begin, end), {}, {} };
+    }).bytes;
 }
 
 } // namespace ps

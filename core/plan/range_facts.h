@@ -40,21 +40,22 @@ public:
     {
         return m_flow;
     }
-    // backwardWorkingBytes and weightGradHeldBytes of `graph` (the one these facts are of), memoised.
-    [[nodiscard]] std::int64_t backwardWorking(
-        const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass) const;
+    // backwardWorkingProfile and weightGradHeldBytes of `graph` (the one these facts are of), memoised.
+    [[nodiscard]] WorkingProfile backwardWorking(
+        const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass, bool growingGradients = false) const;
     [[nodiscard]] std::int64_t weightGradHeld(const Graph& graph, std::size_t begin, std::size_t end) const;
 
 private:
-    enum class Kind : std::uint64_t { Full, InputOnly, WeightHeld };
+    enum class Kind : std::uint64_t { Full, InputOnly, WeightHeld, FullGrowing };
     template <typename Compute>
-    [[nodiscard]] std::int64_t memo(Kind kind, std::size_t begin, std::size_t end, Compute compute) const;
+    [[nodiscard]] WorkingProfile memo(Kind kind, std::size_t begin, std::size_t end, Compute compute) const;
+    void checkRevision(const Graph& graph) const;
 
     std::uint64_t m_revision;
     std::vector<OpCost> m_costs;
     GradientFlow m_flow;
     mutable std::mutex m_mutex;
-    mutable std::unordered_map<std::uint64_t, std::int64_t> m_memo;
+    mutable std::unordered_map<std::uint64_t, WorkingProfile> m_memo;
 };
 
 } // namespace ps

@@ -276,22 +276,28 @@ bool StageModel::parametersCanFit() const
 }
 
 // The stage's workspace: its largest node scratch, or the backward's working set where larger (B
-// alone where zero-bubble splits the backward) with the largest batch-independent scratch (a
-// convolution's columns, held while that node's gradients are: an upper bound), and the output
-// gradients a split B holds for W.
-void StageModel::setWorkingSets(std::size_t begin, std::size_t end, double fixedScratch, StageCost& c) const
+// and W apart where zero-bubble splits the backward), each convolution's batch-independent
+// columns counted at its own node where `cpuScratch`; the output gradients a split B holds for W;
+// and what the first backward after an optimizer step adds (its gradients, allocated as it goes).
+void StageModel::setWorkingSets(std::size_t begin, std::size_t end, bool cpuScratch, StageCost& c) const
 {
     const double nodeScratch = c.workspaceBytes;
-    c.workspaceBytes = std::max(nodeScratch,
-        static_cast<double>(m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full)) * m_scale * m_workScale
-            + fixedScratch);
-    c.splitWorkspaceBytes = m_schedule.kind != ScheduleKind::ZeroBubbleH1
-        ? c.workspaceBytes
-        : std::max(nodeScratch,
-            static_cast<double>(m_facts->backwardWorking(m_graph, begin, end, BackwardPass::InputOnly)) * m_scale
-                    * m_workScale
-                + fixedScratch);
-    c.weightGradHeldBytes = static_cast<double>(m_facts->weightGradHeld(m_graph, begin, end)) * m_scale * m_workScale;
+    const double scale = m_scale * m_workScale;
+    c.workspaceBytes = std::max(
+        nodeScratch, m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full).peak(scale, cpuScratch));
+    c.splitWorkspaceBytes = c.workspaceBytes;
+    if (m_schedule.kind == ScheduleKind::ZeroBubbleH1) {
+        const double outsideB =
+            std::max(nodeScratch, static_cast<double>(weightPassWorkingBytes(m_flow, begin, end, cpuScratch)));
+        const double inputPass =
+            m_facts->backwardWorking(m_graph, begin, end, BackwardPass::InputOnly).peak(scale, cpuScratch);
+        c.splitWorkspaceBytes = std::max(outsideB, inputPass);
+        c.inputPassExtraBytes = std::max(0.0, inputPass - outsideB);
+    }
+    c.weightGradHeldBytes = static_cast<double>(m_facts->weightGradHeld(m_graph, begin, end)) * scale;
+    c.firstBackwardExtraBytes = std::max(0.0,
+        m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full, true).peak(scale, cpuScratch)
+            - c.workspaceBytes);
 }
 
 StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end, int stage) const
@@ -300,16 +306,16 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
     auto& c = e.cost;
     const auto gen = nextStamp(m_generation, m_stamp);
     std::vector<TensorId> weightGradRoots;
-    double fixedScratch = 0;
+    const bool cpuScratch = cpuEngineScratch(m_profile.deviceKind);
+    const auto pending = forwardPendingKept(m_graph, m_flow, begin, end);
     for (std::size_t n = begin; n < end; ++n) {
         c.forwardNs += m_nodeFwd[n];
         c.backwardNs += m_nodeBwd[n];
         c.weightGradNs += m_nodeW[n];
         const auto& oc = m_costs[n];
-        const auto fixed = cpuEngineScratch(m_profile.deviceKind) ? static_cast<double>(oc.fixedWorkspaceBytes) : 0.0;
-        c.workspaceBytes =
-            std::max(c.workspaceBytes, static_cast<double>(oc.workspaceBytes) * m_scale * m_workScale + fixed);
-        fixedScratch = std::max(fixedScratch, fixed);
+        c.workspaceBytes = std::max(c.workspaceBytes, // on top of the micro-batch's activations kept so far
+            static_cast<double>(oc.workspaceBytes - pending[n - begin]) * m_scale * m_workScale
+                + (cpuScratch ? static_cast<double>(oc.fixedWorkspaceBytes) : 0.0));
         c.activationBytes += static_cast<double>(oc.savedExtraBytes) * m_scale;
         const auto& node = m_graph.nodes()[n];
         for (auto t : oc.savedTensors) {
@@ -349,7 +355,7 @@ StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end,
     c.weightGradOnlyBytes = std::min(c.weightGradOnlyBytes, c.activationBytes);
     std::sort(c.tiedParameters.begin(), c.tiedParameters.end(),
         [](const TiedParameter& a, const TiedParameter& b) { return a.tensor < b.tensor; });
-    setWorkingSets(begin, end, fixedScratch, c);
+    setWorkingSets(begin, end, cpuScratch, c);
     c.sendForwardBytes = end < nodeCount() ? cutBytes(end) : 0;
     c.sendBackwardBytes = begin > 0 && begin < nodeCount() ? m_cutGradBytes[begin] : 0;
     // Messages: the next forward's activations and the next backward's gradients arrive while
@@ -438,6 +444,8 @@ std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::si
     std::vector<SavedTensorInfo> out;
     for (std::size_t i = 0; i < roots.size(); ++i) {
         const auto& t = m_graph.tensor(roots[i]);
+        if (t.kind != TensorKind::Activation)
+            continue; // the loader's data: neither recomputed nor swapped
         const auto local = lastSaver[i] - begin;
         SavedTensorInfo s;
         s.root = roots[i];

@@ -168,7 +168,7 @@ private:
     void applyPolicy(const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
     void setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const;
-    void setWorkingSets(std::size_t begin, std::size_t end, double fixedScratch, StageCost& c) const;
+    void setWorkingSets(std::size_t begin, std::size_t end, bool cpuScratch, StageCost& c) const;
 
     const Graph& m_graph;
     const Profile& m_profile;

@@ -134,6 +134,29 @@ std::vector<int> peakInFlightFromActions(const Schedule& schedule)
     return peak;
 }
 
+MemoryWalk walkMemory(std::vector<MemoryDelta> deltas, double base, double startNs)
+{
+    std::stable_sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.timeNs < b.timeNs; });
+    MemoryWalk walk;
+    double level = base;
+    double gradients = 0;
+    double messages = 0;
+    walk.curve.push_back({ startNs, level });
+    walk.peakBytes = level;
+    for (const auto& delta : deltas) {
+        level += delta.bytes;
+        gradients += delta.kind == MemoryKind::Gradients ? delta.bytes : 0;
+        messages += delta.kind == MemoryKind::Messages ? delta.bytes : 0;
+        walk.curve.push_back({ delta.timeNs, level });
+        if (level > walk.peakBytes) {
+            walk.peakBytes = level;
+            walk.gradientsAtPeak = gradients;
+            walk.messagesAtPeak = messages;
+        }
+    }
+    return walk;
+}
+
 std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const std::vector<StageCost>& stages,
     const TrainingSetup& setup, const std::vector<StageMemoryPlan>& plans)
 {
@@ -153,8 +176,10 @@ std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const s
         d.gradients += params * perParam.gradients;
         d.optimizerStates += params * perParam.optimizerStates;
         d.stashedWeights += params * perParam.weights * (weightVersions(schedule.spec, static_cast<int>(s)) - 1);
-        d.workspace =
-            std::max(d.workspace, splitsBackward[s] ? stages[s].splitWorkspaceBytes : stages[s].workspaceBytes);
+        // B's own working set is not static: the simulator counts it while B runs.
+        d.workspace = std::max(d.workspace,
+            splitsBackward[s] ? stages[s].splitWorkspaceBytes - stages[s].inputPassExtraBytes
+                              : stages[s].workspaceBytes);
     }
     for (std::size_t dev = 0; dev < schedule.devices.size(); ++dev) {
         double live = 0;

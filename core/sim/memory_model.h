@@ -12,6 +12,7 @@
 #include "plan/partition.h"
 #include "schedule/schedule.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace ps {
@@ -51,6 +52,33 @@ struct DeviceMemory
         return staticBytes() + activations + messages;
     }
 };
+
+struct MemoryPoint
+{
+    double timeNs = 0;
+    double bytes = 0; // allocated on the device from this time on
+};
+
+// A change of a device's memory in a simulation and what it is for (swaps count as activations).
+enum class MemoryKind : std::uint8_t { Activations, Gradients, Messages };
+struct MemoryDelta
+{
+    double timeNs;
+    double bytes;
+    MemoryKind kind;
+};
+
+// A device's memory over time: `base` bytes from `startNs`, then the deltas in time order (a
+// stable sort: changes at one time apply in the order made). Its peak, with the gradients and
+// messages held then.
+struct MemoryWalk
+{
+    std::vector<MemoryPoint> curve;
+    double peakBytes = 0;
+    double gradientsAtPeak = 0;
+    double messagesAtPeak = 0;
+};
+[[nodiscard]] MemoryWalk walkMemory(std::vector<MemoryDelta> deltas, double base, double startNs);
 
 // Inserts the memory-optimization actions a plan needs: SWAP_OUT right after a stage's F,
 // SWAP_IN one compute action before its B (so the copy overlaps compute), RECOMPUTE right

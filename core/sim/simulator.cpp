@@ -68,7 +68,6 @@ namespace {
         double optimizerNs(StageId s) const;
         // When stage `s`'s tied gradients are summed (kUnknown: a holder has not handed in yet).
         double tiedReadyNs(std::size_t device, StageId s);
-        enum class MemoryKind : std::uint8_t { Activations, Gradients, Messages }; // activations: swaps too
         void memory(std::size_t device, double timeNs, double delta, MemoryKind kind = MemoryKind::Activations);
         void finish(SimulationResult& result);
 
@@ -90,17 +89,15 @@ namespace {
         std::map<std::uint32_t, std::vector<std::size_t>> m_tiedHolders;
         std::vector<double> m_tiedArrival; // by stage
         std::vector<char> m_handedIn; // by device
-        struct MemoryDelta
-        {
-            double timeNs;
-            double bytes;
-            MemoryKind kind;
-        };
         std::vector<std::vector<MemoryDelta>> m_memDeltas;
         // Parameter gradients exist from a stage's first weight-gradient pass to its OPT_STEP,
         // which frees them (PyTorch's zero_grad(set_to_none=True), and the engine's optimizer).
         std::vector<char> m_gradientsLive; // by stage
         void gradients(std::size_t device, StageId s, double timeNs, bool allocate);
+        [[nodiscard]] bool gradientsLive(StageId s) const
+        {
+            return s.index() < m_gradientsLive.size() && m_gradientsLive[s.index()] != 0;
+        }
         std::vector<double> m_busy;
         std::vector<SimEvent> m_events;
         const std::vector<std::vector<double>>* m_slowdown = nullptr;
@@ -256,12 +253,19 @@ namespace {
         case ActionType::Backward:
             memory(device, start, -received, MemoryKind::Messages);
             // Node by node a backward frees activations and fills gradients: counted at its end,
-            // activations first (its peak is at its start, with everything still kept).
+            // activations first (its peak is at its start, with everything still kept), the
+            // gradients a first backward allocates as it goes beside its working set.
+            if (!gradientsLive(a.stage)) {
+                memory(device, start, c.firstBackwardExtraBytes, MemoryKind::Gradients);
+                memory(device, end, -c.firstBackwardExtraBytes, MemoryKind::Gradients);
+            }
             memory(device, end, -c.activationBytes);
             gradients(device, a.stage, end, true);
             break;
         case ActionType::BackwardInput: // keeps the output gradients W reads
             memory(device, start, -received, MemoryKind::Messages);
+            memory(device, start, c.inputPassExtraBytes);
+            memory(device, end, -c.inputPassExtraBytes);
             memory(device, end, -(c.activationBytes - wOnly) + c.weightGradHeldBytes);
             break;
         case ActionType::BackwardWeight:
@@ -508,29 +512,14 @@ namespace {
             busy += m_busy[d];
             dev.capacityBytes = static_cast<double>(m_in.cluster.device.memoryBytes);
             dev.memory = memory[d];
-            auto& deltas = m_memDeltas[d];
-            std::stable_sort(
-                deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.timeNs < b.timeNs; });
             // Gradients are not static: they come and go with the deltas.
             const double base = memory[d].staticBytes() - memory[d].gradients;
-            double level = base;
-            double gradientLevel = 0;
-            double messageLevel = 0;
-            dev.memoryCurve.push_back({ first == std::numeric_limits<double>::infinity() ? 0 : first, level });
-            dev.peakBytes = level;
-            dev.memory.gradients = 0;
-            dev.memory.messages = 0;
-            for (const auto& delta : deltas) {
-                level += delta.bytes;
-                gradientLevel += delta.kind == MemoryKind::Gradients ? delta.bytes : 0;
-                messageLevel += delta.kind == MemoryKind::Messages ? delta.bytes : 0;
-                dev.memoryCurve.push_back({ delta.timeNs, level });
-                if (level > dev.peakBytes) {
-                    dev.peakBytes = level;
-                    dev.memory.gradients = gradientLevel;
-                    dev.memory.messages = messageLevel;
-                }
-            }
+            auto walk = walkMemory(
+                std::move(m_memDeltas[d]), base, first == std::numeric_limits<double>::infinity() ? 0 : first);
+            dev.memoryCurve = std::move(walk.curve);
+            dev.peakBytes = walk.peakBytes;
+            dev.memory.gradients = walk.gradientsAtPeak;
+            dev.memory.messages = walk.messagesAtPeak;
             // The breakdown at the peak: what is neither static, gradients nor messages is activations.
             dev.memory.activations = std::max(0.0, dev.peakBytes - base - dev.memory.gradients - dev.memory.messages);
             dev.outOfMemory = dev.peakBytes > dev.capacityBytes;

@@ -32,12 +32,6 @@ struct SimEvent
     DeviceId peer {}; // Send events: the receiving device
 };
 
-struct MemoryPoint
-{
-    double timeNs = 0;
-    double bytes = 0; // allocated on the device from this time on
-};
-
 struct DeviceSimResult
 {
     double busyNs = 0; // compute stream busy time

@@ -164,9 +164,10 @@ namespace {
         const auto d = convDims(node, x, weight);
         NdArray dx = g.needGrad[0] ? NdArray::zeros(ctx.allocator, x.shape()) : NdArray();
         NdArray dw = g.needGrad[1] ? NdArray::zeros(ctx.allocator, weight.shape()) : NdArray();
-        auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
-        auto dcol = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
-        for (std::int64_t i = 0; i < d.n; ++i) {
+        // Only the columns a needed gradient uses (op_cost's fixed workspace counts the same).
+        auto col = dw.defined() ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
+        auto dcol = dx.defined() ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
+        for (std::int64_t i = 0; i < d.n && (dx.defined() || dw.defined()); ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
                 const float* dyi = dy.f32() + (i * d.cout + grp * d.coutG) * d.pixels;
                 const auto imgOffset = (i * d.cin + grp * d.cinG) * d.w.id * d.w.h * d.w.w;
@@ -240,8 +241,8 @@ namespace {
         const auto d = transposedDims(node, x, weight);
         NdArray dx = g.needGrad[0] ? NdArray::empty(ctx.allocator, x.shape()) : NdArray();
         NdArray dw = g.needGrad[1] ? NdArray::zeros(ctx.allocator, weight.shape()) : NdArray();
-        auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
-        for (std::int64_t i = 0; i < d.n; ++i) {
+        auto col = dx.defined() || dw.defined() ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
+        for (std::int64_t i = 0; i < d.n && col.defined(); ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
                 im2col(dy.f32() + (i * d.cout + grp * d.coutG) * d.w.id * d.w.h * d.w.w, d.coutG, d.w, col.f32());
                 const auto xOffset = (i * d.cin + grp * d.cinG) * d.pixels;

@@ -37,7 +37,7 @@ void StageExecutor::buildKeepSets()
         }
     }
     const auto kept = [&](TensorId t) {
-        return keep[t.index()] != 0 || m_graph.tensor(t).kind != TensorKind::Activation;
+        return keep[t.index()] != 0 || !isPerMicroBatch(m_graph, t); // parameters and constants are shared
     };
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
@@ -47,13 +47,14 @@ void StageExecutor::buildKeepSets()
         auto& forWeight = m_keepForWeight.emplace_back();
         for (auto t : node.inputs) {
             const auto& w = costs[n].savedForWeightGrad;
-            forWeight.push_back(
-                m_graph.tensor(t).kind != TensorKind::Activation || std::find(w.begin(), w.end(), t) != w.end() ? 1
-                                                                                                                : 0);
+            forWeight.push_back(!isPerMicroBatch(m_graph, t) || std::find(w.begin(), w.end(), t) != w.end() ? 1 : 0);
         }
+        // An output stays with its producer only where the producer's own backward reads it (Relu,
+        // Softmax); the nodes that save it hold it until their backward, as the memory model has it.
         auto& out = m_keepOut.emplace_back();
+        const auto& own = costs[n].savedTensors;
         for (auto t : node.outputs)
-            out.push_back(keep[t.index()] != 0 ? 1 : 0);
+            out.push_back(std::find(own.begin(), own.end(), t) != own.end() ? 1 : 0);
     }
     m_keepValue.assign(m_slotTensor.size(), 0);
     for (auto root : m_memory.swappedTensors) {

@@ -6,16 +6,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace ps;
 
 TEST(OpCost, MatMulFlopsAndSavedOperands)
 {
     const auto g = test::tinyMlp();
     const auto costs = computeOpCosts(g);
-    // fc1: (4, 8) x (8, 16). Input x needs no grad, so backward is only dW = x^T dY and only x is saved.
+    // fc1: (4, 8) x (8, 16). Input x needs no grad, so backward is only dW = x^T dY and only x is
+    // saved: the loader's batch, kept per micro-batch like an activation.
     EXPECT_DOUBLE_EQ(costs[0].forwardFlops, 2.0 * 4 * 8 * 16);
     EXPECT_DOUBLE_EQ(costs[0].backwardFlops, 2.0 * 4 * 8 * 16);
-    EXPECT_TRUE(costs[0].savedTensors.empty()); // x is an input, not an activation
+    ASSERT_EQ(costs[0].savedTensors.size(), 1U);
+    EXPECT_EQ(costs[0].savedTensors[0], g.node(NodeId(0)).inputs[0]);
     EXPECT_EQ(costs[0].parameterCount, 8 * 16);
     // fc2: both operands need grad: two matmuls backward; saves the relu output (weights are resident).
     EXPECT_DOUBLE_EQ(costs[3].backwardFlops, 2 * 2.0 * 4 * 16 * 2);
@@ -27,9 +31,9 @@ TEST(OpCost, ReluOutputSavedOnceAcrossConsumers)
 {
     const auto g = test::tinyMlp();
     const auto costs = computeOpCosts(g);
-    // relu saves its output and fc2 saves the same tensor: counted once. Plus CE probabilities
-    // (4 x 2 fp32) and the labels (4 x i64).
-    EXPECT_EQ(savedActivationBytes(g, costs), 4 * 16 * 4 + 4 * 2 * 4 + 4 * 8);
+    // relu saves its output and fc2 saves the same tensor: counted once. Plus the input batch
+    // fc1 keeps (4 x 8 fp32), CE probabilities (4 x 2 fp32) and the labels (4 x i64).
+    EXPECT_EQ(savedActivationBytes(g, costs), 4 * 16 * 4 + 4 * 8 * 4 + 4 * 2 * 4 + 4 * 8);
 }
 
 TEST(OpCost, LayerNormAndDropoutState)
@@ -47,7 +51,10 @@ TEST(OpCost, LayerNormAndDropoutState)
     EXPECT_EQ(costs[1].parameterCount, 16);
 }
 
-TEST(OpCost, ConvFlopsAndWeightGradient)
+namespace {
+
+// x (2, 3, 8, 8) -> conv1 (4 filters 3x3, padded) -> relu -> conv2 (6 filters 3x3).
+Graph twoConvolutions()
 {
     GraphBuilder b(ModelInfo { "t", "test", "{}", 2 });
     const auto x = b.input("x", { 2, 3, 8, 8 }, DType::F32);
@@ -55,7 +62,15 @@ TEST(OpCost, ConvFlopsAndWeightGradient)
         b.op(OpType::Conv, "conv1", { x, b.parameter("w1", { 4, 3, 3, 3 }) }, { { "pads", Shape { 1, 1, 1, 1 } } });
     h = b.op(OpType::Relu, "relu", { h });
     h = b.op(OpType::Conv, "conv2", { h, b.parameter("w2", { 6, 4, 3, 3 }) });
-    const auto g = b.finish({ h });
+    return b.finish({ h });
+}
+
+} // namespace
+
+TEST(OpCost, ConvFlopsAndWeightGradient)
+{
+    const auto g = twoConvolutions();
+    const auto x = g.nodes()[0].inputs[0];
     const auto costs = computeOpCosts(g);
     // conv2: 2 x 6 x 6 x 6 outputs, each a 4 x 3 x 3 dot product.
     const double flops = 2.0 * (2 * 6 * 6 * 6) * (4 * 3 * 3);
@@ -64,8 +79,50 @@ TEST(OpCost, ConvFlopsAndWeightGradient)
     EXPECT_DOUBLE_EQ(costs[2].weightGradFlops, flops);
     ASSERT_EQ(costs[2].savedForWeightGrad.size(), 1U); // the relu output, kept for dW
     EXPECT_EQ(costs[2].savedForWeightGrad[0], g.node(NodeId(1)).outputs[0]);
-    EXPECT_TRUE(costs[0].savedTensors.empty()); // conv1 reads the data input: nothing to keep
+    ASSERT_EQ(costs[0].savedTensors.size(), 1U); // conv1 keeps the image batch for its dW
+    EXPECT_EQ(costs[0].savedTensors[0], x);
     EXPECT_EQ(costs[0].parameterCount, 4 * 3 * 3 * 3);
+    // The CPU kernels' columns of one image: conv1 needs no dX (one matrix for dW, none in a
+    // split B), conv2 both (two, one of them in B); a forward fills one.
+    const std::int64_t columns1 = 4 * (3 * 3 * 3) * (8 * 8);
+    const std::int64_t columns2 = 4 * (4 * 3 * 3) * (6 * 6);
+    EXPECT_EQ(costs[0].fixedWorkspaceBytes, columns1);
+    EXPECT_EQ(costs[0].fixedInputGradWorkspaceBytes, 0);
+    EXPECT_EQ(costs[0].fixedWeightGradWorkspaceBytes, columns1);
+    EXPECT_EQ(costs[2].fixedWorkspaceBytes, 2 * columns2);
+    EXPECT_EQ(costs[2].fixedInputGradWorkspaceBytes, columns2);
+    EXPECT_EQ(costs[2].fixedWeightGradWorkspaceBytes, columns2);
+}
+
+// The working sets the memory model adds at each node: what a forward's scratch comes on top of,
+// and a backward's columns and (first backward after a step) gradients allocated as it goes.
+TEST(OpCost, WorkingProfilesCountColumnsAndGrowingGradientsAtTheirNode)
+{
+    const auto g = twoConvolutions();
+    const auto flow = gradientFlow(g);
+    // Kept: x (there before the forward) and relu's output, made by node 1.
+    const std::int64_t reluOut = 2 * 4 * 8 * 8 * 4;
+    EXPECT_EQ(forwardPendingKept(g, flow, 0, 3), (std::vector<std::int64_t> { reluOut, 0, 0 }));
+    EXPECT_EQ(forwardPendingKept(g, flow, 2, 3), (std::vector<std::int64_t> { 0 })); // relu's output came in
+    const auto plain = backwardWorkingProfile(g, flow, 0, 3);
+    EXPECT_TRUE(plain.withoutScratch.empty());
+    EXPECT_EQ(plain.peak(1, false), static_cast<double>(plain.bytes));
+    const std::int64_t columns2 = 4 * (4 * 3 * 3) * (6 * 6);
+    EXPECT_GE(plain.peak(1, true), static_cast<double>(2 * columns2)); // conv2's two column matrices
+    EXPECT_GT(plain.peak(1, true), plain.peak(1, false));
+    // A batch 100 times larger: the columns do not grow.
+    EXPECT_LT(plain.peak(100, true) - plain.peak(100, false), static_cast<double>(2 * columns2 + 1));
+    const auto growing = backwardWorkingProfile(g, flow, 0, 3, BackwardPass::Full, true);
+    const std::int64_t gradients = (4 * 3 * 3 * 3 + 6 * 4 * 3 * 3) * 4;
+    ASSERT_FALSE(growing.withoutScratch.empty());
+    std::int64_t most = 0;
+    for (const auto& p : growing.withoutScratch)
+        most = std::max(most, p.fixed);
+    EXPECT_EQ(most, gradients); // at conv1 both parameters have their gradient
+    EXPECT_GE(growing.peak(1, false), plain.peak(1, false));
+    EXPECT_EQ(weightPassWorkingBytes(flow, 0, 3, false), 6 * 4 * 3 * 3 * 4); // conv2's dW
+    const std::int64_t columns1 = 4 * (3 * 3 * 3) * (8 * 8);
+    EXPECT_EQ(weightPassWorkingBytes(flow, 0, 3, true), 4 * 3 * 3 * 3 * 4 + columns1); // conv1's dW and columns
 }
 
 TEST(OpCost, ViewsWriteNothing)

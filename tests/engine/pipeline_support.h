@@ -5,6 +5,8 @@
 #include "data.h"
 #include "graph/op_cost.h"
 #include "plan/partition.h"
+#include "runtime/training_run.h"
+#include "schedule/schedule.h"
 #include "sim/memory_model.h"
 #include "zoo/model_config.h"
 
@@ -79,6 +81,19 @@ inline Partition evenCuts(const Graph& graph, int stages)
     return p;
 }
 
+// A run of `graph` on `stages` even stages under `schedule` (ScheduleSpec text), seed 5.
+inline RunConfig configFor(
+    const Graph& graph, const std::string& schedule, int stages, int microBatches, const std::string& optimizer = "sgd")
+{
+    RunConfig c;
+    c.schedule = parseScheduleSpec(schedule, stages, microBatches);
+    c.partition = evenCuts(graph, stages);
+    c.optimizer.kind = optimizer;
+    c.optimizer.lr = optimizer == "sgd" ? 0.05 : 3e-3;
+    c.seed = 5;
+    return c;
+}
+
 // Every stage swaps half of its saved storages and recomputes the rest (storages produced on
 // another stage can only be swapped).
 inline std::vector<StageMemoryPlan> swapAndRecompute(const Graph& graph, const Partition& partition)
@@ -94,12 +109,10 @@ inline std::vector<StageMemoryPlan> swapAndRecompute(const Graph& graph, const P
         for (std::size_t n = begin; n < end; ++n) {
             for (auto t : costs[n].savedTensors) {
                 const auto root = storageRoot(graph, t);
-                if (std::find(seen.begin(), seen.end(), root) != seen.end())
-                    continue;
-                seen.push_back(root);
                 const auto& rt = graph.tensor(root);
-                if (rt.kind != TensorKind::Activation)
-                    continue;
+                if (rt.kind != TensorKind::Activation || std::find(seen.begin(), seen.end(), root) != seen.end())
+                    continue; // the loader's data is neither swapped nor recomputed
+                seen.push_back(root);
                 const bool here = rt.producer.valid() && rt.producer.index() >= begin && rt.producer.index() < end;
                 if (seen.size() % 2 == 0 || !here)
                     p.swappedTensors.push_back(root);

@@ -1,0 +1,173 @@
+// The memory model against the allocator: each device's measured peak in a pipeline run on CPU
+// devices against the simulation's prediction. Bytes, unlike times, do not depend on the machine,
+// so these hold on any host (issue P15's 5%).
+#include "cluster/cluster.h"
+#include "cost/profile.h"
+#include "cpu_probe.h"
+#include "pipeline_support.h"
+#include "plan/partition.h"
+#include "runtime/training_run.h"
+#include "sim/simulator.h"
+#include "zoo/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace ps;
+using namespace ps::engine;
+using namespace ps::engine::testing;
+
+namespace {
+
+struct MeasuredPeaks
+{
+    std::vector<std::int64_t> bytes;
+    std::vector<MemoryByUse> uses; // at each device's peak
+};
+
+// Each device's peak over two steps (the first creates the optimizer state).
+MeasuredPeaks measuredPeaks(TrainingRun& run)
+{
+    MeasuredPeaks p;
+    for (int step = 0; step < 2; ++step) {
+        const auto r = run.step();
+        p.bytes.resize(r.devicePeakBytes.size(), 0);
+        p.uses.resize(r.devicePeakBytes.size());
+        for (std::size_t d = 0; d < r.devicePeakBytes.size(); ++d) {
+            if (r.devicePeakBytes[d] > p.bytes[d]) {
+                p.bytes[d] = r.devicePeakBytes[d];
+                p.uses[d] = r.devicePeakByUse[d];
+            }
+        }
+    }
+    return p;
+}
+
+std::string describeUses(const MemoryByUse& uses)
+{
+    std::string text;
+    for (std::size_t u = 0; u < kMemoryUses; ++u)
+        text += " " + std::string(toString(static_cast<MemoryUse>(u))) + " " + std::to_string(uses[u]);
+    return text;
+}
+
+} // namespace
+
+// The memory model against the allocator: what the planner promises is what the run uses. Bytes,
+// unlike times, do not depend on the machine, so this holds on any host (the issue's 5%).
+// With dropout on too: its one-byte masks are what the memory model counts (issue P15 found the
+// runtime keeping four-byte masks, 9% above the prediction).
+TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
+{
+    for (const double dropout : { 0.0, 0.1 }) {
+        auto c = zooPreset("gpt2-tiny");
+        c.layers = 4;
+        c.heads = 2;
+        c.maxPositions = 128;
+        c.seq = 128; // activations weigh as much as the weights and their optimizer state
+        c.microBatch = 2;
+        c.dropout = dropout;
+        const auto graph = buildZooModel(c);
+        const auto device = DeviceCatalog::builtin().find("a100-40gb");
+        CostModelOptions options; // fp32 weights, Adam: what the runtime's AdamW holds
+        const auto profile = estimateProfile(graph, device, options);
+        for (const auto& [schedule, stages] :
+            std::vector<std::pair<std::string, int>> { { "gpipe", 2 }, { "1f1b", 2 }, { "kfkb:2", 2 },
+                { "interleaved:2", 4 }, { "zb-h1", 2 }, { "pipedream", 2 }, { "ftpipe-async:2", 2 } }) {
+            auto config = configFor(graph, schedule, stages, 4, "adamw");
+            TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
+            const auto [measured, uses] = measuredPeaks(run);
+            const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
+            const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, 2),
+                profile.setup, static_cast<double>(c.microBatch), config.memory, { true, true } });
+            for (std::size_t d = 0; d < 2; ++d) {
+                const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
+                const auto& m = predicted.devices[d].memory;
+                const auto breakdown = describeUses(uses[d]);
+                EXPECT_LT(std::abs(error), 0.05)
+                    << schedule << " dropout " << dropout << " device " << d << ": predicted "
+                    << predicted.devices[d].peakBytes << " B (parameters " << m.parameters + m.stashedWeights
+                    << ", gradients " << m.gradients << ", optimizer states " << m.optimizerStates << ", activations "
+                    << m.activations << ", workspace " << m.workspace << "), measured " << measured[d] << " B ("
+                    << breakdown << ")";
+            }
+        }
+    }
+}
+
+namespace {
+
+// Trains `graph` under `schedule` on `stages` CPU devices (one: "cpu") with AdamW and expects
+// each device's measured peak within `tolerance` of the simulation's, on the CPU device's
+// analytical profile (the one that counts the kernels' columns).
+void expectPeaksAsPredicted(const Graph& graph, const std::string& schedule, int stages, int microBatches,
+    double tolerance, const std::string& label)
+{
+    const auto device = engine::measureCpuDevice(1);
+    const auto profile = estimateProfile(graph, device, CostModelOptions {});
+    const auto config = configFor(graph, schedule, stages, microBatches, "adamw");
+    TrainingRun run(
+        graph, randomCorpus(), makeDevices(stages == 1 ? "cpu" : "cpu:" + std::to_string(stages), 0), config);
+    const auto [measured, uses] = measuredPeaks(run);
+    const auto costs = computeStageCosts(graph, profile, config.partition, graph.info().microBatch);
+    const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, stages),
+        profile.setup, static_cast<double>(graph.info().microBatch), config.memory, { true, true } });
+    ASSERT_EQ(measured.size(), predicted.devices.size()) << label;
+    for (std::size_t d = 0; d < measured.size(); ++d) {
+        const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
+        const auto& m = predicted.devices[d].memory;
+        EXPECT_LT(std::abs(error), tolerance)
+            << label << " " << schedule << " device " << d << ": predicted " << predicted.devices[d].peakBytes
+            << " B (gradients " << m.gradients << ", activations " << m.activations << ", workspace " << m.workspace
+            << "), measured " << measured[d] << " B (" << describeUses(uses[d]) << ")";
+    }
+}
+
+} // namespace
+
+// The same for a CNN. Its first convolution keeps the loader's image batch for its weight
+// gradient; each convolution's backward holds the columns of one image for each gradient it
+// computes, counted at that node against what the backward has released by then; and the first
+// backward after an optimizer step allocates the gradients as it goes. Before these were counted
+// (issue P15) the ResNet's first device was predicted 10% below its measured peak under GPipe and
+// 1F1B within 10% only by adding the columns to every in-flight activation. Zero-bubble within
+// 10%: its W passes are not walked node by node (device 0 measures 7% below the prediction).
+TEST(Pipeline, ConvolutionalStagesPeakAsPredicted)
+{
+    auto c = zooPreset("resnet-tiny");
+    c.microBatch = 8;
+    const auto graph = buildZooModel(c);
+    expectPeaksAsPredicted(graph, "1f1b", 1, 1, 0.05, "resnet-tiny, one device");
+    for (const std::string schedule : { "gpipe", "1f1b" })
+        expectPeaksAsPredicted(graph, schedule, 2, 4, 0.05, "resnet-tiny");
+    expectPeaksAsPredicted(graph, "zb-h1", 2, 4, 0.10, "resnet-tiny");
+}
+
+// Data the loader feeds and a backward reads: an MLP's feature batch (its first MatMul's weight
+// gradient), BERT's padding mask (the fused masked softmax's backward) and token ids (the
+// embedding's gradient, in zero-bubble's W). Kept per micro-batch in flight and counted so.
+TEST(Pipeline, LoaderDataPeaksAsPredicted)
+{
+    auto mlp = zooPreset("mlp");
+    mlp.layers = 4;
+    mlp.hidden = 256;
+    mlp.microBatch = 16;
+    const auto mlpGraph = buildZooModel(mlp);
+    expectPeaksAsPredicted(mlpGraph, "1f1b", 1, 1, 0.05, "mlp, one device");
+    expectPeaksAsPredicted(mlpGraph, "gpipe", 2, 3, 0.05, "mlp");
+    auto bert = zooPreset("bert-base");
+    bert.layers = 2;
+    bert.hidden = 128;
+    bert.heads = 2;
+    bert.ffn = 256;
+    bert.seq = 64;
+    bert.vocab = 1000;
+    bert.maxPositions = 64;
+    bert.microBatch = 2;
+    const auto bertGraph = buildZooModel(bert);
+    for (const std::string schedule : { "gpipe", "1f1b", "zb-h1" })
+        expectPeaksAsPredicted(bertGraph, schedule, 2, 4, 0.05, "bert");
+}
