@@ -347,8 +347,11 @@ std::int64_t backwardWorkingBytes(
 double WorkingProfile::peak(double scale, bool scratch) const
 {
     double result = scale * static_cast<double>(bytes);
-    for (const auto& p : scratch ? withScratch : withoutScratch)
+    for (const auto& p : withoutScratch)
         result = std::max(result, scale * static_cast<double>(p.working) + static_cast<double>(p.fixed));
+    for (std::size_t i = 0; scratch && i < withScratch.size(); ++i)
+        result = std::max(
+            result, scale * static_cast<double>(withScratch[i].working) + static_cast<double>(withScratch[i].fixed));
     return std::max(result, 0.0);
 }
 
@@ -540,10 +543,14 @@ WorkingProfile backwardWorkingProfile(const Graph& graph, const GradientFlow& fl
         const auto working = grads.held() + extra - released;
         peak = std::max(peak, working);
         const auto columns = split ? flow.fixedInputGradScratch[n] : flow.fixedScratch[n];
-        if (columns + gradients > 0) // its columns while this node's gradients are held
+        if (columns > 0) // its columns while this node's gradients are held
             profile.withScratch.push_back({ working, columns + gradients });
-        if (gradients > 0)
-            profile.withoutScratch.push_back({ working, gradients });
+        if (gradients > 0) { // never fewer than at earlier points: drop those it outdoes
+            auto& front = profile.withoutScratch;
+            while (!front.empty() && front.back().working <= working)
+                front.pop_back();
+            front.push_back({ working, gradients });
+        }
         released += releasedAfter[n - begin];
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
             const auto in = node.inputs[i];
@@ -557,7 +564,6 @@ WorkingProfile backwardWorkingProfile(const Graph& graph, const GradientFlow& fl
     }
     profile.bytes = peak;
     keepUndominated(profile.withScratch);
-    keepUndominated(profile.withoutScratch);
     return profile;
 }
 

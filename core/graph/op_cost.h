@@ -115,9 +115,10 @@ enum class BackwardPass : std::uint8_t { Full, InputOnly };
 // micro-batch: a CPU convolution's columns (OpCost::fixedWorkspaceBytes) and, in the first
 // backward after an optimizer step, the parameters' gradients allocated so far. `bytes` is its
 // peak without those at the graph's micro-batch; each point is a node's working bytes (negative
-// where the saved activations already released outweigh the gradients held) with its fixed bytes,
-// columns included (`withScratch`) or not (`withoutScratch`). Points another one outdoes at every
-// micro-batch size are dropped.
+// where the saved activations already released outweigh the gradients held) with its fixed bytes:
+// a node with columns, its columns and the gradients so far (`withScratch`, counted on the CPU
+// device only), and the gradients so far (`withoutScratch`, counted everywhere). Points another
+// one outdoes at every micro-batch size are dropped.
 struct WorkingProfile
 {
     struct Point

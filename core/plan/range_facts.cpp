@@ -49,7 +49,8 @@ RangeFacts::RangeFacts(const Graph& graph)
 }
 
 template <typename Compute>
-WorkingProfile RangeFacts::memo(Kind kind, std::size_t begin, std::size_t end, Compute compute) const
+std::shared_ptr<const WorkingProfile> RangeFacts::memo(
+    Kind kind, std::size_t begin, std::size_t end, Compute compute) const
 {
     const auto key = (static_cast<std::uint64_t>(begin) << 34) ^ (static_cast<std::uint64_t>(end) << 2)
         ^ static_cast<std::uint64_t>(kind);
@@ -58,7 +59,7 @@ WorkingProfile RangeFacts::memo(Kind kind, std::size_t begin, std::size_t end, C
         if (const auto it = m_memo.find(key); it != m_memo.end())
             return it->second;
     }
-    const auto value = compute();
+    auto value = std::make_shared<const WorkingProfile>(compute());
     const std::lock_guard lock(m_mutex);
     if (m_memo.size() >= kMemoLimit)
         m_memo.clear();
@@ -73,7 +74,7 @@ void RangeFacts::checkRevision(const Graph& graph) const
             + std::to_string(graph.revision()));
 }
 
-WorkingProfile RangeFacts::backwardWorking(
+std::shared_ptr<const WorkingProfile> RangeFacts::backwardWorking(
     const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass, bool growingGradients) const
 {
     checkRevision(graph);
@@ -87,7 +88,7 @@ std::int64_t RangeFacts::weightGradHeld(const Graph& graph, std::size_t begin, s
     checkRevision(graph);
     return memo(Kind::WeightHeld, begin, end, [&] {
         return WorkingProfile { weightGradHeldBytes(graph, m_flow, begin, end), {}, {} };
-    }).bytes;
+    })->bytes;
 }
 
 } // namespace ps

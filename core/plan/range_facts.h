@@ -41,21 +41,23 @@ public:
         return m_flow;
     }
     // backwardWorkingProfile and weightGradHeldBytes of `graph` (the one these facts are of), memoised.
-    [[nodiscard]] WorkingProfile backwardWorking(
+    // The profiles are shared, not copied: planners ask for them once per range and micro-batch size.
+    [[nodiscard]] std::shared_ptr<const WorkingProfile> backwardWorking(
         const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass, bool growingGradients = false) const;
     [[nodiscard]] std::int64_t weightGradHeld(const Graph& graph, std::size_t begin, std::size_t end) const;
 
 private:
     enum class Kind : std::uint64_t { Full, InputOnly, WeightHeld, FullGrowing };
     template <typename Compute>
-    [[nodiscard]] WorkingProfile memo(Kind kind, std::size_t begin, std::size_t end, Compute compute) const;
+    [[nodiscard]] std::shared_ptr<const WorkingProfile> memo(
+        Kind kind, std::size_t begin, std::size_t end, Compute compute) const;
     void checkRevision(const Graph& graph) const;
 
     std::uint64_t m_revision;
     std::vector<OpCost> m_costs;
     GradientFlow m_flow;
     mutable std::mutex m_mutex;
-    mutable std::unordered_map<std::uint64_t, WorkingProfile> m_memo;
+    mutable std::unordered_map<std::uint64_t, std::shared_ptr<const WorkingProfile>> m_memo;
 };
 
 } // namespace ps

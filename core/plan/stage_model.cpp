@@ -277,27 +277,25 @@ bool StageModel::parametersCanFit() const
 
 // The stage's workspace: its largest node scratch, or the backward's working set where larger (B
 // and W apart where zero-bubble splits the backward), each convolution's batch-independent
-// columns counted at its own node where `cpuScratch`; the output gradients a split B holds for W;
-// and what the first backward after an optimizer step adds (its gradients, allocated as it goes).
+// columns counted at its own node where `cpuScratch`; and the output gradients a split B holds for W.
 void StageModel::setWorkingSets(std::size_t begin, std::size_t end, bool cpuScratch, StageCost& c) const
 {
     const double nodeScratch = c.workspaceBytes;
     const double scale = m_scale * m_workScale;
     c.workspaceBytes = std::max(
-        nodeScratch, m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full).peak(scale, cpuScratch));
+        nodeScratch, m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full)->peak(scale, cpuScratch));
     c.splitWorkspaceBytes = c.workspaceBytes;
     if (m_schedule.kind == ScheduleKind::ZeroBubbleH1) {
         const double outsideB =
             std::max(nodeScratch, static_cast<double>(weightPassWorkingBytes(m_flow, begin, end, cpuScratch)));
         const double inputPass =
-            m_facts->backwardWorking(m_graph, begin, end, BackwardPass::InputOnly).peak(scale, cpuScratch);
+            m_facts->backwardWorking(m_graph, begin, end, BackwardPass::InputOnly)->peak(scale, cpuScratch);
         c.splitWorkspaceBytes = std::max(outsideB, inputPass);
         c.inputPassExtraBytes = std::max(0.0, inputPass - outsideB);
     }
     c.weightGradHeldBytes = static_cast<double>(m_facts->weightGradHeld(m_graph, begin, end)) * scale;
-    c.firstBackwardExtraBytes = std::max(0.0,
-        m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full, true).peak(scale, cpuScratch)
-            - c.workspaceBytes);
+    // firstBackwardExtraBytes only moves the simulator's curve (computeStageCosts sets it), never a
+    // plan's fit: the static bytes planners check hold every gradient already.
 }
 
 StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end, int stage) const

@@ -358,10 +358,10 @@ TEST(PlannerFastPaths, SharedRangeFactsEqualTheDirectComputation)
             for (std::size_t e = b + 1; e <= n; e += 5) {
                 for (const auto kind : { BackwardPass::Full, BackwardPass::InputOnly })
                     ASSERT_EQ(
-                        facts->backwardWorking(graph, b, e, kind).bytes, backwardWorkingBytes(graph, flow, b, e, kind))
+                        facts->backwardWorking(graph, b, e, kind)->bytes, backwardWorkingBytes(graph, flow, b, e, kind))
                         << b << ".." << e;
                 const auto growing = backwardWorkingProfile(graph, flow, b, e, BackwardPass::Full, true);
-                ASSERT_EQ(facts->backwardWorking(graph, b, e, BackwardPass::Full, true).peak(0.5, false),
+                ASSERT_EQ(facts->backwardWorking(graph, b, e, BackwardPass::Full, true)->peak(0.5, false),
                     growing.peak(0.5, false))
                     << b << ".." << e;
                 ASSERT_EQ(facts->weightGradHeld(graph, b, e), weightGradHeldBytes(graph, flow, b, e)) << b << ".." << e;
