@@ -37,7 +37,9 @@ void StageExecutor::buildKeepSets()
         }
     }
     const auto kept = [&](TensorId t) {
-        return keep[t.index()] != 0 || !isPerMicroBatch(m_graph, t); // parameters and constants are shared
+        // The loader's data stays with every node that reads it: the kernels' backward and W passes
+        // read more of it than op_cost lists (a weight fed as data, Gather's indices, Mul's operand).
+        return keep[t.index()] != 0 || m_graph.tensor(t).kind != TensorKind::Activation;
     };
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
@@ -47,7 +49,9 @@ void StageExecutor::buildKeepSets()
         auto& forWeight = m_keepForWeight.emplace_back();
         for (auto t : node.inputs) {
             const auto& w = costs[n].savedForWeightGrad;
-            forWeight.push_back(!isPerMicroBatch(m_graph, t) || std::find(w.begin(), w.end(), t) != w.end() ? 1 : 0);
+            forWeight.push_back(
+                m_graph.tensor(t).kind != TensorKind::Activation || std::find(w.begin(), w.end(), t) != w.end() ? 1
+                                                                                                                : 0);
         }
         // An output stays with its producer only where the producer's own backward reads it (Relu,
         // Softmax); the nodes that save it hold it until their backward, as the memory model has it.
