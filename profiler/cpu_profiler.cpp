@@ -173,7 +173,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
 {
     if (options.repeats < 1 || options.warmup < 0)
         throw Error("profiling needs at least one repeat");
-    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true }, backend);
+    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true, options.gemm }, backend);
     std::mt19937_64 rng(options.seed + 11);
     feedRandomInputs(ex, rng);
     const auto requiresGrad = tensorsRequiringGrad(graph);
@@ -248,7 +248,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
     (void)tracer.collect();
     auto& alloc = ex.allocator();
     std::mt19937_64 dropout(options.seed + 17);
-    engine::KernelContext ctx { alloc, dropout, true };
+    engine::KernelContext ctx { alloc, dropout, true, options.gemm };
     std::vector<NodeMeasurement> memory;
     std::vector<cupti::NodeLaunch> launches;
     cupti::ActivityBatch batch;

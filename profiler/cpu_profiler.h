@@ -6,6 +6,7 @@
 // Depends on: engine (executor, kernels, optimizer), core (Profile, op costs); no Qt, no CUDA.
 #pragma once
 
+#include "backend.h"
 #include "cost/profile.h"
 #include "sample_stats.h"
 
@@ -21,6 +22,7 @@ struct CpuProfileOptions
     int repeats = 5;
     std::uint64_t seed = 0;
     int threads = 0; // cores the GEMMs and vector loops share (a GemmTeam); 0: every allowed core
+    engine::GemmPrecision gemm = engine::GemmPrecision::Fp32; // what a GPU's GEMMs compute with (CPU: fp32)
 };
 
 struct NodeMeasurement

@@ -66,8 +66,7 @@ namespace {
             ProjectStore::open(o.project, o.noSave ? ProjectStore::Access::ReadOnly : ProjectStore::Access::ReadWrite);
         const auto graph = store.loadGraph();
         const auto device = resolveDevice(d);
-        const auto source =
-            d.profile == "measured" ? (device.id == "cpu" ? "measured-cpu" : "measured-cuda") : d.profile;
+        const auto source = d.profile == "measured" ? measuredSource(device.id, d) : d.profile;
         const int threads = d.threads > 0 ? d.threads : engine::threadsPerDevice(1);
         const auto matched = loadMatchedProfile(store, device.id, source, device.id == "cpu" ? threads : 0);
         if (!matched || matched->profile.nodes.size() != graph.nodeCount())

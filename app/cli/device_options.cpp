@@ -73,7 +73,8 @@ void addProfileOption(CLI::App* cmd, DeviceOptions& o)
 {
     cmd->add_option("--profile", o.profile,
         "Per-node profile to plan with: analytical (default, the cost model at --precision), measured (this "
-        "project's `pipestudio profile` rows for --device: measured-cpu on cpu), imported (an `import-trace` "
+        "project's `pipestudio profile` rows for --device: measured-cpu on cpu, on a GPU the rows profiled at "
+        "--precision: measured-cuda for fp32, measured-cuda-tf32, measured-cuda-bf16), imported (an `import-trace` "
         "profile for --device), or a stored source name");
 }
 
@@ -88,12 +89,17 @@ std::string profileLabel(const Profile& profile)
     return "profile " + profile.source + " (stored in the project" + note + ")";
 }
 
+std::string measuredSource(const std::string& deviceId, const DeviceOptions& o)
+{
+    return deviceId == "cpu" ? "measured-cpu" : measuredCudaSource(precisionOf(o));
+}
+
 Profile planningProfile(
     const ProjectStore& store, const Graph& graph, const DeviceSpec& device, const DeviceOptions& o, int devices)
 {
     if (o.profile.empty() || o.profile == "analytical")
         return estimateProfile(graph, device, costOptions(o));
-    const auto source = o.profile == "measured" ? (device.id == "cpu" ? "measured-cpu" : "measured-cuda") : o.profile;
+    const auto source = o.profile == "measured" ? measuredSource(device.id, o) : o.profile;
     const auto project = store.path().string();
     const auto matched = loadMatchedProfile(store, device.id, source,
         device.id == "cpu" ? engine::threadsPerDevice(static_cast<std::size_t>(std::max(devices, 1))) : 0);
@@ -101,9 +107,11 @@ Profile planningProfile(
     if (profile)
         profile->note = matched->note;
     if (!profile) {
+        const auto gemm = measuredPrecision(source);
         const auto how = source == "measured-cpu" ? "measure it with `pipestudio profile " + project + "`"
-            : source == "measured-cuda"
-            ? "measure it on that GPU with `pipestudio profile " + project + " --device cuda:0`"
+            : source.starts_with("measured-cuda")
+            ? "measure it on that GPU with `pipestudio profile " + project + " --device cuda:0"
+                + (gemm == Precision::Fp32 ? std::string() : " --precision " + std::string(toString(gemm))) + "`"
             : source == "imported"
             ? "import a trace with `pipestudio import-trace " + project + " TRACE --device " + device.id + "`"
             : "store one first";

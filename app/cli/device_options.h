@@ -59,6 +59,9 @@ std::string localGpuCatalogId(int gpu);
 std::string runDeviceKind(const std::string& devices);
 // train --precision: fp32, tf32 or bf16; throws ps::Error for anything else.
 engine::GemmPrecision trainingGemmPrecision(const std::string& precision);
+// The stored profile `--profile measured` names on `deviceId`: "measured-cpu" on the CPU, else the
+// GPU's profile measured at the run's --precision (measuredCudaSource).
+std::string measuredSource(const std::string& deviceId, const DeviceOptions& o);
 // Forward + backward time of every node at micro-batch `mb`.
 std::vector<double> nodeTimes(const Profile& profile, double mb);
 // The largest size parseBytes accepts: 1 EiB.

@@ -32,6 +32,7 @@ namespace {
         int repeats = 5;
         int warmup = 2;
         int threads = 0;
+        std::string precision = "fp32"; // what a GPU's GEMMs compute with (train --precision)
         bool json = false;
     };
 
@@ -50,9 +51,44 @@ namespace {
         throw Error("device '" + device + "': profile on cpu or on one GPU (cuda, cuda:N)");
     }
 
+    // Forward and backward time by op at the run's micro-batch (`threads` > 0: a CPU run's count).
+    void printOpTable(const Graph& stored, const profiler::CpuProfileRun& mine, int threads)
+    {
+        struct OpTime
+        {
+            double forwardNs = 0, backwardNs = 0;
+            int nodes = 0;
+        };
+        std::map<std::string, OpTime> byOp; // at the project's micro-batch
+        for (std::size_t i = 0; i < stored.nodeCount(); ++i) {
+            const auto& n = mine.nodes[i];
+            auto& t = byOp[std::string(toString(stored.nodes()[i].op))];
+            t.forwardNs += n.forwardNs.median;
+            t.backwardNs += n.backwardNs.count > 0 ? n.backwardNs.median : 0.0;
+            ++t.nodes;
+        }
+        std::vector<std::pair<double, std::string>> sorted;
+        for (const auto& [op, t] : byOp)
+            sorted.emplace_back(t.forwardNs + t.backwardNs, op);
+        std::sort(sorted.rbegin(), sorted.rend());
+        fmt::print("Forward + backward by op at micro-batch {}{}:\n", mine.microBatch,
+            threads > 0 ? fmt::format(" on {} BLAS thread(s)", threads) : "");
+        fmt::print(
+            "  {:<14} {:>5} {:>10} {:>10} {:>10}  {:>6}\n", "op", "nodes", "forward", "backward", "total", "share");
+        for (const auto& [ns, op] : sorted) {
+            const auto& t = byOp[op];
+            fmt::print("  {:<14} {:>5} {:>7.2f} ms {:>7.2f} ms {:>7.2f} ms  {:5.1f}%\n", op, t.nodes, t.forwardNs / 1e6,
+                t.backwardNs / 1e6, ns / 1e6, 100.0 * ns / mine.nodeSumNs);
+        }
+    }
+
     int runProfile(const ProfileCommandOptions& o)
     {
         const int gpu = gpuIndex(o.device);
+        const auto gemm = trainingGemmPrecision(o.precision);
+        if (gpu < 0 && gemm != engine::GemmPrecision::Fp32)
+            throw Error(
+                "--precision " + o.precision + ": the CPU backend computes in fp32; profile a GPU at tf32 or bf16");
         // A GPU: its backend and CUPTI first, so a machine without them fails before any work.
         const engine::Backend* backend = gpu >= 0 ? &engine::cuda::cudaBackend(gpu) : nullptr;
         auto deviceKind = std::string("cpu");
@@ -86,7 +122,7 @@ namespace {
         nlohmann::json out { { "device", deviceKind }, { "nodes", stored.nodeCount() } };
         std::vector<profiler::CpuProfileRun> runs; // of the last thread count
         for (const int threads : threadCounts) {
-            profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, threads };
+            profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, threads, gemm };
             runs.clear();
             for (auto b : sizes) {
                 const auto graph = buildAtMicroBatch(stored, b);
@@ -106,8 +142,9 @@ namespace {
             }
             const auto& a = runs.front();
             const auto& b = runs.back();
-            auto profile =
-                gpu < 0 ? profiler::toProfile(stored, a, b) : profiler::cupti::toCudaProfile(stored, a, b, deviceKind);
+            auto profile = gpu < 0
+                ? profiler::toProfile(stored, a, b)
+                : profiler::cupti::toCudaProfile(stored, a, b, deviceKind, parsePrecision(o.precision));
             profile.threads = gpu < 0 ? threads : 0;
             store.saveProfile(profile, static_cast<double>(a.microBatch), static_cast<double>(b.microBatch));
             out["source"] = profile.source;
@@ -138,33 +175,7 @@ namespace {
             fmt::print("{}\n", out.dump(2));
             return 0;
         }
-        struct OpTime
-        {
-            double forwardNs = 0, backwardNs = 0;
-            int nodes = 0;
-        };
-        std::map<std::string, OpTime> byOp; // at the project's micro-batch
-        const auto& mine = runs.back();
-        for (std::size_t i = 0; i < stored.nodeCount(); ++i) {
-            const auto& n = mine.nodes[i];
-            auto& t = byOp[std::string(toString(stored.nodes()[i].op))];
-            t.forwardNs += n.forwardNs.median;
-            t.backwardNs += n.backwardNs.count > 0 ? n.backwardNs.median : 0.0;
-            ++t.nodes;
-        }
-        std::vector<std::pair<double, std::string>> sorted;
-        for (const auto& [op, t] : byOp)
-            sorted.emplace_back(t.forwardNs + t.backwardNs, op);
-        std::sort(sorted.rbegin(), sorted.rend());
-        fmt::print("Forward + backward by op at micro-batch {}{}:\n", mine.microBatch,
-            gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threadCounts.back()) : "");
-        fmt::print(
-            "  {:<14} {:>5} {:>10} {:>10} {:>10}  {:>6}\n", "op", "nodes", "forward", "backward", "total", "share");
-        for (const auto& [ns, op] : sorted) {
-            const auto& t = byOp[op];
-            fmt::print("  {:<14} {:>5} {:>7.2f} ms {:>7.2f} ms {:>7.2f} ms  {:5.1f}%\n", op, t.nodes, t.forwardNs / 1e6,
-                t.backwardNs / 1e6, ns / 1e6, 100.0 * ns / mine.nodeSumNs);
-        }
+        printOpTable(stored, runs.back(), gpu < 0 ? threadCounts.back() : 0);
         return 0;
     }
 
@@ -188,6 +199,9 @@ void addProfileCommand(CLI::App& app, Action& action)
            "Cores the GEMMs and element-wise loops share (0: a CPU profile on every core and, where there are "
            "several, one on one thread, for runs whose devices share the cores)")
         ->check(CLI::Range(0, 1024));
+    cmd->add_option("--precision", o->precision,
+           "What a GPU's GEMMs compute with, as `train --precision` runs them: fp32, tf32 or bf16 (CPU: fp32)")
+        ->check(CLI::IsMember({ "fp32", "tf32", "bf16" }));
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([o, &action] { action = [o] { return runProfile(*o); }; });
 }

@@ -171,7 +171,7 @@ namespace {
         d.device = gpu ? deviceKind : "cpu";
         d.precision = gpu ? o.precision : "fp32";
         // CPU devices share the cores: the profile measured (or fitted) at their thread count.
-        const auto matched = loadMatchedProfile(store, d.device, gpu ? "measured-cuda" : "measured-cpu",
+        const auto matched = loadMatchedProfile(store, d.device, measuredSource(d.device, d),
             gpu ? 0 : engine::threadsPerDevice(static_cast<std::size_t>(c.schedule.devices())));
         auto profile = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
         const auto cluster = makeCluster(resolveDevice(d, static_cast<int>(c.schedule.devices())), c.schedule.stages);

@@ -86,6 +86,23 @@ Precision parsePrecision(std::string_view text)
     throw Error("unknown precision '" + std::string(text) + "' (fp32, tf32, bf16, fp16)");
 }
 
+std::string measuredCudaSource(Precision gemm)
+{
+    return gemm == Precision::Fp32 ? std::string("measured-cuda") : "measured-cuda-" + std::string(toString(gemm));
+}
+
+Precision measuredPrecision(std::string_view source)
+{
+    constexpr std::string_view prefix = "measured-cuda-";
+    if (source.starts_with(prefix)) {
+        for (auto p : kPrecisions) {
+            if (toString(p) == source.substr(prefix.size()))
+                return p;
+        }
+    }
+    return Precision::Fp32;
+}
+
 std::string_view toString(Optimizer optimizer)
 {
     switch (optimizer) {

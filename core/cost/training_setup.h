@@ -67,6 +67,14 @@ inline constexpr std::array kPrecisions { Precision::Fp32, Precision::Tf32, Prec
 [[nodiscard]] std::string describePrecision(Precision precision);
 // Throws ps::Error listing the choices.
 [[nodiscard]] Precision parsePrecision(std::string_view text);
+
+// The source of a profile the CUDA backend measured on a GPU (pipestudio profile --device cuda:N
+// --precision P): "measured-cuda" with fp32 GEMMs, "measured-cuda-tf32" and "measured-cuda-bf16"
+// with the others, so each precision's rows are stored apart and a run at P is predicted from P's.
+[[nodiscard]] std::string measuredCudaSource(Precision gemm);
+// The GEMM precision a stored profile was measured at: P for "measured-cuda-P", fp32 for every
+// other source (CPU profiles, "measured-cuda", imported traces).
+[[nodiscard]] Precision measuredPrecision(std::string_view source);
 [[nodiscard]] std::string_view toString(Optimizer optimizer);
 [[nodiscard]] Optimizer parseOptimizer(std::string_view text);
 

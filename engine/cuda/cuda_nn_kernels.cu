@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <limits>
 
 namespace ps::engine::cuda {
 namespace {
@@ -342,12 +344,33 @@ namespace {
         }
     }
 
-    __global__ void embeddingGradKernel(
-        const std::int64_t* ids, const float* dy, float* dtable, std::int64_t n, std::int64_t c)
+    __global__ void iotaKernel(std::int64_t* out, std::int64_t n)
+    {
+        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            out[i] = i;
+    }
+
+    // The table's gradient from the token positions sorted stably by id: the first position of each
+    // id's run sums that id's rows of dy in token order, one thread per (run, column), so every
+    // row has one writer and the sum is the CPU kernel's, in its order, bit for bit (an atomicAdd
+    // per token made each run's float sums differ, and AdamW turns such differences in near-zero
+    // gradients into different updates: found on an H100, GpuSelfTest.OneFOneBOnTwoVirtualDevices...).
+    __global__ void embeddingGradKernel(const std::int64_t* sortedIds, const std::int64_t* positions, const float* dy,
+        float* dtable, std::int64_t n, std::int64_t c)
     {
         for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n * c;
-             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-            atomicAdd(dtable + ids[i / c] * c + i % c, dy[i]);
+             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+            const auto k = i / c;
+            const auto id = sortedIds[k];
+            if (k > 0 && sortedIds[k - 1] == id)
+                continue;
+            const auto col = i % c;
+            float sum = 0.0F;
+            for (auto m = k; m < n && sortedIds[m] == id; ++m)
+                sum += dy[positions[m] * c + col];
+            dtable[id * c + col] += sum;
+        }
     }
 
     void embeddingForward(const Node& node, NodeValues& v, KernelContext& ctx)
@@ -379,8 +402,31 @@ namespace {
         auto dt = NdArray::zeros(ctx.allocator, v.in[1].shape());
         const auto c = v.in[1].shape()[1];
         const auto n = v.in[0].numel();
-        if (n * c > 0)
-            embeddingGradKernel<<<blocksFor(n * c), kThreads>>>(i64(v.in[0]), f32(g.gradOut[0]), f32(dt), n, c);
+        if (n * c > 0) {
+            if (n > std::numeric_limits<int>::max())
+                throw Error(
+                    label(node) + ": " + std::to_string(n) + " ids are more than the CUDA backend sorts at once");
+            const auto count = static_cast<int>(n);
+            auto order = NdArray::empty(ctx.allocator, { n }, DType::I64);
+            auto positions = NdArray::empty(ctx.allocator, { n }, DType::I64);
+            auto sortedIds = NdArray::empty(ctx.allocator, { n }, DType::I64);
+            iotaKernel<<<blocksFor(n), kThreads>>>(i64(order), n);
+            // Ids were checked against the table in the forward pass: the bits of vocab - 1 order them.
+            int bits = 1;
+            while (bits < 63 && (std::int64_t { 1 } << bits) < v.in[1].shape()[0])
+                ++bits;
+            std::size_t scratchBytes = 0;
+            check(cub::DeviceRadixSort::SortPairs(
+                      nullptr, scratchBytes, i64(v.in[0]), i64(sortedIds), i64(order), i64(positions), count, 0, bits),
+                "node '" + node.name + "' backward: sorting the ids");
+            auto scratch = NdArray::empty(
+                ctx.allocator, { static_cast<std::int64_t>(std::max<std::size_t>(scratchBytes, 1)) }, DType::U8);
+            check(cub::DeviceRadixSort::SortPairs(scratch.data(), scratchBytes, i64(v.in[0]), i64(sortedIds),
+                      i64(order), i64(positions), count, 0, bits),
+                "node '" + node.name + "' backward: sorting the ids");
+            embeddingGradKernel<<<blocksFor(n * c), kThreads>>>(
+                i64(sortedIds), i64(positions), f32(g.gradOut[0]), f32(dt), n, c);
+        }
         checkLaunch("node '" + node.name + "' backward");
         g.gradIn[1] = dt;
     }

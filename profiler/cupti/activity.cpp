@@ -132,11 +132,13 @@ CpuProfileRun toProfileRun(
     return run;
 }
 
-Profile toCudaProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b, const std::string& deviceKind)
+Profile toCudaProfile(
+    const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b, const std::string& deviceKind, Precision gemm)
 {
     auto p = toProfile(graph, a, b);
     p.deviceKind = deviceKind;
-    p.source = "measured-cuda";
+    p.source = measuredCudaSource(gemm);
+    p.setup.precision = gemm;
     return p;
 }
 

@@ -118,8 +118,9 @@ struct ClockMap
 [[nodiscard]] CpuProfileRun toProfileRun(
     const Attribution& attribution, std::int64_t microBatch, const std::vector<NodeMeasurement>& memory = {});
 
-// The `measured-cuda` profile for device kind `deviceKind` through two runs (or one, proportional).
-[[nodiscard]] Profile toCudaProfile(
-    const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b, const std::string& deviceKind);
+// The profile for device kind `deviceKind` through two runs (or one, proportional), measured with
+// GEMMs at `gemm`: source measuredCudaSource(gemm) ("measured-cuda" for fp32), setup.precision gemm.
+[[nodiscard]] Profile toCudaProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b,
+    const std::string& deviceKind, Precision gemm = Precision::Fp32);
 
 } // namespace ps::profiler::cupti

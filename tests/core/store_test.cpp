@@ -215,6 +215,31 @@ TEST(Schema, MigrationsReachTheCurrentVersionInOrder)
     EXPECT_EQ(migrations.back().toVersion, kProjectSchemaVersion);
 }
 
+// A GPU profiled at fp32 and at bf16: both kept (the second does not replace the first), each
+// loaded with the precision its GEMMs ran at, found by the source a run at that precision asks for.
+TEST_F(StoreTest, GpuProfilesOfEachPrecisionAreKeptApart)
+{
+    const auto graph = smallGpt2();
+    writeNewProject(file("p.pstudio"), graph, false);
+    auto store = ProjectStore::open(file("p.pstudio"));
+    auto fp32 = estimateProfile(graph, DeviceCatalog::builtin().find("h100-80gb"), {});
+    fp32.source = measuredCudaSource(Precision::Fp32);
+    auto bf16 = fp32;
+    bf16.source = measuredCudaSource(Precision::Bf16);
+    for (auto& n : bf16.nodes)
+        n.forwardNs.perSample /= 2;
+    store.saveProfile(fp32, 1, 8);
+    store.saveProfile(bf16, 1, 8);
+    const auto a = store.loadProfile("h100-80gb", "measured-cuda");
+    const auto b = store.loadProfile("h100-80gb", "measured-cuda-bf16");
+    ASSERT_TRUE(a.has_value());
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(a->setup.precision, Precision::Fp32);
+    EXPECT_EQ(b->setup.precision, Precision::Bf16);
+    EXPECT_NEAR(b->nodes[1].forwardNs.perSample * 2, a->nodes[1].forwardNs.perSample, 1e-6);
+    EXPECT_FALSE(store.loadProfile("h100-80gb", measuredCudaSource(Precision::Tf32)).has_value());
+}
+
 TEST_F(StoreTest, ProfilesClustersAndSimulationsRoundTrip)
 {
     const auto graph = smallGpt2();

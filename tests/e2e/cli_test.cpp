@@ -384,6 +384,16 @@ TEST_F(Cli, PlanningCommandsUseAStoredProfileWhenAsked)
     const auto imported = runCli("plan " + p + " --device a100-40gb --stages 2 --profile imported");
     EXPECT_NE(imported.exitCode, 0);
     EXPECT_NE(imported.output.find("import-trace"), std::string::npos) << imported.output;
+    // On a GPU, `measured` is the profile taken at the plan's precision, and the error says how to take it.
+    const auto bf16 = runCli("plan " + p + " --device h100-80gb --stages 2 --precision bf16 --profile measured");
+    EXPECT_NE(bf16.exitCode, 0);
+    EXPECT_NE(bf16.output.find("no measured-cuda-bf16 profile for device 'h100-80gb'"), std::string::npos)
+        << bf16.output;
+    EXPECT_NE(bf16.output.find("--device cuda:0 --precision bf16"), std::string::npos) << bf16.output;
+    // The CPU backend computes in fp32: a CPU profile at another precision is refused.
+    const auto cpuBf16 = runCli("profile " + p + " --repeats 1 --warmup 0 --precision bf16");
+    EXPECT_NE(cpuBf16.exitCode, 0);
+    EXPECT_NE(cpuBf16.output.find("the CPU backend computes in fp32"), std::string::npos) << cpuBf16.output;
 }
 
 TEST_F(Cli, MaxModelComparesPatrickStarWithItsBaselines)

@@ -127,6 +127,8 @@ public:
                 { "nearest_mode", std::string("floor") } },
             { random({ 1, 2, 4, 6 }) }, { true });
         add(OpType::Embedding, none, { ints({ 3, 5 }, 11), random({ 11, 8 }) }, { false, true });
+        add(OpType::Embedding, none, { ints({ 64, 40 }, 5), random({ 5, 24 }) },
+            { false, true }); // long runs of one id
         add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 3, 5, 40 }), random({ 40 }), random({ 40 }) },
             { true, true, true }, 1e-4);
         add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 4, 25, 40 }), random({ 40 }), random({ 40 }) },

@@ -5,7 +5,7 @@ the evidence for the CUDA backend's speed work (issue P14).
     python3 tests/gpu/op_breakdown.py PIPESTUDIO OUT_DIR [--device cuda:0] [--layers 12 --hidden 768
         --heads 12 --seq 1024 --batch 8 --vocab 50257] [--precision fp32|tf32|bf16]
 
-Engine: `pipestudio profile --device cuda:N` on the benchmark's model (GEMMs in fp32), whose table
+Engine: `pipestudio profile --device cuda:N --precision P` on the benchmark's model, whose table
 gives each IR op's forward and backward device time (CUPTI) summed over its nodes. PyTorch: one
 training step of the same model (tests/engine/torch_reference.py's gpt2_loss, AdamW) under
 torch.profiler after two warm-ups, its self device time per aten operator and per kernel name.
@@ -33,7 +33,8 @@ def engine_table(a):
                         str(a.seq), "-b", str(a.batch), "--dropout", "0", "-o", project], check=True,
                        capture_output=True)
         run = subprocess.run([a.pipestudio, "profile", project, "--device", a.device, "--micro-batches",
-                              str(a.batch), "--repeats", "3", "--warmup", "1", "--as", "h100-80gb"],
+                              str(a.batch), "--repeats", "3", "--warmup", "1", "--as", "h100-80gb",
+                              "--precision", a.precision],
                              capture_output=True, text=True)
         return run.stdout + run.stderr
 
@@ -85,7 +86,7 @@ def main():
     ap.add_argument("pipestudio")
     ap.add_argument("out")
     ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"], help="PyTorch's side")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"], help="GEMMs of both sides")
     for name, default in (("layers", 12), ("hidden", 768), ("heads", 12), ("seq", 1024), ("batch", 8),
                           ("vocab", 50257)):
         ap.add_argument("--" + name, type=int, default=default)

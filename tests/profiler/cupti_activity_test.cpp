@@ -134,6 +134,15 @@ TEST(CuptiActivity, MeasuredCudaProfileThroughTwoMicroBatches)
     EXPECT_DOUBLE_EQ(p.nodes[0].forwardNs.at(8), 16'000);
     EXPECT_DOUBLE_EQ(p.nodes[0].forwardNs.perSample, 1'500);
     EXPECT_DOUBLE_EQ(p.nodes[1].backwardNs.at(8), 3'000);
+    EXPECT_EQ(p.setup.precision, Precision::Fp32);
+    // Profiled with bf16 GEMMs: stored apart, under the source a bf16 run looks for.
+    const auto bf16 = toCudaProfile(g, at(10'000, 2'000, 4), at(16'000, 3'000, 8), "h100-80gb", Precision::Bf16);
+    EXPECT_EQ(bf16.source, "measured-cuda-bf16");
+    EXPECT_EQ(bf16.setup.precision, Precision::Bf16);
+    EXPECT_EQ(measuredPrecision(bf16.source), Precision::Bf16);
+    EXPECT_EQ(measuredPrecision("measured-cuda-tf32"), Precision::Tf32);
+    EXPECT_EQ(measuredPrecision("measured-cpu"), Precision::Fp32);
+    EXPECT_EQ(measuredPrecision("measured-cuda-int4"), Precision::Fp32);
 }
 
 #if defined(PS_HAVE_CUPTI_HEADERS)
