@@ -9,9 +9,13 @@
 #include "optimizer.h"
 #include "util/error.h"
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 namespace ps::profiler {
@@ -39,6 +43,18 @@ namespace {
             }
         }
         return bound > 0 ? bound : 2;
+    }
+
+    // One training step: forward, and where the graph ends in a loss, backward and the update.
+    void trainingStep(engine::GraphExecutor& ex, engine::Optimizer& adamw, bool trainable)
+    {
+        ex.zeroGrad();
+        (void)ex.forward();
+        if (trainable) {
+            ex.backward();
+            adamw.step();
+        }
+        ex.releaseActivations();
     }
 
     void feedRandomInputs(engine::GraphExecutor& ex, std::mt19937_64& rng)
@@ -186,13 +202,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
     {
         engine::Optimizer adamw(ex, engine::OptimizerConfig {});
         stepNs = timeRepeats(options, [&] {
-            ex.zeroGrad();
-            (void)ex.forward();
-            if (trainable) {
-                ex.backward();
-                adamw.step();
-            }
-            ex.releaseActivations();
+            trainingStep(ex, adamw, trainable);
             backend.synchronize();
         });
     }
@@ -324,6 +334,80 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
     return run;
 }
 
+namespace {
+
+    // Training steps of a graph run over and over on threads of their own, each pinned to its cores
+    // (a GemmTeam over them where there are several), until destroyed: the load the other devices of
+    // a pipeline put on the machine while one device is profiled.
+    class CoRunners
+    {
+    public:
+        CoRunners(const Graph& graph, const std::vector<std::vector<int>>& coreSets, std::uint64_t seed)
+        {
+            for (std::size_t i = 0; i < coreSets.size(); ++i)
+                m_threads.emplace_back(
+                    [this, &graph, cores = coreSets[i], seed = seed + 101 * (i + 1)] { run(graph, cores, seed); });
+            std::unique_lock lock(m_mutex); // each has allocated and run one step before the measurement
+            m_ready.wait(lock, [&] { return m_started == m_threads.size(); });
+        }
+        ~CoRunners()
+        {
+            m_stop = true;
+            for (auto& t : m_threads)
+                t.join();
+        }
+        CoRunners(const CoRunners&) = delete;
+        CoRunners& operator=(const CoRunners&) = delete;
+
+    private:
+        void run(const Graph& graph, const std::vector<int>& cores, std::uint64_t seed)
+        {
+            engine::pinCurrentThread(cores);
+            std::unique_ptr<engine::GemmTeam> team;
+            if (cores.size() > 1)
+                team = std::make_unique<engine::GemmTeam>(cores);
+            const engine::GemmTeamScope scope(team.get());
+            bool started = false;
+            try {
+                engine::GraphExecutor ex(graph, engine::ExecutorOptions { seed, 0, true }, engine::cpuBackend());
+                std::mt19937_64 rng(seed);
+                feedRandomInputs(ex, rng);
+                const bool trainable = !graph.outputs().empty() && graph.tensor(graph.outputs().front()).shape.empty();
+                engine::Optimizer adamw(ex, engine::OptimizerConfig {});
+                do {
+                    trainingStep(ex, adamw, trainable);
+                    if (!started)
+                        markStarted(started);
+                } while (!m_stop);
+            } catch (...) { // the measured copy fails the same way and reports it
+            }
+            if (!started)
+                markStarted(started);
+        }
+        void markStarted(bool& started)
+        {
+            started = true;
+            {
+                const std::lock_guard lock(m_mutex);
+                ++m_started;
+            }
+            m_ready.notify_all();
+        }
+
+        std::atomic<bool> m_stop { false };
+        std::mutex m_mutex;
+        std::condition_variable m_ready;
+        std::size_t m_started = 0;
+        std::vector<std::thread> m_threads; // last: they start once the members above exist
+    };
+
+} // namespace
+
+int coRunnersFor(int threads, int cores)
+{
+    return threads > 0 && cores > threads ? cores / threads - 1 : 0;
+}
+
 CpuProfileRun measureOnCpu(
     const Graph& graph, const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress)
 {
@@ -333,12 +417,27 @@ CpuProfileRun measureOnCpu(
     if (options.threads > 0 && static_cast<std::size_t>(options.threads) < cores.size())
         cores.resize(static_cast<std::size_t>(options.threads));
     engine::setComputeThreads(1);
+    std::vector<std::vector<int>> others; // the co-runners' cores, `threads` each
+    const auto all = engine::allowedCores();
+    const auto per = std::max<std::size_t>(1, cores.size());
+    for (std::size_t at = cores.size(); at + per <= all.size() && static_cast<int>(others.size()) < options.coRunners;
+         at += per)
+        others.emplace_back(
+            all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + per));
+    const CoRunners load(graph, others, options.seed);
+    // Beside co-runners a single-thread measurement keeps to its own core (a team pins itself).
+    const auto before = engine::currentThreadCores();
+    if (!others.empty() && cores.size() == 1)
+        engine::pinCurrentThread(cores);
     std::unique_ptr<engine::GemmTeam> team;
     if (cores.size() > 1)
         team = std::make_unique<engine::GemmTeam>(cores);
     const engine::GemmTeamScope scope(team.get());
     HostClockTracer tracer;
-    return measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
+    auto run = measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
+    if (!others.empty() && cores.size() == 1)
+        engine::pinCurrentThread(before);
+    return run;
 }
 
 Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b)

@@ -23,6 +23,11 @@ struct CpuProfileOptions
     std::uint64_t seed = 0;
     int threads = 0; // cores the GEMMs and vector loops share (a GemmTeam); 0: every allowed core
     engine::GemmPrecision gemm = engine::GemmPrecision::Fp32; // what a GPU's GEMMs compute with (CPU: fp32)
+    // CPU: copies of the training step kept running meanwhile on the cores after the first `threads`
+    // (`threads` each), as a pipeline's other CPU devices run beside the one measured, for machines
+    // whose cores slow each other (shared caches and memory bandwidth, a lower all-core clock).
+    // 0: measured alone (profile's default).
+    int coRunners = 0;
 };
 
 struct NodeMeasurement
@@ -46,9 +51,15 @@ struct CpuProfileRun
 };
 
 // Throws ps::Error naming the node when one cannot run on the CPU backend. `progress` gets
-// (nodes done, nodes total).
+// (nodes done, nodes total). options.coRunners copies of the step run on the other cores meanwhile
+// (as many as they hold).
 [[nodiscard]] CpuProfileRun measureOnCpu(const Graph& graph, const CpuProfileOptions& options,
     const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// The copies of the step a profile at `threads` threads per device runs beside the measured one on
+// `cores` cores: the other devices of a pipeline whose devices get `threads` cores each, so
+// cores / threads - 1 (0 where one device takes every core).
+[[nodiscard]] int coRunnersFor(int threads, int cores);
 
 // Linear models through two runs of the same graph at different micro-batch sizes (or one run,
 // proportional to the micro-batch). The weight-gradient share of backward follows the op formulas.

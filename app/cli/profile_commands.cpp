@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cluster/device_catalog.h"
+#include "cpu/thread_affinity.h"
 #include "cpu_profiler.h"
 #include "cuda/cuda_backend.h"
 #include "cupti/cupti_tracer.h"
@@ -33,6 +34,7 @@ namespace {
         int warmup = 2;
         int threads = 0;
         std::string precision = "fp32"; // what a GPU's GEMMs compute with (train --precision)
+        bool coRun = false; // CPU: copies of the step on the other cores meanwhile (CpuProfileOptions::coRunners)
         bool json = false;
     };
 
@@ -122,14 +124,20 @@ namespace {
         nlohmann::json out { { "device", deviceKind }, { "nodes", stored.nodeCount() } };
         std::vector<profiler::CpuProfileRun> runs; // of the last thread count
         for (const int threads : threadCounts) {
-            profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, threads, gemm };
+            const int coRunners = gpu >= 0 || !o.coRun
+                ? 0
+                : profiler::coRunnersFor(threads, static_cast<int>(engine::allowedCores().size()));
+            profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, threads, gemm, coRunners };
             runs.clear();
             for (auto b : sizes) {
                 const auto graph = buildAtMicroBatch(stored, b);
                 if (!o.json)
-                    fmt::print("Profiling {} nodes at micro-batch {}{} ({} repeats after {} warm-up)\n",
-                        graph.nodeCount(), b, gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threads) : "", o.repeats,
-                        o.warmup);
+                    fmt::print("Profiling {} nodes at micro-batch {}{}{} ({} repeats after {} warm-up)\n",
+                        graph.nodeCount(), b, gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threads) : "",
+                        coRunners > 0 ? fmt::format(
+                            ", {} cop{} of the step on the other cores", coRunners, coRunners == 1 ? "y" : "ies")
+                                      : "",
+                        o.repeats, o.warmup);
                 std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
                 if (gpu < 0) {
                     runs.push_back(profiler::measureOnCpu(graph, options));
@@ -199,6 +207,10 @@ void addProfileCommand(CLI::App& app, Action& action)
            "Cores the GEMMs and element-wise loops share (0: a CPU profile on every core and, where there are "
            "several, one on one thread, for runs whose devices share the cores)")
         ->check(CLI::Range(0, 1024));
+    cmd->add_flag("--co-run", o->coRun,
+        "CPU: at fewer threads than cores, keep copies of the step running on the other cores while measuring, as "
+        "a pipeline's other CPU devices load them (where devices slow each other: shared caches, memory "
+        "bandwidth, a lower all-core clock)");
     cmd->add_option("--precision", o->precision,
            "What a GPU's GEMMs compute with, as `train --precision` runs them: fp32, tf32 or bf16 (CPU: fp32)")
         ->check(CLI::IsMember({ "fp32", "tf32", "bf16" }));

@@ -329,6 +329,13 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
     // --threads N measures at N alone and replaces only that count's rows.
     ASSERT_EQ(runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1").exitCode, 0);
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM profiles"), 2 * nodes * counts);
+    // --co-run: the other cores run copies of the step meanwhile, as a pipeline's other devices would.
+    const auto loaded = runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1 --co-run");
+    ASSERT_EQ(loaded.exitCode, 0) << loaded.output;
+    if (counts > 1) {
+        EXPECT_NE(loaded.output.find("on 1 BLAS thread(s), 1 cop"), std::string::npos) << loaded.output;
+    }
+    EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM profiles"), 2 * nodes * counts);
 }
 
 // A pipeline run's prediction takes the profile measured at its devices' thread count (each of

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <unistd.h>
 
 using namespace ps;
@@ -70,4 +73,46 @@ TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
         }
     }
     fs::remove(path);
+}
+
+// A profile at fewer threads than cores is taken beside copies of the step on the other cores (the
+// pipeline's other devices) when asked: while it measures, other threads of the process work about
+// as much as the measuring one, where alone they do not. Measured in CPU time (the process's less
+// the measuring thread's), which other processes on the machine do not skew.
+TEST(CpuProfiler, CoRunnersKeepTheOtherCoresBusyWhileOneDeviceIsMeasured)
+{
+    EXPECT_EQ(profiler::coRunnersFor(1, 2), 1);
+    EXPECT_EQ(profiler::coRunnersFor(2, 8), 3);
+    EXPECT_EQ(profiler::coRunnersFor(3, 8), 1);
+    EXPECT_EQ(profiler::coRunnersFor(2, 2), 0);
+    EXPECT_EQ(profiler::coRunnersFor(0, 8), 0);
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        GTEST_SKIP() << "one core: no other core to load";
+    ModelConfig c = zooPreset("gpt2-tiny");
+    c.layers = 2;
+    c.seq = 64;
+    c.microBatch = 8;
+    const auto graph = buildZooModel(c);
+    const auto seconds = [](clockid_t clock) {
+        timespec t {};
+        clock_gettime(clock, &t);
+        return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    };
+    // CPU time of the process's other threads per second of the measuring thread's.
+    const auto othersPerMine = [&](int coRunners) {
+        const profiler::CpuProfileOptions o { 1, 5, 0, 1, engine::GemmPrecision::Fp32, coRunners };
+        const double process = seconds(CLOCK_PROCESS_CPUTIME_ID);
+        const double mine = seconds(CLOCK_THREAD_CPUTIME_ID);
+        const auto run = profiler::measureOnCpu(graph, o);
+        EXPECT_GT(run.stepNs.median, 0);
+        const double myTime = seconds(CLOCK_THREAD_CPUTIME_ID) - mine;
+        return (seconds(CLOCK_PROCESS_CPUTIME_ID) - process - myTime) / myTime;
+    };
+    (void)othersPerMine(0); // OpenBLAS's idle pool threads spin for a while after they start: not the profile's
+    const double alone = othersPerMine(0);
+    const double loaded = othersPerMine(1);
+    std::cout << "[ NOTE ] other threads' CPU time per second of the measuring thread's: alone " << alone
+              << ", with a co-runner " << loaded << "\n";
+    EXPECT_LT(alone, 0.1);
+    EXPECT_GT(loaded, 0.5);
 }
