@@ -80,8 +80,13 @@ void PlanEditor::recompute()
     }
     m_snapshot.plan = evaluatePlan(*m_model, m_placement.partition, "manual");
     m_snapshot.stageCosts.clear();
-    for (const auto& s : m_snapshot.plan.stages)
-        m_snapshot.stageCosts.push_back(s.cost);
+    const auto& starts = m_placement.partition.stageStarts;
+    for (std::size_t i = 0; i < m_snapshot.plan.stages.size(); ++i) {
+        auto cost = m_snapshot.plan.stages[i].cost;
+        const auto end = i + 1 < starts.size() ? starts[i + 1] : m_graph.nodeCount();
+        cost.firstBackwardExtraBytes = m_model->firstBackwardExtraBytes(starts[i], end, cost.workspaceBytes);
+        m_snapshot.stageCosts.push_back(cost);
+    }
     const auto schedule = generateSchedule(m_schedule);
     m_snapshot.simulation = simulate({ schedule, m_snapshot.stageCosts, m_cluster, m_profile.setup, m_microBatch,
         m_snapshot.plan.memoryPlans(), {} });

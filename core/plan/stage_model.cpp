@@ -298,6 +298,12 @@ void StageModel::setWorkingSets(std::size_t begin, std::size_t end, bool cpuScra
     // plan's fit: the static bytes planners check hold every gradient already.
 }
 
+double StageModel::firstBackwardExtraBytes(std::size_t begin, std::size_t end, double workspaceBytes) const
+{
+    const auto growing = m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full, true);
+    return std::max(0.0, growing->peak(m_scale * m_workScale, cpuEngineScratch(m_profile.deviceKind)) - workspaceBytes);
+}
+
 StageEvaluation StageModel::evaluateUncached(std::size_t begin, std::size_t end, int stage) const
 {
     StageEvaluation e;

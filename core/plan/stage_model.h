@@ -82,6 +82,10 @@ public:
     [[nodiscard]] StageEvaluation evaluate(std::size_t begin, std::size_t end, int stage) const;
     // The same computation, never from or into the cache.
     [[nodiscard]] StageEvaluation evaluateUncached(std::size_t begin, std::size_t end, int stage) const;
+    // StageCost::firstBackwardExtraBytes of nodes [begin, end) whose working set is `workspaceBytes`:
+    // what the first backward after an optimizer step adds (its gradients allocated as they grow),
+    // as computeStageCosts sets it. Only a simulation needs it (evaluate leaves it 0).
+    [[nodiscard]] double firstBackwardExtraBytes(std::size_t begin, std::size_t end, double workspaceBytes) const;
     // Off: evaluate() computes every range afresh (the slow path the tests hold the cache against).
     void setEvaluationCache(bool enabled)
     {

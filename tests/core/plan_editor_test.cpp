@@ -42,6 +42,18 @@ TEST(PlanEditor, MovingABoundaryMatchesTheCliSimulation)
     const auto schedule = generateSchedule({ ScheduleKind::OneFOneB, 4, 8, 1, 1 });
     const auto cli = simulate({ schedule, stages, editor.cluster(), {}, 4, {}, {} });
     EXPECT_NEAR(editor.snapshot().simulation.iterationNs, cli.iterationNs, 1e-6 * cli.iterationNs);
+    // And every device's peak, the gradients the first backward after a step grows included.
+    const auto& mine = editor.snapshot().simulation.devices;
+    ASSERT_EQ(mine.size(), cli.devices.size());
+    int growing = 0; // stages whose first backward adds bytes: the check is not over zeros alone
+    for (std::size_t d = 0; d < mine.size(); ++d) {
+        growing += editor.snapshot().stageCosts[d].firstBackwardExtraBytes > 0 ? 1 : 0;
+        EXPECT_NEAR(editor.snapshot().stageCosts[d].firstBackwardExtraBytes, stages[d].firstBackwardExtraBytes,
+            1e-6 * stages[d].firstBackwardExtraBytes + 1)
+            << "stage " << d;
+        EXPECT_NEAR(mine[d].peakBytes, cli.devices[d].peakBytes, 1e-6 * cli.devices[d].peakBytes) << "device " << d;
+    }
+    EXPECT_GE(growing, 2);
 }
 
 TEST(PlanEditor, BoundariesSnapIntoTheirLegalRange)
