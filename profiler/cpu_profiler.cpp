@@ -344,31 +344,40 @@ namespace {
     public:
         CoRunners(const Graph& graph, const std::vector<std::vector<int>>& coreSets, std::uint64_t seed)
         {
-            for (std::size_t i = 0; i < coreSets.size(); ++i)
-                m_threads.emplace_back(
-                    [this, &graph, cores = coreSets[i], seed = seed + 101 * (i + 1)] { run(graph, cores, seed); });
+            try {
+                for (std::size_t i = 0; i < coreSets.size(); ++i)
+                    m_threads.emplace_back(
+                        [this, &graph, cores = coreSets[i], seed = seed + 101 * (i + 1)] { run(graph, cores, seed); });
+            } catch (...) { // no thread for the next: stop those started
+                stopAll();
+                throw;
+            }
             std::unique_lock lock(m_mutex); // each has allocated and run one step before the measurement
             m_ready.wait(lock, [&] { return m_started == m_threads.size(); });
         }
         ~CoRunners()
         {
-            m_stop = true;
-            for (auto& t : m_threads)
-                t.join();
+            stopAll();
         }
         CoRunners(const CoRunners&) = delete;
         CoRunners& operator=(const CoRunners&) = delete;
 
     private:
+        void stopAll()
+        {
+            m_stop = true;
+            for (auto& t : m_threads)
+                t.join();
+        }
         void run(const Graph& graph, const std::vector<int>& cores, std::uint64_t seed)
         {
             engine::pinCurrentThread(cores);
-            std::unique_ptr<engine::GemmTeam> team;
-            if (cores.size() > 1)
-                team = std::make_unique<engine::GemmTeam>(cores);
-            const engine::GemmTeamScope scope(team.get());
             bool started = false;
             try {
+                std::unique_ptr<engine::GemmTeam> team;
+                if (cores.size() > 1)
+                    team = std::make_unique<engine::GemmTeam>(cores);
+                const engine::GemmTeamScope scope(team.get());
                 engine::GraphExecutor ex(graph, engine::ExecutorOptions { seed, 0, true }, engine::cpuBackend());
                 std::mt19937_64 rng(seed);
                 feedRandomInputs(ex, rng);
@@ -401,6 +410,28 @@ namespace {
         std::vector<std::thread> m_threads; // last: they start once the members above exist
     };
 
+    // Pins the calling thread to `cores` for its lifetime (none: leaves it), then restores it.
+    class PinnedFor
+    {
+    public:
+        explicit PinnedFor(const std::vector<int>& cores)
+        {
+            if (!cores.empty()) {
+                m_restore = engine::currentThreadCores();
+                engine::pinCurrentThread(cores);
+            }
+        }
+        ~PinnedFor()
+        {
+            engine::pinCurrentThread(m_restore);
+        }
+        PinnedFor(const PinnedFor&) = delete;
+        PinnedFor& operator=(const PinnedFor&) = delete;
+
+    private:
+        std::vector<int> m_restore; // empty: unchanged
+    };
+
 } // namespace
 
 int coRunnersFor(int threads, int cores)
@@ -426,18 +457,13 @@ CpuProfileRun measureOnCpu(
             all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + per));
     const CoRunners load(graph, others, options.seed);
     // Beside co-runners a single-thread measurement keeps to its own core (a team pins itself).
-    const auto before = engine::currentThreadCores();
-    if (!others.empty() && cores.size() == 1)
-        engine::pinCurrentThread(cores);
+    const PinnedFor pinned(!others.empty() && cores.size() == 1 ? cores : std::vector<int> {});
     std::unique_ptr<engine::GemmTeam> team;
     if (cores.size() > 1)
         team = std::make_unique<engine::GemmTeam>(cores);
     const engine::GemmTeamScope scope(team.get());
     HostClockTracer tracer;
-    auto run = measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
-    if (!others.empty() && cores.size() == 1)
-        engine::pinCurrentThread(before);
-    return run;
+    return measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
 }
 
 Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b)

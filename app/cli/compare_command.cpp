@@ -124,7 +124,7 @@ namespace {
         const std::string source = measuredProfile ? engine::profileDescription(prediction)
             : shape.profileSource == "analytical"  ? "analytical on " + shape.deviceKind
             : gpu ? "analytical on " + shape.deviceKind + " (no measured profile: run `pipestudio profile " + o.project
-                + " --device cuda:0`)"
+                + " --device cuda:0" + (shape.precision == "fp32" ? "" : " --precision " + shape.precision) + "`)"
                   : "analytical (no measured profile: run `pipestudio profile`)";
         std::vector<double> stepNs;
         for (const auto& m : store.loadRunMetrics(runId))

@@ -109,6 +109,7 @@ Profile planningProfile(
     if (!profile) {
         const auto gemm = measuredPrecision(source);
         const auto how = source == "measured-cpu" ? "measure it with `pipestudio profile " + project + "`"
+            : source == "measured-cuda-fp16"      ? "the engine does not run fp16: profile at fp32, tf32 or bf16"
             : source.starts_with("measured-cuda")
             ? "measure it on that GPU with `pipestudio profile " + project + " --device cuda:0"
                 + (gemm == Precision::Fp32 ? std::string() : " --precision " + std::string(toString(gemm))) + "`"

@@ -210,7 +210,7 @@ void addProfileCommand(CLI::App& app, Action& action)
     cmd->add_flag("--co-run", o->coRun,
         "CPU: at fewer threads than cores, keep copies of the step running on the other cores while measuring, as "
         "a pipeline's other CPU devices load them (where devices slow each other: shared caches, memory "
-        "bandwidth, a lower all-core clock)");
+        "bandwidth, a lower all-core clock); each copy holds the whole model and its optimizer states");
     cmd->add_option("--precision", o->precision,
            "What a GPU's GEMMs compute with, as `train --precision` runs them: fp32, tf32 or bf16 (CPU: fp32)")
         ->check(CLI::IsMember({ "fp32", "tf32", "bf16" }));

@@ -73,7 +73,8 @@ inline constexpr std::array kPrecisions { Precision::Fp32, Precision::Tf32, Prec
 // with the others, so each precision's rows are stored apart and a run at P is predicted from P's.
 [[nodiscard]] std::string measuredCudaSource(Precision gemm);
 // The GEMM precision a stored profile was measured at: P for "measured-cuda-P", fp32 for every
-// other source (CPU profiles, "measured-cuda", imported traces).
+// other source (CPU profiles, "measured-cuda", imported traces). Only its GEMMs: the engine's
+// values stay fp32 in every mode, so the profile's setup.precision (activation bytes) stays fp32.
 [[nodiscard]] Precision measuredPrecision(std::string_view source);
 [[nodiscard]] std::string_view toString(Optimizer optimizer);
 [[nodiscard]] Optimizer parseOptimizer(std::string_view text);

@@ -104,7 +104,6 @@ std::optional<Profile> ProjectStore::loadProfile(
     if (rows.empty())
         return std::nullopt;
     Profile profile { deviceKind, source, {}, threads, {}, {} };
-    profile.setup.precision = measuredPrecision(source);
     for (const auto& [node, list] : rows) {
         if (node != static_cast<std::int64_t>(profile.nodes.size()))
             throw Error(path().string() + ": profile '" + source + "' for " + deviceKind + " misses node #"

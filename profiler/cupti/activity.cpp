@@ -138,7 +138,6 @@ Profile toCudaProfile(
     auto p = toProfile(graph, a, b);
     p.deviceKind = deviceKind;
     p.source = measuredCudaSource(gemm);
-    p.setup.precision = gemm;
     return p;
 }
 

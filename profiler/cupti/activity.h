@@ -119,7 +119,9 @@ struct ClockMap
     const Attribution& attribution, std::int64_t microBatch, const std::vector<NodeMeasurement>& memory = {});
 
 // The profile for device kind `deviceKind` through two runs (or one, proportional), measured with
-// GEMMs at `gemm`: source measuredCudaSource(gemm) ("measured-cuda" for fp32), setup.precision gemm.
+// GEMMs at `gemm`: source measuredCudaSource(gemm) ("measured-cuda" for fp32). setup.precision stays
+// fp32: the engine keeps fp32 values in every GEMM mode, and the planner reads a bf16 setup as bf16
+// activations.
 [[nodiscard]] Profile toCudaProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b,
     const std::string& deviceKind, Precision gemm = Precision::Fp32);
 

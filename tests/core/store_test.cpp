@@ -215,8 +215,8 @@ TEST(Schema, MigrationsReachTheCurrentVersionInOrder)
     EXPECT_EQ(migrations.back().toVersion, kProjectSchemaVersion);
 }
 
-// A GPU profiled at fp32 and at bf16: both kept (the second does not replace the first), each
-// loaded with the precision its GEMMs ran at, found by the source a run at that precision asks for.
+// A GPU profiled at fp32 and at bf16: both kept (the second does not replace the first), each found
+// by the source a run at that precision asks for, which names the precision its GEMMs ran at.
 TEST_F(StoreTest, GpuProfilesOfEachPrecisionAreKeptApart)
 {
     const auto graph = smallGpt2();
@@ -234,8 +234,8 @@ TEST_F(StoreTest, GpuProfilesOfEachPrecisionAreKeptApart)
     const auto b = store.loadProfile("h100-80gb", "measured-cuda-bf16");
     ASSERT_TRUE(a.has_value());
     ASSERT_TRUE(b.has_value());
-    EXPECT_EQ(a->setup.precision, Precision::Fp32);
-    EXPECT_EQ(b->setup.precision, Precision::Bf16);
+    EXPECT_EQ(measuredPrecision(a->source), Precision::Fp32);
+    EXPECT_EQ(measuredPrecision(b->source), Precision::Bf16);
     EXPECT_NEAR(b->nodes[1].forwardNs.perSample * 2, a->nodes[1].forwardNs.perSample, 1e-6);
     EXPECT_FALSE(store.loadProfile("h100-80gb", measuredCudaSource(Precision::Tf32)).has_value());
 }

@@ -14,6 +14,7 @@
 #include "runtime/training_run.h"
 #include "sim/memory_model.h"
 #include "sim/simulator.h"
+#include "store/project_store.h"
 #include "trainer.h"
 #include "zoo/model_config.h"
 
@@ -22,7 +23,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <unistd.h>
 
 using namespace ps;
 using namespace ps::engine;
@@ -450,4 +453,35 @@ TEST(Pipeline, CudaDevicesWithoutAGpuSayWhy)
             || what.find("no NVIDIA driver") != std::string::npos || what.find("no usable GPU") != std::string::npos;
         EXPECT_TRUE(reason) << what;
     }
+}
+
+// A GPU run is predicted with the profile measured at its GEMM precision (profile --precision):
+// a bf16 run with measured-cuda-bf16, an fp32 one with measured-cuda, a tf32 one with neither.
+TEST(RunPrediction, AGpuRunUsesTheProfileOfItsPrecision)
+{
+    const auto graph = tinyGpt();
+    const auto path =
+        std::filesystem::temp_directory_path() / ("ps-precision-" + std::to_string(::getpid()) + ".pstudio");
+    writeNewProject(path, graph, true);
+    {
+        auto store = ProjectStore::open(path);
+        auto profile = estimateProfile(graph, DeviceCatalog::builtin().find("h100-80gb"), {});
+        for (const auto precision : { Precision::Fp32, Precision::Bf16 }) {
+            profile.source = measuredCudaSource(precision);
+            store.saveProfile(profile, 1, 2);
+        }
+        RunShape shape;
+        shape.deviceKind = "h100-80gb";
+        shape.precision = "bf16";
+        const auto bf16 = measuredProfileFor(store, shape);
+        ASSERT_TRUE(bf16.has_value());
+        EXPECT_EQ(bf16->profile.source, "measured-cuda-bf16");
+        shape.precision = "fp32";
+        const auto fp32 = measuredProfileFor(store, shape);
+        ASSERT_TRUE(fp32.has_value());
+        EXPECT_EQ(fp32->profile.source, "measured-cuda");
+        shape.precision = "tf32";
+        EXPECT_FALSE(measuredProfileFor(store, shape).has_value());
+    }
+    std::filesystem::remove(path);
 }

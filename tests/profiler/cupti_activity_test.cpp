@@ -138,7 +138,7 @@ TEST(CuptiActivity, MeasuredCudaProfileThroughTwoMicroBatches)
     // Profiled with bf16 GEMMs: stored apart, under the source a bf16 run looks for.
     const auto bf16 = toCudaProfile(g, at(10'000, 2'000, 4), at(16'000, 3'000, 8), "h100-80gb", Precision::Bf16);
     EXPECT_EQ(bf16.source, "measured-cuda-bf16");
-    EXPECT_EQ(bf16.setup.precision, Precision::Bf16);
+    EXPECT_EQ(bf16.setup.precision, Precision::Fp32); // the engine's values stay fp32: bytes as measured
     EXPECT_EQ(measuredPrecision(bf16.source), Precision::Bf16);
     EXPECT_EQ(measuredPrecision("measured-cuda-tf32"), Precision::Tf32);
     EXPECT_EQ(measuredPrecision("measured-cpu"), Precision::Fp32);
