@@ -176,7 +176,7 @@ namespace {
         auto profile = matched ? std::optional<Profile>(matched->profile) : std::nullopt;
         const auto cluster = makeCluster(resolveDevice(d, static_cast<int>(c.schedule.devices())), c.schedule.stages);
         if (!profile)
-            profile = estimateProfile(graph, cluster.device, costOptions(d));
+            profile = engine::engineAnalyticalProfile(graph, cluster.device, costOptions(d));
         auto spec = c.schedule;
         if (spec.kind == ScheduleKind::Interleaved)
             spec = parseScheduleSpec("1f1b", spec.stages, spec.microBatches);

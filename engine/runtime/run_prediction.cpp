@@ -125,6 +125,24 @@ RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t
     return s;
 }
 
+Profile engineAnalyticalProfile(const Graph& graph, const DeviceSpec& device, CostModelOptions options)
+{
+    auto profile = estimateProfile(graph, device, options);
+    if (!options.setup.mixedPrecision())
+        return profile;
+    options.setup.precision = Precision::Fp32;
+    const auto bytes = estimateProfile(graph, device, options);
+    for (std::size_t n = 0; n < profile.nodes.size(); ++n) {
+        auto& node = profile.nodes[n];
+        const auto& fp32 = bytes.nodes[n];
+        node.outputBytes = fp32.outputBytes;
+        node.savedBytes = fp32.savedBytes;
+        node.workspaceBytes = fp32.workspaceBytes;
+    }
+    profile.setup.precision = Precision::Fp32;
+    return profile;
+}
+
 RunPrediction predictRun(const Graph& stored, const Profile* measured, const RunShape& shape)
 {
     const auto mb = shape.microBatch > 0 ? shape.microBatch : stored.info().microBatch;
@@ -148,7 +166,7 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     p.profileSource = measured ? measured->source : "analytical";
     CostModelOptions options;
     options.setup.precision = parsePrecision(shape.precision);
-    const auto profile = measured ? *measured : estimateProfile(graph, device, options);
+    const auto profile = measured ? *measured : engineAnalyticalProfile(graph, device, options);
     const auto stages = computeStageCosts(graph, profile, c.partition, static_cast<double>(mb));
     const auto schedule = withCommunication(runtimeSchedule(c));
     p.simulation =

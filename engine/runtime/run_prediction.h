@@ -73,6 +73,12 @@ struct RunPrediction
 
 // `measured`: the project's measured profile of shape.deviceKind, or null for the analytical estimate.
 [[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);
+
+// The analytical profile of an engine run whose GEMMs compute at options.setup.precision: node
+// times at that precision, bytes and setup at fp32's, because the engine keeps fp32 values,
+// gradients and master weights in every GEMM mode (its bf16 operands are per-call copies), where
+// the cost model's bf16 means mixed precision with bf16 activations.
+[[nodiscard]] Profile engineAnalyticalProfile(const Graph& graph, const DeviceSpec& device, CostModelOptions options);
 // "measured-cpu (fitted to 1 thread per device from ...)": the source with its note, if any.
 [[nodiscard]] std::string profileDescription(const RunPrediction& prediction);
 // Device d's name in `prediction` ("cpu:1", "cuda:0.1", or "device d" past the named ones).

@@ -392,6 +392,12 @@ TEST(Pipeline, GpuRunsArePredictedOnTheirCatalogDeviceAndPrecision)
     EXPECT_LT(fp32.simulation.iterationNs, cpu.simulation.iterationNs / 4) << "an A100 against this CPU";
     EXPECT_LT(bf16.simulation.iterationNs, fp32.simulation.iterationNs) << "bf16 GEMMs against fp32";
     EXPECT_EQ(fp32.profileSource, "analytical");
+    // The engine's bf16 GEMMs cast their operands per call and keep fp32 values: the same bytes.
+    ASSERT_EQ(bf16.simulation.devices.size(), fp32.simulation.devices.size());
+    for (std::size_t d = 0; d < fp32.simulation.devices.size(); ++d)
+        EXPECT_NEAR(bf16.simulation.devices[d].peakBytes, fp32.simulation.devices[d].peakBytes,
+            1e-9 * fp32.simulation.devices[d].peakBytes)
+            << "device " << d;
 }
 
 TEST(Pipeline, CudaDeviceSpecs)
