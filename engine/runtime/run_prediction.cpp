@@ -252,23 +252,13 @@ std::string profileDescription(const RunPrediction& prediction)
     return prediction.profileSource + (prediction.profileNote.empty() ? "" : " (" + prediction.profileNote + ")");
 }
 
-namespace {
-
-    // A run's GEMM precision (fp32, tf32, bf16) as the profile sources name it; fp32 if unrecognised.
-    Precision measuredGemmPrecision(const std::string& precision)
-    {
-        return precision == "tf32" ? Precision::Tf32 : precision == "bf16" ? Precision::Bf16 : Precision::Fp32;
-    }
-
-} // namespace
-
 std::optional<MatchedProfile> measuredProfileFor(const ProjectStore& store, const RunShape& shape)
 {
     const bool cpu = shape.deviceKind == "cpu";
     if (shape.profileSource == "analytical")
         return std::nullopt;
     const auto source = shape.profileSource.empty() || shape.profileSource == "measured"
-        ? (cpu ? std::string("measured-cpu") : measuredCudaSource(measuredGemmPrecision(shape.precision)))
+        ? (cpu ? std::string("measured-cpu") : measuredCudaSource(parsePrecision(shape.precision)))
         : shape.profileSource;
     // Only this machine's own CPU measurements come at several thread counts to match.
     return loadMatchedProfile(store, shape.deviceKind, source,
