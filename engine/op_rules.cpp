@@ -17,6 +17,12 @@ namespace {
         });
     }
 
+    // "node 'name' (Op): ", as the kernels name a node in their errors.
+    std::string prefix(const Node& node)
+    {
+        return "node '" + node.name + "' (" + std::string(toString(node.op)) + "): ";
+    }
+
 } // namespace
 
 ReduceShapes reduceMeanShapes(const Node& node, const Shape& in)
@@ -33,6 +39,75 @@ ReduceShapes reduceMeanShapes(const Node& node, const Shape& in)
             s.out.push_back(s.kept[i]);
     }
     return s;
+}
+
+ReduceShapes reduceShapes(const Node& node, const Shape& in)
+{
+    const auto rank = static_cast<std::int64_t>(in.size());
+    const auto axes = node.intsAttr("axes");
+    std::vector<bool> reduced(in.size(), axes.empty() && node.intAttr("noop_with_empty_axes", 0) == 0);
+    for (auto a : axes) {
+        const auto axis = a < 0 ? a + rank : a;
+        if (axis < 0 || axis >= rank || reduced[static_cast<std::size_t>(axis)])
+            throw Error(prefix(node) + "axis " + std::to_string(a) + " is out of range or repeated for input "
+                + formatShape(in));
+        reduced[static_cast<std::size_t>(axis)] = true;
+    }
+    const bool keep = node.intAttr("keepdims", 1) != 0;
+    ReduceShapes r { in, {} };
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        if (reduced[i])
+            r.kept[i] = 1;
+        if (keep || !reduced[i])
+            r.out.push_back(r.kept[i]);
+    }
+    return r;
+}
+
+AxisSplit axisSplitOf(const Node& node, const Shape& shape, std::int64_t fallback)
+{
+    const auto rank = static_cast<std::int64_t>(shape.size());
+    const auto attr = node.intAttr("axis", fallback);
+    const auto axis = attr < 0 ? attr + rank : attr;
+    if (axis < 0 || axis >= rank)
+        throw Error(prefix(node) + "axis " + std::to_string(attr) + " is out of range for input " + formatShape(shape));
+    AxisSplit split;
+    split.axis = static_cast<std::size_t>(axis);
+    split.length = shape[split.axis];
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i < split.axis)
+            split.outer *= shape[i];
+        else if (i > split.axis)
+            split.inner *= shape[i];
+    }
+    return split;
+}
+
+ScatterNdPlan scatterNdOf(const Node& node, const Shape& ds, const Shape& is, const Shape& us)
+{
+    const auto it = node.attrs.find("reduction");
+    const auto* reduction = it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (it != node.attrs.end() && (reduction == nullptr || *reduction != "none"))
+        throw Error(prefix(node) + "only reduction 'none' is supported");
+    const auto k = is.empty() ? -1 : is.back();
+    if (k < 0 || k > static_cast<std::int64_t>(ds.size()))
+        throw Error(prefix(node) + "indices " + formatShape(is) + " do not index data " + formatShape(ds));
+    if (k > math::kMaxGatherRank)
+        throw Error(prefix(node) + "indexes at most " + std::to_string(math::kMaxGatherRank) + " leading axes");
+    Shape expect(is.begin(), is.end() - 1);
+    expect.insert(expect.end(), ds.begin() + k, ds.end());
+    if (us != expect)
+        throw Error(prefix(node) + "updates must be " + formatShape(expect) + ", got " + formatShape(us));
+    ScatterNdPlan plan;
+    plan.gather.depth = static_cast<int>(k);
+    for (std::int64_t j = 0; j < k; ++j) {
+        plan.gather.sliceDims[j] = ds[static_cast<std::size_t>(j)];
+        plan.gather.slicesPerBatch *= ds[static_cast<std::size_t>(j)];
+    }
+    plan.inner = numElements(Shape(ds.begin() + k, ds.end()));
+    plan.rows = numElements(Shape(is.begin(), is.end() - 1));
+    plan.gather.rowsPerBatch = std::max<std::int64_t>(plan.rows, 1); // one batch: row / rowsPerBatch is 0
+    return plan;
 }
 
 Shape expandedShape(const Node& node, const Shape& in)

@@ -1,5 +1,5 @@
-// What ReduceMean, Expand, Cast, GatherElements and GatherND nodes ask for, read from their
-// attributes: shapes, the cast's target and the gathers' index math (gather_math.h), shared by the
+// What ReduceMean, ReduceSum, ReduceMax, CumSum, TopK, Expand, Cast, GatherElements, GatherND and ScatterND nodes ask
+// for, read from their attributes: shapes, the cast's target and the gathers' index math (gather_math.h), shared by the
 // CPU and the CUDA kernels (errors name the node); and the axis merging the
 // CUDA kernels apply to strided views. Depends on: core graph types, kernel_math.h (the integer
 // types).
@@ -21,6 +21,19 @@ struct ReduceShapes
 
 // ReduceMean's shapes over an input of shape `in` (attrs axes, negative from the end; keepdims 1).
 [[nodiscard]] ReduceShapes reduceMeanShapes(const Node& node, const Shape& in);
+
+// ReduceSum's and ReduceMax's shapes, checked: axes out of range or repeated are errors naming the
+// node, and no axes with noop_with_empty_axes 1 reduces nothing (ONNX), else everything.
+[[nodiscard]] ReduceShapes reduceShapes(const Node& node, const Shape& in);
+
+// A shape as (outer, length, inner) around one axis: the node's `axis` attribute (`fallback` when
+// absent), negative from the end; out of range is an error naming the node.
+struct AxisSplit
+{
+    std::int64_t outer = 1, length = 1, inner = 1;
+    std::size_t axis = 0;
+};
+[[nodiscard]] AxisSplit axisSplitOf(const Node& node, const Shape& shape, std::int64_t fallback);
 
 // Expand's output: `in` and the node's `shape` attribute broadcast together (NumPy rules, a 1
 // taking the other side's size).
@@ -48,6 +61,18 @@ struct NdGatherPlan
     std::int64_t rows = 0; // index tuples
 };
 [[nodiscard]] NdGatherPlan ndGatherOf(const Node& node, const Shape& data, const Shape& indices);
+
+// ScatterND (reduction none): data, indices (rows..., k) and updates (rows..., data.shape[k:]).
+// Index tuple `row`'s slot (its data offset / inner) is gather_math.h's ndGatherSlice(gather, row,
+// tuple); shapes and the reduction are checked here, naming the node.
+struct ScatterNdPlan
+{
+    math::NdGather gather;
+    std::int64_t inner = 1; // elements per slot
+    std::int64_t rows = 0; // index tuples
+};
+[[nodiscard]] ScatterNdPlan scatterNdOf(
+    const Node& node, const Shape& data, const Shape& indices, const Shape& updates);
 
 // A strided walk over `size` (row-major) by several operands at once, each with its element
 // strides (0 along an axis it is broadcast over).

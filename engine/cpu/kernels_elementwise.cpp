@@ -7,10 +7,10 @@
 #include "graph/shape_inference.h"
 #include "kernel_math.h"
 #include "op_rules.h"
+#include "order_math.h"
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -196,11 +196,6 @@ namespace {
 
     // ---- Max and Min (f32 or i64, broadcasting; NaN propagates as in torch.maximum) ----
 
-    template <typename T> bool takesA(T a, T b, bool isMax) // a is the result (a wins ties)
-    {
-        return isNan(a) || (isMax ? a >= b : a <= b);
-    }
-
     template <bool kMax> void extremumForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& a = v.in[0];
@@ -208,7 +203,7 @@ namespace {
         requireSameDType(node, a, b);
         v.out = { byDType(a, [&](auto tag) {
             using T = decltype(tag);
-            return broadcastMap<T, T, T>(node, a, b, ctx, [](T x, T y) { return takesA(x, y, kMax) ? x : y; });
+            return broadcastMap<T, T, T>(node, a, b, ctx, [](T x, T y) { return math::takesA(x, y, kMax) ? x : y; });
         }) };
     }
 
@@ -242,7 +237,7 @@ namespace {
         const float* x = a.f32();
         const float* y = b.f32();
         routeGradient(v, g, ctx, 0, shape, a.shape(), b.shape(),
-            [&](std::int64_t ia, std::int64_t ib) { return takesA(x[ia], y[ib], kMax); });
+            [&](std::int64_t ia, std::int64_t ib) { return math::takesA(x[ia], y[ib], kMax); });
     }
 
     // ---- Where (condition i64 or f32, nonzero true; a and b both f32 or both i64) ----
@@ -302,22 +297,19 @@ namespace {
         });
     }
 
-    // Cmp and Logic: std::less<>, std::logical_and<> and the like.
-    template <typename Cmp> void compareForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    // The comparisons and logic (order_math.h's predicates, which the CUDA kernels run).
+    template <math::Predicate kPred> void predicateForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        v.out = { broadcastPredicate(node, v.in[0], v.in[1], ctx, [](auto x, auto y) {
-            using A = decltype(x);
-            using B = decltype(y);
-            using C = std::conditional_t<std::is_same_v<A, B>, A, double>; // i64 stays exact
-            return Cmp {}(static_cast<C>(x), static_cast<C>(y));
-        }) };
+        v.out = { broadcastPredicate(
+            node, v.in[0], v.in[1], ctx, [](auto x, auto y) { return math::predicate(kPred, x, y); }) };
     }
 
     void notForward(const Node&, NodeValues& v, KernelContext& ctx)
     {
         v.out = { byDType(v.in[0], [&](auto tag) {
             using T = decltype(tag);
-            return mapArray<std::int64_t, T>(v.in[0], ctx, [](T a) -> std::int64_t { return truthy(a) ? 0 : 1; });
+            return mapArray<std::int64_t, T>(
+                v.in[0], ctx, [](T a) -> std::int64_t { return math::truthyValue(a) ? 0 : 1; });
         }) };
     }
 
@@ -325,14 +317,9 @@ namespace {
     {
         v.out = { byDType(v.in[0], [&](auto tag) {
             using T = decltype(tag);
-            return mapArray<std::int64_t, T>(v.in[0], ctx, [](T a) -> std::int64_t { return a != a ? 1 : 0; });
+            return mapArray<std::int64_t, T>(
+                v.in[0], ctx, [](T a) -> std::int64_t { return math::isNanValue(a) ? 1 : 0; });
         }) };
-    }
-
-    template <typename Logic> void logicForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        v.out = { broadcastPredicate(
-            node, v.in[0], v.in[1], ctx, [](auto x, auto y) { return Logic {}(truthy(x), truthy(y)); }) };
     }
 
     // ---- Cast: to a float type gives f32 (f16/bf16/f64 values stay f32 here), to an integer type i64
@@ -381,15 +368,16 @@ void registerElementwiseKernels(KernelTable& table)
     table.add(OpType::Max, { extremumForward<true>, extremumBackward<true> });
     table.add(OpType::Min, { extremumForward<false>, extremumBackward<false> });
     table.add(OpType::Where, { whereForward, whereBackward });
-    table.add(OpType::Equal, { compareForward<std::equal_to<>>, noGradient });
-    table.add(OpType::Less, { compareForward<std::less<>>, noGradient });
-    table.add(OpType::LessOrEqual, { compareForward<std::less_equal<>>, noGradient });
-    table.add(OpType::Greater, { compareForward<std::greater<>>, noGradient });
-    table.add(OpType::GreaterOrEqual, { compareForward<std::greater_equal<>>, noGradient });
+    using math::Predicate;
+    table.add(OpType::Equal, { predicateForward<Predicate::Equal>, noGradient });
+    table.add(OpType::Less, { predicateForward<Predicate::Less>, noGradient });
+    table.add(OpType::LessOrEqual, { predicateForward<Predicate::LessOrEqual>, noGradient });
+    table.add(OpType::Greater, { predicateForward<Predicate::Greater>, noGradient });
+    table.add(OpType::GreaterOrEqual, { predicateForward<Predicate::GreaterOrEqual>, noGradient });
     table.add(OpType::Not, { notForward, noGradient });
     table.add(OpType::IsNaN, { isNanForward, noGradient });
-    table.add(OpType::And, { logicForward<std::logical_and<>>, noGradient });
-    table.add(OpType::Or, { logicForward<std::logical_or<>>, noGradient });
+    table.add(OpType::And, { predicateForward<Predicate::And>, noGradient });
+    table.add(OpType::Or, { predicateForward<Predicate::Or>, noGradient });
     table.add(OpType::Cast, { castForward, castBackward });
 }
 

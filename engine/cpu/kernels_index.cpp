@@ -4,10 +4,11 @@
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "cpu/typed_arrays.h"
-#include "graph/op_registry.h"
+#include "einsum_plan.h"
+#include "op_rules.h"
+#include "order_math.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -19,16 +20,6 @@ namespace {
     std::string where(const Node& node)
     {
         return nodeLabel(node);
-    }
-
-    std::string stringAttr(const Node& node, std::string_view key, const std::string& fallback)
-    {
-        const auto it = node.attrs.find(key);
-        if (it == node.attrs.end())
-            return fallback;
-        if (const auto* s = std::get_if<std::string>(&it->second))
-            return *s;
-        throw Error(where(node) + "attribute '" + std::string(key) + "' is not a string");
     }
 
     std::size_t axisOf(const Node& node, std::int64_t axis, std::size_t rank)
@@ -144,32 +135,16 @@ namespace {
         requireDType(node, indices, DType::I64, "the indices");
         if (v.in[2].dtype() != data.dtype())
             throw Error(where(node) + "updates must have the data's dtype");
-        if (stringAttr(node, "reduction", "none") != "none")
-            throw Error(where(node) + "only reduction 'none' is supported");
-        const auto& ds = data.shape();
-        const auto& is = indices.shape();
-        const auto k = is.empty() ? -1 : is.back();
-        if (k < 0 || k > static_cast<std::int64_t>(ds.size()))
-            throw Error(where(node) + "indices " + formatShape(is) + " do not index data " + formatShape(ds));
-        Shape expect(is.begin(), is.end() - 1);
-        expect.insert(expect.end(), ds.begin() + k, ds.end());
-        if (v.in[2].shape() != expect)
-            throw Error(
-                where(node) + "updates must be " + formatShape(expect) + ", got " + formatShape(v.in[2].shape()));
+        const auto nd = scatterNdOf(node, data.shape(), indices.shape(), v.in[2].shape()); // op_rules.h
         ScatterPlan plan;
-        plan.inner = numElements(Shape(ds.begin() + k, ds.end()));
-        const auto rows = numElements(Shape(is.begin(), is.end() - 1));
-        for (std::int64_t r = 0; r < rows; ++r) {
-            std::int64_t slot = 0;
-            for (std::int64_t j = 0; j < k; ++j) {
-                const auto dim = ds[static_cast<std::size_t>(j)];
-                const auto raw = indices.i64()[r * k + j];
-                const auto i = raw < 0 ? raw + dim : raw;
-                if (i < 0 || i >= dim)
-                    throw Error(where(node) + "index " + std::to_string(raw) + " is out of range for axis "
-                        + std::to_string(j) + " of length " + std::to_string(dim));
-                slot = slot * dim + i;
-            }
+        plan.inner = nd.inner;
+        for (std::int64_t r = 0; r < nd.rows; ++r) {
+            int bad = 0;
+            const auto* tuple = indices.i64() + r * nd.gather.depth;
+            const auto slot = math::ndGatherSlice(nd.gather, r, tuple, &bad); // gather_math.h's, as the GPU's
+            if (slot < 0)
+                throw Error(where(node) + "index " + std::to_string(tuple[bad]) + " is out of range for axis "
+                    + std::to_string(bad) + " of length " + std::to_string(nd.gather.sliceDims[bad]));
             plan.slots.push_back(slot);
         }
         return plan;
@@ -247,14 +222,6 @@ namespace {
         return plan;
     }
 
-    // NaN ranks above every number (as torch); equal values keep the lower index first.
-    bool ranksBefore(float a, float b, bool largest)
-    {
-        if (std::isnan(a) || std::isnan(b))
-            return largest ? std::isnan(a) && !std::isnan(b) : std::isnan(b) && !std::isnan(a);
-        return largest ? a > b : a < b;
-    }
-
     void topKForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto plan = topKPlan(node, v, -1);
@@ -270,9 +237,7 @@ namespace {
                 const float* line = v.in[0].f32() + o * length * inner + i;
                 std::iota(order.begin(), order.end(), 0);
                 std::partial_sort(order.begin(), order.begin() + plan.k, order.end(), [&](auto a, auto b) {
-                    const float va = line[a * inner];
-                    const float vb = line[b * inner];
-                    return ranksBefore(va, vb, largest) || (!ranksBefore(vb, va, largest) && a < b);
+                    return math::topKBefore(line[a * inner], a, line[b * inner], b, largest); // order_math.h's
                 });
                 for (std::int64_t j = 0; j < plan.k; ++j) { // sorted whatever "sorted" says: deterministic
                     const auto at = (o * plan.k + j) * inner + i;
@@ -304,51 +269,8 @@ namespace {
         g.gradIn[0] = dx;
     }
 
-    // ---- Einsum over one or two operands (letters only) ----
-
-    struct EinsumSpec
-    {
-        std::vector<std::string> inputs;
-        std::string output;
-        std::array<std::int64_t, 128> sizes {}; // per letter
-    };
-
-    // The equation is parsed by the op registry (the same rules as shape inference), then every
-    // letter's size is read off the operands.
-    EinsumSpec einsumSpec(const Node& node, const std::vector<NdArray>& in)
-    {
-        EinsumSpec spec;
-        try {
-            auto parsed = parseEinsum(stringAttr(node, "equation", ""), in.size());
-            spec.inputs = std::move(parsed.operands);
-            spec.output = std::move(parsed.output);
-        } catch (const Error& e) {
-            throw Error(where(node) + e.what());
-        }
-        for (const auto& term : spec.inputs) {
-            for (char c : term) {
-                if (static_cast<unsigned char>(c) >= spec.sizes.size())
-                    throw Error(where(node) + "letter '" + c + "' is not ASCII");
-            }
-        }
-        for (std::size_t t = 0; t < in.size(); ++t) {
-            requireDType(node, in[t], DType::F32, "every operand");
-            const auto& term = spec.inputs[t];
-            const auto& shape = in[t].shape();
-            if (shape.size() != term.size())
-                throw Error(where(node) + "operand '" + term + "' has shape " + formatShape(shape));
-            for (std::size_t i = 0; i < term.size(); ++i) {
-                auto& size = spec.sizes[static_cast<std::size_t>(term[i])];
-                if (size != 0 && size != shape[i] + 1)
-                    throw Error(where(node) + "letter '" + term[i] + "' has sizes " + std::to_string(size - 1) + " and "
-                        + std::to_string(shape[i]));
-                size = shape[i] + 1; // 0: not seen yet
-            }
-        }
-        for (auto& s : spec.sizes)
-            s = std::max<std::int64_t>(s - 1, 0);
-        return spec;
-    }
+    // ---- Einsum over one or two operands (einsum_plan.h's plan and per-element math, which the CUDA
+    // kernels share) ----
 
     struct Term
     {
@@ -356,91 +278,29 @@ namespace {
         const float* data;
     };
 
-    Shape shapeOf(const std::string& letters, const EinsumSpec& spec)
+    EinsumPlan planOf(const Node& node, const std::vector<NdArray>& in)
     {
-        Shape s;
-        for (char c : letters)
-            s.push_back(spec.sizes[static_cast<std::size_t>(c)]);
-        return s;
+        std::vector<Shape> shapes;
+        for (const auto& a : in) {
+            requireDType(node, a, DType::F32, "every operand");
+            shapes.push_back(a.shape());
+        }
+        return einsumPlan(node, shapes);
     }
 
-    // Walks every combination of some letters (the last fastest), keeping each term's offset.
-    struct Odometer
+    // result[letters] = the sum over every other letter of the product of the terms.
+    NdArray contractLoop(const Node& node, const std::vector<Term>& terms, const std::string& result,
+        const EinsumPlan& plan, Allocator& allocator)
     {
-        Shape sizes;
-        std::vector<std::array<std::int64_t, 2>> strides; // per letter, per term (0: not in it)
-        std::vector<std::int64_t> index;
-        std::array<std::int64_t, 2> offset {};
-
-        Odometer(const std::string& letters, const std::vector<Term>& terms, const EinsumSpec& spec)
-            : sizes(shapeOf(letters, spec))
-            , strides(letters.size(), { 0, 0 })
-            , index(letters.size(), 0)
-        {
-            for (std::size_t t = 0; t < terms.size(); ++t) {
-                const auto own = stridesOf(shapeOf(terms[t].letters, spec));
-                for (std::size_t l = 0; l < letters.size(); ++l) {
-                    const auto at = terms[t].letters.find(letters[l]);
-                    if (at != std::string::npos)
-                        strides[l][t] = own[at];
-                }
-            }
-        }
-        void next()
-        {
-            for (std::size_t d = sizes.size(); d-- > 0;) {
-                ++index[d];
-                offset[0] += strides[d][0];
-                offset[1] += strides[d][1];
-                if (index[d] < sizes[d])
-                    return;
-                offset[0] -= strides[d][0] * sizes[d];
-                offset[1] -= strides[d][1] * sizes[d];
-                index[d] = 0;
-            }
-        }
-    };
-
-    // result[letters] = sum over every other letter of the product of the terms: a loop over all index
-    // combinations. A result letter in no term replicates (the gradient of a summed-out letter).
-    NdArray contractLoop(
-        const std::vector<Term>& terms, const std::string& result, const EinsumSpec& spec, Allocator& allocator)
-    {
-        std::string summed;
+        std::vector<std::string> letters;
         for (const auto& t : terms)
-            for (char c : t.letters)
-                if (result.find(c) == std::string::npos && summed.find(c) == std::string::npos)
-                    summed += c;
-        auto out = NdArray::empty(allocator, shapeOf(result, spec));
-        Odometer outer(result, terms, spec);
-        Odometer inner(summed, terms, spec);
-        const auto innerCount = numElements(inner.sizes);
-        for (std::int64_t r = 0; r < out.numel(); ++r, outer.next()) {
-            double sum = 0;
-            inner.offset = { 0, 0 };
-            for (std::int64_t s = 0; s < innerCount; ++s, inner.next()) {
-                const auto a = outer.offset[0] + inner.offset[0];
-                const auto b = outer.offset[1] + inner.offset[1];
-                sum += terms.size() == 1 ? terms[0].data[a] : static_cast<double>(terms[0].data[a]) * terms[1].data[b];
-            }
-            out.f32()[r] = static_cast<float>(sum);
-        }
+            letters.push_back(t.letters);
+        const auto loop = einsumLoop(node, letters, result, plan);
+        auto out = NdArray::empty(allocator, einsumShape(result, plan));
+        const float* b = terms.size() > 1 ? terms[1].data : nullptr;
+        for (std::int64_t r = 0; r < out.numel(); ++r)
+            out.f32()[r] = static_cast<float>(math::contractElement(loop, terms[0].data, b, r));
         return out;
-    }
-
-    bool has(const std::string& letters, char c)
-    {
-        return letters.find(c) != std::string::npos;
-    }
-
-    // Two terms where every letter is in two of (a, b, result): batch letters in all three, M in a and
-    // the result, N in b and the result, K in a and b; C (batch, M, N) = A (batch, M, K) B (batch, K, N).
-    bool isBatchedGemm(const Term& a, const Term& b, const std::string& result)
-    {
-        const auto inTwo = [&](char c) { return has(a.letters, c) + has(b.letters, c) + has(result, c) >= 2; };
-        return std::all_of(a.letters.begin(), a.letters.end(), inTwo)
-            && std::all_of(b.letters.begin(), b.letters.end(), inTwo)
-            && std::all_of(result.begin(), result.end(), inTwo);
     }
 
     // One GEMM operand: the term as stored when its letters are (batch, rows, cols) or (batch, cols, rows)
@@ -452,71 +312,67 @@ namespace {
         NdArray copy;
     };
 
-    GemmOperand gemmOperand(const Term& t, const std::string& batch, const std::string& rows, const std::string& cols,
-        const EinsumSpec& spec, Allocator& allocator)
+    GemmOperand gemmOperand(const Node& node, const Term& t, const std::string& batch, const std::string& rows,
+        const std::string& cols, const EinsumPlan& plan, Allocator& allocator)
     {
         if (t.letters == batch + rows + cols)
             return { t.data, false, {} };
         if (t.letters == batch + cols + rows)
             return { t.data, true, {} };
-        auto copy = contractLoop({ t }, batch + rows + cols, spec, allocator);
+        auto copy = contractLoop(node, { t }, batch + rows + cols, plan, allocator);
         return { copy.f32(), false, copy };
     }
 
-    NdArray contractGemm(
-        const Term& a, const Term& b, const std::string& result, const EinsumSpec& spec, Allocator& allocator)
+    NdArray contractGemm(const Node& node, const std::vector<Term>& terms, const EinsumGemm& g,
+        const std::string& result, const EinsumPlan& plan, Allocator& allocator)
     {
-        std::string batch, m, n, k;
-        for (char c : result)
-            (has(a.letters, c) && has(b.letters, c) ? batch : has(a.letters, c) ? m : n) += c;
-        for (char c : a.letters)
-            if (!has(result, c))
-                k += c;
-        const auto order = batch + m + n;
-        if (order != result && result == batch + n + m) // C^T = B^T A^T lands in the result's order
-            return contractGemm(b, a, result, spec, allocator);
-        const auto size = [&](const std::string& letters) { return numElements(shapeOf(letters, spec)); };
-        const auto nb = size(batch), nm = size(m), nn = size(n), nk = size(k);
-        const auto pa = gemmOperand(a, batch, m, k, spec, allocator); // (batch, M, K)
-        const auto pb = gemmOperand(b, batch, k, n, spec, allocator); // (batch, K, N)
-        auto c = NdArray::zeros(allocator, shapeOf(order, spec)); // (batch, M, N)
+        const auto& a = terms[g.swapped ? 1 : 0];
+        const auto& b = terms[g.swapped ? 0 : 1];
+        const auto order = g.batch + g.m + g.n;
+        const auto size = [&](const std::string& letters) { return numElements(einsumShape(letters, plan)); };
+        const auto nb = size(g.batch), nm = size(g.m), nn = size(g.n), nk = size(g.k);
+        const auto pa = gemmOperand(node, a, g.batch, g.m, g.k, plan, allocator); // (batch, M, K)
+        const auto pb = gemmOperand(node, b, g.batch, g.k, g.n, plan, allocator); // (batch, K, N)
+        auto c = NdArray::zeros(allocator, einsumShape(order, plan)); // (batch, M, N)
         if (nm > 0 && nn > 0 && nk > 0) {
             for (std::int64_t i = 0; i < nb; ++i)
                 sgemm(pa.trans, pb.trans, nm, nn, nk, 1.0F, pa.data + i * nm * nk, pa.trans ? nm : nk,
                     pb.data + i * nk * nn, pb.trans ? nk : nn, 0.0F, c.f32() + i * nm * nn, nn);
         }
-        return order == result ? c : contractLoop({ { order, c.f32() } }, result, spec, allocator);
+        return order == result ? c : contractLoop(node, { { order, c.f32() } }, result, plan, allocator);
     }
 
-    NdArray contract(
-        const std::vector<Term>& terms, const std::string& result, const EinsumSpec& spec, Allocator& allocator)
+    NdArray contract(const Node& node, const std::vector<Term>& terms, const std::string& result,
+        const EinsumPlan& plan, Allocator& allocator)
     {
-        if (terms.size() == 2 && isBatchedGemm(terms[0], terms[1], result))
-            return contractGemm(terms[0], terms[1], result, spec, allocator);
-        return contractLoop(terms, result, spec, allocator);
+        if (terms.size() == 2) {
+            if (const auto g = einsumGemm(terms[0].letters, terms[1].letters, result))
+                return contractGemm(node, terms, *g, result, plan, allocator);
+        }
+        return contractLoop(node, terms, result, plan, allocator);
     }
 
     void einsumForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
-        const auto spec = einsumSpec(node, v.in);
+        const auto plan = planOf(node, v.in);
         std::vector<Term> terms;
         for (std::size_t t = 0; t < v.in.size(); ++t)
-            terms.push_back({ spec.inputs[t], v.in[t].f32() });
-        v.out = { contract(terms, spec.output, spec, ctx.allocator) };
+            terms.push_back({ plan.inputs[t], v.in[t].f32() });
+        v.out = { contract(node, terms, plan.output, plan, ctx.allocator) };
     }
 
     // d operand t = einsum(dOut, the other operand -> operand t's letters).
     void einsumBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
     {
-        const auto spec = einsumSpec(node, v.in);
-        const auto dy = gradOrZeros(g.gradOut[0], shapeOf(spec.output, spec), ctx.allocator);
+        const auto plan = planOf(node, v.in);
+        const auto dy = gradOrZeros(g.gradOut[0], einsumShape(plan.output, plan), ctx.allocator);
         for (std::size_t t = 0; t < v.in.size(); ++t) {
             if (!g.needGrad[t])
                 continue;
-            std::vector<Term> terms { { spec.output, dy.f32() } };
+            std::vector<Term> terms { { plan.output, dy.f32() } };
             if (v.in.size() == 2)
-                terms.push_back({ spec.inputs[1 - t], v.in[1 - t].f32() });
-            g.gradIn[t] = contract(terms, spec.inputs[t], spec, ctx.allocator);
+                terms.push_back({ plan.inputs[1 - t], v.in[1 - t].f32() });
+            g.gradIn[t] = contract(node, terms, plan.inputs[t], plan, ctx.allocator);
         }
     }
 

@@ -3,6 +3,7 @@
 #include "cpu/kernel_impl.h"
 #include "cpu/typed_arrays.h"
 #include "op_rules.h"
+#include "order_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,42 +16,12 @@ namespace {
 
     using namespace typed;
 
-    // ---- ReduceSum and ReduceMax: attrs axes (empty: all, negative from the end), keepdims (1) ----
-
-    struct Reduction
-    {
-        Shape kept; // the input's shape with 1 on reduced axes
-        Shape out; // kept, less the reduced axes when keepdims is 0
-    };
-
-    Reduction reduction(const Node& node, const Shape& in)
-    {
-        const auto rank = static_cast<std::int64_t>(in.size());
-        const auto axes = node.intsAttr("axes");
-        // ONNX's noop_with_empty_axes: no axes then means no reduction instead of all.
-        std::vector<bool> reduced(in.size(), axes.empty() && node.intAttr("noop_with_empty_axes", 0) == 0);
-        for (auto a : axes) {
-            const auto axis = a < 0 ? a + rank : a;
-            if (axis < 0 || axis >= rank || reduced[static_cast<std::size_t>(axis)])
-                throw Error(label(node) + ": axis " + std::to_string(a) + " is out of range or repeated for input "
-                    + formatShape(in));
-            reduced[static_cast<std::size_t>(axis)] = true;
-        }
-        const bool keep = node.intAttr("keepdims", 1) != 0;
-        Reduction r { in, {} };
-        for (std::size_t i = 0; i < in.size(); ++i) {
-            if (reduced[i])
-                r.kept[i] = 1;
-            if (keep || !reduced[i])
-                r.out.push_back(r.kept[i]);
-        }
-        return r;
-    }
+    // ---- ReduceSum and ReduceMax: op_rules.h's reduceShapes (axes, keepdims, noop_with_empty_axes) ----
 
     void reduceSumForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto r = reduction(node, x.shape());
+        const auto r = reduceShapes(node, x.shape());
         v.out = { byDType(x, [&](auto tag) {
             using T = decltype(tag);
             auto out = NdArray::zeros(ctx.allocator, r.kept, dtypeOf<T>());
@@ -68,7 +39,7 @@ namespace {
         if (!g.needGrad[0])
             return;
         const auto& shape = v.in[0].shape();
-        const auto r = reduction(node, shape);
+        const auto r = reduceShapes(node, shape);
         const auto dy = gradOrZeros(g.gradOut[0], r.out, ctx.allocator).view(r.kept);
         auto dx = NdArray::empty(ctx.allocator, shape);
         const float* gy = dy.f32();
@@ -80,7 +51,7 @@ namespace {
     void reduceMaxForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto r = reduction(node, x.shape());
+        const auto r = reduceShapes(node, x.shape());
         if (x.numel() == 0 && numElements(r.kept) > 0)
             throw Error(label(node) + ": cannot take the maximum over an empty axis of " + formatShape(x.shape()));
         // Saves the flat input index of each maximum, the first one in row-major order (NaN wins).
@@ -93,7 +64,7 @@ namespace {
             T* o = data<T>(out);
             const T* in = data<T>(x);
             forEachBroadcast(x.shape(), r.kept, r.kept, [&](std::int64_t i, std::int64_t ik, std::int64_t) {
-                if (at[ik] < 0 || in[i] > o[ik] || (isNan(in[i]) && !isNan(o[ik]))) {
+                if (at[ik] < 0 || math::replacesMaximum(in[i], o[ik])) {
                     o[ik] = in[i];
                     at[ik] = i;
                 }
@@ -145,44 +116,19 @@ namespace {
 
     // ---- CumSum along attr axis (default 0); exclusive (0) and reverse (0) ----
 
-    struct AxisSplit
-    {
-        std::int64_t outer, len, inner; // the shape as (outer, len, inner) around the axis
-    };
-
-    AxisSplit splitAtAxis(const Node& node, const Shape& shape)
-    {
-        const auto rank = static_cast<std::int64_t>(shape.size());
-        const auto attr = node.intAttr("axis", 0);
-        const auto axis = attr < 0 ? attr + rank : attr;
-        if (axis < 0 || axis >= rank)
-            throw Error(
-                label(node) + ": axis " + std::to_string(attr) + " is out of range for input " + formatShape(shape));
-        const auto a = static_cast<std::size_t>(axis);
-        const Shape before(shape.begin(), shape.begin() + axis);
-        const Shape after(shape.begin() + axis + 1, shape.end());
-        return { numElements(before), shape[a], numElements(after) };
-    }
-
     template <typename T> void cumsum(const T* x, T* y, const AxisSplit& d, bool exclusive, bool reverse)
     {
         for (std::int64_t o = 0; o < d.outer; ++o) {
-            for (std::int64_t in = 0; in < d.inner; ++in) {
-                T run {};
-                for (std::int64_t s = 0; s < d.len; ++s) {
-                    const auto at = (o * d.len + (reverse ? d.len - 1 - s : s)) * d.inner + in;
-                    const T value = x[at];
-                    y[at] = exclusive ? run : run + value;
-                    run += value;
-                }
-            }
+            for (std::int64_t in = 0; in < d.inner; ++in)
+                math::cumsumLine(x + o * d.length * d.inner + in, y + o * d.length * d.inner + in, d.length, d.inner,
+                    exclusive, reverse);
         }
     }
 
     void cumSumForward(const Node& node, NodeValues& v, KernelContext& ctx)
     {
         const auto& x = v.in[0];
-        const auto d = splitAtAxis(node, x.shape());
+        const auto d = axisSplitOf(node, x.shape(), 0);
         const bool exclusive = node.intAttr("exclusive", 0) != 0;
         const bool reverse = node.intAttr("reverse", 0) != 0;
         v.out = { sameShapeMap(x, ctx, [&](const auto* in, auto* out) { cumsum(in, out, d, exclusive, reverse); }) };
@@ -192,8 +138,8 @@ namespace {
     {
         // Keeps nothing: dx is the running sum of dy in the other direction, equally exclusive.
         sameShapeLinearBackward(v, g, ctx, [&](const float* dy, float* dx, const Shape& shape) {
-            cumsum(
-                dy, dx, splitAtAxis(node, shape), node.intAttr("exclusive", 0) != 0, node.intAttr("reverse", 0) == 0);
+            cumsum(dy, dx, axisSplitOf(node, shape, 0), node.intAttr("exclusive", 0) != 0,
+                node.intAttr("reverse", 0) == 0);
         });
     }
 

@@ -345,15 +345,12 @@ namespace {
     // Every op kernel of the backend, one registration per kernel file.
     void registerKernels(KernelTable& table)
     {
-        registerCudaMathKernels(table);
-        registerCudaNnKernels(table);
-        registerCudaLayoutKernels(table);
-        registerCudaPointwiseKernels(table);
-        registerCudaConvKernels(table);
-        registerCudaPoolKernels(table);
-        registerCudaIndexKernels(table);
-        registerCudaGatherKernels(table);
-        registerCudaFusedKernels(table);
+        for (auto* add :
+            { registerCudaMathKernels, registerCudaNnKernels, registerCudaLayoutKernels, registerCudaPointwiseKernels,
+                registerCudaConvKernels, registerCudaPoolKernels, registerCudaIndexKernels, registerCudaGatherKernels,
+                registerCudaCompareKernels, registerCudaScanKernels, registerCudaScatterKernels,
+                registerCudaEinsumKernels, registerCudaFusedKernels })
+            add(table);
     }
 
     class CudaBackend final : public Backend

@@ -72,6 +72,11 @@ inline unsigned blocksFor(std::int64_t n)
     return static_cast<unsigned>(b < 1 ? 1 : (b > 1048576 ? 1048576 : b)); // kernels stride past the grid
 }
 
+// A grid-stride loop of `i` over [0, n) in a kernel.
+#define PS_FOR_EACH(i, n)                                                                                              \
+    for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
+         i += static_cast<long long>(gridDim.x) * blockDim.x)
+
 // A shape (and strides over it) for kernels: rank at most kMaxRank.
 inline constexpr int kMaxRank = 8;
 struct Dims
@@ -196,7 +201,7 @@ struct BatchNormParams
 
 // The op kernels, one registration per file (cuda_math_kernels.cu, cuda_nn_kernels.cu,
 // cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu,
-// cuda_gather_kernels.cu).
+// cuda_gather_kernels.cu and the four below).
 void registerCudaMathKernels(KernelTable& table);
 void registerCudaNnKernels(KernelTable& table);
 // The fused chains of engine/fusion.h (cuda_fused_kernels.cu).
@@ -208,6 +213,14 @@ void registerCudaPoolKernels(KernelTable& table);
 void registerCudaIndexKernels(KernelTable& table);
 // GatherElements, GatherND.
 void registerCudaGatherKernels(KernelTable& table);
+// Max, Min, the comparisons and logic, Not, IsNaN (cuda_compare_kernels.cu).
+void registerCudaCompareKernels(KernelTable& table);
+// ReduceSum, ReduceMax, CumSum, TopK (cuda_scan_kernels.cu).
+void registerCudaScanKernels(KernelTable& table);
+// ScatterND, ScatterElements (cuda_scatter_kernels.cu).
+void registerCudaScatterKernels(KernelTable& table);
+// Einsum (cuda_einsum_kernels.cu).
+void registerCudaEinsumKernels(KernelTable& table);
 
 // Elementwise helpers the backend's updates share with the op kernels.
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);

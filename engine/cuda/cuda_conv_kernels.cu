@@ -25,10 +25,6 @@ namespace {
         return static_cast<int>(v);
     }
 
-#define PS_FOR_EACH(i, n)                                                                                              \
-    for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
-         i += static_cast<long long>(gridDim.x) * blockDim.x)
-
     // ---- Conv ----
 
     struct ConvShape

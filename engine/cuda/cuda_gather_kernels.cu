@@ -9,10 +9,6 @@
 namespace ps::engine::cuda {
 namespace {
 
-#define PS_FOR_EACH(i, n)                                                                                              \
-    for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
-         i += static_cast<long long>(gridDim.x) * blockDim.x)
-
     // bad[0] = 1 and bad[1] = the raw index when one is out of range.
     void reportBad(const Node& node, NdArray& bad, const std::string& where)
     {
@@ -165,8 +161,6 @@ namespace {
         checkLaunch(label(node));
         g.gradIn[0] = dx;
     }
-
-#undef PS_FOR_EACH
 
 } // namespace
 

@@ -13,10 +13,6 @@
 namespace ps::engine::cuda {
 namespace {
 
-#define PS_FOR_EACH(i, n)                                                                                              \
-    for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
-         i += static_cast<long long>(gridDim.x) * blockDim.x)
-
     // ---- Gather: data viewed as (outer, length, inner), indices (count) -> (outer, count, inner) ----
 
     struct GatherShape
@@ -342,8 +338,6 @@ namespace {
         checkLaunch(label(node));
         g.gradIn[0] = dx;
     }
-
-#undef PS_FOR_EACH
 
 } // namespace
 

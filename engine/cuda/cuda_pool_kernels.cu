@@ -8,10 +8,6 @@
 namespace ps::engine::cuda {
 namespace {
 
-#define PS_FOR_EACH(i, n)                                                                                              \
-    for (auto i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                              \
-         i += static_cast<long long>(gridDim.x) * blockDim.x)
-
     // ---- Pools ----
 
     __global__ void maxPoolKernel(const float* x, float* out, std::int64_t* argmax, math::Window w, long long total)
@@ -169,8 +165,6 @@ namespace {
         checkLaunch(label(node));
         g.gradIn[0] = dx;
     }
-
-#undef PS_FOR_EACH
 
 } // namespace
 

@@ -76,6 +76,23 @@ TEST(CudaKernels, CoverEveryZooModelsOps)
         EXPECT_TRUE(cpuBackend().supports(op)) << toString(op) << " has no CPU kernel to check it against";
 }
 
+// Every op the CPU backend trains has a CUDA kernel as well, so no imported model the CPU runs is
+// refused on a GPU for want of one. Needs no GPU, only a build with CUDA.
+TEST(CudaKernels, EveryCpuOpHasACudaKernel)
+{
+    const auto ops = engine::cuda::cudaKernelOps();
+    if (ops.empty())
+        GTEST_SKIP() << "built without CUDA";
+    int cpuOps = 0;
+    for (const auto& info : allOpTypes()) {
+        if (!cpuBackend().supports(info.type))
+            continue;
+        ++cpuOps;
+        EXPECT_NE(std::find(ops.begin(), ops.end(), info.type), ops.end()) << info.name << " has no CUDA kernel";
+    }
+    EXPECT_GT(cpuOps, 60);
+}
+
 TEST(GpuSelfTest, GptForwardAndGradientsMatchTheCpuBackend)
 {
     std::string why;

@@ -6,6 +6,7 @@
 // a kernel added without a case here fails it.
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_probe.h"
+#include "cuda_kernel_cases.h" // OpCase and the order, index and Einsum cases
 #include "graph/graph_builder.h"
 #include "kernel_test_support.h" // makeNode
 #include "pipeline_support.h"
@@ -28,13 +29,7 @@ using ps::engine::testing::noGpu;
 
 namespace {
 
-struct OpCase
-{
-    Node node;
-    std::vector<NdArray> inputs; // host
-    std::vector<bool> differentiable;
-    double tolerance = 1e-5; // relative to the largest CPU value of each compared array
-};
+using ps::engine::testing::OpCase;
 
 // Seeded random host inputs and the cases over them.
 class CaseMaker : public ps::engine::testing::RandomArrays
@@ -212,6 +207,7 @@ public:
             { { "kernel", Shape { 3, 3, 2 } }, { "strides", Shape { 2, 2, 2 } }, { "pads", Shape { 1, 1, 1, 1, 0, 1 } },
                 { "count_include_pad", std::int64_t { 1 } } },
             { random({ 2, 3, 6, 7, 5 }) }, { true });
+        ps::engine::testing::addOrderCases(*this, c);
         return c;
     }
 };

@@ -79,3 +79,125 @@ TEST(OpRules, CollapsedWalksReachTheSameOffsets)
         EXPECT_EQ(offsets(merged), offsets(view)) << "trial " << trial;
     }
 }
+
+// ---- The shared plans the CUDA kernels take (op_rules.h, einsum_plan.h, order_math.h) ----
+
+#include "einsum_plan.h"
+#include "order_math.h"
+
+namespace {
+
+Node opNode(OpType op, Attributes attrs)
+{
+    Node n;
+    n.name = "n";
+    n.op = op;
+    n.attrs = std::move(attrs);
+    return n;
+}
+
+} // namespace
+
+TEST(OpRules, ReduceShapesCheckAxesAndHonourNoopWithEmptyAxes)
+{
+    const auto r = reduceShapes(opNode(OpType::ReduceSum, { { "axes", Shape { -1, 0 } } }), { 2, 3, 4 });
+    EXPECT_EQ(r.kept, (Shape { 1, 3, 1 }));
+    EXPECT_EQ(r.out, (Shape { 1, 3, 1 }));
+    const auto all = reduceShapes(opNode(OpType::ReduceMax, { { "keepdims", std::int64_t { 0 } } }), { 2, 3 });
+    EXPECT_EQ(all.kept, (Shape { 1, 1 }));
+    EXPECT_TRUE(all.out.empty());
+    const auto noop =
+        reduceShapes(opNode(OpType::ReduceSum, { { "noop_with_empty_axes", std::int64_t { 1 } } }), { 2, 3 });
+    EXPECT_EQ(noop.kept, (Shape { 2, 3 }));
+    EXPECT_THROW((void)reduceShapes(opNode(OpType::ReduceSum, { { "axes", Shape { 1, -1 } } }), { 2, 3 }), Error);
+    const auto split = axisSplitOf(opNode(OpType::CumSum, { { "axis", std::int64_t { -2 } } }), { 2, 3, 4, 5 }, 0);
+    EXPECT_EQ(split.outer, 6);
+    EXPECT_EQ(split.length, 4);
+    EXPECT_EQ(split.inner, 5);
+    EXPECT_EQ(split.axis, 2U);
+}
+
+TEST(OpRules, ScatterNdSlotsAreRowMajorOverTheIndexedAxes)
+{
+    const auto node = opNode(OpType::ScatterND, {});
+    const auto plan = scatterNdOf(node, { 3, 4, 2 }, { 5, 2 }, { 5, 2 });
+    EXPECT_EQ(plan.inner, 2);
+    EXPECT_EQ(plan.rows, 5);
+    const std::int64_t tuple[2] = { 2, -1 };
+    int bad = -1;
+    EXPECT_EQ(math::ndGatherSlice(plan.gather, 4, tuple, &bad), 2 * 4 + 3);
+    const std::int64_t out[2] = { 3, 0 };
+    EXPECT_EQ(math::ndGatherSlice(plan.gather, 1, out, &bad), -1);
+    EXPECT_EQ(bad, 0);
+    EXPECT_THROW((void)scatterNdOf(node, { 3, 4 }, { 5, 1 }, { 5, 3 }), Error); // updates must be (5, 4)
+    EXPECT_THROW(
+        (void)scatterNdOf(opNode(OpType::ScatterND, { { "reduction", std::string("add") } }), { 3 }, { 1, 1 }, { 1 }),
+        Error);
+}
+
+TEST(EinsumPlan, GemmFormsAndTheLoopAgree)
+{
+    const auto g = einsumGemm("bij", "bjk", "bik");
+    ASSERT_TRUE(g.has_value());
+    EXPECT_EQ(g->batch, "b");
+    EXPECT_EQ(g->m, "i");
+    EXPECT_EQ(g->n, "k");
+    EXPECT_EQ(g->k, "j");
+    EXPECT_FALSE(g->swapped);
+    const auto swapped = einsumGemm("ij", "jk", "ki");
+    ASSERT_TRUE(swapped.has_value());
+    EXPECT_TRUE(swapped->swapped);
+    EXPECT_EQ(swapped->m + swapped->n, "ki");
+    const auto outer = einsumGemm("ij", "kj", "ikj"); // j in all three: a batch of outer products (K = 1)
+    ASSERT_TRUE(outer.has_value());
+    EXPECT_EQ(outer->batch + "|" + outer->k, "j|");
+    EXPECT_FALSE(einsumGemm("ij", "jk", "").has_value()); // i and k in one term only: the loop
+    // The loop: C = A B^T through contractElement, against the sums written out.
+    const auto node = opNode(OpType::Einsum, { { "equation", std::string("ik,jk->ij") } });
+    const auto plan = einsumPlan(node, { { 2, 3 }, { 4, 3 } });
+    const auto loop = einsumLoop(node, { "ik", "jk" }, "ij", plan);
+    std::vector<float> a(6), b(12);
+    for (std::size_t i = 0; i < a.size(); ++i)
+        a[i] = static_cast<float>(i) - 2.5F;
+    for (std::size_t i = 0; i < b.size(); ++i)
+        b[i] = 0.5F * static_cast<float>(i % 5) - 1.0F;
+    for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 4; ++j) {
+            double want = 0;
+            for (int k = 0; k < 3; ++k)
+                want += static_cast<double>(a[static_cast<std::size_t>(i * 3 + k)])
+                    * b[static_cast<std::size_t>(j * 3 + k)];
+            EXPECT_DOUBLE_EQ(math::contractElement(loop, a.data(), b.data(), i * 4 + j), want);
+        }
+    }
+    EXPECT_THROW((void)einsumPlan(node, { { 2, 3 }, { 4, 5 } }), Error); // k is 3 and 5
+    const auto wide = opNode(OpType::Einsum, { { "equation", std::string("abcdefghijklm->abcdefghijklm") } });
+    const Shape ones(13, 1);
+    EXPECT_THROW((void)einsumLoop(wide, { "abcdefghijklm" }, "abcdefghijklm", einsumPlan(wide, { ones })), Error);
+}
+
+TEST(OrderMath, TopKOrderTiesNanAndMixedPredicates)
+{
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_TRUE(math::topKBefore(nan, 5, 3.0F, 0, true)); // NaN ranks first when largest
+    EXPECT_FALSE(math::topKBefore(nan, 5, 3.0F, 0, false)); // and last when smallest
+    EXPECT_TRUE(math::topKBefore(1.0F, 2, 1.0F, 4, true)); // ties: the lower index first
+    EXPECT_FALSE(math::topKBefore(1.0F, 4, 1.0F, 2, true));
+    EXPECT_TRUE(math::replacesMaximum(nan, 9.0F));
+    EXPECT_FALSE(math::replacesMaximum(9.0F, nan));
+    EXPECT_FALSE(math::replacesMaximum(2.0F, 2.0F)); // the first maximum stays
+    EXPECT_TRUE(math::takesA(nan, 1.0F, true));
+    EXPECT_FALSE(math::takesA(1.0F, nan, false));
+    EXPECT_TRUE(math::predicate(math::Predicate::Less, std::int64_t { 2 }, 2.5F)); // mixed: as double
+    // i64 against f32 compares as double (2^53 + 1 rounds to 2^53), i64 against i64 exactly.
+    EXPECT_TRUE(math::predicate(math::Predicate::Equal, (std::int64_t { 1 } << 53) + 1, 9007199254740992.0F));
+    EXPECT_TRUE(
+        math::predicate(math::Predicate::Equal, (std::int64_t { 1 } << 60) + 1, (std::int64_t { 1 } << 60) + 1));
+    EXPECT_TRUE(math::predicate(math::Predicate::Or, 0.0F, std::int64_t { 3 }));
+    std::int64_t x[6] = { 1, 2, 3, 4, 5, 6 };
+    std::int64_t y[6] = {};
+    math::cumsumLine(x, y, 3, 2, true, true); // every other element, exclusive, from the end
+    EXPECT_EQ(y[4], 0);
+    EXPECT_EQ(y[2], 5);
+    EXPECT_EQ(y[0], 8);
+}
