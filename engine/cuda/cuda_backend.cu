@@ -345,11 +345,11 @@ namespace {
     // Every op kernel of the backend, one registration per kernel file.
     void registerKernels(KernelTable& table)
     {
-        for (auto* add :
-            { registerCudaMathKernels, registerCudaNnKernels, registerCudaLayoutKernels, registerCudaPointwiseKernels,
-                registerCudaConvKernels, registerCudaPoolKernels, registerCudaIndexKernels, registerCudaGatherKernels,
-                registerCudaCompareKernels, registerCudaScanKernels, registerCudaScatterKernels,
-                registerCudaEinsumKernels, registerCudaFusedKernels })
+        for (auto* add : { registerCudaMathKernels, registerCudaMatmulKernels, registerCudaNnKernels,
+                 registerCudaLayoutKernels, registerCudaPointwiseKernels, registerCudaConvKernels,
+                 registerCudaPoolKernels, registerCudaIndexKernels, registerCudaGatherKernels,
+                 registerCudaCompareKernels, registerCudaScanKernels, registerCudaScatterKernels,
+                 registerCudaEinsumKernels, registerCudaFusedKernels })
             add(table);
     }
 

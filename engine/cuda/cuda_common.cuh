@@ -203,6 +203,8 @@ struct BatchNormParams
 // cuda_layout_kernels.cu, cuda_pointwise_kernels.cu, cuda_conv_kernels.cu, cuda_index_kernels.cu,
 // cuda_gather_kernels.cu and the four below).
 void registerCudaMathKernels(KernelTable& table);
+// MatMul and the MatMul + bias GEMM (cuda_matmul_kernels.cu).
+void registerCudaMatmulKernels(KernelTable& table);
 void registerCudaNnKernels(KernelTable& table);
 // The fused chains of engine/fusion.h (cuda_fused_kernels.cu).
 void registerCudaFusedKernels(KernelTable& table);
@@ -221,6 +223,11 @@ void registerCudaScanKernels(KernelTable& table);
 void registerCudaScatterKernels(KernelTable& table);
 // Einsum (cuda_einsum_kernels.cu).
 void registerCudaEinsumKernels(KernelTable& table);
+
+// a's and b's shapes broadcast together (NumPy rules), errors naming `node`.
+[[nodiscard]] Shape broadcastShapeOf(const Shape& a, const Shape& b, const Node& node);
+// a + b with NumPy broadcasting (the Add kernel's), errors naming `node`.
+[[nodiscard]] NdArray addArrays(const NdArray& a, const NdArray& b, const Node& node, KernelContext& ctx);
 
 // Elementwise helpers the backend's updates share with the op kernels.
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);

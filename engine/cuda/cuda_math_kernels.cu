@@ -1,4 +1,4 @@
-// CUDA kernels of MatMul (cuBLAS), the broadcasting Add/BiasAdd/Sub/Mul/Div, Scale and the activations
+// CUDA kernels of the broadcasting Add/BiasAdd/Sub/Mul/Div, Scale and the activations
 // (Relu, Tanh, GELU over kernel_math.h), Expand and ReduceMean (the broadcast-gradient reduction is
 // cuda_reduce_kernels.cu's).
 #include "cuda/cuda_common.cuh"
@@ -11,17 +11,6 @@
 
 namespace ps::engine::cuda {
 namespace {
-
-    // ---- Shapes ----
-
-    Shape broadcastShape(const Shape& a, const Shape& b, const Node& node)
-    {
-        try {
-            return broadcastShapes(a, b);
-        } catch (const Error& e) {
-            throw Error("node '" + node.name + "': " + e.what());
-        }
-    }
 
     // out[i] = scale * src[its broadcast source]: Expand, and ReduceMean's backward.
     __global__ void broadcastKernel(const float* src, float* out, Dims shape, Dims strides, float scale, std::int64_t n)
@@ -102,7 +91,7 @@ namespace {
             throw Error("node '" + node.name + "' (" + std::string(toString(node.op))
                 + "): the CUDA backend runs it on f32 values, its inputs are " + std::string(toString(a.dtype()))
                 + " and " + std::string(toString(b.dtype())));
-        const auto shape = broadcastShape(a.shape(), b.shape(), node);
+        const auto shape = broadcastShapeOf(a.shape(), b.shape(), node);
         auto out = NdArray::empty(ctx.allocator, shape);
         const auto n = out.numel();
         auto walk = dimsOf(shape);
@@ -324,187 +313,6 @@ namespace {
             unary(tanhGelu(node) ? Unary::GeluTanhGrad : Unary::GeluErfGrad, v.in[0], &g.gradOut[0], 0, ctx, node);
     }
 
-    // ---- MatMul (a (..., M, K), b (..., K, N) or (..., N, K) with trans_b[, bias (N)]) ----
-
-    struct MatmulShape
-    {
-        std::int64_t m = 0, k = 0, n = 0;
-        bool transB = false;
-        Shape batchA, batchB, batchOut; // batchA and batchB left-padded to batchOut's rank
-    };
-
-    MatmulShape matmulShape(const Node& node, const Shape& a, const Shape& b)
-    {
-        if (a.size() < 2 || b.size() < 2)
-            throw Error("node '" + node.name + "': the CUDA MatMul takes operands of rank 2 or more, not "
-                + formatShape(a) + " x " + formatShape(b));
-        MatmulShape s;
-        s.transB = node.intAttr("trans_b", 0) != 0;
-        s.m = a[a.size() - 2];
-        s.k = a.back();
-        s.n = s.transB ? b[b.size() - 2] : b.back();
-        Shape ba(a.begin(), a.end() - 2);
-        Shape bb(b.begin(), b.end() - 2);
-        s.batchOut = broadcastShape(ba, bb, node);
-        s.batchA = Shape(s.batchOut.size() - ba.size(), 1);
-        s.batchA.insert(s.batchA.end(), ba.begin(), ba.end());
-        s.batchB = Shape(s.batchOut.size() - bb.size(), 1);
-        s.batchB.insert(s.batchB.end(), bb.begin(), bb.end());
-        return s;
-    }
-
-    // Matrix offsets (in elements) of A and B for each output matrix, by broadcasting.
-    std::vector<std::pair<std::int64_t, std::int64_t>> matrixOffsets(const MatmulShape& s)
-    {
-        const auto count = numElements(s.batchOut);
-        std::vector<std::pair<std::int64_t, std::int64_t>> out(static_cast<std::size_t>(count));
-        const auto sa = stridesOver(s.batchA, s.batchOut);
-        const auto sb = stridesOver(s.batchB, s.batchOut);
-        for (std::int64_t i = 0; i < count; ++i) {
-            std::int64_t rest = i;
-            std::int64_t oa = 0;
-            std::int64_t ob = 0;
-            for (int d = static_cast<int>(s.batchOut.size()) - 1; d >= 0; --d) {
-                const auto coord = rest % s.batchOut[static_cast<std::size_t>(d)];
-                rest /= s.batchOut[static_cast<std::size_t>(d)];
-                oa += coord * sa.stride[d];
-                ob += coord * sb.stride[d];
-            }
-            out[static_cast<std::size_t>(i)] = { oa * s.m * s.k, ob * s.k * s.n };
-        }
-        return out;
-    }
-
-    int asInt(std::int64_t v)
-    {
-        if (v > 2147483647)
-            throw Error("cuda backend: a GEMM dimension of " + std::to_string(v) + " is above cuBLAS's int range");
-        return static_cast<int>(v);
-    }
-
-    // ---- bf16 operands: cast once per call into workspace (kernel_math.h's rounding) ----
-
-    __global__ void toBf16Kernel(const float* x, unsigned short* y, std::int64_t n)
-    {
-        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-            y[i] = math::floatToBf16Bits(x[i]);
-    }
-
-    void matmulForward(const Node& node, NodeValues& v, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto s = matmulShape(node, v.in[0].shape(), v.in[1].shape());
-        auto outShape = s.batchOut;
-        outShape.push_back(s.m);
-        outShape.push_back(s.n);
-        auto out = NdArray::empty(ctx.allocator, outShape);
-        const auto a = gemmOperand(v.in[0], ctx, node);
-        const auto b = gemmOperand(v.in[1], ctx, node);
-        const auto p = ctx.gemm;
-        const int ldb = asInt(s.transB ? s.k : s.n);
-        const auto batches = numElements(s.batchOut);
-        if (numElements(s.batchB) == 1) { // one GEMM over every row of A
-            gemm(p, false, s.transB, asInt(batches * s.m), asInt(s.n), asInt(s.k), a.at(0), asInt(s.k), 0, b.at(0), ldb,
-                0, 0.0F, f32(out), asInt(s.n), 0, 1);
-        } else if (s.batchA == s.batchB) { // attention: equal batches, one strided-batched call
-            gemm(p, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), a.at(0), asInt(s.k), s.m * s.k, b.at(0), ldb,
-                s.k * s.n, 0.0F, f32(out), asInt(s.n), s.m * s.n, asInt(batches));
-        } else {
-            const auto offsets = matrixOffsets(s);
-            for (std::size_t i = 0; i < offsets.size(); ++i)
-                gemm(p, false, s.transB, asInt(s.m), asInt(s.n), asInt(s.k), a.at(offsets[i].first), asInt(s.k), 0,
-                    b.at(offsets[i].second), ldb, 0, 0.0F, f32(out) + static_cast<std::int64_t>(i) * s.m * s.n,
-                    asInt(s.n), 0, 1);
-        }
-        if (v.in.size() == 3) // Gemm's bias over the last dim
-            out = binary(Binary::Add, out, v.in[2], node, ctx);
-        v.out = { out };
-    }
-
-    void matmulBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        const auto& dyArray = g.gradOut[0];
-        const auto s = matmulShape(node, v.in[0].shape(), v.in[1].shape());
-        const auto p = ctx.gemm;
-        const auto batches = numElements(s.batchOut);
-        const int ldb = asInt(s.transB ? s.k : s.n);
-        const bool flat = numElements(s.batchB) == 1;
-        const bool equal = s.batchA == s.batchB;
-        const auto offsets = flat || equal ? std::vector<std::pair<std::int64_t, std::int64_t>>() : matrixOffsets(s);
-        const auto dy = gemmOperand(dyArray, ctx, node);
-        if (g.needGrad[0]) { // dA = dY B^T (B (K, N)), or dY B (B (N, K))
-            const auto b = gemmOperand(v.in[1], ctx, node);
-            auto da = NdArray::zeros(ctx.allocator, v.in[0].shape());
-            if (flat)
-                gemm(p, false, !s.transB, asInt(batches * s.m), asInt(s.k), asInt(s.n), dy.at(0), asInt(s.n), 0,
-                    b.at(0), ldb, 0, 0.0F, f32(da), asInt(s.k), 0, 1);
-            else if (equal)
-                gemm(p, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n), dy.at(0), asInt(s.n), s.m * s.n, b.at(0),
-                    ldb, s.k * s.n, 0.0F, f32(da), asInt(s.k), s.m * s.k, asInt(batches));
-            else
-                for (std::size_t i = 0; i < offsets.size(); ++i) // A broadcast: sums over its repeats
-                    gemm(p, false, !s.transB, asInt(s.m), asInt(s.k), asInt(s.n),
-                        dy.at(static_cast<std::int64_t>(i) * s.m * s.n), asInt(s.n), 0, b.at(offsets[i].second), ldb, 0,
-                        1.0F, f32(da) + offsets[i].first, asInt(s.k), 0, 1);
-            g.gradIn[0] = da;
-        }
-        if (g.needGrad[1]) { // dB = A^T dY (K, N), or dY^T A (N, K) with trans_b
-            const auto a = gemmOperand(v.in[0], ctx, node);
-            auto db = NdArray::zeros(ctx.allocator, v.in[1].shape());
-            const auto one = [&](std::int64_t ai, std::int64_t dyi, float* dbi, int rows, long long sa, long long sdy,
-                                 long long sdb, int count, float beta) {
-                if (s.transB)
-                    gemm(p, true, false, asInt(s.n), asInt(s.k), rows, dy.at(dyi), asInt(s.n), sdy, a.at(ai),
-                        asInt(s.k), sa, beta, dbi, asInt(s.k), sdb, count);
-                else
-                    gemm(p, true, false, asInt(s.k), asInt(s.n), rows, a.at(ai), asInt(s.k), sa, dy.at(dyi), asInt(s.n),
-                        sdy, beta, dbi, asInt(s.n), sdb, count);
-            };
-            if (flat)
-                one(0, 0, f32(db), asInt(batches * s.m), 0, 0, 0, 1, 0.0F);
-            else if (equal)
-                one(0, 0, f32(db), asInt(s.m), s.m * s.k, s.m * s.n, s.k * s.n, asInt(batches), 0.0F);
-            else
-                for (std::size_t i = 0; i < offsets.size(); ++i) // B broadcast: sums over its repeats
-                    one(offsets[i].first, static_cast<std::int64_t>(i) * s.m * s.n, f32(db) + offsets[i].second,
-                        asInt(s.m), 0, 0, 0, 1, 1.0F);
-            g.gradIn[1] = db;
-        }
-        if (v.in.size() == 3 && g.needGrad[2])
-            g.gradIn[2] = reduceTo(dyArray, v.in[2].shape(), ctx.allocator);
-    }
-
-    // MatMul + bias (Backend::gemmBias): one cuBLASLt GEMM with the bias epilogue where the product
-    // is one GEMM over every row of x (w a single matrix), else MatMul's GEMMs and the add.
-    NdArray gemmBiasForward(
-        const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx)
-    {
-        useDevice(ctx.allocator);
-        for (const auto* a : { &x, &w, &bias })
-            requireF32(matmul, *a);
-        const auto s = matmulShape(matmul, x.shape(), w.shape());
-        if (bias.shape() != Shape { s.n })
-            throw Error(label(matmul) + ": a bias of " + formatShape(bias.shape()) + " does not add over its "
-                + std::to_string(s.n) + " columns");
-        if (numElements(s.batchB) == 1 && cublasLtEnabled()) {
-            auto outShape = s.batchOut;
-            outShape.push_back(s.m);
-            outShape.push_back(s.n);
-            auto out = NdArray::empty(ctx.allocator, outShape);
-            const auto a = gemmOperand(x, ctx, matmul);
-            const auto b = gemmOperand(w, ctx, matmul);
-            if (gemmBiasLt(
-                    ctx.gemm, s.transB, numElements(s.batchOut) * s.m, s.n, s.k, a.at(0), b.at(0), f32(bias), f32(out)))
-                return out;
-        }
-        NodeValues v;
-        v.in = { x, w };
-        matmulForward(matmul, v, ctx);
-        return binary(Binary::Add, v.out[0], bias, matmul, ctx);
-    }
-
 } // namespace
 
 Dims dimsOf(const Shape& shape)
@@ -553,27 +361,22 @@ NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator&
     return out;
 }
 
-GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
+Shape broadcastShapeOf(const Shape& a, const Shape& b, const Node& node)
 {
-    GemmOperand o;
-    if (ctx.gemm != GemmPrecision::Bf16) {
-        o.base = f32(x);
-        return o;
+    try {
+        return broadcastShapes(a, b);
+    } catch (const Error& e) {
+        throw Error("node '" + node.name + "': " + e.what());
     }
-    const auto n = x.numel();
-    o.copy = NdArray::empty(ctx.allocator, { 2 * n }, DType::U8);
-    if (n > 0)
-        toBf16Kernel<<<blocksFor(n), kThreads>>>(f32(x), reinterpret_cast<unsigned short*>(u8(o.copy)), n);
-    checkLaunch("node '" + node.name + "' (bf16 operand)");
-    o.base = u8(o.copy);
-    o.elementBytes = 2;
-    return o;
+}
+
+NdArray addArrays(const NdArray& a, const NdArray& b, const Node& node, KernelContext& ctx)
+{
+    return binary(Binary::Add, a, b, node, ctx);
 }
 
 void registerCudaMathKernels(KernelTable& table)
 {
-    table.setGemmBias(gemmBiasForward);
-    table.add(OpType::MatMul, { matmulForward, matmulBackward });
     table.add(OpType::Add, { addForward, addBackward });
     table.add(OpType::BiasAdd, { addForward, addBackward });
     table.add(OpType::Sub, { subForward, subBackward });

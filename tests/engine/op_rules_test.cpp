@@ -83,6 +83,7 @@ TEST(OpRules, CollapsedWalksReachTheSameOffsets)
 // ---- The shared plans the CUDA kernels take (op_rules.h, einsum_plan.h, order_math.h) ----
 
 #include "einsum_plan.h"
+#include "gemm_pitch.h"
 #include "order_math.h"
 
 namespace {
@@ -200,4 +201,15 @@ TEST(OrderMath, TopKOrderTiesNanAndMixedPredicates)
     EXPECT_EQ(y[4], 0);
     EXPECT_EQ(y[2], 5);
     EXPECT_EQ(y[0], 8);
+}
+
+// gemm_pitch.h: only large matrices whose rows do not end on 16-byte boundaries get a pitch.
+TEST(GemmPitch, PadsOnlyLargeMisalignedRows)
+{
+    EXPECT_EQ(gemmRowPitch(8192, 50257, true), 50264); // GPT-2's logits
+    EXPECT_EQ(gemmRowPitch(8192, 50257, false), 50257);
+    EXPECT_EQ(gemmRowPitch(8192, 50304, true), 50304); // a padded vocabulary: aligned already
+    EXPECT_EQ(gemmRowPitch(64, 513, true), 513); // small: as stored
+    EXPECT_EQ(gemmRowPitch(2048, 513, true), 520);
+    EXPECT_EQ(gemmRowPitch(2043, 513, true), 513); // just under 2^20 elements
 }
