@@ -206,6 +206,28 @@ TEST(GpuSelfTest, OneFOneBOnTwoVirtualDevicesMatchesOneGpu)
         EXPECT_NEAR(planned[i], one[i], 1e-4 * std::abs(one[i])) << "with swap and recompute, step " << i + 1;
 }
 
+// Two real GPUs, a worker each, activations and gradients sent GPU to GPU (peer copies where the
+// GPUs allow them, staged through the host where not): 1F1B and GPipe, and 1F1B with swap and
+// recompute, against one GPU's losses. Skips on a machine with one GPU.
+TEST(GpuSelfTest, PipelinesOnTwoGpusMatchOneGpu)
+{
+    const auto probe = engine::cuda::probeGpus();
+    if (probe.devices.size() < 2)
+        GTEST_SKIP() << "needs two GPUs, found " << probe.devices.size() << ": " << probe.status;
+    const auto graph = smallGpt(4, 0.1);
+    const auto one = trainLosses(graph, config(graph, "1f1b", 1), "cuda:0", 10);
+    for (const char* schedule : { "1f1b", "gpipe" }) {
+        const auto split = trainLosses(graph, config(graph, schedule, 2), "cuda:0,cuda:1", 10);
+        for (std::size_t i = 0; i < one.size(); ++i)
+            EXPECT_NEAR(split[i], one[i], 1e-4 * std::abs(one[i])) << schedule << ", step " << i + 1;
+    }
+    auto planned = config(graph, "1f1b", 2);
+    planned.memory = swapAndRecompute(graph, planned.partition);
+    const auto swapped = trainLosses(graph, planned, "cuda:0,cuda:1", 10);
+    for (std::size_t i = 0; i < one.size(); ++i)
+        EXPECT_NEAR(swapped[i], one[i], 1e-4 * std::abs(one[i])) << "with swap and recompute, step " << i + 1;
+}
+
 namespace {
 
 NdArray toDevice(const Backend& gpu, Allocator& alloc, const NdArray& host)
