@@ -272,14 +272,15 @@ namespace {
             fmt::print("{} on {} x {}, {} with {} micro-batches\n{:<26} {:>15} {:>14}  {}\n", p.graph.info().name,
                 p.spec.devices(), p.cluster.device.id, scheduleName(p.spec), p.spec.microBatches, "algorithm",
                 "max micro-batch", "slowest ms", "cuts");
-        // The rows are independent searches: they run on the machine's cores, each into its slot.
+        // The rows are independent searches: they run on the machine's cores, each into its slot, and
+        // each row tries several sizes at once (a core left idle by rows done early serves the rest).
         const auto table = maxBatchRows(o);
         std::vector<MaxBatchResult> results(table.size());
         parallelFor(table.size(), 0, [&](std::size_t i) {
             PlannerOptions options;
             options.algorithm = table[i].algorithm;
             options.limits = table[i].limits;
-            results[i] = findMaxMicroBatch(p.graph, p.profile, p.spec, p.cluster, options, o.upperLimit);
+            results[i] = findMaxMicroBatch(p.graph, p.profile, p.spec, p.cluster, options, o.upperLimit, 0);
         });
         for (std::size_t i = 0; i < table.size(); ++i) {
             const auto& row = table[i];

@@ -12,13 +12,31 @@
 
 namespace ps {
 
+namespace {
+
+    // Up to `k` distinct sizes strictly between lo and hi that split it into nearly equal parts; for
+    // k = 1 the midpoint lo + (hi - lo) / 2, as a plain bisection takes.
+    std::vector<int> splitPoints(int lo, int hi, int k)
+    {
+        std::vector<int> points;
+        for (int j = 1; j <= k; ++j) {
+            const auto p = static_cast<int>(lo + static_cast<long long>(hi - lo) * j / (k + 1));
+            if (p > lo && p < hi && (points.empty() || p > points.back()))
+                points.push_back(p);
+        }
+        return points;
+    }
+
+} // namespace
+
 MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule,
-    const Cluster& cluster, const PlannerOptions& options, int upperLimit)
+    const Cluster& cluster, const PlannerOptions& options, int upperLimit, int threads)
 {
     const auto attempt = [&](int b) {
         const StageModel model(graph, profile, schedule, cluster, b, options.limits);
         return findPlan(model, options);
     };
+    const int k = std::max(1, threads <= 0 ? defaultSearchThreads() : threads);
     MaxBatchResult best;
     auto plan = attempt(1);
     if (!plan.feasible)
@@ -26,27 +44,31 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
     best = { 1, plan };
     int lo = 1; // feasible
     int hi = 0; // infeasible, 0 = not found yet
-    for (int b = 2; b <= upperLimit; b *= 2) {
-        plan = attempt(b);
-        if (!plan.feasible) {
-            hi = b;
-            break;
+    // Tries `sizes` (increasing) side by side; the first infeasible one becomes hi, the largest
+    // feasible one below it lo (with feasibility monotone in the size, what one size at a time finds).
+    const auto tryAll = [&](const std::vector<int>& sizes) {
+        std::vector<Plan> plans(sizes.size());
+        parallelFor(sizes.size(), k, [&](std::size_t i) { plans[i] = attempt(sizes[i]); });
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            if (!plans[i].feasible) {
+                hi = sizes[i];
+                return;
+            }
+            lo = sizes[i];
+            best = { sizes[i], std::move(plans[i]) };
         }
-        lo = b;
-        best = { b, plan };
+    };
+    // Doubling: the next k powers of two at once, up to the limit.
+    for (long long b = 2; b <= upperLimit && hi == 0;) {
+        std::vector<int> sizes;
+        for (; b <= upperLimit && static_cast<int>(sizes.size()) < k; b *= 2)
+            sizes.push_back(static_cast<int>(b));
+        tryAll(sizes);
     }
     if (hi == 0)
         return best; // fits up to the limit
-    while (hi - lo > 1) {
-        const int mid = lo + (hi - lo) / 2;
-        plan = attempt(mid);
-        if (plan.feasible) {
-            lo = mid;
-            best = { mid, plan };
-        } else {
-            hi = mid;
-        }
-    }
+    while (hi - lo > 1)
+        tryAll(splitPoints(lo, hi, k));
     return best;
 }
 

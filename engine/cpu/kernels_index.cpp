@@ -123,6 +123,7 @@ namespace {
     struct ScatterPlan
     {
         std::int64_t inner = 1;
+        std::int64_t slotCount = 0; // the product of the indexed dims (inner may be 0)
         std::vector<std::int64_t> slots;
     };
 
@@ -138,6 +139,7 @@ namespace {
         const auto nd = scatterNdOf(node, data.shape(), indices.shape(), v.in[2].shape()); // op_rules.h
         ScatterPlan plan;
         plan.inner = nd.inner;
+        plan.slotCount = nd.gather.slicesPerBatch;
         for (std::int64_t r = 0; r < nd.rows; ++r) {
             int bad = 0;
             const auto* tuple = indices.i64() + r * nd.gather.depth;
@@ -170,7 +172,7 @@ namespace {
         const auto plan = scatterPlan(node, v);
         const auto dy = gradOrZeros(g.gradOut[0], data.shape(), ctx.allocator);
         // The update that forward left in each slot (duplicates: the last).
-        std::vector<std::int64_t> writer(static_cast<std::size_t>(plan.inner > 0 ? data.numel() / plan.inner : 0), -1);
+        std::vector<std::int64_t> writer(static_cast<std::size_t>(plan.slotCount), -1);
         for (std::size_t r = 0; r < plan.slots.size(); ++r)
             writer[static_cast<std::size_t>(plan.slots[r])] = static_cast<std::int64_t>(r);
         const auto rowBytes = static_cast<std::size_t>(plan.inner) * sizeof(float);

@@ -178,7 +178,7 @@ namespace {
         const auto rows = numElements(s.batchOut) * s.m;
         const auto pitch = gemmRowPitch(rows, s.n, true);
         const auto p = ctx.gemm;
-        const auto a = gemmOperand(v.in[0], ctx, node);
+        const auto a = g.needGrad[1] ? gemmOperand(v.in[0], ctx, node) : GemmOperand {};
         const auto b = !g.needGrad[0] ? GemmOperand {}
             : s.transB                ? gemmOperand(v.in[1], ctx, node)
                                       : pitchedOperand(f32(v.in[1]), s.k, s.n, pitch, ctx, node);

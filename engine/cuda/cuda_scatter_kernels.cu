@@ -141,8 +141,7 @@ namespace {
                 i64(v.in[1]), ll(s.slot), s.plan.gather, s.plan.rows, i64(bad));
         checkLaunch(label(node));
         reportBad(node, bad, "the data's indexed axes " + formatShape(data.shape()));
-        const auto slots = s.plan.inner > 0 ? data.numel() / s.plan.inner : 0;
-        s.writer = writersOf(s.slot, slots, allocator);
+        s.writer = writersOf(s.slot, s.plan.gather.slicesPerBatch, allocator); // inner may be 0
         return s;
     }
 

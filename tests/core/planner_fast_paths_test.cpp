@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 using namespace ps;
@@ -377,4 +379,39 @@ TEST(PlannerFastPaths, SharedRangeFactsEqualTheDirectComputation)
     EXPECT_EQ(changed, graph); // equal content compares equal whatever the revisions
     EXPECT_NE(RangeFacts::of(changed), facts);
     EXPECT_THROW((void)facts->backwardWorking(changed, 0, n, BackwardPass::Full), Error);
+}
+
+// The maximum micro-batch found trying 2 or 3 sizes at once is one size at a time's, with the same
+// plan, for several algorithms, memory plans and limits (a limit at which nothing fits included).
+TEST(PlannerFastPaths, MaxMicroBatchOnSeveralThreadsIsTheSequentialOne)
+{
+    const auto graph = zooGraph("gpt2-small");
+    const auto profile = estimateProfile(graph, a100Device(), {});
+    const ScheduleSpec spec { ScheduleKind::OneFOneB, 4, 8, 1, 1 };
+    const auto cluster = makeCluster(a100Device(), 4);
+    const double even =
+        StageModel(graph, profile, spec, cluster, 16, {}).approxMemoryBytes(0, graph.nodeCount(), 0) / 4;
+    std::set<int> sizes; // the answers: none, the limit's power of two, and ones found by bisection
+    for (const auto algorithm : { PlanAlgorithm::DawnPiper, PlanAlgorithm::GPipe, PlanAlgorithm::PipeDream }) {
+        for (const bool swapRecompute : { false, true }) {
+            for (const double limit : { 0.0, 0.5 * even, 1e6 }) {
+                PlannerOptions o;
+                o.algorithm = algorithm;
+                o.limits = { limit, swapRecompute, swapRecompute };
+                const auto what = std::string(toString(algorithm)) + (swapRecompute ? " s+r" : "") + " limit "
+                    + std::to_string(limit);
+                const auto one = findMaxMicroBatch(graph, profile, spec, cluster, o, 300, 1);
+                sizes.insert(one.microBatch);
+                for (const int threads : { 2, 3 }) {
+                    const auto many = findMaxMicroBatch(graph, profile, spec, cluster, o, 300, threads);
+                    EXPECT_EQ(many.microBatch, one.microBatch) << what << ", " << threads << " threads";
+                    expectSamePlan(many.plan, one.plan, what + ", " + std::to_string(threads) + " threads");
+                }
+            }
+        }
+    }
+    EXPECT_TRUE(sizes.contains(0));
+    EXPECT_GE(sizes.size(), 4U) << "the cases should reach the bisection with several answers";
+    for (const int b : sizes)
+        std::cout << "[ NOTE ] max micro-batch " << b << "\n";
 }

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 using namespace ps;
 using namespace ps::engine;
@@ -236,14 +237,19 @@ NdArray toDevice(const Backend& gpu, Allocator& alloc, const NdArray& host)
         alloc, host.shape(), DType::F32, std::as_bytes(std::span(host.f32(), static_cast<std::size_t>(host.numel()))));
 }
 
-// Largest |gpu - cpu| over the largest |cpu|.
+// Largest |gpu - cpu| over the largest |cpu|; infinite where the shapes differ or one side is NaN.
 double relativeMax(const Backend& gpu, const NdArray& got, const NdArray& want)
 {
+    if (got.shape() != want.shape())
+        return std::numeric_limits<double>::infinity();
     const auto a = asFloats(gpu.toHost(got));
     double worst = 0;
     double scale = 1e-3;
     for (std::int64_t i = 0; i < want.numel(); ++i) {
-        worst = std::max(worst, std::abs(static_cast<double>(a[static_cast<std::size_t>(i)]) - want.f32()[i]));
+        const double d = std::abs(static_cast<double>(a[static_cast<std::size_t>(i)]) - want.f32()[i]);
+        if (std::isnan(d))
+            return std::numeric_limits<double>::infinity();
+        worst = std::max(worst, d);
         scale = std::max(scale, std::abs(static_cast<double>(want.f32()[i])));
     }
     return worst / scale;

@@ -68,6 +68,8 @@ inline void addOrderCases(RandomArrays& make, std::vector<OpCase>& c)
     add(OpType::ReduceMax, { { "axes", Shape { 0, 2 } }, { "keepdims", i64(0) } }, { make.ints({ 3, 4, 2 }, 7) },
         { false });
     add(OpType::ReduceMax, { { "axes", Shape { 1 } } }, { withNan }, { true });
+    add(OpType::ReduceMax, { { "axes", Shape { 1 } } }, // a NaN after a number replaces it
+        { make.floats({ 2, 3 }, { 1.0F, nan, 2.0F, 3.0F, 0.0F, nan }) }, { true });
     // CumSum: along an inner axis, exclusive and reverse, integers.
     add(OpType::CumSum, { { "axis", i64(1) } }, { make.random({ 3, 6, 4 }) }, { true });
     add(OpType::CumSum, { { "axis", i64(-1) }, { "exclusive", i64(1) }, { "reverse", i64(1) } },
@@ -88,6 +90,8 @@ inline void addOrderCases(RandomArrays& make, std::vector<OpCase>& c)
         { true, false, true });
     add(OpType::ScatterND, none, { make.ints({ 4, 2 }, 9), make.indices({ 2, 1 }, { 3, 0 }), make.ints({ 2, 2 }, 9) },
         { false, false, false });
+    add(OpType::ScatterND, none, { make.random({ 5, 0 }), make.indices({ 2, 1 }, { 1, 1 }), make.random({ 2, 0 }) },
+        { true, false, true }); // slots of no elements
     // ScatterElements: written (repeats: the last wins) and added, integers.
     add(OpType::ScatterElements, { { "axis", i64(1) } },
         { make.random({ 3, 5 }), make.indices({ 3, 2 }, { 4, 4, 0, -1, 2, 1 }), make.random({ 3, 2 }) },

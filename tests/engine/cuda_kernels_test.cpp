@@ -353,8 +353,11 @@ void expectGpuMatchesCpu(const OpCase& c, CaseMaker& make, const Backend& gpu, A
     gpu.forward(c.node, gpuValues, gpuCtx);
     ASSERT_EQ(gpuValues.out.size(), cpuValues.out.size());
     double worst = 0;
-    for (std::size_t k = 0; k < cpuValues.out.size(); ++k)
+    for (std::size_t k = 0; k < cpuValues.out.size(); ++k) {
+        ASSERT_EQ(gpuValues.out[k].shape(), cpuValues.out[k].shape()) << "output " << k;
+        ASSERT_EQ(gpuValues.out[k].dtype(), cpuValues.out[k].dtype()) << "output " << k;
         worst = std::max(worst, relativeError(gpuValues.out[k], cpuValues.out[k], gpu));
+    }
     for (std::size_t k = 0; k < cpuValues.in.size(); ++k) // in place: BatchNorm's running statistics
         worst = std::max(worst, relativeError(gpuValues.in[k], cpuValues.in[k], gpu));
     EXPECT_LT(worst, c.tolerance) << "forward";

@@ -192,8 +192,7 @@ TEST(OrderMath, TopKOrderTiesNanAndMixedPredicates)
     EXPECT_TRUE(math::predicate(math::Predicate::Less, std::int64_t { 2 }, 2.5F)); // mixed: as double
     // i64 against f32 compares as double (2^53 + 1 rounds to 2^53), i64 against i64 exactly.
     EXPECT_TRUE(math::predicate(math::Predicate::Equal, (std::int64_t { 1 } << 53) + 1, 9007199254740992.0F));
-    EXPECT_TRUE(
-        math::predicate(math::Predicate::Equal, (std::int64_t { 1 } << 60) + 1, (std::int64_t { 1 } << 60) + 1));
+    EXPECT_FALSE(math::predicate(math::Predicate::Equal, (std::int64_t { 1 } << 60) + 1, std::int64_t { 1 } << 60));
     EXPECT_TRUE(math::predicate(math::Predicate::Or, 0.0F, std::int64_t { 3 }));
     std::int64_t x[6] = { 1, 2, 3, 4, 5, 6 };
     std::int64_t y[6] = {};
