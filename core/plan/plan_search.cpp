@@ -36,7 +36,10 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
         const StageModel model(graph, profile, schedule, cluster, b, options.limits);
         return findPlan(model, options);
     };
-    const int k = std::max(1, threads <= 0 ? defaultSearchThreads() : threads);
+    // Sizes per round: up to `threads`, and beyond the first only on cores no other task is using
+    // (searches running side by side keep them busy: a size tried in vain would only slow them).
+    const int most = std::max(1, threads <= 0 ? defaultSearchThreads() : threads);
+    const auto width = [&] { return most == 1 ? 1 : std::min(most, 1 + idleSearchThreads()); };
     MaxBatchResult best;
     auto plan = attempt(1);
     if (!plan.feasible)
@@ -48,7 +51,7 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
     // feasible one below it lo (with feasibility monotone in the size, what one size at a time finds).
     const auto tryAll = [&](const std::vector<int>& sizes) {
         std::vector<Plan> plans(sizes.size());
-        parallelFor(sizes.size(), k, [&](std::size_t i) { plans[i] = attempt(sizes[i]); });
+        parallelFor(sizes.size(), static_cast<int>(sizes.size()), [&](std::size_t i) { plans[i] = attempt(sizes[i]); });
         for (std::size_t i = 0; i < sizes.size(); ++i) {
             if (!plans[i].feasible) {
                 hi = sizes[i];
@@ -58,17 +61,17 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
             best = { sizes[i], std::move(plans[i]) };
         }
     };
-    // Doubling: the next k powers of two at once, up to the limit.
+    // Doubling: the next powers of two at once, up to the limit.
     for (long long b = 2; b <= upperLimit && hi == 0;) {
         std::vector<int> sizes;
-        for (; b <= upperLimit && static_cast<int>(sizes.size()) < k; b *= 2)
+        for (const int k = width(); b <= upperLimit && static_cast<int>(sizes.size()) < k; b *= 2)
             sizes.push_back(static_cast<int>(b));
         tryAll(sizes);
     }
     if (hi == 0)
         return best; // fits up to the limit
     while (hi - lo > 1)
-        tryAll(splitPoints(lo, hi, k));
+        tryAll(splitPoints(lo, hi, width()));
     return best;
 }
 

@@ -113,9 +113,10 @@ struct MaxBatchResult
 
 // The largest micro-batch size for which `options.algorithm` finds a feasible plan: doubling,
 // then bisection, using the profile's linear model for every size (DawnPiper §5.2's metric).
-// With `threads` above 1 (0: util/parallel.h's default), that many sizes are tried side by side
-// each round (the next powers of two, then points splitting the interval evenly): fewer rounds,
-// the same answer where feasibility is monotone in the size, whatever the thread count.
+// With `threads` above 1 (0: util/parallel.h's default), up to that many sizes are tried side by
+// side each round (the next powers of two, then points splitting the interval evenly), as many as
+// cores are idle (idleSearchThreads): fewer rounds, the same answer where feasibility is monotone
+// in the size, whatever the thread count.
 [[nodiscard]] MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, const ScheduleSpec& schedule,
     const Cluster& cluster, const PlannerOptions& options, int upperLimit = 1 << 14, int threads = 1);
 

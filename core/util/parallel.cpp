@@ -30,12 +30,51 @@ int defaultSearchThreads()
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+namespace {
+
+    std::atomic<int> g_busyThreads { 0 };
+    thread_local bool t_counted = false; // this thread is among g_busyThreads
+
+    // Counts the calling thread as busy for its lifetime, unless an outer scope already does.
+    class BusyScope
+    {
+    public:
+        BusyScope()
+            : m_owner(!t_counted)
+        {
+            if (m_owner) {
+                t_counted = true;
+                ++g_busyThreads;
+            }
+        }
+        ~BusyScope()
+        {
+            if (m_owner) {
+                --g_busyThreads;
+                t_counted = false;
+            }
+        }
+        BusyScope(const BusyScope&) = delete;
+        BusyScope& operator=(const BusyScope&) = delete;
+
+    private:
+        bool m_owner;
+    };
+
+} // namespace
+
+int idleSearchThreads()
+{
+    return std::max(0, defaultSearchThreads() - g_busyThreads.load());
+}
+
 void parallelFor(std::size_t count, int threads, const std::function<void(std::size_t)>& task)
 {
     if (threads <= 0)
         threads = defaultSearchThreads();
     const auto workers = std::min<std::size_t>(count, static_cast<std::size_t>(threads));
     if (workers <= 1) {
+        const BusyScope busy;
         for (std::size_t i = 0; i < count; ++i)
             task(i);
         return;
@@ -46,6 +85,7 @@ void parallelFor(std::size_t count, int threads, const std::function<void(std::s
     std::size_t failedIndex = count;
     std::exception_ptr failure;
     const auto work = [&] {
+        const BusyScope busy;
         for (auto i = next.fetch_add(1); i < count && !failed.load(); i = next.fetch_add(1)) {
             try {
                 task(i);

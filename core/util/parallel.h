@@ -13,6 +13,11 @@ namespace ps {
 // else the cores this process may run on (its affinity mask; at least 1).
 [[nodiscard]] int defaultSearchThreads();
 
+// Threads a search could add now: defaultSearchThreads() less the threads running parallelFor tasks
+// (each counted once, however deeply its calls nest), at least 0. A search that would only add
+// speculative work asks this first, so it uses cores that other tasks leave idle.
+[[nodiscard]] int idleSearchThreads();
+
 // Runs task(i) for i in [0, count) on up to `threads` threads (0: defaultSearchThreads()), the
 // calling thread among them, and returns when all are done. Tasks are taken in index order. If
 // tasks throw, the exception of the lowest index is rethrown once all have stopped (the others

@@ -11,10 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <iostream>
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 using namespace ps;
 
@@ -309,6 +311,33 @@ TEST(PlannerFastPaths, ParallelForRunsEveryTaskAndRethrowsTheFirstFailure)
             EXPECT_STREQ(e.what(), "task 7");
         }
     }
+}
+
+// Threads inside parallelFor tasks count as busy, once each however deeply the calls nest, and
+// stop counting when their tasks end.
+TEST(PlannerFastPaths, IdleThreadsLeaveOutThoseRunningTasks)
+{
+    const int all = defaultSearchThreads();
+    EXPECT_EQ(idleSearchThreads(), all);
+    std::vector<int> seen(2, -1);
+    std::vector<int> nested(2, -1);
+    std::atomic<int> started { 0 };
+    std::atomic<int> done { 0 };
+    parallelFor(2, 2, [&](std::size_t i) {
+        ++started;
+        while (started.load() < 2) // both tasks at once: each sees the other busy
+            std::this_thread::yield();
+        seen[i] = idleSearchThreads();
+        parallelFor(1, 1, [&](std::size_t) { nested[i] = idleSearchThreads(); });
+        ++done;
+        while (done.load() < 2) // neither ends before the other has looked
+            std::this_thread::yield();
+    });
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(seen[i], std::max(0, all - 2)) << "task " << i;
+        EXPECT_EQ(nested[i], seen[i]) << "a nested call counts its thread once";
+    }
+    EXPECT_EQ(idleSearchThreads(), all);
 }
 
 // onPlan sees every plan the search returns, once, on one thread or several.
