@@ -110,6 +110,45 @@ namespace {
         return points;
     }
 
+    // Progress over all (point, algorithm) units: finished ones plus each running unit's own
+    // fraction, never reported lower than before (the points run on several threads).
+    class SearchProgress
+    {
+    public:
+        SearchProgress(const std::function<void(double)>& progress, std::size_t points, std::size_t algorithms)
+            : m_progress(progress)
+            , m_running(points, 0)
+            , m_total(static_cast<double>(std::max<std::size_t>(1, points * algorithms)))
+        {
+        }
+
+        void advance(std::size_t point, double fraction, bool unitDone)
+        {
+            if (!m_progress)
+                return;
+            const std::lock_guard lock(m_mutex);
+            if (unitDone) {
+                m_finished += 1;
+                m_running[point] = 0;
+            } else {
+                m_running[point] = fraction;
+            }
+            double now = m_finished;
+            for (double f : m_running)
+                now += f;
+            m_reported = std::max(m_reported, now / m_total);
+            m_progress(m_reported);
+        }
+
+    private:
+        const std::function<void(double)>& m_progress;
+        std::mutex m_mutex;
+        std::vector<double> m_running;
+        double m_total;
+        double m_finished = 0;
+        double m_reported = 0;
+    };
+
     void simulateInto(Plan& plan, const Graph& graph, const Profile& profile, const Cluster& cluster)
     {
         if (plan.feasible)
@@ -145,28 +184,9 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
 {
     const auto points = searchPoints(request);
     const auto algorithms = request.algorithms.size();
-    // Progress over all (point, algorithm) units: finished ones plus each running unit's own
-    // fraction, never reported lower than before (the points run on several threads).
-    std::mutex progressMutex;
-    std::vector<double> running(points.size(), 0);
-    double finished = 0;
-    double reported = 0;
-    const double total = static_cast<double>(std::max<std::size_t>(1, points.size() * algorithms));
+    SearchProgress tracker(progress, points.size(), algorithms);
     const auto advance = [&](std::size_t point, double fraction, bool unitDone) {
-        if (!progress)
-            return;
-        const std::lock_guard lock(progressMutex);
-        if (unitDone) {
-            finished += 1;
-            running[point] = 0;
-        } else {
-            running[point] = fraction;
-        }
-        double now = finished;
-        for (double f : running)
-            now += f;
-        reported = std::max(reported, now / total);
-        progress(reported);
+        tracker.advance(point, fraction, unitDone);
     };
     // Each (schedule, size) point is its own task with its own StageModel; its plans go to its
     // slot, so the ranking below sees the same list whatever the thread count.

@@ -220,6 +220,11 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         for (auto slot : m_releaseAfter[local])
             s.values[static_cast<std::size_t>(slot)] = NdArray();
     }
+    finishForward(s, mb);
+}
+
+void StageExecutor::finishForward(MicroBatch& s, MicroBatchId mb)
+{
     s.forwardDone = true;
     s.version = m_version;
     if (m_lossSlot >= 0) {

@@ -229,6 +229,9 @@ private:
     void forwardGemmChain(MicroBatch& s, const GemmBiasChain& chain);
     // The batch's data inputs of this stage, copied to the device (throws naming a missing one).
     void loadDataInputs(MicroBatch& s, const HostBatch& batch);
+    // After the last node's forward: the loss read back, the boundary outputs queued for sending,
+    // the values no backward reads dropped, and the recomputed ones marked to drop.
+    void finishForward(MicroBatch& s, MicroBatchId mb);
     void accumulateParameterGradient(int paramIndex, const NdArray& grad);
     void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
     void applyPending(MicroBatch& s, MicroBatchId mb);
