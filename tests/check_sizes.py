@@ -39,7 +39,6 @@ TO_SPLIT = {
     ("gui/views/onnx_import_dialog.cpp", "OnnxImportDialog"): 101,
     ("core/report/megatron_report.cpp", "reproduceMegatron"): 100,
     ("core/report/published_report.cpp", "reproducePublished"): 99,
-    ("core/scale/scale_model.cpp", "estimateScale"): 95,
     ("core/report/ftpipe_report.cpp", "reproduceFtpipe"): 93,
     ("engine/runtime/pipeline_runner.cpp", "PipelineRunner"): 90,
     ("core/report/dawnpiper_report.cpp", "addCnnWorkload"): 88,

@@ -171,31 +171,43 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     return estimateScale(g, c, node, DeviceCatalog::builtin().find(node.deviceId));
 }
 
+namespace {
+
+    // Why a configuration cannot run (sizes that do not divide, a batch that does not split), or
+    // nothing.
+    std::optional<std::string> invalidReason(const GptShape& g, const ScaleConfig& c, const NodeSpec& node)
+    {
+        if (c.tensor < 1 || c.pipeline < 1 || c.data < 1 || c.microBatch < 1 || c.chunks < 1)
+            return "sizes must be positive";
+        if (node.gpus % c.tensor != 0)
+            return "tensor parallelism " + std::to_string(c.tensor) + " does not divide a node's "
+                + std::to_string(node.gpus) + " GPUs";
+        if (g.heads % c.tensor != 0 || g.hidden % c.tensor != 0)
+            return "tensor parallelism " + std::to_string(c.tensor) + " does not divide the heads and width";
+        if (g.layers % (static_cast<std::int64_t>(c.pipeline) * c.chunks) != 0)
+            return std::to_string(g.layers) + " layers do not split into " + std::to_string(c.pipeline) + " x "
+                + std::to_string(c.chunks) + " equal chunks";
+        const auto m = c.microBatches();
+        if (m < 1 || m * c.data * c.microBatch != c.globalBatch)
+            return "global batch " + std::to_string(c.globalBatch)
+                + " is not a multiple of d x b = " + std::to_string(c.data * c.microBatch);
+        if (c.chunks > 1 && (c.pipeline < 2 || m % c.pipeline != 0))
+            return "the interleaved schedule needs p > 1 and micro-batches a multiple of p";
+        return std::nullopt;
+    }
+
+} // namespace
+
 ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
 {
     ScaleEstimate e;
     e.config = c;
-    const auto invalid = [&](std::string why) {
-        e.reason = std::move(why);
+    if (auto why = invalidReason(g, c, node)) {
+        e.reason = std::move(*why);
         return e;
-    };
-    if (c.tensor < 1 || c.pipeline < 1 || c.data < 1 || c.microBatch < 1 || c.chunks < 1)
-        return invalid("sizes must be positive");
-    if (node.gpus % c.tensor != 0)
-        return invalid("tensor parallelism " + std::to_string(c.tensor) + " does not divide a node's "
-            + std::to_string(node.gpus) + " GPUs");
-    if (g.heads % c.tensor != 0 || g.hidden % c.tensor != 0)
-        return invalid("tensor parallelism " + std::to_string(c.tensor) + " does not divide the heads and width");
-    if (g.layers % (static_cast<std::int64_t>(c.pipeline) * c.chunks) != 0)
-        return invalid(std::to_string(g.layers) + " layers do not split into " + std::to_string(c.pipeline) + " x "
-            + std::to_string(c.chunks) + " equal chunks");
-    const auto m = c.microBatches();
-    if (m < 1 || m * c.data * c.microBatch != c.globalBatch)
-        return invalid("global batch " + std::to_string(c.globalBatch)
-            + " is not a multiple of d x b = " + std::to_string(c.data * c.microBatch));
-    if (c.chunks > 1 && (c.pipeline < 2 || m % c.pipeline != 0))
-        return invalid("the interleaved schedule needs p > 1 and micro-batches a multiple of p");
+    }
     e.valid = true;
+    const auto m = c.microBatches();
     const double p = c.pipeline;
     const double v = c.chunks;
     const double layersPerStage = static_cast<double>(g.layers) / p;
