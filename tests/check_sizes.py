@@ -43,7 +43,6 @@ TO_SPLIT = {
     ("engine/runtime/pipeline_runner.cpp", "PipelineRunner"): 90,
     ("core/report/dawnpiper_report.cpp", "addCnnWorkload"): 88,
     ("core/onnx/fixed_shapes.cpp", "reshapeTargets"): 86,
-    ("core/onnx/fixed_shapes.cpp", "attempt"): 85,
 }
 
 

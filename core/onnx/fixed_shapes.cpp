@@ -226,6 +226,10 @@ namespace {
         bool resizeExpandedInput(const onnx::NodeProto& node, const ShapeMap& now);
         void checkGrowth(const ShapeMap& now) const;
         [[nodiscard]] Refusal refusal(const onnx::NodeProto& node, const std::string& why) const;
+        // A node whose output lost its shape at the new size: which of its inputs were resized and
+        // which stayed at the exported size (`inputs`: the graph's, resized on purpose).
+        [[nodiscard]] Refusal shapelessRefusal(
+            const onnx::NodeProto& node, const ShapeMap& now, const std::set<std::string>& inputs) const;
         std::string exportAdvice() const;
 
         onnx::ModelProto& m_model;
@@ -314,6 +318,26 @@ namespace {
         ++m_rewritten;
     }
 
+    Refusal Respecialiser::shapelessRefusal(
+        const onnx::NodeProto& node, const ShapeMap& now, const std::set<std::string>& inputs) const
+    {
+        std::string fixed;
+        std::string resized;
+        for (const auto& in : node.input()) {
+            const auto o = m_old.find(in);
+            const auto n = now.find(in);
+            if (o == m_old.end() || n == now.end())
+                continue;
+            if (o->second == n->second && !inputs.contains(in))
+                fixed += (fixed.empty() ? "'" : ", '") + in + "' " + format(n->second);
+            else if (o->second != n->second)
+                resized += (resized.empty() ? "'" : ", '") + in + "' " + format(n->second);
+        }
+        return refusal(node,
+            "has no shape at the new size: it reads " + (resized.empty() ? "no resized value" : resized)
+                + (fixed.empty() ? std::string() : " with " + fixed + ", fixed at the exported size"));
+    }
+
     // One try with the current choices: rounds of {infer, rewrite every Reshape/Expand whose input
     // changed and whose output does not follow} until nothing changes. Throws a Refusal.
     void Respecialiser::attempt()
@@ -378,21 +402,7 @@ namespace {
                         mark();
                         break;
                     }
-                    std::string fixed;
-                    std::string resized;
-                    for (const auto& in : node.input()) {
-                        const auto o = m_old.find(in);
-                        const auto n = now.find(in);
-                        if (o == m_old.end() || n == now.end())
-                            continue;
-                        if (o->second == n->second && !inputs.contains(in))
-                            fixed += (fixed.empty() ? "'" : ", '") + in + "' " + format(n->second);
-                        else if (o->second != n->second)
-                            resized += (resized.empty() ? "'" : ", '") + in + "' " + format(n->second);
-                    }
-                    throw refusal(node,
-                        "has no shape at the new size: it reads " + (resized.empty() ? "no resized value" : resized)
-                            + (fixed.empty() ? std::string() : " with " + fixed + ", fixed at the exported size"));
+                    throw shapelessRefusal(node, now, inputs);
                 }
             }
             if (!changed) {
