@@ -57,6 +57,19 @@ def run(cmd):
     return done.stdout
 
 
+def ab_co_run(ps, project, name, pairs):
+    """Iteration errors of alone and co-run profiles against one stored run, alternately."""
+    errors = {"alone": [], "co-run": []}
+    for _ in range(pairs):
+        for kind, extra in (("alone", []), ("co-run", ["--co-run"])):
+            run([ps, "profile", project, "--device", "cpu"] + extra)
+            c = json.loads(run([ps, "compare", project, "--json", "--profile", "measured"]))
+            errors[kind].append(100 * c["iteration_error"])
+    for kind, values in errors.items():
+        print(f"  {name} {kind:7} " + " ".join(f"{v:+.1f}%" for v in values)
+              + f"  (mean {sum(values) / len(values):+.1f}%)", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -67,6 +80,11 @@ def main():
     ap.add_argument("--peak-bound", type=float, default=0.05)
     ap.add_argument("--profile", choices=["measured", "analytical"], default="measured")
     ap.add_argument("--keep", help="directory for the projects (default: a temporary one)")
+    ap.add_argument("--co-run", action="store_true",
+                    help="profile with `profile --co-run` (copies of the step on the other cores while it measures)")
+    ap.add_argument("--ab-co-run", type=int, default=0, metavar="N",
+                    help="after each run, N profiles without and N with --co-run, taken alternately, each "
+                         "followed by `compare` on the same run: the two profiles' errors side by side")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="ps-sweep-")
     os.makedirs(work, exist_ok=True)
@@ -79,8 +97,10 @@ def main():
         project = os.path.join(work, f"sweep{i}.pstudio")
         run([ps, "new", *new_args, "-o", project, "--force"])
         if args.profile == "measured":
-            run([ps, "profile", project, "--device", "cpu"])
+            run([ps, "profile", project, "--device", "cpu"] + (["--co-run"] if args.co_run else []))
         run([ps, "train", project, *train_args, "--steps", str(args.steps)])
+        if args.ab_co_run > 0:
+            ab_co_run(ps, project, name, args.ab_co_run)
         c = json.loads(run([ps, "compare", project, "--json", "--profile", args.profile]))
         peaks = [d["peak_error"] for d in c["devices"]]
         ok = abs(c["iteration_error"]) <= args.iteration_bound and all(abs(p) <= args.peak_bound for p in peaks)
