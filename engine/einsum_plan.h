@@ -87,6 +87,17 @@ struct EinsumPlan
 [[nodiscard]] math::EinsumLoop einsumLoop(
     const Node& node, const std::vector<std::string>& terms, const std::string& result, const EinsumPlan& plan);
 
+// The same for terms of any type with a `letters` string (the kernels' own term types).
+template <typename Term>
+[[nodiscard]] math::EinsumLoop einsumLoopOf(
+    const Node& node, const std::vector<Term>& terms, const std::string& result, const EinsumPlan& plan)
+{
+    std::vector<std::string> letters;
+    for (const auto& t : terms)
+        letters.push_back(t.letters);
+    return einsumLoop(node, letters, result, plan);
+}
+
 // Two terms where every letter is in two of (a, b, result): C (batch, M, N) = A (batch, M, K) B
 // (batch, K, N), batch letters in all three, M in a and the result, N in b and the result, K in a
 // and b. `swapped`: the operands trade places (the result is (batch, N, M): C^T = B^T A^T).

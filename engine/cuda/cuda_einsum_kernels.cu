@@ -28,10 +28,7 @@ namespace {
     NdArray contractLoop(const Node& node, const std::vector<Term>& terms, const std::string& result,
         const EinsumPlan& plan, Allocator& allocator)
     {
-        std::vector<std::string> letters;
-        for (const auto& t : terms)
-            letters.push_back(t.letters);
-        const auto loop = einsumLoop(node, letters, result, plan);
+        const auto loop = einsumLoopOf(node, terms, result, plan);
         auto out = NdArray::empty(allocator, einsumShape(result, plan));
         const auto n = out.numel();
         if (n > 0)
