@@ -196,7 +196,7 @@ public:
     virtual void adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const = 0;
     virtual void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const = 0;
     // AdamW over many parameters at once (a stage's or a model's, all of the same update): adamw()
-    // on each by default; the CUDA backend updates up to 64 parameters per launch.
+    // on each by default; the CUDA backend updates them all in one launch.
     struct AdamWSlot
     {
         NdArray* param;

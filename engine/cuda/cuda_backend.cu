@@ -1,6 +1,6 @@
 // The CUDA backend: GPU memory as a MemoryResource (host copies on per-thread copy streams),
-// cuBLAS GEMMs through the loader, the elementwise updates (gradient sums, SGD, and AdamW over up to
-// 64 parameters per launch, over kernel_math.h), peer access between GPUs, and the kernel table.
+// cuBLAS GEMMs through the loader, the elementwise updates (gradient sums; SGD and AdamW in
+// cuda_optimizer_kernels.cu), peer access between GPUs, and the kernel table.
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_probe.h"
@@ -294,42 +294,6 @@ namespace {
             dst[i] = value;
     }
 
-    __global__ void adamwKernel(float* w, const float* g, float* m, float* v, math::AdamWCoefficients c, std::int64_t n)
-    {
-        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-            math::adamwElement(w[i], g[i], m[i], v[i], c);
-    }
-
-    // Up to kAdamWSlots parameters in one launch, passed by value (kernel parameters stay under 4 KiB).
-    constexpr int kAdamWSlots = 64;
-    struct AdamWTable
-    {
-        int count = 0;
-        float* w[kAdamWSlots] {};
-        const float* g[kAdamWSlots] {};
-        float* m[kAdamWSlots] {};
-        float* v[kAdamWSlots] {};
-        long long end[kAdamWSlots] {}; // flat end offset of each slot
-    };
-
-    __global__ void adamwAllKernel(AdamWTable t, math::AdamWCoefficients c, long long total)
-    {
-        for (auto e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-             e += static_cast<long long>(gridDim.x) * blockDim.x) {
-            const int s = math::slotOf(t.end, t.count, e);
-            const long long i = e - (s > 0 ? t.end[s - 1] : 0);
-            math::adamwElement(t.w[s][i], t.g[s][i], t.m[s][i], t.v[s][i], c);
-        }
-    }
-
-    __global__ void sgdKernel(float* w, const float* g, float* m, math::SgdCoefficients c, std::int64_t n)
-    {
-        for (auto i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-             i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-            math::sgdElement(w[i], g[i], m[i], c);
-    }
-
     math::AdamWCoefficients coefficients(const AdamWUpdate& u)
     {
         return math::adamwCoefficients(u.lr, u.weightDecay, u.beta1, u.beta2, u.eps, u.step, u.gradScale);
@@ -429,43 +393,29 @@ namespace {
             requireSame(param, m, "adamw");
             requireSame(param, v, "adamw");
             select();
-            const auto c = coefficients(u);
-            adamwKernel<<<blocksFor(param.numel()), kThreads>>>(
-                f32(param), f32(grad), f32(m), f32(v), c, param.numel());
-            checkLaunch("cuda adamw");
+            launchAdamW(f32(param), f32(grad), f32(m), f32(v), coefficients(u), param.numel());
         }
+        // One launch for all of `slots` (cuda_optimizer_kernels.cu).
         void adamwAll(std::span<const AdamWSlot> slots, const AdamWUpdate& u) const override
         {
-            select();
-            const auto c = coefficients(u);
-            for (std::size_t first = 0; first < slots.size(); first += kAdamWSlots) {
-                AdamWTable t;
-                long long total = 0;
-                for (std::size_t k = first; k < slots.size() && t.count < kAdamWSlots; ++k) {
-                    const auto& s = slots[k];
-                    requireSame(*s.param, *s.grad, "adamw");
-                    requireSame(*s.param, *s.m, "adamw");
-                    requireSame(*s.param, *s.v, "adamw");
-                    t.w[t.count] = f32(*s.param);
-                    t.g[t.count] = f32(*s.grad);
-                    t.m[t.count] = f32(*s.m);
-                    t.v[t.count] = f32(*s.v);
-                    total += s.param->numel();
-                    t.end[t.count++] = total;
-                }
-                if (total > 0)
-                    adamwAllKernel<<<blocksFor(total), kThreads>>>(t, c, total);
-                checkLaunch("cuda adamw over " + std::to_string(t.count) + " parameters");
+            std::vector<UpdateSlot> table;
+            table.reserve(slots.size());
+            for (const auto& s : slots) {
+                requireSame(*s.param, *s.grad, "adamw");
+                requireSame(*s.param, *s.m, "adamw");
+                requireSame(*s.param, *s.v, "adamw");
+                table.push_back({ f32(*s.param), f32(*s.grad), f32(*s.m), f32(*s.v), s.param->numel() });
             }
+            select();
+            launchAdamWAll(table, coefficients(u));
         }
         void sgd(NdArray& param, const NdArray& grad, NdArray& momentum, const SgdUpdate& u) const override
         {
             requireSame(param, grad, "sgd");
             requireSame(param, momentum, "sgd");
             select();
-            const math::SgdCoefficients c { u.lr, u.momentum, u.weightDecay, u.gradScale, u.firstStep };
-            sgdKernel<<<blocksFor(param.numel()), kThreads>>>(f32(param), f32(grad), f32(momentum), c, param.numel());
-            checkLaunch("cuda sgd");
+            launchSgd(f32(param), f32(grad), f32(momentum),
+                { u.lr, u.momentum, u.weightDecay, u.gradScale, u.firstStep }, param.numel());
         }
 
     private:

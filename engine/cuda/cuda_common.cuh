@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "column_math.h"
 #include "conv_math.h"
+#include "update_table.h"
 #include "util/error.h"
 
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -233,6 +235,11 @@ void registerCudaEinsumKernels(KernelTable& table);
 void launchAdd(const float* a, const float* b, float* out, std::int64_t n);
 void launchAccumulate(float* dst, const float* src, std::int64_t n);
 void launchFill(float* dst, float value, std::int64_t n);
+// The optimizer updates (cuda_optimizer_kernels.cu): AdamW and SGD on one parameter, and AdamW
+// over all of `slots` in one launch (their table copied to the GPU first).
+void launchAdamW(float* w, const float* g, float* m, float* v, const math::AdamWCoefficients& c, std::int64_t n);
+void launchAdamWAll(std::span<const UpdateSlot> slots, const math::AdamWCoefficients& c);
+void launchSgd(float* w, const float* g, float* m, const math::SgdCoefficients& c, std::int64_t n);
 // `src` broadcast (NumPy rules) to `to`, times `scale`.
 [[nodiscard]] NdArray broadcastTo(const NdArray& src, const Shape& to, float scale, Allocator& allocator);
 // Sums `grad` (of `from`'s shape) over the axes where `to` is 1 or missing (broadcast gradients).

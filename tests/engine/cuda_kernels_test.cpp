@@ -441,7 +441,7 @@ TEST(CudaKernels, TheCheckedCnnTrainsOnTheCpu)
         EXPECT_TRUE(ops.empty() || std::find(ops.begin(), ops.end(), node.op) != ops.end()) << node.name;
 }
 
-// AdamW over 150 parameters of assorted sizes in the fused launches (64 per launch) gives the
+// AdamW over 150 parameters of assorted sizes in one launch (its table copied to the GPU) gives the
 // CPU's per-parameter steps, three steps in a row.
 TEST(GpuSelfTest, FusedAdamWMatchesTheCpuSteps)
 {

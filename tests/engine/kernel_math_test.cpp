@@ -2,6 +2,7 @@
 // double-precision references (GELU and its derivatives by finite differences) and torch's AdamW
 // step written out.
 #include "kernel_math.h"
+#include "update_table.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <vector>
 
 using namespace ps::engine;
 
@@ -238,4 +240,66 @@ TEST(KernelMath, SlotOfFindsTheArrayHoldingAnElement)
     for (long long e = 0; e < 11; ++e)
         EXPECT_EQ(math::slotOf(ends, 4, e), want[e]) << "element " << e;
     EXPECT_EQ(math::slotOf(ends, 1, 2), 0);
+}
+
+// The table of a one-launch AdamW (engine/update_table.h), packed on the host and read as the CUDA
+// kernel reads it: every element of every slot is located once, in its own slot, and the update
+// through the table is the per-parameter one, bit for bit.
+TEST(KernelMath, UpdateTableLocatesEveryElementOnceInItsSlot)
+{
+    const std::vector<long long> sizes { 3, 0, 1, 7, 0, 5 };
+    struct Arrays
+    {
+        std::vector<float> w, g, m, v;
+    };
+    std::vector<Arrays> viaTable;
+    std::vector<Arrays> direct;
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+        Arrays a;
+        for (long long i = 0; i < sizes[s]; ++i) {
+            const auto x = static_cast<float>(s * 10 + static_cast<std::size_t>(i));
+            a.w.push_back(0.5F + 0.01F * x);
+            a.g.push_back(0.1F - 0.003F * x);
+            a.m.push_back(0.01F * x);
+            a.v.push_back(0.001F * x);
+        }
+        viaTable.push_back(a);
+        direct.push_back(a);
+    }
+    std::vector<UpdateSlot> slots;
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+        auto& a = viaTable[s];
+        slots.push_back({ a.w.data(), a.g.data(), a.m.data(), a.v.data(), sizes[s] });
+    }
+    std::vector<std::uint64_t> words(updateTableWords(slots.size()));
+    packUpdateTable(slots, words.data());
+    const auto table = updateTableAt(words.data(), static_cast<int>(slots.size()));
+    ASSERT_EQ(table.total(), 16);
+    const auto c = math::adamwCoefficients(1e-2F, 0.01F, 0.9F, 0.999F, 1e-8F, 3, 0.5F);
+    std::vector<std::vector<int>> visits(sizes.size());
+    for (std::size_t s = 0; s < sizes.size(); ++s)
+        visits[s].assign(static_cast<std::size_t>(sizes[s]), 0);
+    for (long long e = 0; e < table.total(); ++e) {
+        int s = 0;
+        long long i = 0;
+        table.locate(e, s, i);
+        ASSERT_GE(s, 0);
+        ASSERT_LT(s, static_cast<int>(sizes.size()));
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, sizes[static_cast<std::size_t>(s)]) << "element " << e;
+        ++visits[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        math::adamwElement(table.w[s][i], table.g[s][i], table.m[s][i], table.v[s][i], c);
+    }
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+        for (long long i = 0; i < sizes[s]; ++i) {
+            const auto k = static_cast<std::size_t>(i);
+            EXPECT_EQ(visits[s][k], 1) << "slot " << s << " element " << i;
+            auto& d = direct[s];
+            math::adamwElement(d.w[k], d.g[k], d.m[k], d.v[k], c);
+            EXPECT_EQ(viaTable[s].w[k], d.w[k]) << "slot " << s << " element " << i;
+            EXPECT_EQ(viaTable[s].v[k], d.v[k]);
+        }
+    }
+    const auto empty = updateTableAt(words.data(), 0);
+    EXPECT_EQ(empty.total(), 0);
 }
