@@ -134,6 +134,29 @@ NdArray Backend::forwardGemmBias(
     }
 }
 
+Backend::GemmBiasGeluValues Backend::forwardGemmBiasGelu(const Node& matmul, const Node& gelu, const NdArray& x,
+    const NdArray& w, const NdArray& bias, KernelContext& ctx) const
+{
+    if (const auto fused = kernels().gemmBiasGelu(); fused != nullptr) {
+        const OwnerScope owner(ctx.allocator, matmul.name);
+        GemmBiasGeluValues out;
+        try {
+            if (fused(matmul, gelu, x, w, bias, ctx, out.sum, out.activated))
+                return out;
+        } catch (const NotResident& e) {
+            throw NotResident(
+                std::string(e.what()) + " in the forward of node '" + matmul.name + "' (MatMul + bias + Gelu)");
+        }
+    }
+    GemmBiasGeluValues out;
+    out.sum = forwardGemmBias(matmul, x, w, bias, ctx);
+    NodeValues v;
+    v.in = { out.sum };
+    forward(gelu, v, ctx);
+    out.activated = std::move(v.out.at(0));
+    return out;
+}
+
 std::vector<NdArray> Backend::backward(const Node& node, const NodeValues& values, const std::vector<NdArray>& gradOut,
     const std::vector<bool>& needGrad, KernelContext& ctx) const
 {

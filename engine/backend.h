@@ -88,6 +88,13 @@ struct MaskedSoftmaxKernel
 // cuBLASLt GEMM whose epilogue adds the bias; the CPU adds it in place over the GEMM's output.
 using GemmBiasForward = NdArray (*)(
     const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx);
+// The same GEMM + bias followed by a Gelu node's GELU (engine/fusion.h's chain with `gelu`): fills
+// `sum` (the add's output, which the Gelu's backward reads) and `activated` (the Gelu's output) and
+// returns true, or returns false where the backend cannot for these operands (then
+// Backend::forwardGemmBiasGelu runs the GEMM + bias and the Gelu kernel apart). CUDA: cuBLASLt's
+// GELU_AUX_BIAS epilogue for the tanh form.
+using GemmBiasGeluForward = bool (*)(const Node& matmul, const Node& gelu, const NdArray& x, const NdArray& w,
+    const NdArray& bias, KernelContext& ctx, NdArray& sum, NdArray& activated);
 
 // Per-op kernels of one backend, indexed by OpType.
 class KernelTable
@@ -115,11 +122,21 @@ public:
     {
         return m_gemmBias;
     }
+    // The fused GEMM + bias + GELU (nullptr: the GEMM + bias, then the Gelu kernel).
+    void setGemmBiasGelu(GemmBiasGeluForward kernel)
+    {
+        m_gemmBiasGelu = kernel;
+    }
+    [[nodiscard]] GemmBiasGeluForward gemmBiasGelu() const
+    {
+        return m_gemmBiasGelu;
+    }
 
 private:
     std::array<OpKernel, static_cast<std::size_t>(OpType::Opaque) + 1> m_kernels {};
     MaskedSoftmaxKernel m_maskedSoftmax {};
     GemmBiasForward m_gemmBias = nullptr;
+    GemmBiasGeluForward m_gemmBiasGelu = nullptr;
 };
 
 struct AdamWUpdate
@@ -157,6 +174,16 @@ public:
     // The fused GEMM + bias (kernels().gemmBias(), which must be set), its allocations owned by `matmul`.
     [[nodiscard]] NdArray forwardGemmBias(
         const Node& matmul, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx) const;
+    // The fused GEMM + bias then `gelu` (kernels().gemmBias() must be set): the add's output and the
+    // Gelu's, through kernels().gemmBiasGelu() where it runs them, else the GEMM + bias then the
+    // Gelu kernel (its allocation owned by `gelu`).
+    struct GemmBiasGeluValues
+    {
+        NdArray sum;
+        NdArray activated;
+    };
+    [[nodiscard]] GemmBiasGeluValues forwardGemmBiasGelu(const Node& matmul, const Node& gelu, const NdArray& x,
+        const NdArray& w, const NdArray& bias, KernelContext& ctx) const;
     // gradOut has one entry per output (undefined: zero). Returns one gradient per input, defined
     // where needGrad is true.
     [[nodiscard]] std::vector<NdArray> backward(const Node& node, const NodeValues& values,

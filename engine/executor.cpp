@@ -158,7 +158,7 @@ float GraphExecutor::forward()
         if (const auto* gemm = m_fuse ? m_fusion.gemmChainOf(node.id.index()) : nullptr) {
             if (node.id.index() == gemm->matmul)
                 forwardGemmChain(*gemm, ctx);
-            continue; // the add ran with its MatMul
+            continue; // the add (and a Gelu after it) ran with its MatMul
         }
         if (const auto* chain = m_fuse ? m_fusion.chainOf(node.id.index()) : nullptr) {
             if (node.id.index() == chain->head)
@@ -295,9 +295,22 @@ void GraphExecutor::forwardGemmChain(const GemmBiasChain& chain, KernelContext& 
     const auto& w = valueOf(matmul.inputs[1]);
     const auto& bias = valueOf(add.inputs[1 - chain.productInput]);
     NdArray y;
+    NdArray activated;
     {
         const ObservedSpan span(m_observer, matmul.id, false);
-        y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
+        if (chain.gelu >= 0) {
+            auto both = m_backend.forwardGemmBiasGelu(
+                matmul, m_graph.nodes()[static_cast<std::size_t>(chain.gelu)], x, w, bias, ctx);
+            y = std::move(both.sum);
+            activated = std::move(both.activated);
+        } else {
+            y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
+        }
+    }
+    if (chain.gelu >= 0) {
+        const auto& gelu = m_graph.nodes()[static_cast<std::size_t>(chain.gelu)];
+        m_nodeValues[gelu.id.index()] = NodeValues { { y }, { activated }, {} };
+        m_values[gelu.outputs[0].index()] = std::move(activated);
     }
     const auto product = NdArray::shapeOnly(y.shape(), DType::F32);
     m_nodeValues[chain.matmul] = NodeValues { { x, w }, { product }, {} };

@@ -126,10 +126,17 @@ void FusionPlan::planGemmChains(const Graph& graph, std::size_t end, std::span<c
                 && m_gemmChainOf[producer.index() - m_begin] == 0;
             if (!ok)
                 continue;
-            m_gemmChains.push_back(GemmBiasChain { producer.index(), n, p });
-            const auto id = static_cast<int>(m_gemmChains.size());
-            m_gemmChainOf[producer.index() - m_begin] = id;
-            m_gemmChainOf[n - m_begin] = id;
+            GemmBiasChain chain { producer.index(), n, p };
+            // A Gelu reading the sum alone joins (its output a plain f32 value of the range).
+            const auto& sumReaders = consumers[add.outputs[0].index()];
+            if (sumReaders.size() == 1 && sumReaders.front().index() > n && sumReaders.front().index() < end) {
+                const auto& gelu = graph.node(sumReaders.front());
+                if (gelu.op == OpType::Gelu && gelu.inputs.size() == 1 && gelu.outputs.size() == 1
+                    && f32(gelu.outputs[0]) && !excluded(gelu.outputs[0]))
+                    chain.gelu = static_cast<std::ptrdiff_t>(gelu.id.index());
+            }
+            m_gemmChains.push_back(chain);
+            markGemmChain(m_gemmChains.size() - 1);
             break;
         }
     }
@@ -149,10 +156,18 @@ void FusionPlan::dropGemmChain(std::size_t matmul)
         return;
     m_gemmChains.erase(m_gemmChains.begin() + (m_gemmChainOf[matmul - m_begin] - 1));
     std::fill(m_gemmChainOf.begin(), m_gemmChainOf.end(), 0);
-    for (std::size_t i = 0; i < m_gemmChains.size(); ++i) {
-        m_gemmChainOf[m_gemmChains[i].matmul - m_begin] = static_cast<int>(i + 1);
-        m_gemmChainOf[m_gemmChains[i].add - m_begin] = static_cast<int>(i + 1);
-    }
+    for (std::size_t i = 0; i < m_gemmChains.size(); ++i)
+        markGemmChain(i);
+}
+
+void FusionPlan::markGemmChain(std::size_t position)
+{
+    const auto& chain = m_gemmChains[position];
+    const auto id = static_cast<int>(position + 1);
+    m_gemmChainOf[chain.matmul - m_begin] = id;
+    m_gemmChainOf[chain.add - m_begin] = id;
+    if (chain.gelu >= 0)
+        m_gemmChainOf[static_cast<std::size_t>(chain.gelu) - m_begin] = id;
 }
 
 const SoftmaxChain* FusionPlan::chainOf(std::size_t index) const

@@ -20,6 +20,12 @@
 // cuBLASLt runs it (w one matrix), the product before the bias is never stored: one array of the
 // output's size where the separate kernels held two for a moment. Its time is measured on the
 // MatMul node; the add's forward measures nothing.
+// Where the add's output is read by a Gelu alone (an MLP's first Linear), the Gelu joins the chain
+// (Backend::forwardGemmBiasGelu): on CUDA one cuBLASLt GEMM whose GELU_AUX_BIAS epilogue writes the
+// sum, which the Gelu's backward reads, and the GELU of it (tanh form; the exact form and other
+// operands run the GEMM + bias, then the Gelu kernel); elsewhere the Gelu kernel after the fused
+// GEMM + bias, the same bits as apart. The two arrays are the ones the separate kernels keep, so
+// the memory model's peaks hold; the Gelu's forward time is measured on the MatMul node too.
 // Depends on: core (Graph), backend.h.
 #pragma once
 
@@ -45,6 +51,7 @@ struct GemmBiasChain
     std::size_t matmul = 0; // MatMul (x, w), whose output only the add reads
     std::size_t add = 0; // BiasAdd or Add, whose output is the chain's
     std::size_t productInput = 0; // the add's input that is the product; the other is the bias
+    std::ptrdiff_t gelu = -1; // the Gelu node that alone reads the add's output; -1 where none
 };
 
 // Whether the engine fuses chains (the environment's PS_FUSION unset or not "0").
@@ -69,7 +76,7 @@ public:
     {
         return m_chains;
     }
-    // The GEMM + bias chain node `index` belongs to (its MatMul or its add), or nullptr. Chains are
+    // The GEMM + bias chain node `index` belongs to (its MatMul, its add or its Gelu), or nullptr. Chains are
     // planned where the backend has Backend::gemmBias, on f32 tensors, where the product is read by
     // the add alone, and neither it nor the add's output is a graph output or recomputed, and the
     // bias exists before the MatMul runs. The stage executor drops those whose product a backward
@@ -94,6 +101,7 @@ private:
     std::vector<GemmBiasChain> m_gemmChains;
 
     void planGemmChains(const Graph& graph, std::size_t end, std::span<const TensorId> recomputed);
+    void markGemmChain(std::size_t position); // m_gemmChainOf of the chain's nodes
 };
 
 } // namespace ps::engine

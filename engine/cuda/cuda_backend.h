@@ -23,5 +23,7 @@ namespace ps::engine::cuda {
 // GEMM + bias calls that ran through cuBLASLt's bias epilogue in this process (0 without CUDA):
 // the GPU self-test checks the epilogue ran, not the fallback.
 [[nodiscard]] std::uint64_t gemmBiasEpilogueCalls();
+// Those that ran through its GELU_AUX_BIAS epilogue (MatMul + bias + tanh Gelu chains).
+[[nodiscard]] std::uint64_t gemmBiasGeluEpilogueCalls();
 
 } // namespace ps::engine::cuda

@@ -153,8 +153,10 @@ void gemm(GemmPrecision precision, bool transA, bool transB, int m, int n, int k
 // transB, through cuBLASLt's bias epilogue (cuda_gemm_lt.cu). x and w are fp32 or, with Bf16, bf16
 // arrays. Returns false, having done nothing, where cuBLASLt is missing, PS_CUBLASLT is "0", a size
 // is outside its int range or it has no algorithm for the call (the caller runs GEMM and add apart).
+// With `geluSum`: the GELU_AUX_BIAS epilogue, `out` = GELU (tanh form) of the sum, which goes to
+// `geluSum` (rows x n); false also where n is not a multiple of 8 (cuBLASLt's rule for that array).
 [[nodiscard]] bool gemmBiasLt(GemmPrecision precision, bool transB, std::int64_t rows, std::int64_t n, std::int64_t k,
-    const void* x, const void* w, const float* bias, float* out);
+    const void* x, const void* w, const float* bias, float* out, float* geluSum = nullptr);
 // cuBLASLt found and PS_CUBLASLT not "0".
 [[nodiscard]] bool cublasLtEnabled();
 

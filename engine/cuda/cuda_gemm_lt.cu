@@ -1,7 +1,8 @@
 // A GEMM with cuBLASLt's bias epilogue: the MatMul + bias chains of engine/fusion.h in one call
-// (Backend::gemmBias). cuBLASLt is loaded by name through engine/cuda_libraries.h like cuBLAS; its
-// algorithm is the one its heuristics rank first (cublasLtMatmul's implicit query, given a 4 MiB
-// workspace per GPU, made once with cudaMalloc outside the accounted allocator as cuBLAS's own
+// (Backend::gemmBias), and its GELU_AUX_BIAS epilogue for those a tanh Gelu ends (Backend::gemmBiasGelu:
+// the sum to an auxiliary array, the GELU of it to the output). cuBLASLt is loaded by name through
+// engine/cuda_libraries.h like cuBLAS; its algorithm is the one its heuristics rank first (cublasLtMatmul's implicit
+// query, given a 4 MiB workspace per GPU, made once with cudaMalloc outside the accounted allocator as cuBLAS's own
 // workspace is). Every launch of the backend goes to the GPU's legacy default stream, so the
 // workspace is never used by two GEMMs at once. cuBLASLt's heuristics may pick another kernel than
 // cuBLAS's GEMM (another summation order), so the results agree with MatMul then BiasAdd to fp32
@@ -114,11 +115,22 @@ namespace {
         return calls;
     }
 
+    std::atomic<std::uint64_t>& geluEpilogueCalls()
+    {
+        static std::atomic<std::uint64_t> calls { 0 };
+        return calls;
+    }
+
 } // namespace
 
 std::uint64_t gemmBiasEpilogueCalls()
 {
     return epilogueCalls().load(std::memory_order_relaxed);
+}
+
+std::uint64_t gemmBiasGeluEpilogueCalls()
+{
+    return geluEpilogueCalls().load(std::memory_order_relaxed);
 }
 
 bool cublasLtEnabled()
@@ -128,10 +140,11 @@ bool cublasLtEnabled()
 }
 
 bool gemmBiasLt(GemmPrecision precision, bool transB, std::int64_t rows, std::int64_t n, std::int64_t k, const void* x,
-    const void* w, const float* bias, float* out)
+    const void* w, const float* bias, float* out, float* geluSum)
 {
     constexpr std::int64_t kIntMax = 2147483647;
-    if (!cublasLtEnabled() || rows <= 0 || n <= 0 || k <= 0 || rows > kIntMax || n > kIntMax || k > kIntMax)
+    if (!cublasLtEnabled() || rows <= 0 || n <= 0 || k <= 0 || rows > kIntMax || n > kIntMax || k > kIntMax
+        || (geluSum != nullptr && n % 8 != 0))
         return false;
     int device = 0;
     check(cudaGetDevice(&device), "cuda gemm + bias");
@@ -147,11 +160,17 @@ bool gemmBiasLt(GemmPrecision precision, bool transB, std::int64_t rows, std::in
     // out^T's rows, as the epilogue adds it.
     const cublasOperation_t opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opB = CUBLAS_OP_N;
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t epilogue = geluSum != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
     ltCheck(api.descSet(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), "TRANSA");
     ltCheck(api.descSet(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), "TRANSB");
     ltCheck(api.descSet(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "EPILOGUE");
     ltCheck(api.descSet(call.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
+    if (geluSum != nullptr) { // the GELU's input, column-major n x rows like the output
+        const auto auxLd = static_cast<std::int64_t>(n);
+        ltCheck(api.descSet(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &geluSum, sizeof geluSum),
+            "EPILOGUE_AUX_POINTER");
+        ltCheck(api.descSet(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd), "EPILOGUE_AUX_LD");
+    }
     ltCheck(transB
             ? api.layoutCreate(&call.a, operandType, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(n), k)
             : api.layoutCreate(&call.a, operandType, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(k), n),
@@ -167,10 +186,10 @@ bool gemmBiasLt(GemmPrecision precision, bool transB, std::int64_t rows, std::in
     if (status == CUBLAS_STATUS_NOT_SUPPORTED)
         return false; // no algorithm for these sizes: the caller runs the GEMM and the add apart
     if (status != CUBLAS_STATUS_SUCCESS)
-        throw Error("cuda:" + std::to_string(device) + ": cuBLASLt GEMM + bias (" + std::to_string(rows) + "x"
-            + std::to_string(n) + "x" + std::to_string(k) + ") failed with status "
+        throw Error("cuda:" + std::to_string(device) + ": cuBLASLt GEMM + bias" + (geluSum != nullptr ? " + GELU" : "")
+            + " (" + std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k) + ") failed with status "
             + std::to_string(static_cast<int>(status)));
-    epilogueCalls().fetch_add(1, std::memory_order_relaxed);
+    (geluSum != nullptr ? geluEpilogueCalls() : epilogueCalls()).fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace ps::engine::cuda {
@@ -336,6 +337,42 @@ namespace {
         return addArrays(v.out[0], bias, matmul, ctx);
     }
 
+    bool tanhGeluNode(const Node& node)
+    {
+        const auto it = node.attrs.find("approximate");
+        return it != node.attrs.end() && std::holds_alternative<std::string>(it->second)
+            && std::get<std::string>(it->second) == "tanh";
+    }
+
+    // MatMul + bias + a tanh Gelu (Backend::gemmBiasGelu): one cuBLASLt GEMM whose GELU_AUX_BIAS
+    // epilogue writes the sum to `sum` and its GELU to `activated`, where w is one matrix and the
+    // output's width a multiple of 8; false otherwise (the caller runs the GEMM + bias, then Gelu).
+    bool gemmBiasGeluForward(const Node& matmul, const Node& gelu, const NdArray& x, const NdArray& w,
+        const NdArray& bias, KernelContext& ctx, NdArray& sum, NdArray& activated)
+    {
+        useDevice(ctx.allocator);
+        if (!tanhGeluNode(gelu) || !cublasLtEnabled())
+            return false;
+        for (const auto* a : { &x, &w, &bias })
+            requireF32(matmul, *a);
+        const auto s = matmulShape(matmul, x.shape(), w.shape());
+        if (bias.shape() != Shape { s.n } || numElements(s.batchB) != 1 || s.n % 8 != 0)
+            return false;
+        auto outShape = s.batchOut;
+        outShape.push_back(s.m);
+        outShape.push_back(s.n);
+        auto pre = NdArray::empty(ctx.allocator, outShape);
+        auto out = NdArray::empty(ctx.allocator, outShape);
+        const auto a = gemmOperand(x, ctx, matmul);
+        const auto b = gemmOperand(w, ctx, matmul);
+        if (!gemmBiasLt(ctx.gemm, s.transB, numElements(s.batchOut) * s.m, s.n, s.k, a.at(0), b.at(0), f32(bias),
+                f32(out), f32(pre)))
+            return false;
+        sum = std::move(pre);
+        activated = std::move(out);
+        return true;
+    }
+
 } // namespace
 
 GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
@@ -358,6 +395,7 @@ GemmOperand gemmOperand(const NdArray& x, KernelContext& ctx, const Node& node)
 void registerCudaMatmulKernels(KernelTable& table)
 {
     table.setGemmBias(gemmBiasForward);
+    table.setGemmBiasGelu(gemmBiasGeluForward);
     table.add(OpType::MatMul, { matmulForward, matmulBackward });
 }
 

@@ -31,6 +31,11 @@ std::uint64_t gemmBiasEpilogueCalls()
     return 0;
 }
 
+std::uint64_t gemmBiasGeluEpilogueCalls()
+{
+    return 0;
+}
+
 std::vector<OpType> cudaKernelOps()
 {
     return {};

@@ -65,11 +65,27 @@ void StageExecutor::forwardGemmChain(MicroBatch& s, const GemmBiasChain& chain)
     const auto bias = forwardInput(s, add, add.inputs[1 - chain.productInput]);
     std::mt19937_64 rng(0);
     KernelContext ctx { m_device, rng, true, m_gemm };
-    auto y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
+    NdArray y;
+    NdArray activated;
+    if (chain.gelu >= 0) {
+        auto both = m_backend.forwardGemmBiasGelu(
+            matmul, m_graph.nodes()[static_cast<std::size_t>(chain.gelu)], x, w, bias, ctx);
+        y = std::move(both.sum);
+        activated = std::move(both.activated);
+    } else {
+        y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
+    }
     const auto product = NdArray::shapeOnly(y.shape(), DType::F32);
     const auto keep = [](char kept, const NdArray& v) {
         return kept != 0 ? v : NdArray::shapeOnly(v.shape(), v.dtype());
     };
+    if (chain.gelu >= 0) { // the Gelu's values as its own forward would leave them
+        const auto& gelu = m_graph.nodes()[static_cast<std::size_t>(chain.gelu)];
+        const auto g = static_cast<std::size_t>(chain.gelu) - m_begin;
+        s.nodes[g].in = { keep(m_keepIn[g][0], y) };
+        s.nodes[g].out = { keep(m_keepOut[g][0], activated) };
+        s.values[static_cast<std::size_t>(slotOf(gelu.outputs[0]))] = std::move(activated);
+    }
     const auto mm = chain.matmul - m_begin;
     s.nodes[mm].in = { keep(m_keepIn[mm][0], x), keep(m_keepIn[mm][1], w) };
     s.nodes[mm].out = { product };

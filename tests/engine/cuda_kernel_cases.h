@@ -3,16 +3,54 @@
 // extremum, reduction, running-sum, top-k, scatter and Einsum kernels (cuda_compare_kernels.cu,
 // cuda_scan_kernels.cu, cuda_scatter_kernels.cu, cuda_einsum_kernels.cu): ties, NaNs, repeated
 // and negative indices, mixed element types, every Einsum path (direct, transposed and permuted
-// GEMM operands, a permuted result, the general loop).
+// GEMM operands, a permuted result, the general loop); and how a GPU result is compared with the
+// CPU's (relativeError) and host inputs uploaded (upload).
 #pragma once
 
 #include "kernel_test_support.h" // makeNode, RandomArrays
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <span>
 #include <vector>
 
 namespace ps::engine::testing {
+
+// Largest |a - b| over the largest |b| (at least 1e-3): one number per compared array; infinite
+// where one side is NaN and the other not (std::max would drop a NaN).
+inline double relativeError(const NdArray& gpu, const NdArray& cpu, const Backend& backend)
+{
+    const auto bytes = backend.toHost(gpu);
+    if (cpu.dtype() == DType::I64) {
+        return std::memcmp(bytes.data(), cpu.i64(), bytes.size()) == 0 ? 0.0 : 1.0;
+    }
+    const auto* g = reinterpret_cast<const float*>(bytes.data());
+    double worst = 0;
+    double scale = 1e-3;
+    for (std::int64_t i = 0; i < cpu.numel(); ++i) {
+        const double a = g[i];
+        const double b = cpu.f32()[i];
+        if (std::isnan(a) || std::isnan(b)) { // NaN where the other is not: as far off as can be
+            if (std::isnan(a) != std::isnan(b))
+                return std::numeric_limits<double>::infinity();
+            continue;
+        }
+        worst = std::max(worst, std::abs(a - b));
+        scale = std::max(scale, std::abs(b));
+    }
+    return worst / scale;
+}
+
+inline NdArray upload(const Backend& backend, Allocator& allocator, const NdArray& host)
+{
+    const auto bytes =
+        std::span(reinterpret_cast<const std::byte*>(host.dtype() == DType::I64 ? static_cast<const void*>(host.i64())
+                                                                                : static_cast<const void*>(host.f32())),
+            static_cast<std::size_t>(host.numel()) * (host.dtype() == DType::I64 ? 8U : 4U));
+    return backend.fromHost(allocator, host.shape(), host.dtype(), bytes);
+}
 
 struct OpCase
 {

@@ -26,6 +26,8 @@ using namespace ps;
 using namespace ps::engine;
 using ps::engine::testing::makeNode;
 using ps::engine::testing::noGpu;
+using ps::engine::testing::relativeError;
+using ps::engine::testing::upload;
 
 namespace {
 
@@ -211,40 +213,6 @@ public:
         return c;
     }
 };
-
-// Largest |a - b| over the largest |b| (at least 1e-3): one number per compared array; infinite
-// where one side is NaN and the other not (std::max would drop a NaN).
-double relativeError(const NdArray& gpu, const NdArray& cpu, const Backend& backend)
-{
-    const auto bytes = backend.toHost(gpu);
-    if (cpu.dtype() == DType::I64) {
-        return std::memcmp(bytes.data(), cpu.i64(), bytes.size()) == 0 ? 0.0 : 1.0;
-    }
-    const auto* g = reinterpret_cast<const float*>(bytes.data());
-    double worst = 0;
-    double scale = 1e-3;
-    for (std::int64_t i = 0; i < cpu.numel(); ++i) {
-        const double a = g[i];
-        const double b = cpu.f32()[i];
-        if (std::isnan(a) || std::isnan(b)) { // NaN where the other is not: as far off as can be
-            if (std::isnan(a) != std::isnan(b))
-                return std::numeric_limits<double>::infinity();
-            continue;
-        }
-        worst = std::max(worst, std::abs(a - b));
-        scale = std::max(scale, std::abs(b));
-    }
-    return worst / scale;
-}
-
-NdArray upload(const Backend& backend, Allocator& allocator, const NdArray& host)
-{
-    const auto bytes =
-        std::span(reinterpret_cast<const std::byte*>(host.dtype() == DType::I64 ? static_cast<const void*>(host.i64())
-                                                                                : static_cast<const void*>(host.f32())),
-            static_cast<std::size_t>(host.numel()) * (host.dtype() == DType::I64 ? 8U : 4U));
-    return backend.fromHost(allocator, host.shape(), host.dtype(), bytes);
-}
 
 // A small CNN with every CNN kernel in one graph: a strided, padded stem with BatchNorm and
 // max pooling, a depthwise convolution with HardSwish, a squeeze-and-excitation gate (global
@@ -441,48 +409,6 @@ TEST(CudaKernels, TheCheckedCnnTrainsOnTheCpu)
         EXPECT_TRUE(ops.empty() || std::find(ops.begin(), ops.end(), node.op) != ops.end()) << node.name;
 }
 
-// AdamW over 150 parameters of assorted sizes in one launch (its table copied to the GPU) gives the
-// CPU's per-parameter steps, three steps in a row.
-TEST(GpuSelfTest, FusedAdamWMatchesTheCpuSteps)
-{
-    std::string why;
-    if (noGpu(why))
-        GTEST_SKIP() << "no CUDA device: " << why;
-    const auto& gpu = engine::cuda::cudaBackend(0);
-    Allocator gpuAlloc("cuda:0", 0, gpu.memory());
-    CaseMaker make;
-    struct Param
-    {
-        NdArray w, g, m, v;
-    };
-    std::vector<Param> cpu;
-    std::vector<Param> dev;
-    for (int k = 0; k < 150; ++k) {
-        const Shape shape { 1 + (k * 37) % 300 };
-        cpu.push_back(
-            { make.random(shape), make.random(shape), make.random(shape, 0.0F, 0.1F), make.random(shape, 0.0F, 0.1F) });
-        const auto& c = cpu.back();
-        dev.push_back({ upload(gpu, gpuAlloc, c.w), upload(gpu, gpuAlloc, c.g), upload(gpu, gpuAlloc, c.m),
-            upload(gpu, gpuAlloc, c.v) });
-    }
-    for (int step = 1; step <= 3; ++step) {
-        const AdamWUpdate u { 1e-2F, 0.9F, 0.999F, 1e-8F, 0.01F, 0.5F, step };
-        std::vector<Backend::AdamWSlot> slots;
-        for (std::size_t k = 0; k < cpu.size(); ++k) {
-            cpuBackend().adamw(cpu[k].w, cpu[k].g, cpu[k].m, cpu[k].v, u);
-            slots.push_back({ &dev[k].w, &dev[k].g, &dev[k].m, &dev[k].v });
-        }
-        gpu.adamwAll(slots, u);
-    }
-    double worst = 0;
-    for (std::size_t k = 0; k < cpu.size(); ++k) {
-        worst = std::max(worst, relativeError(dev[k].w, cpu[k].w, gpu));
-        worst = std::max(worst, relativeError(dev[k].v, cpu[k].v, gpu));
-    }
-    EXPECT_LT(worst, 1e-5);
-    std::cout << "[ NOTE ] fused AdamW, 150 parameters, 3 steps: largest relative difference " << worst << "\n";
-}
-
 // The fused Scale -> Mask -> Softmax kernel (engine/fusion.h) against the CPU's, forward and
 // backward: causal rows in registers, an odd row length with an i64 padding mask, f32 padding,
 // no mask, and rows of 1,500 keys (the three-pass kernel) with fewer queries than keys.
@@ -535,54 +461,5 @@ TEST(GpuSelfTest, FusedMaskedSoftmaxMatchesTheCpuKernel)
         const auto what = formatShape(c.shape) + (c.causal ? " causal" : "") + " padding " + std::to_string(c.padding);
         EXPECT_LT(relativeError(gy, y, gpu), 1e-5) << what;
         EXPECT_LT(relativeError(gdx, dx, gpu), 1e-5) << what;
-    }
-}
-
-// MatMul + bias in one call (Backend::gemmBias, engine/fusion.h): cuBLASLt's bias epilogue, and
-// with PS_CUBLASLT=0 the cuBLAS GEMM and the add, against the CPU's MatMul then add, in fp32, TF32
-// and bf16 (operands cast), w (K, N) and (N, K) (trans_b), x of rank 2 and 3.
-TEST(GpuSelfTest, GemmBiasEpilogueMatchesTheCpuKernels)
-{
-    std::string why;
-    if (noGpu(why))
-        GTEST_SKIP() << "no CUDA device: " << why;
-    const auto& gpu = engine::cuda::cudaBackend(0);
-    ASSERT_NE(gpu.kernels().gemmBias(), nullptr);
-    Allocator gpuAlloc("cuda:0", 0, gpu.memory());
-    CaseMaker make;
-    std::mt19937_64 rng(1);
-    KernelContext cpuCtx { make.m_alloc, rng, true };
-    struct Case
-    {
-        Shape x, w;
-        bool transB;
-    };
-    for (const auto& c : { Case { { 2, 37, 64 }, { 64, 96 }, false }, Case { { 5, 33 }, { 40, 33 }, true },
-             Case { { 4, 128, 768 }, { 768, 3072 }, false } }) {
-        const auto node = makeNode(OpType::MatMul, { { "trans_b", std::int64_t { c.transB ? 1 : 0 } } });
-        const auto x = make.random(c.x);
-        const auto w = make.random(c.w);
-        const auto bias = make.random({ c.transB ? c.w.front() : c.w.back() });
-        const auto cpu = cpuBackend().forwardGemmBias(node, x, w, bias, cpuCtx);
-        for (const auto& [precision, tolerance] : { std::pair { GemmPrecision::Fp32, 1e-5 },
-                 std::pair { GemmPrecision::Tf32, 1e-2 }, std::pair { GemmPrecision::Bf16, 3e-2 } }) {
-            for (const char* lt : { "1", "0" }) {
-                ::setenv("PS_CUBLASLT", lt, 1);
-                KernelContext gpuCtx { gpuAlloc, rng, true, precision };
-                const auto before = engine::cuda::gemmBiasEpilogueCalls();
-                const auto y = gpu.forwardGemmBias(
-                    node, upload(gpu, gpuAlloc, x), upload(gpu, gpuAlloc, w), upload(gpu, gpuAlloc, bias), gpuCtx);
-                ::unsetenv("PS_CUBLASLT");
-                // cuBLASLt ran the epilogue where it is on (w is one matrix here), never where it is off.
-                EXPECT_EQ(engine::cuda::gemmBiasEpilogueCalls() - before, std::string(lt) == "1" ? 1U : 0U)
-                    << "PS_CUBLASLT=" << lt;
-                ASSERT_EQ(y.shape(), cpu.shape());
-                const auto error = relativeError(y, cpu, gpu);
-                EXPECT_LT(error, tolerance) << formatShape(c.x) << " x " << formatShape(c.w) << " precision "
-                                            << static_cast<int>(precision) << " PS_CUBLASLT=" << lt;
-                std::cout << "[ NOTE ] gemm + bias " << formatShape(c.x) << " x " << formatShape(c.w) << " precision "
-                          << static_cast<int>(precision) << " PS_CUBLASLT=" << lt << ": " << error << "\n";
-            }
-        }
     }
 }

@@ -173,16 +173,24 @@ TEST(Fusion, AChainIsObservedOnItsSoftmaxNode)
         EXPECT_EQ(count(inner, false), 0);
         EXPECT_EQ(count(inner, true), 0);
     }
-    // A GEMM + bias chain's forward is observed on its MatMul, its add's backward on the add.
+    // A GEMM + bias chain's forward is observed on its MatMul, its add's backward on the add, and
+    // a Gelu's in the chain likewise.
     ASSERT_FALSE(plan.gemmChains().empty());
+    std::ptrdiff_t gelus = 0;
     for (const auto& g : plan.gemmChains()) {
         EXPECT_EQ(count(g.matmul, false), 1);
         EXPECT_EQ(count(g.add, false), 0);
         EXPECT_EQ(count(g.add, true), 1);
+        if (g.gelu >= 0) {
+            ++gelus;
+            EXPECT_EQ(count(static_cast<std::size_t>(g.gelu), false), 0);
+            EXPECT_EQ(count(static_cast<std::size_t>(g.gelu), true), 1);
+        }
     }
+    EXPECT_EQ(gelus, 1) << "the MLP's first Linear";
     // Every other node's forward as before.
     EXPECT_EQ(std::count_if(observer.spans.begin(), observer.spans.end(), [](const auto& s) { return !s.second; }),
-        static_cast<std::ptrdiff_t>(graph.nodeCount() - 2 - plan.gemmChains().size()));
+        static_cast<std::ptrdiff_t>(graph.nodeCount() - 2 - plan.gemmChains().size()) - gelus);
 }
 
 // The pipeline runtime with the chains fused and with PS_FUSION=0, in 1F1B and in ZB-H1 (B and
@@ -257,13 +265,22 @@ TEST(Fusion, OneGemmBiasChainPerLinearWithABias)
     }
     EXPECT_GE(linears, 8U); // q/k/v (or qkv), projection and two MLP layers per block
     ASSERT_EQ(plan.gemmChains().size(), linears);
+    std::size_t gelus = 0;
     for (const auto& c : plan.gemmChains()) {
         EXPECT_EQ(graph.nodes()[c.matmul].op, OpType::MatMul);
         EXPECT_EQ(graph.nodes()[c.add].op, OpType::BiasAdd);
         EXPECT_EQ(c.productInput, 0U);
         EXPECT_EQ(plan.gemmChainOf(c.add), &c);
         EXPECT_EQ(plan.chainOf(c.matmul), nullptr);
+        if (c.gelu >= 0) { // the MLP's first Linear: the Gelu reads its sum alone
+            ++gelus;
+            const auto& gelu = graph.nodes()[static_cast<std::size_t>(c.gelu)];
+            EXPECT_EQ(gelu.op, OpType::Gelu);
+            EXPECT_EQ(gelu.inputs[0], graph.nodes()[c.add].outputs[0]);
+            EXPECT_EQ(plan.gemmChainOf(gelu.id.index()), &c);
+        }
     }
+    EXPECT_EQ(gelus, 2U) << "one per block";
     const auto first = plan.gemmChains().front();
     const auto product = graph.nodes()[first.matmul].outputs[0];
     const FusionPlan recomputed(graph, 0, graph.nodeCount(), cpuBackend(), std::vector<TensorId> { product });
@@ -276,6 +293,20 @@ TEST(Fusion, OneGemmBiasChainPerLinearWithABias)
     EXPECT_EQ(dropped.gemmChains().size(), linears - 1);
     EXPECT_EQ(dropped.gemmChainOf(first.add), nullptr);
     EXPECT_NE(dropped.gemmChainOf(plan.gemmChains().back().add), nullptr);
+    const auto withGelu = *std::find_if(
+        plan.gemmChains().begin(), plan.gemmChains().end(), [](const GemmBiasChain& c) { return c.gelu >= 0; });
+    dropped.dropGemmChain(withGelu.matmul);
+    EXPECT_EQ(dropped.gemmChainOf(static_cast<std::size_t>(withGelu.gelu)), nullptr);
+    // A recomputed GELU output keeps the Gelu apart, the GEMM + bias fused.
+    const FusionPlan geluRecomputed(graph, 0, graph.nodeCount(), cpuBackend(),
+        std::vector<TensorId> { graph.nodes()[static_cast<std::size_t>(withGelu.gelu)].outputs[0] });
+    ASSERT_NE(geluRecomputed.gemmChainOf(withGelu.matmul), nullptr);
+    EXPECT_EQ(geluRecomputed.gemmChainOf(withGelu.matmul)->gelu, -1);
+    EXPECT_EQ(geluRecomputed.gemmChainOf(static_cast<std::size_t>(withGelu.gelu)), nullptr);
+    // A range that ends before the Gelu fuses the GEMM + bias alone.
+    const FusionPlan cut(graph, 0, static_cast<std::size_t>(withGelu.gelu), cpuBackend());
+    ASSERT_NE(cut.gemmChainOf(withGelu.matmul), nullptr);
+    EXPECT_EQ(cut.gemmChainOf(withGelu.matmul)->gelu, -1);
 
     GraphBuilder b(ModelInfo { "imported-linears", "test", "{}", 1 });
     const auto x = b.input("x", { 4, 8 }, DType::F32);
@@ -286,12 +317,19 @@ TEST(Fusion, OneGemmBiasChainPerLinearWithABias)
     const auto z = b.op(OpType::Add, "read_twice", { twice, bias });
     const auto late = b.op(OpType::MatMul, "mm_late", { x, w }); // its bias made after it: apart
     const auto sum = b.op(OpType::Add, "late_bias", { late, b.op(OpType::Relu, "relu", { bias }) });
-    const auto imported = b.finish(
-        { b.op(OpType::Add, "out", { b.op(OpType::Add, "s", { y, z }), b.op(OpType::Add, "t", { twice, sum }) }) });
+    // A Gelu whose input another node reads too stays out of the chain.
+    const auto shared = b.op(OpType::BiasAdd, "shared_sum", { b.op(OpType::MatMul, "mm_shared", { x, w }), bias });
+    const auto gelu = b.op(OpType::Gelu, "gelu_shared", { shared }, { { "approximate", std::string("tanh") } });
+    const auto imported = b.finish({ b.op(OpType::Add, "out",
+        { b.op(OpType::Add, "s", { y, z }),
+            b.op(OpType::Add, "t",
+                { b.op(OpType::Add, "u", { twice, sum }), b.op(OpType::Add, "v", { gelu, shared }) }) }) });
     const FusionPlan importedPlan(imported, 0, imported.nodeCount(), cpuBackend());
-    ASSERT_EQ(importedPlan.gemmChains().size(), 1U);
+    ASSERT_EQ(importedPlan.gemmChains().size(), 2U);
     EXPECT_EQ(imported.nodes()[importedPlan.gemmChains().front().add].name, "bias_first");
     EXPECT_EQ(importedPlan.gemmChains().front().productInput, 1U);
+    EXPECT_EQ(imported.nodes()[importedPlan.gemmChains().back().add].name, "shared_sum");
+    EXPECT_EQ(importedPlan.gemmChains().back().gelu, -1);
 }
 
 // The CPU's GEMM + bias gives MatMul then BiasAdd's bits (x broadcast over batches, trans_b).
@@ -325,4 +363,34 @@ TEST(Fusion, CpuGemmBiasGivesMatMulThenAddBits)
     EXPECT_THROW((void)cpuBackend().forwardGemmBias(ps::engine::testing::makeNode(OpType::MatMul),
                      make.random({ 2, 4 }), make.random({ 4, 3 }), make.random({ 4 }), ctx),
         Error);
+}
+
+// The CPU's GEMM + bias + Gelu (Backend::forwardGemmBiasGelu: the fused GEMM + bias, then the Gelu
+// kernel) gives MatMul, BiasAdd and Gelu's bits, tanh and exact.
+TEST(Fusion, CpuGemmBiasGeluGivesTheSeparateKernelsBits)
+{
+    ASSERT_EQ(cpuBackend().kernels().gemmBiasGelu(), nullptr) << "the CPU runs the Gelu kernel after";
+    ps::engine::testing::RandomArrays make;
+    std::mt19937_64 rng(4);
+    KernelContext ctx { make.m_alloc, rng, true };
+    for (const auto* approximate : { "tanh", "none" }) {
+        const auto matmul = ps::engine::testing::makeNode(OpType::MatMul);
+        const auto add = ps::engine::testing::makeNode(OpType::BiasAdd);
+        const auto gelu = ps::engine::testing::makeNode(OpType::Gelu, { { "approximate", std::string(approximate) } });
+        const auto x = make.random({ 3, 40, 64 });
+        const auto w = make.random({ 64, 96 });
+        const auto bias = make.random({ 96 });
+        NodeValues mv { { x, w }, {}, {} };
+        cpuBackend().forward(matmul, mv, ctx);
+        NodeValues av { { mv.out[0], bias }, {}, {} };
+        cpuBackend().forward(add, av, ctx);
+        NodeValues gv { { av.out[0] }, {}, {} };
+        cpuBackend().forward(gelu, gv, ctx);
+        const auto fused = cpuBackend().forwardGemmBiasGelu(matmul, gelu, x, w, bias, ctx);
+        const auto bytes = static_cast<std::size_t>(gv.out[0].numel()) * sizeof(float);
+        ASSERT_EQ(fused.sum.shape(), av.out[0].shape());
+        ASSERT_EQ(fused.activated.shape(), gv.out[0].shape());
+        EXPECT_EQ(std::memcmp(fused.sum.f32(), av.out[0].f32(), bytes), 0) << approximate;
+        EXPECT_EQ(std::memcmp(fused.activated.f32(), gv.out[0].f32(), bytes), 0) << approximate;
+    }
 }

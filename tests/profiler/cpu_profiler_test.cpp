@@ -34,7 +34,8 @@ TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
     EXPECT_GT(a.nodeSumNs, 0);
     // Times are taken in real steps, where each attention's Scale -> Mask -> Softmax runs fused:
     // the chain's time is its Softmax node's, its Scale and Mask measure nothing. A Linear's GEMM
-    // and bias add run as one call too: its forward is the MatMul's, the add's backward its own.
+    // and bias add (and a Gelu after them) run as one call too: its forward is the MatMul's, the
+    // add's and the Gelu's backwards their own.
     const engine::FusionPlan fused(small, 0, small.nodeCount(), engine::cpuBackend());
     ASSERT_EQ(fused.chains().size(), 1U);
     ASSERT_FALSE(fused.gemmChains().empty());
@@ -43,7 +44,8 @@ TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
         const auto* chain = fused.chainOf(i);
         const auto samples = chain != nullptr && chain->softmax != i ? 0U : 3U;
         const auto* gemm = fused.gemmChainOf(i);
-        const auto forwardSamples = gemm != nullptr && gemm->add == i ? 0U : samples;
+        const bool fusedAfterGemm = gemm != nullptr && (gemm->add == i || gemm->gelu == static_cast<std::ptrdiff_t>(i));
+        const auto forwardSamples = fusedAfterGemm ? 0U : samples;
         EXPECT_EQ(a.nodes[i].forwardNs.count, forwardSamples) << node.name;
         EXPECT_EQ(a.nodes[i].forwardNs.median > 0, forwardSamples > 0) << node.name;
         // Every node of this graph leads to the loss through parameters: each has a backward.

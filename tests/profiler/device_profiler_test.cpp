@@ -73,7 +73,7 @@ TEST(DeviceProfiler, EachRepetitionIsItsOwnRangeAndWarmUpsAreNotSamples)
     const auto run = measureOnDevice(graph, engine::cpuBackend(), tracer, o, {}, &warnings);
     EXPECT_TRUE(warnings.empty()) << warnings.front();
     // In the traced steps a fused chain (engine/fusion.h) is one range on its Softmax node, and a
-    // GEMM + bias chain's forward one range on its MatMul; alone, every node is timed by itself.
+    // GEMM + bias (+ Gelu) chain's forward one range on its MatMul; alone, every node is timed by itself.
     const engine::FusionPlan fused(graph, 0, graph.nodeCount(), engine::cpuBackend());
     std::size_t passes = 0;
     std::size_t innerPasses = 0;
@@ -81,7 +81,7 @@ TEST(DeviceProfiler, EachRepetitionIsItsOwnRangeAndWarmUpsAreNotSamples)
         const auto* chain = fused.chainOf(i);
         const bool inner = chain != nullptr && chain->softmax != i;
         const auto* gemm = fused.gemmChainOf(i);
-        const bool fusedAdd = gemm != nullptr && gemm->add == i;
+        const bool fusedAdd = gemm != nullptr && (gemm->add == i || gemm->gelu == static_cast<std::ptrdiff_t>(i));
         EXPECT_EQ(run.nodes[i].forwardNs.count, inner || fusedAdd ? 0U : 3U) << graph.nodes()[i].name;
         const std::size_t backward = inner || run.nodes[i].backwardNs.count > 0 ? 1 : 0;
         passes += 1 + backward;
