@@ -51,6 +51,7 @@ namespace {
         std::optional<std::int64_t> layers, decoderLayers, hidden, heads, headDim, ffn, seq, decoderSeq, vocab,
             maxPositions, microBatch;
         std::optional<double> dropout;
+        bool fusedAttention = false;
     };
 
     void addModelOptions(CLI::App* cmd, ModelOverrides& o)
@@ -78,6 +79,9 @@ namespace {
         cmd->add_option("--micro-batch,-b", o.microBatch, "Samples per micro-batch")->check(CLI::Range(1, 1 << 20));
         cmd->add_option("--dropout", o.dropout, "Dropout probability (0 removes dropout nodes)")
             ->check(numberIn(0, 0.999));
+        cmd->add_flag("--fused-attention", o.fusedAttention,
+            "Each attention as one Attention node that keeps no probabilities for backward (recomputed, as "
+            "FlashAttention and scaled_dot_product_attention do); needs --dropout 0");
     }
 
     ModelConfig resolveConfig(const ModelOverrides& o)
@@ -99,6 +103,7 @@ namespace {
         apply(c.maxPositions, o.maxPositions);
         apply(c.microBatch, o.microBatch);
         apply(c.dropout, o.dropout);
+        c.fusedAttention = c.fusedAttention || o.fusedAttention;
         // A sequence longer than the preset's position table grows the table, as a user would.
         if (o.seq && !o.maxPositions && c.maxPositions > 0 && c.seq > c.maxPositions)
             c.maxPositions = c.seq;

@@ -144,6 +144,7 @@ namespace {
             return KernelClass::Convolution;
         case OpType::Softmax:
         case OpType::Mask:
+        case OpType::Attention:
             return KernelClass::Attention;
         case OpType::LayerNorm:
         case OpType::RMSNorm:
@@ -350,6 +351,43 @@ namespace {
         return KernelTime { KernelClass::Elementwise, ns, ns, 1e9 * plan.castParameterBytes[i] / bandwidth };
     }
 
+    // Fused attention (graph/attention_fusion.h) as the engine runs it: its GEMMs (scores and
+    // context; in the backward the scores again, dP, dV, dQ and dK) at the GEMM rate, priced by the
+    // GEMM model on a catalog GPU, and the softmax passes over the scores in memory (forward: the
+    // scores written and read, the probabilities written and read; backward: about twice that).
+    KernelTime attentionKernels(
+        const Graph& g, const Node& node, const OpCost& c, double ratio, const DeviceSpec& d, const CostModelOptions& o)
+    {
+        const Shape& q = g.tensor(node.inputs[0]).shape;
+        const Shape& k = g.tensor(node.inputs[1]).shape;
+        const double heads =
+            static_cast<double>(numElements(q)) / static_cast<double>(q[q.size() - 2] * q.back()) * ratio;
+        const double tq = static_cast<double>(q[q.size() - 2]);
+        const double tk = static_cast<double>(k[k.size() - 2]);
+        const double dq = static_cast<double>(q.back());
+        const double dv = static_cast<double>(g.tensor(node.inputs[2]).shape.back());
+        const auto pipe = gemmDevice(d, matmulMathMode(o.setup));
+        const bool model = isCudaDevice(d) && pipe.multiprocessors > 0 && pipe.efficiency > 0;
+        const double rate = pipePeak(d, matmulMathMode(o.setup)) * gemmEfficiency(d, o);
+        const double launch = launchNs(d, o);
+        const auto gemm = [&](double m, double n, double kk) {
+            const GemmShape shape { heads, m, n, kk };
+            return launch + (model ? 1e9 * estimateGemm(shape, pipe).seconds : 1e9 * 2 * heads * m * n * kk / rate);
+        };
+        const double scoreBytes = heads * tq * tk * 4;
+        const double peak = d.flopsFp32 * o.vectorEfficiency;
+        const auto softmax = [&](double passes) {
+            const double bytes = passes * scoreBytes;
+            return rooflineNs(
+                25 * heads * tq * tk * passes / 4, bytes, peak, streamBandwidth(d, bytes, false, o), launch);
+        };
+        KernelTime t { KernelClass::Attention, gemm(tq, tk, dq) + softmax(4) + gemm(tq, dv, tk), 0, 0 };
+        if (c.backwardFlops > 0)
+            t.backwardNs = gemm(tq, tk, dq) + softmax(4) + gemm(tq, tk, dv) + gemm(tk, dv, tq) + softmax(4)
+                + gemm(tq, dq, tk) + gemm(tk, dq, tq);
+        return t;
+    }
+
     std::vector<KernelTime> opKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
         const ByteScales& scales, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
     {
@@ -434,8 +472,9 @@ namespace {
     std::vector<KernelTime> nodeKernels(const Graph& g, const Node& node, const OpCost& c, double ratio,
         const AutocastPlan& plan, const DeviceSpec& d, const CostModelOptions& o, const std::vector<bool>& requiresGrad)
     {
-        auto kernels =
-            opKernels(g, node, c, ratio, byteScales(g, node, plan, o.setup.mixedPrecision()), d, o, requiresGrad);
+        auto kernels = node.op == OpType::Attention
+            ? std::vector { attentionKernels(g, node, c, ratio, d, o) }
+            : opKernels(g, node, c, ratio, byteScales(g, node, plan, o.setup.mixedPrecision()), d, o, requiresGrad);
         if (const auto cast = castKernels(node, plan, ratio, d, o))
             kernels.push_back(*cast);
         return kernels;

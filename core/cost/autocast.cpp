@@ -14,6 +14,7 @@ namespace {
         case OpType::MatMul:
         case OpType::Einsum:
         case OpType::Conv:
+        case OpType::Attention: // scaled_dot_product_attention runs in the lower type
             return Rule::Lower;
         case OpType::Softmax:
         case OpType::LayerNorm:

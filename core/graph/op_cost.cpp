@@ -159,7 +159,7 @@ std::int64_t savedActivationBytes(const Graph& graph, const std::vector<OpCost>&
 GradientFlow gradientFlow(const Graph& graph)
 {
     GradientFlow flow { tensorsRequiringGrad(graph), std::vector<std::size_t>(graph.tensorCount(), 0),
-        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} };
+        std::vector<std::uint32_t>(graph.tensorCount(), 0), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} };
     flow.bytes.reserve(graph.tensorCount());
     for (const auto& t : graph.tensors()) {
         flow.bytes.push_back(numBytes(t.shape, t.dtype));
@@ -183,6 +183,7 @@ GradientFlow gradientFlow(const Graph& graph)
     }
     const auto costs = computeOpCosts(graph);
     flow.savedRoots.resize(graph.nodeCount());
+    flow.backwardScratch.reserve(graph.nodeCount());
     flow.fixedScratch.reserve(graph.nodeCount());
     flow.fixedInputGradScratch.reserve(graph.nodeCount());
     flow.weightPassBytes.reserve(graph.nodeCount());
@@ -196,6 +197,7 @@ GradientFlow gradientFlow(const Graph& graph)
         for (auto t : costs[n].savedForWeightGrad)
             flow.weightGradRoots[n].push_back(storageRoot(graph, t));
         flow.savedExtraBytes[n] = costs[n].savedExtraBytes;
+        flow.backwardScratch.push_back(costs[n].backwardWorkspaceBytes);
         flow.fixedScratch.push_back(costs[n].fixedWorkspaceBytes);
         flow.fixedInputGradScratch.push_back(costs[n].fixedInputGradWorkspaceBytes);
         flow.weightPassScratch.push_back(costs[n].fixedWeightGradWorkspaceBytes);
@@ -534,7 +536,7 @@ WorkingProfile backwardWorkingProfile(const Graph& graph, const GradientFlow& fl
         const auto passes = [&, mask = flow.passesGradient[n]](std::size_t i) {
             return i < 32 && ((mask >> i) & 1U) != 0 && outStorage < grads.none();
         };
-        const auto extra = nodeGradientBytes(graph, flow, grads, n, split, passes);
+        const auto extra = nodeGradientBytes(graph, flow, grads, n, split, passes) + flow.backwardScratch[n];
         for (auto in : node.inputs) { // each parameter's gradient is allocated beside the first one computed for it
             if (growingGradients && !split && flow.parameter[in.index()] != 0 && flow.requiresGrad[in.index()]
                 && allocated.insert(in, 1))

@@ -31,6 +31,9 @@ struct OpCost
     std::int64_t savedExtraBytes = 0; // internal state kept for backward (masks, mean/rstd, probs)
     std::int64_t savedBytes = 0; // bytes of savedTensors + savedExtraBytes
     std::int64_t workspaceBytes = 0; // transient scratch during the op
+    // Transient scratch of the backward beyond the input gradients it makes, growing with the
+    // micro-batch (fused attention's recomputed probabilities and their gradients).
+    std::int64_t backwardWorkspaceBytes = 0;
     // Scratch that does not grow with the micro-batch: a convolution's im2col column matrix of one
     // image, which the engine's CPU kernels fill image by image: in the forward one, in the
     // backward the input's columns for the weight gradient and the columns' gradient for the
@@ -89,6 +92,7 @@ struct GradientFlow
     // By node: bit i set where input i's gradient can be the output's own storage (Add, BiasAdd and
     // Sub's first operand of the output's shape; Reshape's view).
     std::vector<std::uint32_t> passesGradient;
+    std::vector<std::int64_t> backwardScratch; // by node: OpCost::backwardWorkspaceBytes
     std::vector<std::int64_t> fixedScratch; // by node: OpCost::fixedWorkspaceBytes
     std::vector<std::int64_t> fixedInputGradScratch; // by node: OpCost::fixedInputGradWorkspaceBytes
     // By node: what a split backward's W holds at once: the new gradients of its trainable

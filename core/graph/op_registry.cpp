@@ -2,6 +2,7 @@
 // saved-state rules sit above the table that names them, the shape rules in op_shapes.cpp.
 #include "graph/op_registry.h"
 
+#include "graph/attention_fusion.h"
 #include "graph/op_shapes.h"
 #include "graph/shape_inference.h"
 #include "util/error.h"
@@ -503,6 +504,13 @@ namespace {
             d.backwardFlops = 1;
             d.basis = CostBasis::Input;
             d.savedInputs = saveInput(1);
+            add(d);
+        }
+        {
+            OpDef d { OpType::Attention, "Attention",
+                "(q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv); scale, causal",
+                3, 4, attentionShape };
+            d.cost = attentionCost;
             add(d);
         }
         {

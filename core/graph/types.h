@@ -106,6 +106,9 @@ enum class OpType : std::uint8_t {
                      // at the indices on attr axis; attr add (1: added, ONNX reduction "add"; torch's scatter_add)
     Sin, // sin x (rotary tables computed in the forward; folded to constants when static)
     Cos, // cos x
+    Attention, // (q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv):
+               // softmax(scale q k^T, causal and padding masked as Mask does) v, saving no probabilities
+               // (graph/attention_fusion.h); attrs scale, causal
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

@@ -1,5 +1,6 @@
 #include "zoo/model_config.h"
 
+#include "graph/attention_fusion.h"
 #include "util/error.h"
 #include "zoo/zoo_builders.h"
 
@@ -178,6 +179,12 @@ void checkModelConfig(const ModelConfig& c)
         requirePositive(c.decoderLayers, "decoder-layers");
     if (c.dropout < 0 || c.dropout >= 1)
         throw Error("model configuration: dropout must be in [0, 1), got " + std::to_string(c.dropout));
+    if (c.fusedAttention && (c.family == ModelFamily::Mlp || c.family == ModelFamily::ResNet))
+        throw Error("model configuration: fused attention asked for a model without attention");
+    if (c.fusedAttention && c.dropout > 0)
+        throw Error("model configuration: fused attention needs dropout 0 (a dropout on the attention probabilities "
+                    "is not fused; got "
+            + std::to_string(c.dropout) + ")");
 }
 
 std::string modelConfigToJson(const ModelConfig& c)
@@ -198,6 +205,7 @@ std::string modelConfigToJson(const ModelConfig& c)
         { "relative_buckets", c.relativeBuckets },
         { "micro_batch", c.microBatch },
         { "dropout", c.dropout },
+        { "fused_attention", c.fusedAttention },
     };
     return j.dump();
 }
@@ -227,25 +235,36 @@ ModelConfig modelConfigFromJson(std::string_view text)
     c.relativeBuckets = j.value("relative_buckets", c.relativeBuckets);
     c.microBatch = j.value("micro_batch", c.microBatch);
     c.dropout = j.value("dropout", c.dropout);
+    c.fusedAttention = j.value("fused_attention", c.fusedAttention);
     return c;
 }
+
+namespace {
+
+    Graph buildFamily(const ModelConfig& config)
+    {
+        switch (config.family) {
+        case ModelFamily::Gpt2:
+            return zoo::buildGpt2(config);
+        case ModelFamily::Bert:
+            return zoo::buildBert(config);
+        case ModelFamily::T5:
+            return zoo::buildT5(config);
+        case ModelFamily::Mlp:
+            return zoo::buildMlp(config);
+        case ModelFamily::ResNet:
+            return zoo::buildResNet(config);
+        }
+        throw Error("unknown model family");
+    }
+
+} // namespace
 
 Graph buildZooModel(const ModelConfig& config)
 {
     checkModelConfig(config);
-    switch (config.family) {
-    case ModelFamily::Gpt2:
-        return zoo::buildGpt2(config);
-    case ModelFamily::Bert:
-        return zoo::buildBert(config);
-    case ModelFamily::T5:
-        return zoo::buildT5(config);
-    case ModelFamily::Mlp:
-        return zoo::buildMlp(config);
-    case ModelFamily::ResNet:
-        return zoo::buildResNet(config);
-    }
-    throw Error("unknown model family");
+    auto graph = buildFamily(config);
+    return config.fusedAttention ? fuseAttention(graph) : graph;
 }
 
 Graph buildAtMicroBatch(const Graph& graph, std::int64_t microBatch)

@@ -1,4 +1,5 @@
 // Embedding, normalizations, softmax with masks, dropout and the cross-entropy loss.
+#include "attention_kernel.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "cpu/vector_loops.h"
@@ -308,10 +309,23 @@ namespace {
         return dx;
     }
 
+    // ---- Attention (engine/attention_kernel.h) over this backend's MatMul and fused softmax ----
+
+    void attentionForwardCpu(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        attentionForward(cpuBackend().kernels(), node, v, ctx);
+    }
+
+    void attentionBackwardCpu(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        attentionBackward(cpuBackend().kernels(), node, v, g, ctx);
+    }
+
 } // namespace
 
 void registerNnKernels(KernelTable& table)
 {
+    table.add(OpType::Attention, { attentionForwardCpu, attentionBackwardCpu });
     table.setMaskedSoftmax({ maskedSoftmaxForward, maskedSoftmaxBackward });
     table.add(OpType::Embedding, { embeddingForward, embeddingBackward });
     table.add(OpType::LayerNorm, { layerNormForward, layerNormBackward });

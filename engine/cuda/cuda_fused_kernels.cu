@@ -3,6 +3,8 @@
 // rows up to 1,024 keys stay in registers, so the scores are read once and the probabilities
 // written once, and a masked key is never read. Longer rows take three passes over the row.
 // Backward: dx = scale * (masked ? 0 : row_math's softmaxGradElement(y, dy, sum(y * dy))).
+#include "attention_kernel.h"
+#include "cuda/cuda_backend.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_rows.cuh"
 
@@ -254,9 +256,33 @@ namespace {
     }
 } // namespace
 
+namespace {
+
+    // Attention (engine/attention_kernel.h) over the kernels of the GPU the allocator is on.
+    const KernelTable& tableOf(Allocator& allocator)
+    {
+        useDevice(allocator);
+        int device = 0;
+        check(cudaGetDevice(&device), allocator.device());
+        return cudaBackend(device).kernels();
+    }
+
+    void attentionForwardCuda(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        attentionForward(tableOf(ctx.allocator), node, v, ctx);
+    }
+
+    void attentionBackwardCuda(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        attentionBackward(tableOf(ctx.allocator), node, v, g, ctx);
+    }
+
+} // namespace
+
 void registerCudaFusedKernels(KernelTable& table)
 {
     table.setMaskedSoftmax({ maskedSoftmaxForward, maskedSoftmaxBackward });
+    table.add(OpType::Attention, { attentionForwardCuda, attentionBackwardCuda });
 }
 
 } // namespace ps::engine::cuda

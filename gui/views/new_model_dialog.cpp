@@ -1,5 +1,6 @@
 #include "views/new_model_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
@@ -14,6 +15,7 @@ NewModelDialog::NewModelDialog(QWidget* parent)
     , m_layers(new QSpinBox(this))
     , m_seq(new QSpinBox(this))
     , m_microBatch(new QSpinBox(this))
+    , m_fusedAttention(new QCheckBox(tr("Fused attention (no probabilities kept; dropout off)"), this))
 {
     setWindowTitle(tr("New project from the model zoo"));
     for (const auto& name : zooModelNames())
@@ -29,6 +31,10 @@ NewModelDialog::NewModelDialog(QWidget* parent)
     form->addRow(tr("Layers"), m_layers);
     form->addRow(tr("Sequence length"), m_seq);
     form->addRow(tr("Micro-batch size"), m_microBatch);
+    m_fusedAttention->setObjectName(QStringLiteral("fusedAttention"));
+    m_fusedAttention->setToolTip(tr("Each attention as one Attention node, as scaled_dot_product_attention runs it: "
+                                    "the backward recomputes the scores and softmax instead of keeping them"));
+    form->addRow(QString(), m_fusedAttention);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     form->addRow(buttons);
     connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
@@ -54,6 +60,10 @@ void NewModelDialog::loadPreset()
     m_layers->setValue(static_cast<int>(preset.layers));
     m_seq->setValue(static_cast<int>(preset.seq));
     m_microBatch->setValue(static_cast<int>(preset.microBatch));
+    const bool attention = preset.family != ModelFamily::ResNet && preset.family != ModelFamily::Mlp;
+    m_fusedAttention->setEnabled(attention);
+    if (!attention)
+        m_fusedAttention->setChecked(false);
 }
 
 ModelConfig NewModelDialog::config() const
@@ -66,6 +76,10 @@ ModelConfig NewModelDialog::config() const
     if (c.maxPositions > 0 && c.seq > c.maxPositions)
         c.maxPositions = c.seq;
     c.microBatch = m_microBatch->value();
+    if (m_fusedAttention->isEnabled() && m_fusedAttention->isChecked()) {
+        c.fusedAttention = true;
+        c.dropout = 0; // a dropout on the probabilities would keep the chain (model_config.h)
+    }
     return c;
 }
 

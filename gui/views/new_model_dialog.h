@@ -1,10 +1,12 @@
-// File > New from zoo: pick a preset and override its sequence length, micro-batch and depth.
+// File > New from zoo: pick a preset and override its sequence length, micro-batch and depth, and
+// (transformers) run each attention as one Attention node that keeps no probabilities.
 #pragma once
 
 #include "zoo/model_config.h"
 
 #include <QDialog>
 
+class QCheckBox;
 class QComboBox;
 class QFormLayout;
 class QSpinBox;
@@ -27,6 +29,7 @@ private:
     QSpinBox* m_layers;
     QSpinBox* m_seq;
     QSpinBox* m_microBatch;
+    QCheckBox* m_fusedAttention;
     QFormLayout* m_form = nullptr;
 };
 

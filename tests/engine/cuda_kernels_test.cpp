@@ -209,6 +209,14 @@ public:
             { { "kernel", Shape { 3, 3, 2 } }, { "strides", Shape { 2, 2, 2 } }, { "pads", Shape { 1, 1, 1, 1, 0, 1 } },
                 { "count_include_pad", std::int64_t { 1 } } },
             { random({ 2, 3, 6, 7, 5 }) }, { true });
+        // Attention (engine/attention_kernel.h): causal with fewer queries than keys and a value
+        // width apart from the head size; a padding mask of i64 entries.
+        add(OpType::Attention, { { "scale", 0.35 }, { "causal", std::int64_t { 1 } } },
+            { random({ 2, 3, 5, 8 }), random({ 2, 3, 7, 8 }), random({ 2, 3, 7, 4 }) }, { true, true, true }, 1e-4);
+        add(OpType::Attention, { { "scale", 0.5 }, { "causal", std::int64_t { 0 } } },
+            { random({ 2, 3, 5, 8 }), random({ 2, 3, 5, 8 }), random({ 2, 3, 5, 8 }),
+                values({ 2, 5 }, { 1, 1, 1, 0, 1, 1, 1, 1, 1, 0 }) },
+            { true, true, true, false }, 1e-4);
         ps::engine::testing::addOrderCases(*this, c);
         return c;
     }

@@ -3,6 +3,7 @@
 // reports each chain's work on its Softmax node.
 #include "executor.h"
 #include "fusion.h"
+#include "graph/attention_fusion.h"
 #include "graph/graph_builder.h"
 #include "kernel_test_support.h"
 #include "pipeline_support.h"
@@ -29,9 +30,11 @@ Graph gpt(int layers, double dropout = 0.0)
     return buildZooModel(c);
 }
 
-Graph bert()
+Graph bert(double dropout = -1) // below 0: the preset's
 {
     auto c = zooPreset("bert-base");
+    if (dropout >= 0)
+        c.dropout = dropout;
     c.layers = 2;
     c.hidden = 64;
     c.heads = 4;
@@ -392,5 +395,37 @@ TEST(Fusion, CpuGemmBiasGeluGivesTheSeparateKernelsBits)
         ASSERT_EQ(fused.activated.shape(), gv.out[0].shape());
         EXPECT_EQ(std::memcmp(fused.sum.f32(), av.out[0].f32(), bytes), 0) << approximate;
         EXPECT_EQ(std::memcmp(fused.activated.f32(), gv.out[0].f32(), bytes), 0) << approximate;
+    }
+}
+
+// The Attention node (graph/attention_fusion.h, engine/attention_kernel.h) runs the chain's own
+// kernels: on the CPU the loss and every parameter's gradient are the chain's to the bit, causal
+// (GPT) and with a padding mask (BERT); its forward and backward are each observed once.
+TEST(Fusion, AnAttentionNodeGivesTheChainsBits)
+{
+    for (auto [name, graph] : { std::pair { "gpt", gpt(2) }, std::pair { "bert", bert(0) } }) {
+        std::size_t fused = 0;
+        const auto attention = fuseAttention(graph, &fused);
+        ASSERT_EQ(fused, 2U) << name;
+        const auto chain = runOnce(graph, true);
+        const auto node = runOnce(attention, true);
+        EXPECT_TRUE(std::isfinite(node.loss)) << name;
+        EXPECT_EQ(std::memcmp(&node.loss, &chain.loss, sizeof(float)), 0)
+            << name << ": " << node.loss << " vs " << chain.loss;
+        ASSERT_EQ(node.grads.size(), chain.grads.size());
+        for (std::size_t i = 0; i < node.grads.size(); ++i)
+            EXPECT_EQ(node.grads[i], chain.grads[i]) << name << ": parameter " << i;
+        GraphExecutor ex(attention);
+        feed(ex);
+        FusionObserver observer;
+        ex.setObserver(&observer);
+        (void)ex.forward();
+        ex.backward();
+        for (const auto& n : attention.nodes()) {
+            if (n.op != OpType::Attention)
+                continue;
+            EXPECT_EQ(std::count(observer.spans.begin(), observer.spans.end(), std::pair { n.id.index(), false }), 1);
+            EXPECT_EQ(std::count(observer.spans.begin(), observer.spans.end(), std::pair { n.id.index(), true }), 1);
+        }
     }
 }

@@ -128,6 +128,25 @@ void expectPeaksAsPredicted(const Graph& graph, const std::string& schedule, int
 
 } // namespace
 
+// Fused attention (graph/attention_fusion.h): the runtime holds the probabilities only inside
+// each Attention node's forward and backward (two and three score-sized arrays), which the
+// memory model counts as that node's workspace, never as saved activations.
+TEST(Pipeline, FusedAttentionPeaksAsPredicted)
+{
+    auto c = zooPreset("gpt2-tiny");
+    c.layers = 4;
+    c.heads = 2;
+    c.maxPositions = 128;
+    c.seq = 128; // the probabilities (2 x 2 x 128 x 128 floats a layer) outweigh a layer's other activations
+    c.microBatch = 2;
+    c.dropout = 0;
+    c.fusedAttention = true;
+    const auto graph = buildZooModel(c);
+    for (const auto* schedule : { "gpipe", "1f1b", "zb-h1" })
+        expectPeaksAsPredicted(graph, schedule, 2, 4, 0.05, "fused attention");
+    expectPeaksAsPredicted(graph, "1f1b", 1, 2, 0.05, "fused attention");
+}
+
 // The same for a CNN. Its first convolution keeps the loader's image batch for its weight
 // gradient; each convolution's backward holds the columns of one image for each gradient it
 // computes, counted at that node against what the backward has released by then; and the first

@@ -13,6 +13,7 @@
 #include "views/summary_panel.h"
 #include "zoo/model_config.h"
 
+#include <QCheckBox>
 #include <QDir>
 #include <QDropEvent>
 #include <QFile>
@@ -33,6 +34,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -289,9 +291,25 @@ TEST(NewModelDialog, AResNetAsksForItsDepthAndImageSide)
     dialog.show();
     QDir().mkpath(QStringLiteral(PS_SCREENSHOT_DIR));
     EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/new-model-resnet.png")));
+    auto* fused = dialog.findChild<QCheckBox*>(QStringLiteral("fusedAttention"));
+    ASSERT_NE(fused, nullptr);
+    EXPECT_FALSE(fused->isEnabled()) << "a ResNet has no attention";
     dialog.selectModel(QStringLiteral("gpt2-small"));
     EXPECT_EQ(labelOf("layers"), QStringLiteral("Layers"));
     EXPECT_EQ(labelOf("seq"), QStringLiteral("Sequence length"));
+    // Fused attention: one Attention node a layer, dropout off, the same parameters.
+    EXPECT_TRUE(fused->isEnabled());
+    EXPECT_FALSE(dialog.config().fusedAttention);
+    fused->setChecked(true);
+    c = dialog.config();
+    EXPECT_TRUE(c.fusedAttention);
+    EXPECT_EQ(c.dropout, 0.0);
+    const auto graph = buildZooModel(c);
+    EXPECT_EQ(std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                  [](const ps::Node& n) { return n.op == ps::OpType::Attention; }),
+        12);
+    EXPECT_EQ(graph.parameterCount(), 124'439'808);
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/new-model-fused-attention.png")));
 }
 
 TEST(ScaleDialog, SearchesTheClusterAndPlotsTheScaleOutCurve)
