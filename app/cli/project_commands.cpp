@@ -81,7 +81,7 @@ namespace {
             ->check(numberIn(0, 0.999));
         cmd->add_flag("--fused-attention", o.fusedAttention,
             "Each attention as one Attention node that keeps no probabilities for backward (recomputed, as "
-            "FlashAttention and scaled_dot_product_attention do); needs --dropout 0");
+            "FlashAttention and scaled_dot_product_attention do; with dropout, its one-byte keep mask)");
     }
 
     ModelConfig resolveConfig(const ModelOverrides& o)

@@ -23,9 +23,11 @@ namespace {
         std::ptrdiff_t scale = -1;
         std::ptrdiff_t mask = -1;
         std::size_t softmax = 0;
+        std::ptrdiff_t dropout = -1; // on the probabilities
         std::size_t context = 0; // MatMul(probabilities, v)
         TensorId q, k, v, padding;
         double scaleValue = 1.0;
+        double dropoutP = 0.0;
         bool causal = false;
     };
 
@@ -48,6 +50,11 @@ namespace {
             ch.context = c.id.index();
             ch.v = c.inputs[1];
             const auto* node = soleFeeder(c.inputs[0], c.id);
+            if (node != nullptr && node->op == OpType::Dropout && node->inputs.size() == 1) {
+                ch.dropout = static_cast<std::ptrdiff_t>(node->id.index());
+                ch.dropoutP = node->floatAttr("p", 0.0);
+                node = soleFeeder(node->inputs[0], node->id);
+            }
             if (node == nullptr || node->op != OpType::Softmax || node->inputs.size() != 1)
                 return std::nullopt;
             ch.softmax = node->id.index();
@@ -191,6 +198,8 @@ void attentionCost(const OpCostContext& ctx, const Node& node, OpCost& cost)
         if (isPerMicroBatch(g, t))
             cost.savedTensors.push_back(t);
     }
+    if (node.floatAttr("dropout", 0.0) > 0)
+        cost.savedExtraBytes += static_cast<std::int64_t>(e); // the one-byte keep mask of every score
     // The backward holds the probabilities, their gradient and the scores' gradient at once (with
     // dV), then the scores' gradient with dQ and dK: beyond the input gradients the backward walk
     // counts for the node, max(3 scores - dQ - dK, 1 scores).
@@ -209,7 +218,7 @@ Graph fuseAttention(const Graph& graph, std::size_t* fused)
         if (!ch)
             continue;
         for (const auto i : { static_cast<std::ptrdiff_t>(ch->scores), ch->transpose, ch->scale, ch->mask,
-                 static_cast<std::ptrdiff_t>(ch->softmax) }) {
+                 static_cast<std::ptrdiff_t>(ch->softmax), ch->dropout }) {
             if (i < 0)
                 continue;
             dropNode[static_cast<std::size_t>(i)] = 1;
@@ -244,6 +253,8 @@ Graph fuseAttention(const Graph& graph, std::size_t* fused)
             copy.op = OpType::Attention;
             copy.name = uniqueName(graph, (node.scope.empty() ? std::string("attention") : node.scope + ".attention"));
             copy.attrs = { { "scale", ch->scaleValue }, { "causal", std::int64_t { ch->causal ? 1 : 0 } } };
+            if (ch->dropoutP > 0)
+                copy.attrs["dropout"] = ch->dropoutP;
             copy.inputs = { ch->q, ch->k, ch->v };
             if (ch->padding.valid())
                 copy.inputs.push_back(ch->padding);

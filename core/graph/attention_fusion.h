@@ -1,6 +1,6 @@
 // Fused attention: the Attention op's shape and cost rules, and the graph pass that puts one
 // Attention node in place of each scaled dot-product chain, MatMul(q, k^T) -> [Scale] -> [Mask]
-// -> Softmax -> MatMul(., v), as PyTorch's scaled_dot_product_attention runs it.
+// -> Softmax -> [Dropout] -> MatMul(., v), as PyTorch's scaled_dot_product_attention runs it.
 //
 // What changes is memory, as in FlashAttention (Dao et al. 2022, section 3.1: the softmax is
 // recomputed in the backward from q, k and v instead of being kept): the node keeps its inputs
@@ -10,7 +10,11 @@
 // the chain's; its scores and probabilities live only while the node's forward or backward runs,
 // which the cost rule states as workspace: two score-sized arrays in the forward, up to three
 // (the probabilities, their gradient, and the scores' gradient) in the backward. The price is
-// the recomputation: one more scores GEMM and softmax in every backward.
+// the recomputation: one more scores GEMM and softmax in every backward. A dropout on the
+// probabilities joins the node (attribute dropout, its p): the node then keeps the one-byte keep
+// mask of every score, as the chain's Dropout does, where the chain kept the probabilities and
+// the dropped probabilities (8 bytes a score) besides; PyTorch's fused kernels keep the random
+// generator's state instead.
 // Depends on: graph/graph.h, graph/op_registry.h.
 #pragma once
 
@@ -32,9 +36,9 @@ void attentionCost(const OpCostContext& ctx, const Node& node, OpCost& cost);
 // `graph` with every attention chain replaced by one Attention node (its name the context
 // MatMul's scope + ".attention", its layer the MatMul's). A chain fuses where its inner tensors
 // are f32, each read by the chain's next node alone and none a graph output; k may come through a
-// Transpose of its last two dims read by the scores alone (then the Transpose goes too). Chains
-// with anything else between the nodes (a position bias Add, a dropout on the probabilities)
-// stay as they are. `fused`, when given, receives the number of chains replaced.
+// Transpose of its last two dims read by the scores alone (then the Transpose goes too), and a
+// Dropout may sit between the Softmax and the context MatMul. Chains with anything else between
+// the nodes (a position bias Add) stay as they are. `fused`, when given, receives the number of chains replaced.
 [[nodiscard]] Graph fuseAttention(const Graph& graph, std::size_t* fused = nullptr);
 
 } // namespace ps

@@ -508,7 +508,8 @@ namespace {
         }
         {
             OpDef d { OpType::Attention, "Attention",
-                "(q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv); scale, causal",
+                "(q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv); scale, causal, "
+                "dropout",
                 3, 4, attentionShape };
             d.cost = attentionCost;
             add(d);

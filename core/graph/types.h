@@ -108,7 +108,7 @@ enum class OpType : std::uint8_t {
     Cos, // cos x
     Attention, // (q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv):
                // softmax(scale q k^T, causal and padding masked as Mask does) v, saving no probabilities
-               // (graph/attention_fusion.h); attrs scale, causal
+               // (graph/attention_fusion.h); attrs scale, causal, dropout (p)
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

@@ -167,8 +167,11 @@ void checkModelConfig(const ModelConfig& c)
     requirePositive(c.seq, "seq");
     requirePositive(c.vocab, "vocab");
     requirePositive(c.microBatch, "micro-batch");
-    if (c.family == ModelFamily::Mlp || c.family == ModelFamily::ResNet)
+    if (c.family == ModelFamily::Mlp || c.family == ModelFamily::ResNet) {
+        if (c.fusedAttention)
+            throw Error("model configuration: fused attention asked for a model without attention");
         return;
+    }
     if (c.headDim <= 0 && c.hidden % c.heads != 0)
         throw Error("model configuration: hidden " + std::to_string(c.hidden) + " is not divisible by heads "
             + std::to_string(c.heads));
@@ -179,12 +182,6 @@ void checkModelConfig(const ModelConfig& c)
         requirePositive(c.decoderLayers, "decoder-layers");
     if (c.dropout < 0 || c.dropout >= 1)
         throw Error("model configuration: dropout must be in [0, 1), got " + std::to_string(c.dropout));
-    if (c.fusedAttention && (c.family == ModelFamily::Mlp || c.family == ModelFamily::ResNet))
-        throw Error("model configuration: fused attention asked for a model without attention");
-    if (c.fusedAttention && c.dropout > 0)
-        throw Error("model configuration: fused attention needs dropout 0 (a dropout on the attention probabilities "
-                    "is not fused; got "
-            + std::to_string(c.dropout) + ")");
 }
 
 std::string modelConfigToJson(const ModelConfig& c)

@@ -32,8 +32,8 @@ struct ModelConfig
     std::int64_t relativeBuckets = 32; // T5 relative attention buckets
     std::int64_t microBatch = 1; // samples per micro-batch: dim 0 of every activation
     double dropout = 0.1; // 0 removes the dropout nodes
-    // Each attention as one Attention node (graph/attention_fusion.h) that saves no probabilities;
-    // needs dropout 0 (a dropout on the probabilities keeps the chain).
+    // Each attention as one Attention node (graph/attention_fusion.h) that saves no probabilities
+    // (T5's self-attentions, whose scores get a position bias, stay chains).
     bool fusedAttention = false;
 
     [[nodiscard]] std::int64_t effectiveHeadDim() const

@@ -15,7 +15,7 @@ NewModelDialog::NewModelDialog(QWidget* parent)
     , m_layers(new QSpinBox(this))
     , m_seq(new QSpinBox(this))
     , m_microBatch(new QSpinBox(this))
-    , m_fusedAttention(new QCheckBox(tr("Fused attention (no probabilities kept; dropout off)"), this))
+    , m_fusedAttention(new QCheckBox(tr("Fused attention (no probabilities kept for backward)"), this))
 {
     setWindowTitle(tr("New project from the model zoo"));
     for (const auto& name : zooModelNames())
@@ -76,10 +76,7 @@ ModelConfig NewModelDialog::config() const
     if (c.maxPositions > 0 && c.seq > c.maxPositions)
         c.maxPositions = c.seq;
     c.microBatch = m_microBatch->value();
-    if (m_fusedAttention->isEnabled() && m_fusedAttention->isChecked()) {
-        c.fusedAttention = true;
-        c.dropout = 0; // a dropout on the probabilities would keep the chain (model_config.h)
-    }
+    c.fusedAttention = m_fusedAttention->isEnabled() && m_fusedAttention->isChecked();
     return c;
 }
 

@@ -70,14 +70,32 @@ TEST(AttentionFusion, EachZooAttentionBecomesOneNode)
         withOption.fusedAttention = true;
         EXPECT_EQ(buildZooModel(withOption).nodeCount(), graph.nodeCount()) << preset;
     }
-    // Dropout on the probabilities keeps the chain; the zoo refuses fused attention with dropout.
+    // A dropout on the probabilities joins the node, which then keeps its one-byte keep mask in
+    // place of the probabilities and the dropped probabilities (8 bytes a score).
     auto dropped = small("gpt2-tiny");
     dropped.dropout = 0.1;
-    std::size_t fused = 1;
-    (void)fuseAttention(buildZooModel(dropped), &fused);
-    EXPECT_EQ(fused, 0U);
-    dropped.fusedAttention = true;
-    EXPECT_THROW((void)buildZooModel(dropped), Error);
+    const auto plain = buildZooModel(dropped);
+    std::size_t fused = 0;
+    const auto graph = fuseAttention(plain, &fused);
+    EXPECT_EQ(fused, 2U);
+    EXPECT_EQ(graph.nodeCount(), plain.nodeCount() - 5 * fused);
+    const std::int64_t scores = 3 * 4 * 24 * 24;
+    for (const auto& n : graph.nodes()) {
+        if (n.op == OpType::Attention) {
+            EXPECT_DOUBLE_EQ(n.floatAttr("dropout", 0), 0.1) << n.name;
+            EXPECT_EQ(computeOpCosts(graph)[n.id.index()].savedExtraBytes, scores) << n.name;
+        }
+    }
+    EXPECT_EQ(savedActivationBytes(plain, computeOpCosts(plain)) - savedActivationBytes(graph, computeOpCosts(graph)),
+        2 * 8 * scores);
+    // T5's self-attention scores get a position bias: those stay chains; the decoder's
+    // cross-attentions (no bias) fuse.
+    auto t5 = small("t5-small");
+    t5.fusedAttention = true;
+    EXPECT_EQ(countOps(buildZooModel(t5), OpType::Attention), 2U);
+    auto resnet = zooPreset("resnet-tiny");
+    resnet.fusedAttention = true;
+    EXPECT_THROW((void)buildZooModel(resnet), Error);
 }
 
 // The node keeps q, k and v: the saved activations drop by one probabilities array per layer,

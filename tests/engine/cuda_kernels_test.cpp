@@ -217,6 +217,8 @@ public:
             { random({ 2, 3, 5, 8 }), random({ 2, 3, 5, 8 }), random({ 2, 3, 5, 8 }),
                 values({ 2, 5 }, { 1, 1, 1, 0, 1, 1, 1, 1, 1, 0 }) },
             { true, true, true, false }, 1e-4);
+        add(OpType::Attention, { { "scale", 0.35 }, { "causal", std::int64_t { 1 } }, { "dropout", 0.2 } },
+            { random({ 2, 2, 6, 8 }), random({ 2, 2, 6, 8 }), random({ 2, 2, 6, 8 }) }, { true, true, true }, 1e-4);
         ps::engine::testing::addOrderCases(*this, c);
         return c;
     }

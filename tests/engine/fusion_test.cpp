@@ -400,10 +400,12 @@ TEST(Fusion, CpuGemmBiasGeluGivesTheSeparateKernelsBits)
 
 // The Attention node (graph/attention_fusion.h, engine/attention_kernel.h) runs the chain's own
 // kernels: on the CPU the loss and every parameter's gradient are the chain's to the bit, causal
-// (GPT) and with a padding mask (BERT); its forward and backward are each observed once.
+// (GPT) and with a padding mask (BERT), and with dropout on the probabilities (the node draws its
+// mask's seed where the chain's Dropout drew it); its forward and backward are each observed once.
 TEST(Fusion, AnAttentionNodeGivesTheChainsBits)
 {
-    for (auto [name, graph] : { std::pair { "gpt", gpt(2) }, std::pair { "bert", bert(0) } }) {
+    for (auto [name, graph] : { std::pair { "gpt", gpt(2) }, std::pair { "bert", bert(0) },
+             std::pair { "gpt, dropout 0.1", gpt(2, 0.1) }, std::pair { "bert, dropout 0.1", bert(0.1) } }) {
         std::size_t fused = 0;
         const auto attention = fuseAttention(graph, &fused);
         ASSERT_EQ(fused, 2U) << name;

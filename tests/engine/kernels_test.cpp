@@ -75,6 +75,22 @@ TEST_F(KernelGrad, NormalizationSoftmaxMaskDropoutLoss)
     check({ node(OpType::Embedding), { ints({ 2, 5 }, 6), random({ 6, 4 }) }, { false, true } });
 }
 
+// Fused attention (engine/attention_kernel.h): q, k and v against finite differences, causal with
+// fewer queries than keys, with a padding mask, and with dropout on the probabilities (each
+// forward draws the same mask from the seeded generator).
+TEST_F(KernelGrad, Attention)
+{
+    check({ node(OpType::Attention, { { "scale", 0.4 }, { "causal", std::int64_t { 1 } } }),
+        { random({ 2, 2, 3, 4 }), random({ 2, 2, 5, 4 }), random({ 2, 2, 5, 3 }) }, { true, true, true } });
+    auto pad = ints({ 2, 5 }, 2);
+    pad.i64()[0] = 1; // every query sees a key
+    pad.i64()[5] = 1;
+    check({ node(OpType::Attention, { { "scale", 0.5 } }),
+        { random({ 2, 2, 3, 4 }), random({ 2, 2, 5, 4 }), random({ 2, 2, 5, 4 }), pad }, { true, true, true, false } });
+    check({ node(OpType::Attention, { { "scale", 0.5 }, { "dropout", 0.3 } }),
+        { random({ 2, 2, 4, 4 }), random({ 2, 2, 4, 4 }), random({ 2, 2, 4, 4 }) }, { true, true, true } });
+}
+
 TEST_F(KernelGrad, LayoutOps)
 {
     check({ node(OpType::Reshape, { { "shape", Shape { 4, -1 } } }), { random({ 2, 3, 4 }) }, { true } });

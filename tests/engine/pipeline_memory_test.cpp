@@ -139,12 +139,15 @@ TEST(Pipeline, FusedAttentionPeaksAsPredicted)
     c.maxPositions = 128;
     c.seq = 128; // the probabilities (2 x 2 x 128 x 128 floats a layer) outweigh a layer's other activations
     c.microBatch = 2;
-    c.dropout = 0;
     c.fusedAttention = true;
-    const auto graph = buildZooModel(c);
-    for (const auto* schedule : { "gpipe", "1f1b", "zb-h1" })
-        expectPeaksAsPredicted(graph, schedule, 2, 4, 0.05, "fused attention");
-    expectPeaksAsPredicted(graph, "1f1b", 1, 2, 0.05, "fused attention");
+    for (const double dropout : { 0.0, 0.1 }) { // with dropout, each node keeps its keep mask
+        c.dropout = dropout;
+        const auto graph = buildZooModel(c);
+        const auto label = "fused attention, dropout " + std::to_string(dropout);
+        for (const auto* schedule : { "gpipe", "1f1b", "zb-h1" })
+            expectPeaksAsPredicted(graph, schedule, 2, 4, 0.05, label);
+        expectPeaksAsPredicted(graph, "1f1b", 1, 2, 0.05, label);
+    }
 }
 
 // The same for a CNN. Its first convolution keeps the loader's image batch for its weight

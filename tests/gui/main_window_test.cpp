@@ -297,13 +297,12 @@ TEST(NewModelDialog, AResNetAsksForItsDepthAndImageSide)
     dialog.selectModel(QStringLiteral("gpt2-small"));
     EXPECT_EQ(labelOf("layers"), QStringLiteral("Layers"));
     EXPECT_EQ(labelOf("seq"), QStringLiteral("Sequence length"));
-    // Fused attention: one Attention node a layer, dropout off, the same parameters.
+    // Fused attention: one Attention node a layer (its dropout inside), the same parameters.
     EXPECT_TRUE(fused->isEnabled());
     EXPECT_FALSE(dialog.config().fusedAttention);
     fused->setChecked(true);
     c = dialog.config();
     EXPECT_TRUE(c.fusedAttention);
-    EXPECT_EQ(c.dropout, 0.0);
     const auto graph = buildZooModel(c);
     EXPECT_EQ(std::count_if(graph.nodes().begin(), graph.nodes().end(),
                   [](const ps::Node& n) { return n.op == ps::OpType::Attention; }),
