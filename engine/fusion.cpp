@@ -127,9 +127,10 @@ void FusionPlan::planGemmChains(const Graph& graph, std::size_t end, std::span<c
             if (!ok)
                 continue;
             GemmBiasChain chain { producer.index(), n, p };
-            // A Gelu reading the sum alone joins (its output a plain f32 value of the range).
+            // A Gelu reading the sum alone joins where it is the add's next node (so its output is
+            // made no earlier than apart), its output a plain f32 value of the range.
             const auto& sumReaders = consumers[add.outputs[0].index()];
-            if (sumReaders.size() == 1 && sumReaders.front().index() > n && sumReaders.front().index() < end) {
+            if (sumReaders.size() == 1 && sumReaders.front().index() == n + 1 && n + 1 < end) {
                 const auto& gelu = graph.node(sumReaders.front());
                 if (gelu.op == OpType::Gelu && gelu.inputs.size() == 1 && gelu.outputs.size() == 1
                     && f32(gelu.outputs[0]) && !excluded(gelu.outputs[0]))

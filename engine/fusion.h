@@ -20,12 +20,14 @@
 // cuBLASLt runs it (w one matrix), the product before the bias is never stored: one array of the
 // output's size where the separate kernels held two for a moment. Its time is measured on the
 // MatMul node; the add's forward measures nothing.
-// Where the add's output is read by a Gelu alone (an MLP's first Linear), the Gelu joins the chain
+// Where the add's output is read by a Gelu alone, the add's next node (an MLP's first Linear), the Gelu joins the chain
 // (Backend::forwardGemmBiasGelu): on CUDA one cuBLASLt GEMM whose GELU_AUX_BIAS epilogue writes the
 // sum, which the Gelu's backward reads, and the GELU of it (tanh form; the exact form and other
 // operands run the GEMM + bias, then the Gelu kernel); elsewhere the Gelu kernel after the fused
 // GEMM + bias, the same bits as apart. The two arrays are the ones the separate kernels keep, so
-// the memory model's peaks hold; the Gelu's forward time is measured on the MatMul node too.
+// the memory model's peaks hold; the Gelu's forward time is measured on the MatMul node too, and
+// where cuBLASLt writes both arrays the MatMul node owns both in the allocator's attribution
+// (elsewhere the GELU's output is the Gelu node's).
 // Depends on: core (Graph), backend.h.
 #pragma once
 

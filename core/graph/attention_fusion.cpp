@@ -3,6 +3,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <set>
 
@@ -99,7 +100,8 @@ namespace {
             if (!tensor.producer.valid() || tensor.dtype != DType::F32 || m_outputs.contains(t) || readers.size() != 1
                 || readers.front() != reader)
                 return nullptr;
-            return &m_g.node(tensor.producer);
+            const auto& producer = m_g.node(tensor.producer);
+            return producer.outputs.size() == 1 ? &producer : nullptr; // nothing else of it left behind
         }
 
         static bool swapsLastTwo(const std::vector<std::int64_t>& perm)
@@ -133,14 +135,17 @@ namespace {
         }
     };
 
-    std::string uniqueName(const Graph& g, const std::string& base)
+    // `base`, or base.2, base.3 ...: a name no node of `g` has and none given out before.
+    std::string uniqueName(const Graph& g, const std::string& base, std::set<std::string>& given)
     {
-        const auto taken = [&g](const std::string& name) {
-            return std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return n.name == name; });
+        const auto taken = [&](const std::string& name) {
+            return given.contains(name)
+                || std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return n.name == name; });
         };
         auto name = base;
         for (int i = 2; taken(name); ++i)
             name = base + "." + std::to_string(i);
+        given.insert(name);
         return name;
     }
 
@@ -213,13 +218,21 @@ Graph fuseAttention(const Graph& graph, std::size_t* fused)
     std::vector<char> dropNode(graph.nodeCount(), 0);
     std::vector<char> dropTensor(graph.tensorCount(), 0);
     std::size_t count = 0;
+    std::vector<char> claimed(graph.nodeCount(), 0); // in a chain already: chains never overlap
     for (const auto& node : graph.nodes()) {
         auto ch = finder.at(node);
         if (!ch)
             continue;
-        for (const auto i : { static_cast<std::ptrdiff_t>(ch->scores), ch->transpose, ch->scale, ch->mask,
-                 static_cast<std::ptrdiff_t>(ch->softmax), ch->dropout }) {
+        const std::array<std::ptrdiff_t, 7> members { static_cast<std::ptrdiff_t>(ch->scores), ch->transpose, ch->scale,
+            ch->mask, static_cast<std::ptrdiff_t>(ch->softmax), ch->dropout, static_cast<std::ptrdiff_t>(ch->context) };
+        if (std::any_of(members.begin(), members.end(),
+                [&](std::ptrdiff_t i) { return i >= 0 && claimed[static_cast<std::size_t>(i)] != 0; }))
+            continue;
+        for (const auto i : members) {
             if (i < 0)
+                continue;
+            claimed[static_cast<std::size_t>(i)] = 1;
+            if (static_cast<std::size_t>(i) == ch->context)
                 continue;
             dropNode[static_cast<std::size_t>(i)] = 1;
             dropTensor[graph.nodes()[static_cast<std::size_t>(i)].outputs[0].index()] = 1;
@@ -232,6 +245,7 @@ Graph fuseAttention(const Graph& graph, std::size_t* fused)
     if (count == 0)
         return graph;
     Graph out(graph.info());
+    std::set<std::string> given;
     std::vector<TensorId> newId(graph.tensorCount());
     for (const auto& t : graph.tensors()) {
         if (dropTensor[t.id.index()] != 0)
@@ -251,7 +265,8 @@ Graph fuseAttention(const Graph& graph, std::size_t* fused)
         Node copy = node;
         if (const auto& ch = at[node.id.index()]) {
             copy.op = OpType::Attention;
-            copy.name = uniqueName(graph, (node.scope.empty() ? std::string("attention") : node.scope + ".attention"));
+            copy.name =
+                uniqueName(graph, (node.scope.empty() ? std::string("attention") : node.scope + ".attention"), given);
             copy.attrs = { { "scale", ch->scaleValue }, { "causal", std::int64_t { ch->causal ? 1 : 0 } } };
             if (ch->dropoutP > 0)
                 copy.attrs["dropout"] = ch->dropoutP;

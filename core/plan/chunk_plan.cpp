@@ -167,6 +167,7 @@ namespace {
         double outputBytes = 0;
         double inputBytes = 0; // activation inputs: their gradients in backward
         double workspaceBytes = 0;
+        double backwardWorkspaceBytes = 0; // beyond its input gradients (fused attention's)
         double gradientBytes = 0; // fp16 parameter gradients before they reach the chunk (§6.2)
         double tiedElements = 0; // host (embedding) parameters this GPU op reads (a tied lm_head)
         bool onCpu = false; // a CPU embedding (§8.2)
@@ -239,6 +240,7 @@ namespace {
             op.savedExtraBytes = static_cast<double>(c.savedExtraBytes) * m_scale;
             op.outputBytes = static_cast<double>(c.outputBytes) * m_scale;
             op.workspaceBytes = op.onCpu ? 0 : static_cast<double>(c.workspaceBytes) * m_scale;
+            op.backwardWorkspaceBytes = op.onCpu ? 0 : static_cast<double>(c.backwardWorkspaceBytes) * m_scale;
             return op;
         }
 
@@ -345,8 +347,9 @@ namespace {
                 forwardRange(begin, end, ChunkPhase::Recompute);
             for (std::size_t i = end; i-- > begin;) {
                 const auto& op = m_ops[i];
-                addMoment(
-                    ChunkPhase::Backward, i, op.outputBytes + op.inputBytes + op.workspaceBytes + op.gradientBytes);
+                addMoment(ChunkPhase::Backward, i,
+                    op.outputBytes + op.inputBytes + std::max(op.workspaceBytes, op.backwardWorkspaceBytes)
+                        + op.gradientBytes);
                 for (auto r : op.savedRoots) {
                     if (m_firstSaver[r.index()] == i)
                         drop(r);

@@ -2,10 +2,12 @@
 // AdamW over every parameter of a stage in one launch, however many: their pointers and sizes go
 // to the GPU as one table (engine/update_table.h), copied from a pinned host buffer on the legacy
 // default stream ahead of the launch, so the update stays ordered after the backward that made
-// the gradients and the host does not wait for it. The buffers are one pair per GPU, kept for the
-// process and grown as needed; a second caller (another virtual device of the same GPU) waits for
-// the first's copy to leave the host buffer before writing it, and the copy, queued after the
-// first's launch on the same stream, cannot overwrite the table that launch reads.
+// the gradients. The buffers are one pair per GPU, kept for the process and grown as needed; the
+// next caller on that GPU (the next step, or another virtual device of the same GPU) waits for the
+// previous copy to leave the host buffer before writing it, which waits for the GPU work queued
+// before that copy, and its own copy, queued after the previous launch on the same stream, cannot
+// overwrite the table that launch reads. Each element finds its parameter by a binary search over
+// the table's end offsets in global memory (cached: a few hundred entries).
 #include "cuda/cuda_common.cuh"
 #include "kernel_math.h"
 #include "update_table.h"

@@ -153,3 +153,27 @@ TEST(AttentionFusion, ShapeRuleChecksItsOperands)
     const auto badPad = b.input("bad_pad", { 2, 5 }, DType::I64);
     EXPECT_THROW((void)b.op(OpType::Attention, "bad_pad", { q, k, v, badPad }), Error);
 }
+
+// Two chains sharing a MatMul (the first's context is the second's scores, through a Transpose of
+// the second's keys): the first fuses, the second stays a chain, and the graph stays valid.
+TEST(AttentionFusion, OverlappingChainsFuseOnce)
+{
+    GraphBuilder b(ModelInfo { "overlap", "test", "{}", 2 });
+    const auto q = b.input("q", { 2, 3, 5, 8 }, DType::F32);
+    const auto k = b.input("k", { 2, 3, 5, 8 }, DType::F32);
+    const auto k2 = b.input("k2", { 2, 3, 6, 5 }, DType::F32);
+    const auto v2 = b.input("v2", { 2, 3, 6, 4 }, DType::F32);
+    const auto p1 =
+        b.op(OpType::Softmax, "p1", { b.op(OpType::MatMul, "s1", { q, k }, { { "trans_b", std::int64_t { 1 } } }) });
+    const auto kt = b.op(OpType::Transpose, "kt", { k2 }, { { "perm", Shape { 0, 1, 3, 2 } } });
+    const auto shared = b.op(OpType::MatMul, "shared", { p1, kt }); // the first's context, the second's scores
+    const auto out = b.op(OpType::MatMul, "out", { b.op(OpType::Softmax, "p2", { shared }), v2 });
+    const auto graph = b.finish({ out });
+    std::size_t fused = 0;
+    const auto result = fuseAttention(graph, &fused);
+    EXPECT_EQ(fused, 1U);
+    EXPECT_TRUE(validateGraph(result).empty());
+    EXPECT_EQ(countOps(result, OpType::Attention), 1U);
+    EXPECT_EQ(countOps(result, OpType::Softmax), 1U);
+    EXPECT_EQ(result.tensor(result.outputs().front()).shape, (Shape { 2, 3, 5, 4 }));
+}
