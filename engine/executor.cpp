@@ -298,14 +298,9 @@ void GraphExecutor::forwardGemmChain(const GemmBiasChain& chain, KernelContext& 
     NdArray activated;
     {
         const ObservedSpan span(m_observer, matmul.id, false);
-        if (chain.gelu >= 0) {
-            auto both = m_backend.forwardGemmBiasGelu(
-                matmul, m_graph.nodes()[static_cast<std::size_t>(chain.gelu)], x, w, bias, ctx);
-            y = std::move(both.sum);
-            activated = std::move(both.activated);
-        } else {
-            y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
-        }
+        auto both = FusionPlan::runGemmChain(m_backend, m_graph, chain, x, w, bias, ctx);
+        y = std::move(both.sum);
+        activated = std::move(both.activated);
     }
     if (chain.gelu >= 0) {
         const auto& gelu = m_graph.nodes()[static_cast<std::size_t>(chain.gelu)];

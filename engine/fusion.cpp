@@ -143,6 +143,16 @@ void FusionPlan::planGemmChains(const Graph& graph, std::size_t end, std::span<c
     }
 }
 
+Backend::GemmBiasGeluValues FusionPlan::runGemmChain(const Backend& backend, const Graph& graph,
+    const GemmBiasChain& chain, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx)
+{
+    const auto& matmul = graph.nodes()[chain.matmul];
+    if (chain.gelu >= 0)
+        return backend.forwardGemmBiasGelu(
+            matmul, graph.nodes()[static_cast<std::size_t>(chain.gelu)], x, w, bias, ctx);
+    return { backend.forwardGemmBias(matmul, x, w, bias, ctx), NdArray() };
+}
+
 const GemmBiasChain* FusionPlan::gemmChainOf(std::size_t index) const
 {
     if (index < m_begin || index - m_begin >= m_gemmChainOf.size() || m_gemmChainOf[index - m_begin] == 0)

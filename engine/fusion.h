@@ -94,6 +94,10 @@ public:
     [[nodiscard]] static TensorId paddingOf(const Graph& graph, const SoftmaxChain& chain);
     // The fused kernel's arguments, given the padding input's value (undefined: none).
     [[nodiscard]] static MaskedSoftmaxArgs argsOf(const Graph& graph, const SoftmaxChain& chain, NdArray padding);
+    // A GEMM + bias chain's forward on `backend`: the add's output and, where the chain has a Gelu,
+    // the Gelu's (undefined otherwise). Both executors run their chains through it.
+    [[nodiscard]] static Backend::GemmBiasGeluValues runGemmChain(const Backend& backend, const Graph& graph,
+        const GemmBiasChain& chain, const NdArray& x, const NdArray& w, const NdArray& bias, KernelContext& ctx);
 
 private:
     std::size_t m_begin = 0;

@@ -65,16 +65,9 @@ void StageExecutor::forwardGemmChain(MicroBatch& s, const GemmBiasChain& chain)
     const auto bias = forwardInput(s, add, add.inputs[1 - chain.productInput]);
     std::mt19937_64 rng(0);
     KernelContext ctx { m_device, rng, true, m_gemm };
-    NdArray y;
-    NdArray activated;
-    if (chain.gelu >= 0) {
-        auto both = m_backend.forwardGemmBiasGelu(
-            matmul, m_graph.nodes()[static_cast<std::size_t>(chain.gelu)], x, w, bias, ctx);
-        y = std::move(both.sum);
-        activated = std::move(both.activated);
-    } else {
-        y = m_backend.forwardGemmBias(matmul, x, w, bias, ctx);
-    }
+    auto both = FusionPlan::runGemmChain(m_backend, m_graph, chain, x, w, bias, ctx);
+    auto y = std::move(both.sum);
+    auto activated = std::move(both.activated);
     const auto product = NdArray::shapeOnly(y.shape(), DType::F32);
     const auto keep = [](char kept, const NdArray& v) {
         return kept != 0 ? v : NdArray::shapeOnly(v.shape(), v.dtype());
