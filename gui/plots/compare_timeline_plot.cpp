@@ -1,6 +1,3 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/compare_timeline_plot.h"
 
 #include "models/run_compare.h"

@@ -1,7 +1,3 @@
-// qcustomplot.h still uses Qt keywords and foreach in inline code; it must come first, before
-// any Qt header sees the gui target's QT_NO_KEYWORDS / QT_NO_FOREACH.
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/figure_plot.h"
 
 #include <qcustomplot.h>

@@ -96,7 +96,7 @@ std::vector<double> fixedBatchLosses(Graph graph, int steps)
 int manifestModelsLearn(const fs::path& dir)
 {
     const auto manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
-    constexpr int kSteps = 8;
+    constexpr int kFixedBatchSteps = 8;
     int trained = 0;
     for (const auto& e : manifest) {
         const auto file = e["file"].get<std::string>();
@@ -105,12 +105,12 @@ int manifestModelsLearn(const fs::path& dir)
             auto imported = importOnnx(dir / file);
             const auto loss = e["loss"] == "mse" ? LossKind::MeanSquaredError : LossKind::CrossEntropy;
             auto graph = attachLoss(std::move(imported.graph), { loss, std::nullopt });
-            const auto losses = fixedBatchLosses(std::move(graph), kSteps);
+            const auto losses = fixedBatchLosses(std::move(graph), kFixedBatchSteps);
             std::printf("%-32s %-4s %10.5f -> %10.5f\n", file.c_str(),
                 loss == LossKind::MeanSquaredError ? "mse" : "ce", losses.front(), losses.back());
             for (double l : losses)
                 EXPECT_TRUE(std::isfinite(l)) << "loss " << l;
-            EXPECT_LT(losses.back(), losses.front()) << "the loss did not fall in " << kSteps << " steps";
+            EXPECT_LT(losses.back(), losses.front()) << "the loss did not fall in " << kFixedBatchSteps << " steps";
             ++trained;
         } catch (const std::exception& ex) {
             ADD_FAILURE() << ex.what();

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Largest elementwise difference over the largest magnitude of the reference (a max-norm relative error).
-double relativeError(const float* a, const float* b, std::int64_t n)
+double relativeErrorOfArrays(const float* a, const float* b, std::int64_t n)
 {
     double diff = 0;
     double scale = 0;
@@ -103,7 +103,8 @@ TEST(TorchReference, Gpt2LossGradientsAndAdamWMatchPyTorch)
     for (auto id : params) {
         const auto& g = ex.gradient(id);
         torchGrads.push_back(read(g.numel()));
-        EXPECT_LT(relativeError(g.f32(), torchGrads.back().data(), g.numel()), 1e-4) << ex.graph().tensor(id).name;
+        EXPECT_LT(relativeErrorOfArrays(g.f32(), torchGrads.back().data(), g.numel()), 1e-4)
+            << ex.graph().tensor(id).name;
     }
     Optimizer adamw(ex, opt);
     for (int step = 0; step < 3; ++step) {
