@@ -351,10 +351,14 @@ namespace {
         return KernelTime { KernelClass::Elementwise, ns, ns, 1e9 * plan.castParameterBytes[i] / bandwidth };
     }
 
-    // Fused attention (graph/attention_fusion.h) as the engine runs it: its GEMMs (scores and
-    // context; in the backward the scores again, dP, dV, dQ and dK) at the GEMM rate, priced by the
-    // GEMM model on a catalog GPU, and the softmax passes over the scores in memory (forward: the
-    // scores written and read, the probabilities written and read; backward: about twice that).
+    // Fused attention (graph/attention_fusion.h) as the engine runs it (engine/attention_kernel.cpp):
+    // its GEMMs (scores and context; in the backward the scores again, dP, dV, dQ and dK) at the
+    // GEMM rate, priced by the GEMM model on a catalog GPU, and the passes over the scores in memory
+    // at the type the node runs in (bf16 under mixed precision, where autocast lowers attention):
+    // softmax, forward, the scores written and read and the probabilities written and read, and as
+    // much again for its backward and for the recomputation before it. With dropout in training,
+    // the forward reads the probabilities and writes the dropped ones and the one-byte keep mask;
+    // the backward applies that mask twice (to the probabilities for dV, to dP before the softmax).
     KernelTime attentionKernels(
         const Graph& g, const Node& node, const OpCost& c, double ratio, const DeviceSpec& d, const CostModelOptions& o)
     {
@@ -374,17 +378,22 @@ namespace {
             const GemmShape shape { heads, m, n, kk };
             return launch + (model ? 1e9 * estimateGemm(shape, pipe).seconds : 1e9 * 2 * heads * m * n * kk / rate);
         };
-        const double scoreBytes = heads * tq * tk * 4;
+        const double scores = heads * tq * tk;
+        const double element = o.setup.mixedPrecision() && autocastRule(g, node) == AutocastRule::Lower ? 2.0 : 4.0;
         const double peak = d.flopsFp32 * o.vectorEfficiency;
-        const auto softmax = [&](double passes) {
-            const double bytes = passes * scoreBytes;
-            return rooflineNs(
-                25 * heads * tq * tk * passes / 4, bytes, peak, streamBandwidth(d, bytes, false, o), launch);
+        // One kernel over every score: `bytes` moved and `flops` done per score.
+        const auto pass = [&](double bytes, double flops) {
+            const double total = bytes * scores;
+            return rooflineNs(flops * scores, total, peak, streamBandwidth(d, total, false, o), launch);
         };
-        KernelTime t { KernelClass::Attention, gemm(tq, tk, dq) + softmax(4) + gemm(tq, dv, tk), 0, 0 };
+        const double softmax = pass(4 * element, 25);
+        const bool dropout = node.floatAttr("dropout", 0.0) > 0;
+        const double maskBytes = 2 * element + 1; // probabilities in and out, the keep mask
+        KernelTime t { KernelClass::Attention,
+            gemm(tq, tk, dq) + softmax + (dropout ? pass(maskBytes, 25) : 0) + gemm(tq, dv, tk), 0, 0 };
         if (c.backwardFlops > 0)
-            t.backwardNs = gemm(tq, tk, dq) + softmax(4) + gemm(tq, tk, dv) + gemm(tk, dv, tq) + softmax(4)
-                + gemm(tq, dq, tk) + gemm(tk, dq, tq);
+            t.backwardNs = gemm(tq, tk, dq) + softmax + (dropout ? 2 * pass(maskBytes, 1) : 0) + gemm(tq, tk, dv)
+                + gemm(tk, dv, tq) + softmax + gemm(tq, dq, tk) + gemm(tk, dq, tq);
         return t;
     }
 

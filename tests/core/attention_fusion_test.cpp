@@ -1,5 +1,7 @@
 // The Attention op and the pass that fuses attention chains (graph/attention_fusion.h): which
 // chains become one node, what the node keeps for backward (no probabilities), and its costs.
+#include "cluster/device_catalog.h"
+#include "cost/profile.h"
 #include "graph/attention_fusion.h"
 #include "graph/graph_builder.h"
 #include "graph/op_cost.h"
@@ -8,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 using namespace ps;
 
@@ -176,4 +180,40 @@ TEST(AttentionFusion, OverlappingChainsFuseOnce)
     EXPECT_EQ(countOps(result, OpType::Attention), 1U);
     EXPECT_EQ(countOps(result, OpType::Softmax), 1U);
     EXPECT_EQ(result.tensor(result.outputs().front()).shape, (Shape { 2, 3, 5, 4 }));
+}
+
+// The node's analytical time (cost/analytical_profile.cpp) prices the passes over the scores the
+// engine makes: a dropout in training adds the keep mask's pass forward and its two uses backward,
+// and under bf16 those passes move bf16 scores, (2 x 2 + 1) / (2 x 4 + 1) of the fp32 bytes where
+// memory bound (long sequences on an A100).
+TEST(AttentionFusion, DropoutPassesArePricedAtTheScoresType)
+{
+    auto c = zooPreset("gpt2-small");
+    c.layers = 1;
+    c.seq = 1024;
+    c.microBatch = 8;
+    c.fusedAttention = true;
+    const auto& a100 = DeviceCatalog::builtin().find("a100-40gb");
+    const auto attentionNs = [&](double dropout, Precision precision) {
+        auto config = c;
+        config.dropout = dropout;
+        const auto graph = buildZooModel(config);
+        CostModelOptions options;
+        options.setup.precision = precision;
+        const auto profile = estimateProfile(graph, a100, options);
+        const auto it = std::find_if(
+            graph.nodes().begin(), graph.nodes().end(), [](const Node& n) { return n.op == OpType::Attention; });
+        EXPECT_NE(it, graph.nodes().end());
+        const auto& node = profile.nodes[it->id.index()];
+        return std::pair { node.forwardNs.at(8), node.backwardNs.at(8) };
+    };
+    for (const auto precision : { Precision::Fp32, Precision::Bf16 }) {
+        const auto [forward, backward] = attentionNs(0.0, precision);
+        const auto [droppedForward, droppedBackward] = attentionNs(0.1, precision);
+        EXPECT_GT(droppedForward, forward * 1.02);
+        EXPECT_GT(droppedBackward, backward * 1.01);
+    }
+    const auto fp32 = attentionNs(0.1, Precision::Fp32).first - attentionNs(0.0, Precision::Fp32).first;
+    const auto bf16 = attentionNs(0.1, Precision::Bf16).first - attentionNs(0.0, Precision::Bf16).first;
+    EXPECT_NEAR(bf16 / fp32, 5.0 / 9.0, 0.03);
 }
