@@ -54,6 +54,16 @@ namespace {
                 message = QString::fromStdString(e.what());
                 ok = false;
             }
+        } else { // neither: the example project, planned on this CPU as at first start
+            QEventLoop loop;
+            QObject::connect(&window, &MainWindow::loadFinished, &loop, [&ok, &loop](bool loaded) {
+                ok = loaded;
+                loop.quit();
+            });
+            if (window.openExampleInBackground())
+                loop.exec();
+            else
+                ok = false;
         }
         error = message.toStdString();
         return ok;

@@ -28,7 +28,9 @@ namespace {
             "gpt2-tiny planned on this CPU, ready for Run > Launch)");
         cmd->add_option("project", request.project, "Project file (.pstudio) to open")->check(CLI::ExistingFile);
         cmd->add_option("--model", request.model, "Open a zoo model instead of a project");
-        cmd->add_option("--screenshot", request.screenshot, "Render the window (or the --view) to a PNG and quit");
+        cmd->add_option("--screenshot", request.screenshot,
+            "Render the window (or the --view) to a PNG and quit; with no project or --model, of the example "
+            "project");
         cmd->add_option("--width", request.width, "Window width (and the --screenshot's)")
             ->check(CLI::Range(320, 8192));
         cmd->add_option("--height", request.height, "Window height (and the --screenshot's)")

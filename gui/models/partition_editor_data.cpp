@@ -11,14 +11,13 @@ PartitionEditorData buildPartitionEditorData(const PlanSession& session)
     PartitionEditorData d;
     if (!session.hasPlan())
         return d;
-    constexpr double kGiB = 1024.0 * 1024 * 1024;
     const auto& editor = session.editor();
     const auto& model = editor.model();
     const auto& profile = model.profile(); // in the editor's order
     const double mb = editor.microBatch();
     const auto& starts = editor.partition().stageStarts;
     d.stageStarts = QVector<std::size_t>(starts.begin(), starts.end());
-    d.capacityGiB = model.capacityBytes() / kGiB;
+    d.capacityBytes = model.capacityBytes();
     const auto& devices = editor.placement().stageDevices;
     d.sharedDevices = editor.dataflow();
     for (std::size_t s = 0; s < starts.size(); ++s)
@@ -31,7 +30,7 @@ PartitionEditorData buildPartitionEditorData(const PlanSession& session)
         d.nodeIndex.append(static_cast<double>(i));
         d.forwardMs.append(profile.nodes[i].forwardNs.at(mb) / 1e6);
         d.backwardMs.append(profile.nodes[i].backwardNs.at(mb) / 1e6);
-        d.stageMemoryGiB.append(model.approxMemoryBytes(starts[stage], i + 1, static_cast<int>(stage)) / kGiB);
+        d.stageMemoryBytes.append(model.approxMemoryBytes(starts[stage], i + 1, static_cast<int>(stage)));
     }
     return d;
 }

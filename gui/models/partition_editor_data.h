@@ -17,11 +17,11 @@ struct PartitionEditorData
     QVector<double> nodeIndex; // 0..N-1 (x positions)
     QVector<double> forwardMs; // per node, one micro-batch
     QVector<double> backwardMs;
-    QVector<double> stageMemoryGiB; // memory of the node's stage if it ended at this node
+    QVector<double> stageMemoryBytes; // memory of the node's stage if it ended at this node
     QVector<std::size_t> stageStarts;
     QVector<int> stageDevices; // per stage
     bool sharedDevices = false; // a dataflow plan: positions are its order, not node ids
-    double capacityGiB = 0;
+    double capacityBytes = 0;
 };
 
 [[nodiscard]] PartitionEditorData buildPartitionEditorData(const PlanSession& session);

@@ -1,11 +1,9 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/partition_editor_plot.h"
 
 #include "graph/graph_summary.h"
 #include "models/partition_editor_data.h"
 #include "models/plan_session.h"
+#include "plots/plot_units.h"
 
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -56,12 +54,40 @@ void PartitionEditorPlot::setupAxes()
     m_plot->xAxis->setLabel(tr("node (graph order)"));
     m_plot->yAxis->setLabel(tr("time per micro-batch (ms)"));
     m_plot->yAxis2->setVisible(true);
-    m_plot->yAxis2->setLabel(tr("stage memory (GiB)"));
     m_plot->legend->setVisible(true);
     m_plot->legend->setFont(QFont(font().family(), 8));
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
     m_plot->setInteractions(QCP::iRangeZoom);
     m_plot->axisRect()->setRangeZoom(Qt::Horizontal);
+}
+
+// The stage-memory line and the capacity on the right axis, in the unit of the stages' memory; a
+// capacity far above them stays off the axis (the legend names it). Returns the axis's top.
+double PartitionEditorPlot::drawMemory(const PartitionEditorData& d)
+{
+    double maxBytes = 0;
+    for (double v : d.stageMemoryBytes)
+        maxBytes = std::max(maxBytes, v);
+    const auto unit = byteAxisUnit(maxBytes);
+    const double memTop = axisTop(maxBytes, d.capacityBytes, 1.15) / unit.scale;
+    QVector<double> memory;
+    memory.reserve(d.stageMemoryBytes.size());
+    for (double v : d.stageMemoryBytes)
+        memory.append(v / unit.scale);
+    auto* mem = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
+    mem->setName(d.capacityBytes / unit.scale <= memTop
+            ? tr("stage memory")
+            : tr("stage memory (capacity %1, off the axis)").arg(QString::fromStdString(formatBytes(d.capacityBytes))));
+    mem->setData(d.nodeIndex, memory, true);
+    mem->setPen(QPen(QColor(120, 60, 160), 1.5));
+    m_plot->yAxis2->setLabel(tr("stage memory (%1)").arg(unit.name));
+    auto* capacity = new QCPItemStraightLine(m_plot);
+    capacity->point1->setAxes(m_plot->xAxis, m_plot->yAxis2);
+    capacity->point2->setAxes(m_plot->xAxis, m_plot->yAxis2);
+    capacity->point1->setCoords(0, d.capacityBytes / unit.scale);
+    capacity->point2->setCoords(1, d.capacityBytes / unit.scale);
+    capacity->setPen(QPen(QColor(200, 40, 40), 1, Qt::DashLine));
+    return memTop;
 }
 
 void PartitionEditorPlot::rebuild()
@@ -87,23 +113,11 @@ void PartitionEditorPlot::rebuild()
     bwd->setPen(Qt::NoPen);
     bwd->setWidth(1.0);
     bwd->moveAbove(fwd);
-    auto* mem = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
-    mem->setName(tr("stage memory"));
-    mem->setData(d.nodeIndex, d.stageMemoryGiB, true);
-    mem->setPen(QPen(QColor(120, 60, 160), 1.5));
-    auto* capacity = new QCPItemStraightLine(m_plot);
-    capacity->point1->setAxes(m_plot->xAxis, m_plot->yAxis2);
-    capacity->point2->setAxes(m_plot->xAxis, m_plot->yAxis2);
-    capacity->point1->setCoords(0, d.capacityGiB);
-    capacity->point2->setCoords(1, d.capacityGiB);
-    capacity->setPen(QPen(QColor(200, 40, 40), 1, Qt::DashLine));
+    const double memTop = drawMemory(d);
     const double n = static_cast<double>(d.nodeIndex.size());
     double maxMs = 0;
     for (int i = 0; i < d.nodeIndex.size(); ++i)
         maxMs = std::max(maxMs, d.forwardMs[i] + d.backwardMs[i]);
-    double maxMem = d.capacityGiB;
-    for (double v : d.stageMemoryGiB)
-        maxMem = std::max(maxMem, v);
     for (int s = 0; s < d.stageStarts.size(); ++s) {
         const double begin = static_cast<double>(d.stageStarts[s]) - 0.5;
         const double end = (s + 1 < d.stageStarts.size() ? static_cast<double>(d.stageStarts[s + 1]) : n) - 0.5;
@@ -138,7 +152,7 @@ void PartitionEditorPlot::rebuild()
         d.sharedDevices ? tr("node (the plan's order; stages on one device share a shade)") : tr("node (graph order)"));
     m_plot->xAxis->setRange(-0.5, n - 0.5);
     m_plot->yAxis->setRange(0, maxMs * 1.15);
-    m_plot->yAxis2->setRange(0, maxMem * 1.15);
+    m_plot->yAxis2->setRange(0, memTop);
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 

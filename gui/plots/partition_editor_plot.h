@@ -15,6 +15,7 @@ class QMouseEvent;
 namespace ps::gui {
 
 class PlanSession;
+struct PartitionEditorData;
 
 class PartitionEditorPlot : public QWidget
 {
@@ -49,6 +50,7 @@ protected:
 private:
     void setupAxes();
     void rebuild();
+    double drawMemory(const PartitionEditorData& d);
     void onPress(QMouseEvent* event);
     void onMove(QMouseEvent* event);
     void onRelease(QMouseEvent* event);

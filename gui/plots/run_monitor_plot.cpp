@@ -1,9 +1,7 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/run_monitor_plot.h"
 
 #include "models/run_monitor_model.h"
+#include "plots/plot_units.h"
 
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -11,7 +9,6 @@
 namespace ps::gui {
 namespace {
 
-    constexpr double kMiB = 1024.0 * 1024.0;
     const QColor kMeasured(30, 100, 180);
     const QColor kPredicted(240, 140, 40);
 
@@ -30,6 +27,16 @@ namespace {
     }
 
     constexpr double kLegendHeadroom = 1.6;
+
+    // Five plots share a docked row: few ticks and small labels, so they do not crowd.
+    void compact(QCPAxisRect* rect, const QFont& font)
+    {
+        for (auto* axis : { rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft) }) {
+            axis->ticker()->setTickCount(4);
+            axis->setTickLabelFont(font);
+            axis->setLabelFont(font);
+        }
+    }
 
 } // namespace
 
@@ -51,12 +58,13 @@ RunMonitorPlot::RunMonitorPlot(RunMonitorModel* model, QWidget* parent)
         grid->addElement(0, column, r);
         r->axis(QCPAxis::atBottom)->setLabel(x);
         r->axis(QCPAxis::atLeft)->setLabel(y);
+        compact(r, QFont(font().family(), 8));
         return r;
     };
     m_loss = rect(0, tr("step"), tr("loss (measured)"));
     m_tokens = rect(1, tr("step"), tr("tokens/s (measured)"));
     m_time = rect(2, tr("step"), tr("step time (ms)"));
-    m_memory = rect(3, tr("device"), tr("peak memory (MiB)"));
+    m_memory = rect(3, tr("device"), tr("peak memory"));
     m_busy = rect(4, tr("device"), tr("busy (%, measured)"));
     grid->setColumnStretchFactor(3, 1.3);
     grid->setColumnStretchFactor(4, 0.7);
@@ -174,11 +182,17 @@ void RunMonitorPlot::drawDevices()
     for (int d = 0; d < devices; ++d) {
         keys << d;
         const auto& p = m_model->predictedPeakBytes();
-        predicted << (d < static_cast<int>(p.size()) ? p[static_cast<std::size_t>(d)] / kMiB : 0);
-        measured << static_cast<double>(m_model->measuredPeakBytes(d)) / kMiB;
+        predicted << (d < static_cast<int>(p.size()) ? p[static_cast<std::size_t>(d)] : 0);
+        measured << static_cast<double>(m_model->measuredPeakBytes(d));
         busy << 100 * m_model->busyShare(d);
         top = std::max({ top, predicted.back(), measured.back() });
     }
+    const auto unit = byteAxisUnit(top); // in the unit of the largest peak
+    for (auto* values : { &predicted, &measured }) {
+        for (auto& v : *values)
+            v /= unit.scale;
+    }
+    m_memory->axis(QCPAxis::atLeft)->setLabel(tr("peak memory (%1)").arg(unit.name));
     m_predictedPeak->setData(keys, predicted, true);
     m_measuredPeak->setData(keys, measured, true);
     m_busyBars->setData(keys, busy, true);
@@ -186,7 +200,7 @@ void RunMonitorPlot::drawDevices()
         r->axis(QCPAxis::atBottom)->setTicker(deviceTicker(*m_model, devices));
         r->axis(QCPAxis::atBottom)->setRange(-0.6, std::max(1, devices) - 0.4);
     }
-    fitY(m_memory->axis(QCPAxis::atLeft), top, kLegendHeadroom);
+    fitY(m_memory->axis(QCPAxis::atLeft), top / unit.scale, kLegendHeadroom);
     m_busy->axis(QCPAxis::atLeft)->setRange(0, 105);
 }
 

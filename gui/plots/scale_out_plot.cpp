@@ -1,7 +1,6 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/scale_out_plot.h"
+
+#include "plots/plot_units.h"
 
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -24,7 +23,6 @@ ScaleOutPlot::ScaleOutPlot(QWidget* parent)
     m_plot->xAxis->setTicker(ticker);
     m_plot->yAxis->setLabel(tr("TFLOP/s per GPU (Eq. 3)"));
     m_plot->yAxis2->setVisible(true);
-    m_plot->yAxis2->setLabel(tr("GiB per GPU"));
     auto* tflops = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis);
     tflops->setName(tr("TFLOP/s per GPU"));
     tflops->setPen(QPen(QColor(31, 119, 180), 2));
@@ -41,18 +39,23 @@ void ScaleOutPlot::setCurve(const std::vector<ScaleOutPoint>& curve)
 {
     QVector<double> x;
     QVector<double> tflops;
-    QVector<double> gib;
+    QVector<double> memory;
+    double maxBytes = 0;
+    for (const auto& p : curve)
+        maxBytes = std::max(maxBytes, p.best.peakBytes);
+    const auto unit = byteAxisUnit(maxBytes);
     for (const auto& p : curve) {
         x.push_back(p.gpus);
         tflops.push_back(p.best.tflopsPerGpu);
-        gib.push_back(p.best.peakBytes / (1 << 30));
+        memory.push_back(p.best.peakBytes / unit.scale);
     }
+    m_plot->yAxis2->setLabel(tr("%1 per GPU").arg(unit.name));
     m_plot->graph(0)->setData(x, tflops);
-    m_plot->graph(1)->setData(x, gib);
+    m_plot->graph(1)->setData(x, memory);
     if (!x.isEmpty()) {
         m_plot->xAxis->setRange(x.front() / 1.5, x.back() * 1.5);
         m_plot->yAxis->setRange(0, *std::max_element(tflops.begin(), tflops.end()) * 1.15);
-        m_plot->yAxis2->setRange(0, *std::max_element(gib.begin(), gib.end()) * 1.15);
+        m_plot->yAxis2->setRange(0, *std::max_element(memory.begin(), memory.end()) * 1.15);
     }
     m_plot->replot();
 }

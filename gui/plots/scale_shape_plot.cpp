@@ -1,7 +1,6 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/scale_shape_plot.h"
+
+#include "plots/plot_units.h"
 
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -21,7 +20,6 @@ ScaleShapePlot::ScaleShapePlot(QWidget* parent)
     m_plot->xAxis->setTickLabelRotation(60);
     m_plot->yAxis->setLabel(tr("TFLOP/s per GPU"));
     m_plot->yAxis2->setVisible(true);
-    m_plot->yAxis2->setLabel(tr("GiB per GPU"));
     auto* fits = new QCPBars(m_plot->xAxis, m_plot->yAxis);
     fits->setName(tr("TFLOP/s per GPU, best that fits"));
     fits->setBrush(QColor(31, 119, 180));
@@ -51,8 +49,13 @@ void ScaleShapePlot::setShapes(const std::vector<ScaleEstimate>& shapes, double 
     QVector<double> x;
     QVector<double> fitting;
     QVector<double> over;
-    QVector<double> gib;
+    QVector<double> gib; // in `unit`
     QVector<QString> ticks;
+    double maxBytes = 0;
+    for (const auto& e : shapes)
+        maxBytes = std::max(maxBytes, e.peakBytes);
+    const auto unit = byteAxisUnit(maxBytes);
+    m_plot->yAxis2->setLabel(tr("%1 per GPU").arg(unit.name));
     m_labels.clear();
     for (std::size_t i = 0; i < shapes.size(); ++i) {
         const auto& e = shapes[i];
@@ -62,7 +65,7 @@ void ScaleShapePlot::setShapes(const std::vector<ScaleEstimate>& shapes, double 
         ticks.push_back(label);
         fitting.push_back(e.fits ? e.tflopsPerGpu : 0.0);
         over.push_back(e.fits ? 0.0 : e.tflopsPerGpu);
-        gib.push_back(e.peakBytes / (1 << 30));
+        gib.push_back(e.peakBytes / unit.scale);
     }
     auto* fits = qobject_cast<QCPBars*>(m_plot->plottable(0));
     auto* none = qobject_cast<QCPBars*>(m_plot->plottable(1));
@@ -74,14 +77,13 @@ void ScaleShapePlot::setShapes(const std::vector<ScaleEstimate>& shapes, double 
     m_plot->xAxis->setTicker(ticker);
     m_plot->graph(1)->data()->clear();
     if (!x.isEmpty()) {
-        const double capacity = capacityBytes / (1 << 30);
+        const double capacity = capacityBytes / unit.scale;
         m_plot->graph(1)->setData({ -0.5, x.back() + 0.5 }, { capacity, capacity });
         m_plot->xAxis->setRange(-0.6, x.back() + 0.6);
         const auto tflops =
             std::max(*std::max_element(fitting.begin(), fitting.end()), *std::max_element(over.begin(), over.end()));
         m_plot->yAxis->setRange(0, std::max(1.0, tflops * 1.2));
-        const auto memory = std::max(*std::max_element(gib.begin(), gib.end()), capacity);
-        m_plot->yAxis2->setRange(0, memory * 1.15);
+        m_plot->yAxis2->setRange(0, axisTop(*std::max_element(gib.begin(), gib.end()), capacity, 1.15));
     }
     m_plot->replot();
 }

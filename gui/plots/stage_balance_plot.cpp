@@ -1,20 +1,13 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/stage_balance_plot.h"
 
 #include "graph/graph_summary.h"
 #include "models/stage_balance_model.h"
+#include "plots/plot_units.h"
 
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
-namespace {
-
-    constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-} // namespace
 
 StageBalancePlot::StageBalancePlot(StageBalanceModel* model, QWidget* parent)
     : QWidget(parent)
@@ -31,10 +24,11 @@ StageBalancePlot::StageBalancePlot(StageBalanceModel* model, QWidget* parent)
     m_plot->plotLayout()->addElement(0, 0, m_compute);
     m_plot->plotLayout()->addElement(0, 1, m_memory);
     m_compute->axis(QCPAxis::atLeft)->setLabel(tr("ms per micro-batch"));
-    m_memory->axis(QCPAxis::atLeft)->setLabel(tr("GiB at the peak"));
     for (auto* rect : { m_compute, m_memory }) {
         rect->axis(QCPAxis::atBottom)->setLabel(tr("stage"));
-        rect->insetLayout()->addElement(new QCPLegend, Qt::AlignTop | Qt::AlignRight);
+        auto* legend = new QCPLegend;
+        legend->setFont(QFont(font().family(), 8)); // the dock is narrow
+        rect->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
     }
     connect(model, &QAbstractItemModel::modelReset, this, &StageBalancePlot::rebuild);
     rebuild();
@@ -73,37 +67,43 @@ void StageBalancePlot::rebuild()
     addStack(m_compute, { M::ForwardColumn, M::BackwardColumn, M::RecomputeColumn, M::SwapStallColumn },
         { tr("forward"), tr("backward"), tr("recompute"), tr("swap stall") },
         { QColor(79, 163, 224), QColor(240, 160, 60), QColor(150, 100, 200), QColor(200, 60, 60) }, 1.0);
+    const int stages = m_model->rowCount();
+    double maxTime = 0;
+    double maxPeak = 0;
+    double minCapacity = 0;
+    for (int s = 0; s < stages; ++s) {
+        maxTime = std::max(maxTime,
+            m_model->value(s, M::ForwardColumn) + m_model->value(s, M::BackwardColumn)
+                + m_model->value(s, M::RecomputeColumn) + m_model->value(s, M::SwapStallColumn));
+        maxPeak = std::max(maxPeak, m_model->value(s, M::PeakColumn));
+        const double capacity = m_model->value(s, M::CapacityColumn);
+        minCapacity = s == 0 ? capacity : std::min(minCapacity, capacity);
+    }
+    // The memory axis in the unit of the stages' peaks; a capacity far above them stays off the
+    // axis and is written over the bar instead.
+    const auto unit = byteAxisUnit(maxPeak);
+    m_memory->axis(QCPAxis::atLeft)->setLabel(tr("%1 at the peak").arg(unit.name));
     addStack(m_memory,
         { M::ParametersColumn, M::GradientsColumn, M::OptimizerColumn, M::ActivationsColumn, M::WorkspaceColumn },
         { tr("parameters"), tr("gradients"), tr("optimizer"), tr("activations"), tr("workspace") },
         { QColor(70, 110, 170), QColor(110, 160, 210), QColor(160, 200, 230), QColor(240, 160, 60),
             QColor(180, 180, 180) },
-        kGiB);
-    const int stages = m_model->rowCount();
-    double maxTime = 0;
-    double maxMem = 0;
+        unit.scale);
+    const double memTop = axisTop(maxPeak, minCapacity) / unit.scale;
+    double offAxis = 0; // the smallest capacity above the axis, named once in the legend
     for (int s = 0; s < stages; ++s) {
-        maxTime = std::max(maxTime,
-            m_model->value(s, M::ForwardColumn) + m_model->value(s, M::BackwardColumn)
-                + m_model->value(s, M::RecomputeColumn) + m_model->value(s, M::SwapStallColumn));
-        maxMem =
-            std::max({ maxMem, m_model->value(s, M::PeakColumn) / kGiB, m_model->value(s, M::CapacityColumn) / kGiB });
-        // The device capacity over this stage's bar, and the overflow in red.
-        auto* cap = new QCPItemLine(m_plot);
-        cap->start->setAxes(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
-        cap->end->setAxes(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
-        cap->setClipAxisRect(m_memory);
-        cap->start->setCoords(s - 0.45, m_model->value(s, M::CapacityColumn) / kGiB);
-        cap->end->setCoords(s + 0.45, m_model->value(s, M::CapacityColumn) / kGiB);
-        cap->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
-        if (m_model->isOverCapacity(s)) {
-            auto* label = new QCPItemText(m_plot);
-            label->position->setAxes(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
-            label->setClipAxisRect(m_memory);
-            label->position->setCoords(s, m_model->value(s, M::PeakColumn) / kGiB * 1.04);
-            label->setColor(QColor(200, 30, 30));
-            label->setText(tr("+%1 over").arg(QString::fromStdString(formatBytes(m_model->value(s, M::OverColumn)))));
+        if (!drawCapacity(s, unit.scale, memTop)) {
+            const double capacity = m_model->value(s, M::CapacityColumn);
+            offAxis = offAxis > 0 ? std::min(offAxis, capacity) : capacity;
         }
+    }
+    if (offAxis > 0) {
+        auto* legend = qobject_cast<QCPLegend*>(m_memory->insetLayout()->elementAt(0));
+        auto* line = new QCPGraph(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
+        line->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
+        line->setName(tr("capacity %1 \u2191").arg(QString::fromStdString(formatBytes(offAxis)))); // above
+        if (legend)
+            legend->addItem(new QCPPlottableLegendItem(legend, line));
     }
     for (auto* rect : { m_compute, m_memory }) {
         rect->axis(QCPAxis::atBottom)->setRange(-0.6, std::max(1, stages) - 0.4);
@@ -112,8 +112,40 @@ void StageBalancePlot::rebuild()
         rect->axis(QCPAxis::atBottom)->setTicker(ticker);
     }
     m_compute->axis(QCPAxis::atLeft)->setRange(0, std::max(1e-9, maxTime) * 1.2);
-    m_memory->axis(QCPAxis::atLeft)->setRange(0, std::max(1e-9, maxMem) * 1.2);
+    m_memory->axis(QCPAxis::atLeft)->setRange(0, memTop);
+    m_memoryFill = maxPeak / unit.scale / memTop;
     m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString StageBalancePlot::memoryAxisLabel() const
+{
+    return m_memory->axis(QCPAxis::atLeft)->label();
+}
+
+bool StageBalancePlot::drawCapacity(int s, double scale, double top)
+{
+    using M = StageBalanceModel;
+    auto* x = m_memory->axis(QCPAxis::atBottom);
+    auto* y = m_memory->axis(QCPAxis::atLeft);
+    const double capacity = m_model->value(s, M::CapacityColumn) / scale;
+    if (capacity <= top) { // the device capacity over this stage's bar
+        auto* cap = new QCPItemLine(m_plot);
+        cap->start->setAxes(x, y);
+        cap->end->setAxes(x, y);
+        cap->setClipAxisRect(m_memory);
+        cap->start->setCoords(s - 0.45, capacity);
+        cap->end->setCoords(s + 0.45, capacity);
+        cap->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
+    }
+    if (m_model->isOverCapacity(s)) { // and the overflow in red
+        auto* label = new QCPItemText(m_plot);
+        label->position->setAxes(x, y);
+        label->setClipAxisRect(m_memory);
+        label->position->setCoords(s, m_model->value(s, M::PeakColumn) / scale * 1.04);
+        label->setColor(QColor(200, 30, 30));
+        label->setText(tr("+%1 over").arg(QString::fromStdString(formatBytes(m_model->value(s, M::OverColumn)))));
+    }
+    return capacity <= top;
 }
 
 } // namespace ps::gui

@@ -1,10 +1,8 @@
-// qcustomplot.h uses Qt keywords and foreach; it must precede every Qt header (see op_histogram_plot.cpp).
-#undef QT_NO_KEYWORDS
-#undef QT_NO_FOREACH
 #include "plots/timeline_plot.h"
 
 #include "models/plan_session.h"
 #include "plots/event_style.h"
+#include "plots/plot_units.h"
 
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -27,12 +25,19 @@ TimelinePlot::TimelinePlot(PlanSession* session, QWidget* parent)
     m_memory = new QCPAxisRect(m_plot);
     m_plot->plotLayout()->addElement(0, 0, m_gantt);
     m_plot->plotLayout()->addElement(1, 0, m_memory);
+    // The shades' legend in a row of its own under the memory strip, its entries side by side.
+    m_legend = new QCPLegend;
+    m_plot->plotLayout()->addElement(2, 0, m_legend);
+    m_legend->setLayer(QStringLiteral("legend"));
+    m_legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    m_legend->setWrap(8);
+    m_legend->setBorderPen(Qt::NoPen);
+    m_legend->setFont(QFont(font().family(), 8));
     m_plot->plotLayout()->setRowStretchFactor(0, 2);
     m_plot->plotLayout()->setRowStretchFactor(1, 1);
+    m_plot->plotLayout()->setRowStretchFactor(2, 0.01);
     m_gantt->axis(QCPAxis::atLeft)->setLabel(tr("device"));
     m_gantt->axis(QCPAxis::atLeft)->setRangeReversed(true);
-    m_memory->axis(QCPAxis::atBottom)->setLabel(tr("time (ms)"));
-    m_memory->axis(QCPAxis::atLeft)->setLabel(tr("GiB"));
     // Zoom and pan in time; both rows follow.
     for (auto* rect : { m_gantt, m_memory }) {
         rect->setRangeDrag(Qt::Horizontal);
@@ -50,12 +55,17 @@ TimelinePlot::TimelinePlot(PlanSession* session, QWidget* parent)
 
 void TimelinePlot::rebuild()
 {
+    m_legend->clearItems(); // before the swatches it shows go
     m_plot->clearPlottables();
     m_plot->clearItems();
     m_blocks = 0;
     if (m_session->hasPlan()) {
+        const auto unit = timeAxisUnit(m_session->snapshot().simulation.iterationNs / 1e6);
+        m_nsPerUnit = unit.scale * 1e6;
+        m_memory->axis(QCPAxis::atBottom)->setLabel(tr("time (%1)").arg(unit.name));
         drawEvents();
         drawMemory();
+        drawLegend();
     }
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -73,8 +83,8 @@ void TimelinePlot::drawEvents()
         block->setClipAxisRect(m_gantt);
         block->topLeft->setAxes(x, y);
         block->bottomRight->setAxes(x, y);
-        block->topLeft->setCoords(e.startNs / 1e6, e.device.value + top);
-        block->bottomRight->setCoords(e.endNs / 1e6, e.device.value + bottom);
+        block->topLeft->setCoords(e.startNs / m_nsPerUnit, e.device.value + top);
+        block->bottomRight->setCoords(e.endNs / m_nsPerUnit, e.device.value + bottom);
         block->setBrush(blockColor(e, sim.microBatches));
         block->setPen(QPen(QColor(255, 255, 255), 0.5));
         ++m_blocks;
@@ -83,34 +93,95 @@ void TimelinePlot::drawEvents()
     ticker->setTickStep(1);
     y->setTicker(ticker);
     y->setRange(-0.6, static_cast<double>(sim.devices.size()) - 0.4);
-    x->setRange(0, sim.iterationNs / 1e6 * 1.02);
+    x->setRange(0, sim.iterationNs / m_nsPerUnit * 1.02);
 }
 
 void TimelinePlot::drawMemory()
 {
     const auto& sim = m_session->snapshot().simulation;
     double top = 0;
-    for (std::size_t d = 0; d < sim.devices.size(); ++d) {
-        auto* g = m_plot->addGraph(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
-        g->setLineStyle(QCPGraph::lsStepLeft);
-        g->setPen(QPen(
-            QColor::fromHsv(static_cast<int>(d * 360 / std::max<std::size_t>(1, sim.devices.size())), 200, 180), 1.5));
-        g->setName(tr("device %1").arg(d));
-        for (const auto& p : sim.devices[d].memoryCurve) {
-            g->addData(p.timeNs / 1e6, p.bytes / (1024.0 * 1024 * 1024));
-            top = std::max(top, p.bytes / (1024.0 * 1024 * 1024));
-        }
-        g->addData(sim.iterationNs / 1e6, sim.devices[d].memoryCurve.back().bytes / (1024.0 * 1024 * 1024));
-        top = std::max(top, sim.devices[d].capacityBytes / (1024.0 * 1024 * 1024));
+    double capacity = 0;
+    for (const auto& device : sim.devices) {
+        for (const auto& p : device.memoryCurve)
+            top = std::max(top, p.bytes);
+        capacity = capacity > 0 && device.capacityBytes > 0 ? std::min(capacity, device.capacityBytes)
+                                                            : std::max(capacity, device.capacityBytes);
     }
-    m_memory->axis(QCPAxis::atLeft)->setRange(0, std::max(1e-9, top) * 1.1);
+    // In the unit of the curves; the capacity is on the axis only where it is near them.
+    const auto unit = byteAxisUnit(top);
+    const double axisEnd = axisTop(top, capacity, 1.1);
+    m_memory->axis(QCPAxis::atLeft)->setLabel(unit.name);
+    auto* x = m_memory->axis(QCPAxis::atBottom);
+    auto* y = m_memory->axis(QCPAxis::atLeft);
+    for (std::size_t d = 0; d < sim.devices.size(); ++d) {
+        const auto color =
+            QColor::fromHsv(static_cast<int>(d * 360 / std::max<std::size_t>(1, sim.devices.size())), 200, 180);
+        auto* g = m_plot->addGraph(x, y);
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setPen(QPen(color, 1.5));
+        g->setName(tr("device %1").arg(d));
+        for (const auto& p : sim.devices[d].memoryCurve)
+            g->addData(p.timeNs / m_nsPerUnit, p.bytes / unit.scale);
+        if (!sim.devices[d].memoryCurve.empty())
+            g->addData(sim.iterationNs / m_nsPerUnit, sim.devices[d].memoryCurve.back().bytes / unit.scale);
+        if (sim.devices[d].capacityBytes > 0 && sim.devices[d].capacityBytes <= axisEnd) {
+            auto* line = new QCPItemStraightLine(m_plot);
+            line->setClipAxisRect(m_memory);
+            line->point1->setAxes(x, y);
+            line->point2->setAxes(x, y);
+            line->point1->setCoords(0, sim.devices[d].capacityBytes / unit.scale);
+            line->point2->setCoords(1, sim.devices[d].capacityBytes / unit.scale);
+            line->setPen(QPen(color, 1, Qt::DashLine));
+        }
+    }
+    y->setRange(0, axisEnd / unit.scale);
+    m_memoryFill = top / axisEnd;
+}
+
+QString TimelinePlot::memoryAxisLabel() const
+{
+    return m_memory->axis(QCPAxis::atLeft)->label();
+}
+
+QString TimelinePlot::timeAxisLabel() const
+{
+    return m_memory->axis(QCPAxis::atBottom)->label();
+}
+
+int TimelinePlot::legendEntries() const
+{
+    return m_legend->itemCount();
+}
+
+void TimelinePlot::drawLegend()
+{
+    // Micro-batch 0's shades (later micro-batches turn the hue).
+    const auto& sim = m_session->snapshot().simulation;
+    const auto entry = [&](const QString& name, ActionType action, Stream stream) {
+        SimEvent e;
+        e.action = action;
+        e.stream = stream;
+        e.microBatch = MicroBatchId(0);
+        auto* swatch = new QCPBars(m_gantt->axis(QCPAxis::atBottom), m_gantt->axis(QCPAxis::atLeft));
+        swatch->setName(name);
+        swatch->setBrush(blockColor(e, sim.microBatches));
+        swatch->setPen(Qt::NoPen);
+        m_legend->addItem(new QCPPlottableLegendItem(m_legend, swatch));
+    };
+    entry(tr("forward (hue: micro-batch)"), ActionType::Forward, Stream::Compute);
+    entry(tr("backward"), ActionType::Backward, Stream::Compute);
+    entry(tr("weight gradients (W)"), ActionType::BackwardWeight, Stream::Compute);
+    entry(tr("recompute"), ActionType::Recompute, Stream::Compute);
+    entry(tr("optimizer"), ActionType::OptimizerStep, Stream::Compute);
+    entry(tr("swap copy"), ActionType::Forward, Stream::CopyToHost);
+    entry(tr("send"), ActionType::Forward, Stream::Send);
 }
 
 void TimelinePlot::onMove(QMouseEvent* event)
 {
     if (!m_session->hasPlan() || !m_gantt->rect().contains(event->pos()))
         return;
-    const double t = m_gantt->axis(QCPAxis::atBottom)->pixelToCoord(event->position().x()) * 1e6;
+    const double t = m_gantt->axis(QCPAxis::atBottom)->pixelToCoord(event->position().x()) * m_nsPerUnit;
     const double row = m_gantt->axis(QCPAxis::atLeft)->pixelToCoord(event->position().y());
     const auto device = static_cast<std::uint32_t>(std::lround(row));
     for (const auto& e : m_session->snapshot().simulation.events) {

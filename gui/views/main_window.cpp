@@ -152,7 +152,20 @@ void MainWindow::setupPlanMenu()
     plan->addAction(tr("Scale &out…"), this, &MainWindow::openScaleOut);
     auto* toolbar = addToolBar(tr("Plan"));
     toolbar->setObjectName(QStringLiteral("planToolbar"));
-    for (auto* a : { undo, redo, add, remove, search })
+    // The stack's actions name the command ("Undo Move boundary 3 to node 41"): on the toolbar,
+    // fixed words, the command in the tooltip, so the buttons keep their width.
+    const auto fixedWords = [this](const QString& text, QAction* source) {
+        auto* a = new QAction(text, this);
+        const auto sync = [a, source] {
+            a->setEnabled(source->isEnabled());
+            a->setToolTip(QString(source->text()).remove(QLatin1Char('&')));
+        };
+        sync();
+        connect(source, &QAction::changed, a, sync);
+        connect(a, &QAction::triggered, source, &QAction::trigger);
+        return a;
+    };
+    for (auto* a : { fixedWords(tr("Undo"), undo), fixedWords(tr("Redo"), redo), add, remove, search })
         toolbar->addAction(a);
 }
 

@@ -99,6 +99,10 @@ public:
     {
         return m_timeline;
     }
+    [[nodiscard]] StageBalancePlot* balancePlot() const
+    {
+        return m_balancePlot;
+    }
     [[nodiscard]] PlansPanel* plansPanel() const
     {
         return m_plansPanel;

@@ -7,6 +7,9 @@
 #include "models/run_launcher.h"
 #include "models/run_prediction.h"
 #include "models/runs_model.h"
+#include "plots/plot_units.h"
+#include "plots/stage_balance_plot.h"
+#include "plots/timeline_plot.h"
 #include "runtime/training_run.h"
 #include "store/project_store.h"
 #include "views/launch_dialog.h"
@@ -92,6 +95,15 @@ TEST(FirstStart, OpensTheExampleProjectReadyToLaunch)
     EXPECT_EQ(window.planSession()->snapshot().plan.schedule.stages, 2);
     const auto plans = ProjectStore::open(example.toStdString(), ProjectStore::Access::ReadOnly).loadPlans();
     ASSERT_EQ(plans.size(), 1u);
+    // Its memory charts read in the unit of its stages (a few MiB), and the bars and curves fill
+    // their axes instead of lying flat under the machine's memory.
+    EXPECT_EQ(window.balancePlot()->memoryAxisLabel(), QStringLiteral("MiB at the peak"));
+    EXPECT_GT(window.balancePlot()->memoryAxisFill(), 0.5);
+    EXPECT_EQ(window.timeline()->memoryAxisLabel(), QStringLiteral("MiB"));
+    EXPECT_GT(window.timeline()->memoryAxisFill(), 0.5);
+    const double iterationMs = window.planSession()->snapshot().simulation.iterationNs / 1e6;
+    EXPECT_EQ(window.timeline()->timeAxisLabel(), QStringLiteral("time (%1)").arg(timeAxisUnit(iterationMs).name));
+    EXPECT_EQ(window.timeline()->legendEntries(), 7);
 
     // Run > Launch is ready: the current edit and the stored plan, both predicted to fit.
     LaunchDialog dialog(window.planSession(), example);
@@ -157,4 +169,24 @@ TEST(GuiCommand, HelpListsEveryView)
     ASSERT_TRUE(p.waitForFinished(20'000));
     EXPECT_NE(p.exitCode(), 0);
     EXPECT_TRUE(QString::fromUtf8(p.readAllStandardError()).contains(QStringLiteral("histogram")));
+}
+
+// The axis units: binary byte units from B to TiB and us/ms/s, each where the largest value reads
+// from 1 to below 1024 (1000); a capacity far above the data stays off the axis.
+TEST(PlotUnits, UnitsFitTheLargestValue)
+{
+    EXPECT_EQ(byteAxisUnit(0).name, QStringLiteral("B"));
+    EXPECT_EQ(byteAxisUnit(1023).name, QStringLiteral("B"));
+    EXPECT_EQ(byteAxisUnit(1024).name, QStringLiteral("KiB"));
+    EXPECT_EQ(byteAxisUnit(5.0 * 1024 * 1024).name, QStringLiteral("MiB"));
+    EXPECT_DOUBLE_EQ(byteAxisUnit(5.0 * 1024 * 1024).scale, 1024.0 * 1024);
+    EXPECT_EQ(byteAxisUnit(80.0 * (1LL << 30)).name, QStringLiteral("GiB"));
+    EXPECT_EQ(byteAxisUnit(3.0 * (1LL << 50)).name, QStringLiteral("TiB")); // past TiB stays TiB
+    EXPECT_EQ(timeAxisUnit(0).name, QStringLiteral("ms"));
+    EXPECT_DOUBLE_EQ(timeAxisUnit(0.25).scale, 1e-3);
+    EXPECT_EQ(timeAxisUnit(999).name, QStringLiteral("ms"));
+    EXPECT_EQ(timeAxisUnit(1500).name, QStringLiteral("s"));
+    EXPECT_DOUBLE_EQ(axisTop(10, 15, 1.2), 18); // the capacity near the data is on the axis
+    EXPECT_DOUBLE_EQ(axisTop(10, 1000, 1.2), 12); // far above it, not
+    EXPECT_DOUBLE_EQ(axisTop(0, 8, 1.0), 8);
 }

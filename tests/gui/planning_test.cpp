@@ -23,6 +23,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QToolBar>
 
 #include <gtest/gtest.h>
 
@@ -140,6 +141,29 @@ TEST(PlanningStudio, UndoRestoresTheExactPreviousPlan)
     EXPECT_DOUBLE_EQ(session.snapshot().simulation.iterationNs, originalTime);
     session.undoStack()->redo();
     EXPECT_EQ(session.editor().partition().stageStarts[2], original.stageStarts[2] - 15);
+}
+
+// The toolbar's Undo keeps its word (and width) whatever the command; the command is its tooltip.
+TEST(PlanningStudio, ToolbarUndoKeepsItsWordAndNamesTheCommandInItsTooltip)
+{
+    MainWindow window;
+    auto* session = window.planSession();
+    ASSERT_TRUE(session->setModel(gpt2(4), fourA100()));
+    const auto original = session->editor().partition();
+    auto* toolbar = window.findChild<QToolBar*>(QStringLiteral("planToolbar"));
+    ASSERT_NE(toolbar, nullptr);
+    auto* undo = toolbar->actions().at(0);
+    EXPECT_EQ(undo->text(), QStringLiteral("Undo"));
+    EXPECT_FALSE(undo->isEnabled());
+    const auto width = toolbar->widgetForAction(undo)->sizeHint().width();
+    session->moveBoundary(2, original.stageStarts[2] - 15);
+    EXPECT_TRUE(undo->isEnabled());
+    EXPECT_EQ(undo->text(), QStringLiteral("Undo"));
+    EXPECT_TRUE(undo->toolTip().startsWith(QStringLiteral("Undo "))) << undo->toolTip().toStdString();
+    EXPECT_EQ(toolbar->widgetForAction(undo)->sizeHint().width(), width);
+    undo->trigger();
+    EXPECT_EQ(session->editor().partition(), original);
+    EXPECT_FALSE(undo->isEnabled());
 }
 
 TEST(PlanningStudio, KeyboardNudgesTheSelectedBoundary)
