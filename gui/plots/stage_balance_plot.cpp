@@ -80,7 +80,7 @@ void StageBalancePlot::rebuild()
         minCapacity = s == 0 ? capacity : std::min(minCapacity, capacity);
     }
     // The memory axis in the unit of the stages' peaks; a capacity far above them stays off the
-    // axis and is written over the bar instead.
+    // axis and is named in the legend instead.
     const auto unit = byteAxisUnit(maxPeak);
     m_memory->axis(QCPAxis::atLeft)->setLabel(tr("%1 at the peak").arg(unit.name));
     addStack(m_memory,
