@@ -2,6 +2,7 @@
 // and its lane within a device row (compute in the middle, sends and copies in thin strips).
 #pragma once
 
+#include "plots/plot_style.h"
 #include "sim/simulator.h"
 
 #include <QColor>
@@ -13,9 +14,9 @@ namespace ps::gui {
 inline QColor blockColor(const SimEvent& e, int microBatches)
 {
     if (e.stream == Stream::Send)
-        return QColor(150, 150, 150);
+        return palette::send;
     if (e.stream == Stream::CopyToHost || e.stream == Stream::CopyFromHost)
-        return QColor(200, 60, 60);
+        return palette::swap;
     const int mb = e.microBatch.valid() ? static_cast<int>(e.microBatch.value) : 0;
     const int hue = (mb * 360 / std::max(1, microBatches) + 200) % 360;
     switch (e.action) {
@@ -24,9 +25,9 @@ inline QColor blockColor(const SimEvent& e, int microBatches)
     case ActionType::BackwardWeight:
         return QColor::fromHsv(hue, 255, 150);
     case ActionType::Recompute:
-        return QColor(150, 100, 200);
+        return palette::recompute;
     case ActionType::OptimizerStep:
-        return QColor(60, 60, 60);
+        return palette::optimizer;
     default:
         return QColor::fromHsv(hue, 200, 200);
     }

@@ -1,5 +1,7 @@
 #include "plots/op_histogram_plot.h"
 
+#include "plots/plot_style.h"
+
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
@@ -37,7 +39,7 @@ void OpHistogramPlot::setHistogram(const std::vector<std::pair<std::string, std:
     bars->setData(keys, values, true);
     bars->setWidth(0.7);
     bars->setPen(Qt::NoPen);
-    bars->setBrush(QColor(0x4f, 0xa3, 0xe0));
+    bars->setBrush(palette::forward);
     m_plot->xAxis->setRange(0.3, static_cast<double>(histogram.size()) + 0.7);
     m_plot->yAxis->setRange(0, maxValue * 1.1);
     m_barCount = static_cast<int>(histogram.size());

@@ -3,6 +3,7 @@
 #include "graph/graph_summary.h"
 #include "models/partition_editor_data.h"
 #include "models/plan_session.h"
+#include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
 #include <QToolTip>
@@ -79,14 +80,14 @@ double PartitionEditorPlot::drawMemory(const PartitionEditorData& d)
             ? tr("stage memory")
             : tr("stage memory (capacity %1, off the axis)").arg(QString::fromStdString(formatBytes(d.capacityBytes))));
     mem->setData(d.nodeIndex, memory, true);
-    mem->setPen(QPen(QColor(120, 60, 160), 1.5));
+    mem->setPen(QPen(palette::stageMemory, 1.5));
     m_plot->yAxis2->setLabel(tr("stage memory (%1)").arg(unit.name));
     auto* capacity = new QCPItemStraightLine(m_plot);
     capacity->point1->setAxes(m_plot->xAxis, m_plot->yAxis2);
     capacity->point2->setAxes(m_plot->xAxis, m_plot->yAxis2);
     capacity->point1->setCoords(0, d.capacityBytes / unit.scale);
     capacity->point2->setCoords(1, d.capacityBytes / unit.scale);
-    capacity->setPen(QPen(QColor(200, 40, 40), 1, Qt::DashLine));
+    capacity->setPen(QPen(palette::capacity, 1, Qt::DashLine));
     return memTop;
 }
 
@@ -103,13 +104,13 @@ void PartitionEditorPlot::rebuild()
     auto* fwd = new QCPBars(m_plot->xAxis, m_plot->yAxis);
     fwd->setName(tr("forward"));
     fwd->setData(d.nodeIndex, d.forwardMs, true);
-    fwd->setBrush(QColor(79, 163, 224));
+    fwd->setBrush(palette::forward);
     fwd->setPen(Qt::NoPen);
     fwd->setWidth(1.0);
     auto* bwd = new QCPBars(m_plot->xAxis, m_plot->yAxis);
     bwd->setName(tr("backward"));
     bwd->setData(d.nodeIndex, d.backwardMs, true);
-    bwd->setBrush(QColor(240, 160, 60));
+    bwd->setBrush(palette::backward);
     bwd->setPen(Qt::NoPen);
     bwd->setWidth(1.0);
     bwd->moveAbove(fwd);

@@ -1,6 +1,7 @@
 #include "plots/run_monitor_plot.h"
 
 #include "models/run_monitor_model.h"
+#include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
 #include <QVBoxLayout>
@@ -9,8 +10,8 @@
 namespace ps::gui {
 namespace {
 
-    const QColor kMeasured(30, 100, 180);
-    const QColor kPredicted(240, 140, 40);
+    const QColor kMeasured = palette::measured;
+    const QColor kPredicted = palette::predicted;
 
     QSharedPointer<QCPAxisTickerText> deviceTicker(const RunMonitorModel& model, int devices)
     {

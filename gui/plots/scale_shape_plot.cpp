@@ -1,5 +1,6 @@
 #include "plots/scale_shape_plot.h"
 
+#include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
 #include <QVBoxLayout>
@@ -34,7 +35,7 @@ ScaleShapePlot::ScaleShapePlot(QWidget* parent)
     memory->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, QColor(255, 127, 14), 7));
     auto* capacity = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
     capacity->setName(tr("GPU memory"));
-    capacity->setPen(QPen(QColor(214, 39, 40), 1, Qt::DashLine));
+    capacity->setPen(QPen(palette::capacity, 1, Qt::DashLine));
     // The legend in a row of its own under the axes: the bars fill the plot.
     m_plot->legend->setVisible(true);
     m_plot->axisRect()->insetLayout()->take(m_plot->legend);

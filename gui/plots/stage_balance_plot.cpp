@@ -2,6 +2,7 @@
 
 #include "graph/graph_summary.h"
 #include "models/stage_balance_model.h"
+#include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
 #include <QVBoxLayout>
@@ -66,7 +67,7 @@ void StageBalancePlot::rebuild()
     using M = StageBalanceModel;
     addStack(m_compute, { M::ForwardColumn, M::BackwardColumn, M::RecomputeColumn, M::SwapStallColumn },
         { tr("forward"), tr("backward"), tr("recompute"), tr("swap stall") },
-        { QColor(79, 163, 224), QColor(240, 160, 60), QColor(150, 100, 200), QColor(200, 60, 60) }, 1.0);
+        { palette::forward, palette::backward, palette::recompute, palette::swap }, 1.0);
     const int stages = m_model->rowCount();
     double maxTime = 0;
     double maxPeak = 0;
@@ -86,8 +87,7 @@ void StageBalancePlot::rebuild()
     addStack(m_memory,
         { M::ParametersColumn, M::GradientsColumn, M::OptimizerColumn, M::ActivationsColumn, M::WorkspaceColumn },
         { tr("parameters"), tr("gradients"), tr("optimizer"), tr("activations"), tr("workspace") },
-        { QColor(70, 110, 170), QColor(110, 160, 210), QColor(160, 200, 230), QColor(240, 160, 60),
-            QColor(180, 180, 180) },
+        { palette::parameters, palette::gradients, palette::optimizerStates, palette::activations, palette::workspace },
         unit.scale);
     const double memTop = axisTop(maxPeak, minCapacity) / unit.scale;
     double offAxis = 0; // the smallest capacity above the axis, named once in the legend
@@ -100,7 +100,7 @@ void StageBalancePlot::rebuild()
     if (offAxis > 0) {
         auto* legend = qobject_cast<QCPLegend*>(m_memory->insetLayout()->elementAt(0));
         auto* line = new QCPGraph(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
-        line->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
+        line->setPen(QPen(palette::capacity, 2, Qt::DashLine));
         line->setName(tr("capacity %1 \u2191").arg(QString::fromStdString(formatBytes(offAxis)))); // above
         if (legend)
             legend->addItem(new QCPPlottableLegendItem(legend, line));
@@ -135,14 +135,14 @@ bool StageBalancePlot::drawCapacity(int s, double scale, double top)
         cap->setClipAxisRect(m_memory);
         cap->start->setCoords(s - 0.45, capacity);
         cap->end->setCoords(s + 0.45, capacity);
-        cap->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
+        cap->setPen(QPen(palette::capacity, 2, Qt::DashLine));
     }
     if (m_model->isOverCapacity(s)) { // and the overflow in red
         auto* label = new QCPItemText(m_plot);
         label->position->setAxes(x, y);
         label->setClipAxisRect(m_memory);
         label->position->setCoords(s, m_model->value(s, M::PeakColumn) / scale * 1.04);
-        label->setColor(QColor(200, 30, 30));
+        label->setColor(palette::capacity);
         label->setText(tr("+%1 over").arg(QString::fromStdString(formatBytes(m_model->value(s, M::OverColumn)))));
     }
     return capacity <= top;
