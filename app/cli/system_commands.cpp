@@ -1,6 +1,7 @@
 // `pipestudio zoo`, `pipestudio devices` and `pipestudio demo`.
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cpu/blas_core.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_libraries.h"
 #include "graph/graph_summary.h"
@@ -30,6 +31,16 @@ namespace {
         return names;
     }
 
+    // The CPU devices' GEMM library and the kernels it runs; where PipeStudio chose them, why.
+    std::string blasLine(const engine::BlasCoreReport& blas)
+    {
+        std::string line = "BLAS: " + blas.config + ", " + blas.core + " kernels";
+        if (!blas.detected.empty())
+            line += " (chosen by PipeStudio: OpenBLAS picked " + blas.detected + ", narrower than this CPU's vectors"
+                + "; OPENBLAS_CORETYPE overrides, PS_KEEP_BLAS_CORE=1 keeps OpenBLAS's choice)";
+        return line;
+    }
+
     nlohmann::ordered_json devicesJson(const engine::LocalDeviceReport& report)
     {
         nlohmann::ordered_json devices = nlohmann::ordered_json::array();
@@ -44,8 +55,13 @@ namespace {
             libraries.push_back({ { "role", l.role }, { "soname", l.soname }, { "found", l.found },
                 { l.found ? "path" : "detail", l.found ? l.path : l.detail } });
         }
-        return { { "cuda_built", report.cudaBuilt }, { "cuda_status", report.cudaStatus }, { "devices", devices },
-            { "cuda_libraries", libraries }, { "cuda_backend_ops", cudaOps() }, { "profilers", backends } };
+        const auto blas = engine::blasCoreReport();
+        nlohmann::ordered_json blasJson = { { "library", blas.config }, { "core", blas.core } };
+        if (!blas.detected.empty())
+            blasJson["detected_core"] = blas.detected;
+        return { { "blas", blasJson }, { "cuda_built", report.cudaBuilt }, { "cuda_status", report.cudaStatus },
+            { "devices", devices }, { "cuda_libraries", libraries }, { "cuda_backend_ops", cudaOps() },
+            { "profilers", backends } };
     }
 
     int printDevices(bool json, bool selfTest)
@@ -57,6 +73,7 @@ namespace {
             for (const auto& d : report.devices)
                 fmt::print("{:>2}  {:<5} {:<40} {:>12}  {}\n", d.id.value, d.kind, d.name,
                     formatBytes(static_cast<double>(d.memoryBytes)), d.detail);
+            fmt::print("{}\n", blasLine(engine::blasCoreReport()));
             fmt::print("CUDA: {}\n", report.cudaStatus);
             for (const auto& l : engine::findCudaLibraries())
                 fmt::print("  {:<9} {:<18} {}\n", l.role, l.soname, l.found ? l.path : "not found: " + l.detail);

@@ -1,6 +1,7 @@
 // The broadcasting and shape helpers the CPU kernels share, and the BLAS thread setting.
 #include "cpu/kernels.h"
 
+#include "cpu/blas_core.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 
@@ -116,6 +117,13 @@ namespace detail {
     }
 
 } // namespace detail
+
+namespace {
+    // Before main: a process whose OpenBLAS chose kernels narrower than this CPU runs re-executes
+    // itself with OPENBLAS_CORETYPE set (cpu/blas_core.h). Here, because every binary that runs the
+    // engine's GEMMs links this file.
+    [[maybe_unused]] const bool kBlasCoreChecked = (upgradeBlasCoreOrContinue(), true);
+} // namespace
 
 void setComputeThreads(int threads)
 {

@@ -155,6 +155,12 @@ TEST_F(Cli, DevicesListsTheCpu)
     const auto j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["devices"][0]["kind"], "cpu");
     EXPECT_EQ(j["profilers"][0]["name"], "cpu-timers");
+    // The GEMM library and its kernels; where PipeStudio replaced OpenBLAS's choice, that choice.
+    ASSERT_TRUE(j.contains("blas")) << r.output;
+    EXPECT_FALSE(j["blas"]["core"].get<std::string>().empty()) << r.output;
+    if (j["blas"].contains("detected_core")) {
+        EXPECT_NE(j["blas"]["detected_core"], j["blas"]["core"]) << r.output;
+    }
     // The CUDA backend's ops where it is built (this build says so), none where it is not.
     ASSERT_TRUE(j.contains("cuda_backend_ops")) << r.output;
     const auto& ops = j["cuda_backend_ops"];

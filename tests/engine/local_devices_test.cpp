@@ -1,4 +1,5 @@
 #include "cluster/cluster.h"
+#include "cpu/blas_core.h"
 #include "cpu/thread_affinity.h"
 #include "cpu_probe.h"
 #include "cuda_libraries.h"
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
@@ -149,4 +151,43 @@ TEST(CudaLibraries, TheEnvironmentDirectoryIsSearchedFirst)
     std::filesystem::remove_all(dir);
     ASSERT_FALSE(path.empty());
     EXPECT_EQ(path.front(), dir);
+}
+
+// OpenBLAS's kernels are chosen at least as wide as the CPU's vectors: Debian 12's 0.3.21 takes
+// Prescott's SSE3 kernels on CPUs newer than it (family 6 model 207), 6x slower GEMMs.
+TEST(BlasCore, ANarrowChoiceIsUpgradedToTheCpusWidestVectors)
+{
+    CpuVectorFeatures avx512;
+    avx512.avx2 = avx512.fma = avx512.avx512 = true;
+    CpuVectorFeatures avx2;
+    avx2.avx2 = avx2.fma = true;
+    EXPECT_EQ(betterBlasCore("Prescott", avx512), "SkylakeX");
+    EXPECT_EQ(betterBlasCore("Haswell", avx512), "SkylakeX");
+    EXPECT_EQ(betterBlasCore("SkylakeX", avx512), "");
+    EXPECT_EQ(betterBlasCore("Cooperlake", avx512), "");
+    EXPECT_EQ(betterBlasCore("SAPPHIRERAPIDS", avx512), "");
+    EXPECT_EQ(betterBlasCore("Prescott", avx2), "Haswell");
+    EXPECT_EQ(betterBlasCore("Sandybridge", avx2), "Haswell");
+    EXPECT_EQ(betterBlasCore("Zen", avx2), "");
+    EXPECT_EQ(betterBlasCore("Haswell", avx2), "");
+    EXPECT_EQ(betterBlasCore("Prescott", CpuVectorFeatures {}), "");
+    CpuVectorFeatures avx2NoFma;
+    avx2NoFma.avx2 = true;
+    EXPECT_EQ(betterBlasCore("Prescott", avx2NoFma), "");
+    EXPECT_EQ(blasCoreLevel("unknown"), 0);
+    EXPECT_EQ(blasCoreLevel("Excavator"), 2);
+}
+
+// This test binary runs the engine's static initialisation: its OpenBLAS now runs kernels as wide as
+// the CPU's (unless the environment chose them: OPENBLAS_CORETYPE or PS_KEEP_BLAS_CORE).
+TEST(BlasCore, ThisProcessRunsKernelsAsWideAsTheCpu)
+{
+    const auto report = blasCoreReport();
+    EXPECT_FALSE(report.config.empty());
+    if (std::getenv("PS_KEEP_BLAS_CORE") != nullptr || (std::getenv("OPENBLAS_CORETYPE") && report.detected.empty()))
+        GTEST_SKIP() << "the environment chose OpenBLAS's kernels";
+    EXPECT_EQ(betterBlasCore(report.core, thisCpuVectorFeatures()), "") << "OpenBLAS runs " << report.core;
+    if (!report.detected.empty()) {
+        EXPECT_NE(report.detected, report.core);
+    }
 }
