@@ -34,7 +34,6 @@ TO_SPLIT = {
     ("core/onnx/shape_folding.cpp", "evaluate"): 155,
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
     ("app/cli/profile_commands.cpp", "runProfile"): 117,
-    ("core/onnx/merged_parameters.cpp", "tieFoldedCopies"): 103,
     ("engine/runtime/pipeline_runner.cpp", "run"): 103,
     ("gui/views/onnx_import_dialog.cpp", "OnnxImportDialog"): 101,
     ("core/report/megatron_report.cpp", "reproduceMegatron"): 100,

@@ -293,6 +293,13 @@ namespace {
             a.input, r.opset, r.onnxNodes, r.foldedConstants, r.foldedShapeNodes, imported.graph.nodeCount(),
             formatCount(static_cast<double>(imported.graph.parameterCount())));
         fmt::print("  micro-batch {}\n", imported.graph.info().microBatch);
+        if (r.tracedTrainableElements) {
+            const auto own = static_cast<std::int64_t>(imported.graph.parameterCount());
+            fmt::print("  the tracer's module trains {} parameters{}\n", *r.tracedTrainableElements,
+                own == *r.tracedTrainableElements
+                    ? " (the same)"
+                    : fmt::format(", the import {} (see `info` for each initializer's rule)", own));
+        }
         fmt::print("{}", inputDimsText(r.inputDims, "  input "));
         if (r.respecialisedConstants > 0)
             fmt::print(

@@ -5,6 +5,7 @@
 
 #include "onnx/onnx_import.h"
 #include "onnx/shape_folding.h"
+#include "onnx/tracer_metadata.h"
 #include "util/error.h"
 
 #include <filesystem>
@@ -79,6 +80,7 @@ private:
     OnnxImportOptions m_options;
     onnx::ModelProto m_model;
     std::optional<std::set<std::string>> m_signatureParameters; // torch.export's, when it has one
+    std::optional<TracedModule> m_traced; // PipeStudio's tracer's record of the module, when it wrote one
     OnnxImport m_result;
     std::unordered_map<std::string, std::pair<Shape, DType>> m_shapes;
     std::unordered_map<std::string, TensorId> m_tensors;

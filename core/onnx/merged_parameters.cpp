@@ -197,6 +197,61 @@ namespace {
         unpaired.insert(copies.begin(), copies.end());
     }
 
+    // Every copy in `replaced` (copy -> kept, relation 1 same values, 2 transpose) read as the kept
+    // initializer: the same values by its name, a transpose through a Transpose node ahead of every reader.
+    void applyTies(onnx::GraphProto& g, const std::map<std::string, std::pair<std::string, int>>& replaced)
+    {
+        if (replaced.empty())
+            return;
+        auto* graph = &g;
+        for (auto& node : *graph->mutable_node()) {
+            for (int i = 0; i < node.input_size(); ++i) {
+                const auto r = replaced.find(node.input(i));
+                if (r != replaced.end() && r->second.second == 1)
+                    node.set_input(i, r->second.first);
+            }
+        }
+        auto* inits = graph->mutable_initializer();
+        inits->erase(std::remove_if(inits->begin(), inits->end(),
+                         [&](const onnx::TensorProto& t) { return replaced.contains(t.name()); }),
+            inits->end());
+        // Transposed copies become Transpose nodes ahead of every reader.
+        std::vector<onnx::NodeProto> front;
+        for (const auto& [copy, keptHow] : replaced) {
+            if (keptHow.second != 2)
+                continue;
+            auto& n = front.emplace_back();
+            n.set_op_type("Transpose");
+            n.set_name("tied/" + copy);
+            n.add_input(keptHow.first);
+            n.add_output(copy);
+            auto* perm = n.add_attribute();
+            perm->set_name("perm");
+            perm->set_type(onnx::AttributeProto::INTS);
+            perm->add_ints(1);
+            perm->add_ints(0);
+        }
+        if (!front.empty()) {
+            google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+            for (auto& n : front)
+                *nodes.Add() = std::move(n);
+            for (auto& n : *graph->mutable_node())
+                *nodes.Add() = std::move(n);
+            graph->mutable_node()->Swap(&nodes);
+        }
+    }
+
+    bool hasSubgraphs(const onnx::GraphProto& graph)
+    {
+        for (const auto& node : graph.node()) {
+            for (const auto& a : node.attribute()) {
+                if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
+                    return true;
+            }
+        }
+        return false;
+    }
+
 } // namespace
 
 int tieFoldedCopies(onnx::ModelProto& model)
@@ -206,12 +261,8 @@ int tieFoldedCopies(onnx::ModelProto& model)
         return 0;
     const auto& placeholders = *signature;
     auto* graph = model.mutable_graph();
-    for (const auto& node : graph->node()) {
-        for (const auto& a : node.attribute()) {
-            if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
-                return 0; // a subgraph may read a copy by name: not renamed here
-        }
-    }
+    if (hasSubgraphs(*graph))
+        return 0; // a subgraph may read a copy by name: not renamed here
     std::unordered_map<std::string, const onnx::TensorProto*> floats;
     for (const auto& t : graph->initializer()) {
         if (isFloatType(t.data_type()) && t.dims_size() > 0)
@@ -263,43 +314,37 @@ int tieFoldedCopies(onnx::ModelProto& model)
             }
         }
     }
-    if (replaced.empty())
+    applyTies(*graph, replaced);
+    return static_cast<int>(replaced.size());
+}
+
+int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept)
+{
+    auto* graph = model.mutable_graph();
+    if (hasSubgraphs(*graph))
         return 0;
-    for (auto& node : *graph->mutable_node()) {
-        for (int i = 0; i < node.input_size(); ++i) {
-            const auto r = replaced.find(node.input(i));
-            if (r != replaced.end() && r->second.second == 1)
-                node.set_input(i, r->second.first);
+    std::unordered_map<std::string, const onnx::TensorProto*> floats;
+    for (const auto& t : graph->initializer()) {
+        if (isFloatType(t.data_type()) && t.dims_size() > 0)
+            floats[t.name()] = &t;
+    }
+    std::map<std::string, std::pair<std::string, int>> replaced;
+    for (const auto& [name, tensor] : floats) {
+        std::string_view bytes;
+        if (kept.contains(name) || !valuesOf(*tensor, bytes))
+            continue;
+        for (const auto& target : kept) {
+            const auto it = floats.find(target);
+            std::string_view own;
+            if (it == floats.end() || !valuesOf(*it->second, own))
+                continue;
+            if (const auto how = relation(*it->second, *tensor); how != 0) {
+                replaced[name] = { target, how };
+                break;
+            }
         }
     }
-    auto* inits = graph->mutable_initializer();
-    inits->erase(std::remove_if(inits->begin(), inits->end(),
-                     [&](const onnx::TensorProto& t) { return replaced.contains(t.name()); }),
-        inits->end());
-    // Transposed copies become Transpose nodes ahead of every reader.
-    std::vector<onnx::NodeProto> front;
-    for (const auto& [copy, keptHow] : replaced) {
-        if (keptHow.second != 2)
-            continue;
-        auto& n = front.emplace_back();
-        n.set_op_type("Transpose");
-        n.set_name("tied/" + copy);
-        n.add_input(keptHow.first);
-        n.add_output(copy);
-        auto* perm = n.add_attribute();
-        perm->set_name("perm");
-        perm->set_type(onnx::AttributeProto::INTS);
-        perm->add_ints(1);
-        perm->add_ints(0);
-    }
-    if (!front.empty()) {
-        google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-        for (auto& n : front)
-            *nodes.Add() = std::move(n);
-        for (auto& n : *graph->mutable_node())
-            *nodes.Add() = std::move(n);
-        graph->mutable_node()->Swap(&nodes);
-    }
+    applyTies(*graph, replaced);
     return static_cast<int>(replaced.size());
 }
 

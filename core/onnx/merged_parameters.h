@@ -27,6 +27,12 @@ int untieMergedParameters(onnx::ModelProto& model);
 // kept one, through a Transpose node for a transposed copy. Returns how many copies it replaced.
 int tieFoldedCopies(onnx::ModelProto& model);
 
+// The same tie for exports without torch.export's metadata (the TorchScript exporter), where
+// PipeStudio's tracer named the parameters (onnx/tracer_metadata.h): each initializer not in `kept`
+// whose values (read, not all equal) are those of an initializer in `kept`, or their transpose, is
+// replaced by it. Returns how many copies it replaced.
+int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept);
+
 // Initializers that torch computed from buffers only (rotary cos/sin tables from a registered
 // inverse-frequency buffer) and its optimizer folded: every call reading them names no parameter,
 // and every parameter of the signature is still read by some call (so none was folded into them),

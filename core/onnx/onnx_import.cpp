@@ -76,6 +76,13 @@ void Importer::load()
     // Read before the weights come in (the metadata is found by re-serializing the graph).
     m_signatureParameters = onnximport::torchExportParameters(m_model.graph());
     try {
+        m_traced = onnximport::readTracedModule(m_model);
+        if (m_traced) {
+            std::int64_t trainable = 0;
+            for (const auto& t : m_traced->tensors)
+                trainable += t.trainable ? t.elements : 0;
+            m_result.report.tracedTrainableElements = trainable;
+        }
         (void)onnximport::loadExternalData(m_model, m_path, m_options.keepWeights);
     } catch (const Error& e) {
         fail(e.what());
@@ -98,6 +105,8 @@ void Importer::checkOpset()
           // their opset-17 ones; the report keeps the model's opset
         (void)onnximport::untieMergedParameters(m_model); // torch.export's merged equal initializers
         (void)onnximport::tieFoldedCopies(m_model); // ... and its folded copies of one parameter
+        if (m_traced) // the TorchScript exporter's copies of a parameter the tracer named (a tied head)
+            (void)onnximport::tieCopiesByValue(m_model, onnximport::tracedParameterNames(*m_traced));
         m_foldedConstants = onnximport::foldedBufferConstants(m_model); // read while nodes keep metadata
         (void)onnximport::inlineLocalFunctions(m_model);
         (void)onnximport::decomposeCompositeOps(m_model, opset, m_signatureParameters);

@@ -84,6 +84,9 @@ struct OnnxImportReport
     std::vector<OnnxInputDim> inputDims; // every dimension of every data input
     int respecialisedConstants = 0; // shape constants rewritten for a size other than the exported one
     std::vector<InitializerRule> initializerRules; // every initializer, in the file's order
+    // Where PipeStudio's tracer wrote its record (tracer_metadata.h): the elements of the module's
+    // trainable parameters as torch counts them, each tied tensor once.
+    std::optional<std::int64_t> tracedTrainableElements;
 };
 
 // The data inputs' dimensions of an ONNX file as `importOnnx(path, options)` would import them,

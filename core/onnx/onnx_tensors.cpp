@@ -141,7 +141,7 @@ void Importer::addInitializers()
         // never gets a gradient: a constant too.
         const bool foldedScalar =
             signatureParameters && numElements(shape) == 1 && !signatureParameters->contains(t.name());
-        const char* rule = "parameter: a gradient reaches it";
+        std::string rule = "parameter: a gradient reaches it";
         if (!isFloat(*dtype))
             rule = "constant: not floating point";
         else if (m_bnStats.contains(t.name()))
@@ -156,7 +156,14 @@ void Importer::addInitializers()
             rule = "constant: no gradient reaches it (read by comparisons, shapes or integer casts)";
         else if (m_foldedConstants.contains(t.name()))
             rule = "constant: torch.export folded it from buffers only";
-        const bool parameter = parameterKind(t.name(), std::string_view(rule).starts_with("parameter"), *dtype);
+        // The tracer's record of the module (tracer_metadata.h) decides a float initializer the
+        // structural rules above leave open: torch knows its buffers and frozen parameters.
+        if (m_traced && isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty()) {
+            if (const auto d = decideByTracer(
+                    *m_traced, t.name(), numElements(shape), *dtype == DType::F32 ? data.get() : nullptr))
+                rule = d->rule;
+        }
+        const bool parameter = parameterKind(t.name(), rule.starts_with("parameter"), *dtype);
         if (m_options.parameters.contains(t.name()))
             rule = "parameter: named by the user (--parameters)";
         else if (m_options.constants.contains(t.name()))

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <unistd.h>
@@ -115,6 +116,11 @@ void upgradeBlasCoreOrContinue()
     argv.push_back(nullptr);
     ::setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
     ::setenv(kDetectedVariable, chosen.c_str(), 1);
+    // The binary's own path, so that the process keeps its name (exec of /proc/self/exe names it "exe").
+    std::error_code error;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (!error)
+        ::execv(self.c_str(), argv.data());
     ::execv("/proc/self/exe", argv.data());
     // The exec failed (no /proc, the binary replaced): run on OpenBLAS's own choice, and leave the
     // variables unset so that nothing reports a core this process does not run.

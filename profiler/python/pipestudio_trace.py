@@ -10,10 +10,18 @@ The export uses opset 17, the TorchScript exporter (dynamo=False where the torch
 flag), eval mode, and named dynamic batch/sequence axes so `pipestudio import --batch --seq` can
 bind them. `--no-weights` writes the graph without initializer data (huge models): PipeStudio then
 plans and profiles it analytically but cannot fine-tune its real weights.
+
+The file also carries what only the module knows (model metadata "pipestudio.module", JSON): every
+parameter and buffer with all its names (tied weights are one tensor under several names), whether
+it trains (requires_grad), its element count and the sum and sum of squares of its values. The
+importer takes a named initializer's kind from it, ties an exporter's copy of a parameter (a tied
+head's transposed weight) to the parameter, and keeps buffers and frozen parameters constant
+where the exporter renamed them.
 """
 import argparse
 import importlib
 import inspect
+import json
 import sys
 
 
@@ -35,6 +43,49 @@ def load_factory(spec):
         raise SystemExit(f"pipestudio_trace: '{spec}' must be module:callable")
     module = importlib.import_module(module_name)
     return getattr(module, attr)
+
+
+def module_tensors(model):
+    """Each distinct parameter and buffer: its names, kind, trainability and value fingerprint."""
+    tensors = {}
+    for module_name, module in model.named_modules():
+        for kind, table in (("parameter", module._parameters), ("buffer", module._buffers)):
+            for name, t in table.items():
+                if t is None:
+                    continue
+                full = f"{module_name}.{name}" if module_name else name
+                entry = tensors.setdefault(id(t), {"names": [], "kind": kind, "tensor": t})
+                if full not in entry["names"]:
+                    entry["names"].append(full)
+    out = []
+    for entry in tensors.values():
+        t = entry.pop("tensor")
+        trainable = entry["kind"] == "parameter" and t.requires_grad
+        values = t.detach().double() if t.is_floating_point() else None
+        out.append(dict(entry, trainable=trainable, elements=t.numel(),
+                        sum=values.sum().item() if values is not None else None,
+                        sum_squares=(values * values).sum().item() if values is not None else None))
+    return out
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def append_metadata(path, key, value):
+    """Adds one ModelProto.metadata_props entry (field 14) at the end of the file: protobuf merges
+    fields appended to a message, so no onnx package is needed and the weights are not rewritten."""
+    def field(number, data):
+        return varint((number << 3) | 2) + varint(len(data)) + data
+    entry = field(1, key.encode()) + field(2, value.encode())
+    with open(path, "ab") as f:
+        f.write(field(14, entry))
 
 
 def main(argv):
@@ -59,8 +110,11 @@ def main(argv):
     if args.no_weights:
         kwargs["export_params"] = False
     torch.onnx.export(model, (example,), args.output, **kwargs)
-    params = sum(p.numel() for p in model.parameters())
-    print(f"wrote {args.output}: opset {args.opset}, {params} parameters")
+    tensors = module_tensors(model)
+    append_metadata(args.output, "pipestudio.module", json.dumps(
+        {"version": 1, "torch": torch.__version__, "tensors": tensors}, separators=(",", ":")))
+    trainable = sum(t["elements"] for t in tensors if t["trainable"])
+    print(f"wrote {args.output}: opset {args.opset}, {trainable} trainable parameters")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 using namespace ps;
 namespace fs = std::filesystem;
@@ -110,4 +114,76 @@ TEST_F(OnnxFixture, ParameterAndConstantOverridesTakeTheUsersWord)
     o.parameters = { "wpe.weight" };
     o.constants = { "wpe.weight" };
     fails(o, "'wpe.weight' is named both a parameter and a constant");
+}
+
+namespace {
+
+// `model` rewritten without PipeStudio's tracer metadata, or with `value` in its place.
+fs::path withTracerMetadata(const fs::path& model, const fs::path& out, const std::string* value)
+{
+    onnx::ModelProto proto;
+    std::ifstream in(model, std::ios::binary);
+    EXPECT_TRUE(proto.ParseFromIstream(&in)) << model;
+    auto* props = proto.mutable_metadata_props();
+    props->erase(std::remove_if(props->begin(), props->end(),
+                     [](const onnx::StringStringEntryProto& kv) { return kv.key() == "pipestudio.module"; }),
+        props->end());
+    if (value) {
+        auto* kv = proto.add_metadata_props();
+        kv->set_key("pipestudio.module");
+        kv->set_value(*value);
+    }
+    std::ofstream o(out, std::ios::binary);
+    EXPECT_TRUE(proto.SerializeToOstream(&o)) << out;
+    return out;
+}
+
+} // namespace
+
+// A model exported by PipeStudio's tracer imports with torch's trainable parameters: the buffer the
+// forward multiplies by, the frozen projection (and the exporter's transposed copy of its weight)
+// stay constants, the head's transposed copy of the tied embedding is read from the embedding.
+// Without the metadata the same file imports all nine initializers as parameters.
+TEST_F(OnnxFixture, TracerMetadataDecidesParametersAsTorchDoes)
+{
+    const auto dir = m_dir / "traced";
+    if (!fs::exists(dir / "manifest.json"))
+        GTEST_SKIP() << "no traced/ fixtures: rebuild them";
+    const auto e = nlohmann::json::parse(std::ifstream(dir / "manifest.json")).at(0);
+    OnnxImportOptions o;
+    o.batch = 2;
+    o.sequence = 8;
+    const auto model = dir / e["file"].get<std::string>();
+    const auto traced = importOnnx(model, o);
+    EXPECT_EQ(traced.graph.parameterCount(), e["trainable"].get<std::int64_t>());
+    EXPECT_EQ(traced.report.tracedTrainableElements, e["trainable"].get<std::int64_t>());
+    std::map<std::string, std::string> rules;
+    for (const auto& r : traced.report.initializerRules)
+        rules[r.name] = r.rule;
+    EXPECT_EQ(rules.size() + 1, e["initializers"].get<std::size_t>()) << "the tied head's copy is read from wte";
+    EXPECT_EQ(rules["gain"], "constant: the tracer names it a buffer");
+    EXPECT_EQ(rules["frozen.bias"], "constant: the tracer names it a frozen parameter (requires_grad=False)");
+    EXPECT_EQ(rules["wte.weight"], "parameter: the tracer names it a trainable parameter");
+    int copies = 0;
+    for (const auto& [name, rule] : rules)
+        copies += rule.find("(the exporter's copy)") != std::string::npos ? 1 : 0;
+    EXPECT_EQ(copies, 2) << "the fc and frozen weights, stored transposed under new names";
+    // The user's word still wins over the tracer's.
+    o.parameters = { "gain" };
+    EXPECT_EQ(importOnnx(model, o).graph.parameterCount(), e["trainable"].get<std::int64_t>() + 16);
+    o.parameters.clear();
+
+    const auto scratch = fs::temp_directory_path() / ("ps-traced-" + std::to_string(::getpid()));
+    fs::create_directories(scratch);
+    const auto plain = importOnnx(withTracerMetadata(model, scratch / "plain.onnx", nullptr), o);
+    EXPECT_FALSE(plain.report.tracedTrainableElements.has_value());
+    EXPECT_GT(plain.graph.parameterCount(), traced.graph.parameterCount());
+    const std::string broken = R"({"tensors": [{"kind": "parameter"}]})";
+    try {
+        (void)importOnnx(withTracerMetadata(model, scratch / "broken.onnx", &broken), o);
+        ADD_FAILURE() << "a malformed tracer record imported";
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("'pipestudio.module'"), std::string::npos) << err.what();
+    }
+    fs::remove_all(scratch);
 }

@@ -207,6 +207,33 @@ def export_fixed_shapes(out_dir, small=False):
         json.dump(manifest, f, indent=2)
 
 
+def export_traced(out_dir):
+    """A model exported by PipeStudio's tracer (its metadata names parameters, buffers and frozen
+    weights), with torch's output on fixed ids: traced/manifest.json."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, os.path.join(here, "..", "..", "profiler", "python")]
+    import pipestudio_trace
+    import traced_module
+    sub = os.path.join(out_dir, "traced")
+    os.makedirs(sub, exist_ok=True)
+    path = os.path.join(sub, "tied_lm.onnx")
+    pipestudio_trace.main(["traced_module:tied_lm", "--input-shape", "2,8", "--dtype", "int64", "--vocab", "50",
+                           "-o", path])
+    model = traced_module.tied_lm().eval()
+    ids = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        out = model(ids)
+    with open(os.path.join(sub, "tied_lm.in.bin"), "wb") as f:
+        f.write(ids.numpy().astype("int64").tobytes())
+    with open(os.path.join(sub, "tied_lm.out.bin"), "wb") as f:
+        f.write(out.numpy().astype("float32").tobytes())
+    trainable = sum(e["elements"] for e in pipestudio_trace.module_tensors(model) if e["trainable"])
+    with open(os.path.join(sub, "manifest.json"), "w") as f:
+        json.dump([{"name": "tied_lm", "file": "tied_lm.onnx", "input": "input", "input_shape": [2, 8],
+                    "input_dtype": "int64", "output_shape": list(out.shape), "trainable": trainable,
+                    "initializers": len(onnx.load(path).graph.initializer)}], f, indent=2)
+
+
 def main(argv):
     out_dir = argv[0] if argv else "onnx-fixtures"
     small = "--small" in argv
@@ -221,6 +248,7 @@ def main(argv):
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     export_fixed_shapes(out_dir, small)
+    export_traced(out_dir)
 
 
 if __name__ == "__main__":

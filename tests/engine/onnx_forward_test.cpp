@@ -96,6 +96,33 @@ TEST(OnnxForward, ImportedModulesMatchTorchOutputs)
     EXPECT_EQ(checked, 8);
 }
 
+// The tracer's export (profiler/python/pipestudio_trace.py) runs forward to torch's output with the
+// head's transposed copy of the embedding read from the embedding and the frozen weights constant.
+TEST(OnnxForward, ATracedModelWithATiedHeadMatchesTorch)
+{
+    const char* dir = std::getenv("PS_ONNX_FIXTURES");
+    if (!dir || !fs::exists(fs::path(dir) / "traced" / "manifest.json"))
+        GTEST_SKIP() << "no traced/ ONNX fixtures (tests/data/make_onnx_fixtures.py needs Debian's python3-torch)";
+    const auto sub = fs::path(dir) / "traced";
+    const auto e = nlohmann::json::parse(std::ifstream(sub / "manifest.json")).at(0);
+    OnnxImportOptions o;
+    o.batch = 2;
+    o.sequence = 8;
+    auto imported = importOnnx(sub / e["file"].get<std::string>(), o);
+    ASSERT_EQ(imported.graph.parameterCount(), e["trainable"].get<std::int64_t>());
+    GraphExecutor ex(std::move(imported.graph), ExecutorOptions { 0, 0, false });
+    const Shape shape { 2, 8 };
+    std::vector<std::byte> ids(16 * sizeof(std::int64_t));
+    std::ifstream(sub / "tied_lm.in.bin", std::ios::binary)
+        .read(reinterpret_cast<char*>(ids.data()), static_cast<std::streamsize>(ids.size()));
+    ex.setInput("input", ex.backend().fromHost(ex.allocator(), shape, DType::I64, ids));
+    (void)ex.forward();
+    const auto& out = ex.value(ex.graph().outputs().front());
+    ASSERT_EQ(out.shape(), e["output_shape"].get<Shape>());
+    const auto [diff, scale] = differenceFrom(out, sub / "tied_lm.out.bin");
+    EXPECT_LT(diff / scale, 1e-5) << "max difference " << diff << " at output scale " << scale;
+}
+
 // torch 2.15's exports (the default exporter at opset 20 with weights in external data files, and
 // the TorchScript one at opset 17) run forward on the engine to onnxruntime's output
 // (tests/data/make_torch2_onnx.py recorded it): the lowered opset-18 forms (Split's num_outputs,
