@@ -106,7 +106,6 @@ std::vector<InitializerRule> initializerRulesFromJson(const std::string& configJ
 namespace ps::onnximport {
 
 using namespace arith;
-using Dims = std::vector<std::int64_t>;
 
 namespace {
 

@@ -65,25 +65,25 @@ void inferFolded(onnx::ModelProto& m)
 
 std::optional<DType> dtypeOf(int elemType)
 {
-    using T = onnx::TensorProto;
+    using Proto = onnx::TensorProto;
     switch (elemType) {
-    case T::FLOAT:
+    case Proto::FLOAT:
         return DType::F32;
-    case T::FLOAT16:
+    case Proto::FLOAT16:
         return DType::F16;
-    case T::BFLOAT16:
+    case Proto::BFLOAT16:
         return DType::BF16;
-    case T::DOUBLE:
+    case Proto::DOUBLE:
         return DType::F64;
-    case T::INT64:
+    case Proto::INT64:
         return DType::I64;
-    case T::INT32:
+    case Proto::INT32:
         return DType::I32;
-    case T::INT8:
+    case Proto::INT8:
         return DType::I8;
-    case T::UINT8:
+    case Proto::UINT8:
         return DType::U8;
-    case T::BOOL:
+    case Proto::BOOL:
         return DType::Bool;
     default:
         return std::nullopt;
