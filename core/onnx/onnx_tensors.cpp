@@ -156,8 +156,9 @@ void Importer::addInitializers()
             rule = "constant: no gradient reaches it (read by comparisons, shapes or integer casts)";
         else if (m_foldedConstants.contains(t.name()))
             rule = "constant: torch.export folded it from buffers only";
-        // The tracer's record of the module (tracer_metadata.h) decides a float initializer the
-        // structural rules above leave open: torch knows its buffers and frozen parameters.
+        // The tracer's record of the module (tracer_metadata.h) decides every float initializer but
+        // BatchNorm statistics and scalars, over the rules above: torch knows its buffers and frozen
+        // parameters, and trains a parameter that no gradient reaches (its gradient is zero).
         if (m_traced && isFloat(*dtype) && !m_bnStats.contains(t.name()) && !shape.empty()) {
             if (const auto d = decideByTracer(
                     *m_traced, t.name(), numElements(shape), *dtype == DType::F32 ? data.get() : nullptr))
