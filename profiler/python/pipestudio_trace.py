@@ -6,10 +6,12 @@ Run it in your own PyTorch environment:
     python pipestudio_trace.py my_module:build_model --input-shape 8,512 --dtype int64 -o model.onnx
 
 `my_module:build_model` names a callable returning an nn.Module (import path, colon, attribute).
-The export uses opset 17, the TorchScript exporter (dynamo=False where the torch version has the
-flag), eval mode, and named dynamic batch/sequence axes so `pipestudio import --batch --seq` can
-bind them. `--no-weights` writes the graph without initializer data (huge models): PipeStudio then
-plans and profiles it analytically but cannot fine-tune its real weights.
+The export uses the exporter the installed torch uses by default (`--exporter auto`: the
+torch.export-based one, opset 20, from torch 2.9 on; the TorchScript one, opset 17, before), eval
+mode, and named dynamic batch/sequence axes so `pipestudio import --batch --seq` can bind them.
+`--exporter torchscript|dynamo` and `--opset N` choose otherwise. `--no-weights` writes the graph
+without initializer data (huge models; TorchScript exporter): PipeStudio then plans and profiles it
+analytically but cannot fine-tune its real weights.
 
 The file also carries what only the module knows (model metadata "pipestudio.module", JSON): every
 parameter and buffer with all its names (tied weights are one tensor under several names), whether
@@ -31,7 +33,9 @@ def parse_args(argv):
     p.add_argument("--input-shape", required=True, help="comma-separated, e.g. 8,512")
     p.add_argument("--dtype", default="float32", help="float32, int64, ... (int64 for token ids)")
     p.add_argument("--vocab", type=int, default=1000, help="upper bound of random token ids (int inputs)")
-    p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--exporter", choices=["auto", "dynamo", "torchscript"], default="auto",
+                   help="auto: torch's own default (dynamo from torch 2.9, TorchScript before)")
+    p.add_argument("--opset", type=int, help="default 20 with the dynamo exporter, 17 with TorchScript")
     p.add_argument("--no-weights", action="store_true", help="export without initializer data")
     p.add_argument("-o", "--output", required=True)
     return p.parse_args(argv)
@@ -103,10 +107,22 @@ def main(argv):
     axes = {0: "batch"}
     if len(shape) > 1 and not dtype.is_floating_point:
         axes[1] = "seq"
-    kwargs = dict(opset_version=args.opset, input_names=["input"], output_names=["output"],
+    kwargs = dict(input_names=["input"], output_names=["output"],
                   dynamic_axes={"input": axes}, do_constant_folding=True)
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False
+    has_flag = "dynamo" in inspect.signature(torch.onnx.export).parameters
+    major_minor = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    # --no-weights stays with TorchScript: the dynamo exporter drops the initializers' names with their data.
+    dynamo = args.exporter == "dynamo" or (
+        args.exporter == "auto" and has_flag and major_minor >= (2, 9) and not args.no_weights)
+    if dynamo and args.no_weights:
+        raise SystemExit("pipestudio_trace: --no-weights needs --exporter torchscript (the dynamo exporter leaves "
+                         "the weights' names out with their data)")
+    if dynamo and not has_flag:
+        raise SystemExit(f"pipestudio_trace: torch {torch.__version__} has no dynamo exporter (--exporter torchscript)")
+    if has_flag:
+        kwargs["dynamo"] = dynamo
+    args.opset = args.opset or (20 if dynamo else 17)
+    kwargs["opset_version"] = args.opset
     if args.no_weights:
         kwargs["export_params"] = False
     torch.onnx.export(model, (example,), args.output, **kwargs)
@@ -114,7 +130,8 @@ def main(argv):
     append_metadata(args.output, "pipestudio.module", json.dumps(
         {"version": 1, "torch": torch.__version__, "tensors": tensors}, separators=(",", ":")))
     trainable = sum(t["elements"] for t in tensors if t["trainable"])
-    print(f"wrote {args.output}: opset {args.opset}, {trainable} trainable parameters")
+    print(f"wrote {args.output}: opset {args.opset} ({'dynamo' if dynamo else 'TorchScript'} exporter), "
+          f"{trainable} trainable parameters")
 
 
 if __name__ == "__main__":

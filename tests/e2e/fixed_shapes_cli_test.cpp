@@ -7,6 +7,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
 
 namespace fs = std::filesystem;
 using ps::e2e::runCli;
@@ -164,4 +168,36 @@ TEST_F(CliFixedShapes, ImportOverridesParametersConstantsAndNamedDimensions)
     const auto dim = runCli("import " + model + " -o " + project("dim") + " --dim seq");
     EXPECT_NE(dim.exitCode, 0);
     EXPECT_NE(dim.output.find("--dim 'seq' is not NAME=SIZE"), std::string::npos) << dim.output;
+}
+
+// The tracer (profiler/python/pipestudio_trace.py) as a user runs it, with the torch at hand:
+// Debian's 1.13 (TorchScript exporter, opset 17) and, where PS_TORCH2_PYTHON names one, torch 2.9+
+// (its default torch.export-based exporter, opset 20, weights in a side file). Either way the import
+// trains torch's parameters: the tied head once, the buffer and the frozen projection constant.
+TEST(TraceHelper, EachTorchsDefaultExportImportsWithTorchsParameters)
+{
+    std::vector<std::pair<std::string, std::string>> pythons { { "/usr/bin/python3", "TorchScript" } };
+    if (const char* torch2 = std::getenv("PS_TORCH2_PYTHON"); torch2 != nullptr && *torch2 != '\0')
+        pythons.emplace_back(torch2, "dynamo");
+    if (ps::e2e::runShell("/usr/bin/python3 -c 'import torch' 2>/dev/null").exitCode != 0)
+        GTEST_SKIP() << "no torch for /usr/bin/python3 (Debian's python3-torch)";
+    const auto dir = std::filesystem::temp_directory_path() / ("ps_trace_helper_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    for (const auto& [python, exporter] : pythons) {
+        const auto onnx = dir / (exporter + ".onnx");
+        const auto traced = ps::e2e::runShell("PYTHONPATH=" PS_SOURCE_DIR "/tests/data " + python
+            + " " PS_SOURCE_DIR "/profiler/python/pipestudio_trace.py traced_module:tied_lm --input-shape 2,8 "
+              "--dtype int64 --vocab 50 -o "
+            + ps::e2e::quote(onnx));
+        ASSERT_EQ(traced.exitCode, 0) << python << ": " << traced.output;
+        EXPECT_NE(traced.output.find("(" + exporter + " exporter), 1104 trainable parameters"), std::string::npos)
+            << traced.output;
+        const auto project = dir / (exporter + ".pstudio");
+        const auto imported = ps::e2e::runCli(
+            "import " + ps::e2e::quote(onnx) + " --seq 8 --batch 2 -o " + ps::e2e::quote(project) + " --force");
+        ASSERT_EQ(imported.exitCode, 0) << imported.output;
+        EXPECT_NE(imported.output.find("the tracer's module trains 1104 parameters (the same)"), std::string::npos)
+            << exporter << ": " << imported.output;
+    }
+    std::filesystem::remove_all(dir);
 }
