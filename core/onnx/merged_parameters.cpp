@@ -215,6 +215,11 @@ namespace {
         inits->erase(std::remove_if(inits->begin(), inits->end(),
                          [&](const onnx::TensorProto& t) { return replaced.contains(t.name()); }),
             inits->end());
+        // An initializer the file also lists as a graph input (older exporters) goes from there too.
+        auto* inputs = graph->mutable_input();
+        inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
+                          [&](const onnx::ValueInfoProto& v) { return replaced.contains(v.name()); }),
+            inputs->end());
         // Transposed copies become Transpose nodes ahead of every reader.
         std::vector<onnx::NodeProto> front;
         for (const auto& [copy, keptHow] : replaced) {
@@ -318,7 +323,7 @@ int tieFoldedCopies(onnx::ModelProto& model)
     return static_cast<int>(replaced.size());
 }
 
-int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept)
+int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept, const std::set<std::string>& named)
 {
     auto* graph = model.mutable_graph();
     if (hasSubgraphs(*graph))
@@ -331,18 +336,20 @@ int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept)
     std::map<std::string, std::pair<std::string, int>> replaced;
     for (const auto& [name, tensor] : floats) {
         std::string_view bytes;
-        if (kept.contains(name) || !valuesOf(*tensor, bytes))
+        if (kept.contains(name) || named.contains(name) || !valuesOf(*tensor, bytes))
             continue;
+        // A copy of exactly one parameter (layers cloned unchanged hold equal values: none is tied).
+        std::vector<std::pair<std::string, int>> matches;
         for (const auto& target : kept) {
             const auto it = floats.find(target);
             std::string_view own;
             if (it == floats.end() || !valuesOf(*it->second, own))
                 continue;
-            if (const auto how = relation(*it->second, *tensor); how != 0) {
-                replaced[name] = { target, how };
-                break;
-            }
+            if (const auto how = relation(*it->second, *tensor); how != 0)
+                matches.emplace_back(target, how);
         }
+        if (matches.size() == 1)
+            replaced[name] = matches.front();
     }
     applyTies(*graph, replaced);
     return static_cast<int>(replaced.size());

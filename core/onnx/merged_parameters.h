@@ -28,10 +28,11 @@ int untieMergedParameters(onnx::ModelProto& model);
 int tieFoldedCopies(onnx::ModelProto& model);
 
 // The same tie for exports without torch.export's metadata (the TorchScript exporter), where
-// PipeStudio's tracer named the parameters (onnx/tracer_metadata.h): each initializer not in `kept`
-// whose values (read, not all equal) are those of an initializer in `kept`, or their transpose, is
-// replaced by it. Returns how many copies it replaced.
-int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept);
+// PipeStudio's tracer named the parameters (onnx/tracer_metadata.h): each initializer that is not
+// `named` (a parameter or buffer of the module) and whose values (read, not all equal) are those of
+// exactly one initializer in `kept`, or their transpose, is replaced by it. Returns how many copies
+// it replaced.
+int tieCopiesByValue(onnx::ModelProto& model, const std::set<std::string>& kept, const std::set<std::string>& named);
 
 // Initializers that torch computed from buffers only (rotary cos/sin tables from a registered
 // inverse-frequency buffer) and its optimizer folded: every call reading them names no parameter,

@@ -106,7 +106,8 @@ void Importer::checkOpset()
         (void)onnximport::untieMergedParameters(m_model); // torch.export's merged equal initializers
         (void)onnximport::tieFoldedCopies(m_model); // ... and its folded copies of one parameter
         if (m_traced) // the TorchScript exporter's copies of a parameter the tracer named (a tied head)
-            (void)onnximport::tieCopiesByValue(m_model, onnximport::tracedParameterNames(*m_traced));
+            (void)onnximport::tieCopiesByValue(m_model, onnximport::tracedParameterNames(*m_traced),
+                onnximport::tracedParameterNames(*m_traced, true));
         m_foldedConstants = onnximport::foldedBufferConstants(m_model); // read while nodes keep metadata
         (void)onnximport::inlineLocalFunctions(m_model);
         (void)onnximport::decomposeCompositeOps(m_model, opset, m_signatureParameters);

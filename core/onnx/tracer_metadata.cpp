@@ -32,6 +32,8 @@ std::optional<TracedModule> readTracedModule(const onnx::ModelProto& model)
             continue;
         try {
             const auto j = nlohmann::json::parse(kv.value());
+            if (j.value("version", 0) != 1)
+                throw Error("version " + j.value("version", nlohmann::json()).dump() + " (this PipeStudio reads 1)");
             TracedModule m;
             m.torchVersion = j.value("torch", "");
             for (const auto& t : j.at("tensors")) {
@@ -56,11 +58,11 @@ std::optional<TracedModule> readTracedModule(const onnx::ModelProto& model)
     return std::nullopt;
 }
 
-std::set<std::string> tracedParameterNames(const TracedModule& module)
+std::set<std::string> tracedParameterNames(const TracedModule& module, bool buffers)
 {
     std::set<std::string> out;
     for (const auto& t : module.tensors) {
-        if (t.parameter)
+        if (t.parameter || buffers)
             out.insert(t.names.begin(), t.names.end());
     }
     return out;

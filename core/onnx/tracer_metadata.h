@@ -38,8 +38,9 @@ struct TracedModule
 // error naming the metadata key.
 [[nodiscard]] std::optional<TracedModule> readTracedModule(const onnx::ModelProto& model);
 
-// The names of the module's parameters (trainable or frozen), every alias included.
-[[nodiscard]] std::set<std::string> tracedParameterNames(const TracedModule& module);
+// The names of the module's parameters (trainable or frozen), every alias included; with
+// `buffers`, its buffers' too.
+[[nodiscard]] std::set<std::string> tracedParameterNames(const TracedModule& module, bool buffers = false);
 
 // How the tracer decides an initializer: by its name, else by its values (an exporter's copy holds
 // a tensor's values, transposed or not: same count, sum and sum of squares); nothing where neither

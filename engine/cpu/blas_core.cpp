@@ -4,9 +4,11 @@
 #include <cblas.h>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sys/auxv.h>
 #include <unistd.h>
 #include <vector>
 
@@ -94,7 +96,8 @@ BlasCoreReport blasCoreReport()
     BlasCoreReport r;
     r.config = openblas_get_config();
     r.core = openblas_get_corename();
-    if (const char* detected = std::getenv(kDetectedVariable); detected != nullptr && std::getenv("OPENBLAS_CORETYPE"))
+    if (const char* detected = std::getenv(kDetectedVariable);
+        detected != nullptr && std::getenv("OPENBLAS_CORETYPE") && r.core != detected)
         r.detected = detected;
     return r;
 }
@@ -102,6 +105,12 @@ BlasCoreReport blasCoreReport()
 void upgradeBlasCoreOrContinue()
 {
     if (std::getenv("OPENBLAS_CORETYPE") != nullptr || flagSet("PS_KEEP_BLAS_CORE"))
+        return;
+    // Not for a privileged (setuid) process, nor under valgrind (the exec would leave it), nor where
+    // OpenBLAS was built for one core type and could not switch.
+    const char* preload = std::getenv("LD_PRELOAD");
+    if (::getauxval(AT_SECURE) != 0 || (preload != nullptr && std::strstr(preload, "vgpreload") != nullptr)
+        || std::strstr(openblas_get_config(), "DYNAMIC_ARCH") == nullptr)
         return;
     const std::string chosen = openblas_get_corename();
     const auto better = betterBlasCore(chosen, thisCpuVectorFeatures());

@@ -4,9 +4,10 @@
 // the CPU runs: Debian 12's OpenBLAS 0.3.21 on a Xeon of family 6, model 207 takes Prescott's SSE3
 // kernels, sgemm at 21 GFLOP/s per core where its SkylakeX (AVX-512) kernels, in the same library,
 // reach 130. OpenBLAS reads OPENBLAS_CORETYPE only while it loads, before any of our code runs, so
-// a process whose OpenBLAS chose below the CPU sets that variable and executes itself once more
-// (`upgradeBlasCoreOrContinue`, run by the engine's static initialisation). A user's own
-// OPENBLAS_CORETYPE is kept as given; PS_KEEP_BLAS_CORE=1 keeps OpenBLAS's choice.
+// a process whose OpenBLAS chose below the CPU sets that variable and executes its own binary once
+// more (`upgradeBlasCoreOrContinue`, run by the engine's static initialisation). A user's own
+// OPENBLAS_CORETYPE is kept as given; PS_KEEP_BLAS_CORE=1 keeps OpenBLAS's choice. Child
+// processes inherit the variable (they run on the same CPU).
 // Depends on: OpenBLAS (cblas.h's openblas_get_corename) and the C library.
 #pragma once
 
@@ -45,9 +46,10 @@ struct BlasCoreReport
 };
 [[nodiscard]] BlasCoreReport blasCoreReport();
 
-// Re-executes this process (same arguments, /proc/self/exe) with OPENBLAS_CORETYPE set when
-// `betterBlasCore` names a wider core; returns when nothing is to be done or the exec fails (the
-// process then runs on OpenBLAS's choice). Called once before main.
+// Re-executes this process (same arguments; the binary /proc/self/exe points to) with
+// OPENBLAS_CORETYPE set when `betterBlasCore` names a wider core; returns when nothing is to be done
+// (also for setuid processes, under valgrind, and for an OpenBLAS built for one core type) or the
+// exec fails (the process then runs on OpenBLAS's choice). Called once before main.
 void upgradeBlasCoreOrContinue();
 
 } // namespace ps::engine

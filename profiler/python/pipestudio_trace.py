@@ -24,6 +24,7 @@ import argparse
 import importlib
 import inspect
 import json
+import math
 import sys
 
 
@@ -52,7 +53,7 @@ def load_factory(spec):
 def module_tensors(model):
     """Each distinct parameter and buffer: its names, kind, trainability and value fingerprint."""
     tensors = {}
-    for module_name, module in model.named_modules():
+    for module_name, module in model.named_modules(remove_duplicate=False):
         for kind, table in (("parameter", module._parameters), ("buffer", module._buffers)):
             for name, t in table.items():
                 if t is None:
@@ -66,9 +67,11 @@ def module_tensors(model):
         t = entry.pop("tensor")
         trainable = entry["kind"] == "parameter" and t.requires_grad
         values = t.detach().double() if t.is_floating_point() else None
-        out.append(dict(entry, trainable=trainable, elements=t.numel(),
-                        sum=values.sum().item() if values is not None else None,
-                        sum_squares=(values * values).sum().item() if values is not None else None))
+        total = values.sum().item() if values is not None else None
+        squares = (values * values).sum().item() if values is not None else None
+        if total is not None and not (math.isfinite(total) and math.isfinite(squares)):
+            total = squares = None  # a mask of -inf: no fingerprint (JSON has no infinities)
+        out.append(dict(entry, trainable=trainable, elements=t.numel(), sum=total, sum_squares=squares))
     return out
 
 
@@ -128,7 +131,7 @@ def main(argv):
     torch.onnx.export(model, (example,), args.output, **kwargs)
     tensors = module_tensors(model)
     append_metadata(args.output, "pipestudio.module", json.dumps(
-        {"version": 1, "torch": torch.__version__, "tensors": tensors}, separators=(",", ":")))
+        {"version": 1, "torch": torch.__version__, "tensors": tensors}, separators=(",", ":"), allow_nan=False))
     trainable = sum(t["elements"] for t in tensors if t["trainable"])
     print(f"wrote {args.output}: opset {args.opset} ({'dynamo' if dynamo else 'TorchScript'} exporter), "
           f"{trainable} trainable parameters")
