@@ -86,6 +86,7 @@ private:
     std::unordered_map<std::string, TensorId> m_tensors;
     std::set<std::string> m_bnStats; // initializers read only as BatchNormalization mean/var
     std::set<std::string> m_foldedConstants; // torch.export folded from buffers only (merged_parameters.h)
+    std::set<std::string> m_frequencyTables; // only Sin/Cos position tables read them (frequency_tables.h)
     std::set<std::string> m_nodeNames;
     std::unordered_map<std::string, std::int32_t> m_blocks; // block scope -> layer index
     std::map<std::string, std::string> m_moduleClasses; // torch.export's module path -> class

@@ -5,6 +5,7 @@
 #include "onnx/composite_lowering.h"
 #include "onnx/external_data.h"
 #include "onnx/fixed_shapes.h"
+#include "onnx/frequency_tables.h"
 #include "onnx/function_inlining.h"
 #include "onnx/importer.h"
 #include "onnx/merged_parameters.h"
@@ -116,6 +117,7 @@ void Importer::checkOpset()
         fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
     }
     (void)onnximport::lowerOneDimensionalWindows(m_model); // Conv1d and 1-D pools as 2-D ones
+    m_frequencyTables = onnximport::frequencyTables(m_model);
 }
 
 // Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here
@@ -208,7 +210,7 @@ void Importer::inferShapes()
     };
     // The shape subgraphs torch emits for dynamic axes are evaluated with the bound sizes;
     // the working copy's value_info then has every other shape.
-    m_folded = onnximport::foldShapeComputations(m_model, m_inferred, infer);
+    m_folded = onnximport::foldShapeComputations(m_model, m_inferred, infer, m_frequencyTables);
 }
 
 void Importer::collectShapes()

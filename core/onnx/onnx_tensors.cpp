@@ -152,6 +152,8 @@ void Importer::addInitializers()
             rule = "constant: one element torch.export's signature does not name a parameter";
         else if (data && *dtype == DType::F32 && holdsMaskValues(*data))
             rule = "constant: holds infinities or float extremes (an additive mask)";
+        else if (m_frequencyTables.contains(t.name()))
+            rule = "constant: only position tables computed through Sin/Cos read it (a frequency table)";
         else if (!m_trainable.contains(t.name()))
             rule = "constant: no gradient reaches it (read by comparisons, shapes or integer casts)";
         else if (m_foldedConstants.contains(t.name()))
@@ -241,13 +243,13 @@ void Importer::addConstant(const onnx::NodeProto& node)
             // in_proj_bias split into q, k, v) into Constant nodes: float tensors with more
             // than one element are parameters; scalars (scales, epsilons) stay constants.
             // An attention mask the exporter folded holds infinities: a constant. So is a fill that
-            // is only scattered into.
+            // is only scattered into, and a rotary frequency table (frequency_tables.h).
             auto data = rawData(t);
             const bool canvas =
                 data && dtype == DType::F32 && uniform(*data) && onlyScatteredInto(m_model.graph(), node.output(0));
             const bool parameter = isFloat(dtype) && !shape.empty() && numElements(shape) > 1
                 && !(data && dtype == DType::F32 && holdsMaskValues(*data)) && !canvas
-                && m_trainable.contains(node.output(0));
+                && m_trainable.contains(node.output(0)) && !m_frequencyTables.contains(node.output(0));
             const auto kind =
                 parameterKind(node.output(0), parameter, dtype) ? TensorKind::Parameter : TensorKind::Constant;
             Tensor tensor { TensorId(), node.output(0), shape, dtype, kind, NodeId(), std::move(data) };

@@ -267,6 +267,24 @@ namespace {
         return { { n }, type, std::move(values) };
     }
 
+    // The one-input element-wise ops the folder evaluates. Rotary tables computed in the forward
+    // (positions times a frequency table, then Sin and Cos) are static: they fold to constants.
+    std::function<double(double)> unaryOf(const std::string& op)
+    {
+        static const std::unordered_map<std::string, double (*)(double)> ops {
+            { "Neg", [](double x) { return -x; } },
+            { "Abs", [](double x) { return std::abs(x); } },
+            { "Sqrt", [](double x) { return std::sqrt(x); } },
+            { "Floor", [](double x) { return std::floor(x); } },
+            { "Ceil", [](double x) { return std::ceil(x); } },
+            { "Reciprocal", [](double x) { return 1.0 / x; } },
+            { "Sin", [](double x) { return std::sin(x); } },
+            { "Cos", [](double x) { return std::cos(x); } },
+        };
+        const auto it = ops.find(op);
+        return it == ops.end() ? std::function<double(double)> {} : std::function<double(double)>(it->second);
+    }
+
     std::optional<FoldedTensor> evaluate(const onnx::NodeProto& n, const Known& k, const Shapes& shapes)
     {
         const auto& op = n.op_type();
@@ -326,6 +344,8 @@ namespace {
         }
         if (op == "Concat")
             return concat(n, k);
+        if (op == "MatMul" && in(0).isFloat() && in(1).isFloat())
+            return matmul(in(0), in(1), [&](double v) { return convert(v, in(0).elemType); });
         if (op == "Identity")
             return in(0);
         if (op == "Cast") {
@@ -391,22 +411,9 @@ namespace {
                 [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
         if (op == "Not")
             return elementwise({ &in(0) }, T::BOOL, [](const std::vector<double>& a) { return a[0] != 0 ? 0.0 : 1.0; });
-        if (op == "Neg" || op == "Abs" || op == "Sqrt" || op == "Floor" || op == "Ceil" || op == "Reciprocal"
-            || op == "Sin" || op == "Cos") {
-            // Rotary tables computed in the forward (positions times a frequency buffer, then Sin and
-            // Cos) are static: they fold to constants here.
-            return elementwise({ &in(0) }, in(0).elemType, [&op](const std::vector<double>& a) {
-                const double x = a[0];
-                return op == "Neg"  ? -x
-                    : op == "Abs"   ? std::abs(x)
-                    : op == "Sqrt"  ? std::sqrt(x)
-                    : op == "Floor" ? std::floor(x)
-                    : op == "Ceil"  ? std::ceil(x)
-                    : op == "Sin"   ? std::sin(x)
-                    : op == "Cos"   ? std::cos(x)
-                                    : 1.0 / x;
-            });
-        }
+        if (auto unary = unaryOf(op))
+            return elementwise(
+                { &in(0) }, in(0).elemType, [&unary](const std::vector<double>& a) { return unary(a[0]); });
         if (n.input_size() == 2 && (isComparison(op) || arithmetic(op, 1, 1, T::FLOAT, 0))) {
             const int type = isComparison(op) ? static_cast<int>(T::BOOL) : in(0).elemType;
             const auto fmod = attrInt(n, "fmod", 0);
@@ -476,25 +483,27 @@ std::vector<std::int64_t> FoldedTensor::ints() const
     return out;
 }
 
-std::unordered_map<std::string, FoldedTensor> foldShapeComputations(
-    const onnx::ModelProto& model, onnx::ModelProto& inferred, const std::function<void(onnx::ModelProto&)>& infer)
+std::unordered_map<std::string, FoldedTensor> foldShapeComputations(const onnx::ModelProto& model,
+    onnx::ModelProto& inferred, const std::function<void(onnx::ModelProto&)>& infer,
+    const std::set<std::string>& constantFloats)
 {
     Known known;
-    // Integer initializers (shapes, indices); float ones are weights.
+    // Integer initializers (shapes, indices); float ones are weights but for frequency tables.
     for (const auto& t : model.graph().initializer()) {
-        if (isIntegral(t.data_type())) {
+        if (isIntegral(t.data_type()) || constantFloats.contains(t.name())) {
             if (auto v = fromProto(t))
                 known[t.name()] = *v;
         }
     }
     // Constant nodes of integers, and float scalars (scales, epsilons, mask fills); a float constant
-    // with several elements is a folded slice of a parameter.
+    // with several elements is a folded slice of a parameter, unless a frequency table.
     for (const auto& n : model.graph().node()) {
         if (n.op_type() != "Constant")
             continue;
         for (const auto& a : n.attribute()) {
             if (a.name() == "value" && a.has_t()) {
-                if (auto v = fromProto(a.t()); v && (!v->isFloat() || v->values.size() <= 1))
+                if (auto v = fromProto(a.t());
+                    v && (!v->isFloat() || v->values.size() <= 1 || constantFloats.contains(n.output(0))))
                     known[n.output(0)] = *v;
             }
         }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <onnx/onnx_pb.h>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,7 +43,10 @@ struct FoldedTensor
 // Repeats {shape inference, evaluate what became computable} on a copy of `model` until nothing
 // changes. Returns the evaluated values by tensor name; `inferred` receives the working copy,
 // whose value_info holds the shapes of every other tensor. `infer` runs ONNX shape inference.
-std::unordered_map<std::string, FoldedTensor> foldShapeComputations(
-    const onnx::ModelProto& model, onnx::ModelProto& inferred, const std::function<void(onnx::ModelProto&)>& infer);
+// Float initializers are weights, except those named in `constantFloats` (frequency tables,
+// onnx/frequency_tables.h), whose values are known too.
+std::unordered_map<std::string, FoldedTensor> foldShapeComputations(const onnx::ModelProto& model,
+    onnx::ModelProto& inferred, const std::function<void(onnx::ModelProto&)>& infer,
+    const std::set<std::string>& constantFloats = {});
 
 } // namespace ps::onnximport

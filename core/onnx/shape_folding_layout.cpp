@@ -238,4 +238,69 @@ std::optional<FoldedTensor> scatterNd(const Known& k, const onnx::NodeProto& n)
     return out;
 }
 
+// NumPy matmul of two folded values (a rotary table's frequencies times positions as an outer
+// product); batch dimensions broadcast, a 1-D operand is a row (a) or column (b) dropped after.
+std::optional<FoldedTensor> matmul(
+    const FoldedTensor& a, const FoldedTensor& b, const std::function<double(double)>& round)
+{
+    if (a.shape.empty() || b.shape.empty())
+        return std::nullopt;
+    Dims as = a.shape, bs = b.shape;
+    const bool rowA = as.size() == 1, colB = bs.size() == 1;
+    if (rowA)
+        as.insert(as.begin(), 1);
+    if (colB)
+        bs.push_back(1);
+    const auto m = as[as.size() - 2], k = as.back(), n = bs.back();
+    if (bs[bs.size() - 2] != k)
+        return std::nullopt;
+    const Dims ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    const auto rank = std::max(ab.size(), bb.size());
+    Dims batch(rank, 1);
+    for (std::size_t i = 0; i < rank; ++i) {
+        const auto da = i + ab.size() >= rank ? ab[i + ab.size() - rank] : 1;
+        const auto db = i + bb.size() >= rank ? bb[i + bb.size() - rank] : 1;
+        if (da != db && da != 1 && db != 1)
+            return std::nullopt;
+        batch[i] = std::max(da, db);
+    }
+    Dims shape = batch;
+    if (!rowA)
+        shape.push_back(m);
+    if (!colB)
+        shape.push_back(n);
+    if (count(shape) > kMaxElements || count(batch) * m * n * k > 64 * kMaxElements)
+        return std::nullopt;
+    // The offset of batch index `flat` in an operand with batch dims `own` (broadcast ones repeat).
+    const auto batchOffset = [&batch, rank](std::int64_t flat, const Dims& own, std::int64_t matrix) {
+        std::int64_t offset = 0, stride = matrix;
+        for (std::size_t i = rank; i-- > 0;) {
+            const auto idx = flat % batch[i];
+            flat /= batch[i];
+            if (i + own.size() >= rank) {
+                const auto d = own[i + own.size() - rank];
+                offset += (d == 1 ? 0 : idx) * stride;
+                stride *= d;
+            }
+        }
+        return offset;
+    };
+    FoldedTensor out { shape, a.elemType, {} };
+    out.values.reserve(static_cast<std::size_t>(count(shape)));
+    for (std::int64_t p = 0; p < count(batch); ++p) {
+        const auto oa = batchOffset(p, ab, m * k), ob = batchOffset(p, bb, k * n);
+        for (std::int64_t i = 0; i < m; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) {
+                double sum = 0;
+                for (std::int64_t q = 0; q < k; ++q)
+                    sum = round(sum
+                        + round(a.values[static_cast<std::size_t>(oa + i * k + q)]
+                            * b.values[static_cast<std::size_t>(ob + q * n + j)]));
+                out.values.push_back(sum);
+            }
+        }
+    }
+    return out;
+}
+
 } // namespace ps::onnximport::folding

@@ -6,6 +6,7 @@
 #include "onnx/shape_folding.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -76,5 +77,8 @@ std::optional<FoldedTensor> transpose(const onnx::NodeProto& n, const FoldedTens
 std::optional<FoldedTensor> reshape(const FoldedTensor& x, Dims shape);
 std::optional<FoldedTensor> trilu(const onnx::NodeProto& n, const Known& k);
 std::optional<FoldedTensor> scatterNd(const Known& k, const onnx::NodeProto& n);
+// `round` rounds a product or sum to the operands' element type (float: to single precision).
+std::optional<FoldedTensor> matmul(
+    const FoldedTensor& a, const FoldedTensor& b, const std::function<double(double)>& round);
 
 } // namespace ps::onnximport::folding

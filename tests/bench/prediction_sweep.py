@@ -10,12 +10,18 @@ With --profile analytical no profile is measured: `compare --profile analytical`
 against the analytical model on this CPU as the probe measured it (engine/cpu_probe.h), the
 prediction a user sees before profiling anything.
 
+With --trials N each configuration is profiled and trained N times, alternately (profile, run,
+`compare` of that run against that profile), and a row reports the median of the N iteration errors
+with their range: on a host whose speed drifts from one minute to the next (a shared VM), one
+profile and one run apart in time say more about the host than about the model.
+
 Usage: prediction_sweep.py [--pipestudio PATH] [--only NAME ...] [--steps N] [--keep DIR]
-                           [--profile measured|analytical]
+                           [--profile measured|analytical] [--trials N]
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,6 +85,8 @@ def main():
     ap.add_argument("--iteration-bound", type=float, default=0.10)
     ap.add_argument("--peak-bound", type=float, default=0.05)
     ap.add_argument("--profile", choices=["measured", "analytical"], default="measured")
+    ap.add_argument("--trials", type=int, default=1,
+                    help="profile-run-compare rounds per configuration, alternately; rows report the median error")
     ap.add_argument("--keep", help="directory for the projects (default: a temporary one)")
     ap.add_argument("--co-run", action="store_true",
                     help="profile with `profile --co-run` (copies of the step on the other cores while it measures)")
@@ -96,17 +104,23 @@ def main():
             continue
         project = os.path.join(work, f"sweep{i}.pstudio")
         run([ps, "new", *new_args, "-o", project, "--force"])
-        if args.profile == "measured":
-            run([ps, "profile", project, "--device", "cpu"] + (["--co-run"] if args.co_run else []))
-        run([ps, "train", project, *train_args, "--steps", str(args.steps)])
-        if args.ab_co_run > 0:
-            ab_co_run(ps, project, name, args.ab_co_run)
-        c = json.loads(run([ps, "compare", project, "--json", "--profile", args.profile]))
-        peaks = [d["peak_error"] for d in c["devices"]]
-        ok = abs(c["iteration_error"]) <= args.iteration_bound and all(abs(p) <= args.peak_bound for p in peaks)
+        trials = []
+        for _ in range(max(1, args.trials)):
+            if args.profile == "measured":
+                run([ps, "profile", project, "--device", "cpu"] + (["--co-run"] if args.co_run else []))
+            run([ps, "train", project, *train_args, "--steps", str(args.steps)])
+            if args.ab_co_run > 0:
+                ab_co_run(ps, project, name, args.ab_co_run)
+            trials.append(json.loads(run([ps, "compare", project, "--json", "--profile", args.profile])))
+        errors = sorted(100 * c["iteration_error"] for c in trials)
+        mid = trials[[100 * c["iteration_error"] for c in trials].index(errors[(len(errors) - 1) // 2])]
+        median = statistics.median(errors)
+        peaks = [max((c["devices"][d]["peak_error"] for c in trials), key=abs) for d in range(len(mid["devices"]))]
+        ok = abs(median) <= 100 * args.iteration_bound and all(abs(p) <= args.peak_bound for p in peaks)
         failed += 0 if ok else 1
-        print(f"{name:44} {c['predicted_iteration_ms']:8.1f}ms {c['measured_iteration_ms']:8.1f}ms "
-              f"{100 * c['iteration_error']:+8.1f}%  " + " ".join(f"{100 * p:+.1f}%" for p in peaks)
+        spread = f" ({errors[0]:+.1f}..{errors[-1]:+.1f}, {len(errors)} trials)" if len(errors) > 1 else ""
+        print(f"{name:44} {mid['predicted_iteration_ms']:8.1f}ms {mid['measured_iteration_ms']:8.1f}ms "
+              f"{median:+8.1f}%{spread}  " + " ".join(f"{100 * p:+.1f}%" for p in peaks)
               + ("" if ok else "  MISS"), flush=True)
     print(f"{failed} configuration(s) outside +/-{100 * args.iteration_bound:.0f}% iteration, "
           f"+/-{100 * args.peak_bound:.0f}% peak (projects in {work})")

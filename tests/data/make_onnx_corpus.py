@@ -37,6 +37,7 @@ import time
 import traceback
 
 from onnx_corpus_vision import torchvision_models  # the sibling module: torchvision models at small widths
+from onnx_corpus_rotary import rotary_gpt_class  # and a GPT with rotary position embeddings
 
 try:
     import numpy as np
@@ -314,7 +315,7 @@ def define_modules(torch):
         def forward(self, tgt, memory):
             return self.decoder(tgt, memory)
 
-    return {"Gpt": Gpt, "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
+    return {"Gpt": Gpt, "RotaryGpt": rotary_gpt_class(torch), "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
             "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts, "TopKGate": TopKGate, "Volume3d": Volume3d,
             "TemporalUpsampler": TemporalUpsampler}
 
@@ -372,6 +373,9 @@ def corpus(torch, torchvision):
         ids = tokens(2, 16)
         yield f"gpt_{idiom}", lambda idiom=idiom: hand["Gpt"](idiom), [("idx", ids)], tokens_axes, "random"
         yield f"gpt_{idiom}_trained", lambda idiom=idiom: hand["Gpt"](idiom), [("idx", ids)], tokens_axes, "trained"
+    for idiom in ("matmul", "outer"):
+        yield f"gpt_rotary_{idiom}", lambda idiom=idiom: hand["RotaryGpt"](idiom), [("idx", tokens(2, 16))], \
+            tokens_axes, "random"
     mask = torch.ones(2, 16, dtype=torch.int64)
     mask[1, 11:] = 0  # the second sequence is padded
     bert_inputs = [("input_ids", tokens(2, 16)), ("attention_mask", mask)]
