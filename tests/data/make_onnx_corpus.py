@@ -37,7 +37,7 @@ import time
 import traceback
 
 from onnx_corpus_vision import torchvision_models  # the sibling module: torchvision models at small widths
-from onnx_corpus_rotary import rotary_gpt_class  # and a GPT with rotary position embeddings
+from onnx_corpus_families import rotary_gpt_class, unet_block_class  # rotary GPT, GroupNorm U-Net block
 
 try:
     import numpy as np
@@ -315,7 +315,8 @@ def define_modules(torch):
         def forward(self, tgt, memory):
             return self.decoder(tgt, memory)
 
-    return {"Gpt": Gpt, "RotaryGpt": rotary_gpt_class(torch), "Bert": Bert, "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
+    return {"Gpt": Gpt, "RotaryGpt": rotary_gpt_class(torch), "UNetBlock": unet_block_class(torch), "Bert": Bert,
+            "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
             "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts, "TopKGate": TopKGate, "Volume3d": Volume3d,
             "TemporalUpsampler": TemporalUpsampler}
 
@@ -389,6 +390,9 @@ def corpus(torch, torchvision):
     yield "volume_conv3d_trained", lambda: hand["Volume3d"](), [("input", image((2, 3, 4, 8, 8)))], None, "trained"
     yield "temporal_convtranspose1d", lambda: hand["TemporalUpsampler"](), [("input", image((2, 4, 16)))], None, \
         "random"
+    yield "unet_groupnorm_block", lambda: hand["UNetBlock"](), [("input", image((2, 8, 8, 8)))], None, "random"
+    yield "unet_groupnorm_block_trained", lambda: hand["UNetBlock"](), [("input", image((2, 8, 8, 8)))], None, \
+        "trained"
     yield "experts_einsum", lambda: hand["EinsumExperts"](), [("input", image((2, 8, 16)))], None, "random"
     yield "topk_gate_scatter", lambda: hand["TopKGate"](), [("input", image((4, 16)))], None, "random"
 

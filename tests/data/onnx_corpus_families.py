@@ -1,7 +1,9 @@
-"""A GPT with rotary position embeddings for the ONNX corpus (tests/data/make_onnx_corpus.py, which
-imports this module from its own folder): the cos/sin tables are computed in the forward from an
-inverse-frequency buffer, the two ways users write it, so the importer must tell that buffer from a
-parameter without the tracer's record (core/onnx/frequency_tables.h)."""
+"""Families of the ONNX corpus written as users write them (tests/data/make_onnx_corpus.py imports
+this module from its own folder): a GPT with rotary position embeddings whose cos/sin tables the
+forward computes from an inverse-frequency buffer, the two ways users write it, so the importer
+must tell that buffer from a parameter without the tracer's record (core/onnx/frequency_tables.h);
+a diffusion U-Net's residual block with GroupNorm (torch 1.13 exports it as InstanceNormalization
+between Reshapes, which the importer reads as one GroupNorm with the module's own affine)."""
 
 
 def rotary_gpt_class(torch):
@@ -62,3 +64,23 @@ def rotary_gpt_class(torch):
             return self.lm_head(self.ln[-1](x))
 
     return RotaryGpt
+
+
+def unet_block_class(torch):
+    nn = torch.nn
+
+    class UNetResBlock(nn.Module):
+        """GroupNorm, SiLU and a 3x3 convolution, twice, beside a 1x1 skip convolution."""
+
+        def __init__(self, cin=8, cout=16, groups=4):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(groups, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.n2, self.c2 = nn.GroupNorm(groups, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1)
+
+        def forward(self, x):
+            h = self.c1(nn.functional.silu(self.n1(x)))
+            h = self.c2(nn.functional.silu(self.n2(h)))
+            return self.skip(x) + h
+
+    return UNetResBlock
