@@ -229,57 +229,6 @@ PipelineRunner::PipelineRunner(
 
 PipelineRunner::~PipelineRunner() = default;
 
-void PipelineRunner::setParameter(TensorId id, std::span<const std::byte> bytes)
-{
-    for (auto& s : m_stages) {
-        const auto& ids = s->parameterIds();
-        if (std::find(ids.begin(), ids.end(), id) != ids.end())
-            s->setParameter(id, bytes);
-    }
-}
-
-std::vector<TensorId> PipelineRunner::parameterIds() const
-{
-    std::vector<TensorId> ids;
-    for (const auto& s : m_stages) {
-        for (auto id : s->parameterIds()) {
-            if (std::find(ids.begin(), ids.end(), id) == ids.end())
-                ids.push_back(id);
-        }
-    }
-    std::sort(ids.begin(), ids.end());
-    return ids;
-}
-
-std::vector<std::byte> PipelineRunner::parameterBytes(TensorId id) const
-{
-    for (const auto& s : m_stages) {
-        const auto& ids = s->parameterIds();
-        if (std::find(ids.begin(), ids.end(), id) != ids.end())
-            return s->parameterBytes(id);
-    }
-    throw Error("no stage holds parameter '" + m_graph.tensor(id).name + "'");
-}
-
-std::vector<std::vector<std::byte>> PipelineRunner::optimizerState(TensorId id) const
-{
-    for (const auto& s : m_stages) {
-        const auto& ids = s->parameterIds();
-        if (std::find(ids.begin(), ids.end(), id) != ids.end())
-            return s->optimizerState(id);
-    }
-    throw Error("no stage holds parameter '" + m_graph.tensor(id).name + "'");
-}
-
-void PipelineRunner::setOptimizerState(TensorId id, const std::vector<std::vector<std::byte>>& state, int steps)
-{
-    for (auto& s : m_stages) {
-        const auto& ids = s->parameterIds();
-        if (std::find(ids.begin(), ids.end(), id) != ids.end())
-            s->setOptimizerState(id, state, steps);
-    }
-}
-
 Channel& PipelineRunner::channel(StageId from, StageId to)
 {
     if (to.value == from.value + 1)
@@ -287,6 +236,54 @@ Channel& PipelineRunner::channel(StageId from, StageId to)
     if (from.value == to.value + 1)
         return *m_backward[to.index()];
     throw Error("no channel from stage " + std::to_string(from.value) + " to stage " + std::to_string(to.value));
+}
+
+// One worker thread per device, each pinned to the device's cores with its GEMM team, running the
+// device's actions; a failure aborts the others' waits. Returns when all have finished.
+void PipelineRunner::runWorkers(const std::vector<HostBatch>& batches, double lr, IterationResult& result,
+    std::vector<std::exception_ptr>& errors, std::vector<std::vector<SimEvent>>& events)
+{
+    const auto M = batches.size();
+    std::vector<std::jthread> workers;
+    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
+        workers.emplace_back([&, d] {
+            pinCurrentThread(m_devices[d].cores);
+            const GemmTeamScope team(m_teams[d].get());
+            IterationResult local;
+            try {
+                runDevice(d, batches, lr, local);
+            } catch (...) {
+                errors[d] = std::current_exception();
+                m_abort->abort();
+            }
+            finishCopies(d, local);
+            events[d] = std::move(local.events);
+            result.deviceBusyNs[d] = local.deviceBusyNs.empty() ? 0 : local.deviceBusyNs[0];
+            for (std::size_t m = 0; m < M; ++m) {
+                if (!std::isnan(local.microBatchLosses[m]))
+                    result.microBatchLosses[m] = local.microBatchLosses[m];
+            }
+        });
+    }
+}
+
+// The cause first: a worker that failed by itself, not one whose wait was aborted by it.
+void PipelineRunner::rethrowFirstCause(const std::vector<std::exception_ptr>& errors)
+{
+    std::exception_ptr cause;
+    for (const auto& e : errors) {
+        if (!e)
+            continue;
+        try {
+            std::rethrow_exception(e);
+        } catch (const Aborted&) {
+            cause = cause ? cause : e;
+        } catch (...) {
+            std::rethrow_exception(e);
+        }
+    }
+    if (cause)
+        std::rethrow_exception(cause);
 }
 
 IterationResult PipelineRunner::run(
@@ -315,29 +312,7 @@ IterationResult PipelineRunner::run(
     std::vector<std::vector<SimEvent>> events(m_schedule.devices.size());
     m_eventIds.assign(m_schedule.devices.size(), {});
     m_start = std::chrono::steady_clock::now();
-    {
-        std::vector<std::jthread> workers;
-        for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
-            workers.emplace_back([&, d] {
-                pinCurrentThread(m_devices[d].cores);
-                const GemmTeamScope team(m_teams[d].get());
-                IterationResult local;
-                try {
-                    runDevice(d, batches, lr, local);
-                } catch (...) {
-                    errors[d] = std::current_exception();
-                    m_abort->abort();
-                }
-                finishCopies(d, local);
-                events[d] = std::move(local.events);
-                result.deviceBusyNs[d] = local.deviceBusyNs.empty() ? 0 : local.deviceBusyNs[0];
-                for (std::size_t m = 0; m < M; ++m) {
-                    if (!std::isnan(local.microBatchLosses[m]))
-                        result.microBatchLosses[m] = local.microBatchLosses[m];
-                }
-            });
-        }
-    }
+    runWorkers(batches, lr, result, errors, events);
     const bool failed = std::any_of(errors.begin(), errors.end(), [](const auto& e) { return e != nullptr; });
     if (m_timed && m_options.tracer != nullptr && !failed) {
         applyTracedSpans(result, events);
@@ -352,21 +327,7 @@ IterationResult PipelineRunner::run(
     }
     if (!m_timed) // queue times, not the devices': only an emulated link's sends keep theirs
         result.deviceBusyNs.clear();
-    // The cause first: a worker that failed by itself, not one whose wait was aborted by it.
-    std::exception_ptr cause;
-    for (auto& e : errors) {
-        if (!e)
-            continue;
-        try {
-            std::rethrow_exception(e);
-        } catch (const Aborted&) {
-            cause = cause ? cause : e;
-        } catch (...) {
-            std::rethrow_exception(e);
-        }
-    }
-    if (cause)
-        std::rethrow_exception(cause);
+    rethrowFirstCause(errors);
     for (auto& ev : events)
         result.events.insert(result.events.end(), ev.begin(), ev.end());
     double sum = 0;

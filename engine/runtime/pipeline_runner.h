@@ -24,6 +24,7 @@
 #include "sim/simulator.h"
 
 #include <chrono>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -124,6 +125,9 @@ public:
 private:
     class TiedGradients;
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
+    void runWorkers(const std::vector<HostBatch>& batches, double lr, IterationResult& result,
+        std::vector<std::exception_ptr>& errors, std::vector<std::vector<SimEvent>>& events);
+    static void rethrowFirstCause(const std::vector<std::exception_ptr>& errors);
     // Waits for the device's queued copies and adds them to its events.
     void finishCopies(std::size_t device, IterationResult& result);
     // Waits for every device's queued work; a failure that surfaces only now names the device.
