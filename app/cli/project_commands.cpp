@@ -308,6 +308,10 @@ namespace {
                 return d.role == DimRole::Sequence;
             }))
             fmt::print("  note: --seq {} not used: no input has a sequence dimension\n", a.sequence);
+        if (!r.frequencyTables.empty())
+            fmt::print("  kept constant as frequency tables (positions through Sin/Cos; --parameters NAME trains "
+                       "one): {}\n",
+                fmt::join(r.frequencyTables, ", "));
         if (r.aliasedParameters > 0)
             fmt::print("  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "
                        "separate parameters: {}\n",

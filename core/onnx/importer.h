@@ -60,6 +60,7 @@ private:
     void inferShapes();
     void collectShapes();
     std::vector<int> topologicalOrder() const;
+    void findFrequencyTables();
     void addInitializers();
     void addConstant(const onnx::NodeProto& node);
     void addInputs();

@@ -5,7 +5,6 @@
 #include "onnx/composite_lowering.h"
 #include "onnx/external_data.h"
 #include "onnx/fixed_shapes.h"
-#include "onnx/frequency_tables.h"
 #include "onnx/function_inlining.h"
 #include "onnx/importer.h"
 #include "onnx/merged_parameters.h"
@@ -117,7 +116,7 @@ void Importer::checkOpset()
         fail(std::string("at opset ") + std::to_string(opset) + ": " + e.what());
     }
     (void)onnximport::lowerOneDimensionalWindows(m_model); // Conv1d and 1-D pools as 2-D ones
-    m_frequencyTables = onnximport::frequencyTables(m_model);
+    findFrequencyTables();
 }
 
 // Binds every dynamic dimension of the data inputs; fixed ones keep their exported size here

@@ -84,6 +84,8 @@ struct OnnxImportReport
     std::vector<OnnxInputDim> inputDims; // every dimension of every data input
     int respecialisedConstants = 0; // shape constants rewritten for a size other than the exported one
     std::vector<InitializerRule> initializerRules; // every initializer, in the file's order
+    // Tensors taken for frequency tables and kept constant (frequency_tables.h), their tables folded
+    std::vector<std::string> frequencyTables;
     // Where PipeStudio's tracer wrote its record (tracer_metadata.h): the elements of the module's
     // trainable parameters as torch counts them, each tied tensor once.
     std::optional<std::int64_t> tracedTrainableElements;

@@ -1,3 +1,4 @@
+#include "onnx/frequency_tables.h"
 #include "onnx/importer.h"
 #include "onnx/safe_inference.h"
 
@@ -110,6 +111,33 @@ std::shared_ptr<const std::vector<std::byte>> Importer::rawData(const onnx::Tens
     else if (t.data_location() == onnx::TensorProto::EXTERNAL)
         return nullptr; // weights in a side file: plan without them
     return std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+}
+
+// Frequency tables (frequency_tables.h), but for those the user (--parameters) or the tracer's
+// record names trainable: their Sin/Cos tables fold only where the tensor stays a constant.
+void Importer::findFrequencyTables()
+{
+    m_frequencyTables = onnximport::frequencyTables(m_model);
+    std::map<std::string, const onnx::TensorProto*> tensors;
+    for (const auto& t : m_model.graph().initializer())
+        tensors[t.name()] = &t;
+    for (const auto& n : m_model.graph().node()) {
+        if (n.op_type() == "Constant" && n.output_size() == 1 && n.attribute_size() > 0 && n.attribute(0).has_t())
+            tensors[n.output(0)] = &n.attribute(0).t();
+    }
+    std::erase_if(m_frequencyTables, [&](const std::string& name) {
+        if (m_options.parameters.contains(name))
+            return true;
+        const auto it = tensors.find(name);
+        if (!m_traced || it == tensors.end())
+            return false;
+        const auto& t = *it->second;
+        const auto data = rawData(t);
+        const auto d = decideByTracer(*m_traced, name, numElements(Shape(t.dims().begin(), t.dims().end())),
+            t.data_type() == onnx::TensorProto::FLOAT ? data.get() : nullptr);
+        return d && d->parameter;
+    });
+    m_result.report.frequencyTables.assign(m_frequencyTables.begin(), m_frequencyTables.end());
 }
 
 void Importer::addInitializers()

@@ -262,7 +262,7 @@ std::optional<FoldedTensor> matmul(
         const auto db = i + bb.size() >= rank ? bb[i + bb.size() - rank] : 1;
         if (da != db && da != 1 && db != 1)
             return std::nullopt;
-        batch[i] = std::max(da, db);
+        batch[i] = da == 1 ? db : da; // NumPy: 1 broadcasts, also against 0
     }
     Dims shape = batch;
     if (!rowA)

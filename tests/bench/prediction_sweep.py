@@ -12,8 +12,10 @@ prediction a user sees before profiling anything.
 
 With --trials N each configuration is profiled and trained N times, alternately (profile, run,
 `compare` of that run against that profile), and a row reports the median of the N iteration errors
-with their range: on a host whose speed drifts from one minute to the next (a shared VM), one
-profile and one run apart in time say more about the host than about the model.
+(the lower middle one for even N, whose predicted and measured times it prints) with their range,
+and each device's worst peak error over the trials: on a host whose speed drifts from one minute
+to the next (a shared VM), one profile and one run apart in time say more about the host than
+about the model.
 
 Usage: prediction_sweep.py [--pipestudio PATH] [--only NAME ...] [--steps N] [--keep DIR]
                            [--profile measured|analytical] [--trials N]
@@ -105,16 +107,16 @@ def main():
         project = os.path.join(work, f"sweep{i}.pstudio")
         run([ps, "new", *new_args, "-o", project, "--force"])
         trials = []
-        for _ in range(max(1, args.trials)):
+        for trial in range(max(1, args.trials)):
             if args.profile == "measured":
                 run([ps, "profile", project, "--device", "cpu"] + (["--co-run"] if args.co_run else []))
             run([ps, "train", project, *train_args, "--steps", str(args.steps)])
-            if args.ab_co_run > 0:
+            if args.ab_co_run > 0 and trial == 0:
                 ab_co_run(ps, project, name, args.ab_co_run)
             trials.append(json.loads(run([ps, "compare", project, "--json", "--profile", args.profile])))
         errors = sorted(100 * c["iteration_error"] for c in trials)
         mid = trials[[100 * c["iteration_error"] for c in trials].index(errors[(len(errors) - 1) // 2])]
-        median = statistics.median(errors)
+        median = statistics.median_low(errors)
         peaks = [max((c["devices"][d]["peak_error"] for c in trials), key=abs) for d in range(len(mid["devices"]))]
         ok = abs(median) <= 100 * args.iteration_bound and all(abs(p) <= args.peak_bound for p in peaks)
         failed += 0 if ok else 1
