@@ -40,7 +40,6 @@ TO_SPLIT = {
     ("core/report/ftpipe_report.cpp", "reproduceFtpipe"): 93,
     ("engine/runtime/pipeline_runner.cpp", "PipelineRunner"): 90,
     ("core/report/dawnpiper_report.cpp", "addCnnWorkload"): 88,
-    ("core/onnx/fixed_shapes.cpp", "reshapeTargets"): 86,
 }
 
 

@@ -81,60 +81,71 @@ namespace {
     // placement consistent with the row-major layout is a candidate, most likely first (the factor
     // keeps an axis of its own; the last axis, a feature size fixed by weights, keeps its size; a
     // batch is the outermost factor of a merged axis). The caller tries them in that order.
+    // One output axis a resized input axis of a Reshape may have gone to, by which size change.
+    struct ReshapeOption
+    {
+        std::size_t axis;
+        Change change;
+        int rank; // lower is likelier
+    };
+
+    // Where a Reshape's input axis `a` (resized from in0[a] to in1[a]) may sit in its output out0:
+    // output axes holding the axis's size or a change's factor of it, likelier first.
+    std::vector<ReshapeOption> reshapeOptions(
+        const Dims& in0, const Dims& in1, const Dims& out0, const std::vector<Change>& changes, std::size_t a)
+    {
+        std::vector<Change> fits;
+        for (const auto& c : changes) {
+            if (c.from > 0 && in0[a] % c.from == 0 && sameRatio(in1[a], in0[a], c.to, c.from))
+                fits.push_back(c);
+        }
+        for (const auto& b : changes) {
+            for (const auto& t : changes) {
+                const auto from = mul(b.from, t.from);
+                const auto to = mul(b.to, t.to);
+                if (b.batch && !t.batch && from > 0 && to > 0 && in0[a] % from == 0
+                    && sameRatio(in1[a], in0[a], to, from))
+                    fits.push_back({ from, to, true });
+            }
+        }
+        const auto outer = product(in0, 0, a);
+        std::vector<ReshapeOption> options;
+        for (const auto& c : fits) {
+            const auto rest = in0[a] / c.from;
+            // Outermost, innermost, or after a small factor (heads, windows) merged before it.
+            std::vector<std::int64_t> positions { 1 };
+            for (std::int64_t p = 2; p <= rest && p <= 1024; ++p) {
+                if (rest % p == 0)
+                    positions.push_back(p);
+            }
+            if (rest > 1024)
+                positions.push_back(rest);
+            for (auto p : positions) {
+                for (auto k : containingAxes(out0, mul(outer, p), c.from)) {
+                    const bool own = out0[k] == c.from;
+                    const bool last = k + 1 == out0.size();
+                    const int rank = (own ? 0 : 4) + (last ? 2 : 0) + (c.batch && p != 1 ? 1 : 0);
+                    if (std::none_of(options.begin(), options.end(),
+                            [&](const ReshapeOption& o) { return o.axis == k && o.change.from == c.from; }))
+                        options.push_back({ k, c, rank });
+                }
+            }
+        }
+        std::stable_sort(options.begin(), options.end(),
+            [](const ReshapeOption& x, const ReshapeOption& y) { return x.rank < y.rank; });
+        return options;
+    }
+
     std::vector<Dims> reshapeTargets(
         const Dims& in0, const Dims& in1, const Dims& out0, const std::vector<Change>& changes)
     {
         if (in0.size() != in1.size())
             return {};
-        struct Option
-        {
-            std::size_t axis;
-            Change change;
-            int rank; // lower is likelier
-        };
-        std::vector<std::vector<Option>> perAxis;
+        std::vector<std::vector<ReshapeOption>> perAxis;
         for (std::size_t a = 0; a < in0.size(); ++a) {
             if (in0[a] == in1[a])
                 continue;
-            std::vector<Change> fits;
-            for (const auto& c : changes) {
-                if (c.from > 0 && in0[a] % c.from == 0 && sameRatio(in1[a], in0[a], c.to, c.from))
-                    fits.push_back(c);
-            }
-            for (const auto& b : changes) {
-                for (const auto& t : changes) {
-                    const auto from = mul(b.from, t.from);
-                    const auto to = mul(b.to, t.to);
-                    if (b.batch && !t.batch && from > 0 && to > 0 && in0[a] % from == 0
-                        && sameRatio(in1[a], in0[a], to, from))
-                        fits.push_back({ from, to, true });
-                }
-            }
-            const auto outer = product(in0, 0, a);
-            std::vector<Option> options;
-            for (const auto& c : fits) {
-                const auto rest = in0[a] / c.from;
-                // Outermost, innermost, or after a small factor (heads, windows) merged before it.
-                std::vector<std::int64_t> positions { 1 };
-                for (std::int64_t p = 2; p <= rest && p <= 1024; ++p) {
-                    if (rest % p == 0)
-                        positions.push_back(p);
-                }
-                if (rest > 1024)
-                    positions.push_back(rest);
-                for (auto p : positions) {
-                    for (auto k : containingAxes(out0, mul(outer, p), c.from)) {
-                        const bool own = out0[k] == c.from;
-                        const bool last = k + 1 == out0.size();
-                        const int rank = (own ? 0 : 4) + (last ? 2 : 0) + (c.batch && p != 1 ? 1 : 0);
-                        if (std::none_of(options.begin(), options.end(),
-                                [&](const Option& o) { return o.axis == k && o.change.from == c.from; }))
-                            options.push_back({ k, c, rank });
-                    }
-                }
-            }
-            std::stable_sort(
-                options.begin(), options.end(), [](const Option& x, const Option& y) { return x.rank < y.rank; });
+            auto options = reshapeOptions(in0, in1, out0, changes, a);
             if (options.empty())
                 return {};
             perAxis.push_back(std::move(options));
