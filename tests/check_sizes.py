@@ -33,7 +33,6 @@ TO_SPLIT = {
     ("profiler/cpu_profiler.cpp", "measureOnDevice"): 156,
     ("core/onnx/shape_folding.cpp", "evaluate"): 144,
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
-    ("app/cli/profile_commands.cpp", "runProfile"): 117,
     ("gui/views/onnx_import_dialog.cpp", "OnnxImportDialog"): 101,
     ("core/report/megatron_report.cpp", "reproduceMegatron"): 100,
     ("core/report/published_report.cpp", "reproducePublished"): 99,

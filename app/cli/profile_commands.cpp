@@ -84,6 +84,60 @@ namespace {
         }
     }
 
+    // What runs the nodes: the CPU (gpu < 0), or a GPU's backend timed by its tracer.
+    struct ProfileTarget
+    {
+        int gpu = -1;
+        const engine::Backend* backend = nullptr;
+        profiler::ActivityTracer* tracer = nullptr;
+    };
+
+    // One measurement per micro-batch size, each announced as it starts.
+    std::vector<profiler::CpuProfileRun> measureSizes(const Graph& stored, const std::vector<std::int64_t>& sizes,
+        const ProfileTarget& target, const profiler::CpuProfileOptions& options, bool quiet)
+    {
+        std::vector<profiler::CpuProfileRun> runs;
+        for (auto b : sizes) {
+            const auto graph = buildAtMicroBatch(stored, b);
+            if (!quiet)
+                fmt::print("Profiling {} nodes at micro-batch {}{}{} ({} repeats after {} warm-up)\n",
+                    graph.nodeCount(), b, target.gpu < 0 ? fmt::format(" on {} BLAS thread(s)", options.threads) : "",
+                    options.coRunners > 0 ? fmt::format(", {} cop{} of the step on the other cores", options.coRunners,
+                        options.coRunners == 1 ? "y" : "ies")
+                                          : "",
+                    options.repeats, options.warmup);
+            std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
+            if (target.gpu < 0) {
+                runs.push_back(profiler::measureOnCpu(graph, options));
+                continue;
+            }
+            std::vector<std::string> warnings;
+            runs.push_back(profiler::measureOnDevice(graph, *target.backend, *target.tracer, options, {}, &warnings));
+            for (const auto& w : warnings)
+                fmt::print(stderr, "warning: micro-batch {}: {}\n", b, w);
+        }
+        return runs;
+    }
+
+    // Each run's sums against its measured step: JSON rows in `out`, and printed unless `quiet`.
+    // `threads`: the CPU's thread count (0: a GPU, no "threads" field).
+    void reportRuns(const std::vector<profiler::CpuProfileRun>& runs, int threads, bool quiet, nlohmann::json& out)
+    {
+        for (const auto& r : runs) {
+            nlohmann::json row { { "micro_batch", r.microBatch }, { "node_sum_ms", r.nodeSumNs / 1e6 },
+                { "isolated_node_sum_ms", r.isolatedSumNs / 1e6 }, { "step_ms", r.stepNs.median / 1e6 },
+                { "step_spread_ms", r.stepNs.mad / 1e6 }, { "ratio", r.nodeSumNs / r.stepNs.median } };
+            if (threads > 0)
+                row["threads"] = threads;
+            out["runs"].push_back(row);
+            if (!quiet)
+                fmt::print("Micro-batch {}: nodes within steps {:.1f} ms (alone {:.1f} ms), measured training "
+                           "step {:.1f} ms (+/- {:.1f}) with its optimizer, ratio {:.2f}\n",
+                    r.microBatch, r.nodeSumNs / 1e6, r.isolatedSumNs / 1e6, r.stepNs.median / 1e6, r.stepNs.mad / 1e6,
+                    r.nodeSumNs / r.stepNs.median);
+        }
+    }
+
     int runProfile(const ProfileCommandOptions& o)
     {
         const int gpu = gpuIndex(o.device);
@@ -128,26 +182,7 @@ namespace {
                 ? 0
                 : profiler::coRunnersFor(threads, static_cast<int>(engine::allowedCores().size()));
             profiler::CpuProfileOptions options { o.warmup, o.repeats, 0, threads, gemm, coRunners };
-            runs.clear();
-            for (auto b : sizes) {
-                const auto graph = buildAtMicroBatch(stored, b);
-                if (!o.json)
-                    fmt::print("Profiling {} nodes at micro-batch {}{}{} ({} repeats after {} warm-up)\n",
-                        graph.nodeCount(), b, gpu < 0 ? fmt::format(" on {} BLAS thread(s)", threads) : "",
-                        coRunners > 0 ? fmt::format(
-                            ", {} cop{} of the step on the other cores", coRunners, coRunners == 1 ? "y" : "ies")
-                                      : "",
-                        o.repeats, o.warmup);
-                std::fflush(stdout); // a parent reading a pipe (the GUI) sees each size as it starts
-                if (gpu < 0) {
-                    runs.push_back(profiler::measureOnCpu(graph, options));
-                    continue;
-                }
-                std::vector<std::string> warnings;
-                runs.push_back(profiler::measureOnDevice(graph, *backend, *tracer, options, {}, &warnings));
-                for (const auto& w : warnings)
-                    fmt::print(stderr, "warning: micro-batch {}: {}\n", b, w);
-            }
+            runs = measureSizes(stored, sizes, { gpu, backend, tracer.get() }, options, o.json);
             const auto& a = runs.front();
             const auto& b = runs.back();
             auto profile = gpu < 0
@@ -156,21 +191,7 @@ namespace {
             profile.threads = gpu < 0 ? threads : 0;
             store.saveProfile(profile, static_cast<double>(a.microBatch), static_cast<double>(b.microBatch));
             out["source"] = profile.source;
-            for (const auto& r : runs) {
-                nlohmann::json row { { "micro_batch", r.microBatch }, { "node_sum_ms", r.nodeSumNs / 1e6 },
-                    { "isolated_node_sum_ms", r.isolatedSumNs / 1e6 }, { "step_ms", r.stepNs.median / 1e6 },
-                    { "step_spread_ms", r.stepNs.mad / 1e6 }, { "ratio", r.nodeSumNs / r.stepNs.median } };
-                if (gpu < 0)
-                    row["threads"] = threads;
-                out["runs"].push_back(row);
-            }
-            for (const auto& r : runs) {
-                if (!o.json)
-                    fmt::print("Micro-batch {}: nodes within steps {:.1f} ms (alone {:.1f} ms), measured training "
-                               "step {:.1f} ms (+/- {:.1f}) with its optimizer, ratio {:.2f}\n",
-                        r.microBatch, r.nodeSumNs / 1e6, r.isolatedSumNs / 1e6, r.stepNs.median / 1e6,
-                        r.stepNs.mad / 1e6, r.nodeSumNs / r.stepNs.median);
-            }
+            reportRuns(runs, gpu < 0 ? threads : 0, o.json, out);
             if (!o.json && gpu < 0)
                 fmt::print("Saved {} profile rows (device {}, source {}, {} BLAS thread(s)) to {}\n",
                     stored.nodeCount() * (a.microBatch == b.microBatch ? 1 : 2), deviceKind, profile.source, threads,
