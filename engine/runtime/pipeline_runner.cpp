@@ -155,16 +155,29 @@ PipelineRunner::PipelineRunner(
         throw Error("the schedule runs on " + std::to_string(m_spec.schedule.devices.size()) + " devices, only "
             + std::to_string(devices.size()) + " given");
     m_schedule = withChannels(m_spec.schedule);
+    makeStages();
+    makeChannels();
+    setChunkActions();
+    m_tied = std::make_unique<TiedGradients>(m_stages, *m_abort);
+    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
+        m_teams.push_back(devices[d].cores.size() > 1 ? std::make_unique<GemmTeam>(devices[d].cores) : nullptr);
+    makeCopyStreams();
+}
+
+// One executor per stage on its device, with the stage's memory plan, optimizer and GEMM precision.
+void PipelineRunner::makeStages()
+{
+    const int S = m_spec.partition.stageCount();
     // PipeDream stashes a weight version per in-flight micro-batch; FTPipe's asynchronous pipeline
     // keeps one version (§4.2: its non-last stages recompute with the current weights inside B).
     const bool stash = m_schedule.spec.kind == ScheduleKind::PipeDream;
     for (int s = 0; s < S; ++s) {
         const StageId id(static_cast<std::uint32_t>(s));
-        auto& dev = devices[m_schedule.deviceOf(id).index()];
+        auto& dev = m_devices[m_schedule.deviceOf(id).index()];
         const auto plan =
             static_cast<std::size_t>(s) < m_spec.memory.size() ? m_spec.memory[id.index()] : StageMemoryPlan();
-        m_stages.push_back(std::make_unique<StageExecutor>(graph, id, m_spec.partition.stageBegin(id),
-            m_spec.partition.stageEnd(id, graph.nodeCount()), *dev.backend, *dev.memory, m_hostPool, plan,
+        m_stages.push_back(std::make_unique<StageExecutor>(m_graph, id, m_spec.partition.stageBegin(id),
+            m_spec.partition.stageEnd(id, m_graph.nodeCount()), *dev.backend, *dev.memory, m_hostPool, plan,
             m_options.seed));
         if (m_options.chunks.enabled) {
             // A chunk's optimizer step runs where the chunk lives (CPU Adam for host chunks); the
@@ -176,6 +189,12 @@ PipelineRunner::PipelineRunner(
         m_stages.back()->setOptimizer(m_options.optimizer, stash);
         m_stages.back()->setGemmPrecision(m_options.gemm);
     }
+}
+
+// A channel each way between neighbouring stages, through an emulated link where one is set.
+void PipelineRunner::makeChannels()
+{
+    const int S = m_spec.partition.stageCount();
     const auto origin = std::chrono::steady_clock::now();
     const auto link = [&](std::size_t from, std::size_t to) -> EmulatedLink* {
         if (!m_options.link.enabled() || from == to)
@@ -190,8 +209,8 @@ PipelineRunner::PipelineRunner(
         const StageId to(static_cast<std::uint32_t>(s + 1));
         const auto da = m_schedule.deviceOf(from).index();
         const auto db = m_schedule.deviceOf(to).index();
-        auto& a = devices[da];
-        auto& b = devices[db];
+        auto& a = m_devices[da];
+        auto& b = m_devices[db];
         m_forward.push_back(std::make_unique<InProcessChannel>(
             "stage " + std::to_string(s) + " -> " + std::to_string(s + 1) + " (" + a.name + " -> " + b.name + ")",
             *a.backend, *b.backend, *b.memory, *m_abort, link(da, db)));
@@ -199,10 +218,12 @@ PipelineRunner::PipelineRunner(
                 + std::to_string(s) + " gradients (" + b.name + " -> " + a.name + ")",
             *b.backend, *a.backend, *a.memory, *m_abort, link(db, da)));
     }
-    setChunkActions();
-    m_tied = std::make_unique<TiedGradients>(m_stages, *m_abort);
-    for (std::size_t d = 0; d < m_schedule.devices.size(); ++d)
-        m_teams.push_back(devices[d].cores.size() > 1 ? std::make_unique<GemmTeam>(devices[d].cores) : nullptr);
+}
+
+// Copy streams to and from the host for devices whose stages swap, and which devices share a GPU's
+// stream with another.
+void PipelineRunner::makeCopyStreams()
+{
     m_toHost.resize(m_schedule.devices.size());
     m_fromHost.resize(m_schedule.devices.size());
     m_sharedStream.assign(m_schedule.devices.size(), false);
@@ -220,8 +241,8 @@ PipelineRunner::PipelineRunner(
             continue;
         const auto d = m_schedule.deviceOf(stage->id()).index();
         if (!m_toHost[d]) {
-            m_toHost[d] = std::make_unique<CopyStream>(devices[d].name + " to host", devices[d].cores);
-            m_fromHost[d] = std::make_unique<CopyStream>(devices[d].name + " from host", devices[d].cores);
+            m_toHost[d] = std::make_unique<CopyStream>(m_devices[d].name + " to host", m_devices[d].cores);
+            m_fromHost[d] = std::make_unique<CopyStream>(m_devices[d].name + " from host", m_devices[d].cores);
         }
         stage->setCopyStreams(m_toHost[d].get(), m_fromHost[d].get());
     }

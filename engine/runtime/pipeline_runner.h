@@ -125,6 +125,9 @@ public:
 private:
     class TiedGradients;
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
+    void makeStages();
+    void makeChannels();
+    void makeCopyStreams();
     void runWorkers(const std::vector<HostBatch>& batches, double lr, IterationResult& result,
         std::vector<std::exception_ptr>& errors, std::vector<std::vector<SimEvent>>& events);
     static void rethrowFirstCause(const std::vector<std::exception_ptr>& errors);
