@@ -183,39 +183,16 @@ std::uint64_t HostClockTracer::timestampNs() const
     return steadyNs(Clock::now());
 }
 
-CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend, ActivityTracer& tracer,
-    const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress,
-    std::vector<std::string>* warnings)
-{
-    if (options.repeats < 1 || options.warmup < 0)
-        throw Error("profiling needs at least one repeat");
-    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true, options.gemm }, backend);
-    std::mt19937_64 rng(options.seed + 11);
-    feedRandomInputs(ex, rng);
-    const auto requiresGrad = tensorsRequiringGrad(graph);
-    const auto costs = computeOpCosts(graph);
-    const bool trainable = !graph.outputs().empty() && graph.tensor(graph.outputs().front()).shape.empty();
-
-    // Whole steps first (the reference the per-node sum is checked against), on the host clock
-    // with the device drained after each.
-    SampleStats stepNs;
-    {
-        engine::Optimizer adamw(ex, engine::OptimizerConfig {});
-        stepNs = timeRepeats(options, [&] {
-            trainingStep(ex, adamw, trainable);
-            backend.synchronize();
-        });
-    }
-    (void)tracer.collect(); // the timed steps' records: not per node
+namespace {
 
     // Node times in place: whole steps with a range around each node's forward and backward (as
     // the PyTorch profiler or Nsight time ops), so each node runs with the caches, allocations and
     // gradient sums a real step gives it. What runs outside every node (the loss seed, the
-    // optimizer) launches outside any range and is not a node's.
-    std::vector<cupti::NodeLaunch> stepLaunches;
-    cupti::ActivityBatch stepBatch;
-    SampleStats optimizerStats;
-    std::uint64_t nextId = 1;
+    // optimizer) launches outside any range and is not a node's. Returns the optimizer's time per
+    // step (no samples where there is no loss to train).
+    SampleStats timeNodesInSteps(engine::GraphExecutor& ex, const engine::Backend& backend, ActivityTracer& tracer,
+        int repeats, bool trainable, std::uint64_t& nextId, std::vector<cupti::NodeLaunch>& stepLaunches,
+        cupti::ActivityBatch& stepBatch)
     {
         engine::Optimizer adamw(ex, engine::OptimizerConfig {});
         StepObserver observer(tracer, stepLaunches, nextId);
@@ -229,7 +206,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             backend.synchronize();
             (void)tracer.collect();
         }
-        for (int r = 0; r < options.repeats; ++r) {
+        for (int r = 0; r < repeats; ++r) {
             observer.repeat = r;
             ex.setObserver(&observer);
             ex.zeroGrad();
@@ -248,76 +225,120 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             backend.synchronize();
             appendBatch(stepBatch, tracer.collect());
         }
-        if (!optimizerNs.empty())
-            optimizerStats = summarizeSamples(std::move(optimizerNs));
+        return optimizerNs.empty() ? SampleStats {} : summarizeSamples(std::move(optimizerNs));
     }
 
-    ex.setFusion(false); // every tensor's value, a fused chain's inner ones too, as the nodes' inputs
-    (void)ex.forward();
-    backend.synchronize();
-    (void)tracer.collect();
-    auto& alloc = ex.allocator();
-    std::mt19937_64 dropout(options.seed + 17);
-    engine::KernelContext ctx { alloc, dropout, true, options.gemm };
-    std::vector<NodeMeasurement> memory;
+    // Each node alone, repeatedly, on the inputs a real forward pass gave it (its time in isolation,
+    // for comparison) and its memory: new output bytes, saved state and transient workspace.
+    std::vector<NodeMeasurement> measureNodesAlone(const Graph& graph, engine::GraphExecutor& ex,
+        const engine::Backend& backend, ActivityTracer& tracer, const CpuProfileOptions& options, bool trainable,
+        std::uint64_t& nextId, std::vector<cupti::NodeLaunch>& launches, cupti::ActivityBatch& batch,
+        const std::function<void(std::size_t, std::size_t)>& progress)
+    {
+        const auto requiresGrad = tensorsRequiringGrad(graph);
+        const auto costs = computeOpCosts(graph);
+        ex.setFusion(false); // every tensor's value, a fused chain's inner ones too, as the nodes' inputs
+        (void)ex.forward();
+        backend.synchronize();
+        (void)tracer.collect();
+        auto& alloc = ex.allocator();
+        std::mt19937_64 dropout(options.seed + 17);
+        engine::KernelContext ctx { alloc, dropout, true, options.gemm };
+        std::vector<NodeMeasurement> memory;
+        // Runs `fn` warm-up times untraced, then `repeats` times each in its own range.
+        const auto traced = [&](std::size_t node, cupti::Pass pass, const auto& fn) {
+            for (int i = 0; i < options.warmup; ++i)
+                fn();
+            backend.synchronize();
+            (void)tracer.collect(); // warm-up work is not a sample
+            for (int r = 0; r < options.repeats; ++r) {
+                launches.push_back({ nextId, node, pass, r });
+                tracer.push(nextId++);
+                fn();
+                tracer.pop();
+            }
+            backend.synchronize();
+            appendBatch(batch, tracer.collect());
+        };
+        for (const auto& node : graph.nodes()) {
+            NodeMeasurement m;
+            std::vector<engine::NdArray> inputs;
+            for (auto in : node.inputs)
+                inputs.push_back(ex.value(in));
+            engine::NodeValues kept;
+            traced(node.id.index(), cupti::Pass::Forward, [&] {
+                engine::NodeValues v;
+                v.in = inputs;
+                const auto before = alloc.current();
+                alloc.resetPeak();
+                backend.forward(node, v, ctx);
+                const auto retained = alloc.current() - before;
+                m.savedBytes = 0;
+                for (const auto& s : v.saved)
+                    m.savedBytes += s.bytes();
+                m.outputBytes = std::max<std::int64_t>(0, retained - m.savedBytes);
+                m.workspaceBytes = alloc.peak() - alloc.current();
+                kept = std::move(v);
+            });
+            std::vector<bool> need;
+            bool any = false;
+            for (auto in : node.inputs) {
+                need.push_back(requiresGrad[in.index()]);
+                any = any || requiresGrad[in.index()];
+            }
+            if (any && trainable) {
+                std::vector<engine::NdArray> gradOut;
+                for (const auto& out : kept.out)
+                    gradOut.push_back(filled(backend, alloc, out.shape(), 1e-3F));
+                traced(node.id.index(), cupti::Pass::Backward,
+                    [&] { (void)backend.backward(node, kept, gradOut, need, ctx); });
+            }
+            // Saved for backward: the activations the op formulas keep (inputs or outputs, counted as the
+            // analytical profile counts them) plus what the kernel really stored besides them.
+            const auto& cost = costs[node.id.index()];
+            m.savedBytes += cost.savedBytes - cost.savedExtraBytes;
+            memory.push_back(m);
+            if (progress)
+                progress(memory.size(), graph.nodeCount());
+        }
+        return memory;
+    }
+
+} // namespace
+
+CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend, ActivityTracer& tracer,
+    const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress,
+    std::vector<std::string>* warnings)
+{
+    if (options.repeats < 1 || options.warmup < 0)
+        throw Error("profiling needs at least one repeat");
+    engine::GraphExecutor ex(graph, engine::ExecutorOptions { options.seed, 0, true, options.gemm }, backend);
+    std::mt19937_64 rng(options.seed + 11);
+    feedRandomInputs(ex, rng);
+    const bool trainable = !graph.outputs().empty() && graph.tensor(graph.outputs().front()).shape.empty();
+
+    // Whole steps first (the reference the per-node sum is checked against), on the host clock
+    // with the device drained after each.
+    SampleStats stepNs;
+    {
+        engine::Optimizer adamw(ex, engine::OptimizerConfig {});
+        stepNs = timeRepeats(options, [&] {
+            trainingStep(ex, adamw, trainable);
+            backend.synchronize();
+        });
+    }
+    (void)tracer.collect(); // the timed steps' records: not per node
+
+    std::vector<cupti::NodeLaunch> stepLaunches;
+    cupti::ActivityBatch stepBatch;
+    std::uint64_t nextId = 1;
+    const auto optimizerStats =
+        timeNodesInSteps(ex, backend, tracer, options.repeats, trainable, nextId, stepLaunches, stepBatch);
+
     std::vector<cupti::NodeLaunch> launches;
     cupti::ActivityBatch batch;
-    // Runs `fn` warm-up times untraced, then `repeats` times each in its own range.
-    const auto traced = [&](std::size_t node, cupti::Pass pass, const auto& fn) {
-        for (int i = 0; i < options.warmup; ++i)
-            fn();
-        backend.synchronize();
-        (void)tracer.collect(); // warm-up work is not a sample
-        for (int r = 0; r < options.repeats; ++r) {
-            launches.push_back({ nextId, node, pass, r });
-            tracer.push(nextId++);
-            fn();
-            tracer.pop();
-        }
-        backend.synchronize();
-        appendBatch(batch, tracer.collect());
-    };
-    for (const auto& node : graph.nodes()) {
-        NodeMeasurement m;
-        std::vector<engine::NdArray> inputs;
-        for (auto in : node.inputs)
-            inputs.push_back(ex.value(in));
-        engine::NodeValues kept;
-        traced(node.id.index(), cupti::Pass::Forward, [&] {
-            engine::NodeValues v;
-            v.in = inputs;
-            const auto before = alloc.current();
-            alloc.resetPeak();
-            backend.forward(node, v, ctx);
-            const auto retained = alloc.current() - before;
-            m.savedBytes = 0;
-            for (const auto& s : v.saved)
-                m.savedBytes += s.bytes();
-            m.outputBytes = std::max<std::int64_t>(0, retained - m.savedBytes);
-            m.workspaceBytes = alloc.peak() - alloc.current();
-            kept = std::move(v);
-        });
-        std::vector<bool> need;
-        bool any = false;
-        for (auto in : node.inputs) {
-            need.push_back(requiresGrad[in.index()]);
-            any = any || requiresGrad[in.index()];
-        }
-        if (any && trainable) {
-            std::vector<engine::NdArray> gradOut;
-            for (const auto& out : kept.out)
-                gradOut.push_back(filled(backend, alloc, out.shape(), 1e-3F));
-            traced(node.id.index(), cupti::Pass::Backward,
-                [&] { (void)backend.backward(node, kept, gradOut, need, ctx); });
-        }
-        // Saved for backward: the activations the op formulas keep (inputs or outputs, counted as the
-        // analytical profile counts them) plus what the kernel really stored besides them.
-        const auto& cost = costs[node.id.index()];
-        m.savedBytes += cost.savedBytes - cost.savedExtraBytes;
-        memory.push_back(m);
-        if (progress)
-            progress(memory.size(), graph.nodeCount());
-    }
+    const auto memory =
+        measureNodesAlone(graph, ex, backend, tracer, options, trainable, nextId, launches, batch, progress);
     // Stored times are the in-place ones; the isolated ones stay beside them for the report.
     const auto inPlace = cupti::attribute(graph.nodeCount(), stepBatch, stepLaunches);
     const auto isolated = cupti::attribute(graph.nodeCount(), batch, launches);

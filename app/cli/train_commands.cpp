@@ -250,6 +250,104 @@ namespace {
         store.saveCheckpoint(runId, step, c.parameters, c.optimizerState, c.optimizerSteps);
     }
 
+    // The optimizer, warm-up, seed, link emulation and chunk options of `o` into the run's config.
+    void setTrainingOptions(engine::RunConfig& c, const TrainCommandOptions& o)
+    {
+        c.optimizer.kind = o.optimizer;
+        c.optimizer.lr = o.lr;
+        c.optimizer.weightDecay = o.weightDecay;
+        c.optimizer.beta2 = o.beta2;
+        c.warmupSteps = o.warmup;
+        c.seed = o.seed;
+        c.link = linkEmulation(o.link);
+        c.chunks = chunkOptions(o.chunks);
+        if (o.schedule == "kfkb:auto")
+            c.schedule.kind = ScheduleKind::KFKB;
+    }
+
+    // One step's line: JSON (with the chunk counts where chunks run) or text.
+    void printStep(const engine::RunStepResult& r, std::int64_t step, const std::string& unit,
+        const engine::TrainingRun& run, bool json)
+    {
+        if (json) {
+            auto line = stepJson(r, step);
+            if (!r.deviceChunks.empty())
+                line["chunks"] = chunksJson(r);
+            fmt::print("{}\n", line.dump());
+            return;
+        }
+        std::int64_t peak = 0;
+        for (auto b : r.devicePeakBytes)
+            peak = std::max(peak, b);
+        fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} {}/s  {:7.1f} ms  peak {:.1f} MiB\n", step, r.loss,
+            r.learningRate, r.tokensPerSecond, unit, r.seconds * 1e3, static_cast<double>(peak) / (1024.0 * 1024.0));
+        fmt::print("{}", chunksText(r, run.devices()));
+    }
+
+    struct StepLoop
+    {
+        std::int64_t resumedStep = 0;
+        bool onGpu = false;
+        std::string unit; // "tokens" or "samples"
+        profiler::KernelTimelineTracer* timeline = nullptr;
+        engine::GroupSizeController* controller = nullptr; // kfkb:auto
+    };
+
+    struct StepOutcome
+    {
+        std::int64_t step = 0;
+        double loss = 0;
+        double tokensPerSecond = 0;
+    };
+
+    // The run's steps: each recorded before it is reported, a checkpoint every --checkpoint-every
+    // steps and at the end. Ctrl-C, and SIGTERM (logout, shutdown, the GUI's Stop), finish the step
+    // and checkpoint (g_interrupted). A failure ends the run as failed (in JSON, saying why) before
+    // it propagates.
+    StepOutcome trainSteps(ProjectStore& store, std::int64_t runId, engine::TrainingRun& run,
+        const TrainCommandOptions& o, const StepLoop& loop)
+    {
+        g_interrupted = false;
+        const auto previous = std::signal(SIGINT, onInterrupt);
+        const auto previousTerm = std::signal(SIGTERM, onInterrupt);
+        StepOutcome out { loop.resumedStep };
+        try {
+            for (std::int64_t i = 0; i < o.steps && !g_interrupted; ++i) {
+                // On GPUs only the steps whose timeline is kept are timed (the others do not wait for
+                // the device after each action, nor trace it); CPU steps are timed for free.
+                const auto r = run.step(!loop.onGpu || tracedStep(i + 1, o));
+                out = { r.step, r.loss, r.tokensPerSecond };
+                // Stored before it is reported: a step a reader saw survives the process being killed.
+                record(store, runId, r, out.step, i + 1, run.devices(), o);
+                printStep(r, out.step, loop.unit, run, o.json);
+                if (loop.timeline)
+                    for (const auto& w : loop.timeline->takeWarnings())
+                        fmt::print(stderr, "warning: step {}: {}\n", out.step, w);
+                std::fflush(stdout);
+                adaptGroupSize(loop.controller, run, r, o.json);
+                if (o.checkpointEvery > 0 && (i + 1) % o.checkpointEvery == 0)
+                    saveCheckpoint(store, runId, run, out.step);
+            }
+            saveCheckpoint(store, runId, run, out.step); // a failure here (a full disk) fails the run too
+        } catch (const std::exception& e) {
+            std::signal(SIGINT, previous);
+            std::signal(SIGTERM, previousTerm);
+            try {
+                store.endRun(runId, "failed", e.what());
+            } catch (const std::exception&) { // NOLINT(bugprone-empty-catch): e.g. a full disk; the
+                // run stays "running" until the project is next opened, which marks it interrupted
+            }
+            if (o.json) { // a parent reading the lines learns why, then the usual error and exit code
+                fmt::print("{}\n", nlohmann::json { { "error", e.what() }, { "run", runId } }.dump());
+                std::fflush(stdout);
+            }
+            throw;
+        }
+        std::signal(SIGINT, previous);
+        std::signal(SIGTERM, previousTerm);
+        return out;
+    }
+
     int runTrain(const TrainCommandOptions& o)
     {
         auto store = ProjectStore::open(o.project);
@@ -283,16 +381,7 @@ namespace {
             // With chunks the planner cannot see model data leaving the device: cut for compute.
             plannedCuts(store, o, graph, c, o.chunks.enabled ? 0 : memoryBytes, deviceKind);
         }
-        c.optimizer.kind = o.optimizer;
-        c.optimizer.lr = o.lr;
-        c.optimizer.weightDecay = o.weightDecay;
-        c.optimizer.beta2 = o.beta2;
-        c.warmupSteps = o.warmup;
-        c.seed = o.seed;
-        c.link = linkEmulation(o.link);
-        c.chunks = chunkOptions(o.chunks);
-        if (o.schedule == "kfkb:auto")
-            c.schedule.kind = ScheduleKind::KFKB;
+        setTrainingOptions(c, o);
         std::optional<ProjectStore::Checkpoint> checkpoint;
         if (o.resume) {
             checkpoint = store.latestCheckpoint();
@@ -347,62 +436,11 @@ namespace {
                     moments ? " with the optimizer's state" : " (parameters only: the optimizer starts fresh)");
         }
         std::fflush(stdout);
-        g_interrupted = false;
-        // Ctrl-C, and SIGTERM (logout, shutdown, the GUI's Stop): finish the step, checkpoint, exit.
-        const auto previous = std::signal(SIGINT, onInterrupt);
-        const auto previousTerm = std::signal(SIGTERM, onInterrupt);
-        std::int64_t step = resumedStep;
-        double lastLoss = 0;
-        double tokensPerSecond = 0;
-        try {
-            for (std::int64_t i = 0; i < o.steps && !g_interrupted; ++i) {
-                // On GPUs only the steps whose timeline is kept are timed (the others do not wait for
-                // the device after each action, nor trace it); CPU steps are timed for free.
-                const auto r = run.step(!onGpu || tracedStep(i + 1, o));
-                step = r.step;
-                lastLoss = r.loss;
-                tokensPerSecond = r.tokensPerSecond;
-                // Stored before it is reported: a step a reader saw survives the process being killed.
-                record(store, runId, r, step, i + 1, run.devices(), o);
-                if (o.json) {
-                    auto line = stepJson(r, step);
-                    if (!r.deviceChunks.empty())
-                        line["chunks"] = chunksJson(r);
-                    fmt::print("{}\n", line.dump());
-                } else {
-                    std::int64_t peak = 0;
-                    for (auto b : r.devicePeakBytes)
-                        peak = std::max(peak, b);
-                    fmt::print("step {:>5}  loss {:.4f}  lr {:.2e}  {:>8.0f} {}/s  {:7.1f} ms  peak {:.1f} MiB\n", step,
-                        r.loss, r.learningRate, r.tokensPerSecond, unit, r.seconds * 1e3,
-                        static_cast<double>(peak) / (1024.0 * 1024.0));
-                    fmt::print("{}", chunksText(r, run.devices()));
-                }
-                if (timeline)
-                    for (const auto& w : timeline->takeWarnings())
-                        fmt::print(stderr, "warning: step {}: {}\n", step, w);
-                std::fflush(stdout);
-                adaptGroupSize(controller.get(), run, r, o.json);
-                if (o.checkpointEvery > 0 && (i + 1) % o.checkpointEvery == 0)
-                    saveCheckpoint(store, runId, run, step);
-            }
-            saveCheckpoint(store, runId, run, step); // a failure here (a full disk) fails the run too
-        } catch (const std::exception& e) {
-            std::signal(SIGINT, previous);
-            std::signal(SIGTERM, previousTerm);
-            try {
-                store.endRun(runId, "failed", e.what());
-            } catch (const std::exception&) { // NOLINT(bugprone-empty-catch): e.g. a full disk; the
-                // run stays "running" until the project is next opened, which marks it interrupted
-            }
-            if (o.json) { // a parent reading the lines learns why, then the usual error and exit code
-                fmt::print("{}\n", nlohmann::json { { "error", e.what() }, { "run", runId } }.dump());
-                std::fflush(stdout);
-            }
-            throw;
-        }
-        std::signal(SIGINT, previous);
-        std::signal(SIGTERM, previousTerm);
+        const auto outcome =
+            trainSteps(store, runId, run, o, { resumedStep, onGpu, unit, timeline.get(), controller.get() });
+        const auto step = outcome.step;
+        const auto lastLoss = outcome.loss;
+        const auto tokensPerSecond = outcome.tokensPerSecond;
         store.endRun(runId, g_interrupted ? "interrupted" : "finished");
         if (o.json)
             fmt::print("{}\n",
