@@ -29,7 +29,6 @@ TABLES = {("core/graph/op_registry.cpp", "buildTable"), ("profiler/aten_ops.cpp"
 TO_SPLIT = {
     ("core/report/dawnpiper_report.cpp", "reproduceDawnPiper"): 282,
     ("core/report/adagrouper_report.cpp", "reproduceAdaGrouper"): 190,
-    ("app/cli/train_commands.cpp", "runTrain"): 105,
     ("core/onnx/shape_folding.cpp", "evaluate"): 144,
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
     ("gui/views/onnx_import_dialog.cpp", "OnnxImportDialog"): 101,

@@ -35,6 +35,7 @@ void addCompareCommand(CLI::App& app, Action& action);
 void addProfileCommand(CLI::App& app, Action& action);
 void addExportCommand(CLI::App& app, Action& action);
 void addImportTraceCommand(CLI::App& app, Action& action);
+void addTraceCommand(CLI::App& app, Action& action); // registered by addTrainCommand, after `train`
 // Draws report figures as PNGs into a directory; empty in builds without the GUI.
 using FigureRenderer =
     std::function<bool(const std::vector<ReportFigure>& figures, const std::string& directory, std::string& error)>;

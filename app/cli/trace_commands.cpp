@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <sstream>
 
 namespace ps::app {
@@ -366,6 +367,63 @@ namespace {
     }
 
 } // namespace
+
+namespace {
+
+    struct TraceOptions
+    {
+        std::string project;
+        std::int64_t run = 0;
+        std::int64_t iteration = 0;
+        std::string output;
+    };
+
+    int runTrace(const TraceOptions& o)
+    {
+        const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
+        const auto runId = o.run > 0 ? o.run : store.latestRunId();
+        if (runId == 0)
+            throw Error("'" + o.project + "' has no training runs");
+        const auto iterations = store.runEventIterations(runId);
+        if (iterations.empty())
+            throw Error("run " + std::to_string(runId) + " of '" + o.project + "' stored no timeline");
+        const auto iteration = o.iteration > 0 ? o.iteration : iterations.front();
+        if (std::find(iterations.begin(), iterations.end(), iteration) == iterations.end())
+            throw Error(
+                "run " + std::to_string(runId) + " stored no timeline for iteration " + std::to_string(iteration));
+        SimulationResult r;
+        r.scheduleName = "measured run " + std::to_string(runId) + ", iteration " + std::to_string(iteration);
+        r.events = store.loadRunEvents(runId, iteration);
+        std::uint32_t devices = 0;
+        for (const auto& e : r.events) {
+            devices = std::max(devices, e.device.value + 1);
+            r.iterationNs = std::max(r.iterationNs, e.endNs);
+        }
+        r.devices.resize(devices);
+        std::ofstream out(o.output, std::ios::binary);
+        out << toChromeTrace(r);
+        if (!out)
+            throw Error("cannot write '" + o.output + "'");
+        fmt::print("Wrote {} events of run {} iteration {} ({} device(s)) to {}\n", r.events.size(), runId, iteration,
+            devices, o.output);
+        return 0;
+    }
+
+} // namespace
+
+// `trace`: a training run's measured timeline as a Chrome trace (registered after `train`).
+void addTraceCommand(CLI::App& app, Action& action)
+{
+    auto t = std::make_shared<TraceOptions>();
+    auto* trace = app.add_subcommand("trace", "Export a training run's measured timeline as a Chrome trace (Perfetto)");
+    trace->add_option("project", t->project, "Project file (.pstudio)")->required();
+    trace->add_option("--run", t->run, "Run id (default: the newest)")
+        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
+    trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)")
+        ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
+    trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
+    trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
+}
 
 void addImportTraceCommand(CLI::App& app, Action& action)
 {

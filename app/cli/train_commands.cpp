@@ -2,7 +2,6 @@
 // pipeline over several (the plan's stages, schedule and memory actions executed by the engine),
 // with per-step metrics, per-device peak memory, the measured timeline and checkpoints written to
 // the project; `--json` prints one JSON object per line for the GUI and scripts.
-// `pipestudio trace`: a run's measured timeline as a Chrome trace.
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cli/train_chunks.h"
@@ -348,6 +347,50 @@ namespace {
         return out;
     }
 
+    // The run's cuts and schedule: a stored plan's (its id returned), or planned here for the
+    // devices (0).
+    std::int64_t setCutsAndSchedule(const ProjectStore& store, const TrainCommandOptions& o, const Graph& graph,
+        engine::RunConfig& c, std::size_t deviceCount, double memoryBytes, const std::string& deviceKind)
+    {
+        std::int64_t planId = 0;
+        if (!o.plan.empty()) {
+            applyStoredPlan(store, o.plan, graph, c, planId);
+            return planId;
+        }
+        const int stages = o.stages > 0 ? o.stages : static_cast<int>(deviceCount);
+        const auto M = static_cast<int>(o.microBatches > 0 ? o.microBatches : o.accumulate);
+        c.schedule = parseScheduleSpec(o.schedule == "kfkb:auto" ? "kfkb:1" : o.schedule, stages, M);
+        // With chunks the planner cannot see model data leaving the device: cut for compute.
+        plannedCuts(store, o, graph, c, o.chunks.enabled ? 0 : memoryBytes, deviceKind);
+        return planId;
+    }
+
+    // The run's last line: how it ended, at which step, where its checkpoint is.
+    void printRunEnd(const TrainCommandOptions& o, std::int64_t runId, const StepOutcome& outcome)
+    {
+        if (o.json)
+            fmt::print("{}\n",
+                nlohmann::json { { "summary", true }, { "run", runId },
+                    { "status", g_interrupted ? "interrupted" : "finished" }, { "step", outcome.step },
+                    { "loss", outcome.loss }, { "tokens_per_s", outcome.tokensPerSecond } }
+                    .dump());
+        else
+            fmt::print("{} at step {}; checkpoint saved to {} (run {})\n", g_interrupted ? "Interrupted" : "Finished",
+                outcome.step, o.project, runId);
+    }
+
+    // A checkpoint's parameters (and the optimizer's moments, where stored: returns whether) into
+    // the run; one naming tensors the model does not have is refused.
+    bool restoreCheckpoint(engine::TrainingRun& run, const ProjectStore::Checkpoint& checkpoint)
+    {
+        for (const auto& [id, bytes] : checkpoint.tensors) {
+            if (id.index() >= run.graph().tensorCount())
+                throw Error("checkpoint " + std::to_string(checkpoint.id) + " does not fit the project's model");
+        }
+        return run.restore(
+            { checkpoint.step, checkpoint.optimizerSteps, checkpoint.tensors, checkpoint.optimizerState });
+    }
+
     int runTrain(const TrainCommandOptions& o)
     {
         auto store = ProjectStore::open(o.project);
@@ -371,16 +414,7 @@ namespace {
             timelineWhy += "; timed on the steps whose timeline is stored (--trace-iterations, --trace-every), "
                            "the others run untimed";
         c.tracer = timeline.get();
-        std::int64_t planId = 0;
-        if (!o.plan.empty()) {
-            applyStoredPlan(store, o.plan, graph, c, planId);
-        } else {
-            const int stages = o.stages > 0 ? o.stages : static_cast<int>(devices.size());
-            const auto M = static_cast<int>(o.microBatches > 0 ? o.microBatches : o.accumulate);
-            c.schedule = parseScheduleSpec(o.schedule == "kfkb:auto" ? "kfkb:1" : o.schedule, stages, M);
-            // With chunks the planner cannot see model data leaving the device: cut for compute.
-            plannedCuts(store, o, graph, c, o.chunks.enabled ? 0 : memoryBytes, deviceKind);
-        }
+        const auto planId = setCutsAndSchedule(store, o, graph, c, devices.size(), memoryBytes, deviceKind);
         setTrainingOptions(c, o);
         std::optional<ProjectStore::Checkpoint> checkpoint;
         if (o.resume) {
@@ -400,15 +434,7 @@ namespace {
                                     static_cast<std::int64_t>(memoryBytes), deviceKind, o.precision, run)
                                                           : nullptr;
         c.schedule = run.config().schedule;
-        bool moments = false;
-        if (checkpoint) {
-            for (const auto& [id, bytes] : checkpoint->tensors) {
-                if (id.index() >= run.graph().tensorCount())
-                    throw Error("checkpoint " + std::to_string(checkpoint->id) + " does not fit the project's model");
-            }
-            moments = run.restore(
-                { checkpoint->step, checkpoint->optimizerSteps, checkpoint->tensors, checkpoint->optimizerState });
-        }
+        const bool moments = checkpoint && restoreCheckpoint(run, *checkpoint);
         // A language model trains on token windows; any other graph on generated inputs (samples).
         const bool tokens = run.batchSource().samplesTokens();
         const std::string unit = tokens ? "tokens" : "samples";
@@ -438,59 +464,9 @@ namespace {
         std::fflush(stdout);
         const auto outcome =
             trainSteps(store, runId, run, o, { resumedStep, onGpu, unit, timeline.get(), controller.get() });
-        const auto step = outcome.step;
-        const auto lastLoss = outcome.loss;
-        const auto tokensPerSecond = outcome.tokensPerSecond;
         store.endRun(runId, g_interrupted ? "interrupted" : "finished");
-        if (o.json)
-            fmt::print("{}\n",
-                nlohmann::json { { "summary", true }, { "run", runId },
-                    { "status", g_interrupted ? "interrupted" : "finished" }, { "step", step }, { "loss", lastLoss },
-                    { "tokens_per_s", tokensPerSecond } }
-                    .dump());
-        else
-            fmt::print("{} at step {}; checkpoint saved to {} (run {})\n", g_interrupted ? "Interrupted" : "Finished",
-                step, o.project, runId);
+        printRunEnd(o, runId, outcome);
         return g_interrupted ? 130 : 0;
-    }
-
-    struct TraceOptions
-    {
-        std::string project;
-        std::int64_t run = 0;
-        std::int64_t iteration = 0;
-        std::string output;
-    };
-
-    int runTrace(const TraceOptions& o)
-    {
-        const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
-        const auto runId = o.run > 0 ? o.run : store.latestRunId();
-        if (runId == 0)
-            throw Error("'" + o.project + "' has no training runs");
-        const auto iterations = store.runEventIterations(runId);
-        if (iterations.empty())
-            throw Error("run " + std::to_string(runId) + " of '" + o.project + "' stored no timeline");
-        const auto iteration = o.iteration > 0 ? o.iteration : iterations.front();
-        if (std::find(iterations.begin(), iterations.end(), iteration) == iterations.end())
-            throw Error(
-                "run " + std::to_string(runId) + " stored no timeline for iteration " + std::to_string(iteration));
-        SimulationResult r;
-        r.scheduleName = "measured run " + std::to_string(runId) + ", iteration " + std::to_string(iteration);
-        r.events = store.loadRunEvents(runId, iteration);
-        std::uint32_t devices = 0;
-        for (const auto& e : r.events) {
-            devices = std::max(devices, e.device.value + 1);
-            r.iterationNs = std::max(r.iterationNs, e.endNs);
-        }
-        r.devices.resize(devices);
-        std::ofstream out(o.output, std::ios::binary);
-        out << toChromeTrace(r);
-        if (!out)
-            throw Error("cannot write '" + o.output + "'");
-        fmt::print("Wrote {} events of run {} iteration {} ({} device(s)) to {}\n", r.events.size(), runId, iteration,
-            devices, o.output);
-        return 0;
     }
 
     // Training data (text, token files or random tokens) and the optimizer's settings.
@@ -509,20 +485,6 @@ namespace {
         cmd->add_option("--beta2", o.beta2, "AdamW's second-moment decay (0.99 suits small models)")
             ->check(numberIn(0, 0.999999999));
         cmd->add_option("--seed", o.seed, "Seed of initialisation, dropout and sampling");
-    }
-
-    void addTraceCommand(CLI::App& app, Action& action)
-    {
-        auto t = std::make_shared<TraceOptions>();
-        auto* trace =
-            app.add_subcommand("trace", "Export a training run's measured timeline as a Chrome trace (Perfetto)");
-        trace->add_option("project", t->project, "Project file (.pstudio)")->required();
-        trace->add_option("--run", t->run, "Run id (default: the newest)")
-            ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
-        trace->add_option("--iteration", t->iteration, "Step whose timeline to export (default: the first stored)")
-            ->check(CLI::Range(std::int64_t { 1 }, std::numeric_limits<std::int64_t>::max()));
-        trace->add_option("-o,--output", t->output, "Trace JSON to write")->required();
-        trace->callback([t, &action] { action = [t] { return runTrace(*t); }; });
     }
 
 } // namespace
