@@ -4,6 +4,7 @@
 // studio's Predicted vs measured view set beside the simulation. Several traces, one per pipeline
 // rank with `--cuts`, are each aligned with their stage's nodes and merged: the profile takes every
 // node from its stage's trace, and the run has a device per rank.
+// `pipestudio trace`: a training run's measured timeline as a Chrome trace.
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "cluster/device_catalog.h"
@@ -365,10 +366,6 @@ namespace {
             fmt::print("{}\n", timelineNote);
         return 0;
     }
-
-} // namespace
-
-namespace {
 
     struct TraceOptions
     {
