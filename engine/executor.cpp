@@ -24,6 +24,7 @@ namespace {
             case OpType::LayerNorm:
             case OpType::RMSNorm:
             case OpType::BatchNorm:
+            case OpType::GroupNorm:
                 return slot == 1 ? Init::Ones : Init::Zeros;
             case OpType::BiasAdd:
                 return Init::Zeros;

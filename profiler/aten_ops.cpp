@@ -9,11 +9,9 @@ namespace {
 
     const std::vector<OpType> kGemmTail { BiasAdd, Add };
 
-} // namespace
-
-const std::unordered_map<std::string_view, AtenKind>& atenTable()
-{
-    static const std::unordered_map<std::string_view, AtenKind> table = [] {
+    // The table's entries (a data table, as the op registry's).
+    std::unordered_map<std::string_view, AtenKind> buildAtenTable()
+    {
         std::unordered_map<std::string_view, AtenKind> t;
         const auto add = [&t](std::initializer_list<std::string_view> names, AtenKind k) {
             for (const auto n : names)
@@ -32,6 +30,9 @@ const std::unordered_map<std::string_view, AtenKind>& atenTable()
         add({ "aten::rms_norm" }, { { RMSNorm, Pow }, { ReduceMean, Add, Sqrt, Reciprocal, Div, Mul } });
         add({ "aten::batch_norm", "aten::_batch_norm_impl_index", "aten::cudnn_batch_norm", "aten::native_batch_norm" },
             { { BatchNorm }, {} });
+        // GroupNorm (and InstanceNorm, which torch runs as one) as one node, or the chain an older import kept.
+        add({ "aten::group_norm", "aten::native_group_norm", "aten::instance_norm" },
+            { { GroupNorm, ReduceMean }, { Reshape, Sub, Mul, ReduceMean, Add, Sqrt, Div } });
         add({ "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax" }, { { Softmax }, {} });
         // GELU as exported below opset 20: x / sqrt(2) (a Scale), Erf, + 1, * x, * 0.5.
         add({ "aten::gelu" }, { { Gelu, Scale, Div, Mul }, { Erf, Add, Mul, Div, Scale } });
@@ -92,7 +93,13 @@ const std::unordered_map<std::string_view, AtenKind>& atenTable()
                 "aten::item", "aten::lift_fresh", "aten::numpy_T" },
             { { Reshape, Transpose, Split, Slice, Expand, Select }, {}, true });
         return t;
-    }();
+    }
+
+} // namespace
+
+const std::unordered_map<std::string_view, AtenKind>& atenTable()
+{
+    static const std::unordered_map<std::string_view, AtenKind> table = buildAtenTable();
     return table;
 }
 

@@ -312,6 +312,9 @@ namespace {
             fmt::print("  kept constant as frequency tables (positions through Sin/Cos; --parameters NAME trains "
                        "one): {}\n",
                 fmt::join(r.frequencyTables, ", "));
+        if (r.groupNorms > 0)
+            fmt::print("  GroupNorm/InstanceNorm: {} written out by the exporter, each run as one GroupNorm node\n",
+                r.groupNorms);
         if (r.aliasedParameters > 0)
             fmt::print("  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "
                        "separate parameters: {}\n",

@@ -149,6 +149,7 @@ namespace {
         case OpType::LayerNorm:
         case OpType::RMSNorm:
         case OpType::BatchNorm:
+        case OpType::GroupNorm:
             return KernelClass::Normalization;
         case OpType::MaxPool:
         case OpType::AvgPool:

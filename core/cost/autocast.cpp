@@ -19,6 +19,7 @@ namespace {
         case OpType::Softmax:
         case OpType::LayerNorm:
         case OpType::RMSNorm:
+        case OpType::GroupNorm:
         case OpType::CrossEntropy:
         case OpType::Exp:
         case OpType::Log:

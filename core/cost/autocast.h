@@ -7,7 +7,7 @@
 //     requires a gradient), the output is half. A BiasAdd or Add of a parameter straight after
 //     such a node with a parameter operand is that layer's bias (nn.Linear, addmm, Hugging Face's
 //     Conv1D add it inside the GEMM): half.
-//   - float32: Softmax, LayerNorm, RMSNorm, CrossEntropy, Exp, Log, Pow, Reciprocal, ReduceSum,
+//   - float32: Softmax, LayerNorm, RMSNorm, GroupNorm (group_norm), CrossEntropy, Exp, Log, Pow, Reciprocal, ReduceSum,
 //     CumSum, a scalar divided by a tensor (__rtruediv__): half inputs are cast to fp32, the output
 //     is fp32.
 //   - the promote list (Concat as cat, ScatterND as index_put) and ordinary type promotion (Add,

@@ -3,6 +3,7 @@
 #include "graph/op_registry.h"
 
 #include "graph/attention_fusion.h"
+#include "graph/group_norm.h"
 #include "graph/op_shapes.h"
 #include "graph/shape_inference.h"
 #include "util/error.h"
@@ -186,6 +187,18 @@ namespace {
 
     constexpr double kNormWeightShare = 2.0 / 14.0; // gamma/beta reductions: 2 of ~14 FLOPs per element
 
+    // A normalization: its backward reads x (kept until the scale's gradient) and its statistics.
+    OpDef normalization(OpDef d, double forwardFlops, double backwardFlops, SavedRule saved)
+    {
+        d.forwardFlops = forwardFlops;
+        d.backwardFlops = backwardFlops;
+        d.savedInputs = saveInput(0);
+        d.weightGradReadsInput = true;
+        d.saved = saved;
+        d.weightGradShare = kNormWeightShare;
+        return d;
+    }
+
     // ---- the table --------------------------------------------------------------------------
 
     OpDef unary(OpType type, std::string_view name, std::string_view signature, double fwd, double bwd,
@@ -238,27 +251,12 @@ namespace {
         add(binary(OpType::Add, "Add", "a + b, broadcasting", 1, 1));
         add(binary(OpType::Mul, "Mul", "a * b, broadcasting", 1, 2, kSaveAllInputs));
         add(unary(OpType::Scale, "Scale", "x * scale", 1, 1, kSaveNoInputs));
-        {
-            OpDef d { OpType::LayerNorm, "LayerNorm", "(x, gamma (C)[, beta (C)]) -> x over the last dim; epsilon", 2,
-                3, normShape };
-            d.forwardFlops = 8;
-            d.backwardFlops = 14;
-            d.savedInputs = saveInput(0);
-            d.weightGradReadsInput = true;
-            d.saved = layerNormState;
-            d.weightGradShare = kNormWeightShare;
-            add(d);
-        }
-        {
-            OpDef d { OpType::RMSNorm, "RMSNorm", "(x, gamma (C)) -> x over the last dim; epsilon", 2, 2, normShape };
-            d.forwardFlops = 5;
-            d.backwardFlops = 10;
-            d.savedInputs = saveInput(0);
-            d.weightGradReadsInput = true;
-            d.saved = rmsNormState;
-            d.weightGradShare = kNormWeightShare;
-            add(d);
-        }
+        add(normalization({ OpType::LayerNorm, "LayerNorm",
+                              "(x, gamma (C)[, beta (C)]) -> x over the last dim; epsilon", 2, 3, normShape },
+            8, 14, layerNormState));
+        add(normalization(
+            { OpType::RMSNorm, "RMSNorm", "(x, gamma (C)) -> x over the last dim; epsilon", 2, 2, normShape }, 5, 10,
+            rmsNormState));
         {
             auto d = unary(OpType::Softmax, "Softmax", "softmax over the last dim", 5, 4, kSaveNoInputs, true);
             d.outputWorkspace = true;
@@ -327,18 +325,10 @@ namespace {
             d.cost = convCost;
             add(d);
         }
-        {
-            OpDef d { OpType::BatchNorm, "BatchNorm",
-                "(x (N, C, ...), gamma, beta, running mean, running var (C)); epsilon, momentum", 5, 5,
-                batchNormShape };
-            d.forwardFlops = 8;
-            d.backwardFlops = 14;
-            d.savedInputs = saveInput(0);
-            d.weightGradReadsInput = true;
-            d.saved = batchNormState;
-            d.weightGradShare = kNormWeightShare;
-            add(d);
-        }
+        add(normalization({ OpType::BatchNorm, "BatchNorm",
+                              "(x (N, C, ...), gamma, beta, running mean, running var (C)); epsilon, momentum", 5, 5,
+                              batchNormShape },
+            8, 14, batchNormState));
         {
             OpDef d { OpType::MaxPool, "MaxPool", "(N, C, [D,] H, W); kernel, strides, pads, dilations, ceil_mode", 1,
                 1, poolShape };
@@ -490,7 +480,8 @@ namespace {
         }
         {
             OpDef d { OpType::ConvTranspose, "ConvTranspose",
-                "(x (N, C, [D,] H, W), w (C, F / group, [kD,] kH, kW)[, bias (F)]); strides, pads, dilations, group, "
+                "(x (N, C, [D,] H, W), w (C, F / group, [kD,] kH, kW)[, bias (F)]); strides, pads, "
+                "dilations, group, "
                 "output_padding",
                 2, 3, convTransposeShape };
             d.cost = convTransposeCost;
@@ -498,8 +489,9 @@ namespace {
         }
         {
             OpDef d { OpType::ScatterElements, "ScatterElements",
-                "(data, indices, updates) -> data with updates written (or added) at indices on axis; axis, add", 3, 3,
-                scatterElementsShape };
+                "(data, indices, updates) -> data with updates written (or added) at indices on axis; "
+                "axis, add",
+                3, 3, scatterElementsShape };
             d.forwardFlops = 1;
             d.backwardFlops = 1;
             d.basis = CostBasis::Input;
@@ -508,12 +500,19 @@ namespace {
         }
         {
             OpDef d { OpType::Attention, "Attention",
-                "(q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv); scale, causal, "
+                "(q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv); "
+                "scale, causal, "
                 "dropout",
                 3, 4, attentionShape };
             d.cost = attentionCost;
             add(d);
         }
+        add(normalization(
+            { OpType::GroupNorm, "GroupNorm",
+                "(x (N, C, ...)[, gamma (C)[, beta (C)]]) -> x over each channel group with every position; groups, "
+                "epsilon",
+                1, 3, groupNormShape },
+            8, 14, groupNormState));
         {
             OpDef d { OpType::Opaque, "Opaque", "an imported op without a mapping; costed from its shapes", 0, 255 };
             d.forwardFlops = 1;

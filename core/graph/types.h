@@ -109,6 +109,8 @@ enum class OpType : std::uint8_t {
     Attention, // (q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv)[, padding (B, Tk)]) -> (..., Tq, Dv):
                // softmax(scale q k^T, causal and padding masked as Mask does) v, saving no probabilities
                // (graph/attention_fusion.h); attrs scale, causal, dropout (p)
+    GroupNorm, // (x (N, C, ...)[, gamma (C)[, beta (C)]]) -> x normalized over each of attr groups channel
+               // groups with every position, then per-channel gamma, beta (graph/group_norm.h); attr epsilon
     Opaque, // imported op with no mapping; costed from its shapes only
 };
 

@@ -1,5 +1,6 @@
 #include "onnx/onnx_import.h"
 
+#include "graph/group_norm.h"
 #include "graph/shape_inference.h"
 #include "graph/validate.h"
 #include "onnx/composite_lowering.h"
@@ -466,6 +467,7 @@ OnnxImport Importer::run()
         outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
     m_result.graph.setOutputs(std::move(outputs));
     checkOverridesFound();
+    m_result.graph = fuseGroupNorm(m_result.graph, &m_result.report.groupNorms);
     auto info = m_result.graph.info();
     info.configJson = importConfigJson(m_dims, m_result.report.initializerRules, m_moduleClasses);
     m_result.graph.setInfo(std::move(info));

@@ -1,8 +1,9 @@
-// Embedding, normalizations, softmax with masks, dropout and the cross-entropy loss.
+// Embedding, normalizations (LayerNorm, RMSNorm, GroupNorm), softmax with masks, dropout and the cross-entropy loss.
 #include "attention_kernel.h"
 #include "cpu/gemm_team.h"
 #include "cpu/kernel_impl.h"
 #include "cpu/vector_loops.h"
+#include "group_norm_math.h"
 #include "kernel_math.h"
 
 #include <algorithm>
@@ -52,6 +53,102 @@ namespace {
             g.gradIn[1] = dgamma;
         if (dbeta.defined() && g.needGrad[2])
             g.gradIn[2] = dbeta;
+    }
+
+    // ---- GroupNorm (x (N, C, ...)[, gamma (C)[, beta (C)]]); saves mean and rstd per (n, group) ----
+    // engine/group_norm_math.h's layout; the CPU sums in double, the rows shared across the team.
+
+    const float* optionalInput(const NodeValues& v, std::size_t i)
+    {
+        return v.in.size() > i ? v.in[i].f32() : nullptr;
+    }
+
+    void groupNormForward(const Node& node, NodeValues& v, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto l = math::groupNormLayout(x.shape(), node.intAttr("groups", 1));
+        auto out = NdArray::empty(ctx.allocator, x.shape());
+        auto mean = NdArray::empty(ctx.allocator, { l.rows() });
+        auto rstd = NdArray::empty(ctx.allocator, { l.rows() });
+        const float* gamma = optionalInput(v, 1);
+        const float* beta = optionalInput(v, 2);
+        const auto eps = node.floatAttr("epsilon", 1e-5);
+        const auto n = l.rowLength();
+        shareAcrossTeam(l.rows(), std::max<std::int64_t>(1, kMinTeamShare / std::max<std::int64_t>(1, n)),
+            [&](std::int64_t first, std::int64_t last) {
+                for (auto r = first; r < last; ++r) {
+                    const float* xr = x.f32() + r * n;
+                    double sum = 0;
+                    for (std::int64_t j = 0; j < n; ++j)
+                        sum += xr[j];
+                    const double mu = n > 0 ? sum / static_cast<double>(n) : 0.0;
+                    double squares = 0;
+                    for (std::int64_t j = 0; j < n; ++j)
+                        squares += (xr[j] - mu) * (xr[j] - mu);
+                    const auto m = static_cast<float>(mu);
+                    const auto rs = static_cast<float>(
+                        1.0 / std::sqrt(squares / static_cast<double>(std::max<std::int64_t>(1, n)) + eps));
+                    float* yr = out.f32() + r * n;
+                    for (std::int64_t j = 0; j < n; ++j) {
+                        const auto c = l.channel(r, j);
+                        yr[j] = math::normElement(
+                            xr[j], m, rs, math::channelValue(gamma, c, 1.0F), math::channelValue(beta, c, 0.0F));
+                    }
+                    mean.f32()[r] = m;
+                    rstd.f32()[r] = rs;
+                }
+            });
+        v.out = { out };
+        v.saved = { mean, rstd };
+    }
+
+    void groupNormBackward(const Node& node, const NodeValues& v, BackwardArgs& g, KernelContext& ctx)
+    {
+        const auto& x = v.in[0];
+        const auto& dy = g.gradOut[0];
+        const auto l = math::groupNormLayout(x.shape(), node.intAttr("groups", 1));
+        const float* gamma = optionalInput(v, 1);
+        const float* mean = v.saved[0].f32();
+        const float* rstd = v.saved[1].f32();
+        const auto n = l.rowLength();
+        auto dx = NdArray::empty(ctx.allocator, x.shape());
+        shareAcrossTeam(l.rows(), std::max<std::int64_t>(1, kMinTeamShare / std::max<std::int64_t>(1, n)),
+            [&](std::int64_t first, std::int64_t last) {
+                for (auto r = first; r < last; ++r) {
+                    const float* xr = x.f32() + r * n;
+                    const float* gr = dy.f32() + r * n;
+                    double sumG = 0;
+                    double sumGX = 0;
+                    for (std::int64_t j = 0; j < n; ++j) {
+                        const double dxhat = gr[j] * math::channelValue(gamma, l.channel(r, j), 1.0F);
+                        sumG += dxhat;
+                        sumGX += dxhat * (xr[j] - mean[r]) * rstd[r];
+                    }
+                    const auto meanG = static_cast<float>(sumG / static_cast<double>(n));
+                    const auto meanGX = static_cast<float>(sumGX / static_cast<double>(n));
+                    float* dr = dx.f32() + r * n;
+                    for (std::int64_t j = 0; j < n; ++j)
+                        dr[j] = math::normGradElement(xr[j], gr[j], math::channelValue(gamma, l.channel(r, j), 1.0F),
+                            mean[r], rstd[r], meanG, meanGX, false);
+                }
+            });
+        if (g.needGrad[0])
+            g.gradIn[0] = dx;
+        for (std::size_t i = 1; i < v.in.size() && i < 3; ++i) {
+            if (!g.needGrad[i])
+                continue;
+            auto grad = NdArray::empty(ctx.allocator, v.in[i].shape());
+            const math::GroupNormAffineGrad term { x.f32(), dy.f32(), mean, rstd, l, i == 2 };
+            shareAcrossTeam(l.channels, 1, [&](std::int64_t first, std::int64_t last) { // channels are disjoint
+                for (auto c = first; c < last; ++c) {
+                    double sum = 0;
+                    for (std::int64_t r = 0; r < l.batch * l.spatial; ++r)
+                        sum += term(r, c);
+                    grad.f32()[c] = static_cast<float>(sum);
+                }
+            });
+            g.gradIn[i] = grad;
+        }
     }
 
     // ---- Softmax over the last dim ----
@@ -330,6 +427,7 @@ void registerNnKernels(KernelTable& table)
     table.add(OpType::Embedding, { embeddingForward, embeddingBackward });
     table.add(OpType::LayerNorm, { layerNormForward, layerNormBackward });
     table.add(OpType::RMSNorm, { rmsNormForward, rmsNormBackward });
+    table.add(OpType::GroupNorm, { groupNormForward, groupNormBackward });
     table.add(OpType::Softmax, { softmaxForward, softmaxBackward });
     table.add(OpType::Mask, { maskForward, maskBackward });
     table.add(OpType::Dropout, { dropoutForward, dropoutBackward });

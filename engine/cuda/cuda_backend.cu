@@ -313,7 +313,7 @@ namespace {
                  registerCudaLayoutKernels, registerCudaPointwiseKernels, registerCudaConvKernels,
                  registerCudaPoolKernels, registerCudaIndexKernels, registerCudaGatherKernels,
                  registerCudaCompareKernels, registerCudaScanKernels, registerCudaScatterKernels,
-                 registerCudaEinsumKernels, registerCudaFusedKernels })
+                 registerCudaEinsumKernels, registerCudaGroupNormKernels, registerCudaFusedKernels })
             add(table);
     }
 

@@ -227,6 +227,8 @@ void registerCudaScanKernels(KernelTable& table);
 void registerCudaScatterKernels(KernelTable& table);
 // Einsum (cuda_einsum_kernels.cu).
 void registerCudaEinsumKernels(KernelTable& table);
+// GroupNorm (cuda_group_norm_kernels.cu).
+void registerCudaGroupNormKernels(KernelTable& table);
 
 // a's and b's shapes broadcast together (NumPy rules), errors naming `node`.
 [[nodiscard]] Shape broadcastShapeOf(const Shape& a, const Shape& b, const Node& node);

@@ -133,6 +133,9 @@ public:
         add(OpType::LayerNorm, { { "epsilon", 1e-5 } }, { random({ 4, 25, 40 }), random({ 40 }), random({ 40 }) },
             { true, true, true }, 1e-4);
         add(OpType::RMSNorm, { { "epsilon", 1e-6 } }, { random({ 3, 5, 40 }), random({ 40 }) }, { true, true }, 1e-4);
+        add(OpType::GroupNorm, { { "groups", std::int64_t { 4 } }, { "epsilon", 1e-5 } },
+            { random({ 3, 8, 5, 7 }), random({ 8 }), random({ 8 }) }, { true, true, true }, 1e-4);
+        add(OpType::GroupNorm, { { "groups", std::int64_t { 6 } } }, { random({ 2, 6, 50 }) }, { true }, 1e-4);
         add(OpType::Softmax, none, { random({ 2, 3, 37 }, -5.0F, 5.0F) }, { true }, 1e-4);
         add(OpType::Mask, { { "causal", std::int64_t { 1 } } }, { random({ 2, 2, 6, 6 }) }, { true });
         add(OpType::Mask, { { "causal", std::int64_t { 1 } } }, // padding, fewer queries than keys

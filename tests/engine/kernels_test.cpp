@@ -68,6 +68,11 @@ TEST_F(KernelGrad, NormalizationSoftmaxMaskDropoutLoss)
     check({ node(OpType::LayerNorm, { { "epsilon", 1e-5 } }), { random({ 2, 3, 8 }), random({ 8 }), random({ 8 }) },
         { true, true, true } });
     check({ node(OpType::RMSNorm, { { "epsilon", 1e-6 } }), { random({ 2, 3, 8 }), random({ 8 }) }, { true, true } });
+    const auto groups = [](std::int64_t g) { return Attributes { { "groups", g }, { "epsilon", 1e-5 } }; };
+    check({ node(OpType::GroupNorm, groups(2)), { random({ 2, 4, 3, 3 }), random({ 4 }), random({ 4 }) },
+        { true, true, true } });
+    check({ node(OpType::GroupNorm, groups(3)), { random({ 2, 3, 5 }) }, { true } }); // InstanceNorm, no affine
+    check({ node(OpType::GroupNorm, groups(2)), { random({ 3, 6 }), random({ 6, 1 }) }, { true, true } });
     check({ node(OpType::Softmax), { random({ 2, 3, 5 }) }, { true } });
     check({ node(OpType::Mask, { { "causal", std::int64_t { 1 } } }), { random({ 2, 2, 4, 4 }) }, { true } });
     check({ node(OpType::Dropout, { { "p", 0.3 } }), { random({ 4, 6 }) }, { true } });

@@ -4,6 +4,7 @@
 // chunked column sums (bias, gamma and beta gradients) against plain sums and the CPU kernels.
 #include "backend.h"
 #include "column_math.h"
+#include "group_norm_math.h"
 #include "row_math.h"
 
 #include <gtest/gtest.h>
@@ -245,4 +246,71 @@ TEST(ColumnMath, BiasAndNormParameterGradientsMatchTheCpuKernels)
     expectClose(dbeta.data(), biasGrads[1].f32(), c, 1e-5, "bias gradient");
     expectClose(dbeta.data(), normGrads[2].f32(), c, 1e-5, "beta gradient");
     expectClose(dgamma.data(), normGrads[1].f32(), c, 2e-5, "gamma gradient");
+}
+
+// engine/group_norm_math.h: GroupNorm by its definition (Wu and He 2018, eq. 1-3: mean and
+// variance of each sample's group of channels over every position, then gamma and beta per
+// channel), computed here in double, against the CPU kernels; the warp-blocked row references
+// and the chunked dgamma/dbeta column sums the CUDA kernels run, against the CPU kernels. Rows
+// shorter than a warp, many warps long, InstanceNorm (one channel a group), LayerNorm-like (one group).
+TEST(RowMath, GroupNormMatchesItsDefinitionAndTheCudaBlocking)
+{
+    const std::vector<std::pair<Shape, std::int64_t>> cases { { { 2, 6, 5, 7 }, 3 }, { { 3, 8, 40 }, 8 },
+        { { 2, 4, 1 }, 2 }, { { 1, 4, 33, 33 }, 1 }, { { 3, 6 }, 2 } };
+    for (const auto& [shape, groups] : cases) {
+        KernelRun r;
+        std::mt19937 gen(static_cast<unsigned>(numElements(shape)));
+        const auto x = randomArray(r.alloc, shape, gen);
+        const auto gamma = randomArray(r.alloc, { shape[1] }, gen);
+        const auto beta = randomArray(r.alloc, { shape[1] }, gen);
+        auto node = nodeOf(OpType::GroupNorm);
+        node.attrs = { { "groups", groups }, { "epsilon", 1e-5 } };
+        NodeValues v;
+        v.in = { x, gamma, beta };
+        cpuBackend().forward(node, v, r.ctx);
+        const auto dy = randomArray(r.alloc, shape, gen);
+        const auto grads = cpuBackend().backward(node, v, { dy }, { true, true, true }, r.ctx);
+        const auto what = "GroupNorm " + formatShape(shape) + " in " + std::to_string(groups) + " groups";
+
+        math::GroupNormLayout l { shape[0], shape[1], groups, numElements(shape) / (shape[0] * shape[1]) };
+        const auto n = l.rowLength();
+        std::vector<float> want(static_cast<std::size_t>(x.numel()));
+        for (std::int64_t row = 0; row < l.rows(); ++row) { // the definition, in double
+            const float* xr = x.f32() + row * n;
+            double sum = 0;
+            double squares = 0;
+            for (std::int64_t j = 0; j < n; ++j)
+                sum += xr[j];
+            const double mean = sum / double(n);
+            for (std::int64_t j = 0; j < n; ++j)
+                squares += (xr[j] - mean) * (xr[j] - mean);
+            const double rstd = 1.0 / std::sqrt(squares / double(n) + 1e-5);
+            for (std::int64_t j = 0; j < n; ++j) {
+                const auto c = (row % groups) * (shape[1] / groups) + j / l.spatial;
+                want[static_cast<std::size_t>(row * n + j)] =
+                    static_cast<float>((xr[j] - mean) * rstd * gamma.f32()[c] + beta.f32()[c]);
+            }
+        }
+        expectClose(v.out[0].f32(), want.data(), x.numel(), 1e-5, what + " forward (definition)");
+
+        std::vector<float> y(static_cast<std::size_t>(n));
+        std::vector<float> dx(static_cast<std::size_t>(n));
+        for (std::int64_t row = 0; row < l.rows(); ++row) { // the CUDA blocking
+            float mean = 0;
+            float rstd = 0;
+            const float* xr = x.f32() + row * n;
+            math::groupNormRowReference(xr, gamma.f32(), beta.f32(), l, row, 1e-5F, y.data(), mean, rstd);
+            expectClose(y.data(), v.out[0].f32() + row * n, n, 2e-5, what + " forward");
+            EXPECT_NEAR(rstd, v.saved[1].f32()[row], 2e-5 * rstd) << what;
+            math::groupNormGradRowReference(xr, dy.f32() + row * n, gamma.f32(), l, row, mean, rstd, dx.data());
+            expectClose(dx.data(), grads[0].f32() + row * n, n, 2e-4, what + " backward");
+        }
+        for (const bool shift : { false, true }) {
+            const math::GroupNormAffineGrad term { x.f32(), dy.f32(), v.saved[0].f32(), v.saved[1].f32(), l, shift };
+            std::vector<float> sums(static_cast<std::size_t>(shape[1]));
+            for (std::int64_t c = 0; c < shape[1]; ++c)
+                sums[static_cast<std::size_t>(c)] = math::chunkedColumnSum(term, shape[0] * l.spatial, shape[1], c);
+            expectClose(sums.data(), grads[shift ? 2 : 1].f32(), shape[1], 2e-4, what + (shift ? " dbeta" : " dgamma"));
+        }
+    }
 }
