@@ -129,8 +129,37 @@ namespace {
         std::vector<std::int64_t> embeddingRows; // by tensor index
         std::vector<TensorId> table; // the embedding table reading each input
         std::vector<std::int64_t> classes;
+        std::vector<char> aligned; // by tensor index: reaches the loss's logits row for row
         TensorId ids, labels;
     };
+
+    // The tensors that reach `logits` row for row: walking back from the logits through every
+    // operand but the right one of a MatMul or Einsum and an Attention's keys and values. An
+    // encoder's memory reaches a decoder's rows only through those (cross-attention's keys and
+    // values), so of an encoder-decoder's two token inputs only the decoder's is reached.
+    std::vector<char> rowAligned(const Graph& g, TensorId logits)
+    {
+        std::vector<char> seen(g.tensorCount(), 0);
+        std::vector<TensorId> stack { logits };
+        while (!stack.empty()) {
+            const auto t = stack.back();
+            stack.pop_back();
+            if (seen[t.index()] != 0)
+                continue;
+            seen[t.index()] = 1;
+            const auto& tensor = g.tensor(t);
+            if (!tensor.producer.valid())
+                continue;
+            const auto& n = g.node(tensor.producer);
+            for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+                const bool right = (n.op == OpType::MatMul || n.op == OpType::Einsum) && i == 1;
+                const bool memory = n.op == OpType::Attention && (i == 1 || i == 2);
+                if (!right && !memory)
+                    stack.push_back(n.inputs[i]);
+            }
+        }
+        return seen;
+    }
 
     InputReaders readersOf(const Graph& graph)
     {
@@ -143,24 +172,38 @@ namespace {
                 r.embeddingRows[n.inputs[0].index()] = graph.tensor(n.inputs[1]).shape.at(0);
                 r.table[n.inputs[0].index()] = n.inputs[1];
             }
-            if (n.op == OpType::CrossEntropy)
+            if (n.op == OpType::CrossEntropy) {
                 r.classes[n.inputs[1].index()] = graph.tensor(n.inputs[0]).shape.back();
+                r.aligned = rowAligned(graph, n.inputs[0]);
+            }
         }
+        r.aligned.resize(graph.tensorCount(), 0);
         for (const auto& t : graph.tensors()) {
             if (t.kind == TensorKind::Input && t.shape.size() == 2 && r.classes[t.id.index()] > 0)
                 r.labels = t.id;
         }
-        // The token ids: of the inputs shaped as the labels that index a table, the one whose table
-        // is the vocabulary (the most rows; BERT's token types and a position input index smaller
-        // ones); of an encoder-decoder's two over one shared table, the decoder's, which come after
-        // the encoder's.
+        // The token ids: of the inputs shaped as the labels that index a table, one that reaches the
+        // logits row for row (an encoder-decoder's decoder, not its encoder), and of those the one
+        // whose table is the vocabulary (the most rows; BERT's token types and a position input
+        // index smaller ones); of two over one shared table, the later (a decoder's after its
+        // encoder's).
         for (const auto& t : graph.tensors()) {
             if (!r.labels.valid() || t.kind != TensorKind::Input || r.embeddingRows[t.id.index()] == 0
                 || t.shape != graph.tensor(r.labels).shape)
                 continue;
             const auto i = t.id.index();
-            if (!r.ids.valid() || r.embeddingRows[i] > r.embeddingRows[r.ids.index()]
-                || (r.embeddingRows[i] == r.embeddingRows[r.ids.index()] && r.table[i] == r.table[r.ids.index()]))
+            if (!r.ids.valid()) {
+                r.ids = t.id;
+                continue;
+            }
+            const auto best = r.ids.index();
+            if (r.aligned[i] != r.aligned[best]) {
+                if (r.aligned[i] != 0)
+                    r.ids = t.id;
+                continue;
+            }
+            if (r.embeddingRows[i] > r.embeddingRows[best]
+                || (r.embeddingRows[i] == r.embeddingRows[best] && r.table[i] == r.table[best]))
                 r.ids = t.id;
         }
         if (!r.ids.valid())
@@ -232,6 +275,14 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
     m_ids = reads.ids;
     m_labels = reads.labels;
     bool context = false; // one encoder input reads the text before the windows
+    // An encoder's token ids: over the decoder's table, or over a table of its own (as many rows as
+    // the text's vocabulary at least) where the decoder's ids reach the loss row for row and these
+    // do not.
+    const auto encoderIds = [&](TensorId t) {
+        const auto i = t.index();
+        return reads.table[i] == reads.table[m_ids.index()]
+            || (reads.embeddingRows[i] >= m_data.vocab() && reads.aligned[i] == 0 && reads.aligned[m_ids.index()] != 0);
+    };
     for (const auto& t : graph.tensors()) {
         if (t.kind != TensorKind::Input)
             continue;
@@ -247,8 +298,9 @@ BatchSource::BatchSource(const Graph& graph, TokenData data, std::uint64_t seed)
         } else if (t.id == m_labels) {
             in.fill = Fill::Labels;
         } else if (m_ids.valid() && !context && !in.isFloat && t.shape.size() == 2
-            && t.shape[0] == graph.tensor(m_ids).shape[0] && reads.table[t.id.index()] == reads.table[m_ids.index()]) {
-            // An encoder's ids (the decoder's table, shared): the text before the decoder's.
+            && t.shape[0] == graph.tensor(m_ids).shape[0] && encoderIds(t.id)) {
+            // An encoder's ids (the decoder's table, or its own of the text's vocabulary at least):
+            // the text before the decoder's.
             in.fill = Fill::Context;
             context = true;
         } else if (in.isFloat) {
@@ -330,15 +382,20 @@ HostBatch BatchSource::next()
     return batch;
 }
 
+std::string BatchSource::encoderContext() const
+{
+    for (const auto& in : m_inputs) {
+        if (in.fill == Fill::Context)
+            return in.name + ": the " + std::to_string(in.shape[1]) + " tokens before each window";
+    }
+    return {};
+}
+
 std::string BatchSource::describe() const
 {
     if (m_ids.valid()) {
-        for (const auto& in : m_inputs) {
-            if (in.fill == Fill::Context)
-                return "token windows of " + m_data.source() + " (" + in.name + ": the " + std::to_string(in.shape[1])
-                    + " tokens before each window)";
-        }
-        return "token windows of " + m_data.source();
+        const auto context = encoderContext();
+        return "token windows of " + m_data.source() + (context.empty() ? "" : " (" + context + ")");
     }
     std::string what;
     for (const auto& in : m_inputs) {

@@ -104,6 +104,9 @@ public:
         return m_items;
     }
     [[nodiscard]] std::string describe() const;
+    // Of an encoder-decoder language model, what its encoder reads ("src: the 10 tokens before each
+    // window"); empty for other models.
+    [[nodiscard]] std::string encoderContext() const;
     [[nodiscard]] const TokenData& data() const
     {
         return m_data;

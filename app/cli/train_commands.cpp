@@ -440,6 +440,8 @@ namespace {
         const std::string unit = tokens ? "tokens" : "samples";
         if (!tokens)
             source = run.batchSource().describe();
+        else if (const auto context = run.batchSource().encoderContext(); !context.empty())
+            source += "; encoder " + context;
         const nlohmann::json config { { "devices", deviceText }, { "device_count", deviceCount },
             { "stages", c.schedule.stages }, { "schedule", scheduleName(c.schedule) },
             { "micro_batches", c.schedule.microBatches }, { "cuts", c.partition.cutsText() }, { "plan_id", planId },

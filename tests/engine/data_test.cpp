@@ -25,6 +25,31 @@ fs::path scratch(const std::string& name)
     return dir / name;
 }
 
+// `g` with the Embedding that reads `input` given a table of its own with `rows` rows (an
+// nn.Transformer wrapper's separate source and target embeddings).
+Graph withOwnTable(const Graph& g, const std::string& input, std::int64_t rows)
+{
+    Graph out(g.info());
+    for (const auto& t : g.tensors()) {
+        auto copy = t;
+        copy.producer = NodeId();
+        out.addTensor(std::move(copy));
+    }
+    Tensor table;
+    table.name = input + "_table";
+    table.kind = TensorKind::Parameter;
+    for (const auto& n : g.nodes()) {
+        auto copy = n;
+        if (n.op == OpType::Embedding && g.tensor(n.inputs[0]).name == input) {
+            table.shape = { rows, g.tensor(n.inputs[1]).shape[1] };
+            copy.inputs[1] = out.addTensor(table);
+        }
+        out.addNode(std::move(copy));
+    }
+    out.setOutputs(g.outputs());
+    return out;
+}
+
 } // namespace
 
 TEST(TokenData, TextBytesAndNextTokenLabels)
@@ -152,6 +177,21 @@ TEST(BatchSource, AnEncoderDecoderReadsTheTextBeforeTheWindowItsDecoderContinues
     same.decoderSeq = 12;
     BatchSource tie(buildZooModel(same), TokenData::random(256, 1 << 12, 5), 3);
     EXPECT_NE(tie.describe().find("input_ids: the 12 tokens before each window"), std::string::npos) << tie.describe();
+    // Separate tables of equal size (nn.Transformer's source and target embeddings): the decoder's
+    // ids are the ones that reach the logits row for row (the encoder's reach them only through
+    // cross-attention's keys and values), whichever input comes first. An encoder table smaller
+    // than the text's vocabulary gets random ids of its own range.
+    const auto untied = withOwnTable(buildZooModel(same), "input_ids", 300);
+    BatchSource own(untied, TokenData::random(256, 1 << 12, 5), 3);
+    EXPECT_NE(own.describe().find("input_ids: the 12 tokens before each window"), std::string::npos) << own.describe();
+    const auto small = withOwnTable(buildZooModel(same), "input_ids", 100);
+    BatchSource smaller(small, TokenData::random(256, 1 << 12, 5), 3);
+    EXPECT_EQ(smaller.describe(), "token windows of random tokens"); // no encoder context
+    for (const auto& [name, values] : smaller.next().inputs) {
+        if (name == "input_ids") {
+            EXPECT_LT(*std::max_element(values.begin(), values.end()), 100) << name;
+        }
+    }
     const auto batch = source.next();
     std::map<std::string, std::vector<std::int64_t>> by;
     for (const auto& [name, values] : batch.inputs)
