@@ -83,5 +83,12 @@ struct EinsumSpec
     std::string output;
 };
 [[nodiscard]] EinsumSpec parseEinsum(std::string_view equation, std::size_t operandCount);
+// `equation` with every ellipsis ('...') written out in letters it does not use, by NumPy's and
+// torch's rules: an operand's ellipsis stands for the dims its letters leave of its rank
+// (`ranks`, one per operand), aligned from the right across operands; the output's for all of
+// them, and an implicit output lists them first. The equation unchanged where it has none; throws
+// ps::Error where an operand's letters exceed its rank, an output ellipsis has no operand's, or
+// more letters are needed than remain.
+[[nodiscard]] std::string expandEinsumEllipsis(std::string_view equation, const std::vector<std::size_t>& ranks);
 
 } // namespace ps

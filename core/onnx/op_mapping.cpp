@@ -3,6 +3,7 @@
 // share: op_mapping_support.h).
 #include "onnx/op_mapping.h"
 
+#include "graph/op_registry.h"
 #include "onnx/op_mapping_support.h"
 #include "util/error.h"
 
@@ -230,9 +231,17 @@ namespace {
         return as(std::move(n), OpType::Trilu);
     }
 
-    Node einsum(const onnx::NodeProto& node, Node n, const MappingContext&)
+    // An ellipsis is written out in letters (the operands' ranks are known here).
+    Node einsum(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
     {
-        n.attrs["equation"] = stringAttr(node, "equation", "");
+        std::vector<std::size_t> ranks;
+        for (std::size_t i = 0; i < n.inputs.size(); ++i)
+            ranks.push_back(rankOf(n, i, ctx));
+        try {
+            n.attrs["equation"] = expandEinsumEllipsis(stringAttr(node, "equation", ""), ranks);
+        } catch (const Error&) {
+            return n;
+        }
         return as(std::move(n), OpType::Einsum);
     }
 

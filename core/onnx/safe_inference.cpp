@@ -1,5 +1,6 @@
 #include "onnx/safe_inference.h"
 
+#include "graph/op_registry.h"
 #include "graph/shape_inference.h"
 #include "onnx/opset_lowering.h"
 
@@ -83,9 +84,17 @@ namespace {
                 continue;
             Node einsum;
             einsum.op = OpType::Einsum;
+            std::vector<std::size_t> ranks;
+            for (const auto& t : operands)
+                ranks.push_back(t.shape.size());
             for (const auto& a : n.attribute()) {
-                if (a.name() == "equation")
-                    einsum.attrs["equation"] = a.s();
+                if (a.name() == "equation") {
+                    try {
+                        einsum.attrs["equation"] = expandEinsumEllipsis(a.s(), ranks);
+                    } catch (const std::exception&) {
+                        einsum.attrs["equation"] = a.s(); // the shape rule names what is wrong
+                    }
+                }
             }
             std::vector<const Tensor*> in;
             for (const auto& t : operands)

@@ -88,6 +88,16 @@ TEST(OpRegistry, EinsumEquations)
     EXPECT_THROW((void)parseEinsum("...ij->ij", 1), Error);
     EXPECT_THROW((void)parseEinsum("ij,jk->il", 2), Error);
     EXPECT_THROW((void)parseEinsum("ij->ij", 2), Error);
+    // An ellipsis in letters the equation leaves free, right-aligned across operands; an implicit
+    // output lists its dims first.
+    EXPECT_EQ(expandEinsumEllipsis("...d,de->...e", { 3, 2 }), "ABd,de->ABe");
+    EXPECT_EQ(expandEinsumEllipsis("...ij, ...jk", { 4, 3 }), "ABij,Bjk->ABik");
+    EXPECT_EQ(expandEinsumEllipsis("bt...->b...", { 4 }), "btAB->bAB");
+    EXPECT_EQ(expandEinsumEllipsis("i...->i", { 3 }), "iAB->i"); // summed out
+    EXPECT_EQ(expandEinsumEllipsis("...->...", { 0 }), "->");
+    EXPECT_EQ(expandEinsumEllipsis("ij,jk", { 2, 2 }), "ij,jk");
+    EXPECT_THROW((void)expandEinsumEllipsis("ijk...->i", { 2 }), Error);
+    EXPECT_THROW((void)expandEinsumEllipsis("...i,i", { 2 }), Error);
 }
 
 // Bool and integer values never need a gradient, so nothing is saved for them.

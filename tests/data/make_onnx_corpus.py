@@ -37,7 +37,7 @@ import time
 import traceback
 
 from onnx_corpus_vision import torchvision_models  # the sibling module: torchvision models at small widths
-from onnx_corpus_families import rotary_gpt_class, unet_block_class  # rotary GPT, GroupNorm U-Net block
+from onnx_corpus_families import ellipsis_einsum_class, rotary_gpt_class, unet_block_class  # the families there
 
 try:
     import numpy as np
@@ -315,7 +315,7 @@ def define_modules(torch):
         def forward(self, tgt, memory):
             return self.decoder(tgt, memory)
 
-    return {"Gpt": Gpt, "RotaryGpt": rotary_gpt_class(torch), "UNetBlock": unet_block_class(torch), "Bert": Bert,
+    return {"Gpt": Gpt, "RotaryGpt": rotary_gpt_class(torch), "UNetBlock": unet_block_class(torch), "EllipsisEinsum": ellipsis_einsum_class(torch), "Bert": Bert,
             "Mlp": Mlp, "CausalTransformer": CausalTransformer, "Decoder": Decoder,
             "UpDecoder": UpDecoder, "EinsumExperts": EinsumExperts, "TopKGate": TopKGate, "Volume3d": Volume3d,
             "TemporalUpsampler": TemporalUpsampler}
@@ -394,6 +394,7 @@ def corpus(torch, torchvision):
     yield "unet_groupnorm_block_trained", lambda: hand["UNetBlock"](), [("input", image((2, 8, 8, 8)))], None, \
         "trained"
     yield "experts_einsum", lambda: hand["EinsumExperts"](), [("input", image((2, 8, 16)))], None, "random"
+    yield "ellipsis_einsum", lambda: hand["EllipsisEinsum"](), [("input", image((2, 7, 16)))], None, "random"
     yield "topk_gate_scatter", lambda: hand["TopKGate"](), [("input", image((4, 16)))], None, "random"
 
 

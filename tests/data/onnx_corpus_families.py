@@ -3,7 +3,8 @@ this module from its own folder): a GPT with rotary position embeddings whose co
 forward computes from an inverse-frequency buffer, the two ways users write it, so the importer
 must tell that buffer from a parameter without the tracer's record (core/onnx/frequency_tables.h);
 a diffusion U-Net's residual block with GroupNorm (torch 1.13 exports it as InstanceNormalization
-between Reshapes, which the importer reads as one GroupNorm with the module's own affine)."""
+between Reshapes, which the importer reads as one GroupNorm with the module's own affine); einsum
+equations with an ellipsis, which torch's exporter passes through as written."""
 
 
 def rotary_gpt_class(torch):
@@ -84,3 +85,27 @@ def unet_block_class(torch):
             return self.skip(x) + h
 
     return UNetResBlock
+
+
+def ellipsis_einsum_class(torch):
+    nn = torch.nn
+
+    class EllipsisEinsum(nn.Module):
+        """Einsum with an ellipsis as users write it: a projection over any leading dims
+        ("...d,de->...e"), per-head weights ("...hi,hio->...ho"), and a sum over time keeping the
+        rest ("bt...->b...")."""
+
+        def __init__(self, d=16, heads=4, hd=6, out=6, classes=10):
+            super().__init__()
+            self.heads, self.hd = heads, hd
+            self.w = nn.Parameter(torch.randn(d, heads * hd) / d ** 0.5)
+            self.per_head = nn.Parameter(torch.randn(heads, hd, out) / hd ** 0.5)
+            self.head = nn.Linear(out, classes)
+
+        def forward(self, x):  # (B, T, d)
+            h = torch.relu(torch.einsum("...d,de->...e", x, self.w))
+            h = h.view(h.shape[0], h.shape[1], self.heads, self.hd)
+            g = torch.tanh(torch.einsum("...hi,hio->...ho", h, self.per_head))
+            return self.head(torch.einsum("bt...->b...", g).mean(1))
+
+    return EllipsisEinsum
