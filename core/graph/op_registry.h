@@ -83,12 +83,14 @@ struct EinsumSpec
     std::string output;
 };
 [[nodiscard]] EinsumSpec parseEinsum(std::string_view equation, std::size_t operandCount);
-// `equation` with every ellipsis ('...') written out in letters it does not use, by NumPy's and
-// torch's rules: an operand's ellipsis stands for the dims its letters leave of its rank
-// (`ranks`, one per operand), aligned from the right across operands; the output's for all of
-// them, and an implicit output lists them first. The equation unchanged where it has none; throws
-// ps::Error where an operand's letters exceed its rank, an output ellipsis has no operand's, or
-// more letters are needed than remain.
-[[nodiscard]] std::string expandEinsumEllipsis(std::string_view equation, const std::vector<std::size_t>& ranks);
+// `equation` over operands of `shapes` in the letters-only form parseEinsum reads, by NumPy's and
+// torch's rules: every ellipsis ('...') written out in letters the equation does not use (an
+// operand's stands for the dims its letters leave of its rank, aligned from the right across
+// operands; the output's for all of them; an implicit output lists them first, then the letters
+// used once), and a dim of size 1 broadcast against a larger one of the same letter given a letter
+// of its own (summed over its one value). The equation unchanged (spaces removed) where it needs
+// neither; throws ps::Error where an operand has more letters than dims or more letters are needed
+// than remain.
+[[nodiscard]] std::string explicitEinsumEquation(std::string_view equation, const std::vector<Shape>& shapes);
 
 } // namespace ps

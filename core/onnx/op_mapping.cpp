@@ -231,14 +231,14 @@ namespace {
         return as(std::move(n), OpType::Trilu);
     }
 
-    // An ellipsis is written out in letters (the operands' ranks are known here).
+    // An ellipsis and broadcast dims are written out in letters (the operands' shapes are known here).
     Node einsum(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
     {
-        std::vector<std::size_t> ranks;
-        for (std::size_t i = 0; i < n.inputs.size(); ++i)
-            ranks.push_back(rankOf(n, i, ctx));
+        std::vector<Shape> shapes;
+        for (const auto id : n.inputs)
+            shapes.push_back(ctx.graph.tensor(id).shape);
         try {
-            n.attrs["equation"] = expandEinsumEllipsis(stringAttr(node, "equation", ""), ranks);
+            n.attrs["equation"] = explicitEinsumEquation(stringAttr(node, "equation", ""), shapes);
         } catch (const Error&) {
             return n;
         }

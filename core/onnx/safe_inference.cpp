@@ -84,13 +84,13 @@ namespace {
                 continue;
             Node einsum;
             einsum.op = OpType::Einsum;
-            std::vector<std::size_t> ranks;
+            std::vector<Shape> operandShapes;
             for (const auto& t : operands)
-                ranks.push_back(t.shape.size());
+                operandShapes.push_back(t.shape);
             for (const auto& a : n.attribute()) {
                 if (a.name() == "equation") {
                     try {
-                        einsum.attrs["equation"] = expandEinsumEllipsis(a.s(), ranks);
+                        einsum.attrs["equation"] = explicitEinsumEquation(a.s(), operandShapes);
                     } catch (const std::exception&) {
                         einsum.attrs["equation"] = a.s(); // the shape rule names what is wrong
                     }

@@ -89,15 +89,17 @@ TEST(OpRegistry, EinsumEquations)
     EXPECT_THROW((void)parseEinsum("ij,jk->il", 2), Error);
     EXPECT_THROW((void)parseEinsum("ij->ij", 2), Error);
     // An ellipsis in letters the equation leaves free, right-aligned across operands; an implicit
-    // output lists its dims first.
-    EXPECT_EQ(expandEinsumEllipsis("...d,de->...e", { 3, 2 }), "ABd,de->ABe");
-    EXPECT_EQ(expandEinsumEllipsis("...ij, ...jk", { 4, 3 }), "ABij,Bjk->ABik");
-    EXPECT_EQ(expandEinsumEllipsis("bt...->b...", { 4 }), "btAB->bAB");
-    EXPECT_EQ(expandEinsumEllipsis("i...->i", { 3 }), "iAB->i"); // summed out
-    EXPECT_EQ(expandEinsumEllipsis("...->...", { 0 }), "->");
-    EXPECT_EQ(expandEinsumEllipsis("ij,jk", { 2, 2 }), "ij,jk");
-    EXPECT_THROW((void)expandEinsumEllipsis("ijk...->i", { 2 }), Error);
-    EXPECT_THROW((void)expandEinsumEllipsis("...i,i", { 2 }), Error);
+    // output lists its dims first; a dim of size 1 against a larger one gets a letter of its own.
+    EXPECT_EQ(explicitEinsumEquation("...d,de->...e", { { 2, 5, 3 }, { 3, 4 } }), "ABd,de->ABe");
+    EXPECT_EQ(explicitEinsumEquation("...ij, ...jk", { { 2, 5, 3, 4 }, { 5, 4, 6 } }), "ABij,Bjk->ABik");
+    EXPECT_EQ(explicitEinsumEquation("...ij,...jk", { { 2, 5, 3, 4 }, { 1, 4, 6 } }), "ABij,Cjk->ABik");
+    EXPECT_EQ(explicitEinsumEquation("bt...->b...", { { 2, 3, 4, 5 } }), "btAB->bAB");
+    EXPECT_EQ(explicitEinsumEquation("i...->i", { { 2, 3, 4 } }), "iAB->i"); // summed out
+    EXPECT_EQ(explicitEinsumEquation("...->...", { {} }), "->");
+    EXPECT_EQ(explicitEinsumEquation("ij,ij", { { 3, 4 }, { 1, 4 } }), "ij,Aj->"); // implicit, then broadcast
+    EXPECT_EQ(explicitEinsumEquation("i j,j k", { { 2, 3 }, { 3, 4 } }), "ij,jk");
+    EXPECT_THROW((void)explicitEinsumEquation("ijk...->i", { { 2, 3 } }), Error);
+    EXPECT_THROW((void)explicitEinsumEquation("...i,i", { { 2 } }), Error);
 }
 
 // Bool and integer values never need a gradient, so nothing is saved for them.

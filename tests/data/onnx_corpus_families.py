@@ -92,20 +92,23 @@ def ellipsis_einsum_class(torch):
 
     class EllipsisEinsum(nn.Module):
         """Einsum with an ellipsis as users write it: a projection over any leading dims
-        ("...d,de->...e"), per-head weights ("...hi,hio->...ho"), and a sum over time keeping the
-        rest ("bt...->b...")."""
+        ("...d,de->...e"), per-head weights ("...hi,hio->...ho"), a batched matmul whose weight's
+        leading dim of 1 broadcasts over time ("...ij,...jk->...ik"), and a sum over time keeping
+        the rest ("bt...->b...")."""
 
         def __init__(self, d=16, heads=4, hd=6, out=6, classes=10):
             super().__init__()
             self.heads, self.hd = heads, hd
             self.w = nn.Parameter(torch.randn(d, heads * hd) / d ** 0.5)
             self.per_head = nn.Parameter(torch.randn(heads, hd, out) / hd ** 0.5)
+            self.mix = nn.Parameter(torch.randn(1, out, out) / out ** 0.5)
             self.head = nn.Linear(out, classes)
 
         def forward(self, x):  # (B, T, d)
             h = torch.relu(torch.einsum("...d,de->...e", x, self.w))
             h = h.view(h.shape[0], h.shape[1], self.heads, self.hd)
-            g = torch.tanh(torch.einsum("...hi,hio->...ho", h, self.per_head))
+            g = torch.tanh(torch.einsum("...hi,hio->...ho", h, self.per_head))  # (B, T, heads, out)
+            g = g + torch.einsum("...ij,...jk->...ik", g, self.mix)
             return self.head(torch.einsum("bt...->b...", g).mean(1))
 
     return EllipsisEinsum

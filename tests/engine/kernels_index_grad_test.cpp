@@ -79,6 +79,9 @@ TEST_F(IndexKernelGrad, Einsum)
     check2("ij,ij->", { 3, 4 }, { 3, 4 });
     check2("ij,j->j", { 3, 4 }, { 4 });
     check2("bij,bjk", { 2, 3, 4 }, { 2, 4, 2 });
+    // A broadcast dim of size 1 as graph/op_registry.h's explicitEinsumEquation writes it ("...ij,
+    // ...jk->...ik" over (3, 2, 4) and (1, 4, 5)): its own letter, summed over its one value.
+    check2("Aij,Cjk->Aik", { 3, 2, 4 }, { 1, 4, 5 });
     const auto check1 = [&](const char* eq, Shape a) {
         checkGrad(
             makeNode(OpType::Einsum, { { "equation", std::string(eq) } }), { random(std::move(a)) }, { true }, eq);
