@@ -37,14 +37,57 @@ Node conv(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
     return as(std::move(n), OpType::Conv);
 }
 
-// ConvTranspose over (N, C, H, W) or (N, C, D, H, W) with explicit pads (torch's export): an
-// output_shape attribute, which ONNX turns into pads, stays opaque.
+// The pads of a ConvTranspose given an output_shape (its spatial sizes) or
+// an auto_pad, by ONNX's rule: total = stride (in - 1) + output_padding + (k - 1) dilation + 1 -
+// out, the odd one at the end for SAME_UPPER, at the start otherwise; SAME_* wants
+// out = in x stride, VALID no pads. Empty where that needs negative padding or a shape is unknown.
+std::vector<std::int64_t> transposedPads(const onnx::NodeProto& node, const Node& n, const MappingContext& ctx)
+{
+    const auto& x = ctx.graph.tensor(n.inputs[0]).shape;
+    const auto& w = ctx.graph.tensor(n.inputs[1]).shape;
+    const auto spatial = x.size() - 2;
+    const auto* autoPad = findAttr(node, "auto_pad");
+    const std::string mode = autoPad != nullptr ? autoPad->s() : "NOTSET";
+    const auto at = [&](const char* name, std::size_t i, std::int64_t fallback) {
+        const auto v = intsAttr(node, name);
+        return v.size() == spatial ? v[i] : fallback;
+    };
+    const auto target = intsAttr(node, "output_shape");
+    const bool given = target.size() == spatial;
+    if (mode == "VALID" && !given)
+        return std::vector<std::int64_t>(2 * spatial, 0);
+    std::vector<std::int64_t> pads(2 * spatial, 0);
+    for (std::size_t i = 0; i < spatial; ++i) {
+        const auto stride = at("strides", i, 1);
+        const auto out = given ? target[i] : x[i + 2] * stride;
+        const auto total =
+            stride * (x[i + 2] - 1) + at("output_padding", i, 0) + (w[i + 2] - 1) * at("dilations", i, 1) + 1 - out;
+        if (!given && mode != "SAME_UPPER" && mode != "SAME_LOWER")
+            return {};
+        if (total < 0)
+            return {};
+        const bool lower = mode != "SAME_UPPER"; // ONNX: the extra pad at the start but for SAME_UPPER
+        pads[i] = lower ? total - total / 2 : total / 2;
+        pads[i + spatial] = total - pads[i];
+    }
+    return pads;
+}
+
+// ConvTranspose over (N, C, H, W) or (N, C, D, H, W): explicit pads (torch's export), or pads from
+// an output_shape or auto_pad (transposedPads).
 Node convTranspose(const onnx::NodeProto& node, Node n, const MappingContext& ctx)
 {
-    if (!explicitPadding(node) || findAttr(node, "output_shape") != nullptr || !convolutionRank(n, ctx))
+    if (!convolutionRank(n, ctx) || n.inputs.size() < 2)
         return n;
+    if (!explicitPadding(node) || findAttr(node, "output_shape") != nullptr) {
+        auto pads = transposedPads(node, n, ctx);
+        if (pads.empty())
+            return n;
+        n.attrs["pads"] = std::move(pads);
+    } else {
+        copyInts(node, n, "pads", "pads");
+    }
     copyInts(node, n, "strides", "strides");
-    copyInts(node, n, "pads", "pads");
     copyInts(node, n, "dilations", "dilations");
     copyInts(node, n, "output_padding", "output_padding");
     n.attrs["group"] = intAttr(node, "group", 1);
