@@ -312,9 +312,10 @@ namespace {
             fmt::print("  kept constant as frequency tables (positions through Sin/Cos; --parameters NAME trains "
                        "one): {}\n",
                 fmt::join(r.frequencyTables, ", "));
-        if (r.groupNorms > 0)
-            fmt::print("  GroupNorm/InstanceNorm: {} written out by the exporter, each run as one GroupNorm node\n",
-                r.groupNorms);
+        if (r.groupNorms + r.layerNorms + r.rmsNorms > 0)
+            fmt::print("  normalizations written out by the exporter, each run as one node: {} GroupNorm/InstanceNorm, "
+                       "{} LayerNorm, {} RMSNorm\n",
+                r.groupNorms, r.layerNorms, r.rmsNorms);
         if (r.aliasedParameters > 0)
             fmt::print("  Identity aliases of initializers (stored once by the exporter, equal at export) imported as "
                        "separate parameters: {}\n",

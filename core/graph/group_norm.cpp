@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -13,7 +14,8 @@ namespace {
     struct GroupNormChain
     {
         std::vector<std::size_t> members; // every node the fused node replaces
-        std::size_t div = 0; // the normalizing Div
+        OpType op = OpType::GroupNorm; // or LayerNorm, RMSNorm
+        std::size_t div = 0; // the normalizing Div (RMSNorm: the Mul by the inverse)
         std::size_t last = 0; // the node whose output ends the chain
         TensorId x, gamma, beta, end;
         std::int64_t groups = 1;
@@ -48,16 +50,57 @@ namespace {
         {
         }
 
-        // The chain whose normalizing Div is node `div`, if it has the form above.
-        [[nodiscard]] std::optional<GroupNormChain> at(const Node& div) const
+        // The chain whose normalizing Div (GroupNorm, LayerNorm) or Mul by the inverse root mean
+        // square (RMSNorm) is `node`, if it has one of the forms above.
+        [[nodiscard]] std::optional<GroupNormChain> at(const Node& node) const
         {
-            if (div.op != OpType::Div || div.inputs.size() != 2)
+            if (node.op == OpType::Mul)
+                return rmsNorm(node);
+            if (node.op != OpType::Div || node.inputs.size() != 2)
                 return std::nullopt;
+            const auto c = node.inputs[0];
             GroupNormChain ch;
-            const auto* sqrt = soleFeeder(div.inputs[1], div.id, OpType::Sqrt);
+            const auto* squared = deviation(node.inputs[1], node.id, ch);
+            const auto* sub = squared == nullptr ? nullptr : feeder(c, OpType::Sub);
+            if (sub == nullptr || squared->inputs[0] != c || !readOnlyBy(c, { node.id, squared->id })
+                || sub->inputs.size() != 2)
+                return std::nullopt;
+            const auto a = sub->inputs[0];
+            const auto* mean = soleFeeder(sub->inputs[1], sub->id, OpType::ReduceMean);
+            if (mean == nullptr || !reducesLast(*mean) || mean->inputs[0] != a)
+                return std::nullopt;
+            const auto& as = m_g.tensor(a).shape;
+            if (as.size() < 2 || m_g.tensor(a).dtype != DType::F32 || as.back() < 1)
+                return std::nullopt;
+            ch.div = node.id.index();
+            ch.members.insert(ch.members.end(), { sub->id.index(), mean->id.index(), node.id.index() });
+            if (as.size() == 3 && as[1] >= 1 && feeder(a, OpType::Reshape) != nullptr) {
+                if (!readOnlyBy(a, { sub->id, mean->id }))
+                    return std::nullopt;
+                ch.groups = as[1];
+                if (!findInput(a, ch))
+                    return std::nullopt;
+                findOutput(node, ch);
+                return ch;
+            }
+            ch.op = OpType::LayerNorm; // over the last dim, as it is
+            ch.x = a;
+            return lastDimAffine(node, ch, true) ? std::optional(ch) : std::nullopt;
+        }
+
+    private:
+        const Graph& m_g;
+        std::vector<std::vector<NodeId>> m_consumers;
+        std::set<TensorId> m_outputs;
+
+        // Sqrt(ReduceMean(x * x or Pow(x, 2), last) + eps) read by `reader` alone: its nodes join
+        // `ch` with the epsilon; returns the squaring node.
+        const Node* deviation(TensorId root, NodeId reader, GroupNormChain& ch) const
+        {
+            const auto* sqrt = soleFeeder(root, reader, OpType::Sqrt);
             const auto* addEps = sqrt == nullptr ? nullptr : soleFeeder(sqrt->inputs[0], sqrt->id, OpType::Add);
             if (addEps == nullptr || addEps->inputs.size() != 2)
-                return std::nullopt;
+                return nullptr;
             const bool epsFirst = scalarValue(m_g.tensor(addEps->inputs[0])).has_value();
             const auto eps = scalarValue(m_g.tensor(addEps->inputs[epsFirst ? 0 : 1]));
             const auto* variance = soleFeeder(addEps->inputs[epsFirst ? 1 : 0], addEps->id, OpType::ReduceMean);
@@ -65,34 +108,71 @@ namespace {
                 ? nullptr
                 : soleFeeder(variance->inputs[0], variance->id, std::nullopt);
             if (!eps || squared == nullptr || !squares(*squared))
-                return std::nullopt;
-            const auto c = div.inputs[0];
-            const auto* sub = feeder(c, OpType::Sub);
-            if (sub == nullptr || squared->inputs[0] != c || !readOnlyBy(c, { div.id, squared->id })
-                || sub->inputs.size() != 2)
-                return std::nullopt;
-            const auto a = sub->inputs[0];
-            const auto* mean = soleFeeder(sub->inputs[1], sub->id, OpType::ReduceMean);
-            if (mean == nullptr || !reducesLast(*mean) || mean->inputs[0] != a || !readOnlyBy(a, { sub->id, mean->id }))
-                return std::nullopt;
-            const auto& as = m_g.tensor(a).shape;
-            if (as.size() != 3 || m_g.tensor(a).dtype != DType::F32 || as[1] < 1)
-                return std::nullopt;
-            ch.groups = as[1];
+                return nullptr;
             ch.epsilon = *eps;
-            ch.div = div.id.index();
-            ch.members = { sqrt->id.index(), addEps->id.index(), variance->id.index(), squared->id.index(),
-                sub->id.index(), mean->id.index(), div.id.index() };
-            if (!findInput(a, ch))
-                return std::nullopt;
-            findOutput(div, ch);
-            return ch;
+            ch.members = { sqrt->id.index(), addEps->id.index(), variance->id.index(), squared->id.index() };
+            return squared;
         }
 
-    private:
-        const Graph& m_g;
-        std::vector<std::vector<NodeId>> m_consumers;
-        std::set<TensorId> m_outputs;
+        // RMSNorm: x * Reciprocal(deviation of x) (torch's rsqrt), then a Mul by C values over the
+        // last dim (the module's weight, in either operand order).
+        [[nodiscard]] std::optional<GroupNormChain> rmsNorm(const Node& mul) const
+        {
+            if (mul.inputs.size() != 2)
+                return std::nullopt;
+            for (int side = 0; side < 2; ++side) {
+                const auto x = mul.inputs[static_cast<std::size_t>(side)];
+                const auto* inverse =
+                    soleFeeder(mul.inputs[static_cast<std::size_t>(1 - side)], mul.id, OpType::Reciprocal);
+                GroupNormChain ch;
+                const auto* squared = inverse == nullptr ? nullptr : deviation(inverse->inputs[0], inverse->id, ch);
+                const auto& xs = m_g.tensor(x).shape;
+                if (squared == nullptr || squared->inputs[0] != x || xs.size() < 2 || m_g.tensor(x).dtype != DType::F32)
+                    continue;
+                ch.op = OpType::RMSNorm;
+                ch.x = x;
+                ch.div = mul.id.index();
+                ch.members.insert(ch.members.end(), { inverse->id.index(), mul.id.index() });
+                if (lastDimAffine(mul, ch, false))
+                    return ch;
+            }
+            return std::nullopt;
+        }
+
+        // LayerNorm's and RMSNorm's scale (a Mul, required) and LayerNorm's shift (an Add or
+        // BiasAdd, optional) by parameters or constants of C values over the last dim.
+        bool lastDimAffine(const Node& from, GroupNormChain& ch, bool shift) const
+        {
+            const auto c = m_g.tensor(ch.x).shape.back();
+            const auto perLastDim = [&](TensorId t) {
+                const auto& tensor = m_g.tensor(t);
+                return tensor.shape == Shape { c } && tensor.dtype == DType::F32
+                    && (tensor.kind == TensorKind::Parameter || tensor.kind == TensorKind::Constant);
+            };
+            const auto next = [&](TensorId t) -> const Node* {
+                const auto& r = m_consumers[t.index()];
+                return r.size() == 1 && !m_outputs.contains(t) ? &m_g.node(r.front()) : nullptr;
+            };
+            const auto* scale = next(from.outputs[0]);
+            if (scale == nullptr || scale->op != OpType::Mul || scale->inputs.size() != 2)
+                return false;
+            const auto other = scale->inputs[0] == from.outputs[0] ? scale->inputs[1] : scale->inputs[0];
+            if (!perLastDim(other) || other == from.outputs[0])
+                return false;
+            ch.gamma = other;
+            ch.members.push_back(scale->id.index());
+            ch.last = scale->id.index();
+            ch.end = scale->outputs[0];
+            const auto* add = shift ? next(ch.end) : nullptr;
+            if (add != nullptr && (add->op == OpType::Add || add->op == OpType::BiasAdd) && add->inputs.size() == 2
+                && add->inputs[0] == ch.end && perLastDim(add->inputs[1])) {
+                ch.beta = add->inputs[1];
+                ch.members.push_back(add->id.index());
+                ch.last = add->id.index();
+                ch.end = add->outputs[0];
+            }
+            return true;
+        }
 
         // The producer of `t` (of op `op`, where given) when it is f32, no graph output and produced
         // by a node of one output.
@@ -233,19 +313,19 @@ namespace {
         std::vector<std::optional<GroupNormChain>> at;
         std::vector<char> dropNode;
         std::vector<char> dropTensor;
-        std::size_t count = 0;
+        std::map<OpType, std::size_t> counts; // chains by the op they become
     };
 
-    FusionPlan planFusion(const Graph& graph)
+    FusionPlan planFusion(const Graph& graph, const std::set<OpType>& kinds)
     {
         const GroupNormFinder finder(graph);
         FusionPlan p { std::vector<std::optional<GroupNormChain>>(graph.nodeCount()),
-            std::vector<char>(graph.nodeCount(), 0), std::vector<char>(graph.tensorCount(), 0), 0 };
+            std::vector<char>(graph.nodeCount(), 0), std::vector<char>(graph.tensorCount(), 0), {} };
         for (const auto& node : graph.nodes()) {
             auto ch = finder.at(node);
-            if (!ch || std::any_of(ch->members.begin(), ch->members.end(), [&](std::size_t i) {
-                    return p.dropNode[i] != 0 || p.at[i];
-                }))
+            if (!ch || !kinds.contains(ch->op)
+                || std::any_of(ch->members.begin(), ch->members.end(),
+                    [&](std::size_t i) { return p.dropNode[i] != 0 || p.at[i]; }))
                 continue;
             for (const auto i : ch->members) {
                 if (i == ch->last)
@@ -253,8 +333,8 @@ namespace {
                 p.dropNode[i] = 1;
                 p.dropTensor[graph.nodes()[i].outputs[0].index()] = 1;
             }
+            ++p.counts[ch->op];
             p.at[ch->last] = std::move(ch);
-            ++p.count;
         }
         const auto consumers = graph.consumers();
         std::set<TensorId> read; // by the fused nodes
@@ -337,13 +417,18 @@ namespace {
         void addChain(const GroupNormChain& ch)
         {
             const auto& div = m_g.nodes()[ch.div];
-            const auto base = div.scope.empty() ? std::string("group_norm") : div.scope + ".group_norm";
+            const std::string kind = ch.op == OpType::GroupNorm ? "group_norm"
+                : ch.op == OpType::LayerNorm                    ? "layer_norm"
+                                                                : "rms_norm";
+            const auto base = div.scope.empty() ? kind : div.scope + "." + kind;
             Node gn;
             gn.name = freeName(base);
-            gn.op = OpType::GroupNorm;
+            gn.op = ch.op;
             gn.scope = div.scope;
             gn.layer = div.layer;
-            gn.attrs = { { "groups", ch.groups }, { "epsilon", ch.epsilon } };
+            gn.attrs = { { "epsilon", ch.epsilon } };
+            if (ch.op == OpType::GroupNorm)
+                gn.attrs["groups"] = ch.groups;
             gn.inputs = { m_newId[ch.x.index()] };
             for (const auto p : { ch.gamma, ch.beta }) {
                 if (p.valid())
@@ -400,10 +485,20 @@ void groupNormState(const Graph& g, const Node& node, OpCost& cost)
 
 Graph fuseGroupNorm(const Graph& graph, std::size_t* fused)
 {
-    const auto plan = planFusion(graph);
+    const auto plan = planFusion(graph, { OpType::GroupNorm });
     if (fused != nullptr)
-        *fused = plan.count;
-    return plan.count == 0 ? graph : FusedGraphWriter(graph, plan).write();
+        *fused = plan.counts.empty() ? 0 : plan.counts.begin()->second;
+    return plan.counts.empty() ? graph : FusedGraphWriter(graph, plan).write();
+}
+
+Graph fuseNormalizations(const Graph& graph, NormalizationsFused* fused)
+{
+    const auto plan = planFusion(graph, { OpType::GroupNorm, OpType::LayerNorm, OpType::RMSNorm });
+    if (fused != nullptr) {
+        const auto count = [&](OpType op) { return plan.counts.contains(op) ? plan.counts.at(op) : 0; };
+        *fused = { count(OpType::GroupNorm), count(OpType::LayerNorm), count(OpType::RMSNorm) };
+    }
+    return plan.counts.empty() ? graph : FusedGraphWriter(graph, plan).write();
 }
 
 } // namespace ps

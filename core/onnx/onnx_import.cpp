@@ -467,7 +467,11 @@ OnnxImport Importer::run()
         outputs.push_back(tensorFor(o.name(), m_model.graph().node(order.back())));
     m_result.graph.setOutputs(std::move(outputs));
     checkOverridesFound();
-    m_result.graph = fuseGroupNorm(m_result.graph, &m_result.report.groupNorms);
+    NormalizationsFused norms;
+    m_result.graph = fuseNormalizations(m_result.graph, &norms);
+    m_result.report.groupNorms = norms.groupNorms;
+    m_result.report.layerNorms = norms.layerNorms;
+    m_result.report.rmsNorms = norms.rmsNorms;
     auto info = m_result.graph.info();
     info.configJson = importConfigJson(m_dims, m_result.report.initializerRules, m_moduleClasses);
     m_result.graph.setInfo(std::move(info));

@@ -86,8 +86,10 @@ struct OnnxImportReport
     std::vector<InitializerRule> initializerRules; // every initializer, in the file's order
     // Tensors taken for frequency tables and kept constant (frequency_tables.h), their tables folded
     std::vector<std::string> frequencyTables;
-    // GroupNorm/InstanceNorm chains run as one GroupNorm node each (graph/group_norm.h)
+    // GroupNorm/InstanceNorm, LayerNorm and RMSNorm chains run as one node each (graph/group_norm.h)
     std::size_t groupNorms = 0;
+    std::size_t layerNorms = 0;
+    std::size_t rmsNorms = 0;
     // Where PipeStudio's tracer wrote its record (tracer_metadata.h): the elements of the module's
     // trainable parameters as torch counts them, each tied tensor once.
     std::optional<std::int64_t> tracedTrainableElements;

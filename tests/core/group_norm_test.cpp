@@ -213,3 +213,57 @@ TEST(GroupNormFusion, TheNodeKeepsLessThanTheChainAndChecksItsShapes)
     gamma.shape = { 2, 3 };
     EXPECT_THROW((void)groupNormShape(node, { &xt, &gamma }), Error);
 }
+
+// LayerNorm as torch writes it below opset 17 (Pow, and a BiasAdd for the shift) and RMSNorm as
+// LLaMA's and Qwen's exports write it (x * Reciprocal(Sqrt(mean(x * x) + eps)), the weight first):
+// one LayerNorm / RMSNorm node each, the residual that reads x again kept; a LayerNorm without a
+// scale stays as it is.
+TEST(GroupNormFusion, LayerNormAndRmsNormChainsBecomeTheirNodes)
+{
+    const auto build = [](bool rms, bool scaled) {
+        GraphBuilder b(ModelInfo { "ln", "onnx", "{}", 2 });
+        const auto x =
+            b.op(OpType::BiasAdd, "x", { b.input("data", { 2, 5, 8 }, DType::F32), b.parameter("x_bias", { 8 }) });
+        const Attributes last { { "axes", Shape { -1 } }, { "keepdims", std::int64_t { 1 } } };
+        const auto eps = b.constant("eps", {}, std::vector<float> { 1e-6F });
+        TensorId y;
+        if (rms) {
+            const auto ms = b.op(OpType::ReduceMean, "ms", { b.op(OpType::Mul, "sq", { x, x }) }, last);
+            const auto inv = b.op(
+                OpType::Reciprocal, "inv", { b.op(OpType::Sqrt, "rms", { b.op(OpType::Add, "mse", { ms, eps }) }) });
+            y = b.op(OpType::Mul, "scaled", { b.parameter("weight", { 8 }), b.op(OpType::Mul, "normed", { x, inv }) });
+        } else {
+            const auto c = b.op(OpType::Sub, "centered", { x, b.op(OpType::ReduceMean, "mean", { x }, last) });
+            const auto v =
+                b.op(OpType::ReduceMean, "var", { b.op(OpType::Pow, "sq", { c }, { { "exponent", 2.0 } }) }, last);
+            y = b.op(
+                OpType::Div, "normed", { c, b.op(OpType::Sqrt, "std", { b.op(OpType::Add, "var_eps", { v, eps }) }) });
+            if (scaled) {
+                y = b.op(OpType::Mul, "scaled", { y, b.parameter("weight", { 8 }) });
+                y = b.op(OpType::BiasAdd, "shifted", { y, b.parameter("bias", { 8 }) });
+            }
+        }
+        return b.finish({ b.op(OpType::Add, "residual", { x, y }) });
+    };
+    for (const bool rms : { false, true }) {
+        const auto plain = build(rms, true);
+        NormalizationsFused fused;
+        const auto g = fuseNormalizations(plain, &fused);
+        EXPECT_EQ(rms ? fused.rmsNorms : fused.layerNorms, 1U) << rms;
+        EXPECT_EQ(fused.groupNorms + (rms ? fused.layerNorms : fused.rmsNorms), 0U) << rms;
+        EXPECT_TRUE(validateGraph(g).empty()) << rms;
+        EXPECT_EQ(g.nodeCount(), 3U) << rms; // BiasAdd, the norm, the residual Add
+        EXPECT_EQ(g.parameterCount(), plain.parameterCount()) << rms;
+        const auto& n = g.nodes()[1];
+        EXPECT_EQ(n.op, rms ? OpType::RMSNorm : OpType::LayerNorm);
+        EXPECT_NEAR(n.floatAttr("epsilon", 0), 1e-6, 1e-12);
+        ASSERT_EQ(n.inputs.size(), rms ? 2U : 3U);
+        EXPECT_EQ(g.tensor(n.inputs[0]).name, "x");
+        EXPECT_EQ(g.tensor(n.inputs[1]).name, "weight");
+        EXPECT_EQ(fuseGroupNorm(plain).nodeCount(), plain.nodeCount()) << rms; // group norms only
+    }
+    NormalizationsFused none;
+    const auto unscaled = build(false, false);
+    EXPECT_EQ(fuseNormalizations(unscaled, &none), unscaled);
+    EXPECT_EQ(none.layerNorms, 0U);
+}
