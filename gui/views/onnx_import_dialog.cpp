@@ -99,6 +99,20 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
 {
     setWindowTitle(tr("Import ONNX: %1").arg(QFileInfo(path).fileName()));
     auto* layout = new QVBoxLayout(this);
+    const auto [batch, sequence] = addInputTable(layout);
+    addChoices(layout, batch, sequence);
+    addPreviewAndButtons(layout);
+    connectEdits();
+    refresh();
+    // As tall as its rows (a model has a few inputs), not the window: the rest goes below the preview.
+    m_table->setMaximumHeight(std::max(96,
+        m_table->horizontalHeader()->sizeHint().height() + m_table->verticalHeader()->length()
+            + 2 * m_table->frameWidth() + 4));
+    resize(680, 620);
+}
+
+std::pair<std::int64_t, std::int64_t> OnnxImportDialog::addInputTable(QVBoxLayout* layout)
+{
     layout->addWidget(new QLabel(tr("Inputs of the model, as written in the file:"), this));
     m_table = new QTableWidget(static_cast<int>(m_dims.size()), 5, this);
     m_table->setHorizontalHeaderLabels({ tr("Input"), tr("Dim"), tr("Role"), tr("In the file"), tr("Imported as") });
@@ -125,6 +139,11 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
             connect(box, &QSpinBox::valueChanged, this, &OnnxImportDialog::refresh);
         }
     }
+    return { batch, sequence };
+}
+
+void OnnxImportDialog::addChoices(QVBoxLayout* layout, std::int64_t batch, std::int64_t sequence)
+{
     auto* form = new QFormLayout;
     m_batch = sizeBox(this, batch);
     m_sequence = sizeBox(this, std::max<std::int64_t>(1, sequence));
@@ -137,7 +156,7 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     form->addRow(tr("Sequence length"), m_sequence);
     form->addRow(tr("Loss on the first output"), m_loss);
     m_noWeights = new QCheckBox(tr("Without weights: plan from shapes only, the weights file is not read"), this);
-    const auto missing = missingWeightFiles(path.toStdString());
+    const auto missing = missingWeightFiles(m_path.toStdString());
     if (!missing.empty()) { // torch 2.x writes m.onnx.data beside m.onnx; without it only a plan is possible
         m_noWeights->setChecked(true);
         m_noWeights->setToolTip(
@@ -156,7 +175,10 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     m_note = new QLabel(this);
     m_note->setWordWrap(true);
     layout->addWidget(m_note);
+}
 
+void OnnxImportDialog::addPreviewAndButtons(QVBoxLayout* layout)
+{
     auto* previewBox = new QGroupBox(tr("Preview (what Import gives at these choices)"), this);
     auto* previewLayout = new QVBoxLayout(previewBox);
     m_previewLabel = new QLabel(previewBox);
@@ -172,8 +194,11 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     layout->addWidget(buttons);
+}
 
-    // The preview imports the model (without weights): it follows edits after a pause, not per key.
+// The preview imports the model (without weights): it follows edits after a pause, not per key.
+void OnnxImportDialog::connectEdits()
+{
     m_previewTimer = new QTimer(this);
     m_previewTimer->setSingleShot(true);
     m_previewTimer->setInterval(250);
@@ -186,12 +211,6 @@ OnnxImportDialog::OnnxImportDialog(const QString& path, QWidget* parent)
     connect(m_loss, &QComboBox::currentIndexChanged, this, &OnnxImportDialog::refresh);
     connect(m_parameters, &QLineEdit::textChanged, this, &OnnxImportDialog::refresh);
     connect(m_constants, &QLineEdit::textChanged, this, &OnnxImportDialog::refresh);
-    refresh();
-    // As tall as its rows (a model has a few inputs), not the window: the rest goes below the preview.
-    m_table->setMaximumHeight(std::max(96,
-        m_table->horizontalHeader()->sizeHint().height() + m_table->verticalHeader()->length()
-            + 2 * m_table->frameWidth() + 4));
-    resize(680, 620);
 }
 
 std::int64_t OnnxImportDialog::batch() const

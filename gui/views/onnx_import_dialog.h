@@ -16,12 +16,14 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
+class QVBoxLayout;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
@@ -90,6 +92,12 @@ public:
     }
 
 private:
+    // The constructor's parts: the inputs' table (returns the batch and sequence it suggests), the
+    // choices below it, the preview and buttons, and the edits that refresh the preview.
+    std::pair<std::int64_t, std::int64_t> addInputTable(QVBoxLayout* layout);
+    void addChoices(QVBoxLayout* layout, std::int64_t batch, std::int64_t sequence);
+    void addPreviewAndButtons(QVBoxLayout* layout);
+    void connectEdits();
     void refresh();
     void startPreview();
     void previewArrived(const JobOutcome& outcome);
