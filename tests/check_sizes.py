@@ -34,7 +34,6 @@ TO_SPLIT = {
     ("core/report/megatron_report.cpp", "reproduceMegatron"): 100,
     ("core/report/published_report.cpp", "reproducePublished"): 99,
     ("core/report/ftpipe_report.cpp", "reproduceFtpipe"): 93,
-    ("core/report/dawnpiper_report.cpp", "addCnnWorkload"): 88,
 }
 
 

@@ -141,19 +141,11 @@ namespace {
 
     using Cells = std::map<std::string, std::map<std::string, std::map<std::string, Cell>>>;
 
-    // A CNN workload (the tables' AmoebaNet column): the zoo's ResNet-152 (DawnPiper's Fig. 3
-    // profiles it) in place of AmoebaNet, which the zoo lacks. Batches of two models do not compare;
-    // the ratios between methods on one model do: each cell over GPipe's (sync) or PipeDream's
-    // (async) without memory optimization at the same stage count, ours beside the paper's.
-    void addCnnWorkload(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
-        const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md)
+    // Each method's batch on `graph` over its table's baseline without memory optimization (GPipe
+    // sync, PipeDream async) at each stage count, beside the paper's AmoebaNet ratio.
+    std::vector<std::vector<std::string>> cnnRatioRows(const nlohmann::json& paper, const Graph& graph,
+        const Profile& profile, const DeviceSpec& device, const LinkSpec& link, const std::vector<int>& stageCounts)
     {
-        const auto& cnn = paper.at("models").at("amoebanet");
-        const auto config = zooPreset(cnn.at("zoo").get<std::string>());
-        if (options.progress)
-            options.progress("dawnpiper: " + config.name);
-        const auto graph = buildZooModel(config);
-        const auto profile = estimateProfile(graph, device, CostModelOptions {});
         std::map<PlanAlgorithm, double> unused;
         std::vector<std::vector<std::string>> rows;
         for (const auto& table : { "table1_sync", "table2_async" }) {
@@ -184,6 +176,44 @@ namespace {
                 }
             }
         }
+        return rows;
+    }
+
+    // The share of memory compute-balanced cuts leave unused (§3.2, Fig. 2): 1 - mean / largest
+    // stage peak of GPipe's plan at its largest batch on `stages` GPUs.
+    double gpipeMemoryWaste(
+        const Graph& g, const Profile& p, const DeviceSpec& device, const LinkSpec& link, int stages)
+    {
+        auto cluster = makeCluster(device, stages);
+        cluster.intraNode = link;
+        const auto spec = parseScheduleSpec("gpipe", stages, stages);
+        PlannerOptions o;
+        o.algorithm = PlanAlgorithm::GPipe;
+        o.limits = { 0, false, false, false };
+        const auto r = findMaxMicroBatch(g, p, spec, cluster, o, 1 << 12);
+        const auto plan = findPlan(StageModel(g, p, spec, cluster, r.microBatch, o.limits), o);
+        double largest = 0;
+        double sum = 0;
+        for (const auto& st : plan.stages) {
+            largest = std::max(largest, st.peakBytes);
+            sum += st.peakBytes;
+        }
+        return largest > 0 ? 1 - sum / static_cast<double>(plan.stages.size()) / largest : 0.0;
+    }
+
+    // A CNN workload (the tables' AmoebaNet column): the zoo's ResNet-152 (DawnPiper's Fig. 3
+    // profiles it) in place of AmoebaNet, which the zoo lacks. Batches of two models do not compare;
+    // the ratios between methods on one model do: each cell over GPipe's (sync) or PipeDream's
+    // (async) without memory optimization at the same stage count, ours beside the paper's.
+    void addCnnWorkload(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+        const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md)
+    {
+        const auto& cnn = paper.at("models").at("amoebanet");
+        const auto config = zooPreset(cnn.at("zoo").get<std::string>());
+        if (options.progress)
+            options.progress("dawnpiper: " + config.name);
+        const auto graph = buildZooModel(config);
+        const auto profile = estimateProfile(graph, device, CostModelOptions {});
         md += "### A CNN workload: ResNet-152 beside the paper's AmoebaNet\n\n";
         md += "The zoo's " + config.name + " (" + std::to_string(config.seq) + "-pixel images, "
             + std::to_string(config.vocab)
@@ -194,27 +224,13 @@ namespace {
               "balanced for compute leave memory unbalanced.\n\n";
         md += markdownTable({ "pipeline", "GPUs", "MO", "method", "ResNet-152 batch", "over the baseline",
                                 "paper (AmoebaNet) over the baseline", "ours / paper" },
-                  rows)
+                  cnnRatioRows(paper, graph, profile, device, link, stageCounts))
             + "\n";
         // The cause the paper gives, measured on the model it measured it on (§3.2, Fig. 2:
         // ResNet-152 and BERT under GPipe on 4 GPUs): the memory compute-balanced cuts leave unused.
         const auto& claims = paper.at("claims");
         const auto waste = [&](const Graph& g, const Profile& p, int stages) {
-            auto cluster = makeCluster(device, stages);
-            cluster.intraNode = link;
-            const auto spec = parseScheduleSpec("gpipe", stages, stages);
-            PlannerOptions o;
-            o.algorithm = PlanAlgorithm::GPipe;
-            o.limits = { 0, false, false, false };
-            const auto r = findMaxMicroBatch(g, p, spec, cluster, o, 1 << 12);
-            const auto plan = findPlan(StageModel(g, p, spec, cluster, r.microBatch, o.limits), o);
-            double largest = 0;
-            double sum = 0;
-            for (const auto& st : plan.stages) {
-                largest = std::max(largest, st.peakBytes);
-                sum += st.peakBytes;
-            }
-            return largest > 0 ? 1 - sum / static_cast<double>(plan.stages.size()) / largest : 0.0;
+            return gpipeMemoryWaste(g, p, device, link, stages);
         };
         const auto bert = buildZooModel(zooPreset(paper.at("models").at("bert").at("zoo").get<std::string>()));
         const auto bertProfile = estimateProfile(bert, device, CostModelOptions {});
