@@ -33,7 +33,6 @@ TO_SPLIT = {
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
     ("core/report/megatron_report.cpp", "reproduceMegatron"): 100,
     ("core/report/published_report.cpp", "reproducePublished"): 99,
-    ("core/report/ftpipe_report.cpp", "reproduceFtpipe"): 93,
 }
 
 

@@ -414,6 +414,86 @@ namespace {
 
 } // namespace
 
+namespace {
+
+    // The setup paragraph and the assumptions where the paper is silent.
+    std::string setupText(
+        const nlohmann::json& paper, const ModelConfig& config, const Setup& setup, std::int64_t paperSeq)
+    {
+        std::string md;
+        md = "## FTPipe: Mixed-pipe and the asynchronous pipeline (Tables 2-3, Figure 9)\n\n";
+        md += "Source: " + paper.at("source").get<std::string>() + ". Model: " + config.name + " ("
+            + paper.at("model").at("paper").get<std::string>() + "), " + std::to_string(config.layers) + " + "
+            + std::to_string(config.decoderLayers) + " layers, encoder sequence " + std::to_string(config.seq)
+            + " (WiC: " + std::to_string(encoderSeq("wic", paperSeq)) + ")" + ", decoder sequence "
+            + std::to_string(config.decoderSeq) + "; " + std::to_string(setup.gpus) + " x " + setup.cluster.device.name
+            + " linked by " + setup.cluster.intraNode.kind + " (" + fixed(setup.cluster.intraNode.bandwidth / 1e9, 2)
+            + " GB/s).\n\n";
+        md += "Assumptions where the paper is silent: fp32 (\"full precision\", §3.2); the paper's T5 optimizer is "
+              "Adafactor, whose factored second moments are a few bytes per row and column, so parameters cost "
+              "weights + gradients (8 B/param, PipeStudio's plain SGD); the (512, 4) sequence lengths §3.3 gives for "
+              "two datasets for all but WiC, whose sentence pairs are short (64 tokens, our assumption; Table 4's "
+              "64-sample micro-batches fit 11 GB GPUs only with short inputs); Table 4's mini-batch and micro-batch "
+              "counts "
+              "per pipeline "
+              "(GPipe: its `gpipe` Accum; FTPipe: its `ftpipe-mixed` Accum, one optimizer step per mini-batch), and "
+              "where "
+              "that micro-batch does not fit at these lengths, the next larger count dividing the mini-batch "
+              "that does (§5.1 picks the count by throughput at a constant mini-batch; the M columns show the "
+              "counts used); "
+              "stages keep their border inputs and recompute inside the backward except the last (§4.2.1), "
+              "without swapping; epoch-time speedup is the ratio of simulated samples per second (async: the "
+              "steady state, no flush). The Seq-pipe baseline is the better of PipeDream's DP (memory-checked) "
+              "and equal layers per stage; DawnPiper's Seq-pipe, a later and stronger partitioner, is shown "
+              "for reference. Mixed-pipe runs at L = 2P blocks, Table 2's two stages per GPU; its own choice of "
+              "L (2P, 3P, 4P by simulated throughput) is PipeStudio's column.\n\n";
+        return md;
+    }
+
+    // The headline claims: Table 2's speedups per dataset (the paper's method and the best of it and
+    // Mixed-pipe's own L), the best L and the search time, beside the paper.
+    void addHeadlineClaims(const nlohmann::json& paper, const std::vector<DatasetResult>& results, int bestL,
+        const std::string& sweepName, PaperReport& report)
+    {
+        auto& md = report.markdown;
+        double longest = 0;
+        for (const auto& r : results)
+            longest = std::max({ longest, r.mixedSync.searchSeconds, r.mixedAsync.searchSeconds });
+        const auto& claims = paper.at("claims");
+        md += "### Headline claims\n\n";
+        // Table 2's speedups per dataset: the paper's method (Mixed-pipe at L = 2P) and the best of it
+        // and Mixed-pipe's own L, beside the paper.
+        std::vector<std::vector<std::string>> headline;
+        for (const auto& r : results) {
+            const double base = r.seqSync.samplesPerSecond;
+            for (const bool async : { false, true }) {
+                const auto& paperRun = async ? r.mixedAsync : r.mixedSync;
+                const auto& ownRun = async ? r.ownAsync : r.ownSync;
+                const double method = ratioOf(paperRun.samplesPerSecond, base);
+                const double best = std::max(method, ratioOf(ownRun.samplesPerSecond, base));
+                headline.push_back({ r.name + ": " + (async ? "async" : "sync") + " Mixed-pipe over GPipe Seq-pipe",
+                    cell(method, 2), cell(best, 2), cell(async ? r.paperAsync : r.paperSync, 2) });
+            }
+        }
+        headline.push_back({ "best L (" + sweepName + ", async)", "-", bestL > 0 ? std::to_string(bestL) : "-",
+            std::to_string(claims.at("best_l").get<int>()) });
+        headline.push_back({ "Mixed-pipe search (whole competition of L and coarsenings)", "-",
+            fixed(longest, 2) + " s on this machine",
+            claims.at("search_seconds").get<std::string>() + " (PipeDream's DP: about "
+                + std::to_string(claims.at("pipedream_search_minutes").get<int>()) + " min)" });
+        md += "*Paper's method*: Mixed-pipe at L = 2P (Table 2's two stages per GPU). *Best*: the better of it and "
+              "Mixed-pipe's own L.\n\n";
+        md += markdownTable({ "claim", "ours, paper's method", "ours, best", "paper" }, headline) + "\n";
+        md += "Where ours differ from the paper by more than 25%: on one partition (Table 3 and its Seq-pipe rows) "
+              "the asynchronous pipeline's gain over the synchronous one is the paper's within the ratios shown, so "
+              "the differences in Table 2 lie in the partitions each pipeline runs and in the Seq-pipe GPipe "
+              "baseline, not in the asynchronous schedule. The communication ratio depends on how many borders the "
+              "coarsening places inside attention blocks, which the paper leaves open (mixed_pipe.cpp marks each "
+              "such choice [gap]); it is not yet checked against a measured cause.\n";
+    }
+
+} // namespace
+
 PaperReport reproduceFtpipe(const ReproduceOptions& options)
 {
     const auto all = nlohmann::json::parse(paperNumbersJson());
@@ -437,30 +517,7 @@ PaperReport reproduceFtpipe(const ReproduceOptions& options)
     }
     PaperReport report;
     report.paper = "ftpipe";
-    auto& md = report.markdown;
-    md = "## FTPipe: Mixed-pipe and the asynchronous pipeline (Tables 2-3, Figure 9)\n\n";
-    md += "Source: " + paper.at("source").get<std::string>() + ". Model: " + config.name + " ("
-        + paper.at("model").at("paper").get<std::string>() + "), " + std::to_string(config.layers) + " + "
-        + std::to_string(config.decoderLayers) + " layers, encoder sequence " + std::to_string(config.seq) + " (WiC: "
-        + std::to_string(encoderSeq("wic", paperSeq)) + ")" + ", decoder sequence " + std::to_string(config.decoderSeq)
-        + "; " + std::to_string(setup.gpus) + " x " + setup.cluster.device.name + " linked by "
-        + setup.cluster.intraNode.kind + " (" + fixed(setup.cluster.intraNode.bandwidth / 1e9, 2) + " GB/s).\n\n";
-    md += "Assumptions where the paper is silent: fp32 (\"full precision\", §3.2); the paper's T5 optimizer is "
-          "Adafactor, whose factored second moments are a few bytes per row and column, so parameters cost "
-          "weights + gradients (8 B/param, PipeStudio's plain SGD); the (512, 4) sequence lengths §3.3 gives for "
-          "two datasets for all but WiC, whose sentence pairs are short (64 tokens, our assumption; Table 4's "
-          "64-sample micro-batches fit 11 GB GPUs only with short inputs); Table 4's mini-batch and micro-batch counts "
-          "per pipeline "
-          "(GPipe: its `gpipe` Accum; FTPipe: its `ftpipe-mixed` Accum, one optimizer step per mini-batch), and where "
-          "that micro-batch does not fit at these lengths, the next larger count dividing the mini-batch "
-          "that does (§5.1 picks the count by throughput at a constant mini-batch; the M columns show the "
-          "counts used); "
-          "stages keep their border inputs and recompute inside the backward except the last (§4.2.1), "
-          "without swapping; epoch-time speedup is the ratio of simulated samples per second (async: the "
-          "steady state, no flush). The Seq-pipe baseline is the better of PipeDream's DP (memory-checked) "
-          "and equal layers per stage; DawnPiper's Seq-pipe, a later and stronger partitioner, is shown "
-          "for reference. Mixed-pipe runs at L = 2P blocks, Table 2's two stages per GPU; its own choice of "
-          "L (2P, 3P, 4P by simulated throughput) is PipeStudio's column.\n\n";
+    report.markdown = setupText(paper, config, setup, paperSeq);
     addTables(results, report);
     if (options.progress)
         options.progress("ftpipe: Seq-pipe rows");
@@ -471,40 +528,7 @@ PaperReport reproduceFtpipe(const ReproduceOptions& options)
         if (r.name == sweepName)
             bestL = addBlockSweep(setup, r, options.quick, report);
     }
-    double longest = 0;
-    for (const auto& r : results)
-        longest = std::max({ longest, r.mixedSync.searchSeconds, r.mixedAsync.searchSeconds });
-    const auto& claims = paper.at("claims");
-    md += "### Headline claims\n\n";
-    // Table 2's speedups per dataset: the paper's method (Mixed-pipe at L = 2P) and the best of it
-    // and Mixed-pipe's own L, beside the paper.
-    std::vector<std::vector<std::string>> headline;
-    for (const auto& r : results) {
-        const double base = r.seqSync.samplesPerSecond;
-        for (const bool async : { false, true }) {
-            const auto& paperRun = async ? r.mixedAsync : r.mixedSync;
-            const auto& ownRun = async ? r.ownAsync : r.ownSync;
-            const double method = ratioOf(paperRun.samplesPerSecond, base);
-            const double best = std::max(method, ratioOf(ownRun.samplesPerSecond, base));
-            headline.push_back({ r.name + ": " + (async ? "async" : "sync") + " Mixed-pipe over GPipe Seq-pipe",
-                cell(method, 2), cell(best, 2), cell(async ? r.paperAsync : r.paperSync, 2) });
-        }
-    }
-    headline.push_back({ "best L (" + sweepName + ", async)", "-", bestL > 0 ? std::to_string(bestL) : "-",
-        std::to_string(claims.at("best_l").get<int>()) });
-    headline.push_back(
-        { "Mixed-pipe search (whole competition of L and coarsenings)", "-", fixed(longest, 2) + " s on this machine",
-            claims.at("search_seconds").get<std::string>() + " (PipeDream's DP: about "
-                + std::to_string(claims.at("pipedream_search_minutes").get<int>()) + " min)" });
-    md += "*Paper's method*: Mixed-pipe at L = 2P (Table 2's two stages per GPU). *Best*: the better of it and "
-          "Mixed-pipe's own L.\n\n";
-    md += markdownTable({ "claim", "ours, paper's method", "ours, best", "paper" }, headline) + "\n";
-    md += "Where ours differ from the paper by more than 25%: on one partition (Table 3 and its Seq-pipe rows) "
-          "the asynchronous pipeline's gain over the synchronous one is the paper's within the ratios shown, so "
-          "the differences in Table 2 lie in the partitions each pipeline runs and in the Seq-pipe GPipe "
-          "baseline, not in the asynchronous schedule. The communication ratio depends on how many borders the "
-          "coarsening places inside attention blocks, which the paper leaves open (mixed_pipe.cpp marks each "
-          "such choice [gap]); it is not yet checked against a measured cause.\n";
+    addHeadlineClaims(paper, results, bestL, sweepName, report);
     return report;
 }
 
