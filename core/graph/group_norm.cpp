@@ -74,18 +74,19 @@ namespace {
                 return std::nullopt;
             ch.div = node.id.index();
             ch.members.insert(ch.members.end(), { sub->id.index(), mean->id.index(), node.id.index() });
-            if (as.size() == 3 && as[1] >= 1 && feeder(a, OpType::Reshape) != nullptr) {
-                if (!readOnlyBy(a, { sub->id, mean->id }))
-                    return std::nullopt;
-                ch.groups = as[1];
-                if (!findInput(a, ch))
-                    return std::nullopt;
-                findOutput(node, ch);
-                return ch;
-            }
-            ch.op = OpType::LayerNorm; // over the last dim, as it is
-            ch.x = a;
-            return lastDimAffine(node, ch, true) ? std::optional(ch) : std::nullopt;
+            auto layerNorm = ch; // a scale over the normalized dim itself: LayerNorm over the last dim
+            layerNorm.op = OpType::LayerNorm;
+            layerNorm.x = a;
+            if (lastDimAffine(node, layerNorm, true))
+                return layerNorm;
+            // Else a GroupNorm: the (N, G, L) view of x, read by the chain alone.
+            if (as.size() != 3 || feeder(a, OpType::Reshape) == nullptr || !readOnlyBy(a, { sub->id, mean->id }))
+                return std::nullopt;
+            ch.groups = as[1];
+            if (!findInput(a, ch))
+                return std::nullopt;
+            findOutput(node, ch);
+            return ch;
         }
 
     private:
