@@ -93,15 +93,16 @@ def ellipsis_einsum_class(torch):
     class EllipsisEinsum(nn.Module):
         """Einsum with an ellipsis as users write it: a projection over any leading dims
         ("...d,de->...e"), per-head weights ("...hi,hio->...ho"), a batched matmul whose weight's
-        leading dim of 1 broadcasts over time ("...ij,...jk->...ik"), and a sum over time keeping
-        the rest ("bt...->b...")."""
+        leading dims of 1 broadcast over batch and time ("...ij,...jk->...ik"; onnxruntime refuses
+        ellipses of different ranks, torch does not), and a sum over time keeping the rest
+        ("bt...->b...")."""
 
         def __init__(self, d=16, heads=4, hd=6, out=6, classes=10):
             super().__init__()
             self.heads, self.hd = heads, hd
             self.w = nn.Parameter(torch.randn(d, heads * hd) / d ** 0.5)
             self.per_head = nn.Parameter(torch.randn(heads, hd, out) / hd ** 0.5)
-            self.mix = nn.Parameter(torch.randn(1, out, out) / out ** 0.5)
+            self.mix = nn.Parameter(torch.randn(1, 1, out, out) / out ** 0.5)  # broadcast over (B, T)
             self.head = nn.Linear(out, classes)
 
         def forward(self, x):  # (B, T, d)
