@@ -31,7 +31,6 @@ TO_SPLIT = {
     ("core/report/adagrouper_report.cpp", "reproduceAdaGrouper"): 190,
     ("core/onnx/shape_folding.cpp", "evaluate"): 144,
     ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
-    ("core/report/published_report.cpp", "reproducePublished"): 99,
 }
 
 

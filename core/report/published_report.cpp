@@ -40,6 +40,109 @@ namespace {
 
 } // namespace
 
+namespace {
+
+    // Every row of Table 1 priced with the catalog's GEMM efficiency and with the fitted one.
+    struct CheckedRows
+    {
+        std::vector<std::vector<std::string>> rows;
+        int checked = 0; // rows other than the calibration row
+        int withinBefore = 0; // within 15%, catalog constants
+        int withinAfter = 0; // within 15%, calibrated
+        double worstAfter = 0;
+        ReportFigure figure;
+    };
+
+    CheckedRows checkRows(const nlohmann::json& paper, const NodeSpec& node, const DeviceSpec& catalog,
+        const DeviceSpec& fitted, const std::string& calibrationLabel, const ReproduceOptions& options)
+    {
+        const auto& table = paper.at("table1");
+        CheckedRows c;
+        c.figure.file = "published-megatron.png";
+        c.figure.title = "Megatron-LM Table 1: predicted / measured TFLOP/s per GPU";
+        c.figure.yLabel = "predicted / measured";
+        ReportFigure::Series before { "catalog constants", {} };
+        ReportFigure::Series after { "calibrated on " + calibrationLabel, {} };
+        for (std::size_t i = 0; i < table.size(); ++i) {
+            const auto& row = table[i];
+            if (options.quick && i > 1 && i + 1 != table.size())
+                continue;
+            const auto label = fixed(row.at("params_billion").get<double>(), 1) + "B";
+            if (options.progress)
+                options.progress("published: Megatron-LM " + label);
+            const auto model = megatronModel(paper, row);
+            const auto config = megatronPaperConfig(row);
+            const double measured = row.at("tflops_per_gpu").get<double>();
+            const auto a = estimateScale(model, config, node, catalog);
+            const auto b = estimateScale(model, config, node, fitted);
+            const bool calibration = i == 0;
+            if (!a.valid || !b.valid) {
+                c.rows.push_back(
+                    { label, std::to_string(config.gpus()), config.text(), calibration ? "calibration" : "check",
+                        fixed(measured, 0), "-", "-", "invalid: " + (a.valid ? b.reason : a.reason) });
+                continue;
+            }
+            const double errorBefore = a.tflopsPerGpu / measured - 1;
+            const double errorAfter = b.tflopsPerGpu / measured - 1;
+            if (!calibration) {
+                ++c.checked;
+                c.withinBefore += std::abs(errorBefore) <= 0.15 ? 1 : 0;
+                c.withinAfter += std::abs(errorAfter) <= 0.15 ? 1 : 0;
+                c.worstAfter = std::max(c.worstAfter, std::abs(errorAfter));
+            }
+            c.rows.push_back(
+                { label, std::to_string(config.gpus()), config.text(), calibration ? "calibration" : "check",
+                    fixed(measured, 0), fixed(a.tflopsPerGpu, 1) + " (" + signedPercent(errorBefore) + ")",
+                    fixed(b.tflopsPerGpu, 1) + " (" + signedPercent(errorAfter) + ")", "" });
+            c.figure.categories.push_back(label);
+            before.values.push_back(a.tflopsPerGpu / measured);
+            after.values.push_back(b.tflopsPerGpu / measured);
+        }
+        c.figure.series = { before, after };
+        return c;
+    }
+
+    std::string publishedMarkdown(const nlohmann::json& paper, const DeviceSpec& catalog, const DeviceSpec& fitted,
+        const std::string& calibrationLabel, const CheckedRows& c)
+    {
+        const auto& calibrationRow = paper.at("table1").at(0);
+        std::string md = "## Published measurements as checks: calibrate on one subset, check on the rest\n\n";
+        md += "Measured throughputs from the papers, each with its source, held against the cost model. The one set "
+              "shipped today is Megatron-LM's Table 1 ("
+            + paper.at("source").get<std::string>()
+            + "); the measured figures of its Figs. 7 and 11 (throughput against micro-batch size on one A100, "
+              "weak scaling of pipeline parallelism) are not in `resources/reproduction/papers.json` yet, and the "
+              "seed papers report absolute throughput only for PatrickStar (its section above). Each row runs as "
+              "the Megatron section runs it (the paper's t, p, GPUs and global batch; micro-batch 1, interleaved "
+              "where p > 1, full recomputation).\n\n";
+        md += "**Calibration subset:** the " + calibrationLabel + " row (" + calibrationRow.at("gpus").dump()
+            + " GPUs, no tensor or pipeline parallelism: its time is the GEMMs' and the data-parallel "
+              "all-reduce's). **Fitted:** the fraction of the "
+            + catalog.name
+            + "'s tensor-core peak its GEMMs reach, by bisection until that row's prediction equals its "
+              "measurement: "
+            + fixed(fitted.gemmEfficiencyTensor, 3) + " (catalog: " + fixed(catalog.gemmEfficiencyTensor, 3)
+            + ", fitted by `pipestudio gemm-check` to a bf16 GEMM measured on an H200). **Checked:** every other row, "
+              "with "
+              "the "
+              "catalog's constant and with the fitted one.\n\n";
+        md += markdownTable({ "model", "GPUs", "configuration", "role", "measured TFLOP/s per GPU",
+                                "predicted, catalog constants", "predicted, calibrated", "note" },
+                  c.rows)
+            + "\n";
+        md += std::to_string(c.withinAfter) + " of " + std::to_string(c.checked)
+            + " checked rows within 15% of the measured throughput after calibration (" + std::to_string(c.withinBefore)
+            + " of " + std::to_string(c.checked) + " with the catalog's constants); the worst checked row is off by "
+            + fixed(100 * c.worstAfter, 1)
+            + "%. The goal is every checked row within 15%. One fitted constant moves every row alike, so what is "
+              "left is the model's scaling with size (the largest models are predicted fastest relative to their "
+              "measurement: collectives and memory-bound kernels at datasheet rates, nothing of a real step's "
+              "overheads).\n\n";
+        return md;
+    }
+
+} // namespace
+
 PaperReport reproducePublished(const ReproduceOptions& options)
 {
     const auto all = nlohmann::json::parse(paperNumbersJson());
@@ -58,85 +161,10 @@ PaperReport reproducePublished(const ReproduceOptions& options)
     auto fitted = catalog;
     fitted.gemmEfficiencyTensor = fitTensorEfficiency(megatronModel(paper, calibrationRow),
         megatronPaperConfig(calibrationRow), node, catalog, calibrationRow.at("tflops_per_gpu").get<double>());
-    std::vector<std::vector<std::string>> rows;
-    int checked = 0;
-    int withinBefore = 0;
-    int withinAfter = 0;
-    double worstAfter = 0;
-    ReportFigure f;
-    f.file = "published-megatron.png";
-    f.title = "Megatron-LM Table 1: predicted / measured TFLOP/s per GPU";
-    f.yLabel = "predicted / measured";
-    ReportFigure::Series before { "catalog constants", {} };
-    ReportFigure::Series after { "calibrated on " + calibrationLabel, {} };
-    for (std::size_t i = 0; i < table.size(); ++i) {
-        const auto& row = table[i];
-        if (options.quick && i > 1 && i + 1 != table.size())
-            continue;
-        const auto label = fixed(row.at("params_billion").get<double>(), 1) + "B";
-        if (options.progress)
-            options.progress("published: Megatron-LM " + label);
-        const auto model = megatronModel(paper, row);
-        const auto config = megatronPaperConfig(row);
-        const double measured = row.at("tflops_per_gpu").get<double>();
-        const auto a = estimateScale(model, config, node, catalog);
-        const auto b = estimateScale(model, config, node, fitted);
-        const bool calibration = i == 0;
-        if (!a.valid || !b.valid) {
-            rows.push_back({ label, std::to_string(config.gpus()), config.text(), calibration ? "calibration" : "check",
-                fixed(measured, 0), "-", "-", "invalid: " + (a.valid ? b.reason : a.reason) });
-            continue;
-        }
-        const double errorBefore = a.tflopsPerGpu / measured - 1;
-        const double errorAfter = b.tflopsPerGpu / measured - 1;
-        if (!calibration) {
-            ++checked;
-            withinBefore += std::abs(errorBefore) <= 0.15 ? 1 : 0;
-            withinAfter += std::abs(errorAfter) <= 0.15 ? 1 : 0;
-            worstAfter = std::max(worstAfter, std::abs(errorAfter));
-        }
-        rows.push_back({ label, std::to_string(config.gpus()), config.text(), calibration ? "calibration" : "check",
-            fixed(measured, 0), fixed(a.tflopsPerGpu, 1) + " (" + signedPercent(errorBefore) + ")",
-            fixed(b.tflopsPerGpu, 1) + " (" + signedPercent(errorAfter) + ")", "" });
-        f.categories.push_back(label);
-        before.values.push_back(a.tflopsPerGpu / measured);
-        after.values.push_back(b.tflopsPerGpu / measured);
-    }
-    f.series = { before, after };
-    auto& md = report.markdown;
-    md = "## Published measurements as checks: calibrate on one subset, check on the rest\n\n";
-    md += "Measured throughputs from the papers, each with its source, held against the cost model. The one set "
-          "shipped today is Megatron-LM's Table 1 ("
-        + paper.at("source").get<std::string>()
-        + "); the measured figures of its Figs. 7 and 11 (throughput against micro-batch size on one A100, "
-          "weak scaling of pipeline parallelism) are not in `resources/reproduction/papers.json` yet, and the "
-          "seed papers report absolute throughput only for PatrickStar (its section above). Each row runs as "
-          "the Megatron section runs it (the paper's t, p, GPUs and global batch; micro-batch 1, interleaved "
-          "where p > 1, full recomputation).\n\n";
-    md += "**Calibration subset:** the " + calibrationLabel + " row (" + calibrationRow.at("gpus").dump()
-        + " GPUs, no tensor or pipeline parallelism: its time is the GEMMs' and the data-parallel "
-          "all-reduce's). **Fitted:** the fraction of the "
-        + catalog.name
-        + "'s tensor-core peak its GEMMs reach, by bisection until that row's prediction equals its "
-          "measurement: "
-        + fixed(fitted.gemmEfficiencyTensor, 3) + " (catalog: " + fixed(catalog.gemmEfficiencyTensor, 3)
-        + ", fitted by `pipestudio gemm-check` to a bf16 GEMM measured on an H200). **Checked:** every other row, with "
-          "the "
-          "catalog's constant and with the fitted one.\n\n";
-    md += markdownTable({ "model", "GPUs", "configuration", "role", "measured TFLOP/s per GPU",
-                            "predicted, catalog constants", "predicted, calibrated", "note" },
-              rows)
-        + "\n";
-    md += std::to_string(withinAfter) + " of " + std::to_string(checked)
-        + " checked rows within 15% of the measured throughput after calibration (" + std::to_string(withinBefore)
-        + " of " + std::to_string(checked) + " with the catalog's constants); the worst checked row is off by "
-        + fixed(100 * worstAfter, 1)
-        + "%. The goal is every checked row within 15%. One fitted constant moves every row alike, so what is "
-          "left is the model's scaling with size (the largest models are predicted fastest relative to their "
-          "measurement: collectives and memory-bound kernels at datasheet rates, nothing of a real step's "
-          "overheads).\n\n";
-    md += "![" + f.title + "](" + f.file + ")\n\n";
-    report.figures.push_back(std::move(f));
+    auto checked = checkRows(paper, node, catalog, fitted, calibrationLabel, options);
+    report.markdown = publishedMarkdown(paper, catalog, fitted, calibrationLabel, checked);
+    report.markdown += "![" + checked.figure.title + "](" + checked.figure.file + ")\n\n";
+    report.figures.push_back(std::move(checked.figure));
     return report;
 }
 
