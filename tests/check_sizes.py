@@ -30,7 +30,6 @@ TO_SPLIT = {
     ("core/report/dawnpiper_report.cpp", "reproduceDawnPiper"): 282,
     ("core/report/adagrouper_report.cpp", "reproduceAdaGrouper"): 190,
     ("core/onnx/shape_folding.cpp", "evaluate"): 144,
-    ("core/report/dawnpiper_figures.cpp", "addTrainingSpeed"): 141,
 }
 
 

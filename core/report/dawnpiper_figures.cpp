@@ -162,11 +162,164 @@ void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, cons
     md += markdownTable({ "plan", "as run", "stage time spread", "memory used" }, rows) + "\n";
 }
 
+namespace {
+
+    // DawnPiper's gain at one batch of the speed sweep.
+    struct Point
+    {
+        double x = 0; // the batch's nominal share of the largest DawnPiper fits
+        double overBaseline = kNaN; // DawnPiper / the baseline (NaN: one side does not fit)
+        double overStandIn = kNaN; // DawnPiper / the baseline's cuts with swap and recompute
+    };
+    using SpeedGains =
+        std::map<int, std::map<std::string, std::map<bool, std::vector<Point>>>>; // [stages][model][sync]
+
+    // Each method's speed at each batch of the sweep, one table per (stages, model, sync), into `md`;
+    // returns DawnPiper's gains.
+    SpeedGains sweepSpeeds(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+        const std::vector<std::string>& models, const std::vector<int>& stageCounts, const LargestBatch& largest,
+        const ReproduceOptions& options, std::string& md)
+    {
+        SpeedGains gains;
+        const PlannerLimits sr { 0, true, true, false };
+        for (int stages : stageCounts) {
+            auto cluster = makeCluster(device, stages);
+            cluster.intraNode = link;
+            for (const auto& model : models) {
+                if (stages == 8 && model == "bert") // Fig. 7: BERT is too small for 8 GPUs (§5.3)
+                    continue;
+                const auto zoo = paper.at("models").at(model).at("zoo").get<std::string>();
+                const auto graph = buildZooModel(zooPreset(zoo));
+                const auto profile = estimateProfile(graph, device, CostModelOptions {});
+                for (const auto& p : pairs()) {
+                    const double top = largest(p.sync, model, stages);
+                    if (!(top >= 1))
+                        continue;
+                    if (options.progress)
+                        options.progress("dawnpiper: training speed, " + model + " on " + std::to_string(stages) + ", "
+                            + (p.sync ? "sync" : "async"));
+                    const auto spec = parseScheduleSpec(p.schedule, stages, stages);
+                    const int perMicroBatch = p.sync ? spec.microBatches : 1;
+                    std::vector<std::vector<std::string>> rows;
+                    for (const auto& [b, fraction] : sweep(top, perMicroBatch, options.quick)) {
+                        const auto base = baselineSpeed(p, graph, profile, cluster, spec, b);
+                        const auto standIn = speedOf(graph, profile, cluster, spec, b, p.baselineAlgorithm, sr);
+                        const auto ours = speedOf(graph, profile, cluster, spec, b, PlanAlgorithm::DawnPiperPaper, sr);
+                        const Point point { fraction, ours.samplesPerSecond / base.samplesPerSecond,
+                            ours.samplesPerSecond / standIn.samplesPerSecond };
+                        gains[stages][model][p.sync].push_back(point);
+                        const auto ratio = [](double g) {
+                            return std::isnan(g) ? std::string("-") : fixed(g, 2) + "x";
+                        };
+                        rows.push_back({ fixed(b * perMicroBatch, 0), speedText(base), speedText(standIn),
+                            speedText(ours), ratio(point.overBaseline), ratio(point.overStandIn) });
+                    }
+                    md += "**" + model + ", " + std::to_string(stages) + " stages, " + (p.sync ? "sync" : "async")
+                        + "** (" + zoo + ")\n\n";
+                    md +=
+                        markdownTable({ p.sync ? "mini-batch" : "micro-batch", p.baseline, p.baseline + "'s cuts + S+R",
+                                          p.dawnpiper, "over " + p.baseline, "over the stand-in" },
+                            rows)
+                        + "\n";
+                }
+            }
+        }
+        return gains;
+    }
+
+    // One figure per stage count: DawnPiper over the stand-in against the batch's share of the
+    // largest DawnPiper fits.
+    void addSpeedFigures(const SpeedGains& gains, PaperReport& report)
+    {
+        auto& md = report.markdown;
+        for (const auto& [stages, byModel] : gains) {
+            ReportFigure f;
+            f.file = "dawnpiper-speed-" + std::to_string(stages) + ".png";
+            f.title = std::string(stages == 4 ? "DawnPiper Fig. 6" : "DawnPiper Fig. 7") + " (" + std::to_string(stages)
+                + " stages): DawnPiper over its baseline's cuts with swap/recompute";
+            f.xLabel = "batch / largest DawnPiper fits";
+            f.yLabel = "speed ratio";
+            std::set<double> xs;
+            for (const auto& [model, byMode] : byModel)
+                for (const auto& [sync, points] : byMode)
+                    for (const auto& point : points)
+                        xs.insert(point.x);
+            f.x.assign(xs.begin(), xs.end());
+            for (const auto& [model, byMode] : byModel) {
+                for (const auto& [sync, points] : byMode) {
+                    ReportFigure::Series s { model + (sync ? " sync" : " async"), {} };
+                    for (double x : f.x) {
+                        double v = kNaN;
+                        for (const auto& point : points)
+                            v = point.x == x ? point.overStandIn : v;
+                        s.values.push_back(v);
+                    }
+                    f.series.push_back(std::move(s));
+                }
+            }
+            md += "![" + f.title + "](" + f.file + ")\n\n";
+            report.figures.push_back(std::move(f));
+        }
+    }
+
+    // The paper's claims beside ours: the largest gain, the mean over the sweep where both fit, and
+    // the gain at the smallest batch; over the stand-in where the paper's baseline is vPipe.
+    void addSpeedClaims(
+        const nlohmann::json& paper, const std::vector<std::string>& models, const SpeedGains& gains, std::string& md)
+    {
+        const auto& claims = paper.at("claims");
+        const auto stat = [&](int stages, const std::string& model, bool sync, const std::string& what, bool standIn) {
+            if (!gains.contains(stages) || !gains.at(stages).contains(model)
+                || !gains.at(stages).at(model).contains(sync))
+                return kNaN;
+            const auto& points = gains.at(stages).at(model).at(sync);
+            double best = kNaN;
+            double sum = 0;
+            int n = 0;
+            for (const auto& point : points) {
+                const double g = standIn ? point.overStandIn : point.overBaseline;
+                if (std::isnan(g))
+                    continue;
+                best = std::isnan(best) ? g : std::max(best, g);
+                sum += g;
+                ++n;
+            }
+            if (what == "max")
+                return best;
+            if (what == "first")
+                return points.empty() ? kNaN : (standIn ? points.front().overStandIn : points.front().overBaseline);
+            return n > 0 ? sum / n : kNaN;
+        };
+        std::vector<std::vector<std::string>> rows;
+        const auto row = [&](const std::string& text, const std::string& over, double ours, double theirs) {
+            if (!std::isnan(ours))
+                rows.push_back({ text, over, fixed(ours, 2) + "x", fixed(theirs, 2) + "x" });
+        };
+        row("T5, 4 stages, sync: largest gain over vPipe", "stand-in", stat(4, "t5", true, "max", true),
+            claims.at("fig6_sync_t5_max_gain").get<double>());
+        row("T5, 4 stages, async: largest gain over vPipe", "stand-in", stat(4, "t5", false, "max", true),
+            claims.at("fig6_async_t5_max_gain").get<double>());
+        for (const auto& [model, theirs] : claims.at("fig6_async_mean_gain_vs_vpipe").items())
+            row(model + ", 4 stages, async: mean gain over vPipe", "stand-in", stat(4, model, false, "mean", true),
+                theirs.get<double>());
+        for (const auto& [model, theirs] : claims.at("fig7_async_mean_gain_vs_vpipe").items())
+            row(model + ", 8 stages, async: mean gain over vPipe", "stand-in", stat(8, model, false, "mean", true),
+                theirs.get<double>());
+        for (const auto& model : models)
+            row(model + ", 4 stages, sync: gain at the smallest batch (paper: about 10%, over all methods)", "GPipe",
+                stat(4, model, true, "first", false), claims.at("fig6_small_batch_gain").get<double>());
+        row("GPT-2, 8 stages, sync: mean gain (paper: comparable to GPipe)", "GPipe",
+            stat(8, "gpt2", true, "mean", false), claims.at("fig7_sync_gpt2_vs_gpipe").get<double>());
+        md += markdownTable({ "claim", "ours over", "ours", "paper" }, rows)
+            + "\nMeans are over the sweep's batches where both plans fit.\n\n";
+    }
+
+} // namespace
+
 void addTrainingSpeed(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<std::string>& models, const std::vector<int>& stageCounts, const LargestBatch& largest,
     const ReproduceOptions& options, PaperReport& report)
 {
-    const auto& claims = paper.at("claims");
     auto& md = report.markdown;
     md += "### Figs. 6 and 7: training speed against batch size\n\n"
           "Each method planned at each batch, from an eighth (a quarter in a quick report) of the largest DawnPiper "
@@ -179,129 +332,10 @@ void addTrainingSpeed(const nlohmann::json& paper, const DeviceSpec& device, con
           "DawnPiper (vPipe, too, plans swap and recompute over a compute-balanced partition), so DawnPiper / "
           "stand-in isolates the partition, the part of the gain the paper attributes to DawnPiper. Sync batches "
           "are mini-batches of M = stages micro-batches; async batches are micro-batches.\n\n";
-    struct Point
-    {
-        double x = 0; // the batch's nominal share of the largest DawnPiper fits
-        double overBaseline = kNaN; // DawnPiper / the baseline (NaN: one side does not fit)
-        double overStandIn = kNaN; // DawnPiper / the baseline's cuts with swap and recompute
-    };
-    std::map<int, std::map<std::string, std::map<bool, std::vector<Point>>>> gains; // [stages][model][sync]
-    const PlannerLimits sr { 0, true, true, false };
-    for (int stages : stageCounts) {
-        auto cluster = makeCluster(device, stages);
-        cluster.intraNode = link;
-        for (const auto& model : models) {
-            if (stages == 8 && model == "bert") // Fig. 7: BERT is too small for 8 GPUs (§5.3)
-                continue;
-            const auto zoo = paper.at("models").at(model).at("zoo").get<std::string>();
-            const auto graph = buildZooModel(zooPreset(zoo));
-            const auto profile = estimateProfile(graph, device, CostModelOptions {});
-            for (const auto& p : pairs()) {
-                const double top = largest(p.sync, model, stages);
-                if (!(top >= 1))
-                    continue;
-                if (options.progress)
-                    options.progress("dawnpiper: training speed, " + model + " on " + std::to_string(stages) + ", "
-                        + (p.sync ? "sync" : "async"));
-                const auto spec = parseScheduleSpec(p.schedule, stages, stages);
-                const int perMicroBatch = p.sync ? spec.microBatches : 1;
-                std::vector<std::vector<std::string>> rows;
-                for (const auto& [b, fraction] : sweep(top, perMicroBatch, options.quick)) {
-                    const auto base = baselineSpeed(p, graph, profile, cluster, spec, b);
-                    const auto standIn = speedOf(graph, profile, cluster, spec, b, p.baselineAlgorithm, sr);
-                    const auto ours = speedOf(graph, profile, cluster, spec, b, PlanAlgorithm::DawnPiperPaper, sr);
-                    const Point point { fraction, ours.samplesPerSecond / base.samplesPerSecond,
-                        ours.samplesPerSecond / standIn.samplesPerSecond };
-                    gains[stages][model][p.sync].push_back(point);
-                    const auto ratio = [](double g) { return std::isnan(g) ? std::string("-") : fixed(g, 2) + "x"; };
-                    rows.push_back({ fixed(b * perMicroBatch, 0), speedText(base), speedText(standIn), speedText(ours),
-                        ratio(point.overBaseline), ratio(point.overStandIn) });
-                }
-                md += "**" + model + ", " + std::to_string(stages) + " stages, " + (p.sync ? "sync" : "async") + "** ("
-                    + zoo + ")\n\n";
-                md += markdownTable({ p.sync ? "mini-batch" : "micro-batch", p.baseline, p.baseline + "'s cuts + S+R",
-                                        p.dawnpiper, "over " + p.baseline, "over the stand-in" },
-                          rows)
-                    + "\n";
-            }
-        }
-    }
+    const auto gains = sweepSpeeds(paper, device, link, models, stageCounts, largest, options, md);
     md += "Cells are samples per second; (R): checkpoints, (S+R): the plan swaps or recomputes.\n\n";
-    // One figure per stage count: DawnPiper over the stand-in against the batch's share of the
-    // largest DawnPiper fits.
-    for (const auto& [stages, byModel] : gains) {
-        ReportFigure f;
-        f.file = "dawnpiper-speed-" + std::to_string(stages) + ".png";
-        f.title = std::string(stages == 4 ? "DawnPiper Fig. 6" : "DawnPiper Fig. 7") + " (" + std::to_string(stages)
-            + " stages): DawnPiper over its baseline's cuts with swap/recompute";
-        f.xLabel = "batch / largest DawnPiper fits";
-        f.yLabel = "speed ratio";
-        std::set<double> xs;
-        for (const auto& [model, byMode] : byModel)
-            for (const auto& [sync, points] : byMode)
-                for (const auto& point : points)
-                    xs.insert(point.x);
-        f.x.assign(xs.begin(), xs.end());
-        for (const auto& [model, byMode] : byModel) {
-            for (const auto& [sync, points] : byMode) {
-                ReportFigure::Series s { model + (sync ? " sync" : " async"), {} };
-                for (double x : f.x) {
-                    double v = kNaN;
-                    for (const auto& point : points)
-                        v = point.x == x ? point.overStandIn : v;
-                    s.values.push_back(v);
-                }
-                f.series.push_back(std::move(s));
-            }
-        }
-        md += "![" + f.title + "](" + f.file + ")\n\n";
-        report.figures.push_back(std::move(f));
-    }
-    // The paper's claims beside ours: the largest gain, the mean over the sweep where both fit, and
-    // the gain at the smallest batch; over the stand-in where the paper's baseline is vPipe.
-    const auto stat = [&](int stages, const std::string& model, bool sync, const std::string& what, bool standIn) {
-        if (!gains.contains(stages) || !gains.at(stages).contains(model) || !gains.at(stages).at(model).contains(sync))
-            return kNaN;
-        const auto& points = gains.at(stages).at(model).at(sync);
-        double best = kNaN;
-        double sum = 0;
-        int n = 0;
-        for (const auto& point : points) {
-            const double g = standIn ? point.overStandIn : point.overBaseline;
-            if (std::isnan(g))
-                continue;
-            best = std::isnan(best) ? g : std::max(best, g);
-            sum += g;
-            ++n;
-        }
-        if (what == "max")
-            return best;
-        if (what == "first")
-            return points.empty() ? kNaN : (standIn ? points.front().overStandIn : points.front().overBaseline);
-        return n > 0 ? sum / n : kNaN;
-    };
-    std::vector<std::vector<std::string>> rows;
-    const auto row = [&](const std::string& text, const std::string& over, double ours, double theirs) {
-        if (!std::isnan(ours))
-            rows.push_back({ text, over, fixed(ours, 2) + "x", fixed(theirs, 2) + "x" });
-    };
-    row("T5, 4 stages, sync: largest gain over vPipe", "stand-in", stat(4, "t5", true, "max", true),
-        claims.at("fig6_sync_t5_max_gain").get<double>());
-    row("T5, 4 stages, async: largest gain over vPipe", "stand-in", stat(4, "t5", false, "max", true),
-        claims.at("fig6_async_t5_max_gain").get<double>());
-    for (const auto& [model, theirs] : claims.at("fig6_async_mean_gain_vs_vpipe").items())
-        row(model + ", 4 stages, async: mean gain over vPipe", "stand-in", stat(4, model, false, "mean", true),
-            theirs.get<double>());
-    for (const auto& [model, theirs] : claims.at("fig7_async_mean_gain_vs_vpipe").items())
-        row(model + ", 8 stages, async: mean gain over vPipe", "stand-in", stat(8, model, false, "mean", true),
-            theirs.get<double>());
-    for (const auto& model : models)
-        row(model + ", 4 stages, sync: gain at the smallest batch (paper: about 10%, over all methods)", "GPipe",
-            stat(4, model, true, "first", false), claims.at("fig6_small_batch_gain").get<double>());
-    row("GPT-2, 8 stages, sync: mean gain (paper: comparable to GPipe)", "GPipe", stat(8, "gpt2", true, "mean", false),
-        claims.at("fig7_sync_gpt2_vs_gpipe").get<double>());
-    md += markdownTable({ "claim", "ours over", "ours", "paper" }, rows)
-        + "\nMeans are over the sweep's batches where both plans fit.\n\n";
+    addSpeedFigures(gains, report);
+    addSpeedClaims(paper, models, gains, md);
 }
 
 } // namespace ps::detail
