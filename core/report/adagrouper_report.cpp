@@ -86,6 +86,172 @@ namespace {
 
 } // namespace
 
+namespace {
+
+    // Fig. 6: each k's iteration against 1F1B's on one partition and re-partitioned; the best k.
+    struct Granularity
+    {
+        double bestGain = 0;
+        int bestK = 1;
+        double gainAt3 = 0;
+        double bestOwnGain = 0;
+        int bestOwnK = 1;
+    };
+
+    Granularity addGranularity(const std::vector<GroupingCandidate>& sorted,
+        const std::vector<GroupingCandidate>& repartitioned, double base, PaperReport& report)
+    {
+        auto& md = report.markdown;
+        Granularity g;
+        std::vector<std::vector<std::string>> rows;
+        ReportFigure gain;
+        gain.file = "adagrouper-granularity.png";
+        gain.title = "Ada-Grouper Fig. 6: kFkB relative to 1F1B";
+        gain.xLabel = "k";
+        gain.yLabel = "relative performance";
+        ReportFigure::Series ours { "PipeStudio (simulated)", {} };
+        ReportFigure::Series own { "PipeStudio, re-partitioned per k", {} };
+        for (const auto& c : sorted) {
+            const double ns = c.plan.simulation->iterationNs;
+            const double relative = base / ns;
+            const double b = c.plan.microBatch;
+            const auto again =
+                std::find_if(repartitioned.begin(), repartitioned.end(), [&](const auto& r) { return r.k == c.k; });
+            const double ownRelative =
+                again == repartitioned.end() ? std::nan("") : base / again->plan.simulation->iterationNs;
+            own.values.push_back(ownRelative);
+            if (!std::isnan(ownRelative) && ownRelative - 1 > g.bestOwnGain) {
+                g.bestOwnGain = ownRelative - 1;
+                g.bestOwnK = c.k;
+            }
+            rows.push_back({ std::to_string(c.k), fixed(b, std::abs(b - std::round(b)) < 1e-9 ? 0 : 2),
+                std::to_string(c.plan.schedule.microBatches), fixed(ns / 1e6, 1), fixed(relative, 3),
+                std::isnan(ownRelative) ? "-" : fixed(ownRelative, 3),
+                scheduleName(c.plan.schedule) + ", cuts " + c.plan.partition.cutsText() });
+            gain.x.push_back(c.k);
+            ours.values.push_back(relative);
+            if (relative - 1 > g.bestGain) {
+                g.bestGain = relative - 1;
+                g.bestK = c.k;
+            }
+            if (c.k == 3)
+                g.gainAt3 = relative - 1;
+        }
+        gain.series.push_back(std::move(ours));
+        gain.series.push_back(std::move(own));
+        md += markdownTable({ "k", "micro-batch", "M", "iteration ms", "vs 1F1B", "ours: re-partitioned, vs 1F1B",
+                                "as run (the paper's method)" },
+                  rows)
+            + "\n";
+        md += "![" + gain.title + "](" + gain.file + ")\n\n";
+        report.figures.push_back(std::move(gain));
+        return g;
+    }
+
+    // Fig. 10: the controller under a preempted network against 1F1B; returns the adaptive gain.
+    double addAdaptive(const nlohmann::json& claims, const Graph& graph, const Profile& profile,
+        const Cluster& baseCluster, const std::vector<GroupingCandidate>& candidates, const GroupingCandidate& oneF1B,
+        double base, bool quick, PaperReport& report)
+    {
+        auto& md = report.markdown;
+        // Fig. 10: a preempted network (the paper gives no trace; ours: a tenth of the bandwidth for
+        // half of every period), the controller re-estimating every `interval` iterations.
+        auto cluster = baseCluster;
+        const double periodSeconds = 40 * base * 1e-9;
+        cluster.interTrace = BandwidthTrace { { { 0.0, 1.0 }, { periodSeconds / 2, 0.1 } }, periodSeconds };
+        const int iterations = quick ? 40 : 120;
+        const int interval = 5;
+        const auto adaptive = adaptiveGrouping(graph, profile, cluster, candidates, iterations, interval);
+        const auto fixedOne = fixedGrouping(graph, profile, cluster, oneF1B, iterations);
+        ReportFigure timeline;
+        timeline.file = "adagrouper-adaptive.png";
+        timeline.title = "Ada-Grouper Fig. 10: k chosen under a preempted network";
+        timeline.xLabel = "iteration";
+        timeline.yLabel = "k / bandwidth share x 10";
+        ReportFigure::Series k { "chosen k", {} };
+        ReportFigure::Series share { "bandwidth share measured x 10", {} };
+        ReportFigure::Series estimate { "controller's estimate x 10", {} };
+        for (const auto& s : adaptive.steps) {
+            timeline.x.push_back(s.iteration);
+            k.values.push_back(s.k);
+            share.values.push_back(10 * s.measuredFraction);
+            estimate.values.push_back(10 * s.estimatedFraction);
+        }
+        timeline.series = { std::move(k), std::move(share), std::move(estimate) };
+        const double adaptiveGain = fixedOne.totalSeconds / adaptive.totalSeconds - 1;
+        // The (k, b) in force after each switch, against the paper's k at its evaluation times.
+        std::string chosen;
+        for (std::size_t i = 0; i < adaptive.steps.size(); ++i) {
+            const auto& step = adaptive.steps[i];
+            if (i == 0 || step.k != adaptive.steps[i - 1].k)
+                chosen +=
+                    (chosen.empty() ? "" : " -> ") + std::to_string(step.k) + " (b " + fixed(step.microBatch, 0) + ")";
+        }
+        std::string theirs;
+        for (const auto& paperK : claims.at("adaptive_k_sequence"))
+            theirs += (theirs.empty() ? "" : " -> ") + std::to_string(paperK.get<int>());
+        md += "Preempted network: the links run at a tenth of their bandwidth for half of every "
+            + fixed(periodSeconds, 1) + " s (the paper gives no trace); " + std::to_string(iterations)
+            + " iterations. The controller measures the bandwidth share each iteration's transfers saw (their time at "
+              "nominal bandwidth over the time they took), keeps a moving average (half weight to the newest), and "
+              "every "
+            + std::to_string(interval)
+            + " iterations switches (k, b) to the fastest candidate at that estimate. The adaptive run took "
+            + fixed(adaptive.totalSeconds, 1) + " s against 1F1B's " + fixed(fixedOne.totalSeconds, 1) + " s, with "
+            + std::to_string(adaptive.switches()) + " switch(es): k " + chosen + "; the paper's Fig. 10: k " + theirs
+            + " over four hours of a production network.\n\n";
+        md += "![" + timeline.title + "](" + timeline.file + ")\n\n";
+        report.figures.push_back(std::move(timeline));
+        return adaptiveGain;
+    }
+
+    // The headline claims, and why the gain stops or not beyond k = 3.
+    void addAdaGrouperClaims(const nlohmann::json& claims, const Graph& graph, const Profile& profile,
+        const std::vector<GroupingCandidate>& sorted, const GroupingCandidate& oneF1B, const Granularity& g,
+        double adaptiveGain, PaperReport& report)
+    {
+        auto& md = report.markdown;
+        md += "### Headline claims\n\n";
+        md += markdownTable({ "claim", "ours, paper's method", "ours, best", "paper" },
+                  { { "best k over 1F1B (stable network)",
+                        "k=" + std::to_string(g.bestK) + ": +" + fixed(100 * g.bestGain, 1) + "%",
+                        g.bestOwnGain > g.bestGain
+                            ? "k=" + std::to_string(g.bestOwnK) + ": +" + fixed(100 * g.bestOwnGain, 1)
+                                + "% (re-partitioned)"
+                            : "k=" + std::to_string(g.bestK) + ": +" + fixed(100 * g.bestGain, 1) + "% (one partition)",
+                        "+" + fixed(100 * claims.at("gain_over_1f1b_low").get<double>(), 0) + "% to +"
+                            + fixed(100 * claims.at("gain_over_1f1b_high").get<double>(), 0) + "%" },
+                      { "gain left beyond k = 3", fixed(100 * (g.bestGain - g.gainAt3), 1) + " points", "-",
+                          "no deterministic further improvement for k >= 3" },
+                      { "adaptive k over 1F1B, preempted network", "+" + fixed(100 * adaptiveGain, 1) + "%", "-",
+                          "over +" + fixed(100 * claims.at("adaptive_gain_over_1f1b").get<double>(), 0) + "%" } })
+            + "\n";
+        // Why the gain stops or not beyond k = 3: what a sample costs to compute at the smallest
+        // micro-batch against the group batch, on the cost model's size-dependent kernel efficiency.
+        const auto perSampleNs = [&](double b) {
+            double ns = 0;
+            for (const auto& c : computeStageCosts(graph, profile, oneF1B.plan.partition, b))
+                ns += c.forwardNs + c.backwardNs;
+            return ns / b;
+        };
+        const double smallest = sorted.back().plan.microBatch;
+        const double dearer = perSampleNs(smallest) / perSampleNs(oneF1B.plan.microBatch) - 1;
+        md += "kFkB gains by overlapping a group's sends with the next group's compute, so the gain grows with the "
+              "communication share of an iteration (here fp32 activations over the catalog link), and it is paid for "
+              "in smaller micro-batches: on the cost model's size-dependent kernel efficiency a sample costs "
+            + fixed(100 * dearer, 1) + "% more compute at micro-batch " + fixed(smallest, 0) + " than at "
+            + fixed(oneF1B.plan.microBatch, 0) + ". ";
+        md += g.bestGain - g.gainAt3 <= 0.01
+            ? std::string("That cost offsets the further overlap from k = 3 on, as the paper finds.")
+            : std::string("That cost does not yet offset the further overlap, so the gain keeps growing past k = 3; "
+                          "the paper's slower kernels at small micro-batches (fp16 on V100S, below the catalog "
+                          "V100's efficiency curve) would stop it earlier.");
+        md += " The paper's shared production network also slows 1F1B's exposed transfers more than a "
+              "constant-bandwidth link does.\n";
+    }
+
+} // namespace
+
 PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
 {
     const auto all = nlohmann::json::parse(paperNumbersJson());
@@ -139,141 +305,15 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
         return report;
     }
     const double base = oneF1B->plan.simulation->iterationNs;
-    std::vector<std::vector<std::string>> rows;
-    ReportFigure gain;
-    gain.file = "adagrouper-granularity.png";
-    gain.title = "Ada-Grouper Fig. 6: kFkB relative to 1F1B";
-    gain.xLabel = "k";
-    gain.yLabel = "relative performance";
-    ReportFigure::Series ours { "PipeStudio (simulated)", {} };
     auto sorted = candidates;
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.k < b.k; });
-    double bestGain = 0;
-    int bestK = 1;
-    double gainAt3 = 0;
-    double bestOwnGain = 0;
-    int bestOwnK = 1;
-    ReportFigure::Series own { "PipeStudio, re-partitioned per k", {} };
-    for (const auto& c : sorted) {
-        const double ns = c.plan.simulation->iterationNs;
-        const double relative = base / ns;
-        const double b = c.plan.microBatch;
-        const auto again =
-            std::find_if(repartitioned.begin(), repartitioned.end(), [&](const auto& r) { return r.k == c.k; });
-        const double ownRelative =
-            again == repartitioned.end() ? std::nan("") : base / again->plan.simulation->iterationNs;
-        own.values.push_back(ownRelative);
-        if (!std::isnan(ownRelative) && ownRelative - 1 > bestOwnGain) {
-            bestOwnGain = ownRelative - 1;
-            bestOwnK = c.k;
-        }
-        rows.push_back({ std::to_string(c.k), fixed(b, std::abs(b - std::round(b)) < 1e-9 ? 0 : 2),
-            std::to_string(c.plan.schedule.microBatches), fixed(ns / 1e6, 1), fixed(relative, 3),
-            std::isnan(ownRelative) ? "-" : fixed(ownRelative, 3),
-            scheduleName(c.plan.schedule) + ", cuts " + c.plan.partition.cutsText() });
-        gain.x.push_back(c.k);
-        ours.values.push_back(relative);
-        if (relative - 1 > bestGain) {
-            bestGain = relative - 1;
-            bestK = c.k;
-        }
-        if (c.k == 3)
-            gainAt3 = relative - 1;
-    }
-    gain.series.push_back(std::move(ours));
-    gain.series.push_back(std::move(own));
-    md += markdownTable({ "k", "micro-batch", "M", "iteration ms", "vs 1F1B", "ours: re-partitioned, vs 1F1B",
-                            "as run (the paper's method)" },
-              rows)
-        + "\n";
-    md += "![" + gain.title + "](" + gain.file + ")\n\n";
-    report.figures.push_back(std::move(gain));
-    // Fig. 10: a preempted network (the paper gives no trace; ours: a tenth of the bandwidth for
-    // half of every period), the controller re-estimating every `interval` iterations.
-    const double periodSeconds = 40 * base * 1e-9;
-    cluster.interTrace = BandwidthTrace { { { 0.0, 1.0 }, { periodSeconds / 2, 0.1 } }, periodSeconds };
-    const int iterations = options.quick ? 40 : 120;
-    const int interval = 5;
-    const auto adaptive = adaptiveGrouping(graph, profile, cluster, candidates, iterations, interval);
-    const auto fixedOne = fixedGrouping(graph, profile, cluster, *oneF1B, iterations);
-    ReportFigure timeline;
-    timeline.file = "adagrouper-adaptive.png";
-    timeline.title = "Ada-Grouper Fig. 10: k chosen under a preempted network";
-    timeline.xLabel = "iteration";
-    timeline.yLabel = "k / bandwidth share x 10";
-    ReportFigure::Series k { "chosen k", {} };
-    ReportFigure::Series share { "bandwidth share measured x 10", {} };
-    ReportFigure::Series estimate { "controller's estimate x 10", {} };
-    for (const auto& s : adaptive.steps) {
-        timeline.x.push_back(s.iteration);
-        k.values.push_back(s.k);
-        share.values.push_back(10 * s.measuredFraction);
-        estimate.values.push_back(10 * s.estimatedFraction);
-    }
-    timeline.series = { std::move(k), std::move(share), std::move(estimate) };
-    const double adaptiveGain = fixedOne.totalSeconds / adaptive.totalSeconds - 1;
-    // The (k, b) in force after each switch, against the paper's k at its evaluation times.
-    std::string chosen;
-    for (std::size_t i = 0; i < adaptive.steps.size(); ++i) {
-        const auto& step = adaptive.steps[i];
-        if (i == 0 || step.k != adaptive.steps[i - 1].k)
-            chosen +=
-                (chosen.empty() ? "" : " -> ") + std::to_string(step.k) + " (b " + fixed(step.microBatch, 0) + ")";
-    }
-    std::string theirs;
-    for (const auto& paperK : claims.at("adaptive_k_sequence"))
-        theirs += (theirs.empty() ? "" : " -> ") + std::to_string(paperK.get<int>());
-    md += "Preempted network: the links run at a tenth of their bandwidth for half of every " + fixed(periodSeconds, 1)
-        + " s (the paper gives no trace); " + std::to_string(iterations)
-        + " iterations. The controller measures the bandwidth share each iteration's transfers saw (their time at "
-          "nominal bandwidth over the time they took), keeps a moving average (half weight to the newest), and "
-          "every "
-        + std::to_string(interval)
-        + " iterations switches (k, b) to the fastest candidate at that estimate. The adaptive run took "
-        + fixed(adaptive.totalSeconds, 1) + " s against 1F1B's " + fixed(fixedOne.totalSeconds, 1) + " s, with "
-        + std::to_string(adaptive.switches()) + " switch(es): k " + chosen + "; the paper's Fig. 10: k " + theirs
-        + " over four hours of a production network.\n\n";
-    md += "![" + timeline.title + "](" + timeline.file + ")\n\n";
-    report.figures.push_back(std::move(timeline));
+    const auto g = addGranularity(sorted, repartitioned, base, report);
+    const double adaptiveGain =
+        addAdaptive(claims, graph, profile, cluster, candidates, *oneF1B, base, options.quick, report);
     if (options.progress)
         options.progress("adagrouper: weak scaling");
     addWeakScaling(paper, device, options.quick, report);
-    md += "### Headline claims\n\n";
-    md += markdownTable({ "claim", "ours, paper's method", "ours, best", "paper" },
-              { { "best k over 1F1B (stable network)",
-                    "k=" + std::to_string(bestK) + ": +" + fixed(100 * bestGain, 1) + "%",
-                    bestOwnGain > bestGain
-                        ? "k=" + std::to_string(bestOwnK) + ": +" + fixed(100 * bestOwnGain, 1) + "% (re-partitioned)"
-                        : "k=" + std::to_string(bestK) + ": +" + fixed(100 * bestGain, 1) + "% (one partition)",
-                    "+" + fixed(100 * claims.at("gain_over_1f1b_low").get<double>(), 0) + "% to +"
-                        + fixed(100 * claims.at("gain_over_1f1b_high").get<double>(), 0) + "%" },
-                  { "gain left beyond k = 3", fixed(100 * (bestGain - gainAt3), 1) + " points", "-",
-                      "no deterministic further improvement for k >= 3" },
-                  { "adaptive k over 1F1B, preempted network", "+" + fixed(100 * adaptiveGain, 1) + "%", "-",
-                      "over +" + fixed(100 * claims.at("adaptive_gain_over_1f1b").get<double>(), 0) + "%" } })
-        + "\n";
-    // Why the gain stops or not beyond k = 3: what a sample costs to compute at the smallest
-    // micro-batch against the group batch, on the cost model's size-dependent kernel efficiency.
-    const auto perSampleNs = [&](double b) {
-        double ns = 0;
-        for (const auto& c : computeStageCosts(graph, profile, oneF1B->plan.partition, b))
-            ns += c.forwardNs + c.backwardNs;
-        return ns / b;
-    };
-    const double smallest = sorted.back().plan.microBatch;
-    const double dearer = perSampleNs(smallest) / perSampleNs(oneF1B->plan.microBatch) - 1;
-    md += "kFkB gains by overlapping a group's sends with the next group's compute, so the gain grows with the "
-          "communication share of an iteration (here fp32 activations over the catalog link), and it is paid for "
-          "in smaller micro-batches: on the cost model's size-dependent kernel efficiency a sample costs "
-        + fixed(100 * dearer, 1) + "% more compute at micro-batch " + fixed(smallest, 0) + " than at "
-        + fixed(oneF1B->plan.microBatch, 0) + ". ";
-    md += bestGain - gainAt3 <= 0.01
-        ? std::string("That cost offsets the further overlap from k = 3 on, as the paper finds.")
-        : std::string("That cost does not yet offset the further overlap, so the gain keeps growing past k = 3; "
-                      "the paper's slower kernels at small micro-batches (fp16 on V100S, below the catalog "
-                      "V100's efficiency curve) would stop it earlier.");
-    md += " The paper's shared production network also slows 1F1B's exposed transfers more than a "
-          "constant-bandwidth link does.\n";
+    addAdaGrouperClaims(claims, graph, profile, sorted, *oneF1B, g, adaptiveGain, report);
     return report;
 }
 
