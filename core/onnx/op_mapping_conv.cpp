@@ -45,6 +45,8 @@ std::vector<std::int64_t> transposedPads(const onnx::NodeProto& node, const Node
 {
     const auto& x = ctx.graph.tensor(n.inputs[0]).shape;
     const auto& w = ctx.graph.tensor(n.inputs[1]).shape;
+    if (x.size() < 3 || w.size() != x.size()) // a malformed weight: left to the shape rule's refusal
+        return {};
     const auto spatial = x.size() - 2;
     const auto* autoPad = findAttr(node, "auto_pad");
     const std::string mode = autoPad != nullptr ? autoPad->s() : "NOTSET";

@@ -285,6 +285,120 @@ namespace {
         return it == ops.end() ? std::function<double(double)> {} : std::function<double(double)>(it->second);
     }
 
+    std::optional<FoldedTensor> unsqueeze(const onnx::NodeProto& n, const Known& k, const FoldedTensor& x)
+    {
+        auto axes = axesOf(n, k);
+        if (!axes)
+            return std::nullopt;
+        auto shape = x.shape;
+        const auto rank = static_cast<std::int64_t>(shape.size() + axes->size());
+        for (auto& a : *axes)
+            a = normalize(a, rank);
+        std::sort(axes->begin(), axes->end());
+        for (auto a : *axes) {
+            if (a < 0 || a > static_cast<std::int64_t>(shape.size()))
+                return std::nullopt;
+            shape.insert(shape.begin() + a, 1);
+        }
+        return FoldedTensor { shape, x.elemType, x.values };
+    }
+
+    FoldedTensor squeeze(const onnx::NodeProto& n, const Known& k, const FoldedTensor& x)
+    {
+        const auto axes = axesOf(n, k);
+        Dims shape;
+        for (std::size_t i = 0; i < x.shape.size(); ++i) {
+            const auto rank = static_cast<std::int64_t>(x.shape.size());
+            const bool listed = axes && std::any_of(axes->begin(), axes->end(), [&](std::int64_t a) {
+                return normalize(a, rank) == static_cast<std::int64_t>(i);
+            });
+            if (!(axes && !axes->empty() ? listed : x.shape[i] == 1))
+                shape.push_back(x.shape[i]);
+        }
+        return FoldedTensor { shape, x.elemType, x.values };
+    }
+
+    std::optional<FoldedTensor> flatten(const onnx::NodeProto& n, const FoldedTensor& x)
+    {
+        const auto rank = static_cast<std::int64_t>(x.shape.size());
+        const auto axis = normalize(attrInt(n, "axis", 1), rank);
+        if (axis < 0 || axis > rank)
+            return std::nullopt;
+        return FoldedTensor { { count(Dims(x.shape.begin(), x.shape.begin() + axis)),
+                                  count(Dims(x.shape.begin() + axis, x.shape.end())) },
+            x.elemType, x.values };
+    }
+
+    std::optional<FoldedTensor> cast(const onnx::NodeProto& n, const FoldedTensor& x)
+    {
+        const auto to = static_cast<int>(attrInt(n, "to", T::FLOAT));
+        if (!isSupported(to))
+            return std::nullopt;
+        FoldedTensor out = x;
+        out.elemType = to;
+        for (auto& v : out.values)
+            v = convert(v, to);
+        return out;
+    }
+
+    std::optional<FoldedTensor> expand(const FoldedTensor& x, const Dims& target)
+    {
+        const auto shape = broadcast(x.shape, target);
+        if (!shape || count(*shape) > kMaxElements)
+            return std::nullopt;
+        FoldedTensor out { *shape, x.elemType, {} };
+        for (auto o : broadcastOffsets(*shape, x.shape))
+            out.values.push_back(x.values[static_cast<std::size_t>(o)]);
+        return out;
+    }
+
+    std::optional<FoldedTensor> constantOfShape(const onnx::NodeProto& n, const Dims& shape)
+    {
+        FoldedTensor fill { {}, T::FLOAT, { 0.0 } };
+        if (const auto* a = findAttr(n, "value"); a != nullptr && a->has_t()) {
+            const auto v = fromProto(a->t());
+            if (!v || v->values.empty())
+                return std::nullopt;
+            fill = *v;
+        }
+        if (count(shape) > kMaxElements)
+            return std::nullopt;
+        return FoldedTensor { shape, fill.elemType,
+            std::vector<double>(static_cast<std::size_t>(count(shape)), fill.values.front()) };
+    }
+
+    std::optional<FoldedTensor> range(const FoldedTensor& first, const FoldedTensor& limit, const FoldedTensor& step)
+    {
+        const auto start = first.values.at(0);
+        const auto delta = step.values.at(0);
+        if (delta == 0)
+            return std::nullopt;
+        const auto steps = std::max(0.0, std::ceil((limit.values.at(0) - start) / delta));
+        if (steps > static_cast<double>(kMaxElements))
+            return std::nullopt;
+        std::vector<double> values;
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(steps); ++i)
+            values.push_back(convert(start + static_cast<double>(i) * delta, first.elemType));
+        return vector1d(std::move(values), first.elemType);
+    }
+
+    // A comparison or an arithmetic op of two operands, broadcast.
+    std::optional<FoldedTensor> binary(const onnx::NodeProto& n, const FoldedTensor& a, const FoldedTensor& b)
+    {
+        const auto& op = n.op_type();
+        const int type = isComparison(op) ? static_cast<int>(T::BOOL) : a.elemType;
+        const auto fmod = attrInt(n, "fmod", 0);
+        bool failed = false;
+        auto out = elementwise({ &a, &b }, type, [&](const std::vector<double>& v) {
+            const auto r = arithmetic(op, v[0], v[1], a.elemType, fmod);
+            failed = failed || !r;
+            return r.value_or(0);
+        });
+        if (failed)
+            return std::nullopt;
+        return out;
+    }
+
     std::optional<FoldedTensor> evaluate(const onnx::NodeProto& n, const Known& k, const Shapes& shapes)
     {
         const auto& op = n.op_type();
@@ -296,108 +410,32 @@ namespace {
             const auto end = std::clamp(normalize(attrInt(n, "end", rank), rank), std::int64_t { 0 }, rank);
             return vector1d({ s.begin() + start, s.begin() + std::max(start, end) });
         }
-        if (op == "Size") {
-            const auto& s = shapes.at(n.input(0));
-            return FoldedTensor { {}, T::INT64, { static_cast<double>(count(s)) } };
-        }
+        if (op == "Size")
+            return FoldedTensor { {}, T::INT64, { static_cast<double>(count(shapes.at(n.input(0)))) } };
         if (op == "Gather")
             return gather(n, in(0), in(1));
-        if (op == "Unsqueeze") {
-            auto axes = axesOf(n, k);
-            if (!axes)
-                return std::nullopt;
-            auto shape = in(0).shape;
-            const auto rank = static_cast<std::int64_t>(shape.size() + axes->size());
-            for (auto& a : *axes)
-                a = normalize(a, rank);
-            std::sort(axes->begin(), axes->end());
-            for (auto a : *axes) {
-                if (a < 0 || a > static_cast<std::int64_t>(shape.size()))
-                    return std::nullopt;
-                shape.insert(shape.begin() + a, 1);
-            }
-            return FoldedTensor { shape, in(0).elemType, in(0).values };
-        }
-        if (op == "Squeeze") {
-            const auto axes = axesOf(n, k);
-            const auto& x = in(0);
-            Dims shape;
-            for (std::size_t i = 0; i < x.shape.size(); ++i) {
-                const auto rank = static_cast<std::int64_t>(x.shape.size());
-                const bool listed = axes && std::any_of(axes->begin(), axes->end(), [&](std::int64_t a) {
-                    return normalize(a, rank) == static_cast<std::int64_t>(i);
-                });
-                if (!(axes && !axes->empty() ? listed : x.shape[i] == 1))
-                    shape.push_back(x.shape[i]);
-            }
-            return FoldedTensor { shape, x.elemType, x.values };
-        }
-        if (op == "Flatten") {
-            const auto& x = in(0);
-            const auto rank = static_cast<std::int64_t>(x.shape.size());
-            const auto axis = normalize(attrInt(n, "axis", 1), rank);
-            if (axis < 0 || axis > rank)
-                return std::nullopt;
-            return FoldedTensor { { count(Dims(x.shape.begin(), x.shape.begin() + axis)),
-                                      count(Dims(x.shape.begin() + axis, x.shape.end())) },
-                x.elemType, x.values };
-        }
+        if (op == "Unsqueeze")
+            return unsqueeze(n, k, in(0));
+        if (op == "Squeeze")
+            return squeeze(n, k, in(0));
+        if (op == "Flatten")
+            return flatten(n, in(0));
         if (op == "Concat")
             return concat(n, k);
         if (op == "MatMul" && in(0).isFloat() && in(1).isFloat())
             return matmul(in(0), in(1), [&](double v) { return convert(v, in(0).elemType); });
         if (op == "Identity")
             return in(0);
-        if (op == "Cast") {
-            const auto to = static_cast<int>(attrInt(n, "to", T::FLOAT));
-            if (!isSupported(to))
-                return std::nullopt;
-            FoldedTensor out = in(0);
-            out.elemType = to;
-            for (auto& v : out.values)
-                v = convert(v, to);
-            return out;
-        }
+        if (op == "Cast")
+            return cast(n, in(0));
         if (op == "Reshape")
             return reshape(in(0), in(1).ints());
-        if (op == "Expand") {
-            const auto target = in(1).ints();
-            const auto shape = broadcast(in(0).shape, target);
-            if (!shape || count(*shape) > kMaxElements)
-                return std::nullopt;
-            FoldedTensor out { *shape, in(0).elemType, {} };
-            for (auto o : broadcastOffsets(*shape, in(0).shape))
-                out.values.push_back(in(0).values[static_cast<std::size_t>(o)]);
-            return out;
-        }
-        if (op == "ConstantOfShape") {
-            FoldedTensor fill { {}, T::FLOAT, { 0.0 } };
-            if (const auto* a = findAttr(n, "value"); a != nullptr && a->has_t()) {
-                const auto v = fromProto(a->t());
-                if (!v || v->values.empty())
-                    return std::nullopt;
-                fill = *v;
-            }
-            const auto shape = in(0).ints();
-            if (count(shape) > kMaxElements)
-                return std::nullopt;
-            return FoldedTensor { shape, fill.elemType,
-                std::vector<double>(static_cast<std::size_t>(count(shape)), fill.values.front()) };
-        }
-        if (op == "Range") {
-            const auto start = in(0).values.at(0);
-            const auto limit = in(1).values.at(0);
-            const auto delta = in(2).values.at(0);
-            if (delta == 0)
-                return std::nullopt;
-            const auto steps = std::max(0.0, std::ceil((limit - start) / delta));
-            if (steps > static_cast<double>(kMaxElements))
-                return std::nullopt;
-            std::vector<double> values;
-            for (std::int64_t i = 0; i < static_cast<std::int64_t>(steps); ++i)
-                values.push_back(convert(start + static_cast<double>(i) * delta, in(0).elemType));
-            return vector1d(std::move(values), in(0).elemType);
-        }
+        if (op == "Expand")
+            return expand(in(0), in(1).ints());
+        if (op == "ConstantOfShape")
+            return constantOfShape(n, in(0).ints());
+        if (op == "Range")
+            return range(in(0), in(1), in(2));
         if (op == "Slice")
             return slice(n, k);
         if (op == "Transpose")
@@ -414,19 +452,8 @@ namespace {
         if (auto unary = unaryOf(op))
             return elementwise(
                 { &in(0) }, in(0).elemType, [&unary](const std::vector<double>& a) { return unary(a[0]); });
-        if (n.input_size() == 2 && (isComparison(op) || arithmetic(op, 1, 1, T::FLOAT, 0))) {
-            const int type = isComparison(op) ? static_cast<int>(T::BOOL) : in(0).elemType;
-            const auto fmod = attrInt(n, "fmod", 0);
-            bool failed = false;
-            auto out = elementwise({ &in(0), &in(1) }, type, [&](const std::vector<double>& a) {
-                const auto v = arithmetic(op, a[0], a[1], in(0).elemType, fmod);
-                failed = failed || !v;
-                return v.value_or(0);
-            });
-            if (failed)
-                return std::nullopt;
-            return out;
-        }
+        if (n.input_size() == 2 && (isComparison(op) || arithmetic(op, 1, 1, T::FLOAT, 0)))
+            return binary(n, in(0), in(1));
         return std::nullopt;
     }
 
