@@ -2,10 +2,13 @@
 
 #include "cost/calibration.h"
 #include "cost/profile_threads.h"
+#include "cpu/blas_core.h"
 #include "cpu_probe.h"
 #include "local_devices.h"
 #include "runtime/training_run.h"
 #include "util/error.h"
+
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cmath>
@@ -170,6 +173,12 @@ std::string runDeviceKind(const std::string& devices)
 {
     const auto spec = engine::parseDeviceSpec(devices);
     return spec.cuda ? localGpuCatalogId(spec.gpus.front()) : std::string("cpu");
+}
+
+void noteBlasPin()
+{
+    if (const auto advice = engine::blasPinAdvice(engine::blasCoreReport()); !advice.empty())
+        fmt::print(stderr, "note: {}\n", advice);
 }
 
 engine::GemmPrecision trainingGemmPrecision(const std::string& precision)

@@ -57,6 +57,9 @@ std::string localGpuCatalogId(int gpu);
 // The catalog device a run on `devices` (train --devices) is: "cpu" for CPU devices, the entry
 // its GPU matches ("" when none does: planned and predicted as this CPU's devices would be).
 std::string runDeviceKind(const std::string& devices);
+// Prints a note to stderr where the environment's OPENBLAS_CORETYPE pins GEMM kernels narrower than
+// this CPU runs (train and profile on CPU devices; `devices` says the same).
+void noteBlasPin();
 // train --precision: fp32, tf32 or bf16; throws ps::Error for anything else.
 engine::GemmPrecision trainingGemmPrecision(const std::string& precision);
 // The stored profile `--profile measured` names on `deviceId`: "measured-cpu" on the CPU, else the

@@ -157,6 +157,8 @@ namespace {
         std::unique_ptr<profiler::ActivityTracer> tracer;
         if (gpu >= 0)
             tracer = profiler::cupti::makeCuptiTracer();
+        else
+            noteBlasPin();
         auto store = ProjectStore::open(o.project);
         const auto stored = store.loadGraph();
         auto sizes = o.microBatches;

@@ -38,6 +38,8 @@ namespace {
         if (!blas.detected.empty())
             line += " (chosen by PipeStudio: OpenBLAS picked " + blas.detected + ", narrower than this CPU's vectors"
                 + "; OPENBLAS_CORETYPE overrides, PS_KEEP_BLAS_CORE=1 keeps OpenBLAS's choice)";
+        if (const auto advice = engine::blasPinAdvice(blas); !advice.empty())
+            line += " (" + advice + ")";
         return line;
     }
 
@@ -59,6 +61,8 @@ namespace {
         nlohmann::ordered_json blasJson = { { "library", blas.config }, { "core", blas.core } };
         if (!blas.detected.empty())
             blasJson["detected_core"] = blas.detected;
+        if (!blas.widerCore.empty())
+            blasJson["wider_core"] = blas.widerCore;
         return { { "blas", blasJson }, { "cuda_built", report.cudaBuilt }, { "cuda_status", report.cudaStatus },
             { "devices", devices }, { "cuda_libraries", libraries }, { "cuda_backend_ops", cudaOps() },
             { "profilers", backends } };

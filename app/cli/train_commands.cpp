@@ -410,6 +410,8 @@ namespace {
         std::string timelineWhy;
         const auto timeline = kernelTimeline(o.timeline, deviceText, timelineWhy);
         const bool onGpu = engine::parseDeviceSpec(deviceText).cuda;
+        if (!onGpu)
+            noteBlasPin();
         if (onGpu)
             timelineWhy += "; timed on the steps whose timeline is stored (--trace-iterations, --trace-every), "
                            "the others run untimed";

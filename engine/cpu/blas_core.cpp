@@ -99,7 +99,17 @@ BlasCoreReport blasCoreReport()
     if (const char* detected = std::getenv(kDetectedVariable);
         detected != nullptr && std::getenv("OPENBLAS_CORETYPE") && r.core != detected)
         r.detected = detected;
+    if (std::getenv("OPENBLAS_CORETYPE") != nullptr && r.detected.empty())
+        r.widerCore = betterBlasCore(r.core, thisCpuVectorFeatures());
     return r;
+}
+
+std::string blasPinAdvice(const BlasCoreReport& report)
+{
+    if (report.widerCore.empty())
+        return {};
+    return "OPENBLAS_CORETYPE=" + report.core + " (set in the environment) runs narrower GEMM kernels than this CPU's "
+        + report.widerCore + ": unset it for faster CPU GEMMs";
 }
 
 void upgradeBlasCoreOrContinue()

@@ -43,8 +43,16 @@ struct BlasCoreReport
     std::string config; // openblas_get_config()
     std::string core; // openblas_get_corename()
     std::string detected; // OpenBLAS's own choice when PipeStudio replaced it; empty otherwise
+    // Where the environment's OPENBLAS_CORETYPE (not PipeStudio's) pins kernels narrower than this
+    // CPU runs: the core it could run instead ("SkylakeX", "Haswell"); empty otherwise.
+    std::string widerCore;
 };
 [[nodiscard]] BlasCoreReport blasCoreReport();
+
+// The report's advice where the environment pins narrower kernels than the CPU runs, e.g.
+// "OPENBLAS_CORETYPE=Haswell (set in the environment) runs narrower GEMM kernels than this CPU's
+// SkylakeX: unset it for faster CPU GEMMs"; empty where nothing is pinned below the CPU.
+[[nodiscard]] std::string blasPinAdvice(const BlasCoreReport& report);
 
 // Re-executes this process (same arguments; the binary /proc/self/exe points to) with
 // OPENBLAS_CORETYPE set when `betterBlasCore` names a wider core; returns when nothing is to be done

@@ -102,6 +102,25 @@ def engine_steps(a):
     return [t / 1e3 for t in ms[2:]]
 
 
+def engine_blas(a):
+    """The engine's GEMM library and the kernels it runs, as `pipestudio devices` reports them."""
+    import json
+    out = subprocess.run([a.pipestudio, "devices", "--json"], check=True, capture_output=True, text=True).stdout
+    blas = json.loads(out)["blas"]
+    pinned = " pinned by the environment" if "wider_core" in blas else ""
+    return f"OpenBLAS, {blas['core']} kernels{pinned}"
+
+
+def torch_blas():
+    """The GEMM library torch was built with (its build's BLAS_INFO), and OpenBLAS's pinned core."""
+    info = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    name = info.group(1) if info else "unknown"
+    if name == "generic":  # Debian's torch: the system's libblas (OpenBLAS where installed)
+        name = "system BLAS"
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    return name + (f", OPENBLAS_CORETYPE={core}" if core and name != "mkl" else "")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("pipestudio")
@@ -125,26 +144,29 @@ def main():
     env = f"{a.layers} layers, {a.hidden} hidden, {a.heads} heads, seq {a.seq}, batch {a.batch}, {a.threads} threads"
     if a.torch_only:
         times, params = torch_steps(a, data)
-        print("TORCH", torch.__version__, statistics.median(times), params)
+        print("TORCH", torch.__version__, statistics.median(times), params, torch_blas())
         return
     engine = statistics.median(engine_steps(a))
     times, params = torch_steps(a, data)
-    torches = [(torch.__version__, statistics.median(times))]
+    torches = [(torch.__version__, statistics.median(times), torch_blas())]
     for python in a.also_torch:
         argv = [python, os.path.abspath(__file__)] + [x for x in sys.argv[1:]] + ["--torch-only"]
         out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-        version, median, _ = re.search(r"^TORCH (\S+) (\S+) (\S+)$", out, re.M).groups()
-        torches.append((version, float(median)))
-    reference = min(t for _, t in torches)
+        version, median, _, blas = re.search(r"^TORCH (\S+) (\S+) (\S+) (.*)$", out, re.M).groups()
+        torches.append((version, float(median), blas))
+    reference = min(t for _, t, _ in torches)
     gpu = a.device != "cpu"
 
     def mfu(step):
         return f"  MFU {100 * 6 * params * a.seq * a.batch / step / (a.peak_tflops * 1e12):5.1f}%" if gpu else ""
     where = f"on {a.device} ({a.precision})" if gpu else "on the CPU"
     print(f"GPT {env}, {params / 1e6:.1f}M parameters, {where}; median of {a.steps - 2} steps after 2 warm-up")
-    print(f"  PipeStudio engine:     {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s{mfu(engine)}")
-    for version, t in torches:
-        print(f"  PyTorch {version:<12}  {t * 1e3:8.1f} ms/step  {a.seq * a.batch / t:8.0f} tokens/s{mfu(t)}")
+    blas = f"  ({engine_blas(a)})" if not gpu else ""
+    print(f"  PipeStudio engine:     {engine * 1e3:8.1f} ms/step  {a.seq * a.batch / engine:8.0f} tokens/s{mfu(engine)}"
+          f"{blas}")
+    for version, t, lib in torches:
+        blas = f"  ({lib})" if not gpu else ""
+        print(f"  PyTorch {version:<12}  {t * 1e3:8.1f} ms/step  {a.seq * a.batch / t:8.0f} tokens/s{mfu(t)}{blas}")
     fastest = "" if len(torches) == 1 else " (the fastest PyTorch)"
     print(f"  ratio engine / PyTorch{fastest}: {engine / reference:.2f}")
 

@@ -170,6 +170,32 @@ TEST_F(Cli, DevicesListsTheCpu)
     }
 }
 
+// An OPENBLAS_CORETYPE from the environment is kept, and where it pins kernels narrower than the CPU
+// runs, `devices` names the wider core and says how to get it.
+TEST_F(Cli, DevicesNamesAnEnvironmentPinBelowTheCpu)
+{
+    const std::string pinned = "env -u PS_BLAS_CORE_DETECTED OPENBLAS_CORETYPE=Prescott " + std::string(PS_CLI_PATH);
+    const auto r = ps::e2e::runShell(pinned + " devices --json");
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    if (j["blas"]["library"].get<std::string>().find("DYNAMIC_ARCH") == std::string::npos)
+        GTEST_SKIP() << "this OpenBLAS is built for one core type";
+    EXPECT_EQ(j["blas"]["core"], "Prescott") << r.output;
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        GTEST_SKIP() << "this CPU runs no kernels wider than Prescott's";
+    ASSERT_TRUE(j["blas"].contains("wider_core")) << r.output;
+    const auto wider = j["blas"]["wider_core"].get<std::string>();
+    EXPECT_TRUE(wider == "Haswell" || wider == "SkylakeX") << wider;
+    const auto text = ps::e2e::runShell(pinned + " devices");
+    EXPECT_NE(text.output.find("OPENBLAS_CORETYPE=Prescott (set in the environment) runs narrower GEMM kernels than "
+                               "this CPU's "
+                  + wider),
+        std::string::npos)
+        << text.output;
+#endif
+}
+
 TEST_F(Cli, EstimateAndSimulateAPlan)
 {
     const auto p = file("m.pstudio");
