@@ -58,7 +58,7 @@ std::string localGpuCatalogId(int gpu);
 // its GPU matches ("" when none does: planned and predicted as this CPU's devices would be).
 std::string runDeviceKind(const std::string& devices);
 // Prints a note to stderr where the environment's OPENBLAS_CORETYPE pins GEMM kernels narrower than
-// this CPU runs (train and profile on CPU devices; `devices` says the same).
+// this CPU runs (after a train or profile run on CPU devices, without --json; `devices` says the same).
 void noteBlasPin();
 // train --precision: fp32, tf32 or bf16; throws ps::Error for anything else.
 engine::GemmPrecision trainingGemmPrecision(const std::string& precision);

@@ -157,8 +157,6 @@ namespace {
         std::unique_ptr<profiler::ActivityTracer> tracer;
         if (gpu >= 0)
             tracer = profiler::cupti::makeCuptiTracer();
-        else
-            noteBlasPin();
         auto store = ProjectStore::open(o.project);
         const auto stored = store.loadGraph();
         auto sizes = o.microBatches;
@@ -207,6 +205,8 @@ namespace {
             return 0;
         }
         printOpTable(stored, runs.back(), gpu < 0 ? threadCounts.back() : 0);
+        if (gpu < 0)
+            noteBlasPin();
         return 0;
     }
 

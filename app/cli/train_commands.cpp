@@ -391,6 +391,16 @@ namespace {
             { checkpoint.step, checkpoint.optimizerSteps, checkpoint.tensors, checkpoint.optimizerState });
     }
 
+    // What the run trains on: a language model on token windows of `source` (and an encoder's
+    // context), any other graph on generated inputs (samples).
+    std::string dataDescription(const engine::TrainingRun& run, const std::string& source)
+    {
+        if (!run.batchSource().samplesTokens())
+            return run.batchSource().describe();
+        const auto context = run.batchSource().encoderContext();
+        return context.empty() ? source : source + "; encoder " + context;
+    }
+
     int runTrain(const TrainCommandOptions& o)
     {
         auto store = ProjectStore::open(o.project);
@@ -410,8 +420,6 @@ namespace {
         std::string timelineWhy;
         const auto timeline = kernelTimeline(o.timeline, deviceText, timelineWhy);
         const bool onGpu = engine::parseDeviceSpec(deviceText).cuda;
-        if (!onGpu)
-            noteBlasPin();
         if (onGpu)
             timelineWhy += "; timed on the steps whose timeline is stored (--trace-iterations, --trace-every), "
                            "the others run untimed";
@@ -437,13 +445,8 @@ namespace {
                                                           : nullptr;
         c.schedule = run.config().schedule;
         const bool moments = checkpoint && restoreCheckpoint(run, *checkpoint);
-        // A language model trains on token windows; any other graph on generated inputs (samples).
-        const bool tokens = run.batchSource().samplesTokens();
-        const std::string unit = tokens ? "tokens" : "samples";
-        if (!tokens)
-            source = run.batchSource().describe();
-        else if (const auto context = run.batchSource().encoderContext(); !context.empty())
-            source += "; encoder " + context;
+        const std::string unit = run.batchSource().samplesTokens() ? "tokens" : "samples";
+        source = dataDescription(run, source);
         const nlohmann::json config { { "devices", deviceText }, { "device_count", deviceCount },
             { "stages", c.schedule.stages }, { "schedule", scheduleName(c.schedule) },
             { "micro_batches", c.schedule.microBatches }, { "cuts", c.partition.cutsText() }, { "plan_id", planId },
@@ -470,6 +473,8 @@ namespace {
             trainSteps(store, runId, run, o, { resumedStep, onGpu, unit, timeline.get(), controller.get() });
         store.endRun(runId, g_interrupted ? "interrupted" : "finished");
         printRunEnd(o, runId, outcome);
+        if (!onGpu && !o.json)
+            noteBlasPin();
         return g_interrupted ? 130 : 0;
     }
 
