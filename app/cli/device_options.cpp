@@ -177,8 +177,10 @@ std::string runDeviceKind(const std::string& devices)
 
 void noteBlasPin()
 {
-    if (const auto advice = engine::blasPinAdvice(engine::blasCoreReport()); !advice.empty())
+    if (const auto advice = engine::blasPinAdvice(engine::blasCoreReport()); !advice.empty()) {
+        std::fflush(stdout); // after what the run printed
         fmt::print(stderr, "note: {}\n", advice);
+    }
 }
 
 engine::GemmPrecision trainingGemmPrecision(const std::string& precision)
