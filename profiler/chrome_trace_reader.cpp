@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -101,6 +102,7 @@ namespace {
         std::int64_t correlation = -1;
         std::int64_t externalId = -1;
         double startNs = 0;
+        std::int64_t device = -1; // args.device
     };
 
     class ChromeReader
@@ -139,6 +141,8 @@ namespace {
             if (m_complete == 0)
                 throw Error(m_file + " is JSON but has no trace events with \"ph\": \"X\" (not a profiler trace)");
             resolveLaunches();
+            if (root.is_object())
+                readGpu(root);
             return std::move(m_data);
         }
 
@@ -171,7 +175,8 @@ namespace {
             const double startNs = number(e, "ts", 0) * 1000.0;
             const double durationNs = std::max(0.0, number(e, "dur", 0) * 1000.0);
             if (kDeviceCategories.contains(cat)) {
-                m_device.push_back({ name, durationNs, argInt(e, "correlation"), argInt(e, "External id"), startNs });
+                m_device.push_back({ name, durationNs, argInt(e, "correlation"), argInt(e, "External id"), startNs,
+                    argInt(e, "device") });
                 return;
             }
             const auto thread = threadOf(e, idText(e, "tid"));
@@ -192,6 +197,32 @@ namespace {
                     m_byCorrelation.emplace(c, ChromeLaunch { thread, startNs });
             } else if (const auto x = argInt(e, "External id"); x >= 0) {
                 m_byExternalId.emplace(x, ChromeLaunch { thread, startNs });
+            }
+        }
+
+        // The deviceProperties entry of the device that ran most of the kernels' time (where the
+        // kernels name none, the first entry).
+        void readGpu(const Json& root)
+        {
+            const auto properties = root.find("deviceProperties");
+            if (properties == root.end() || !properties->is_array() || m_device.empty())
+                return;
+            std::map<std::int64_t, double> busy;
+            for (const auto& d : m_device)
+                busy[d.device] += d.durationNs;
+            const auto most = std::max_element(
+                busy.begin(), busy.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            for (const auto& p : *properties) {
+                if (!p.is_object() || !p.contains("name") || !p["name"].is_string())
+                    continue;
+                const auto id = p.contains("id") && p["id"].is_number_integer() ? p["id"].get<std::int64_t>() : -1;
+                if (most->first >= 0 && id != most->first)
+                    continue;
+                m_data.gpu.name = p["name"].get<std::string>();
+                m_data.gpu.memoryBytes = p.contains("totalGlobalMem") && p["totalGlobalMem"].is_number_integer()
+                    ? p["totalGlobalMem"].get<std::int64_t>()
+                    : 0;
+                return;
             }
         }
 

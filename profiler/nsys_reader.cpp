@@ -9,6 +9,8 @@
 #include "trace_model.h"
 #include "util/error.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -73,6 +75,7 @@ namespace {
             loadWork("CUPTI_ACTIVITY_KIND_KERNEL", "");
             loadWork("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy");
             loadWork("CUPTI_ACTIVITY_KIND_MEMSET", "memset");
+            loadGpu();
             return std::move(m_data);
         }
 
@@ -205,16 +208,55 @@ namespace {
             const auto cols = columnsOf(m_db, table);
             if (!cols.contains("start") || !cols.contains("end") || !cols.contains("correlationId"))
                 return;
-            const std::string name = !fixedName.empty() ? "NULL"
+            const std::string name = !fixedName.empty() ? (cols.contains("copyKind") ? "copyKind" : "NULL")
                 : cols.contains("shortName")            ? "shortName"
                                                         : "demangledName";
-            sql::Statement st(m_db, "SELECT start, end, correlationId, " + name + " FROM " + table);
+            const std::string device = cols.contains("deviceId") ? "deviceId" : "-1";
+            sql::Statement st(m_db, "SELECT start, end, correlationId, " + name + ", " + device + " FROM " + table);
             while (st.step()) {
                 const auto it = m_launches.find(st.columnInt(2));
                 const NsysLaunch at = it == m_launches.end() ? NsysLaunch {} : it->second;
-                m_data.work.push_back({ fixedName.empty() ? stringId(st.columnInt(3)) : fixedName,
-                    static_cast<double>(st.columnInt(1) - st.columnInt(0)), at.thread, at.atNs,
-                    static_cast<double>(st.columnInt(0)) });
+                const double ns = static_cast<double>(st.columnInt(1) - st.columnInt(0));
+                m_data.work.push_back(
+                    { fixedName.empty() ? stringId(st.columnInt(3)) : copyName(fixedName, st.columnInt(3)), ns,
+                        at.thread, at.atNs, static_cast<double>(st.columnInt(0)) });
+                m_busy[st.columnInt(4)] += ns;
+            }
+        }
+
+        // A memcpy named by its CUPTI copy kind, as CUPTI's records name it ("memcpy HtoD").
+        static std::string copyName(const std::string& fixedName, std::int64_t kind)
+        {
+            if (fixedName != "memcpy")
+                return fixedName;
+            switch (kind) {
+            case 1:
+                return "memcpy HtoD";
+            case 2:
+                return "memcpy DtoH";
+            case 8:
+                return "memcpy DtoD";
+            case 10:
+                return "memcpy PtoP";
+            default:
+                return fixedName;
+            }
+        }
+
+        // The GPU (TARGET_INFO_GPU) that ran most of the work's time: its name and memory.
+        void loadGpu()
+        {
+            if (m_busy.empty() || !hasTable(m_db, "TARGET_INFO_GPU"))
+                return;
+            const auto cols = columnsOf(m_db, "TARGET_INFO_GPU");
+            if (!cols.contains("name") || !cols.contains("totalMemory") || !cols.contains("id"))
+                return;
+            const auto most = std::max_element(
+                m_busy.begin(), m_busy.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            sql::Statement st(m_db, "SELECT id, name, totalMemory FROM TARGET_INFO_GPU");
+            while (st.step()) {
+                if (m_data.gpu.name.empty() || st.columnInt(0) == most->first)
+                    m_data.gpu = { st.columnText(1), st.columnInt(2) };
             }
         }
 
@@ -223,6 +265,7 @@ namespace {
         TraceData m_data;
         std::unordered_map<std::int64_t, std::string> m_strings;
         std::unordered_map<std::int64_t, NsysLaunch> m_launches;
+        std::map<std::int64_t, double> m_busy; // work time by device id
     };
 
 } // namespace

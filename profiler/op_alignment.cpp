@@ -140,11 +140,12 @@ namespace {
                 m_stats.operators += computing(pass);
                 std::span<const Operator> rest(pass);
                 while (!rest.empty()) {
-                    const auto used = align(rest); // up to its last matched operator
+                    const auto [first, used] = align(rest); // from its first to its last matched operator
                     // Another forward right after it (GPipe's F F ..., a forward-only loop): about as
-                    // many operators again.
+                    // many operators again as the aligned ones (not counting set-up work before them:
+                    // parameters initialised and copied to the device).
                     const auto tail = rest.subspan(used);
-                    if (used == 0 || 4 * computing(tail) < 3 * computing(rest.first(used)))
+                    if (used == 0 || 4 * computing(tail) < 3 * computing(rest.subspan(first, used - first)))
                         break;
                     rest = tail;
                 }
@@ -360,21 +361,26 @@ namespace {
             return matched;
         }
 
-        // Aligns one pass and emits its ranges; returns how many operators it used (through the
-        // last one the order matched), 0 when none matched.
-        std::size_t align(std::span<const Operator> ops)
+        // Aligns one pass and emits its ranges; returns the index of the first operator the order
+        // matched and how many operators it used (through the last one matched), {0, 0} when none.
+        std::pair<std::size_t, std::size_t> align(std::span<const Operator> ops)
         {
             const std::size_t n = ops.size();
             if ((n + 1) * (m_end - m_first + 1) > kMaxCells) { // named ranges are the way for such traces
                 ++m_stats.passesTooLarge;
-                return 0;
+                return { 0, 0 };
             }
             auto matched = matchInOrder(ops);
             std::size_t used = 0; // operators up to the last the order matched
-            for (std::size_t o = 0; o < n; ++o)
-                used = matched[o].second > matched[o].first ? o + 1 : used;
+            std::size_t first = n;
+            for (std::size_t o = 0; o < n; ++o) {
+                if (matched[o].second > matched[o].first) {
+                    used = o + 1;
+                    first = std::min(first, o);
+                }
+            }
             if (used == 0)
-                return 0; // nothing of the graph: not a forward pass
+                return { 0, 0 }; // nothing of the graph: not a forward pass
             ++m_stats.passes;
             matchOutOfOrder(ops.first(used), matched);
             AlignedPass pass;
@@ -388,7 +394,7 @@ namespace {
                 }
             }
             m_passes.push_back(std::move(pass));
-            return used;
+            return { first, used };
         }
 
         // Without autograd sequence numbers (the legacy profiler, Debian's torch 1.13) backward

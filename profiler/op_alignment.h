@@ -15,8 +15,9 @@
 //   LayerNorm and RMSNorm their decompositions; views match view nodes (the copies their backward
 //   launches go there) or are skipped at no cost, as are the graph's views and operators on
 //   scalars only; other operators and nodes are skipped at a cost. Operators left after the last
-//   match, at least three quarters as many as those before it, are aligned again as a pass of
-//   their own (GPipe's forwards back to back).
+//   match, at least three quarters as many as those from the first match to the last (set-up work
+//   before the first, such as parameters initialised and copied, not counted), are aligned again
+//   as a pass of their own (GPipe's forwards back to back, a forward benchmark's passes).
 // - What the order missed: an operator out of order (a residual branch the importer sorted
 //   earlier) takes the first free node of its kind with its input shapes (without shapes, GEMMs
 //   and convolutions by kind alone); batch normalization after a matched convolution, which an

@@ -127,6 +127,8 @@ TraceImport mergeStageTraces(const std::vector<TraceImport>& stages, const std::
     TraceImport merged;
     merged.format = stages.front().format;
     merged.schemaVersion = stages.front().schemaVersion;
+    merged.gpuName = stages.front().gpuName;
+    merged.gpuMemoryBytes = stages.front().gpuMemoryBytes;
     merged.nodes.resize(stages.front().nodes.size());
     std::map<std::string, UnmatchedName> unmatched;
     for (std::size_t s = 0; s < stages.size(); ++s) {
@@ -144,6 +146,10 @@ TraceImport mergeStageTraces(const std::vector<TraceImport>& stages, const std::
         merged.optimizerNs += t.optimizerNs;
         merged.communicationActivities += t.communicationActivities;
         merged.communicationNs += t.communicationNs;
+        merged.setupActivities += t.setupActivities;
+        merged.setupNs += t.setupNs;
+        merged.inputCopyActivities += t.inputCopyActivities;
+        merged.inputCopyNs += t.inputCopyNs;
         merged.ranges += t.ranges;
         merged.aligned = merged.aligned || t.aligned;
         merged.alignment.passes += t.alignment.passes;

@@ -92,11 +92,13 @@ struct TraceImport
     std::string format; // "nsys-sqlite", "kineto-json"
     std::string schemaVersion; // nsys EXPORT_SCHEMA_VERSION, Kineto schemaVersion or "legacy"
     bool deviceActivity = false; // kernels (true) or CPU self times (false)
+    std::string gpuName; // the GPU the trace's properties name for its work ("" where it names none)
+    std::int64_t gpuMemoryBytes = 0;
     std::vector<ImportedNodeTime> nodes; // by node id
     std::size_t nodesMatched = 0; // nodes with a forward or backward time
     std::int64_t activities = 0;
     std::int64_t matchedActivities = 0;
-    std::int64_t unmatchedActivities = 0; // matched + unmatched + optimizer activities = activities
+    std::int64_t unmatchedActivities = 0; // matched + unmatched + the kinds below = activities
     double totalNs = 0;
     double matchedNs = 0;
     double unmatchedNs = 0;
@@ -104,6 +106,15 @@ struct TraceImport
     double optimizerNs = 0;
     std::int64_t communicationActivities = 0; // sends, receives, collectives: no node's
     double communicationNs = 0;
+    // Host-to-device copies, and work of operators that initialise or copy tensors (`aten::uniform_`,
+    // `normal_`, `rand`, `zeros`, `to`, `copy_`, ...), launched before the first range that maps onto
+    // nodes: set-up such as the parameters' initialisation and their copy to the device
+    // (`model.to("cuda")`), or a random input made on the device.
+    std::int64_t setupActivities = 0;
+    double setupNs = 0;
+    // Host-to-device copies no node ran, after that: the input batches (data loading).
+    std::int64_t inputCopyActivities = 0;
+    double inputCopyNs = 0;
     std::int64_t ranges = 0; // ranges whose name is a node or scope
     // Module calls named after the graph's modules (with_stack traces, module_ranges.h): how many,
     // the module instances they stand for, and the calls not named (with why).
@@ -115,11 +126,11 @@ struct TraceImport
     bool aligned = false; // the operators were aligned to nodes by order (op_alignment.h)
     AlignmentStats alignment;
 
-    // The share of the forward and backward work (everything but the optimizer's and the
-    // communication's time) attributed to nodes.
+    // The share of the forward and backward work (everything but the optimizer's, the
+    // communication's, the set-up's and the input copies' time) attributed to nodes.
     [[nodiscard]] double coverage() const
     {
-        const double work = totalNs - optimizerNs - communicationNs;
+        const double work = totalNs - optimizerNs - communicationNs - setupNs - inputCopyNs;
         return work > 0 ? matchedNs / work : 0.0;
     }
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
@@ -104,6 +105,19 @@ namespace {
         std::unordered_map<std::string, std::vector<NodeId>> m_scopes;
     };
 
+    // Operators that initialise or copy tensors (`torch.nn.init`'s, `model.to("cuda")`'s, a random
+    // input's): before the first node's work, they set the model and its inputs up.
+    bool initialisesOrCopies(std::string_view name)
+    {
+        for (const char* op : { "aten::uniform_", "aten::normal_", "aten::zero_", "aten::fill_", "aten::rand",
+                 "aten::randn", "aten::randint", "aten::zeros", "aten::ones", "aten::full", "aten::to",
+                 "aten::_to_copy", "aten::copy_" }) {
+            if (name == op)
+                return true;
+        }
+        return false;
+    }
+
     // What encloses a point of a thread's timeline.
     struct Context
     {
@@ -113,6 +127,7 @@ namespace {
         bool optimizer = false; // inside an optimizer range
         bool communication = false; // inside a send, receive or collective
         int backwardOp = -1; // the innermost autograd function carrying a sequence number
+        int outerOp = -1; // the outermost framework operator (`aten::to` around a copy's runtime call)
     };
 
     struct SpanInfo
@@ -142,6 +157,8 @@ namespace {
             m_result.format = data.format;
             m_result.schemaVersion = data.schemaVersion;
             m_result.deviceActivity = !data.work.empty();
+            m_result.gpuName = data.gpu.name;
+            m_result.gpuMemoryBytes = data.gpu.memoryBytes;
             m_result.nodes.resize(graph.nodeCount());
             m_sums.resize(graph.nodeCount());
         }
@@ -161,7 +178,11 @@ namespace {
                     steps.emplace_back(span.startNs, span.endNs);
                 if (isOptimizerRange(span.name))
                     optimizerRanges.emplace_back(span.startNs, span.endNs);
+                if (m_info[i].nodes)
+                    m_firstMappedNs = std::min(m_firstMappedNs, span.startNs);
             }
+            if (std::isinf(m_firstMappedNs))
+                m_firstMappedNs = -std::numeric_limits<double>::infinity();
             sweepThreads();
             indexForwardOps();
             if (m_data.work.empty()) {
@@ -252,6 +273,8 @@ namespace {
                 c.communication = c.communication || isCommunication(s.name);
                 if (s.sequence >= 0 && namesAutogradFunction(s.name))
                     c.backwardOp = i;
+                if (s.op && c.outerOp < 0)
+                    c.outerOp = i;
                 m_info[i].context = c;
                 if (!stack.empty())
                     stack.back().childNs += std::max(0.0, std::min(s.endNs, endOf(stack.back())) - s.startNs);
@@ -320,6 +343,18 @@ namespace {
                 if (c.communication || isCommunication(name)) { // a rank's sends and waits: not a node's
                     ++m_result.communicationActivities;
                     m_result.communicationNs += ns;
+                    return;
+                }
+                if ((anchorNs >= 0 ? anchorNs : interval.first) < m_firstMappedNs
+                    && (isHostToDeviceCopy(name)
+                        || (c.outerOp >= 0 && initialisesOrCopies(m_data.spans[c.outerOp].name)))) {
+                    ++m_result.setupActivities;
+                    m_result.setupNs += ns;
+                    return;
+                }
+                if (isHostToDeviceCopy(name)) { // an input batch on its way
+                    ++m_result.inputCopyActivities;
+                    m_result.inputCopyNs += ns;
                     return;
                 }
                 ++m_result.unmatchedActivities;
@@ -395,6 +430,8 @@ namespace {
         std::map<std::string, UnmatchedName> m_unmatched;
         std::vector<TimedActivity> m_timed; // for the timeline
         TraceImport m_result;
+        // Where the first span naming nodes starts; -infinity where none does (nothing is set-up).
+        double m_firstMappedNs = std::numeric_limits<double>::infinity();
     };
 
 } // namespace

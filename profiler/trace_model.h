@@ -40,6 +40,13 @@ struct TraceWork
     double startNs = 0; // on the device, same clock as the spans (Kineto and Nsight both align them)
 };
 
+// A GPU as the trace describes it (Kineto's deviceProperties).
+struct TraceGpu
+{
+    std::string name; // "NVIDIA A100-SXM4-40GB"
+    std::int64_t memoryBytes = 0; // totalGlobalMem
+};
+
 struct TraceData
 {
     std::string format;
@@ -47,6 +54,7 @@ struct TraceData
     std::vector<TraceSpan> spans;
     std::vector<TraceWork> work; // empty: a CPU-only trace, the spans' self times are the work
     std::map<std::int64_t, std::string> threadNames;
+    TraceGpu gpu; // the GPU that ran most of the work's time, where the trace describes it (else empty)
 
     // PyTorch's autograd thread (`pt_autograd_*`): its work is backward.
     [[nodiscard]] bool autogradThread(std::int64_t thread) const;

@@ -108,6 +108,46 @@ bool isCommunication(std::string_view name)
         || name.starts_with("ncclDevKernel");
 }
 
+bool isHostToDeviceCopy(std::string_view name)
+{
+    return toLower(name).starts_with("memcpy htod");
+}
+
+std::string shortKernelName(std::string_view name)
+{
+    constexpr std::string_view kVoid = "void ";
+    constexpr std::string_view kAnonymous = "(anonymous namespace)";
+    constexpr std::size_t kMost = 100;
+    if (!name.starts_with(kVoid) && name.find("::") == std::string_view::npos) // not a C++ signature
+        return name.size() > kMost ? std::string(name.substr(0, kMost - 3)) + "..." : std::string(name);
+    if (name.starts_with(kVoid))
+        name.remove_prefix(kVoid.size());
+    std::string out;
+    int depth = 0;
+    for (std::size_t i = 0; i < name.size(); ++i) {
+        const char c = name[i];
+        if (c == '<') {
+            out += depth++ == 0 ? "<...>" : "";
+        } else if (c == '>' && depth > 0) {
+            --depth;
+        } else if (depth == 0) {
+            if (c == '(' && name.substr(i).starts_with(kAnonymous)) {
+                out += kAnonymous;
+                i += kAnonymous.size() - 1;
+            } else if (c == '(') {
+                break; // the parameter list
+            } else {
+                out += c;
+            }
+        }
+    }
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    if (out.size() > kMost)
+        out = out.substr(0, kMost - 3) + "...";
+    return out.empty() ? std::string(name.substr(0, kMost)) : out;
+}
+
 std::vector<TraceIteration> buildTraceTimeline(std::vector<TimedActivity> activities,
     std::vector<std::pair<double, double>> steps, std::vector<std::pair<double, double>> optimizerRanges)
 {

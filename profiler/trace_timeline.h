@@ -49,4 +49,14 @@ struct TimedActivity
 // `record_param_comms`) and NCCL's kernels (`ncclKernel_*`, `ncclDevKernel_*`).
 [[nodiscard]] bool isCommunication(std::string_view name);
 
+// Whether a device activity is a copy from host to device memory: Kineto's "Memcpy HtoD (Pageable ->
+// Device)", CUPTI's and the Nsight export's "memcpy HtoD" (case-insensitive).
+[[nodiscard]] bool isHostToDeviceCopy(std::string_view name);
+
+// A kernel's name as a person reads it in a table: a C++ signature (a leading "void " or a "::")
+// without that "void ", each template argument list written "<...>", the parameter list dropped
+// ("(anonymous namespace)" kept); any name at most 100 characters. "void at::native::elementwise_kernel<128, 2, ...>(int, ...)" is
+// "at::native::elementwise_kernel<...>".
+[[nodiscard]] std::string shortKernelName(std::string_view name);
+
 } // namespace ps::profiler

@@ -108,14 +108,16 @@ namespace {
             nlohmann::ordered_json out { { "device", device.id }, { "profile", source },
                 { "compared_on",
                     deviceTime ? "device time (kernels with their fixed device time, no launch cost)" : "step time" },
-                { "covered_nodes", calibration.coveredNodes }, { "nodes", graph.nodeCount() }, { "micro_batch", mb },
-                { "saved", !o.noSave }, { "classes", classes }, { "worst_nodes", misses } };
+                { "forward_only", calibration.forwardOnly }, { "covered_nodes", calibration.coveredNodes },
+                { "nodes", graph.nodeCount() }, { "micro_batch", mb }, { "saved", !o.noSave }, { "classes", classes },
+                { "worst_nodes", misses } };
             fmt::print("{}\n", out.dump(2));
             return 0;
         }
-        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}{}\n",
+        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}{}{}\n",
             device.name, source, calibration.coveredNodes, graph.nodeCount(), mb,
-            deviceTime ? "; on device time: the model's kernels, each with its fixed device time, no launch cost" : "");
+            deviceTime ? "; on device time: the model's kernels, each with its fixed device time, no launch cost" : "",
+            calibration.forwardOnly ? "; forward only (the profile times no backward)" : "");
         fmt::print("{:<14} {:>5} {:>12} {:>14} {:>8}  {}\n", "class", "nodes", "measured ms", "analytical ms", "factor",
             "median |error| per node, before -> after");
         for (const auto& c : calibration.classes)

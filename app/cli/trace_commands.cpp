@@ -12,6 +12,7 @@
 #include "sim/simulator.h"
 #include "store/project_store.h"
 #include "trace_import.h"
+#include "trace_timeline.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
@@ -33,7 +34,7 @@ namespace {
         std::vector<std::string> traces; // one, or one per pipeline rank (stage order)
         std::string cuts; // with several traces: the first node (index or name) of stages 1..S-1
         std::string trace; // the traces as one line, for reports
-        std::string device; // empty: "cuda" for kernel traces, "cpu" for CPU-only ones
+        std::string device; // empty: traceDevice()
         std::int64_t microBatch = 0; // 0: the project's
         bool dryRun = false;
         double minCoverage = 0.5; // of the forward and backward work's time, attributed to nodes
@@ -44,13 +45,15 @@ namespace {
         const std::string& device, std::int64_t microBatch)
     {
         nlohmann::ordered_json j { { "trace", o.trace }, { "format", t.format }, { "schema_version", t.schemaVersion },
-            { "activity", t.deviceActivity ? "kernels" : "cpu-ops" }, { "device", device }, { "source", "imported" },
-            { "micro_batch", microBatch }, { "saved", !o.dryRun }, { "ranges", t.ranges },
-            { "activities", t.activities }, { "matched", t.matchedActivities }, { "unmatched", t.unmatchedActivities },
-            { "total_ms", t.totalNs / 1e6 }, { "matched_ms", t.matchedNs / 1e6 },
-            { "unmatched_ms", t.unmatchedNs / 1e6 }, { "optimizer", t.optimizerActivities },
-            { "optimizer_ms", t.optimizerNs / 1e6 }, { "communication", t.communicationActivities },
-            { "communication_ms", t.communicationNs / 1e6 }, { "nodes_matched", t.nodesMatched },
+            { "activity", t.deviceActivity ? "kernels" : "cpu-ops" }, { "device", device }, { "gpu", t.gpuName },
+            { "gpu_memory_bytes", t.gpuMemoryBytes }, { "source", "imported" }, { "micro_batch", microBatch },
+            { "saved", !o.dryRun }, { "ranges", t.ranges }, { "activities", t.activities },
+            { "matched", t.matchedActivities }, { "unmatched", t.unmatchedActivities }, { "total_ms", t.totalNs / 1e6 },
+            { "matched_ms", t.matchedNs / 1e6 }, { "unmatched_ms", t.unmatchedNs / 1e6 },
+            { "optimizer", t.optimizerActivities }, { "optimizer_ms", t.optimizerNs / 1e6 },
+            { "communication", t.communicationActivities }, { "communication_ms", t.communicationNs / 1e6 },
+            { "setup", t.setupActivities }, { "setup_ms", t.setupNs / 1e6 }, { "input_copies", t.inputCopyActivities },
+            { "input_copies_ms", t.inputCopyNs / 1e6 }, { "nodes_matched", t.nodesMatched },
             { "nodes_total", graph.nodeCount() }, { "coverage", t.coverage() },
             { "aligned_by_operator_order", t.aligned }, { "module_ranges", t.moduleRanges }, { "modules", t.modules },
             { "modules_not_named", t.modulesNotNamed } };
@@ -60,7 +63,8 @@ namespace {
                 { "nodes", t.alignment.nodes }, { "passes_too_large", t.alignment.passesTooLarge } };
         j["unmatched_names"] = nlohmann::ordered_json::array();
         for (const auto& u : t.unmatched)
-            j["unmatched_names"].push_back({ { "name", u.name }, { "count", u.count }, { "ms", u.totalNs / 1e6 } });
+            j["unmatched_names"].push_back({ { "name", u.name }, { "short_name", profiler::shortKernelName(u.name) },
+                { "count", u.count }, { "ms", u.totalNs / 1e6 } });
         j["nodes"] = nlohmann::ordered_json::array();
         for (const auto& n : graph.nodes()) {
             const auto& time = t.nodes[n.id.index()];
@@ -91,6 +95,9 @@ namespace {
                                    : "No range names a node",
                 t.alignment.alignedOperators, t.alignment.operators, t.alignment.passes, t.alignment.nodesCovered,
                 t.alignment.nodes);
+        if (!t.gpuName.empty())
+            fmt::print("GPU            {} ({:.1f} GiB): rows for device {}\n", t.gpuName,
+                static_cast<double>(t.gpuMemoryBytes) / (1024.0 * 1024.0 * 1024.0), device);
         fmt::print("Nodes matched  {} of {}\n", t.nodesMatched, graph.nodeCount());
         fmt::print("Matched        {} ({:.3f} ms)\n", t.matchedActivities, t.matchedNs / 1e6);
         fmt::print("Unmatched      {} ({:.3f} ms)\n", t.unmatchedActivities, t.unmatchedNs / 1e6);
@@ -99,13 +106,21 @@ namespace {
         if (t.communicationActivities > 0)
             fmt::print("Communication  {} ({:.3f} ms: sends, receives, collectives)\n", t.communicationActivities,
                 t.communicationNs / 1e6);
+        if (t.setupActivities > 0)
+            fmt::print("Set-up         {} ({:.3f} ms: initialisations and host-to-device copies before the first "
+                       "node's work, e.g. the parameters')\n",
+                t.setupActivities, t.setupNs / 1e6);
+        if (t.inputCopyActivities > 0)
+            fmt::print("Input copies   {} ({:.3f} ms: host-to-device copies no node made, the batches)\n",
+                t.inputCopyActivities, t.inputCopyNs / 1e6);
         fmt::print("Total time     {:.3f} ms\n", t.totalNs / 1e6);
         fmt::print("Coverage       {:.1f}% of the forward and backward time on nodes{}\n", 100 * t.coverage(),
             t.coverage() < o.minCoverage
                 ? fmt::format(" (below --min-coverage {:.2f}: would be refused)", o.minCoverage)
                 : "");
         for (const auto& u : t.unmatched)
-            fmt::print("  unmatched    {:<40} {:6} x {:9.3f} ms\n", u.name, u.count, u.totalNs / 1e6);
+            fmt::print("  unmatched    {:<40} {:6} x {:9.3f} ms\n", profiler::shortKernelName(u.name), u.count,
+                u.totalNs / 1e6);
         if (o.dryRun)
             fmt::print("Dry run: nothing saved\n");
         else
@@ -303,6 +318,17 @@ namespace {
         fmt::print("{}\n", j.dump(2));
     }
 
+    // The device kind of a trace's rows where --device names none: the CPU for a CPU-only trace, the
+    // catalog GPU its device properties match, else "cuda".
+    std::string traceDevice(const profiler::TraceImport& trace)
+    {
+        if (!trace.deviceActivity)
+            return "cpu";
+        const auto* gpu =
+            trace.gpuName.empty() ? nullptr : DeviceCatalog::builtin().matchGpu(trace.gpuName, trace.gpuMemoryBytes);
+        return gpu != nullptr ? gpu->id : "cuda";
+    }
+
     int runImportTrace(ImportTraceOptions o)
     {
         o.trace.clear();
@@ -313,7 +339,7 @@ namespace {
         const auto [windows, cuts] = stageWindows(o, graph);
         const auto stages = importStages(o, graph, windows);
         const auto trace = stages.size() == 1 ? stages.front() : profiler::mergeStageTraces(stages, windows);
-        const auto device = !o.device.empty() ? o.device : (trace.deviceActivity ? "cuda" : "cpu");
+        const auto device = !o.device.empty() ? o.device : traceDevice(trace);
         const auto microBatch = o.microBatch > 0 ? o.microBatch : graph.info().microBatch;
         // A timeline is a run where the simulator can predict it: on the CPU or a catalog GPU.
         const auto& catalog = DeviceCatalog::builtin().devices();
@@ -435,7 +461,9 @@ void addImportTraceCommand(CLI::App& app, Action& action)
     cmd->add_option("--cuts", o->cuts,
         "With one trace per pipeline rank: the first node of stages 1..S-1, by index or name (\"12\", "
         "\"/h.1/ln_1/LayerNormalization\"); each trace aligns with its stage's nodes");
-    cmd->add_option("--device", o->device, "Device kind of the profile rows (default: cuda for kernels, else cpu)");
+    cmd->add_option("--device", o->device,
+        "Device kind of the profile rows (default: the catalog GPU the trace's device properties match, else cuda "
+        "for kernels; cpu for a CPU-only trace)");
     cmd->add_option("--micro-batch", o->microBatch,
            "Micro-batch size the trace was recorded at (default: the "
            "project's)")

@@ -45,6 +45,12 @@ Calibration calibrate(const Graph& graph, const Profile& measured, const Profile
     Calibration c;
     c.factors.fill(1.0);
     c.nodeClass = std::move(nodeClass);
+    // A forward-only profile (an inference trace, a forward benchmark) is compared on forward time.
+    c.forwardOnly = std::none_of(measured.nodes.begin(), measured.nodes.end(),
+        [&](const NodeProfile& p) { return p.backwardNs.at(microBatch) > 0; });
+    const auto nodeNs = [&](const NodeProfile& p) {
+        return p.forwardNs.at(microBatch) + (c.forwardOnly ? 0.0 : p.backwardNs.at(microBatch));
+    };
     std::array<ClassFit, kKernelClassCount> fits {};
     std::array<std::vector<std::pair<double, double>>, kKernelClassCount> pairs {}; // measured, analytical
     // A measured profile times the engine's fused chains (Scale -> Mask -> Softmax) on their last
@@ -56,16 +62,16 @@ Calibration calibrate(const Graph& graph, const Profile& measured, const Profile
         const auto readers = graph.consumers();
         for (std::size_t i = 0; i < n; ++i) {
             const auto& node = graph.nodes()[i];
-            if (nodeNs(measured.nodes[i], microBatch) > 0 || node.outputs.size() != 1)
+            if (nodeNs(measured.nodes[i]) > 0 || node.outputs.size() != 1)
                 continue;
             const auto& next = readers[node.outputs[0].index()];
             if (next.size() == 1 && next.front().index() > i)
-                lent[next.front().index()] += nodeNs(analytical.nodes[i], microBatch) + lent[i];
+                lent[next.front().index()] += nodeNs(analytical.nodes[i]) + lent[i];
         }
     }
     for (std::size_t i = 0; i < n; ++i) {
-        const double m = nodeNs(measured.nodes[i], microBatch);
-        const double a = nodeNs(analytical.nodes[i], microBatch) + lent[i];
+        const double m = nodeNs(measured.nodes[i]);
+        const double a = nodeNs(analytical.nodes[i]) + lent[i];
         if (m <= 0 || a <= 0)
             continue;
         const auto k = static_cast<std::size_t>(c.nodeClass[i]);

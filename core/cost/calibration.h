@@ -16,15 +16,16 @@ struct ClassFit
 {
     KernelClass kind = KernelClass::Other;
     int nodes = 0; // covered nodes of this class
-    double measuredNs = 0; // forward + backward at the calibration micro-batch, summed
+    double measuredNs = 0; // forward + backward (forward-only profiles: forward) at the micro-batch, summed
     double analyticalNs = 0;
     double factor = 1; // measured / analytical
     double medianErrorBefore = 0; // per node |analytical / measured - 1|
     double medianErrorAfter = 0; // per node |factor x analytical / measured - 1|
 };
 
-// One covered node as the fit saw it: measured and modelled forward + backward at the
-// calibration micro-batch (the model's time includes that of the fused chain it ends, if any).
+// One covered node as the fit saw it: measured and modelled forward + backward (forward alone for a
+// forward-only profile) at the calibration micro-batch (the model's time includes that of the fused
+// chain it ends, if any).
 struct NodeFit
 {
     std::size_t node = 0; // node id
@@ -39,11 +40,15 @@ struct Calibration
     std::vector<KernelClass> nodeClass; // by node id: the class of the node's first kernel
     int coveredNodes = 0;
     std::vector<NodeFit> nodes; // the covered nodes, in node order
+    // The measured profile times no backward (an inference trace): the fit compares forward time
+    // alone, and its factors scale the backward as they scale the forward.
+    bool forwardOnly = false;
 };
 
 // A node counts as covered when its measured forward + backward at `microBatch` is positive.
 [[nodiscard]] bool coversNode(const NodeProfile& node, double microBatch);
-// Fits the factors over the nodes `measured` covers; `nodeClass` by node id (estimateKernels'
+// Fits the factors over the nodes `measured` covers (forward + backward, or forward alone where
+// `measured` has no backward time); `nodeClass` by node id (estimateKernels'
 // first kernel). Throws ps::Error when the profiles do not have the graph's node count.
 [[nodiscard]] Calibration calibrate(const Graph& graph, const Profile& measured, const Profile& analytical,
     std::vector<KernelClass> nodeClass, double microBatch);

@@ -206,7 +206,7 @@ void TraceImportDialog::showReport()
     m_summary->setText(
         tr("<b>%1%</b> of the forward and backward time on nodes (%2); <b>%3 of %4 nodes</b> matched.<br>"
            "%5 trace (%6), device %7, micro-batch %8: %9 ms attributed, %10 ms unmatched, %11 ms in the "
-           "optimizer, of %12 ms.<br>%13")
+           "optimizer, %14 ms set-up and input copies, of %12 ms.<br>%13")
             .arg(100 * coverage, 0, 'f', 1)
             .arg(how)
             .arg(r.value(QStringLiteral("nodes_matched")).toInt())
@@ -221,12 +221,16 @@ void TraceImportDialog::showReport()
             .arg(r.value(QStringLiteral("optimizer_ms")).toDouble(), 0, 'f', 3)
             .arg(r.value(QStringLiteral("total_ms")).toDouble(), 0, 'f', 3)
             .arg(enough ? tr("Import stores it as the imported profile and a measured run.")
-                        : tr("<b>Below the minimum coverage: Import would be refused.</b>")));
+                        : tr("<b>Below the minimum coverage: Import would be refused.</b>"))
+            .arg(r.value(QStringLiteral("setup_ms")).toDouble() + r.value(QStringLiteral("input_copies_ms")).toDouble(),
+                0, 'f', 3));
     const auto names = r.value(QStringLiteral("unmatched_names")).toArray();
     m_unmatched->setRowCount(static_cast<int>(names.size()));
     for (int i = 0; i < names.size(); ++i) {
         const auto u = names.at(i).toObject();
-        m_unmatched->setItem(i, 0, new QTableWidgetItem(u.value(QStringLiteral("name")).toString()));
+        auto* name = new QTableWidgetItem(u.value(QStringLiteral("short_name")).toString());
+        name->setToolTip(u.value(QStringLiteral("name")).toString());
+        m_unmatched->setItem(i, 0, name);
         m_unmatched->setItem(i, 1, new QTableWidgetItem(QString::number(u.value(QStringLiteral("count")).toInt())));
         m_unmatched->setItem(
             i, 2, new QTableWidgetItem(QString::number(u.value(QStringLiteral("ms")).toDouble(), 'f', 3)));

@@ -187,3 +187,35 @@ TEST(Calibration, AFusedChainIsComparedWhole)
         above = above || traced.factors[static_cast<std::size_t>(k.kind)] > 2.0 + 1e-6;
     EXPECT_TRUE(above);
 }
+
+// A forward-only profile (an inference or forward-benchmark trace: no backward anywhere) is fitted on
+// forward time alone; before, the model's backward counted against a measurement that had none and
+// every factor came out near a third.
+TEST(Calibration, AForwardOnlyProfileIsComparedOnForwardTime)
+{
+    const TinyGptOnA100 t;
+    const auto& [graph, analytical, mb, classes] = t;
+    auto measured = analytical;
+    for (std::size_t i = 0; i < measured.nodes.size(); ++i) {
+        auto& n = measured.nodes[i];
+        const double f = classes[i] == KernelClass::Gemm ? 1.5 : 0.8;
+        n.forwardNs = { n.forwardNs.fixed * f, n.forwardNs.perSample * f };
+        n.backwardNs = {};
+        n.weightGradNs = {};
+    }
+    const auto fit = calibrate(graph, measured, analytical, classes, mb);
+    EXPECT_TRUE(fit.forwardOnly);
+    EXPECT_NEAR(fit.factors[static_cast<std::size_t>(KernelClass::Gemm)], 1.5, 1e-9);
+    EXPECT_NEAR(fit.factors[static_cast<std::size_t>(KernelClass::Normalization)], 0.8, 1e-9);
+    for (const auto& n : fit.nodes)
+        EXPECT_NEAR(n.analyticalNs, analytical.nodes[n.node].forwardNs.at(mb), 1e-6 * n.analyticalNs);
+    // The factors scale the model's backward as its forward.
+    const auto calibrated = calibratedProfile(analytical, fit);
+    for (std::size_t i = 0; i < graph.nodeCount(); ++i) {
+        if (classes[i] != KernelClass::Gemm)
+            continue;
+        EXPECT_NEAR(calibrated.nodes[i].backwardNs.at(mb), 1.5 * analytical.nodes[i].backwardNs.at(mb),
+            1e-6 * analytical.nodes[i].backwardNs.at(mb));
+    }
+    EXPECT_FALSE(calibrate(graph, analytical, analytical, classes, mb).forwardOnly);
+}

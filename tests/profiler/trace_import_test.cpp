@@ -123,11 +123,16 @@ TEST_F(TraceImportTest, KinetoKernelsMapToTheInnermostRangeAndBackwardBySequence
     EXPECT_TRUE(t.deviceActivity);
     EXPECT_EQ(t.activities, 6);
     EXPECT_EQ(t.matchedActivities, 4);
-    EXPECT_EQ(t.unmatchedActivities, 2); // the elementwise kernel outside any range, the memcpy without a launch
-    EXPECT_DOUBLE_EQ(t.unmatchedNs, 13000);
+    EXPECT_EQ(t.unmatchedActivities, 1); // the elementwise kernel outside any range
+    EXPECT_DOUBLE_EQ(t.unmatchedNs, 5000);
+    EXPECT_EQ(t.inputCopyActivities, 1); // the host-to-device memcpy after the first node's work
+    EXPECT_DOUBLE_EQ(t.inputCopyNs, 8000);
     EXPECT_DOUBLE_EQ(t.totalNs, 153000);
-    ASSERT_EQ(t.unmatched.size(), 2U);
-    EXPECT_EQ(t.unmatched[0].name, "Memcpy HtoD");
+    ASSERT_EQ(t.unmatched.size(), 1U);
+    EXPECT_EQ(t.unmatched[0].name, "elementwise");
+    EXPECT_NEAR(t.coverage(), 140.0 / 145.0, 1e-12);
+    EXPECT_EQ(t.gpuName, "NVIDIA A100-SXM4-40GB"); // no totalGlobalMem: memory unknown
+    EXPECT_EQ(t.gpuMemoryBytes, 0);
 
     const auto matmul = t.nodes[nodeIndex(m_graph, "layers.0.linear.matmul")];
     // gemm_b inside layers.0.linear.matmul (innermost wins over layers.0), plus matmul's FLOP share of
@@ -230,6 +235,10 @@ INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, correlat
   (6200, 6270, 0, 7, 4, 5, 4), (9000, 9040, 0, 7, 99, 7, 7);
 INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, streamId, correlationId, bytes, copyKind) VALUES
   (8100, 8300, 0, 7, 5, 4096, 1);
+CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, id INTEGER, name TEXT, busLocation TEXT, totalMemory INTEGER,
+  smCount INTEGER);
+INSERT INTO TARGET_INFO_GPU VALUES (0, 1, 'NVIDIA A100-SXM4-40GB', '0000:07:00.0', 42505273344, 108),
+  (0, 0, 'NVIDIA H100 80GB HBM3', '0000:01:00.0', 85520809984, 132);
 )");
     sql::Statement meta(db, "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', ?1)");
     meta.bind(1, version).execute();
@@ -245,8 +254,12 @@ TEST_F(TraceImportTest, NsysExportKernelsMapThroughTheirLaunchingThreadsRanges)
     EXPECT_EQ(t.format, "nsys-sqlite");
     EXPECT_EQ(t.schemaVersion, "3.11.1");
     EXPECT_EQ(t.activities, 6);
-    EXPECT_EQ(t.unmatchedActivities, 2); // the memcpy outside every range, a kernel without its launch
-    EXPECT_DOUBLE_EQ(t.unmatchedNs, 240);
+    EXPECT_EQ(t.unmatchedActivities, 1); // a kernel without its launch
+    EXPECT_DOUBLE_EQ(t.unmatchedNs, 40);
+    EXPECT_EQ(t.inputCopyActivities, 1); // the memcpy, host to device (copyKind 1), outside every range
+    EXPECT_DOUBLE_EQ(t.inputCopyNs, 200);
+    EXPECT_EQ(t.gpuName, "NVIDIA H100 80GB HBM3"); // TARGET_INFO_GPU's row of the device that ran the work
+    EXPECT_EQ(t.gpuMemoryBytes, 85520809984);
     EXPECT_DOUBLE_EQ(t.nodes[nodeIndex(m_graph, "layers.0.linear.matmul")].forwardNs, 100);
     const auto relu1 = t.nodes[nodeIndex(m_graph, "layers.1.relu")];
     EXPECT_NEAR(relu1.forwardNs, 50 + 300 * forwardShare(m_graph, "layers.1.relu", "layers.1"), 1e-9);

@@ -200,3 +200,20 @@ TEST(TraceTimeline, WithoutProfilerStepsTheOptimizerStepsEndTheIterations)
     EXPECT_DOUBLE_EQ(one[0].startNs, 1.0);
     EXPECT_DOUBLE_EQ(one[0].endNs, 8.0);
 }
+
+// Kernel names as a table shows them: templates folded, parameters dropped, anonymous namespaces
+// kept; short names and names without templates unchanged.
+TEST(TraceNames, KernelNamesAreShortenedForTables)
+{
+    using profiler::shortKernelName;
+    EXPECT_EQ(shortKernelName("void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned "
+                              "int, 1, 4, bool>(at::cuda::detail::TensorInfo<float, unsigned int>, float)"),
+        "at::native::(anonymous namespace)::fused_dropout_kernel_vec<...>");
+    EXPECT_EQ(shortKernelName("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::"
+                              "CUDAFunctor_add<float> >(at::TensorIteratorBase&)::{lambda(int)#1}>(int)"),
+        "at::native::elementwise_kernel<...>");
+    EXPECT_EQ(shortKernelName("ampere_sgemm_32x32_sliced1x4_tn"), "ampere_sgemm_32x32_sliced1x4_tn");
+    EXPECT_EQ(shortKernelName("Memcpy HtoD (Pageable -> Device)"), "Memcpy HtoD (Pageable -> Device)");
+    EXPECT_EQ(shortKernelName(std::string(150, 'k')).size(), 100U);
+    EXPECT_EQ(shortKernelName("void (x)"), "(x)"); // nothing before the parameters: kept
+}
