@@ -493,7 +493,8 @@ namespace {
         // What the order left: an operator the graph's topological order puts elsewhere (a branch
         // the file lists before the code that ran first) takes the first node of its kind
         // with its input shape that no operator of the pass took; batch normalization after a
-        // convolution, which an eval-mode export folded into it, goes to that convolution.
+        // convolution, which an eval-mode export folded into it, goes to that convolution, and
+        // dropout, which such an export leaves out, to the operator before it.
         void matchOutOfOrder(std::span<const Operator> ops, std::vector<NodeRange>& matched) const
         {
             std::vector<bool> taken(m_graph.nodeCount(), false);
@@ -530,6 +531,29 @@ namespace {
                 const auto& previous = matched[p];
                 if (previous.second > previous.first && nodes[previous.first].op == Conv)
                     matched[o] = previous;
+            }
+            attachDropouts(ops, matched);
+        }
+
+        // Dropout in a graph without Dropout nodes (an eval-mode export of a model trained with
+        // it) goes to the computing operator matched before it, whose output it reads: its time is
+        // part of the step the trace measured.
+        void attachDropouts(std::span<const Operator> ops, std::vector<NodeRange>& matched) const
+        {
+            const auto& nodes = m_graph.nodes();
+            for (auto v = m_first; v < m_end; ++v) {
+                if (nodes[v].op == Dropout)
+                    return;
+            }
+            for (std::size_t o = 1; o < ops.size(); ++o) {
+                if (ops[o].kind == nullptr || !contains(ops[o].kind->kinds, Dropout) || matched[o].second > 0)
+                    continue;
+                for (auto p = o; p-- > 0;) {
+                    if (matched[p].second > matched[p].first && !isViewNode(nodes[matched[p].first])) {
+                        matched[o] = matched[p];
+                        break;
+                    }
+                }
             }
         }
 

@@ -21,7 +21,9 @@
 // - What the order missed: an operator out of order (a residual branch the importer sorted
 //   earlier) takes the first free node of its kind with its input shapes (without shapes, GEMMs
 //   and convolutions by kind alone); batch normalization after a matched convolution, which an
-//   eval-mode export folded into it, goes to that convolution.
+//   eval-mode export folded into it, goes to that convolution; dropout, where the graph has no
+//   Dropout node (an eval-mode export of a model trained with it), to the computing operator
+//   matched before it.
 // - Every matched operator becomes a range over the nodes it computes, one occurrence per pass, so
 //   the kernels it launched go to them, and its backward follows: by autograd sequence number
 //   (trace_model.cpp), or, in traces without them (torch 1.13's legacy profiler), by aligning the

@@ -102,7 +102,7 @@ struct TraceImport
     double totalNs = 0;
     double matchedNs = 0;
     double unmatchedNs = 0;
-    std::int64_t optimizerActivities = 0; // inside optimizer ranges (Optimizer.step), no node's
+    std::int64_t optimizerActivities = 0; // inside optimizer ranges (Optimizer.step, zero_grad), no node's
     double optimizerNs = 0;
     std::int64_t communicationActivities = 0; // sends, receives, collectives: no node's
     double communicationNs = 0;

@@ -125,6 +125,7 @@ namespace {
         int outer = -1; // the outermost one: one occurrence (micro-batch, iteration) of what it covers
         bool backwardMarker = false;
         bool optimizer = false; // inside an optimizer range
+        bool zeroGrad = false; // inside the optimizer's zero_grad ("Optimizer.zero_grad#AdamW.zero_grad")
         bool communication = false; // inside a send, receive or collective
         int backwardOp = -1; // the innermost autograd function carrying a sequence number
         int outerOp = -1; // the outermost framework operator (`aten::to` around a copy's runtime call)
@@ -270,6 +271,7 @@ namespace {
                 }
                 c.backwardMarker = c.backwardMarker || isBackwardMarker(s.name);
                 c.optimizer = c.optimizer || isOptimizerRange(s.name);
+                c.zeroGrad = c.zeroGrad || toLower(s.name).starts_with("optimizer.zero_grad");
                 c.communication = c.communication || isCommunication(s.name);
                 if (s.sequence >= 0 && namesAutogradFunction(s.name))
                     c.backwardOp = i;
@@ -336,6 +338,11 @@ namespace {
             if (range < 0) {
                 if (c.optimizer) { // the optimizer step's work: reported as such, not as unmatched
                     m_timed.push_back({ interval.first, interval.second, TraceActionKind::Optimizer, 0, anchorNs });
+                    ++m_result.optimizerActivities;
+                    m_result.optimizerNs += ns;
+                    return;
+                }
+                if (c.zeroGrad) { // the optimizer's too, though not its step (the timeline's OPT action)
                     ++m_result.optimizerActivities;
                     m_result.optimizerNs += ns;
                     return;

@@ -55,8 +55,8 @@ struct TimedActivity
 
 // A kernel's name as a person reads it in a table: a C++ signature (a leading "void " or a "::")
 // without that "void ", each template argument list written "<...>", the parameter list dropped
-// ("(anonymous namespace)" kept); any name at most 100 characters. "void at::native::elementwise_kernel<128, 2, ...>(int, ...)" is
-// "at::native::elementwise_kernel<...>".
+// ("(anonymous namespace)" kept); any name at most 100 characters.
+// "void at::native::elementwise_kernel<128, 2, ...>(int, ...)" is "at::native::elementwise_kernel<...>".
 [[nodiscard]] std::string shortKernelName(std::string_view name);
 
 } // namespace ps::profiler

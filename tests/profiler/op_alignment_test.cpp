@@ -196,7 +196,8 @@ TEST(OpAlignment, UnannotatedH100TracesCoverTheirGraphs)
 
 // The same steps on the CPU, recorded by torch 1.13's legacy profiler: no shapes, no sequence
 // numbers. Forward operators align by order and kind, backward functions by name in reverse order.
-// What stays unmatched is mostly dropout's work, which the eval-mode export has no node for.
+// Dropout, which the eval-mode export has no node for, goes to the operator before it; what stays
+// unmatched is mostly concatenation and gradient accumulation.
 TEST(OpAlignment, LegacyCpuTracesAlignWithoutShapesOrSequenceNumbers)
 {
     const auto models = modelsDir();
@@ -212,12 +213,12 @@ TEST(OpAlignment, LegacyCpuTracesAlignWithoutShapesOrSequenceNumbers)
         // Without shapes an out-of-order operator other than a GEMM or convolution is not
         // placed (ResNet: one ReLU of the block whose branch the importer sorted first).
         EXPECT_GE(10 * t.alignment.nodesCovered, 9 * t.alignment.nodes);
-        EXPECT_GE(coverage(t), 0.85) << t.matchedNs << " of " << t.totalNs - t.optimizerNs << " ns";
+        EXPECT_GE(coverage(t), 0.9) << t.matchedNs << " of " << t.totalNs - t.optimizerNs << " ns";
         // The per-node times (means per step) add up to a step's forward and backward work.
         double nodes = 0;
         for (const auto& time : t.nodes)
             nodes += time.forwardNs + time.backwardNs;
-        EXPECT_NEAR(nodes / ((t.totalNs - t.optimizerNs) / 3), 1.0, 0.15);
+        EXPECT_NEAR(nodes / ((t.totalNs - t.optimizerNs) / 3), 1.0, 0.1);
         for (const auto& n : graph.nodes()) {
             if (n.op == OpType::MatMul || n.op == OpType::Conv) {
                 EXPECT_GT(t.nodes[n.id.index()].backwardNs, 0) << n.name; // aligned by name in reverse
