@@ -171,6 +171,15 @@ std::vector<TraceIteration> buildTraceTimeline(std::vector<TimedActivity> activi
             return out;
         TraceIteration it;
         it.actions = passes(byStart(activities));
+        const bool forwardOnly = std::all_of(it.actions.begin(), it.actions.end(),
+            [](const TraceAction& a) { return a.kind == TraceActionKind::Forward; });
+        if (forwardOnly && it.actions.size() > 1) { // a forward benchmark, inference: a pass is an iteration
+            for (auto a : it.actions) {
+                a.microBatch = 0;
+                out.push_back({ a.startNs, a.endNs, false, { a } });
+            }
+            return out;
+        }
         it.startNs = std::numeric_limits<double>::infinity();
         for (const auto& a : activities) {
             it.startNs = std::min(it.startNs, a.startNs);

@@ -4,7 +4,8 @@
 // - Iterations are the PyTorch profiler's `ProfilerStep#N` ranges (torch.profiler.schedule with
 //   prof.step()); an activity belongs to the one its start falls in, a kernel to the one its launch
 //   falls in (the host runs ahead of the GPU). A trace without them is one
-//   iteration from its first to its last attributed activity.
+//   iteration from its first to its last attributed activity, except where all of its work is
+//   forward passes (a forward benchmark, inference): then each pass is an iteration.
 // - Within an iteration, node activities in start order form passes: a new action starts when the
 //   phase changes (forward/backward) or the pass starts over: a forward activity at or before the
 //   first node of the current forward (in graph order), a backward one at or after the last node

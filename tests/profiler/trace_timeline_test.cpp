@@ -92,6 +92,26 @@ TEST(TraceTimeline, ForwardsBackToBackSplitWhereThePassStartsOver)
     EXPECT_DOUBLE_EQ(t[0].actions[3].startNs, 8);
 }
 
+// A forward benchmark (two passes, no backward, no optimizer, no ProfilerStep): each pass is an
+// iteration of its own, as an inference's would be.
+TEST(TraceTimeline, ForwardPassesAloneAreIterationsEach)
+{
+    const auto t = buildTraceTimeline(
+        {
+            act(0, 1, Kind::Forward, 0),
+            act(1, 2, Kind::Forward, 1),
+            act(10, 11, Kind::Forward, 0),
+            act(11, 13, Kind::Forward, 1),
+        },
+        {});
+    ASSERT_EQ(t.size(), 2U);
+    EXPECT_EQ(shape(t[0]), "F0 ");
+    EXPECT_EQ(shape(t[1]), "F0 ");
+    EXPECT_DOUBLE_EQ(t[1].startNs, 10);
+    EXPECT_DOUBLE_EQ(t[1].endNs, 13);
+    EXPECT_FALSE(t[1].marked);
+}
+
 TEST(TraceTimeline, ProfilerStepsAreTheIterations)
 {
     const auto t = buildTraceTimeline(
