@@ -6,6 +6,7 @@
 #include "plan/planner.h"
 #include "plan/zero_baseline.h"
 #include "report/dawnpiper_figures.h"
+#include "report/dawnpiper_methods.h"
 #include "report/reproduction.h"
 #include "zoo/model_config.h"
 
@@ -21,126 +22,6 @@
 namespace ps::detail {
 namespace {
 
-    // A method of the tables as PipeStudio runs it.
-    struct Method
-    {
-        std::string table; // "table1_sync" or "table2_async"
-        std::string mo; // the paper's "MO" column: None, R, S+R
-        std::string paperName; // "DPiper-S"
-        std::string schedule; // gpipe, 1f1b, pipedream; "zero-2"/"zero-3": data parallel
-        PlanAlgorithm algorithm = PlanAlgorithm::DawnPiper;
-        PlannerLimits limits;
-        bool miniBatch = false; // the cell is M x micro-batch (sync) rather than a micro-batch
-        // Empty: the paper's row, its method as the paper describes it. Else a column the paper does
-        // not have: an alternative where it is silent, or PipeStudio's own search ("portfolio, 1F1B").
-        std::string variant;
-
-        [[nodiscard]] std::string key() const
-        {
-            return mo + " " + paperName + (variant.empty() ? "" : " (" + variant + ")");
-        }
-        // How the cell was computed, printed beside it.
-        [[nodiscard]] std::string asRun() const
-        {
-            if (schedule.starts_with("zero-"))
-                return schedule + " data parallel";
-            return std::string(toString(algorithm)) + ", " + schedule
-                + (limits.checkpointStages ? " + checkpoints" : "")
-                + (limits.allowSwap || limits.allowRecompute ? " + swap/recompute plan" : "");
-        }
-    };
-
-    // The paper's rows. DPiper-S and DPiper-AS run Algorithm 1 (`dawnpiper-paper`, §4.2 with Alg. 2's
-    // balanced positions). SPP is GPipe-style in the paper (§2: "SPP, e.g. GPipe", micro-batches =
-    // stages, §5.1), so DPiper-S runs the same schedule as its GPipe baseline; the paper does not say
-    // which sync schedule it used, so 1F1B is measured beside it (variants()).
-    std::vector<Method> methods()
-    {
-        const PlannerLimits none { 0, false, false, false };
-        const PlannerLimits sr { 0, true, true, false };
-        const PlannerLimits checkpoint { 0, false, false, true };
-        const auto paper = PlanAlgorithm::DawnPiperPaper;
-        return {
-            { "table1_sync", "None", "ZeRO-2", "zero-2", PlanAlgorithm::GPipe, none, true, "" },
-            { "table1_sync", "None", "ZeRO-3", "zero-3", PlanAlgorithm::GPipe, none, true, "" },
-            { "table1_sync", "None", "GPipe", "gpipe", PlanAlgorithm::GPipe, none, true, "" },
-            { "table1_sync", "None", "DPiper-S", "gpipe", paper, none, true, "" },
-            { "table1_sync", "R", "GPipe", "gpipe", PlanAlgorithm::GPipe, checkpoint, true, "" },
-            { "table1_sync", "S+R", "DPiper-S", "gpipe", paper, sr, true, "" },
-            { "table2_async", "None", "PipeDream", "pipedream", PlanAlgorithm::PipeDream, none, false, "" },
-            { "table2_async", "None", "DPiper-AS", "pipedream", paper, none, false, "" },
-            { "table2_async", "S+R", "DPiper-AS", "pipedream", paper, sr, false, "" },
-        };
-    }
-
-    // Columns the paper does not have: DPiper-S under sync 1F1B (the open schedule question), and
-    // PipeStudio's own DawnPiper search (BiPar plus seeds and refinement, `dawnpiper`) under each.
-    std::vector<Method> variants()
-    {
-        const PlannerLimits none { 0, false, false, false };
-        const PlannerLimits sr { 0, true, true, false };
-        std::vector<Method> out;
-        for (const auto& [mo, limits] : { std::pair { "None", none }, std::pair { "S+R", sr } }) {
-            out.push_back(
-                { "table1_sync", mo, "DPiper-S", "1f1b", PlanAlgorithm::DawnPiperPaper, limits, true, "Alg. 1, 1F1B" });
-            out.push_back(
-                { "table1_sync", mo, "DPiper-S", "gpipe", PlanAlgorithm::DawnPiper, limits, true, "ours, GPipe" });
-            out.push_back(
-                { "table1_sync", mo, "DPiper-S", "1f1b", PlanAlgorithm::DawnPiper, limits, true, "ours, 1F1B" });
-        }
-        for (const auto& [mo, limits] : { std::pair { "None", none }, std::pair { "S+R", sr } })
-            out.push_back(
-                { "table2_async", mo, "DPiper-AS", "pipedream", PlanAlgorithm::DawnPiper, limits, false, "ours" });
-        return out;
-    }
-
-    std::vector<Method> allMethods()
-    {
-        auto all = methods();
-        const auto more = variants();
-        all.insert(all.end(), more.begin(), more.end());
-        return all;
-    }
-
-    struct Cell
-    {
-        double ours = 0;
-        double paper = std::numeric_limits<double>::quiet_NaN();
-    };
-
-    // Our cell: the largest batch in the paper's definition for this method, model and stage count.
-    double ourBatch(const Method& m, const Graph& graph, const Profile& profile, const Cluster& cluster, int stages,
-        std::map<PlanAlgorithm, double>& searchSeconds)
-    {
-        if (m.schedule.starts_with("zero-")) { // data parallel: the whole model on each device
-            const int stage = m.schedule == "zero-2" ? 2 : 3;
-            return stages
-                * zeroMaxMicroBatch(graph, profile, stages, stage, static_cast<double>(cluster.device.memoryBytes));
-        }
-        const auto spec = parseScheduleSpec(m.schedule, stages, stages); // sync: M = stages (§5.1)
-        PlannerOptions options;
-        options.algorithm = m.algorithm;
-        options.limits = m.limits;
-        const auto r = findMaxMicroBatch(graph, profile, spec, cluster, options, 1 << 12);
-        if (m.algorithm != PlanAlgorithm::GPipe && m.algorithm != PlanAlgorithm::PipeDream
-            && r.microBatch > 0) { // §5.4: search under 1 s
-            const StageModel model(graph, profile, spec, cluster, r.microBatch, m.limits);
-            const auto start = std::chrono::steady_clock::now();
-            [[maybe_unused]] const auto plan = findPlan(model, options);
-            auto& longest = searchSeconds[m.algorithm];
-            longest =
-                std::max(longest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        }
-        return m.miniBatch ? r.microBatch * spec.microBatches : r.microBatch;
-    }
-
-    std::string cellText(double v)
-    {
-        return std::isfinite(v) ? fixed(v, 0) : "-";
-    }
-
-    using Cells = std::map<std::string, std::map<std::string, std::map<std::string, Cell>>>;
-
     // Each method's batch on `graph` over its table's baseline without memory optimization (GPipe
     // sync, PipeDream async) at each stage count, beside the paper's AmoebaNet ratio.
     std::vector<std::vector<std::string>> cnnRatioRows(const nlohmann::json& paper, const Graph& graph,
@@ -153,7 +34,7 @@ namespace {
                 auto cluster = makeCluster(device, stages);
                 cluster.intraNode = link;
                 std::map<std::string, std::pair<double, double>> cells; // key -> (ours, paper)
-                for (const auto& m : methods()) {
+                for (const auto& m : dawnMethods()) {
                     if (m.table != table)
                         continue;
                     double theirs = std::numeric_limits<double>::quiet_NaN();
@@ -161,17 +42,17 @@ namespace {
                         if (row.at("gpus") == stages && row.at("mo") == m.mo && row.at("method") == m.paperName)
                             theirs = row.at("amoebanet").get<double>();
                     }
-                    cells[m.key()] = { ourBatch(m, graph, profile, cluster, stages, unused), theirs };
+                    cells[m.key()] = { dawnBatch(m, graph, profile, cluster, stages, unused), theirs };
                 }
                 const auto& base = cells.at(std::string(table) == "table1_sync" ? "None GPipe" : "None PipeDream");
-                for (const auto& m : methods()) {
+                for (const auto& m : dawnMethods()) {
                     if (m.table != table)
                         continue;
                     const auto& [ours, theirs] = cells.at(m.key());
                     const double ourRatio = ours / base.first;
                     const double theirRatio = theirs / base.second;
                     rows.push_back({ std::string(table) == "table1_sync" ? "sync" : "async", std::to_string(stages),
-                        m.mo, m.paperName, cellText(ours), fixed(ourRatio, 2) + "x", fixed(theirRatio, 2) + "x",
+                        m.mo, m.paperName, batchCellText(ours), fixed(ourRatio, 2) + "x", fixed(theirRatio, 2) + "x",
                         ratioText(ourRatio, theirRatio) });
                 }
             }
@@ -250,9 +131,6 @@ namespace {
             + "\n";
     }
 
-    // The cells of Tables 1 and 2 by table, then method (Method::key), then "model stages".
-    using Cells = std::map<std::string, std::map<std::string, std::map<std::string, Cell>>>;
-
     // What every part of the DawnPiper report shares: the paper's numbers, its device and link, and
     // the models and stage counts run.
     struct DawnSetup
@@ -266,11 +144,15 @@ namespace {
 
     // Every method's largest batch for each model and stage count, beside the paper's; `setups`
     // describes each model and `searchSeconds` collects the longest search per algorithm.
-    Cells maxBatchCells(const DawnSetup& s, const ReproduceOptions& options, std::map<std::string, std::string>& setups,
-        std::map<PlanAlgorithm, double>& searchSeconds)
+    DawnCells maxBatchCells(const DawnSetup& s, const ReproduceOptions& options,
+        std::map<std::string, std::string>& setups, std::map<PlanAlgorithm, double>& searchSeconds)
     {
-        const auto& [paper, device, link, models, stageCounts] = s;
-        Cells cells;
+        const auto& paper = s.paper;
+        const auto& device = s.device;
+        const auto& link = s.link;
+        const auto& models = s.models;
+        const auto& stageCounts = s.stageCounts;
+        DawnCells cells;
         for (const auto& model : models) {
             const auto zoo = paper.at("models").at(model).at("zoo").get<std::string>();
             if (options.progress)
@@ -283,9 +165,9 @@ namespace {
             for (int stages : stageCounts) {
                 auto cluster = makeCluster(device, stages);
                 cluster.intraNode = link;
-                for (const auto& m : allMethods()) {
+                for (const auto& m : dawnAllMethods()) {
                     auto& cell = cells[m.table][m.key()][model + " " + std::to_string(stages)];
-                    cell.ours = ourBatch(m, graph, profile, cluster, stages, searchSeconds);
+                    cell.ours = dawnBatch(m, graph, profile, cluster, stages, searchSeconds);
                     for (const auto& row : paper.at(m.table)) {
                         if (row.at("gpus") == stages && row.at("mo") == m.mo && row.at("method") == m.paperName)
                             cell.paper = row.at(model).get<double>();
@@ -297,7 +179,7 @@ namespace {
     }
 
     // Tables 1 and 2, each as the paper's rows and the columns it lacks, with a figure.
-    void addBatchTables(const DawnSetup& s, const Cells& cells, PaperReport& report)
+    void addBatchTables(const DawnSetup& s, const DawnCells& cells, PaperReport& report)
     {
         const auto& models = s.models;
         const auto& stageCounts = s.stageCounts;
@@ -306,7 +188,7 @@ namespace {
             md += table == "table1_sync" ? "### Table 1, synchronous\n\n" : "### Table 2, asynchronous\n\n";
             // One table of the paper's rows, one of the columns it does not have; `as run` says how
             // each row was computed.
-            for (const auto& list : { methods(), variants() }) {
+            for (const auto& list : { dawnMethods(), dawnVariants() }) {
                 std::vector<std::string> header { "MO", "method" };
                 for (const auto& model : models) {
                     for (int stages : stageCounts) {
@@ -325,8 +207,8 @@ namespace {
                     for (const auto& model : models) {
                         for (int stages : stageCounts) {
                             const auto& c = byColumn.at(model + " " + std::to_string(stages));
-                            line.insert(
-                                line.end(), { cellText(c.ours), cellText(c.paper), ratioText(c.ours, c.paper) });
+                            line.insert(line.end(),
+                                { batchCellText(c.ours), batchCellText(c.paper), ratioText(c.ours, c.paper) });
                         }
                     }
                     line.push_back(m.asRun());
@@ -380,9 +262,11 @@ namespace {
 
     // The headline claims: paper / ours with the paper's method / ours best.
     void addDawnClaims(
-        const DawnSetup& s, Cells& cells, std::map<PlanAlgorithm, double>& searchSeconds, std::string& md)
+        const DawnSetup& s, DawnCells& cells, std::map<PlanAlgorithm, double>& searchSeconds, std::string& md)
     {
-        const auto& [paper, device, link, models, stageCounts] = s;
+        const auto& paper = s.paper;
+        const auto& models = s.models;
+        const auto& stageCounts = s.stageCounts;
         md += "### Headline claims\n\n";
         std::vector<std::vector<std::string>> claims;
         // A row's cell as the paper's method ran it, or the best of it and the columns the paper lacks.
@@ -448,9 +332,12 @@ namespace {
     }
 
     // The precision's effect on the 4-GPU, no-MO cells (fp16 mixed precision against fp32).
-    void addPrecisionAblation(const DawnSetup& s, Cells& cells, const ReproduceOptions& options, std::string& md)
+    void addPrecisionAblation(const DawnSetup& s, DawnCells& cells, const ReproduceOptions& options, std::string& md)
     {
-        const auto& [paper, device, link, models, stageCounts] = s;
+        const auto& paper = s.paper;
+        const auto& device = s.device;
+        const auto& link = s.link;
+        const auto& models = s.models;
         md += "Where a ratio is far from 1x, the modelling differences are: activation bytes come from the zoo "
               "graph at its sequence length in fp32 (the paper states neither); the memory model has no allocator "
               "fragmentation or CUDA context, which real runs lose; and DawnPiper's runtime may reuse buffers across "
@@ -469,14 +356,15 @@ namespace {
                 const auto graph = buildZooModel(zooPreset(paper.at("models").at(model).at("zoo").get<std::string>()));
                 const auto profile = estimateProfile(graph, device, mixed);
                 std::vector<std::string> row { model };
-                for (const auto& m : methods()) {
+                for (const auto& m : dawnMethods()) {
                     if (m.table != "table1_sync" || m.mo != "None"
                         || (m.paperName != "GPipe" && m.paperName != "DPiper-S"))
                         continue;
                     std::map<PlanAlgorithm, double> unused;
                     const auto& cell = cells["table1_sync"][m.key()][model + " 4"];
-                    const double ours = ourBatch(m, graph, profile, cluster, 4, unused);
-                    row.insert(row.end(), { cellText(cell.ours), cellText(ours), ratioText(ours, cell.paper) });
+                    const double ours = dawnBatch(m, graph, profile, cluster, 4, unused);
+                    row.insert(
+                        row.end(), { batchCellText(cell.ours), batchCellText(ours), ratioText(ours, cell.paper) });
                 }
                 rows.push_back(std::move(row));
             }
@@ -488,9 +376,11 @@ namespace {
     }
 
     // T5's cells against shorter input and target lengths, where they sit far below the paper's.
-    void addT5Lengths(const DawnSetup& s, Cells& cells, const ReproduceOptions& options, std::string& md)
+    void addT5Lengths(const DawnSetup& s, DawnCells& cells, const ReproduceOptions& options, std::string& md)
     {
-        const auto& [paper, device, link, models, stageCounts] = s;
+        const auto& paper = s.paper;
+        const auto& device = s.device;
+        const auto& link = s.link;
         // T5 is the outlier: the paper fits several times our batch on every row, baselines included,
         // so the difference is in the input, not in the methods.
         double t5Ratio = 0;
@@ -527,19 +417,19 @@ namespace {
                 const auto graph = buildZooModel(config);
                 const auto profile = estimateProfile(graph, device, CostModelOptions {});
                 std::vector<std::string> row { std::to_string(enc), std::to_string(decoder) };
-                for (const auto& m : methods()) {
+                for (const auto& m : dawnMethods()) {
                     if (m.table != "table1_sync" || m.mo != "None"
                         || (m.paperName != "GPipe" && m.paperName != "DPiper-S"))
                         continue;
                     std::map<PlanAlgorithm, double> unused;
-                    const double ours = ourBatch(m, graph, profile, cluster, 4, unused);
+                    const double ours = dawnBatch(m, graph, profile, cluster, 4, unused);
                     const double theirs = cells["table1_sync"][m.key()]["t5 4"].paper;
-                    row.insert(row.end(), { cellText(ours), ratioText(ours, theirs) });
+                    row.insert(row.end(), { batchCellText(ours), ratioText(ours, theirs) });
                 }
                 rows.push_back(std::move(row));
             }
             const auto paperT5 = [&](const std::string& row) {
-                return cellText(cells["table1_sync"][row]["t5 4"].paper);
+                return batchCellText(cells["table1_sync"][row]["t5 4"].paper);
             };
             md +=
                 markdownTable({ "encoder tokens", "decoder tokens", "GPipe ours", "vs paper's " + paperT5("None GPipe"),
@@ -561,7 +451,10 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
         s.models = { "bert" };
         s.stageCounts = { 4 };
     }
-    const auto& [_, device, link, models, stageCounts] = s;
+    const auto& device = s.device;
+    const auto& link = s.link;
+    const auto& models = s.models;
+    const auto& stageCounts = s.stageCounts;
     std::map<std::string, std::string> setups;
     std::map<PlanAlgorithm, double> searchSeconds;
     auto cells = maxBatchCells(s, options, setups, searchSeconds);

@@ -3,6 +3,7 @@
 // metrics), schedule CSVs of every built-in schedule, cluster/catalog/device JSON (first byte: the
 // loader fuzz_cluster_json picks), and an Nsight Systems export. ONNX seeds come from
 // tests/data/make_onnx_fixtures.py and the Kineto JSON seeds are committed (tests/fuzz/corpus).
+#include "../profiler/nsys_export.h"
 #include "cluster/cluster.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_validate.h"
@@ -73,44 +74,13 @@ void writeClusterJson(const fs::path& dir, const fs::path& catalogFile)
     writeFile(dir / "device.json", '\2' + deviceSpecToJson(a100));
 }
 
-// The tables and columns of tests/profiler/trace_import_test.cpp's hand-built export.
+// The trace import tests' hand-built Nsight Systems export (tests/profiler/nsys_export.h).
 void writeNsysExport(const fs::path& dir)
 {
     fs::create_directories(dir);
     const auto path = dir / "report.sqlite";
     fs::remove(path);
-    sql::Database db(path, sql::Database::Mode::Create);
-    db.exec(R"(
-CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
-CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,
-  category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,
-  domainId INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER,
-  globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER,
-  contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,
-  shortName INTEGER, mangledName INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER,
-  contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER);
-INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.11.1');
-INSERT INTO StringIds VALUES (1, 'layers.1'), (2, 'pt_autograd_0'), (3, 'main'), (4, 'ampere_sgemm'),
-  (5, 'void ampere_sgemm<float>(...)'), (6, 'cudaLaunchKernel'), (7, 'elementwise_kernel');
-INSERT INTO ThreadNames VALUES (3, 0, 16777217), (2, 0, 16777218);
-INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES
-  (1000, 2000, 59, 'layers.0.linear.matmul', 16777217, NULL), (3000, 5000, 59, NULL, 16777217, 1),
-  (4000, 4500, 59, 'layers.1.relu', 16777217, NULL), (6000, 7000, 60, 'head.matmul', 16777218, NULL),
-  (100, NULL, 34, 'layers.0', 16777217, NULL);
-INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId) VALUES
-  (1100, 1110, 16777217, 1, 6), (3100, 3110, 16777217, 2, 6), (4100, 4110, 16777217, 3, 6),
-  (6100, 6110, 16777218, 4, 6), (8000, 8010, 16777217, 5, 6);
-INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, correlationId, demangledName, shortName) VALUES
-  (1200, 1300, 0, 7, 1, 5, 4), (3200, 3500, 0, 7, 2, 5, 4), (4200, 4250, 0, 7, 3, 7, 7),
-  (6200, 6270, 0, 7, 4, 5, 4), (9000, 9040, 0, 7, 99, 7, 7);
-INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, streamId, correlationId, bytes, copyKind) VALUES
-  (8100, 8300, 0, 7, 5, 4096, 1);
-)");
+    ps::test::createNsysExport(path, "3.11.1");
 }
 
 } // namespace

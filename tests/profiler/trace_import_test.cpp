@@ -2,6 +2,7 @@
 // MLP (nodes layers.{0,1}.linear.{matmul,bias_add}, layers.{0,1}.relu, head.*, loss; scopes
 // layers.0 and layers.1), plus a real trace of the torch 1.13 CPU profiler when torch is installed.
 #include "graph/op_cost.h"
+#include "nsys_export.h"
 #include "store/project_store.h"
 #include "store/sqlite.h"
 #include "tiny_mlp.h"
@@ -199,57 +200,12 @@ TEST_F(TraceImportTest, PhaseSuffixesAndOccurrencesGiveTheMeanPerMicroBatch)
 
 namespace {
 
-// Creates an Nsight Systems export with the tables and columns its schema reference documents.
-void createNsysExport(const fs::path& path, const std::string& version)
-{
-    sql::Database db(path, sql::Database::Mode::Create);
-    db.exec(R"(
-CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
-CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,
-  category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,
-  domainId INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER,
-  globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER,
-  contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,
-  shortName INTEGER, mangledName INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER,
-  contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER);
-INSERT INTO StringIds VALUES (1, 'layers.1'), (2, 'pt_autograd_0'), (3, 'main'), (4, 'ampere_sgemm'),
-  (5, 'void ampere_sgemm<float>(...)'), (6, 'cudaLaunchKernel'), (7, 'elementwise_kernel');
-INSERT INTO ThreadNames VALUES (3, 0, 16777217), (2, 0, 16777218);
--- push/pop ranges (59), text inline or through StringIds; a mark (34) is not a range
-INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES
-  (1000, 2000, 59, 'layers.0.linear.matmul', 16777217, NULL),
-  (3000, 5000, 59, NULL, 16777217, 1),
-  (4000, 4500, 59, 'layers.1.relu', 16777217, NULL),
-  (6000, 7000, 60, 'head.matmul', 16777218, NULL),
-  (100, NULL, 34, 'layers.0', 16777217, NULL);
-INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId) VALUES
-  (1100, 1110, 16777217, 1, 6), (3100, 3110, 16777217, 2, 6), (4100, 4110, 16777217, 3, 6),
-  (6100, 6110, 16777218, 4, 6), (8000, 8010, 16777217, 5, 6);
-INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, correlationId, demangledName, shortName) VALUES
-  (1200, 1300, 0, 7, 1, 5, 4), (3200, 3500, 0, 7, 2, 5, 4), (4200, 4250, 0, 7, 3, 7, 7),
-  (6200, 6270, 0, 7, 4, 5, 4), (9000, 9040, 0, 7, 99, 7, 7);
-INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, streamId, correlationId, bytes, copyKind) VALUES
-  (8100, 8300, 0, 7, 5, 4096, 1);
-CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, id INTEGER, name TEXT, busLocation TEXT, totalMemory INTEGER,
-  smCount INTEGER);
-INSERT INTO TARGET_INFO_GPU VALUES (0, 1, 'NVIDIA A100-SXM4-40GB', '0000:07:00.0', 42505273344, 108),
-  (0, 0, 'NVIDIA H100 80GB HBM3', '0000:01:00.0', 85520809984, 132);
-)");
-    sql::Statement meta(db, "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', ?1)");
-    meta.bind(1, version).execute();
-}
-
 } // namespace
 
 TEST_F(TraceImportTest, NsysExportKernelsMapThroughTheirLaunchingThreadsRanges)
 {
     const auto path = m_dir / "report.sqlite";
-    createNsysExport(path, "3.11.1");
+    test::createNsysExport(path, "3.11.1");
     const auto t = profiler::importTrace(m_graph, path);
     EXPECT_EQ(t.format, "nsys-sqlite");
     EXPECT_EQ(t.schemaVersion, "3.11.1");
@@ -281,20 +237,20 @@ TEST_F(TraceImportTest, NsysExportKernelsMapThroughTheirLaunchingThreadsRanges)
 TEST_F(TraceImportTest, NsysExportOfAnUnknownSchemaOrWithoutItsTablesIsRefused)
 {
     const auto future = m_dir / "future.sqlite";
-    createNsysExport(future, "9.0.0");
+    test::createNsysExport(future, "9.0.0");
     const auto e = errorOf(future);
     EXPECT_NE(e.find("future.sqlite"), std::string::npos) << e;
     EXPECT_NE(e.find("schema version '9.0.0' is unknown"), std::string::npos) << e;
 
     const auto partial = m_dir / "partial.sqlite";
-    createNsysExport(partial, "3.15.1");
+    test::createNsysExport(partial, "3.15.1");
     sql::Database(partial, sql::Database::Mode::ReadWrite).exec("DROP TABLE NVTX_EVENTS");
     const auto missing = errorOf(partial);
     EXPECT_NE(missing.find("partial.sqlite"), std::string::npos) << missing;
     EXPECT_NE(missing.find("misses table(s) NVTX_EVENTS"), std::string::npos) << missing;
 
     const auto old = m_dir / "old.sqlite";
-    createNsysExport(old, "3.1.7");
+    test::createNsysExport(old, "3.1.7");
     sql::Database(old, sql::Database::Mode::ReadWrite).exec("DROP TABLE META_DATA_EXPORT");
     EXPECT_NE(errorOf(old).find("without a schema version"), std::string::npos) << errorOf(old);
 }
