@@ -1,5 +1,5 @@
 // Megatron-LM Table 1's rows as the reports run them (megatron_report.cpp, published_report.cpp):
-// each row's model and the configuration the paper leaves partly open, fixed by one rule.
+// each row's model and the configuration the paper leaves partly open, as its artifact scripts ran it.
 // Depends on: scale/scale_model.h, nlohmann-json.
 #pragma once
 
@@ -9,8 +9,9 @@
 
 namespace ps::detail {
 
-// Micro-batch 1; the interleaved schedule (the paper's setup: "interleaved 1F1B where PP > 1") with
-// the fewest chunks v > 1 that split a stage's layers evenly; full recomputation.
+// The row's sizes and global batch, full recomputation, and what the paper leaves open as NVIDIA's
+// examples/sc21/run_table_1.sh ran it (the row's micro_batch, virtual_stages and
+// overlap_gradient_reduce; micro-batch 1, 1F1B and no overlap where a row has none).
 [[nodiscard]] ScaleConfig megatronPaperConfig(const nlohmann::json& row);
 // The row's GPT (layers, width, heads) at the paper's sequence and vocabulary.
 [[nodiscard]] GptShape megatronModel(const nlohmann::json& paper, const nlohmann::json& row);

@@ -113,8 +113,8 @@ namespace {
             + "); the measured figures of its Figs. 7 and 11 (throughput against micro-batch size on one A100, "
               "weak scaling of pipeline parallelism) are not in `resources/reproduction/papers.json` yet, and the "
               "seed papers report absolute throughput only for PatrickStar (its section above). Each row runs as "
-              "the Megatron section runs it (the paper's t, p, GPUs and global batch; micro-batch 1, interleaved "
-              "where p > 1, full recomputation).\n\n";
+              "the Megatron section runs it (the paper's t, p, GPUs and global batch; micro-batch, virtual stages and "
+              "gradient-reduction overlap as NVIDIA's artifact scripts for Table 1 set them; full recomputation).\n\n";
         md += "**Calibration subset:** the " + calibrationLabel + " row (" + calibrationRow.at("gpus").dump()
             + " GPUs, no tensor or pipeline parallelism: its time is the GEMMs' and the data-parallel "
               "all-reduce's). **Fitted:** the fraction of the "
@@ -122,10 +122,11 @@ namespace {
             + "'s tensor-core peak its GEMMs reach, by bisection until that row's prediction equals its "
               "measurement: "
             + fixed(fitted.gemmEfficiencyTensor, 3) + " (catalog: " + fixed(catalog.gemmEfficiencyTensor, 3)
-            + ", fitted by `pipestudio gemm-check` to a bf16 GEMM measured on an H200). **Checked:** every other row, "
-              "with "
-              "the "
-              "catalog's constant and with the fitted one.\n\n";
+            + (std::abs(fitted.gemmEfficiencyTensor - catalog.gemmEfficiencyTensor) < 0.001
+                    ? "; the catalog's A100 entries hold this fit, which resources/catalog/devices.json names as "
+                      "their source"
+                    : "")
+            + "). **Checked:** every other row, with the catalog's constant and with the fitted one.\n\n";
         md += markdownTable({ "model", "GPUs", "configuration", "role", "measured TFLOP/s per GPU",
                                 "predicted, catalog constants", "predicted, calibrated", "note" },
                   c.rows)
@@ -135,9 +136,8 @@ namespace {
             + " of " + std::to_string(c.checked) + " with the catalog's constants); the worst checked row is off by "
             + fixed(100 * c.worstAfter, 1)
             + "%. The goal is every checked row within 15%. One fitted constant moves every row alike, so what is "
-              "left is the model's scaling with size (the largest models are predicted fastest relative to their "
-              "measurement: collectives and memory-bound kernels at datasheet rates, nothing of a real step's "
-              "overheads).\n\n";
+              "left is the model's scaling with size and parallelism (collectives and memory-bound kernels at "
+              "datasheet rates, nothing of a real step's other overheads).\n\n";
         return md;
     }
 

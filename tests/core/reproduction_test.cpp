@@ -271,7 +271,9 @@ TEST(Reproduction, MegatronQuickPutsTable1BesideTheClusterModel)
     EXPECT_EQ(r.paper, "megatron");
     const auto small = rowCells(r.markdown, "| 1.7B | 32 |");
     ASSERT_EQ(small.size(), 7U) << r.markdown;
-    EXPECT_EQ(small[2], "t1 p1 d32 b1 1f1b full");
+    // What the paper leaves open as NVIDIA's artifact scripts ran it: micro-batch 16, the gradient
+    // all-reduce overlapped (DDP=torch) without pipelining.
+    EXPECT_EQ(small[2], "t1 p1 d32 b16 1f1b full overlap");
     EXPECT_EQ(small[4], "137"); // the paper's measured TFLOP/s per GPU
     const double ours = std::stod(small[3]);
     char error[32];
@@ -279,7 +281,12 @@ TEST(Reproduction, MegatronQuickPutsTable1BesideTheClusterModel)
     EXPECT_EQ(small[5], error);
     const auto trillion = rowCells(r.markdown, "| 1008.0B | 3072 |");
     ASSERT_EQ(trillion.size(), 7U);
-    EXPECT_EQ(trillion[2], "t8 p64 d6 b1 interleaved:2 full"); // interleaved where PP > 1: fewest chunks
+    EXPECT_EQ(trillion[2], "t8 p64 d6 b1 1f1b full"); // the script runs 1T without virtual stages
+    // Within 15% of the measured throughput (the 1.7B row is the catalog's calibration, 1T a check).
+    for (const auto* row : { &small, &trillion }) {
+        const double measured = std::stod((*row)[4]);
+        EXPECT_LT(std::abs(std::stod((*row)[3]) / measured - 1), 0.15) << (*row)[3] << " vs " << measured;
+    }
     // The search's best on the same GPUs and batch is never slower than the paper's configuration.
     const auto best = rowCells(r.markdown, "| 1008.0B | t");
     ASSERT_EQ(best.size(), 6U);
@@ -305,14 +312,17 @@ TEST(Reproduction, PublishedCalibratesOnANamedSubsetAndChecksTheRest)
     const auto checked = rowCells(r.markdown, "| 1008.0B | 3072 |");
     ASSERT_EQ(checked.size(), 8U);
     EXPECT_EQ(checked[3], "check");
-    // The fitted efficiency is below the catalog's (the catalog predicts the 1.7B row fast), so the
-    // calibrated prediction of a checked row is slower than the catalog's.
-    EXPECT_LT(std::stod(checked[6]), std::stod(checked[5]));
+    // The catalog's A100 tensor-core efficiency is this fit (devices.json names the row as its
+    // source): a catalog edited without refitting fails here. So a checked row's prediction is the
+    // same with either.
     const auto fitted = r.markdown.find("its measurement: ");
     ASSERT_NE(fitted, std::string::npos);
     const double efficiency = std::stod(r.markdown.substr(fitted + 17));
     EXPECT_GT(efficiency, 0.05);
-    EXPECT_LT(efficiency, DeviceCatalog::builtin().find("a100-80gb").gemmEfficiencyTensor);
+    EXPECT_NEAR(efficiency, DeviceCatalog::builtin().find("a100-80gb").gemmEfficiencyTensor, 0.001);
+    EXPECT_NEAR(efficiency, DeviceCatalog::builtin().find("a100-40gb").gemmEfficiencyTensor, 0.001);
+    EXPECT_NE(r.markdown.find("the catalog's A100 entries hold this fit"), std::string::npos);
+    EXPECT_NEAR(std::stod(checked[6]), std::stod(checked[5]), 0.5);
     EXPECT_NE(r.markdown.find(" of 2 checked rows within 15%"), std::string::npos) << r.markdown;
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].series.size(), 2U);

@@ -197,9 +197,10 @@ TEST(ScaleExport, MegatronAndDeepSpeedGetTheSizes)
 
 TEST(ScaleModel, Table1RowsWithinFifteenPercentStayThere)
 {
-    // The accuracy the model has reached on Megatron-LM's Table 1 (docs/reproduction: 5 of 10 rows
-    // within 15% of the measured TFLOP/s per GPU; the issue asks for all 10), held so a change that
-    // loses it fails here. The rule for what the paper leaves open is the report's.
+    // Megatron-LM's Table 1, each row at its artifact script's configuration (the report's): every
+    // row within 15% of the measured TFLOP/s per GPU (the 1.7B row is the catalog's calibration of
+    // the A100's tensor-core efficiency; the other nine are checks), held so a change that loses it
+    // fails here.
     ReproduceOptions options;
     const auto r = reproducePaper("megatron", options);
     int within = 0;
@@ -214,7 +215,7 @@ TEST(ScaleModel, Table1RowsWithinFifteenPercentStayThere)
         const double error = std::stod(line.substr(start, percent - start));
         within += std::abs(error) <= 15 ? 1 : 0;
     }
-    EXPECT_GE(within, 5) << r.markdown;
+    EXPECT_EQ(within, 10) << r.markdown;
 }
 
 // The search by (t, p, d) split: one entry per split searched, in t then p order, the fastest
