@@ -40,23 +40,6 @@ engine::LinkEmulation linkEmulation(const LinkOptions& o)
     return link;
 }
 
-namespace {
-
-    // Runs `c` from the next step on: k alone through setSchedule, b (with M) on the model rebuilt
-    // at that micro-batch size.
-    void applyCandidate(engine::TrainingRun& run, const engine::GroupCandidate& c)
-    {
-        auto spec = run.config().schedule;
-        spec.groupSize = c.k;
-        spec.microBatches = c.microBatches;
-        if (c.microBatch == run.graph().info().microBatch)
-            run.setSchedule(spec);
-        else
-            run.setMicroBatch(buildAtMicroBatch(run.graph(), c.microBatch), spec);
-    }
-
-} // namespace
-
 std::unique_ptr<engine::GroupSizeController> groupController(const ProjectStore& store, int adaptEvery,
     std::int64_t deviceMemoryBytes, const std::string& deviceKind, const std::string& precision,
     engine::TrainingRun& run)
@@ -70,20 +53,18 @@ std::unique_ptr<engine::GroupSizeController> groupController(const ProjectStore&
     auto controller = std::make_unique<engine::GroupSizeController>(
         run.graph(), std::move(measured), shape, std::move(candidates), adaptEvery);
     controller->setCurrent(controller->choose(c.link.bandwidth).chosen);
-    applyCandidate(run, controller->current());
+    engine::applyGroupCandidate(run, controller->current());
     return controller;
 }
 
 void adaptGroupSize(
     engine::GroupSizeController* controller, engine::TrainingRun& run, const engine::RunStepResult& r, bool json)
 {
-    const auto d = controller ? controller->observe(r.step, r.events) : std::nullopt;
-    if (!d)
+    const auto a = controller ? engine::adaptAfterStep(*controller, run, r) : std::nullopt;
+    if (!a)
         return;
-    const engine::GroupCandidate before { run.config().schedule.groupSize, run.graph().info().microBatch,
-        run.config().schedule.microBatches };
-    if (d->chosen != before)
-        applyCandidate(run, d->chosen);
+    const auto* d = &a->decision;
+    const auto& before = a->before;
     nlohmann::ordered_json predicted = nlohmann::ordered_json::array();
     std::string text;
     for (const auto& [c, ns] : d->predictedIterationNs) {

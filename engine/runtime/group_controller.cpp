@@ -1,6 +1,7 @@
 #include "runtime/group_controller.h"
 
 #include "util/error.h"
+#include "zoo/model_config.h"
 
 #include <algorithm>
 #include <limits>
@@ -142,6 +143,29 @@ std::vector<GroupCandidate> autoGroupCandidates(const Graph& graph, const Profil
     for (int k = 1; k <= std::min(m0, 8); ++k)
         out.push_back({ k, b0, m0 });
     return out;
+}
+
+void applyGroupCandidate(TrainingRun& run, const GroupCandidate& candidate)
+{
+    auto spec = run.config().schedule;
+    spec.groupSize = candidate.k;
+    spec.microBatches = candidate.microBatches;
+    if (candidate.microBatch == run.graph().info().microBatch)
+        run.setSchedule(spec);
+    else
+        run.setMicroBatch(buildAtMicroBatch(run.graph(), candidate.microBatch), spec);
+}
+
+std::optional<GroupAdaptation> adaptAfterStep(GroupSizeController& controller, TrainingRun& run, const RunStepResult& r)
+{
+    auto decision = controller.observe(r.step, r.events);
+    if (!decision)
+        return std::nullopt;
+    GroupAdaptation a { std::move(*decision),
+        { run.config().schedule.groupSize, run.graph().info().microBatch, run.config().schedule.microBatches } };
+    if (a.switched())
+        applyGroupCandidate(run, a.decision.chosen);
+    return a;
 }
 
 } // namespace ps::engine

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "runtime/run_prediction.h"
+#include "runtime/training_run.h"
 
 #include <cstdint>
 #include <optional>
@@ -87,5 +88,25 @@ private:
 // k = 1..min(M, 8).
 [[nodiscard]] std::vector<GroupCandidate> autoGroupCandidates(
     const Graph& graph, const Profile* measured, const RunShape& shape);
+
+// Runs `candidate` from the run's next step on: k alone through TrainingRun::setSchedule, b (with M)
+// on the model rebuilt at that micro-batch size (buildAtMicroBatch) through setMicroBatch.
+void applyGroupCandidate(TrainingRun& run, const GroupCandidate& candidate);
+
+// What one step's observation did: the controller's decision and the candidate the run had before.
+struct GroupAdaptation
+{
+    GroupDecision decision;
+    GroupCandidate before;
+    [[nodiscard]] bool switched() const
+    {
+        return decision.chosen != before;
+    }
+};
+
+// The controller observes step `r`'s measured events; where it decides another candidate than the
+// run's, the run switches to it at this step boundary. nullopt between decisions.
+std::optional<GroupAdaptation> adaptAfterStep(
+    GroupSizeController& controller, TrainingRun& run, const RunStepResult& r);
 
 } // namespace ps::engine

@@ -289,3 +289,51 @@ TEST(GroupSizeController, AModelWithBatchNormKeepsItsMicroBatchSize)
     EXPECT_EQ(run.graph().info().microBatch, 2);
     EXPECT_TRUE(std::isfinite(run.step().loss));
 }
+
+// kfkb:auto in a run (the CLI's train loop calls adaptAfterStep after every step): the controller
+// decides from the steps' measured sends and the run switches k and b together at a step boundary,
+// mid-run, and keeps training the same 8 samples a step as one device accumulating them would.
+TEST(GroupSizeController, ARunSwitchesKAndTheMicroBatchSizeWhenTheLinkSlowsDown)
+{
+    const auto graph = tinyGpt();
+    const auto config = kfkb(graph, 1);
+    RunShape shape { config.partition, config.schedule, {}, {}, 0, 0, { 1e9, 1e-4, std::nullopt } };
+    const std::vector<GroupCandidate> candidates { { 1, 2, 4 }, { 2, 2, 4 }, { 4, 2, 4 }, { 1, 1, 8 }, { 2, 1, 8 },
+        { 4, 1, 8 }, { 8, 1, 8 } };
+    GroupSizeController controller(graph, std::nullopt, shape, candidates, 2, 1.0);
+    constexpr double kFast = 1e9;
+    constexpr double kSlow = 2e5;
+    const auto fast = controller.choose(kFast).chosen;
+    const auto slow = controller.choose(kSlow).chosen;
+    ASSERT_NE(fast.k, slow.k) << fast.label() << " / " << slow.label();
+    ASSERT_NE(fast.microBatch, slow.microBatch) << fast.label() << " / " << slow.label();
+    // One send a step at the link's rate: 1 MB, after the 0.1 ms latency.
+    const auto sendAt = [](double bandwidth) {
+        return std::vector<SimEvent> { { DeviceId(0), Stream::Send, ActionType::SendForward, StageId(0),
+            MicroBatchId(0), 0, 1e5 + 1e6 / bandwidth * 1e9, 1e6 } };
+    };
+    Trainer reference = oneDevice(graph);
+    TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
+    controller.setCurrent(fast);
+    applyGroupCandidate(run, fast);
+    std::vector<GroupAdaptation> decisions;
+    for (int s = 1; s <= 6; ++s) {
+        auto r = run.step();
+        EXPECT_NEAR(r.loss, reference.step().loss, 1e-5) << "step " << s;
+        r.events = sendAt(s <= 2 ? kFast : kSlow);
+        if (auto a = adaptAfterStep(controller, run, r))
+            decisions.push_back(std::move(*a));
+    }
+    ASSERT_EQ(decisions.size(), 3U); // after steps 2, 4 and 6
+    EXPECT_FALSE(decisions[0].switched());
+    ASSERT_TRUE(decisions[1].switched());
+    EXPECT_EQ(decisions[1].before, fast);
+    EXPECT_EQ(decisions[1].decision.chosen, slow);
+    EXPECT_NEAR(decisions[1].decision.measuredBandwidth, kSlow, 1e-6 * kSlow);
+    EXPECT_FALSE(decisions[2].switched());
+    // The run took both from step 5 on: k in its schedule, b in its model.
+    EXPECT_EQ(run.config().schedule.groupSize, slow.k);
+    EXPECT_EQ(run.config().schedule.microBatches, slow.microBatches);
+    EXPECT_EQ(run.graph().info().microBatch, slow.microBatch);
+    EXPECT_NEAR(run.step().loss, reference.step().loss, 1e-5) << "step 7";
+}
