@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <memory>
 
 namespace ps::app {
@@ -61,6 +62,14 @@ namespace {
         return g;
     }
 
+    std::vector<double> stageGiB(const ScaleEstimate& e)
+    {
+        std::vector<double> out;
+        for (const double bytes : e.stagePeakBytes)
+            out.push_back(bytes / (1 << 30));
+        return out;
+    }
+
     nlohmann::ordered_json estimateJson(const ScaleEstimate& e)
     {
         const auto& c = e.config;
@@ -70,7 +79,8 @@ namespace {
             { "recompute", std::string(toString(c.recompute)) }, { "sequence_parallel", c.sequenceParallel },
             { "zero1", c.zero1 }, { "overlap_grad_reduce", c.overlapGradientReduce },
             { "iteration_s", e.iterationSeconds }, { "samples_per_s", e.samplesPerSecond },
-            { "tflops_per_gpu", e.tflopsPerGpu }, { "peak_gib_per_gpu", e.peakBytes / (1 << 30) }, { "fits", e.fits },
+            { "tflops_per_gpu", e.tflopsPerGpu }, { "peak_gib_per_gpu", e.peakBytes / (1 << 30) },
+            { "stage_peak_gib", stageGiB(e) }, { "fits", e.fits },
             { "seconds",
                 { { "compute", e.computeSeconds }, { "tensor_parallel", e.tensorCommSeconds },
                     { "pipeline_sends", e.pipelineCommSeconds }, { "bubble", e.bubbleSeconds },
@@ -88,6 +98,12 @@ namespace {
                    "data-parallel all-reduce {:.1f}%, optimizer {:.1f}%\n",
             100 * e.computeSeconds / it, 100 * e.tensorCommSeconds / it, 100 * e.pipelineCommSeconds / it,
             100 * e.bubbleSeconds / it, 100 * e.dataCommSeconds / it, 100 * e.optimizerSeconds / it);
+        if (e.stagePeakBytes.size() > 1) {
+            const auto least = std::min_element(e.stagePeakBytes.begin(), e.stagePeakBytes.end());
+            fmt::print("    memory per GPU by stage: first {:.1f} GiB, last {:.1f} GiB, least {:.1f} GiB (stage {})\n",
+                e.stagePeakBytes.front() / (1 << 30), e.stagePeakBytes.back() / (1 << 30), *least / (1 << 30),
+                least - e.stagePeakBytes.begin());
+        }
     }
 
     // The configuration as the engines that run it take it, on stdout (redirect it to a file).

@@ -111,6 +111,37 @@ namespace {
         return sbh * (10 * sequenceShare + 24 / t + attention);
     }
 
+    // Memory of each stage: model states (the first stage with the embeddings; the last, where p > 1,
+    // with its copy of the tied word embedding `wordEmbedding` (V h) for the logits, and the logits'
+    // fp32 working set `logitBytes`), the activations of the micro-batches in flight (1F1B: p - i on
+    // stage i, at most m; interleaved: Megatron's warm-up of 2(p - i - 1) + (v - 1) p chunk passes
+    // plus one), one layer's full working set while it is recomputed and back-propagated. ZeRO-1
+    // keeps 1/d of the fp32 master weights and Adam's m and v (12 of the 18 bytes).
+    std::vector<double> stagePeakBytes(
+        const GptShape& g, const ScaleConfig& c, double layerParams, double wordEmbedding, double logitBytes)
+    {
+        const double p = c.pipeline;
+        const double v = c.chunks;
+        const double layersPerStage = static_cast<double>(g.layers) / p;
+        const double positions = static_cast<double>(g.seq) * static_cast<double>(g.hidden);
+        const double stateBytes = c.zero1 ? kStateBytes - 12 + 12 / static_cast<double>(c.data) : kStateBytes;
+        const double layerBytes = layerActivationBytes(g, c, c.recompute);
+        std::vector<double> out(static_cast<std::size_t>(c.pipeline));
+        for (int i = 0; i < c.pipeline; ++i) {
+            const bool first = i == 0;
+            const bool last = i + 1 == c.pipeline;
+            const double params = (layersPerStage * layerParams + (first ? wordEmbedding + positions : 0.0)
+                                      + (last && !first ? wordEmbedding : 0.0))
+                / c.tensor;
+            const double chunks = c.chunks > 1 ? 2 * (p - i - 1) + (v - 1) * p + 1
+                                               : std::min(p - i, static_cast<double>(c.microBatches()));
+            const double activations = chunks * (layersPerStage / v) * layerBytes
+                + layerActivationBytes(g, c, Recompute::None) + (last ? logitBytes : 0.0);
+            out[static_cast<std::size_t>(i)] = stateBytes * params + activations;
+        }
+        return out;
+    }
+
 } // namespace
 
 double GptShape::parameters() const
@@ -263,15 +294,8 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     e.iterationSeconds = mb * slowest + bubble + e.dataCommSeconds + e.optimizerSeconds;
     e.tflopsPerGpu = megatronIterationFlops(g, c.globalBatch) / e.iterationSeconds / c.gpus() / 1e12;
     e.samplesPerSecond = static_cast<double>(c.globalBatch) / e.iterationSeconds;
-    // Memory of the first stage, the fullest: model states, the activations of the micro-batches
-    // in flight (1F1B: p; interleaved: Megatron's warm-up of 2(p - 1) + (v - 1) p chunk passes
-    // plus one), one layer's full working set while it is recomputed and back-propagated.
-    const double inFlightChunks = c.chunks > 1 ? 2 * (p - 1) + (v - 1) * p + 1 : p;
-    const double activations = inFlightChunks * (layersPerStage / v) * layerActivationBytes(g, c, c.recompute)
-        + layerActivationBytes(g, c, Recompute::None);
-    // ZeRO-1 keeps 1/d of the fp32 master weights and Adam's m and v (12 of the 18 bytes).
-    const double stateBytes = c.zero1 ? kStateBytes - 12 + 12 / d : kStateBytes;
-    e.peakBytes = stateBytes * stageParams + activations;
+    e.stagePeakBytes = stagePeakBytes(g, c, layerParams, V * h, lossBytes / 3);
+    e.peakBytes = *std::max_element(e.stagePeakBytes.begin(), e.stagePeakBytes.end());
     e.fits = e.peakBytes <= static_cast<double>(device.memoryBytes);
     if (!e.fits)
         e.reason = "needs " + std::to_string(static_cast<long long>(e.peakBytes / (1 << 30)))

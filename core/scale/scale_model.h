@@ -73,7 +73,8 @@ struct ScaleEstimate
     double iterationSeconds = 0;
     double tflopsPerGpu = 0; // Eq. 3 FLOPs / iteration / GPUs
     double samplesPerSecond = 0;
-    double peakBytes = 0; // the fullest GPU's (the first stage's)
+    double peakBytes = 0; // the fullest GPU's (the most of stagePeakBytes)
+    std::vector<double> stagePeakBytes; // per pipeline stage, a GPU of it
     bool fits = false;
     // Where one iteration goes on the slowest stage (seconds, summing to the iteration).
     double computeSeconds = 0;

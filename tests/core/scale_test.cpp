@@ -257,3 +257,37 @@ TEST(ScaleModel, TheBestOfEachSplitFitsWhereAnyDoesElseHasTheLeastMemory)
     EXPECT_TRUE(someFit);
     EXPECT_TRUE(someDoNot);
 }
+
+// Memory per pipeline stage: the first holds the embeddings and, in 1F1B, the most micro-batches
+// in flight (p - i on stage i); the last adds its copy of the tied word embedding and the logits;
+// the peak is the fullest stage's; with one stage, that stage.
+TEST(ScaleModel, EachStageHoldsItsStatesAndTheMicroBatchesItHasInFlight)
+{
+    const auto& dgx = findNode("dgx-a100-80gb");
+    const GptShape gpt { 32, 4096, 32, 2048, 51200 };
+    ScaleConfig c;
+    c.tensor = 4;
+    c.pipeline = 8;
+    c.data = 2;
+    c.microBatch = 1;
+    c.globalBatch = 64;
+    const auto e = estimateScale(gpt, c, dgx);
+    ASSERT_TRUE(e.valid) << e.reason;
+    ASSERT_EQ(e.stagePeakBytes.size(), 8U);
+    EXPECT_DOUBLE_EQ(e.peakBytes, e.stagePeakBytes.front());
+    for (std::size_t i = 2; i + 2 < e.stagePeakBytes.size(); ++i) // one micro-batch's layers fewer a stage
+        EXPECT_NEAR(e.stagePeakBytes[i - 1] - e.stagePeakBytes[i], e.stagePeakBytes[i] - e.stagePeakBytes[i + 1],
+            1e-6 * e.peakBytes);
+    // The last stage: one micro-batch in flight, plus 18 bytes per parameter of V h / t (the tied
+    // embedding's copy) and the fp32 logits of its micro-batch.
+    const double wordEmbedding = 51200.0 * 4096 / 4;
+    const double logits = 4.0 * 2048 * 51200 / 4;
+    const double middleStep = e.stagePeakBytes[5] - e.stagePeakBytes[6];
+    EXPECT_NEAR(
+        e.stagePeakBytes[7] - (e.stagePeakBytes[6] - middleStep), 18 * wordEmbedding + logits, 1e-6 * e.peakBytes);
+    c.pipeline = 1;
+    c.data = 16;
+    const auto one = estimateScale(gpt, c, dgx);
+    ASSERT_EQ(one.stagePeakBytes.size(), 1U);
+    EXPECT_DOUBLE_EQ(one.peakBytes, one.stagePeakBytes.front());
+}
