@@ -6,7 +6,7 @@ the 124M model).
 
     /usr/bin/python3 tests/bench/train_step_vs_torch.py PIPESTUDIO [--layers 4 --hidden 256 --heads 4
         --seq 256 --batch 8 --threads 2 --steps 8 --data FILE | --vocab 50257] [--device cuda:0
-        --precision fp32|tf32|bf16 --peak-tflops 67]
+        --precision fp32|tf32|bf16 --peak-tflops 67] [--also-torch PYTHON] [--dropout-share 0.1]
 
 Prints the median step time of each (the first two steps are warm-up and not counted) and the
 ratio engine / PyTorch (below 1: the engine is faster). `--also-torch PYTHON` (repeatable) runs the
@@ -84,13 +84,14 @@ def torch_steps(a, data):
     return times[2:], sum(t.numel() for t in p.values())
 
 
-def engine_steps(a):
+def engine_steps(a, dropout=0.0):
     with tempfile.TemporaryDirectory() as d:
         project = os.path.join(d, "bench.pstudio")
         subprocess.run([a.pipestudio, "new", "-m", "gpt2-small", "--layers", str(a.layers), "--hidden", str(a.hidden),
                         "--heads", str(a.heads), "--seq", str(a.seq), "--vocab", str(a.vocab or 256),
                         "--max-positions", str(a.seq),
-                        "-b", str(a.batch), "--dropout", "0", "-o", project], check=True, capture_output=True)
+                        "-b", str(a.batch), "--dropout", str(dropout), "-o", project], check=True,
+                       capture_output=True)
         # One CPU device uses every core. On a GPU no step is timed action by action (no stored
         # timeline), as PyTorch's steps are not: each step's time ends when the device is done.
         where = [] if a.device == "cpu" else ["--devices", a.device, "--precision", a.precision,
@@ -136,6 +137,8 @@ def main():
     ap.add_argument("--also-torch", action="append", default=[], metavar="PYTHON",
                     help="another Python whose torch also runs the step (repeatable)")
     ap.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)  # one --also-torch run
+    ap.add_argument("--dropout-share", type=float, default=0, metavar="P",
+                    help="also run the engine with dropout P and print dropout's share of its step")
     a = ap.parse_args()
     if a.vocab:
         data = np.random.default_rng(1).integers(0, a.vocab, 1 << 22, dtype=np.int64)
@@ -169,6 +172,10 @@ def main():
         print(f"  PyTorch {version:<12}  {t * 1e3:8.1f} ms/step  {a.seq * a.batch / t:8.0f} tokens/s{mfu(t)}{blas}")
     fastest = "" if len(torches) == 1 else " (the fastest PyTorch)"
     print(f"  ratio engine / PyTorch{fastest}: {engine / reference:.2f}")
+    if a.dropout_share > 0:
+        dropped = statistics.median(engine_steps(a, a.dropout_share))
+        print(f"  engine with dropout {a.dropout_share:g}: {dropped * 1e3:8.1f} ms/step; dropout's share of the step "
+              f"{100 * (dropped - engine) / dropped:.1f}%")
 
 
 if __name__ == "__main__":
