@@ -2,6 +2,7 @@
 // (core/scale/scale_model.h): one configuration priced, or, with sizes left out, the search over
 // them, fastest first, only those that fit.
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/validators.h"
 #include "scale/scale_export.h"
 #include "scale/scale_model.h"
@@ -25,6 +26,7 @@ namespace {
         std::int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
         int gpus = 0;
         std::string node = "dgx-a100-80gb";
+        std::string nodeFile; // a JSON file of more node kinds (the catalog's "nodes" form)
         std::int64_t globalBatch = 0;
         int tensor = 0, pipeline = 0, data = 0;
         std::int64_t microBatch = 0;
@@ -118,10 +120,26 @@ namespace {
         return 0;
     }
 
+    // The node kind --node names: one of --node-file's, else a built-in one.
+    NodeSpec nodeOf(const ScaleOptions& o)
+    {
+        if (o.nodeFile.empty())
+            return findNode(o.node);
+        const auto fileNodes = nodesFromJson(readFile(o.nodeFile), "'" + o.nodeFile + "'", DeviceCatalog::builtin());
+        for (const auto& n : fileNodes) {
+            if (n.id == o.node)
+                return n;
+        }
+        if (std::none_of(
+                builtinNodes().begin(), builtinNodes().end(), [&](const NodeSpec& n) { return n.id == o.node; }))
+            throw Error("unknown node kind '" + o.node + "': neither built in nor in '" + o.nodeFile + "'");
+        return findNode(o.node);
+    }
+
     int runScale(const ScaleOptions& o)
     {
         const auto model = modelOf(o);
-        const auto& node = findNode(o.node);
+        const auto node = nodeOf(o);
         const bool search = o.tensor == 0 && o.pipeline == 0 && o.data == 0;
         if (!search && (o.tensor == 0 || o.pipeline == 0))
             throw Error("give --tp and --pp (and optionally --dp), or none of them to search");
@@ -211,7 +229,10 @@ void addScaleCommand(CLI::App& app, Action& action)
     cmd->add_option("--seq", o->seq, "Sequence length")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--vocab", o->vocab, "Vocabulary size")->check(CLI::Range(1, 1 << 24));
     cmd->add_option("--gpus", o->gpus, "GPUs in all")->required()->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--node", o->node, "Node kind: dgx-a100-80gb, dgx-h100, pcie-workstation");
+    cmd->add_option("--node", o->node, "Node kind: dgx-a100-80gb, dgx-h100, pcie-workstation, or one of --node-file's");
+    cmd->add_option("--node-file", o->nodeFile,
+           "JSON file of node kinds, as the catalog's \"nodes\" (id, device, gpus, intra and nic links, nics)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("--global-batch", o->globalBatch, "Samples per iteration")
         ->required()
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 30));

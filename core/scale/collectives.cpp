@@ -2,21 +2,65 @@
 
 #include "util/error.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 
 namespace ps {
 
+namespace detail {
+    extern const std::string_view kBuiltinDeviceCatalog;
+} // namespace detail
+
+namespace {
+
+    LinkSpec nodeLink(const nlohmann::json& j, const std::string& at)
+    {
+        LinkSpec link { j.at("kind").get<std::string>(), j.at("bandwidth").get<double>(), j.value("latency", 0.0) };
+        if (!(link.bandwidth > 0) || link.latencySeconds < 0)
+            throw Error(at + ": a link needs a positive bandwidth and a latency >= 0");
+        return link;
+    }
+
+} // namespace
+
+std::vector<NodeSpec> nodesFromJson(std::string_view json, const std::string& source, const DeviceCatalog& devices)
+{
+    const auto j = nlohmann::json::parse(json, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("nodes") || !j["nodes"].is_array())
+        throw Error(source + ": no node kinds (expected {\"nodes\": [...]})");
+    std::vector<NodeSpec> nodes;
+    try {
+        for (const auto& n : j["nodes"]) {
+            NodeSpec spec;
+            spec.id = n.at("id").get<std::string>();
+            const auto at = source + ": node '" + spec.id + "'";
+            spec.name = n.value("name", spec.id);
+            spec.deviceId = n.at("device").get<std::string>();
+            try {
+                (void)devices.find(spec.deviceId);
+            } catch (const Error& e) {
+                throw Error(at + ": " + e.what());
+            }
+            spec.gpus = n.at("gpus").get<int>();
+            spec.intra = nodeLink(n.at("intra"), at);
+            spec.nics = n.at("nics").get<int>();
+            spec.nic = nodeLink(n.at("nic"), at);
+            if (spec.gpus < 1 || spec.nics < 1)
+                throw Error(at + ": needs at least one GPU and one NIC");
+            nodes.push_back(std::move(spec));
+        }
+    } catch (const nlohmann::json::exception& e) { // a missing field, or one of the wrong type
+        throw Error(source + ": " + e.what());
+    }
+    return nodes;
+}
+
 const std::vector<NodeSpec>& builtinNodes()
 {
-    static const std::vector<NodeSpec> nodes {
-        { "dgx-a100-80gb", "NVIDIA DGX A100 80GB", "a100-80gb", 8, { "nvswitch-nvlink3", 300e9, 5e-6 }, 8,
-            { "infiniband-hdr-200g", 25e9, 5e-6 } },
-        { "dgx-h100", "NVIDIA DGX H100", "h100-80gb", 8, { "nvswitch-nvlink4", 450e9, 5e-6 }, 8,
-            { "infiniband-ndr-400g", 50e9, 5e-6 } },
-        { "pcie-workstation", "Workstation, 4 x RTX 4090 on PCIe 4.0", "rtx4090", 4, { "pcie4x16", 31.5e9, 10e-6 }, 1,
-            { "ethernet-100g", 12.5e9, 10e-6 } },
-    };
+    static const auto nodes =
+        nodesFromJson(detail::kBuiltinDeviceCatalog, "built-in device catalog", DeviceCatalog::builtin());
     return nodes;
 }
 

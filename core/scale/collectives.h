@@ -32,10 +32,17 @@ struct NodeSpec
     LinkSpec nic; // one NIC
 };
 
-// DGX A100 80GB (8 x A100, NVSwitch at 300 GB/s per GPU each way, 8 x 200 Gb/s HDR InfiniBand),
-// DGX H100 (8 x H100, 450 GB/s, 8 x 400 Gb/s NDR) and a PCIe workstation (4 x RTX 4090 on PCIe
-// 4.0 x16, one 100 GbE NIC).
+// The catalog's node kinds (resources/catalog/devices.json, "nodes", each with its source): DGX A100
+// 80GB (8 x A100, NVSwitch at 300 GB/s per GPU each way, 8 x 200 Gb/s HDR InfiniBand), DGX H100
+// (8 x H100, 450 GB/s, 8 x 400 Gb/s NDR) and a PCIe workstation (4 x RTX 4090 on PCIe 4.0 x16,
+// one 100 GbE NIC).
 [[nodiscard]] const std::vector<NodeSpec>& builtinNodes();
+// Node kinds from a catalog's JSON ({"nodes": [{"id", "name", "device", "gpus", "intra": {"kind",
+// "bandwidth", "latency"}, "nics", "nic": {...}}]}), each GPU a device of `devices`. Throws ps::Error
+// naming `source` and the node for a missing field, an unknown device, a non-positive bandwidth or
+// no GPU or NIC.
+[[nodiscard]] std::vector<NodeSpec> nodesFromJson(
+    std::string_view json, const std::string& source, const DeviceCatalog& devices);
 // Throws ps::Error listing the known ids.
 [[nodiscard]] const NodeSpec& findNode(std::string_view id);
 

@@ -291,3 +291,45 @@ TEST(ScaleModel, EachStageHoldsItsStatesAndTheMicroBatchesItHasInFlight)
     ASSERT_EQ(one.stagePeakBytes.size(), 1U);
     EXPECT_DOUBLE_EQ(one.peakBytes, one.stagePeakBytes.front());
 }
+
+// The node kinds live in the device catalog's JSON: the built-in ones as the datasheets give them,
+// and a file's checked (its device in the catalog, links with a bandwidth, at least a GPU and a NIC).
+TEST(Collectives, NodeKindsComeFromTheCatalogAndBadOnesAreNamed)
+{
+    const auto& nodes = builtinNodes();
+    ASSERT_EQ(nodes.size(), 3U);
+    const auto& dgx = findNode("dgx-a100-80gb");
+    EXPECT_EQ(dgx.deviceId, "a100-80gb");
+    EXPECT_EQ(dgx.gpus, 8);
+    EXPECT_EQ(dgx.nics, 8);
+    EXPECT_DOUBLE_EQ(dgx.intra.bandwidth, 300e9);
+    EXPECT_DOUBLE_EQ(dgx.nic.bandwidth, 25e9);
+    EXPECT_EQ(findNode("pcie-workstation").nics, 1);
+    const auto& catalog = DeviceCatalog::builtin();
+    const auto mine = nodesFromJson(R"({"nodes": [{"id": "two-l4", "device": "l4", "gpus": 2,
+        "intra": {"kind": "pcie4x16", "bandwidth": 31.5e9}, "nics": 2, "nic": {"kind": "eth", "bandwidth": 3e9}}]})",
+        "mine.json", catalog);
+    ASSERT_EQ(mine.size(), 1U);
+    EXPECT_EQ(mine[0].name, "two-l4");
+    EXPECT_DOUBLE_EQ(mine[0].intra.latencySeconds, 0);
+    const auto errorOf = [&](const std::string& json) {
+        try {
+            (void)nodesFromJson(json, "bad.json", catalog);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string link = R"("intra": {"kind": "x", "bandwidth": 1e9}, "nic": {"kind": "y", "bandwidth": 1e9})";
+    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "tpu9", "gpus": 2, "nics": 1, )" + link + "}]}").find("tpu9"),
+        std::string::npos);
+    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 0, "nics": 1, )" + link + "}]}")
+                  .find("bad.json: node 'n': needs at least one GPU"),
+        std::string::npos);
+    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 2, "nics": 1,
+        "intra": {"kind": "x", "bandwidth": 0}, "nic": {"kind": "y", "bandwidth": 1e9}}]})")
+                  .find("positive bandwidth"),
+        std::string::npos);
+    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 2}]})").find("bad.json"), std::string::npos);
+    EXPECT_NE(errorOf(R"({"devices": []})").find("no node kinds"), std::string::npos);
+}

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 using ps::e2e::runCli;
 
 namespace {
@@ -26,6 +28,20 @@ TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
     EXPECT_TRUE(j["fits"].get<bool>());
     EXPECT_GT(j["tflops_per_gpu"].get<double>(), 50);
     EXPECT_LT(j["tflops_per_gpu"].get<double>(), 312); // an A100's bf16 peak
+    // Memory per stage: the first (embeddings, the most micro-batches in flight) is the peak.
+    ASSERT_EQ(j["stage_peak_gib"].size(), 2U);
+    EXPECT_DOUBLE_EQ(j["stage_peak_gib"][0].get<double>(), j["peak_gib_per_gpu"].get<double>());
+    EXPECT_LT(j["stage_peak_gib"][1].get<double>(), j["stage_peak_gib"][0].get<double>());
+    // A node kind of the user's own, from a JSON file in the catalog's form.
+    const auto nodes = file("nodes.json");
+    std::ofstream(nodes) << R"({"nodes": [{"id": "l4-box", "device": "l4", "gpus": 4, "nics": 2,
+        "intra": {"kind": "pcie4x16", "bandwidth": 31.5e9}, "nic": {"kind": "eth-25g", "bandwidth": 3.1e9}}]})";
+    const auto ownNode = runCli("scale -m gpt2-small --gpus 8 --global-batch 64 --node l4-box --node-file " + nodes);
+    ASSERT_EQ(ownNode.exitCode, 0) << ownNode.output;
+    EXPECT_NE(ownNode.output.find("2 nodes of l4-box"), std::string::npos) << ownNode.output;
+    const auto unknown = runCli("scale -m gpt2-small --gpus 8 --global-batch 64 --node l5-box --node-file " + nodes);
+    EXPECT_NE(unknown.exitCode, 0);
+    EXPECT_NE(unknown.output.find("unknown node kind 'l5-box'"), std::string::npos) << unknown.output;
     double parts = 0;
     for (const auto& [name, seconds] : j["seconds"].items())
         parts += seconds.get<double>();
