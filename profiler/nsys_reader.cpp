@@ -254,8 +254,10 @@ namespace {
             const auto most = std::max_element(
                 m_busy.begin(), m_busy.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
             sql::Statement st(m_db, "SELECT id, name, totalMemory FROM TARGET_INFO_GPU");
+            // The kernels' deviceId against TARGET_INFO_GPU's id (the same where CUDA_VISIBLE_DEVICES does
+            // not renumber the GPUs); no row of that id: no GPU named.
             while (st.step()) {
-                if (m_data.gpu.name.empty() || st.columnInt(0) == most->first)
+                if (st.columnInt(0) == most->first)
                     m_data.gpu = { st.columnText(1), st.columnInt(2) };
             }
         }

@@ -113,13 +113,28 @@ bool isHostToDeviceCopy(std::string_view name)
     return toLower(name).starts_with("memcpy htod");
 }
 
+namespace {
+
+    // `s` cut to at most `most` bytes with "..." at the end, never inside a UTF-8 character.
+    std::string cutAt(std::string_view s, std::size_t most)
+    {
+        if (s.size() <= most)
+            return std::string(s);
+        std::size_t end = most - 3;
+        while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
+            --end; // a continuation byte: back to the character's first
+        return std::string(s.substr(0, end)) + "...";
+    }
+
+} // namespace
+
 std::string shortKernelName(std::string_view name)
 {
     constexpr std::string_view kVoid = "void ";
     constexpr std::string_view kAnonymous = "(anonymous namespace)";
     constexpr std::size_t kMost = 100;
     if (!name.starts_with(kVoid) && name.find("::") == std::string_view::npos) // not a C++ signature
-        return name.size() > kMost ? std::string(name.substr(0, kMost - 3)) + "..." : std::string(name);
+        return cutAt(name, kMost);
     if (name.starts_with(kVoid))
         name.remove_prefix(kVoid.size());
     std::string out;
@@ -143,9 +158,7 @@ std::string shortKernelName(std::string_view name)
     }
     while (!out.empty() && out.back() == ' ')
         out.pop_back();
-    if (out.size() > kMost)
-        out = out.substr(0, kMost - 3) + "...";
-    return out.empty() ? std::string(name.substr(0, kMost)) : out;
+    return out.empty() ? cutAt(name, kMost) : cutAt(out, kMost);
 }
 
 std::vector<TraceIteration> buildTraceTimeline(std::vector<TimedActivity> activities,

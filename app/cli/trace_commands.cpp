@@ -347,9 +347,19 @@ namespace {
             || std::any_of(catalog.begin(), catalog.end(), [&](const DeviceSpec& d) { return d.id == device; });
         const bool timeline = std::all_of(
             stages.begin(), stages.end(), [](const profiler::TraceImport& t) { return !t.iterations.empty(); });
+        // A trace without backward work (inference, a forward benchmark) is no training step to compare.
+        const bool training = std::any_of(stages.begin(), stages.end(), [](const profiler::TraceImport& t) {
+            return std::any_of(t.iterations.begin(), t.iterations.end(), [](const profiler::TraceIteration& it) {
+                return std::any_of(it.actions.begin(), it.actions.end(),
+                    [](const profiler::TraceAction& a) { return a.kind == profiler::TraceActionKind::Backward; });
+            });
+        });
         std::string timelineNote;
         if (!timeline) {
             timelineNote = "no timeline: no forward or backward pass matched";
+        } else if (!training) {
+            timelineNote = "timeline not stored as a run: the trace has forward passes only (no training step to "
+                           "compare with a prediction)";
         } else if (!predictable) {
             timelineNote = "timeline not stored as a run: '" + device
                 + "' is not a catalog device to predict it on (--device a100-80gb, h100-80gb, ...)";

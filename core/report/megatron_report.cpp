@@ -116,8 +116,8 @@ namespace {
               "open is taken from its artifact scripts: "
             + paper.at("configuration_source").get<std::string>()
             + "; bf16 with fp32 gradients all-reduced. TFLOP/s per GPU counts the paper's Eq. 3 FLOPs. The A100's "
-              "tensor-core GEMM efficiency in the catalog is fitted to the 1.7B row (see the next section), so that "
-              "row is the calibration and the other nine the check.\n\n";
+              "tensor-core GEMM efficiency in the catalog is fitted to the 1.7B row (`pipestudio reproduce --paper "
+              "published` fits and checks it), so that row is the calibration and the other nine the check.\n\n";
         md += markdownTable(
                   { "model", "GPUs", "configuration", "ours TFLOP/s per GPU", "paper", "error", "peak GiB per GPU" },
                   t.rows)

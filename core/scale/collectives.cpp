@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace ps {
 
@@ -18,8 +19,9 @@ namespace {
     LinkSpec nodeLink(const nlohmann::json& j, const std::string& at)
     {
         LinkSpec link { j.at("kind").get<std::string>(), j.at("bandwidth").get<double>(), j.value("latency", 0.0) };
-        if (!(link.bandwidth > 0) || link.latencySeconds < 0)
-            throw Error(at + ": a link needs a positive bandwidth and a latency >= 0");
+        if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth) || !(link.latencySeconds >= 0)
+            || !std::isfinite(link.latencySeconds))
+            throw Error(at + ": a link needs a positive, finite bandwidth and a latency >= 0");
         return link;
     }
 
@@ -31,11 +33,19 @@ std::vector<NodeSpec> nodesFromJson(std::string_view json, const std::string& so
     if (j.is_discarded() || !j.is_object() || !j.contains("nodes") || !j["nodes"].is_array())
         throw Error(source + ": no node kinds (expected {\"nodes\": [...]})");
     std::vector<NodeSpec> nodes;
-    try {
-        for (const auto& n : j["nodes"]) {
+    for (const auto& n : j["nodes"]) {
+        const auto at = source + ": node '"
+            + (n.is_object() && n.contains("id") && n["id"].is_string() ? n["id"].get<std::string>() : "?") + "'";
+        // A count in JSON: a whole number in 1..limit, not a float cast into an int.
+        const auto count = [&](const char* key, int limit) {
+            const auto& v = n.at(key);
+            if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > limit)
+                throw Error(at + ": " + key + " must be a whole number from 1 to " + std::to_string(limit));
+            return static_cast<int>(v.get<std::int64_t>());
+        };
+        try {
             NodeSpec spec;
             spec.id = n.at("id").get<std::string>();
-            const auto at = source + ": node '" + spec.id + "'";
             spec.name = n.value("name", spec.id);
             spec.deviceId = n.at("device").get<std::string>();
             try {
@@ -43,16 +53,14 @@ std::vector<NodeSpec> nodesFromJson(std::string_view json, const std::string& so
             } catch (const Error& e) {
                 throw Error(at + ": " + e.what());
             }
-            spec.gpus = n.at("gpus").get<int>();
+            spec.gpus = count("gpus", 1 << 16);
             spec.intra = nodeLink(n.at("intra"), at);
-            spec.nics = n.at("nics").get<int>();
+            spec.nics = count("nics", 1 << 10);
             spec.nic = nodeLink(n.at("nic"), at);
-            if (spec.gpus < 1 || spec.nics < 1)
-                throw Error(at + ": needs at least one GPU and one NIC");
             nodes.push_back(std::move(spec));
+        } catch (const nlohmann::json::exception& e) { // a missing field, or one of the wrong type
+            throw Error(at + ": " + e.what());
         }
-    } catch (const nlohmann::json::exception& e) { // a missing field, or one of the wrong type
-        throw Error(source + ": " + e.what());
     }
     return nodes;
 }

@@ -133,8 +133,9 @@ namespace {
             const double params = (layersPerStage * layerParams + (first ? wordEmbedding + positions : 0.0)
                                       + (last && !first ? wordEmbedding : 0.0))
                 / c.tensor;
-            const double chunks = c.chunks > 1 ? 2 * (p - i - 1) + (v - 1) * p + 1
-                                               : std::min(p - i, static_cast<double>(c.microBatches()));
+            const double m = static_cast<double>(c.microBatches());
+            const double chunks =
+                c.chunks > 1 ? std::min(2 * (p - i - 1) + (v - 1) * p + 1, m * v) : std::min(p - i, m);
             const double activations = chunks * (layersPerStage / v) * layerBytes
                 + layerActivationBytes(g, c, Recompute::None) + (last ? logitBytes : 0.0);
             out[static_cast<std::size_t>(i)] = stateBytes * params + activations;

@@ -99,7 +99,9 @@ BlasCoreReport blasCoreReport()
     if (const char* detected = std::getenv(kDetectedVariable);
         detected != nullptr && std::getenv("OPENBLAS_CORETYPE") && r.core != detected)
         r.detected = detected;
-    if (std::getenv("OPENBLAS_CORETYPE") != nullptr && r.detected.empty())
+    const char* pinned = std::getenv("OPENBLAS_CORETYPE");
+    if (pinned != nullptr && *pinned != '\0' && std::getenv(kDetectedVariable) == nullptr
+        && r.config.find("DYNAMIC_ARCH") != std::string::npos)
         r.widerCore = betterBlasCore(r.core, thisCpuVectorFeatures());
     return r;
 }

@@ -324,12 +324,16 @@ TEST(Collectives, NodeKindsComeFromTheCatalogAndBadOnesAreNamed)
     EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "tpu9", "gpus": 2, "nics": 1, )" + link + "}]}").find("tpu9"),
         std::string::npos);
     EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 0, "nics": 1, )" + link + "}]}")
-                  .find("bad.json: node 'n': needs at least one GPU"),
+                  .find("bad.json: node 'n': gpus must be a whole number"),
         std::string::npos);
     EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 2, "nics": 1,
         "intra": {"kind": "x", "bandwidth": 0}, "nic": {"kind": "y", "bandwidth": 1e9}}]})")
-                  .find("positive bandwidth"),
+                  .find("a positive, finite bandwidth"),
         std::string::npos);
-    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 2}]})").find("bad.json"), std::string::npos);
+    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 2}]})").find("bad.json: node 'n'"),
+        std::string::npos); // no links: the node is named
+    EXPECT_NE(errorOf(R"({"nodes": [{"id": "n", "device": "l4", "gpus": 1e300, "nics": 1, )" + link + "}]}")
+                  .find("gpus must be a whole number"),
+        std::string::npos);
     EXPECT_NE(errorOf(R"({"devices": []})").find("no node kinds"), std::string::npos);
 }

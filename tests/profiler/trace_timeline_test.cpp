@@ -235,5 +235,8 @@ TEST(TraceNames, KernelNamesAreShortenedForTables)
     EXPECT_EQ(shortKernelName("ampere_sgemm_32x32_sliced1x4_tn"), "ampere_sgemm_32x32_sliced1x4_tn");
     EXPECT_EQ(shortKernelName("Memcpy HtoD (Pageable -> Device)"), "Memcpy HtoD (Pageable -> Device)");
     EXPECT_EQ(shortKernelName(std::string(150, 'k')).size(), 100U);
+    const auto accents =
+        shortKernelName(std::string(96, 'k') + "\xc3\xa9\xc3\xa9\xc3\xa9"); // never half a UTF-8 character
+    EXPECT_EQ(accents, std::string(96, 'k') + "...");
     EXPECT_EQ(shortKernelName("void (x)"), "(x)"); // nothing before the parameters: kept
 }
