@@ -2,6 +2,8 @@
 // ours with their ratio; our numbers come from the planner, not from the paper.
 #include "cluster/device_catalog.h"
 #include "report/reproduction.h"
+#include "scale/collectives.h"
+#include "scale/scale_model.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -123,6 +125,20 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
     EXPECT_GT(std::stod(waste[1]), 0.0);
     EXPECT_LT(std::stod(waste[1]), 100.0);
     EXPECT_EQ(waste[2], "40%");
+    // The measured CUDA context and allocator margins taken from every GPU: no cell fits more than
+    // on the whole GPU, and the count of cells far from the paper's is stated for both.
+    const auto marginsAt = r.markdown.find("fill the whole GPU above");
+    ASSERT_NE(marginsAt, std::string::npos) << r.markdown;
+    const auto margins = r.markdown.substr(marginsAt);
+    for (const auto* method : { "| None | GPipe |", "| None | DPiper-S |", "| S+R | DPiper-S |" }) {
+        const auto whole = rowCells(r.markdown, method);
+        const auto less = rowCells(margins, method);
+        ASSERT_EQ(less.size(), 4U) << margins;
+        EXPECT_GT(std::stod(less[2]), 0) << method;
+        EXPECT_LE(std::stod(less[2]), std::stod(whole[2])) << method;
+        EXPECT_EQ(less[3], less[2] == whole[2] ? whole[4] : less[3]) << method;
+    }
+    EXPECT_NE(margins.find(" with the measured margins."), std::string::npos);
 }
 
 TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
@@ -326,4 +342,46 @@ TEST(Reproduction, PublishedCalibratesOnANamedSubsetAndChecksTheRest)
     EXPECT_NE(r.markdown.find(" of 2 checked rows within 15%"), std::string::npos) << r.markdown;
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].series.size(), 2U);
+}
+
+// A second publication's runs (MT-NLG 530B, papers.json "megatron_turing"), none of them in the
+// calibration: each row holds the measured time and throughput and the model's prediction of that
+// run, the count within 15% is the rows', and the per-slot split comes from both sides.
+TEST(Reproduction, PublishedChecksASecondPublicationOutsideTheCalibration)
+{
+    ReproduceOptions options;
+    options.quick = true;
+    const auto r = reproducePaper("published", options);
+    const auto set = nlohmann::json::parse(paperNumbersJson()).at("megatron_turing");
+    ASSERT_EQ(set.at("runs").size(), 3U);
+    const GptShape model { 105, 20480, 128, 2048, 51200 }; // MT-NLG 530B at Megatron's vocabulary padding
+    EXPECT_EQ(set.at("layers").get<std::int64_t>(), model.layers);
+    EXPECT_EQ(set.at("hidden").get<std::int64_t>(), model.hidden);
+    int within = 0;
+    for (const auto& run : set.at("runs")) {
+        const int gpus = run.at("gpus").get<int>();
+        const auto cells = rowCells(r.markdown, "| " + std::to_string(gpus) + " | t8 p35 ");
+        ASSERT_EQ(cells.size(), 7U) << r.markdown;
+        ScaleConfig config;
+        config.tensor = 8;
+        config.pipeline = 35;
+        config.data = gpus / 280;
+        config.globalBatch = 1920;
+        EXPECT_EQ(cells[1], config.text());
+        EXPECT_EQ(std::stod(cells[2]), run.at("iteration_seconds").get<double>());
+        const double measured = run.at("tflops_per_gpu").get<double>();
+        EXPECT_EQ(std::stod(cells[4]), measured);
+        const auto e =
+            estimateScale(model, config, findNode("dgx-a100-80gb"), DeviceCatalog::builtin().find("a100-80gb"));
+        ASSERT_TRUE(e.valid) << e.reason;
+        EXPECT_NEAR(std::stod(cells[5]), e.tflopsPerGpu, 0.051);
+        EXPECT_NEAR(std::stod(cells[3]), e.iterationSeconds, 0.051);
+        // The measured pair agrees with itself: Eq. 3's FLOPs over the measured time is the measured rate.
+        EXPECT_NEAR(e.tflopsPerGpu * e.iterationSeconds / run.at("iteration_seconds").get<double>(), measured, 1.0);
+        within += std::abs(e.tflopsPerGpu / measured - 1) <= 0.15 ? 1 : 0;
+    }
+    EXPECT_NE(r.markdown.find(std::to_string(within) + " of 3 runs within 15%"), std::string::npos) << r.markdown;
+    EXPECT_NE(r.markdown.find("s per slot and"), std::string::npos);
+    ASSERT_EQ(r.figures.size(), 1U);
+    EXPECT_EQ(r.figures[0].categories.back(), "MT-NLG 3360");
 }
