@@ -232,6 +232,15 @@ TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
     EXPECT_EQ(r.figures[0].categories, std::vector<std::string> { "boolq" });
     EXPECT_EQ(r.figures[1].x, (std::vector<double> { 8, 16 }));
     EXPECT_NE(r.markdown.find("| best L (boolq, async) |"), std::string::npos);
+    // Figure 9's sweep measures the communication ratio against L: at L = 2P it is Table 3's cell.
+    const auto l16 = rowCells(r.markdown.substr(r.markdown.find("### Figure 9")), "| 16 | ");
+    ASSERT_EQ(l16.size(), 4U) << r.markdown;
+    const auto t3 = rowCells(r.markdown.substr(r.markdown.find("### Table 3 and")), "| boolq | ");
+    ASSERT_EQ(t3.size(), 7U) << r.markdown;
+    EXPECT_GT(std::stod(l16[3]), 0);
+    EXPECT_EQ(l16[3], t3[4]);
+    EXPECT_NE(r.markdown.find("moves with L alone from "), std::string::npos);
+    EXPECT_NE(r.markdown.find("the paper's 2.60 is "), std::string::npos);
     // The headline claims: Table 2's async speedup with the paper's method (the cell above), our
     // best (never below it), the paper's.
     const auto claim = rowCells(r.markdown, "| boolq: async Mixed-pipe over GPipe Seq-pipe |");
@@ -277,6 +286,16 @@ TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].series.size(), 6U);
     EXPECT_NE(r.markdown.find("| 1 GPU, 12B (Fig. 12) |"), std::string::npos);
+    // Fig. 12's rungs at a half and a quarter of the host link: the full-rate row is the table's
+    // one-GPU throughput, and a slower link never speeds a rung up.
+    const auto full = rowCells(r.markdown, "| 15.75 GB/s |");
+    const auto quarter = rowCells(r.markdown, "| 3.94 GB/s |");
+    ASSERT_EQ(full.size(), 5U) << r.markdown;
+    ASSERT_EQ(quarter.size(), 5U);
+    EXPECT_EQ(full[4], rowCells(r.markdown, "| 1 GPU, 12B (Fig. 12) |")[1]);
+    for (std::size_t i = 1; i < full.size(); ++i)
+        EXPECT_LT(std::stod(quarter[i]), std::stod(full[i])) << i;
+    EXPECT_NE(r.markdown.find("the paper's by -39%"), std::string::npos);
 }
 
 TEST(Reproduction, MegatronQuickPutsTable1BesideTheClusterModel)
