@@ -286,6 +286,13 @@ TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].series.size(), 6U);
     EXPECT_NE(r.markdown.find("| 1 GPU, 12B (Fig. 12) |"), std::string::npos);
+    // The memory shares swept: the as-run row is Table 3's cell, and a larger share never fits less.
+    const auto asRun = rowCells(r.markdown, "| 0.8 (as run) |");
+    const auto more = rowCells(r.markdown, "| 0.9 |");
+    ASSERT_GE(asRun.size(), 2U) << r.markdown;
+    ASSERT_EQ(more.size(), asRun.size());
+    EXPECT_EQ(asRun[1], ps[2]);
+    EXPECT_GE(std::stod(more[1].substr(more[1].find('(') + 1)), std::stod(asRun[1].substr(asRun[1].find('(') + 1)));
     // Fig. 12's rungs at a half and a quarter of the host link: the full-rate row is the table's
     // one-GPU throughput, and a slower link never speeds a rung up.
     const auto full = rowCells(r.markdown, "| 15.75 GB/s |");
