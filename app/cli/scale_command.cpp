@@ -6,6 +6,7 @@
 #include "cli/validators.h"
 #include "scale/scale_export.h"
 #include "scale/scale_model.h"
+#include "scale/scale_sim.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -76,13 +77,12 @@ namespace {
     {
         const auto& c = e.config;
         return { { "tensor_parallel", c.tensor }, { "pipeline_parallel", c.pipeline }, { "data_parallel", c.data },
-            { "micro_batch", c.microBatch }, { "micro_batches", c.microBatches() },
-            { "schedule", c.chunks > 1 ? "interleaved:" + std::to_string(c.chunks) : std::string("1f1b") },
-            { "recompute", std::string(toString(c.recompute)) }, { "sequence_parallel", c.sequenceParallel },
-            { "zero1", c.zero1 }, { "overlap_grad_reduce", c.overlapGradientReduce },
-            { "iteration_s", e.iterationSeconds }, { "samples_per_s", e.samplesPerSecond },
-            { "tflops_per_gpu", e.tflopsPerGpu }, { "peak_gib_per_gpu", e.peakBytes / (1 << 30) },
-            { "stage_peak_gib", stageGiB(e) }, { "fits", e.fits },
+            { "micro_batch", c.microBatch }, { "micro_batches", c.microBatches() }, { "schedule", c.scheduleText() },
+            { "simulated", e.simulated }, { "recompute", std::string(toString(c.recompute)) },
+            { "sequence_parallel", c.sequenceParallel }, { "zero1", c.zero1 },
+            { "overlap_grad_reduce", c.overlapGradientReduce }, { "iteration_s", e.iterationSeconds },
+            { "samples_per_s", e.samplesPerSecond }, { "tflops_per_gpu", e.tflopsPerGpu },
+            { "peak_gib_per_gpu", e.peakBytes / (1 << 30) }, { "stage_peak_gib", stageGiB(e) }, { "fits", e.fits },
             { "seconds",
                 { { "compute", e.computeSeconds }, { "tensor_parallel", e.tensorCommSeconds },
                     { "pipeline_sends", e.pipelineCommSeconds }, { "bubble", e.bubbleSeconds },
@@ -92,10 +92,10 @@ namespace {
     void printEstimate(const ScaleEstimate& e)
     {
         const double it = e.iterationSeconds;
-        fmt::print("  {}: {:.2f} s per iteration, {:.1f} samples/s, {:.1f} TFLOP/s per GPU (Eq. 3), peak {:.1f} GiB "
-                   "per GPU{}\n",
-            e.config.text(), it, e.samplesPerSecond, e.tflopsPerGpu, e.peakBytes / (1 << 30),
-            e.fits ? "" : " (does not fit)");
+        fmt::print("  {}: {:.2f} s per iteration{}, {:.1f} samples/s, {:.1f} TFLOP/s per GPU (Eq. 3), peak {:.1f} "
+                   "GiB per GPU{}\n",
+            e.config.text(), it, e.simulated ? " (simulated)" : "", e.samplesPerSecond, e.tflopsPerGpu,
+            e.peakBytes / (1 << 30), e.fits ? "" : " (does not fit)");
         fmt::print("    compute {:.1f}%, tensor-parallel all-reduce {:.1f}%, pipeline sends {:.1f}%, bubble {:.1f}%, "
                    "data-parallel all-reduce {:.1f}%, optimizer {:.1f}%\n",
             100 * e.computeSeconds / it, 100 * e.tensorCommSeconds / it, 100 * e.pipelineCommSeconds / it,
@@ -109,8 +109,19 @@ namespace {
     }
 
     // The configuration as the engines that run it take it, on stdout (redirect it to a file).
+    // Megatron-LM and DeepSpeed run 1F1B (Megatron also interleaved), not kFkB or ZB-H1.
+    bool engineRuns(const ScaleConfig& c)
+    {
+        return c.group == 1 && !c.zeroBubble;
+    }
+
     int exportConfiguration(const ScaleOptions& o, const GptShape& model, const ScaleEstimate& e, const NodeSpec& node)
     {
+        if (!engineRuns(e.config))
+            throw Error(e.config.text() + ": " + o.exportTo + " runs 1F1B"
+                + (o.exportTo == "megatron" ? " and interleaved" : "") + " schedules, not " + e.config.scheduleText());
+        if (o.exportTo == "deepspeed" && e.config.chunks > 1)
+            throw Error(e.config.text() + ": DeepSpeed's pipeline engine has no interleaved schedule");
         if (!e.fits)
             fmt::print(stderr, "warning: {} is predicted not to fit: {}\n", e.config.text(), e.reason);
         if (o.exportTo == "megatron")
@@ -166,16 +177,8 @@ namespace {
             c.sequenceParallel = o.features.sequenceParallel && c.tensor > 1; // nothing to shard at t = 1
             c.zero1 = o.features.zero1;
             c.overlapGradientReduce = o.features.overlapGradientReduce;
-            if (o.schedule.empty() || o.schedule == "1f1b") {
-                c.chunks = 1;
-            } else if (o.schedule.starts_with("interleaved:")
-                && o.schedule.find_first_not_of("0123456789", 12) == std::string::npos && o.schedule.size() > 12
-                && o.schedule.size() < 17) {
-                c.chunks = std::stoi(o.schedule.substr(12));
-            } else {
-                throw Error("--schedule " + o.schedule + ": 1f1b or interleaved:V");
-            }
-            const auto e = estimateScale(model, c, node);
+            setScaleSchedule(c, o.schedule.empty() ? "1f1b" : o.schedule);
+            const auto e = simulateScale(model, c, node);
             if (!e.valid)
                 throw Error(c.text() + ": " + e.reason);
             if (!o.exportTo.empty())
@@ -195,17 +198,28 @@ namespace {
             if (s.ranked.empty())
                 throw Error("nothing fits " + std::to_string(o.gpus) + " GPUs at global batch "
                     + std::to_string(o.globalBatch) + ": no configuration to export");
-            return exportConfiguration(o, model, s.ranked.front(), node);
+            // The fastest configuration the engine can run.
+            for (const auto& e : s.ranked) {
+                if (engineRuns(e.config) && (o.exportTo == "megatron" || e.config.chunks == 1))
+                    return exportConfiguration(o, model, e, node);
+            }
+            throw Error("none of the " + std::to_string(s.ranked.size()) + " fastest configurations runs on "
+                + o.exportTo + " (its schedules: 1F1B" + (o.exportTo == "megatron" ? ", interleaved" : "")
+                + "); raise --top");
         }
         if (o.json) {
             nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
             for (const auto& e : s.ranked)
                 ranked.push_back(estimateJson(e));
-            fmt::print("{}\n", nlohmann::ordered_json { { "evaluated", s.evaluated }, { "ranked", ranked } }.dump(2));
+            fmt::print("{}\n",
+                nlohmann::ordered_json {
+                    { "evaluated", s.evaluated }, { "simulated", s.simulated }, { "ranked", ranked } }
+                    .dump(2));
             return 0;
         }
-        fmt::print("{}\n{} configurations evaluated, {} shown (fastest first, those that fit):\n", header, s.evaluated,
-            s.ranked.size());
+        fmt::print("{}\n{} configurations priced, the leaders simulated ({}), {} shown (fastest first, those that "
+                   "fit):\n",
+            header, s.evaluated, s.simulated, s.ranked.size());
         for (const auto& e : s.ranked)
             printEstimate(e);
         if (s.ranked.empty())
@@ -241,7 +255,7 @@ void addScaleCommand(CLI::App& app, Action& action)
     cmd->add_option("--dp", o->data, "Data-parallel size (default: GPUs / (tp x pp))")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--micro-batch", o->microBatch, "Samples per micro-batch (default 1)")
         ->check(CLI::Range(std::int64_t { 1 }, std::int64_t { 1 } << 20));
-    cmd->add_option("--schedule", o->schedule, "1f1b or interleaved:V (default 1f1b)");
+    cmd->add_option("--schedule", o->schedule, "1f1b, interleaved:V, kfkb:K or zb-h1 (default 1f1b)");
     cmd->add_option("--recompute", o->recompute, "none, selective or full (default full)");
     cmd->add_option("--top", o->top, "Searched configurations shown (default 10)")->check(CLI::Range(1, 100000));
     cmd->add_option("--export", o->exportTo,

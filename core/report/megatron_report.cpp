@@ -1,9 +1,11 @@
 // Megatron-LM (Narayanan et al., SC'21), Table 1: ten GPT models from 1.7B to 1T parameters on 32 to
 // 3,072 A100s, each row's tensor- and pipeline-parallel sizes and global batch as the paper ran
-// them, priced by the cluster model (core/scale/scale_model.h) and set beside the measured TFLOP/s
-// per GPU; and, per row, the best configuration the search finds for the same GPUs and batch.
+// them, priced by the cluster model's event simulation (core/scale/scale_sim.h) and set beside the
+// measured TFLOP/s per GPU; and, per row, the best configuration the search finds for the same GPUs
+// and batch.
 #include "report/megatron_rows.h"
 #include "report/reproduction.h"
+#include "scale/scale_sim.h"
 
 #include <chrono>
 #include <cmath>
@@ -64,7 +66,7 @@ namespace {
             if (options.progress)
                 options.progress("megatron: " + label);
             const auto config = megatronPaperConfig(row);
-            const auto e = estimateScale(model, config, node);
+            const auto e = simulateScale(model, config, node);
             const double measured = row.at("tflops_per_gpu").get<double>();
             if (!e.valid) { // the rule above cannot run this row: say why rather than price nothing
                 t.rows.push_back({ label, std::to_string(config.gpus()), config.text(), "-", fixed(measured, 0),
@@ -110,9 +112,10 @@ namespace {
             + node.deviceId + ", " + node.intra.kind + ", " + std::to_string(node.nics) + " x " + node.nic.kind
             + ").\n\n";
         md += "Each row runs the paper's tensor- and pipeline-parallel sizes, GPUs and global batch through "
-              "`pipestudio scale` (core/scale/scale_model.h: every GEMM of a layer through the GEMM model, the "
-              "memory-bound kernels at the GPU's memory bandwidth, ring all-reduces inside the node, point-to-point "
-              "sends, the pipeline bubble, the data-parallel gradient all-reduce and Adam). What the paper leaves "
+              "`pipestudio scale` (core/scale: every GEMM of a layer through the GEMM model, the memory-bound kernels "
+              "at the GPU's memory bandwidth, ring all-reduces inside the node; one pipeline replica run by the event "
+              "simulator under the row's schedule, its sends over the link between the stages' nodes; then the "
+              "data-parallel gradient all-reduce and Adam). What the paper leaves "
               "open is taken from its artifact scripts: "
             + paper.at("configuration_source").get<std::string>()
             + "; bf16 with fp32 gradients all-reduced. TFLOP/s per GPU counts the paper's Eq. 3 FLOPs. The A100's "

@@ -11,6 +11,7 @@
 #include "cluster/device_catalog.h"
 #include "report/megatron_rows.h"
 #include "report/reproduction.h"
+#include "scale/scale_sim.h"
 
 #include <cmath>
 
@@ -27,7 +28,7 @@ namespace {
         double hi = 1.0;
         for (int i = 0; i < 40; ++i) {
             device.gemmEfficiencyTensor = 0.5 * (lo + hi);
-            const auto e = estimateScale(model, config, node, device);
+            const auto e = simulateScale(model, config, node, device);
             if (!e.valid)
                 return kNaN;
             (e.tflopsPerGpu < measured ? lo : hi) = device.gemmEfficiencyTensor;
@@ -75,8 +76,8 @@ namespace {
             const auto model = megatronModel(paper, row);
             const auto config = megatronPaperConfig(row);
             const double measured = row.at("tflops_per_gpu").get<double>();
-            const auto a = estimateScale(model, config, node, catalog);
-            const auto b = estimateScale(model, config, node, fitted);
+            const auto a = simulateScale(model, config, node, catalog);
+            const auto b = simulateScale(model, config, node, fitted);
             const bool calibration = i == 0;
             if (!a.valid || !b.valid) {
                 c.rows.push_back(
@@ -203,8 +204,8 @@ namespace {
                 options.progress("published: " + label);
             const double seconds = run.at("iteration_seconds").get<double>();
             const double measured = run.at("tflops_per_gpu").get<double>();
-            const auto a = estimateScale(model, config, node, catalog);
-            const auto b = estimateScale(model, config, node, fitted);
+            const auto a = simulateScale(model, config, node, catalog);
+            const auto b = simulateScale(model, config, node, fitted);
             if (!a.valid || !b.valid) {
                 s.rows.push_back({ std::to_string(config.gpus()), config.text(), fixed(seconds, 1), "-",
                     fixed(measured, 0), "-", "invalid: " + (a.valid ? b.reason : a.reason) });

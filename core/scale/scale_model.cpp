@@ -1,6 +1,7 @@
 #include "scale/scale_model.h"
 
-#include "cost/gemm_model.h"
+#include "scale/scale_costs.h"
+#include "scale/scale_sim.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -8,142 +9,6 @@
 #include <optional>
 
 namespace ps {
-
-namespace {
-
-    constexpr double kHalf = 2; // bytes per bf16 element
-    // Per parameter: bf16 weight, fp32 main gradient, fp32 master weight, Adam's m and v.
-    constexpr double kStateBytes = 2 + 4 + 4 + 4 + 4;
-    // Adam's memory traffic per parameter: master, m and v read and written (24), the fp32
-    // gradient read (4), the bf16 weight written (2).
-    constexpr double kAdamBytes = 30;
-
-    struct LayerCost
-    {
-        double forward = 0; // seconds, one layer, one micro-batch, one GPU of the tensor group
-        double backward = 0;
-        double recompute = 0; // what backward adds to rebuild the saved activations
-        double tensorComm = 0; // its all-reduces, forward + backward + recompute
-    };
-
-    struct Gemms
-    {
-        GemmDevice device;
-        double forward = 0;
-        double backward = 0;
-        void add(double batch, double m, double n, double k, double* forwardOnly = nullptr)
-        {
-            const double f = estimateGemm({ batch, m, n, k }, device).seconds;
-            forward += f;
-            // dX = dY W^T (m x k over n) and dW = X^T dY (k x n over m).
-            backward +=
-                estimateGemm({ batch, m, k, n }, device).seconds + estimateGemm({ batch, k, n, m }, device).seconds;
-            if (forwardOnly)
-                *forwardOnly += f;
-        }
-    };
-
-    LayerCost layerCost(const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
-    {
-        const double t = c.tensor;
-        const double b = static_cast<double>(c.microBatch);
-        const double s = static_cast<double>(g.seq);
-        const double h = static_cast<double>(g.hidden);
-        const double a = static_cast<double>(g.heads);
-        Gemms gemms { gemmDevice(device, MathMode::Bf16) };
-        double attentionCore = 0; // selective recomputation re-runs these
-        gemms.add(1, b * s, 3 * h / t, h); // QKV
-        gemms.add(b * a / t, s, s, h / a, &attentionCore); // scores
-        gemms.add(b * a / t, s, h / a, s, &attentionCore); // probabilities x V
-        gemms.add(1, b * s, h, h / t); // attention output projection
-        gemms.add(1, b * s, 4 * h / t, h); // MLP up
-        gemms.add(1, b * s, h, 4 * h / t); // MLP down
-        // Memory-bound kernels (Megatron's fusions): two LayerNorms, the fused scale-mask-softmax,
-        // attention dropout (with its 1-byte mask), two bias-dropout-adds, bias-GELU. With sequence
-        // parallelism the LayerNorms and bias-dropout-adds see 1/t of the sequence.
-        const double bsh = b * s * h;
-        const double sharded = c.sequenceParallel ? bsh / t : bsh;
-        const double scores = b * a * s * s / t;
-        const double softmaxBytes = kHalf * 2 * scores + (2 * kHalf + 1) * scores;
-        const double forwardBytes =
-            kHalf * 2 * 2 * sharded + softmaxBytes + 2 * (3 * kHalf + 1) * sharded + kHalf * 2 * 4 * bsh / t;
-        const double bandwidth = device.memoryBandwidth;
-        LayerCost out;
-        out.forward = gemms.forward + forwardBytes / bandwidth;
-        out.backward = gemms.backward + 2 * forwardBytes / bandwidth;
-        const double allReduce = ringAllReduceSeconds(c.tensor, kHalf * bsh, node.intra);
-        int allReduces = 4; // two in forward, two in backward
-        switch (c.recompute) {
-        case Recompute::Full:
-            out.recompute = out.forward;
-            allReduces += 2;
-            break;
-        case Recompute::Selective:
-            out.recompute = attentionCore + softmaxBytes / bandwidth;
-            break;
-        case Recompute::None:
-            break;
-        }
-        out.tensorComm = allReduces * allReduce;
-        return out;
-    }
-
-    // Activation bytes one layer keeps per micro-batch (Korthikanti et al., Table 2): s b h (10 + 24 /
-    // t + 5 a s / (h t)) in full, its input alone under full recomputation, all but the attention
-    // core under selective; with sequence parallelism the 10 s b h of LayerNorm and dropout (and the
-    // saved input) are sharded too: s b h (34 / t + 5 a s / (h t)).
-    double layerActivationBytes(const GptShape& g, const ScaleConfig& c, Recompute r)
-    {
-        const double sbh =
-            static_cast<double>(g.seq) * static_cast<double>(c.microBatch) * static_cast<double>(g.hidden);
-        const double t = c.tensor;
-        const double attention =
-            5.0 * static_cast<double>(g.heads) * static_cast<double>(g.seq) / (static_cast<double>(g.hidden) * t);
-        const double sequenceShare = c.sequenceParallel ? 1 / t : 1;
-        switch (r) {
-        case Recompute::Full:
-            return 2 * sbh * sequenceShare;
-        case Recompute::Selective:
-            return sbh * (10 * sequenceShare + 24 / t);
-        case Recompute::None:
-            break;
-        }
-        return sbh * (10 * sequenceShare + 24 / t + attention);
-    }
-
-    // Memory of each stage: model states (the first stage with the embeddings; the last, where p > 1,
-    // with its copy of the tied word embedding `wordEmbedding` (V h) for the logits, and the logits'
-    // fp32 working set `logitBytes`), the activations of the micro-batches in flight (1F1B: p - i on
-    // stage i, at most m; interleaved: Megatron's warm-up of 2(p - i - 1) + (v - 1) p chunk passes
-    // plus one), one layer's full working set while it is recomputed and back-propagated. ZeRO-1
-    // keeps 1/d of the fp32 master weights and Adam's m and v (12 of the 18 bytes).
-    std::vector<double> stagePeakBytes(
-        const GptShape& g, const ScaleConfig& c, double layerParams, double wordEmbedding, double logitBytes)
-    {
-        const double p = c.pipeline;
-        const double v = c.chunks;
-        const double layersPerStage = static_cast<double>(g.layers) / p;
-        const double positions = static_cast<double>(g.seq) * static_cast<double>(g.hidden);
-        const double stateBytes = c.zero1 ? kStateBytes - 12 + 12 / static_cast<double>(c.data) : kStateBytes;
-        const double layerBytes = layerActivationBytes(g, c, c.recompute);
-        std::vector<double> out(static_cast<std::size_t>(c.pipeline));
-        for (int i = 0; i < c.pipeline; ++i) {
-            const bool first = i == 0;
-            const bool last = i + 1 == c.pipeline;
-            const double params = (layersPerStage * layerParams + (first ? wordEmbedding + positions : 0.0)
-                                      + (last && !first ? wordEmbedding : 0.0))
-                / c.tensor;
-            const double m = static_cast<double>(c.microBatches());
-            const double chunks =
-                c.chunks > 1 ? std::min(2 * (p - i - 1) + (v - 1) * p + 1, m * v) : std::min(p - i, m);
-            const double activations = chunks * (layersPerStage / v) * layerBytes
-                + layerActivationBytes(g, c, Recompute::None) + (last ? logitBytes : 0.0);
-            out[static_cast<std::size_t>(i)] = stateBytes * params + activations;
-        }
-        return out;
-    }
-
-} // namespace
 
 double GptShape::parameters() const
 {
@@ -180,12 +45,48 @@ std::int64_t ScaleConfig::microBatches() const
     return perStep > 0 ? globalBatch / perStep : 0;
 }
 
+std::string ScaleConfig::scheduleText() const
+{
+    if (chunks > 1)
+        return "interleaved:" + std::to_string(chunks);
+    if (group > 1)
+        return "kfkb:" + std::to_string(group);
+    return zeroBubble ? "zb-h1" : "1f1b";
+}
+
+void setScaleSchedule(ScaleConfig& c, std::string_view text)
+{
+    const auto count = [&](std::string_view prefix) {
+        const auto digits = text.substr(prefix.size());
+        if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+            return 0;
+        return std::stoi(std::string(digits));
+    };
+    c.chunks = 1;
+    c.group = 1;
+    c.zeroBubble = false;
+    if (text == "1f1b")
+        return;
+    if (text == "zb-h1") {
+        c.zeroBubble = true;
+        return;
+    }
+    if (text.starts_with("interleaved:") && count("interleaved:") >= 2) {
+        c.chunks = count("interleaved:");
+        return;
+    }
+    if (text.starts_with("kfkb:") && count("kfkb:") >= 2) {
+        c.group = count("kfkb:");
+        return;
+    }
+    throw Error("schedule '" + std::string(text) + "': 1f1b, interleaved:V (V >= 2), kfkb:K (K >= 2) or zb-h1");
+}
+
 std::string ScaleConfig::text() const
 {
     return "t" + std::to_string(tensor) + " p" + std::to_string(pipeline) + " d" + std::to_string(data) + " b"
-        + std::to_string(microBatch) + " " + (chunks > 1 ? "interleaved:" + std::to_string(chunks) : "1f1b") + " "
-        + std::string(toString(recompute)) + (sequenceParallel ? " sp" : "") + (zero1 ? " zero1" : "")
-        + (overlapGradientReduce ? " overlap" : "");
+        + std::to_string(microBatch) + " " + scheduleText() + " " + std::string(toString(recompute))
+        + (sequenceParallel ? " sp" : "") + (zero1 ? " zero1" : "") + (overlapGradientReduce ? " overlap" : "");
 }
 
 double megatronIterationFlops(const GptShape& g, std::int64_t globalBatch)
@@ -209,8 +110,10 @@ namespace {
     // nothing.
     std::optional<std::string> invalidReason(const GptShape& g, const ScaleConfig& c, const NodeSpec& node)
     {
-        if (c.tensor < 1 || c.pipeline < 1 || c.data < 1 || c.microBatch < 1 || c.chunks < 1)
+        if (c.tensor < 1 || c.pipeline < 1 || c.data < 1 || c.microBatch < 1 || c.chunks < 1 || c.group < 1)
             return "sizes must be positive";
+        if ((c.chunks > 1) + (c.group > 1) + c.zeroBubble > 1)
+            return "one schedule at a time: interleaved, kFkB or ZB-H1";
         if (node.gpus % c.tensor != 0)
             return "tensor parallelism " + std::to_string(c.tensor) + " does not divide a node's "
                 + std::to_string(node.gpus) + " GPUs";
@@ -225,6 +128,9 @@ namespace {
                 + " is not a multiple of d x b = " + std::to_string(c.data * c.microBatch);
         if (c.chunks > 1 && (c.pipeline < 2 || m % c.pipeline != 0))
             return "the interleaved schedule needs p > 1 and micro-batches a multiple of p";
+        if (c.group > m)
+            return "kFkB's k = " + std::to_string(c.group) + " is more than the " + std::to_string(m)
+                + " micro-batches";
         return std::nullopt;
     }
 
@@ -243,59 +149,34 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     const double p = c.pipeline;
     const double v = c.chunks;
     const double layersPerStage = static_cast<double>(g.layers) / p;
-    const auto layer = layerCost(g, c, node, device);
-    const double b = static_cast<double>(c.microBatch);
-    const double s = static_cast<double>(g.seq);
-    const double h = static_cast<double>(g.hidden);
-    const double V = static_cast<double>(g.vocab);
-    // The logits and cross-entropy on the last stage (vocabulary split over the tensor group).
-    Gemms logits { gemmDevice(device, MathMode::Bf16) };
-    logits.add(1, b * s, V / c.tensor, h);
-    const double lossBytes = 3 * 4 * b * s * V / c.tensor; // fp32 logits read, softmax, gradient written
-    const double head = logits.forward + logits.backward + lossBytes / device.memoryBandwidth;
+    const auto layer = scale::layerCost(g, c, node, device);
+    const auto head = scale::headCost(g, c, device);
     const double compute = layersPerStage * (layer.forward + layer.backward + layer.recompute);
-    const double tensorComm = layersPerStage * layer.tensorComm;
-    // Each chunk sends its activation forward and receives its gradient back, 1/t of it per GPU
-    // (Megatron's scatter-gather). Ranks are tensor-, then data-, then pipeline-major, so once a
-    // pipeline spans more than one node some stage boundary crosses the NICs and paces the rest.
-    const bool crossNode = c.tensor * c.data * c.pipeline > node.gpus;
-    const auto link = crossNode ? nicShare(node, node.gpus) : node.intra;
-    const double pipeComm = p > 1 ? 2 * v * pointToPointSeconds(kHalf * b * s * h / c.tensor, link) : 0;
+    const double tensorComm = layersPerStage * layer.tensorComm();
+    // Each chunk sends its activation forward and receives its gradient back.
+    const double pipeComm =
+        p > 1 ? 2 * v * pointToPointSeconds(scale::stageSendBytes(g, c), scale::pipelineLink(c, node)) : 0;
     const double perMicroBatch = compute + tensorComm + pipeComm; // a middle stage's
-    const double slowest = perMicroBatch + head;
     const double mb = static_cast<double>(m);
-    const double bubble = (p - 1) / v * perMicroBatch;
-    // Data parallelism: the stage's fp32 gradients all-reduced over d replicas after the backward
-    // (not overlapped, as in the paper's runs, unless asked); ranks are tensor-major, so 8/t replicas
-    // share a node. ZeRO-1: a reduce-scatter of the fp32 gradients and an all-gather of the bf16
-    // weights, each half an all-reduce of its bytes, and 1/d of Adam's work.
-    const double layerParams = 12 * h * h + 13 * h;
-    const double stageParams = (layersPerStage * layerParams + (V + s) * h) / c.tensor; // first stage (embeddings)
-    const int perNode = std::max(1, std::min(c.data, node.gpus / c.tensor));
-    const CommGroup dataGroup { perNode, (c.data + perNode - 1) / perNode };
-    const double d = c.data;
-    const double gradientReduce = c.zero1
-        ? (allReduceSeconds(dataGroup, 4 * stageParams, node) + allReduceSeconds(dataGroup, kHalf * stageParams, node))
-            / 2
-        : allReduceSeconds(dataGroup, 4 * stageParams, node);
-    // Overlapped: the gradients' reduction hidden behind the last micro-batch's backward on the
-    // stage, but for the last bucket; ZeRO-1's all-gather of the updated weights follows the
-    // optimizer step and is never hidden.
-    const double lastBackward = layersPerStage * (layer.backward + layer.recompute);
-    const double afterStep = c.zero1 ? allReduceSeconds(dataGroup, kHalf * stageParams, node) / 2 : 0.0;
-    const double reduction = gradientReduce - afterStep;
-    e.dataCommSeconds = c.overlapGradientReduce && c.data > 1
-        ? std::max(reduction / layersPerStage, reduction - lastBackward) + afterStep
-        : gradientReduce;
-    e.optimizerSeconds = kAdamBytes * stageParams / device.memoryBandwidth / (c.zero1 ? d : 1.0);
-    e.computeSeconds = mb * (compute + head);
+    // The bubble: (p - 1) / v micro-batches (1F1B, interleaved; kFkB's cross-merged copies of 1F1B
+    // fill and drain the same, its gain being sends overlapped with a group's compute, which the
+    // simulation shows); ZB-H1 fills the drain with the deferred weight gradients, (p - 1)(F + B - W)
+    // where 1F1B idles (p - 1)(F + B + W) (Qi et al. 2024, §3).
+    double bubble = (p - 1) / v * perMicroBatch;
+    if (c.zeroBubble)
+        bubble = std::max(0.0, bubble - (p - 1) * 2 * layersPerStage * layer.weightGrad);
+    const auto after = scale::afterPipeline(g, c, node, device, layersPerStage * (layer.backward + layer.recompute));
+    e.dataCommSeconds = after.dataComm;
+    e.optimizerSeconds = after.optimizer;
+    e.computeSeconds = mb * (compute + head.forward + head.backward);
     e.tensorCommSeconds = mb * tensorComm;
     e.pipelineCommSeconds = mb * pipeComm;
     e.bubbleSeconds = bubble;
-    e.iterationSeconds = mb * slowest + bubble + e.dataCommSeconds + e.optimizerSeconds;
+    e.iterationSeconds = e.computeSeconds + e.tensorCommSeconds + e.pipelineCommSeconds + bubble + e.dataCommSeconds
+        + e.optimizerSeconds;
     e.tflopsPerGpu = megatronIterationFlops(g, c.globalBatch) / e.iterationSeconds / c.gpus() / 1e12;
     e.samplesPerSecond = static_cast<double>(c.globalBatch) / e.iterationSeconds;
-    e.stagePeakBytes = stagePeakBytes(g, c, layerParams, V * h, lossBytes / 3);
+    e.stagePeakBytes = scale::stagePeakBytes(g, c, head.logitBytes);
     e.peakBytes = *std::max_element(e.stagePeakBytes.begin(), e.stagePeakBytes.end());
     e.fits = e.peakBytes <= static_cast<double>(device.memoryBytes);
     if (!e.fits)
@@ -304,10 +185,45 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     return e;
 }
 
+namespace {
+
+    // The schedules searched for one (t, p, d, b): 1F1B, interleaved with v = 2..8 chunks splitting
+    // the layers evenly, kFkB with k = 2 and 4, ZB-H1.
+    std::vector<ScaleConfig> scheduleVariants(const GptShape& g, ScaleConfig c)
+    {
+        std::vector<ScaleConfig> out { c };
+        for (int v = 2; v <= 8; ++v) {
+            if (c.pipeline >= 2 && g.layers % (static_cast<std::int64_t>(c.pipeline) * v) == 0) {
+                auto i = c;
+                i.chunks = v;
+                out.push_back(i);
+            }
+        }
+        if (c.pipeline >= 2) {
+            for (int k : { 2, 4 }) {
+                auto kfkb = c;
+                kfkb.group = k;
+                out.push_back(kfkb);
+            }
+            c.zeroBubble = true;
+            out.push_back(c);
+        }
+        return out;
+    }
+
+    bool better(const ScaleEstimate& e, const ScaleEstimate& than)
+    {
+        if (e.fits != than.fits)
+            return e.fits;
+        return e.fits ? e.samplesPerSecond > than.samplesPerSecond : e.peakBytes < than.peakBytes;
+    }
+
+} // namespace
+
 ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, const NodeSpec& node, std::size_t keep,
     ScaleFeatures features)
 {
-    ScaleSearch out { gpus, globalBatch, {}, 0, {} };
+    ScaleSearch out { gpus, globalBatch, {}, 0, 0, {} };
     for (int t = 1; t <= node.gpus; t *= 2) {
         if (node.gpus % t != 0 || g.heads % t != 0 || gpus % t != 0)
             continue;
@@ -316,22 +232,15 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
                 continue;
             const int d = gpus / (t * p);
             std::optional<ScaleEstimate> best; // of this (t, p, d)
-            const auto better = [](const ScaleEstimate& e, const ScaleEstimate& than) {
-                if (e.fits != than.fits)
-                    return e.fits;
-                return e.fits ? e.samplesPerSecond > than.samplesPerSecond : e.peakBytes < than.peakBytes;
-            };
             for (std::int64_t b = 1; b <= 16; b *= 2) {
                 if (globalBatch % (d * b) != 0)
                     continue;
-                for (int v = 1; v <= 8; ++v) {
-                    if (v > 1 && (p < 2 || g.layers % (static_cast<std::int64_t>(p) * v) != 0))
-                        continue;
-                    for (auto r : { Recompute::None, Recompute::Selective, Recompute::Full }) {
-                        ScaleConfig c { t, p, d, b, globalBatch, v, r };
-                        c.sequenceParallel = features.sequenceParallel && t > 1;
-                        c.zero1 = features.zero1;
-                        c.overlapGradientReduce = features.overlapGradientReduce;
+                for (auto r : { Recompute::None, Recompute::Selective, Recompute::Full }) {
+                    ScaleConfig base { t, p, d, b, globalBatch, 1, r };
+                    base.sequenceParallel = features.sequenceParallel && t > 1;
+                    base.zero1 = features.zero1;
+                    base.overlapGradientReduce = features.overlapGradientReduce;
+                    for (const auto& c : scheduleVariants(g, base)) {
                         const auto e = estimateScale(g, c, node);
                         ++out.evaluated;
                         if (e.valid && e.fits)
@@ -345,8 +254,19 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
                 out.bestPerShape.push_back(*best);
         }
     }
-    std::sort(out.ranked.begin(), out.ranked.end(),
-        [](const ScaleEstimate& a, const ScaleEstimate& b) { return a.samplesPerSecond > b.samplesPerSecond; });
+    // Memory prunes, the closed form ranks; the simulation re-ranks the leaders and prices each
+    // shape's best (the closed form misses how a schedule overlaps sends and fills its bubble).
+    const auto faster = [](const ScaleEstimate& a, const ScaleEstimate& b) {
+        return a.samplesPerSecond > b.samplesPerSecond;
+    };
+    std::sort(out.ranked.begin(), out.ranked.end(), faster);
+    out.ranked.resize(std::min(out.ranked.size(), std::max<std::size_t>(keep, 32)));
+    for (auto& e : out.ranked)
+        e = simulateScale(g, e.config, node);
+    for (auto& e : out.bestPerShape)
+        e = simulateScale(g, e.config, node);
+    out.simulated = static_cast<int>(out.ranked.size() + out.bestPerShape.size());
+    std::sort(out.ranked.begin(), out.ranked.end(), faster);
     if (out.ranked.size() > keep)
         out.ranked.resize(keep);
     return out;

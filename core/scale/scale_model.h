@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ps {
@@ -56,14 +57,21 @@ struct ScaleConfig
     // backward finishes each layer of the stage: only what that backward cannot hide is exposed, and
     // at least the last layer's bucket.
     bool overlapGradientReduce = false;
+    int group = 1; // kFkB's k (Ada-Grouper): k micro-batches per group; 1 is 1F1B
+    bool zeroBubble = false; // ZB-H1 (Qi et al. 2024): the backward split into B and W, 1F1B's memory
 
     [[nodiscard]] int gpus() const
     {
         return tensor * pipeline * data;
     }
     [[nodiscard]] std::int64_t microBatches() const; // m per pipeline
+    [[nodiscard]] std::string scheduleText() const; // "1f1b", "interleaved:2", "kfkb:2", "zb-h1"
     [[nodiscard]] std::string text() const; // "t8 p4 d32 b1 interleaved:2 full[ sp][ zero1][ overlap]"
 };
+
+// Sets `config`'s schedule from "1f1b", "interleaved:V" (V >= 2), "kfkb:K" (K >= 2) or "zb-h1";
+// throws ps::Error listing the forms.
+void setScaleSchedule(ScaleConfig& config, std::string_view text);
 
 struct ScaleEstimate
 {
@@ -76,6 +84,7 @@ struct ScaleEstimate
     double peakBytes = 0; // the fullest GPU's (the most of stagePeakBytes)
     std::vector<double> stagePeakBytes; // per pipeline stage, a GPU of it
     bool fits = false;
+    bool simulated = false; // the iteration from the event simulation (scale_sim.h), else the closed form
     // Where one iteration goes on the slowest stage (seconds, summing to the iteration).
     double computeSeconds = 0;
     double tensorCommSeconds = 0;
@@ -100,15 +109,18 @@ struct ScaleSearch
 {
     int gpus = 0;
     std::int64_t globalBatch = 0;
-    std::vector<ScaleEstimate> ranked; // fitting configurations, fastest first
-    int evaluated = 0;
+    std::vector<ScaleEstimate> ranked; // fitting configurations, fastest first (simulated)
+    int evaluated = 0; // by the closed form
+    int simulated = 0; // the leaders and each shape's best, by the event simulation (scale_sim.h)
     // Per (t, p, d) searched, in t, then p order: its fastest fitting configuration, or where none
     // fits the one with the least memory (fits false), to show what each shape gives.
     std::vector<ScaleEstimate> bestPerShape;
 };
 // Every t (a power of two dividing the node's GPUs, the heads and the GPUs), p (dividing the
 // layers), d = gpus / (t p), micro-batch b in 1, 2, 4, 8, 16 (with d b dividing B), schedule (1F1B,
-// interleaved v = 2..8 splitting the layers evenly) and recomputation; those that fit, ranked by
+// interleaved v = 2..8 splitting the layers evenly, kFkB with k = 2 and 4, ZB-H1) and
+// recomputation, priced by the closed form; those that fit (memory prunes first), the fastest 32
+// (at least `keep`) and each shape's best then simulated (scale_sim.h) and ranked by simulated
 // samples per second. `keep` limits the list.
 // What every searched configuration uses (sequence parallelism only where t > 1).
 struct ScaleFeatures

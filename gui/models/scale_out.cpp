@@ -1,5 +1,6 @@
 #include "models/scale_out.h"
 
+#include "scale/scale_sim.h"
 #include "zoo/model_config.h"
 
 #include <cmath>
@@ -78,6 +79,8 @@ ClusterScale priceClusterSizes(const std::optional<GptShape>& model, const Clust
     k.microBatch = std::max<std::int64_t>(1, microBatch);
     k.globalBatch = static_cast<std::int64_t>(k.data) * k.microBatch * std::max(1, schedule.microBatches);
     k.chunks = schedule.kind == ScheduleKind::Interleaved ? std::max(1, schedule.virtualStages) : 1;
+    k.group = schedule.kind == ScheduleKind::KFKB ? std::max(1, schedule.groupSize) : 1;
+    k.zeroBubble = schedule.kind == ScheduleKind::ZeroBubbleH1;
     k.recompute = sizes.recompute;
     c.gpus = k.gpus();
     c.nodes = (c.gpus + node.gpus - 1) / node.gpus;
@@ -86,10 +89,12 @@ ClusterScale priceClusterSizes(const std::optional<GptShape>& model, const Clust
                             "this model plans its pipeline only";
     } else if (stagesShareDevices) {
         c.estimate.reason = "stages sharing devices (a Mixed-pipe plan) are not Megatron-LM's layout";
-    } else if (schedule.kind != ScheduleKind::OneFOneB && schedule.kind != ScheduleKind::Interleaved) {
-        c.estimate.reason = "Megatron-LM's layout is priced for the 1F1B and interleaved schedules, not this plan's";
+    } else if (schedule.kind != ScheduleKind::OneFOneB && schedule.kind != ScheduleKind::Interleaved
+        && schedule.kind != ScheduleKind::KFKB && schedule.kind != ScheduleKind::ZeroBubbleH1) {
+        c.estimate.reason =
+            "Megatron-LM's layout is priced for the 1F1B, interleaved, kFkB and ZB-H1 schedules, not this plan's";
     } else {
-        c.estimate = estimateScale(*model, k, node);
+        c.estimate = simulateScale(*model, k, node);
     }
     c.estimate.config = k;
     c.text = describe(c, node);

@@ -4,6 +4,7 @@
 #include "report/reproduction.h"
 #include "scale/collectives.h"
 #include "scale/scale_model.h"
+#include "scale/scale_sim.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -398,7 +399,7 @@ TEST(Reproduction, PublishedChecksASecondPublicationOutsideTheCalibration)
         const double measured = run.at("tflops_per_gpu").get<double>();
         EXPECT_EQ(std::stod(cells[4]), measured);
         const auto e =
-            estimateScale(model, config, findNode("dgx-a100-80gb"), DeviceCatalog::builtin().find("a100-80gb"));
+            simulateScale(model, config, findNode("dgx-a100-80gb"), DeviceCatalog::builtin().find("a100-80gb"));
         ASSERT_TRUE(e.valid) << e.reason;
         EXPECT_NEAR(std::stod(cells[5]), e.tflopsPerGpu, 0.051);
         EXPECT_NEAR(std::stod(cells[3]), e.iterationSeconds, 0.051);

@@ -4,6 +4,7 @@
 #include "report/reproduction.h"
 #include "scale/scale_export.h"
 #include "scale/scale_model.h"
+#include "scale/scale_sim.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -150,7 +151,7 @@ TEST(ScaleModel, MegatronTable1ConfigurationsFitAndTheSearchMatchesOrBeatsThem)
         const int p = row.at("pipeline_parallel").get<int>();
         const int gpus = row.at("gpus").get<int>();
         const auto B = row.at("global_batch").get<std::int64_t>();
-        const auto e = estimateScale(g, { t, p, gpus / (t * p), 1, B, 1, Recompute::Full }, node);
+        const auto e = simulateScale(g, { t, p, gpus / (t * p), 1, B, 1, Recompute::Full }, node);
         ASSERT_TRUE(e.valid) << label << ": " << e.reason;
         EXPECT_TRUE(e.fits) << label << ": " << e.reason;
         const auto s = searchScale(g, gpus, B, node, 1);

@@ -47,6 +47,16 @@ TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
         parts += seconds.get<double>();
     EXPECT_NEAR(parts, j["iteration_s"].get<double>(), 1e-6 * parts);
 
+    // kFkB and ZB-H1 priced by the event simulation like the others.
+    for (const auto* schedule : { "kfkb:2", "zb-h1" }) {
+        const auto priced = runCli(model + " --tp 8 --pp 2 --json --schedule " + schedule);
+        ASSERT_EQ(priced.exitCode, 0) << priced.output;
+        const auto c = nlohmann::json::parse(priced.output)["configuration"];
+        EXPECT_EQ(c["schedule"], schedule);
+        EXPECT_TRUE(c["simulated"].get<bool>());
+        EXPECT_GT(c["samples_per_s"].get<double>(), 0);
+    }
+
     const auto search = runCli(model + " --top 3 --json");
     ASSERT_EQ(search.exitCode, 0) << search.output;
     const auto s = nlohmann::json::parse(search.output);
@@ -85,7 +95,10 @@ TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
              std::pair { " --tp 8 --pp 2 --dp 4", "is 64 GPUs, not --gpus 512" },
              std::pair { " --tp 8 --pp 2 --schedule interleaved:5", "equal chunks" },
              std::pair { " --tp 8 --pp 2 --recompute some", "unknown recomputation" },
-             std::pair { " --tp 8 --pp 2 --schedule interleaved:x", "1f1b or interleaved:V" },
+             std::pair { " --tp 8 --pp 2 --schedule interleaved:x", "1f1b, interleaved:V (V >= 2), kfkb:K" },
+             std::pair { " --tp 8 --pp 2 --schedule kfkb:99", "more than the 48 micro-batches" },
+             std::pair { " --tp 8 --pp 2 --schedule zb-h1 --export megatron",
+                 "megatron runs 1F1B and interleaved schedules, not zb-h1" },
              std::pair { " --micro-batch 2", "fix one configuration" },
              std::pair { " --node dgx-z", "unknown node kind" } }) {
         const auto bad = runCli(model + args);

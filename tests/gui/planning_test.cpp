@@ -8,6 +8,7 @@
 #include "models/stage_balance_model.h"
 #include "plots/partition_editor_plot.h"
 #include "plots/timeline_plot.h"
+#include "scale/scale_sim.h"
 #include "store/project_store.h"
 #include "views/auto_search_dialog.h"
 #include "views/cluster_dock.h"
@@ -397,7 +398,7 @@ TEST(PlanningStudio, ClusterDockPricesThePipelineAcrossNodes)
     EXPECT_EQ(priced.config.globalBatch, 4 * 2 * 8);
     EXPECT_EQ(priced.gpus, 32);
     EXPECT_EQ(priced.nodes, 4);
-    const auto direct = estimateScale(*gptShapeOf(*graph), priced.config, findNode("dgx-a100-80gb"));
+    const auto direct = simulateScale(*gptShapeOf(*graph), priced.config, findNode("dgx-a100-80gb"));
     EXPECT_DOUBLE_EQ(priced.estimate.tflopsPerGpu, direct.tflopsPerGpu);
     EXPECT_DOUBLE_EQ(priced.estimate.peakBytes, direct.peakBytes);
     EXPECT_GT(priced.estimate.tensorCommSeconds, 0);
@@ -429,7 +430,12 @@ TEST(PlanningStudio, ClusterDockPricesThePipelineAcrossNodes)
     setup.schedule = parseScheduleSpec("gpipe", 4, 8);
     ASSERT_TRUE(window.planSession()->configure(setup));
     EXPECT_FALSE(dock->clusterScale().estimate.valid);
-    EXPECT_NE(dock->clusterScale().text.find("1F1B and interleaved"), std::string::npos);
+    EXPECT_NE(dock->clusterScale().text.find("1F1B, interleaved, kFkB and ZB-H1"), std::string::npos);
+    // kFkB and ZB-H1 plans are priced with their schedule.
+    const auto zb = priceClusterSizes(
+        gptShapeOf(*graph), { "dgx-a100-80gb", 2, 2, Recompute::Full }, parseScheduleSpec("zb-h1", 4, 8), 2);
+    EXPECT_EQ(zb.config.text(), "t2 p4 d2 b2 zb-h1 full");
+    EXPECT_TRUE(zb.estimate.valid) << zb.text;
     ASSERT_TRUE(window.planSession()->setModel(std::make_shared<const Graph>(buildZooModel(zooPreset("mlp"))), setup));
     EXPECT_NE(dock->clusterScale().text.find("GPT decoders"), std::string::npos);
 }

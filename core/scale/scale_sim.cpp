@@ -1,0 +1,126 @@
+#include "scale/scale_sim.h"
+
+#include "scale/scale_costs.h"
+#include "sim/simulator.h"
+
+#include <algorithm>
+
+namespace ps {
+
+ScheduleSpec scaleScheduleSpec(const ScaleConfig& c)
+{
+    ScheduleSpec spec;
+    spec.stages = c.pipeline * c.chunks;
+    spec.microBatches = static_cast<int>(c.microBatches());
+    if (c.chunks > 1) {
+        spec.kind = ScheduleKind::Interleaved;
+        spec.virtualStages = c.chunks;
+    } else if (c.group > 1) {
+        spec.kind = ScheduleKind::KFKB;
+        spec.groupSize = c.group;
+    } else if (c.zeroBubble) {
+        spec.kind = ScheduleKind::ZeroBubbleH1;
+    }
+    return spec;
+}
+
+namespace {
+
+    // Each chunk stage of the replica, one micro-batch on one GPU of its tensor group.
+    std::vector<StageCost> chunkCosts(
+        const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
+    {
+        const auto layer = scale::layerCost(g, c, node, device);
+        const auto head = scale::headCost(g, c, device);
+        const int chunks = c.pipeline * c.chunks;
+        const double layers = static_cast<double>(g.layers) / chunks;
+        const double h = static_cast<double>(g.hidden);
+        const double bsh = static_cast<double>(c.microBatch) * static_cast<double>(g.seq) * h;
+        const double wordEmbedding = static_cast<double>(g.vocab) * h;
+        std::vector<StageCost> out(static_cast<std::size_t>(chunks));
+        for (int j = 0; j < chunks; ++j) {
+            auto& s = out[static_cast<std::size_t>(j)];
+            const bool first = j == 0;
+            const bool last = j + 1 == chunks;
+            s.forwardNs = 1e9 * layers * (layer.forward + layer.forwardAllReduces * layer.allReduce);
+            s.backwardNs =
+                1e9 * layers * (layer.backward + layer.recompute + layer.backwardAllReduces * layer.allReduce);
+            s.weightGradNs = 1e9 * layers * layer.weightGrad;
+            s.activationBytes = layers * scale::layerActivationBytes(g, c, c.recompute);
+            s.workspaceBytes = scale::layerActivationBytes(g, c, Recompute::None);
+            // What a split B keeps for its W: the weight GEMMs' inputs and output gradients.
+            s.weightGradHeldBytes = layers * scale::kHalf * bsh * (4 + 12.0 / c.tensor);
+            double params = layers * scale::layerParameters(g) + (first ? wordEmbedding + g.seq * h : 0.0)
+                + (last && !first ? wordEmbedding : 0.0);
+            s.parameterCount = static_cast<std::int64_t>(params / c.tensor);
+            if (last) {
+                s.forwardNs += 1e9 * head.forward;
+                s.backwardNs += 1e9 * head.backward;
+                s.weightGradNs += 1e9 * head.weightGrad;
+                s.workspaceBytes += head.logitBytes;
+            }
+            s.sendForwardBytes = last ? 0.0 : scale::stageSendBytes(g, c);
+            s.sendBackwardBytes = first ? 0.0 : scale::stageSendBytes(g, c);
+        }
+        return out;
+    }
+
+    // One GPU per stage: as many stages share a node as their tensor and data groups leave room for.
+    Cluster replicaCluster(const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
+    {
+        const int stagesPerNode = std::max(1, node.gpus / (c.tensor * c.data));
+        Cluster cluster;
+        cluster.name = node.id + " pipeline replica";
+        cluster.devicesPerNode = std::min(c.pipeline, stagesPerNode);
+        cluster.nodes = (c.pipeline + cluster.devicesPerNode - 1) / cluster.devicesPerNode;
+        cluster.device = device;
+        cluster.intraNode = node.intra;
+        cluster.interNode = nicShare(node, node.gpus);
+        return cluster;
+    }
+
+} // namespace
+
+ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
+{
+    auto e = estimateScale(g, c, node, device);
+    if (!e.valid)
+        return e;
+    const auto schedule = generateSchedule(scaleScheduleSpec(c));
+    const auto stages = chunkCosts(g, c, node, device);
+    const auto cluster = replicaCluster(c, node, device);
+    TrainingSetup setup;
+    setup.precision = Precision::Bf16;
+    SimulationInput input { schedule, stages, cluster, setup, static_cast<double>(c.microBatch), {}, {} };
+    input.options.optimizerStep = false;
+    const auto withSends = simulate(input);
+    input.options.communication = false;
+    const auto computeOnly = simulate(input);
+    // The busiest GPU's compute stream: its layers (with their tensor-parallel all-reduces) and, on
+    // the last stage, the logits.
+    std::size_t busiest = 0;
+    for (std::size_t i = 0; i < withSends.devices.size(); ++i) {
+        if (withSends.devices[i].busyNs > withSends.devices[busiest].busyNs)
+            busiest = i;
+    }
+    const double busy = withSends.devices[busiest].busyNs / 1e9;
+    const double m = static_cast<double>(c.microBatches());
+    const auto layer = scale::layerCost(g, c, node, device);
+    const double layersPerGpu = static_cast<double>(g.layers) / c.pipeline;
+    e.tensorCommSeconds = std::min(busy, m * layersPerGpu * layer.tensorComm());
+    e.computeSeconds = busy - e.tensorCommSeconds;
+    e.pipelineCommSeconds = std::max(0.0, (withSends.iterationNs - computeOnly.iterationNs) / 1e9);
+    e.iterationSeconds = withSends.iterationNs / 1e9 + e.dataCommSeconds + e.optimizerSeconds;
+    e.bubbleSeconds = std::max(0.0, withSends.iterationNs / 1e9 - busy - e.pipelineCommSeconds);
+    e.tflopsPerGpu = megatronIterationFlops(g, c.globalBatch) / e.iterationSeconds / c.gpus() / 1e12;
+    e.samplesPerSecond = static_cast<double>(c.globalBatch) / e.iterationSeconds;
+    e.simulated = true;
+    return e;
+}
+
+ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeSpec& node)
+{
+    return simulateScale(g, c, node, DeviceCatalog::builtin().find(node.deviceId));
+}
+
+} // namespace ps
