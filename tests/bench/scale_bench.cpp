@@ -17,22 +17,17 @@ void BM_ScaleSearch_1T_3072(benchmark::State& state)
 }
 BENCHMARK(BM_ScaleSearch_1T_3072)->Unit(benchmark::kMillisecond);
 
-void BM_ScaleClosedForm_1T_Row(benchmark::State& state)
+// Megatron's 1T row (t8 p64 d6, 1F1B) priced once: the closed form, or the event simulation.
+void BM_Scale1TRow(benchmark::State& state, bool simulated)
 {
     const auto& node = ps::findNode("dgx-a100-80gb");
     const ps::ScaleConfig c { 8, 64, 6, 1, 3072, 1, ps::Recompute::Full };
-    for (auto _ : state)
-        benchmark::DoNotOptimize(ps::estimateScale(kTrillion, c, node));
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(
+            simulated ? ps::simulateScale(kTrillion, c, node) : ps::estimateScale(kTrillion, c, node));
+    }
 }
-BENCHMARK(BM_ScaleClosedForm_1T_Row)->Unit(benchmark::kMicrosecond);
-
-void BM_ScaleSimulated_1T_Row(benchmark::State& state)
-{
-    const auto& node = ps::findNode("dgx-a100-80gb");
-    const ps::ScaleConfig c { 8, 64, 6, 1, 3072, 1, ps::Recompute::Full };
-    for (auto _ : state)
-        benchmark::DoNotOptimize(ps::simulateScale(kTrillion, c, node));
-}
-BENCHMARK(BM_ScaleSimulated_1T_Row)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Scale1TRow, closed_form, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Scale1TRow, simulated, true)->Unit(benchmark::kMicrosecond);
 
 } // namespace
