@@ -117,6 +117,8 @@ void Cluster::check() const
         checkLink(intraNode, "intra-node");
     if (nodes > 1)
         checkLink(interNode, "inter-node");
+    if (nicsPerNode < 1 || nicsPerNode > 1024)
+        throw Error("cluster: nics_per_node must be 1 to 1024, got " + std::to_string(nicsPerNode));
 }
 
 Cluster makeCluster(const DeviceSpec& device, int devices, int devicesPerNode)
@@ -136,7 +138,8 @@ std::string clusterToJson(const Cluster& c)
 {
     nlohmann::ordered_json j = { { "name", c.name }, { "nodes", c.nodes }, { "devices_per_node", c.devicesPerNode },
         { "device", detail::deviceToJson(c.device) }, { "intra_node", detail::linkToJson(c.intraNode) },
-        { "inter_node", detail::linkToJson(c.interNode) }, { "host_memory_bytes", c.hostMemoryBytes } };
+        { "inter_node", detail::linkToJson(c.interNode) }, { "nics_per_node", c.nicsPerNode },
+        { "host_memory_bytes", c.hostMemoryBytes } };
     if (c.intraTrace)
         j["intra_trace"] = detail::traceToJson(*c.intraTrace);
     if (c.interTrace)
@@ -158,6 +161,7 @@ namespace {
         c.intraNode = j.contains("intra_node") ? detail::linkFromJson(j["intra_node"], source) : c.device.peerLink;
         if (j.contains("inter_node"))
             c.interNode = detail::linkFromJson(j["inter_node"], source);
+        c.nicsPerNode = detail::integerValue(j, "nics_per_node", 1, source);
         c.hostMemoryBytes = detail::integerValue(j, "host_memory_bytes", c.hostMemoryBytes, source);
         if (j.contains("intra_trace"))
             c.intraTrace = detail::traceFromJson(j["intra_trace"], source + ": intra_trace");

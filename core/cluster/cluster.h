@@ -33,7 +33,11 @@ struct Cluster
     int devicesPerNode = 8;
     DeviceSpec device; // every device is of this kind
     LinkSpec intraNode; // between devices of one node (default: the device's peer link)
-    LinkSpec interNode { "ethernet-100g", 12.5e9, 5e-6 };
+    LinkSpec interNode { "ethernet-100g", 12.5e9, 5e-6 }; // one NIC
+    // NICs per node, each `interNode` wide: device i of a node sends to another node over NIC
+    // i mod nicsPerNode (rail-aligned, as NCCL pairs GPUs with their nearest NIC), so up to
+    // nicsPerNode transfers leave a node at once at full bandwidth.
+    int nicsPerNode = 1;
     std::int64_t hostMemoryBytes = 512LL << 30; // per node
     std::optional<BandwidthTrace> intraTrace;
     std::optional<BandwidthTrace> interTrace;

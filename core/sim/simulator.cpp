@@ -192,7 +192,8 @@ namespace {
         const auto devices = m_schedule.devices.size();
         m_intra.assign(devices * devices, Channel { 0, &c.intraNode, c.intraTrace ? &*c.intraTrace : nullptr });
         const auto nodes = static_cast<std::size_t>(c.nodes);
-        m_inter.assign(nodes * nodes, Channel { 0, &c.interNode, c.interTrace ? &*c.interTrace : nullptr });
+        const auto nics = static_cast<std::size_t>(std::max(1, c.nicsPerNode));
+        m_inter.assign(nodes * nodes * nics, Channel { 0, &c.interNode, c.interTrace ? &*c.interTrace : nullptr });
     }
 
     Channel& Simulator::channel(std::size_t from, std::size_t to)
@@ -202,7 +203,10 @@ namespace {
         const auto nodeB = static_cast<std::size_t>(c.nodeOf(DeviceId(static_cast<std::uint32_t>(to))));
         if (nodeA == nodeB)
             return m_intra[from * m_schedule.devices.size() + to];
-        return m_inter[nodeA * static_cast<std::size_t>(c.nodes) + nodeB]; // shared by all pairs across the nodes
+        // One channel per NIC between two nodes: the sender's NIC, by its place in its node.
+        const auto nics = static_cast<std::size_t>(std::max(1, c.nicsPerNode));
+        const auto nic = (from % static_cast<std::size_t>(c.devicesPerNode)) % nics;
+        return m_inter[(nodeA * static_cast<std::size_t>(c.nodes) + nodeB) * nics + nic];
     }
 
     void Simulator::memory(std::size_t device, double timeNs, double delta, MemoryKind kind)

@@ -72,6 +72,7 @@ bool PlanSession::configure(const PlanSetup& setup)
         if (setup.intraNodeGBps > 0)
             shape.intraNode.bandwidth = setup.intraNodeGBps * 1e9;
         shape.interNode.bandwidth = setup.interNodeGBps * 1e9;
+        shape.nicsPerNode = setup.nicsPerNode;
         shape.check();
         std::unique_ptr<Profile> profile;
         if (setup.profileSource == "analytical") {

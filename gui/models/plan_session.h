@@ -17,7 +17,8 @@ struct PlanSetup
     std::string deviceId = "a100-40gb"; // a catalog id, or "cpu" for this machine (measured)
     int devicesPerNode = 8;
     double intraNodeGBps = 0; // 0: the device's peer link
-    double interNodeGBps = 12.5; // 100 Gb/s Ethernet
+    double interNodeGBps = 12.5; // 100 Gb/s Ethernet, one NIC
+    int nicsPerNode = 1; // each at interNodeGBps (cluster/cluster.h: a device sends over NIC i mod n)
     ScheduleSpec schedule { ScheduleKind::OneFOneB, 4, 8, 1, 1 };
     double microBatch = 0; // 0: the model's
     PlannerLimits limits;
@@ -28,9 +29,9 @@ struct PlanSetup
     {
         return profileSource == o.profileSource && precision == o.precision && deviceId == o.deviceId
             && devicesPerNode == o.devicesPerNode && intraNodeGBps == o.intraNodeGBps
-            && interNodeGBps == o.interNodeGBps && schedule == o.schedule && microBatch == o.microBatch
-            && limits.memoryLimitBytes == o.limits.memoryLimitBytes && limits.allowSwap == o.limits.allowSwap
-            && limits.allowRecompute == o.limits.allowRecompute;
+            && interNodeGBps == o.interNodeGBps && nicsPerNode == o.nicsPerNode && schedule == o.schedule
+            && microBatch == o.microBatch && limits.memoryLimitBytes == o.limits.memoryLimitBytes
+            && limits.allowSwap == o.limits.allowSwap && limits.allowRecompute == o.limits.allowRecompute;
     }
 };
 

@@ -46,6 +46,10 @@ void ClusterDock::setupForm()
     m_intra->setSpecialValueText(tr("device's peer link"));
     m_inter = new QDoubleSpinBox(this);
     m_inter->setRange(0.01, 10000);
+    m_nics = new QSpinBox(this);
+    m_nics->setRange(1, 64);
+    m_nics->setToolTip(tr("NICs per node, each at the inter-node rate: a device sends to another node over NIC "
+                          "(its place in the node) mod this count"));
     m_schedule = new QComboBox(this);
     m_schedule->setEditable(true);
     m_schedule->addItems(
@@ -83,7 +87,8 @@ void ClusterDock::setupForm()
     form->addRow(tr("Stages (devices)"), m_stages);
     form->addRow(tr("Devices per node"), m_perNode);
     form->addRow(tr("Intra-node link (GB/s)"), m_intra);
-    form->addRow(tr("Inter-node network (GB/s)"), m_inter);
+    form->addRow(tr("Inter-node network (GB/s per NIC)"), m_inter);
+    form->addRow(tr("NICs per node"), m_nics);
     form->addRow(tr("Schedule"), m_schedule);
     form->addRow(tr("Micro-batches"), m_microBatches);
     form->addRow(tr("Micro-batch size"), m_microBatch);
@@ -184,6 +189,7 @@ void ClusterDock::loadFromSession()
     m_perNode->setValue(s.devicesPerNode);
     m_intra->setValue(s.intraNodeGBps);
     m_inter->setValue(s.interNodeGBps);
+    m_nics->setValue(s.nicsPerNode);
     m_schedule->setCurrentText(QString::fromStdString(scheduleName(s.schedule)));
     m_microBatches->setValue(s.schedule.microBatches);
     m_microBatch->setValue(m_session->hasPlan() ? m_session->editor().microBatch() : std::max(1.0, s.microBatch));
@@ -213,6 +219,7 @@ PlanSetup ClusterDock::setup() const
     s.devicesPerNode = m_perNode->value();
     s.intraNodeGBps = m_intra->value();
     s.interNodeGBps = m_inter->value();
+    s.nicsPerNode = m_nics->value();
     s.schedule = parseScheduleSpec(m_schedule->currentText().toStdString(), m_stages->value(), m_microBatches->value());
     s.microBatch = m_microBatch->value();
     s.limits = { m_memoryGiB->value() * 1024.0 * 1024 * 1024, m_swap->isChecked(), m_recompute->isChecked() };

@@ -55,6 +55,7 @@ private:
     QSpinBox* m_perNode = nullptr;
     QDoubleSpinBox* m_intra = nullptr;
     QDoubleSpinBox* m_inter = nullptr;
+    QSpinBox* m_nics = nullptr;
     QComboBox* m_schedule = nullptr;
     QSpinBox* m_microBatches = nullptr;
     QDoubleSpinBox* m_microBatch = nullptr;

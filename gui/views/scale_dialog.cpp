@@ -89,7 +89,7 @@ void ScaleDialog::search()
     const auto& ranked = m_result.search.ranked;
     m_summary->setText(
         tr("%1 layers x %2 wide, %3 heads, seq %4 (%5B parameters) on %6 GPUs of %7: %8 "
-           "configurations evaluated; %9.")
+           "configurations priced, the leaders simulated; %9.")
             .arg(m_model.layers)
             .arg(m_model.hidden)
             .arg(m_model.heads)
@@ -104,8 +104,7 @@ void ScaleDialog::search()
         const auto& e = ranked[static_cast<std::size_t>(r)];
         const auto& c = e.config;
         const QStringList cells { QString::number(c.tensor), QString::number(c.pipeline), QString::number(c.data),
-            QString::number(c.microBatch),
-            c.chunks > 1 ? QStringLiteral("interleaved:%1").arg(c.chunks) : QStringLiteral("1f1b"),
+            QString::number(c.microBatch), QString::fromStdString(c.scheduleText()),
             QString::fromStdString(std::string(toString(c.recompute))),
             QStringList { c.sequenceParallel ? QStringLiteral("sp") : QString(),
                 c.zero1 ? QStringLiteral("zero1") : QString(),

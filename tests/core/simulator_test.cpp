@@ -287,3 +287,42 @@ TEST(Simulator, OptimizerStepTakesTheProfilesMeasuredRateElseMemoryBandwidth)
     EXPECT_DOUBLE_EQ(optimizerNs(measured, 0), 5000);
     EXPECT_DOUBLE_EQ(optimizerNs(measured, 1), 15000);
 }
+
+// Transfers between two nodes go over the sender's NIC (its place in the node mod the NIC count):
+// with one NIC two devices' sends across queue on it, with two they do not; more NICs than devices
+// change nothing. The count travels in the cluster's JSON, and a zero count is refused.
+TEST(Simulator, EachNicCarriesItsOwnTransfersBetweenNodes)
+{
+    const auto clusterWith = [](int nics) {
+        auto c = testCluster(4, 1000);
+        c.nodes = 2;
+        c.devicesPerNode = 2;
+        c.interNode = { "nic", 1000 * 1e3, 0 }; // 1000 bytes per ms
+        c.nicsPerNode = nics;
+        return c;
+    };
+    // Stages 0 and 2 on node 0, 1 and 3 on node 1: every boundary crosses, and stage 0 (device 0)
+    // and stage 2 (device 1) both send from node 0 to node 1.
+    const auto schedule = placeStages(generateSchedule({ ScheduleKind::OneFOneB, 4, 8, 1, 1 }),
+        { DeviceId(0), DeviceId(2), DeviceId(1), DeviceId(3) });
+    const auto stages = equalStages(4, 1, 2, 2000); // 2 ms a transfer
+    const auto time = [&](int nics) {
+        const auto cluster = clusterWith(nics);
+        SimulationInput in { schedule, stages, cluster, {}, 1.0, {}, { false, true } };
+        return simulate(in).iterationNs;
+    };
+    EXPECT_LT(time(2), time(1));
+    EXPECT_DOUBLE_EQ(time(4), time(2));
+    const auto cluster = clusterWith(8);
+    const auto back = clusterFromJson(clusterToJson(cluster), "test");
+    EXPECT_EQ(back.nicsPerNode, 8);
+    EXPECT_EQ(back, cluster);
+    auto j = nlohmann::json::parse(clusterToJson(cluster));
+    j["nics_per_node"] = 0;
+    try {
+        (void)clusterFromJson(j.dump(), "c.json");
+        FAIL() << "a cluster with no NIC was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("nics_per_node"), std::string::npos) << e.what();
+    }
+}

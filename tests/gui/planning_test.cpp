@@ -313,6 +313,9 @@ TEST(PlanningStudio, ClusterShapeReachesTheSimulation)
     setup.interNodeGBps = 50;
     ASSERT_TRUE(session.configure(setup));
     EXPECT_LT(session.snapshot().simulation.iterationNs, slow);
+    setup.nicsPerNode = 4;
+    ASSERT_TRUE(session.configure(setup));
+    EXPECT_EQ(session.editor().cluster().nicsPerNode, 4);
     QSignalSpy failed(&session, &PlanSession::operationFailed);
     setup.deviceId = "tpu-v9";
     EXPECT_FALSE(session.configure(setup));
