@@ -2,6 +2,8 @@
 
 #include "util/error.h"
 
+#include <algorithm>
+
 namespace ps {
 
 ParameterBytes bytesPerParameter(const TrainingSetup& setup)
@@ -13,12 +15,15 @@ ParameterBytes bytesPerParameter(const TrainingSetup& setup)
     b.optimizerStates = 4 * stateCount; // fp32 states in both precisions
     if (setup.mixedPrecision()) {
         b.weights = 2;
-        b.gradients = 2;
+        b.gradients = setup.fp32Gradients ? 4 : 2;
         b.masterWeights = 4;
     } else {
         b.weights = 4;
         b.gradients = 4;
     }
+    const double shards = std::max(1, setup.optimizerShards);
+    b.masterWeights /= shards;
+    b.optimizerStates /= shards;
     return b;
 }
 

@@ -32,6 +32,15 @@ struct TrainingSetup
     // A measured optimizer step's time per parameter (a profile's: `pipestudio profile` times the
     // engine's, an imported trace its Optimizer.step ranges); 0: modelled from memory bandwidth.
     double optimizerNsPerParameter = 0;
+    // Under mixed precision, gradients kept and reduced in fp32 (Megatron-LM's main_grad, its default
+    // with bf16); else in the compute precision.
+    bool fp32Gradients = false;
+    // ZeRO-1 (Rajbhandari et al. 2020, P_os): the fp32 master weights and the optimizer states sharded
+    // over this many data-parallel replicas, each keeping 1/n of them.
+    int optimizerShards = 1;
+    // Gradients held for the whole run in preallocated buffers (Megatron-LM's contiguous main_grad
+    // buffers), not from a stage's first backward to its optimizer step as PyTorch allocates them.
+    bool gradientBuffers = false;
 
     // bf16/fp16 compute with fp32 master weights
     [[nodiscard]] bool mixedPrecision() const

@@ -266,6 +266,8 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
     for (auto& e : out.bestPerShape)
         e = simulateScale(g, e.config, node);
     out.simulated = static_cast<int>(out.ranked.size() + out.bestPerShape.size());
+    // What fits goes by the simulator's memory model, the one `compare` holds against measured runs.
+    std::erase_if(out.ranked, [](const ScaleEstimate& e) { return !e.fits; });
     std::sort(out.ranked.begin(), out.ranked.end(), faster);
     if (out.ranked.size() > keep)
         out.ranked.resize(keep);

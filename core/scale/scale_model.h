@@ -120,8 +120,8 @@ struct ScaleSearch
 // layers), d = gpus / (t p), micro-batch b in 1, 2, 4, 8, 16 (with d b dividing B), schedule (1F1B,
 // interleaved v = 2..8 splitting the layers evenly, kFkB with k = 2 and 4, ZB-H1) and
 // recomputation, priced by the closed form; those that fit (memory prunes first), the fastest 32
-// (at least `keep`) and each shape's best then simulated (scale_sim.h) and ranked by simulated
-// samples per second. `keep` limits the list.
+// (at least `keep`) and each shape's best then simulated (scale_sim.h), kept where they fit by the
+// simulator's memory model and ranked by simulated samples per second. `keep` limits the list.
 // What every searched configuration uses (sequence parallelism only where t > 1).
 struct ScaleFeatures
 {

@@ -91,6 +91,9 @@ ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     const auto cluster = replicaCluster(c, node, device);
     TrainingSetup setup;
     setup.precision = Precision::Bf16;
+    setup.fp32Gradients = true; // Megatron-LM's main_grad
+    setup.optimizerShards = c.zero1 ? c.data : 1;
+    setup.gradientBuffers = true;
     SimulationInput input { schedule, stages, cluster, setup, static_cast<double>(c.microBatch), {}, {} };
     input.options.optimizerStep = false;
     const auto withSends = simulate(input);
@@ -114,6 +117,18 @@ ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     e.bubbleSeconds = std::max(0.0, withSends.iterationNs / 1e9 - busy - e.pipelineCommSeconds);
     e.tflopsPerGpu = megatronIterationFlops(g, c.globalBatch) / e.iterationSeconds / c.gpus() / 1e12;
     e.samplesPerSecond = static_cast<double>(c.globalBatch) / e.iterationSeconds;
+    // Memory by the simulator's model (sim/memory_model.h, the one `compare` holds against the CPU
+    // runtime): each GPU's states, its chunks' activations walked through its action list, gradients
+    // from the first weight-gradient pass, received messages, the largest working set.
+    e.stagePeakBytes.clear();
+    for (const auto& gpu : withSends.devices)
+        e.stagePeakBytes.push_back(gpu.peakBytes);
+    e.stagePeakBytes.resize(static_cast<std::size_t>(c.pipeline));
+    e.peakBytes = *std::max_element(e.stagePeakBytes.begin(), e.stagePeakBytes.end());
+    e.fits = e.peakBytes <= static_cast<double>(device.memoryBytes);
+    e.reason = e.fits ? std::string()
+                      : "needs " + std::to_string(static_cast<long long>(e.peakBytes / (1 << 30)))
+            + " GiB per GPU, more than " + device.name + "'s " + std::to_string(device.memoryBytes >> 30) + " GiB";
     e.simulated = true;
     return e;
 }

@@ -20,9 +20,11 @@ namespace ps {
 // The configuration's schedule as core/schedule knows it: p x v chunk stages, m micro-batches.
 [[nodiscard]] ScheduleSpec scaleScheduleSpec(const ScaleConfig& config);
 
-// The closed form's estimate with the iteration, its split and throughput from the simulation. The
-// memory stays the closed form's (per stage, Korthikanti et al.'s bytes with the schedule's
-// micro-batches in flight). Invalid configurations come back as estimateScale returns them.
+// The closed form's estimate with the iteration, its split, throughput and memory from the
+// simulation: each stage's peak by core/sim's memory model (the one `compare` holds against measured
+// runs) over Korthikanti et al.'s activation bytes per chunk, bf16 weights with fp32 gradient buffers
+// (Megatron-LM's main_grad, held for the whole run), fp32 master weights and Adam states (1/d of
+// them under ZeRO-1). Invalid configurations come back as estimateScale returns them.
 [[nodiscard]] ScaleEstimate simulateScale(
     const GptShape& model, const ScaleConfig& config, const NodeSpec& node, const DeviceSpec& device);
 [[nodiscard]] ScaleEstimate simulateScale(const GptShape& model, const ScaleConfig& config, const NodeSpec& node);

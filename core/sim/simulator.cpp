@@ -217,8 +217,9 @@ namespace {
 
     void Simulator::gradients(std::size_t device, StageId s, double timeNs, bool allocate)
     {
-        if (s.index() >= m_gradientsLive.size() || (m_gradientsLive[s.index()] != 0) == allocate)
-            return;
+        if (m_in.setup.gradientBuffers || s.index() >= m_gradientsLive.size()
+            || (m_gradientsLive[s.index()] != 0) == allocate)
+            return; // buffers: counted with the static bytes
         m_gradientsLive[s.index()] = allocate ? 1 : 0;
         const double bytes = static_cast<double>(cost(s).parameterCount) * bytesPerParameter(m_in.setup).gradients;
         memory(device, timeNs, allocate ? bytes : -bytes, MemoryKind::Gradients);
@@ -516,16 +517,17 @@ namespace {
             busy += m_busy[d];
             dev.capacityBytes = static_cast<double>(m_in.cluster.device.memoryBytes);
             dev.memory = memory[d];
-            // Gradients are not static: they come and go with the deltas.
-            const double base = memory[d].staticBytes() - memory[d].gradients;
+            // Gradients are not static, unless held in buffers: they come and go with the deltas.
+            const double base = memory[d].staticBytes() - (m_in.setup.gradientBuffers ? 0.0 : memory[d].gradients);
             auto walk = walkMemory(
                 std::move(m_memDeltas[d]), base, first == std::numeric_limits<double>::infinity() ? 0 : first);
             dev.memoryCurve = std::move(walk.curve);
             dev.peakBytes = walk.peakBytes;
-            dev.memory.gradients = walk.gradientsAtPeak;
+            dev.memory.gradients = m_in.setup.gradientBuffers ? memory[d].gradients : walk.gradientsAtPeak;
             dev.memory.messages = walk.messagesAtPeak;
             // The breakdown at the peak: what is neither static, gradients nor messages is activations.
-            dev.memory.activations = std::max(0.0, dev.peakBytes - base - dev.memory.gradients - dev.memory.messages);
+            dev.memory.activations = std::max(0.0,
+                dev.peakBytes - base - (m_in.setup.gradientBuffers ? 0.0 : dev.memory.gradients) - dev.memory.messages);
             dev.outOfMemory = dev.peakBytes > dev.capacityBytes;
             r.anyOutOfMemory = r.anyOutOfMemory || dev.outOfMemory;
             r.devices.push_back(std::move(dev));

@@ -59,6 +59,14 @@ TEST(TrainingSetup, BytesPerParameterMatchPatrickStar)
     EXPECT_DOUBLE_EQ(mixed.total(), 16); // 2 + 2 + 4 + 4 + 4 (PatrickStar §2 lists these terms)
     EXPECT_DOUBLE_EQ(mixed.weights + mixed.gradients, 4);
     EXPECT_DOUBLE_EQ(bytesPerParameter({ Precision::Fp32, Optimizer::Sgd }).total(), 8);
+    // Megatron-LM's bf16 layout: fp32 main gradients (18 bytes); ZeRO-1 over 4 replicas keeps a
+    // quarter of the master weights and Adam's states (2 + 4 + (4 + 8) / 4 = 9).
+    TrainingSetup megatron { Precision::Bf16, Optimizer::Adam };
+    megatron.fp32Gradients = true;
+    EXPECT_DOUBLE_EQ(bytesPerParameter(megatron).total(), 18);
+    megatron.optimizerShards = 4;
+    EXPECT_DOUBLE_EQ(bytesPerParameter(megatron).total(), 9);
+    EXPECT_DOUBLE_EQ(bytesPerParameter(megatron).gradients, 4);
 }
 
 TEST(AnalyticalProfile, LinearInMicroBatchAndComputeBoundForBigMatmuls)

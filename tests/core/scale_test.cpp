@@ -243,12 +243,14 @@ TEST(ScaleModel, TheBestOfEachSplitFitsWhereAnyDoesElseHasTheLeastMemory)
                 const auto e = estimateScale(gpt, { c.tensor, c.pipeline, c.data, b, 128, 1, r }, dgx);
                 if (!e.valid)
                     continue;
+                // The split's best is chosen by the closed form, then simulated: its simulated
+                // throughput and memory stay within 1% of the closed form's choice.
                 if (best.fits && e.fits) {
-                    EXPECT_GE(best.samplesPerSecond, e.samplesPerSecond * (1 - 1e-12)) << c.text();
+                    EXPECT_GE(best.samplesPerSecond, e.samplesPerSecond * 0.99) << c.text();
                 }
                 if (!best.fits) {
                     EXPECT_FALSE(e.fits) << c.text();
-                    EXPECT_LE(best.peakBytes, e.peakBytes * (1 + 1e-12)) << c.text();
+                    EXPECT_LE(best.peakBytes, e.peakBytes * 1.01) << c.text();
                 }
             }
         }
