@@ -72,6 +72,15 @@ CostModelOptions costOptions(const DeviceOptions& o)
     return c;
 }
 
+void addTensorParallelOption(CLI::App* cmd, DeviceOptions& o)
+{
+    cmd->add_option("--tp", o.tensorParallel,
+           "Tensor-parallel size of every stage: each stage runs on a group of this many devices, the model "
+           "split by Megatron-LM's rule on the op graph (column- then row-parallel MatMuls, all-reduces over the "
+           "device's peer link); plans are then not stored")
+        ->check(CLI::Range(1, 1024));
+}
+
 void addProfileOption(CLI::App* cmd, DeviceOptions& o)
 {
     cmd->add_option("--profile", o.profile,
@@ -81,10 +90,21 @@ void addProfileOption(CLI::App* cmd, DeviceOptions& o)
         "profile for --device), or a stored source name");
 }
 
+std::optional<TensorParallelPlan> applyTensorParallel(Graph& graph, Profile& profile, const DeviceSpec& device, int t)
+{
+    if (t <= 1)
+        return std::nullopt;
+    auto plan = shardTensorParallel(graph, t);
+    profile = tensorParallelProfile(graph, profile, plan, device.peerLink);
+    graph = tensorParallelGraph(graph, plan);
+    return plan;
+}
+
 std::string profileLabel(const Profile& profile)
 {
     if (profile.source == "analytical")
-        return "precision " + std::string(toString(profile.setup.precision));
+        return "precision " + std::string(toString(profile.setup.precision))
+            + (profile.note.empty() ? std::string() : "; " + profile.note);
     const auto note = profile.note.empty() ? std::string() : "; " + profile.note;
     if (profile.threads > 0)
         return "profile " + profile.source + " for " + std::to_string(profile.threads)

@@ -5,10 +5,12 @@
 #include "cluster/cluster.h"
 #include "cluster/device_catalog.h"
 #include "cost/profile.h"
+#include "scale/tensor_parallel.h"
 #include "store/project_store.h"
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ struct DeviceOptions
     std::string optimizer = "adam";
     std::string profile = "analytical"; // --profile: analytical, measured, imported, or a stored source
     int threads = 0; // the cpu device's threads; 0: its share of the cores when `devices` share them
+    int tensorParallel = 1; // --tp: each stage a tensor-parallel group of this many devices
 };
 
 void addDeviceOptions(CLI::App* cmd, DeviceOptions& options);
@@ -33,6 +36,8 @@ DeviceSpec resolveDevice(const DeviceOptions& options, int devices = 1);
 CostModelOptions costOptions(const DeviceOptions& options);
 // --profile on the commands that plan or simulate with a per-node profile.
 void addProfileOption(CLI::App* cmd, DeviceOptions& options);
+// --tp on the commands that apply it (plan, search, maxbatch, simulate): applyTensorParallel.
+void addTensorParallelOption(CLI::App* cmd, DeviceOptions& options);
 // The profile a planning command uses on `device`: the analytical estimate, or one stored in the
 // project (`pipestudio profile`, `import-trace`): "measured" is measured-cpu on the cpu device and
 // measured-cuda on a GPU, "imported" an imported trace's. Throws ps::Error naming the project, the
@@ -40,6 +45,10 @@ void addProfileOption(CLI::App* cmd, DeviceOptions& options);
 // "precision fp32" for the analytical estimate, "profile measured-cpu (stored, measured)" otherwise:
 // what a planning command's output says it used.
 std::string profileLabel(const Profile& profile);
+// --tp T > 1: the graph and profile become one GPU's of each stage's T-GPU group (Megatron's rule on
+// the op graph, core/scale/tensor_parallel.h, all-reduces over the device's peer link); the plan of
+// the split, or nothing for T = 1. Throws ps::Error naming the node where T does not divide.
+std::optional<TensorParallelPlan> applyTensorParallel(Graph& graph, Profile& profile, const DeviceSpec& device, int t);
 // On the cpu device, `devices` pipeline devices share the cores: the measured profile of their
 // thread count, or fitted to it (core/cost/profile_threads.h).
 Profile planningProfile(const ProjectStore& store, const Graph& graph, const DeviceSpec& device,

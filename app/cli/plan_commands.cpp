@@ -145,11 +145,12 @@ namespace {
     int simulateCommand(const SimulateOptions& s, const DeviceOptions& o)
     {
         auto store = ProjectStore::open(s.project);
-        const auto graph = store.loadGraph();
+        auto graph = store.loadGraph();
         const double mb = s.microBatchSize > 0 ? s.microBatchSize : static_cast<double>(graph.info().microBatch);
         const auto spec = parseScheduleSpec(s.schedule, s.stages, s.microBatches);
         const auto cluster = buildCluster(s, o, spec.devices());
-        const auto profile = planningProfile(store, graph, cluster.device, o, spec.devices());
+        auto profile = planningProfile(store, graph, cluster.device, o, spec.devices());
+        const auto tensorParallel = applyTensorParallel(graph, profile, cluster.device, o.tensorParallel);
         const auto partition = s.cuts == "auto" ? computeBalancedPartition(nodeTimes(profile, mb), s.stages)
                                                 : cutsOption(s.cuts, graph.nodeCount(), s.stages);
         const auto stages = computeStageCosts(graph, profile, partition, mb);
@@ -161,9 +162,11 @@ namespace {
             writeText(s.trace, toChromeTrace(result), "--trace");
         if (!s.csv.empty())
             writeText(s.csv, scheduleToCsv(schedule), "--csv");
-        const nlohmann::ordered_json config = { { "cuts", partition.cutsText() }, { "device", cluster.device.id },
+        nlohmann::ordered_json config = { { "cuts", partition.cutsText() }, { "device", cluster.device.id },
             { "precision", toString(profile.setup.precision) }, { "profile", profile.source },
             { "cluster", nlohmann::json::parse(clusterToJson(cluster)) } };
+        if (tensorParallel)
+            config["tensor_parallel"] = tensorParallel->size; // each device one GPU of a group this size
         if (!s.noSave) {
             store.saveCluster(cluster);
             store.saveSimulation(result, config.dump());
@@ -173,6 +176,8 @@ namespace {
             j["cuts"] = partition.cutsText();
             j["precision"] = toString(profile.setup.precision);
             j["profile"] = profile.source;
+            if (tensorParallel)
+                j["tensor_parallel"] = tensorParallel->size;
             fmt::print("{}\n", j.dump(2));
         } else {
             fmt::print("{} on {}, {}\n", graph.info().name, cluster.device.name, profileLabel(profile));
@@ -222,6 +227,7 @@ void addSimulateCommand(CLI::App& app, Action& action)
     cmd->add_flag("--no-comm", s->noComm, "Transfers take no time");
     addDeviceOptions(cmd, *device);
     addProfileOption(cmd, *device);
+    addTensorParallelOption(cmd, *device);
     cmd->callback([&action, s, device] { action = [=] { return simulateCommand(*s, *device); }; });
 }
 

@@ -60,6 +60,7 @@ namespace {
         cmd->add_flag("--json", o.json, "Print JSON");
         addDeviceOptions(cmd, d);
         addProfileOption(cmd, d);
+        addTensorParallelOption(cmd, d);
     }
 
     PlannerLimits limitsOf(const PlanCommandOptions& o)
@@ -74,6 +75,7 @@ namespace {
         Profile profile;
         ScheduleSpec spec;
         Cluster cluster;
+        std::optional<TensorParallelPlan> tensorParallel; // --tp: graph and profile are one GPU's of a group
     };
 
     Problem loadProblem(const PlanCommandOptions& o, const DeviceOptions& d)
@@ -83,9 +85,10 @@ namespace {
         if (static_cast<std::size_t>(o.stages) > graph.nodeCount())
             throw Error("--stages " + std::to_string(o.stages) + ": the model of '" + o.project + "' has only "
                 + std::to_string(graph.nodeCount()) + " nodes (at least one per stage)");
-        Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {} };
+        Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {}, {} };
         p.cluster = makeCluster(resolveDevice(d, static_cast<int>(p.spec.devices())), p.spec.devices());
         p.profile = planningProfile(store, p.graph, p.cluster.device, d, p.spec.devices());
+        p.tensorParallel = applyTensorParallel(p.graph, p.profile, p.cluster.device, d.tensorParallel);
         if (!o.json)
             fmt::print("{} on {}, {}\n", p.graph.info().name, p.cluster.device.name, profileLabel(p.profile));
         return p;
@@ -141,9 +144,14 @@ namespace {
     }
 
     // Prints (or returns as JSON) the ranked plans and stores the first `save` feasible ones.
-    int reportPlans(
-        const std::vector<Plan>& plans, const std::string& project, std::size_t save, std::size_t top, bool json)
+    int reportPlans(const std::vector<Plan>& plans, const std::string& project, std::size_t save, std::size_t top,
+        bool json, const std::optional<TensorParallelPlan>& tensorParallel)
     {
+        if (tensorParallel && save > 0) {
+            save = 0; // a stored plan has no tensor-parallel split to be reopened with
+            if (!json)
+                fmt::print("(plans with --tp are not stored in the project)\n");
+        }
         std::optional<ProjectStore> store;
         if (save > 0)
             store.emplace(ProjectStore::open(project));
@@ -154,6 +162,13 @@ namespace {
         for (std::size_t i = 0; i < plans.size() && i < top; ++i) {
             const auto& plan = plans[i];
             auto entry = nlohmann::ordered_json::parse(planToJson(plan));
+            if (tensorParallel) {
+                auto& tp = entry["tensor_parallel"];
+                tp["size"] = tensorParallel->size;
+                for (auto s : { Shard::Column, Shard::Row, Shard::Vocabulary, Shard::Split, Shard::Replicated })
+                    tp[std::string(toString(s))] = tensorParallel->count(s);
+                entry["devices"] = plan.deviceCount() * tensorParallel->size;
+            }
             if (store && plan.feasible && saved < save) {
                 entry["plan_id"] = store->savePlan(plan, plan.algorithm + " " + scheduleName(plan.schedule));
                 ++saved;
@@ -179,7 +194,7 @@ namespace {
         request.limits = limitsOf(o);
         request.device = p.cluster.device;
         const auto plans = searchPlans(p.graph, p.profile, request);
-        return reportPlans(plans, o.project, o.noSave ? 0 : plans.size(), plans.size(), o.json);
+        return reportPlans(plans, o.project, o.noSave ? 0 : plans.size(), plans.size(), o.json, p.tensorParallel);
     }
 
     struct SearchCommandOptions
@@ -222,7 +237,7 @@ namespace {
         if (plans.empty())
             throw Error("no schedule and micro-batch size of the request can be built (a global batch of "
                 + fmt::format("{}", o.globalBatch) + " needs sizes that divide it)");
-        return reportPlans(plans, o.plan.project, o.plan.noSave ? 0 : o.save, o.top, o.plan.json);
+        return reportPlans(plans, o.plan.project, o.plan.noSave ? 0 : o.save, o.top, o.plan.json, p.tensorParallel);
     }
 
     struct MaxBatchRow

@@ -106,3 +106,32 @@ TEST_F(ScaleCli, PricesOneConfigurationOrSearchesThem)
         EXPECT_NE(bad.output.find(why), std::string::npos) << args << ": " << bad.output;
     }
 }
+
+// `plan --tp T`: every stage a T-GPU tensor-parallel group split by Megatron's rule on the op graph;
+// the split is reported, the plan priced on one GPU of the group, and such plans are not stored.
+TEST_F(ScaleCli, PlanSplitsEachStageOverATensorParallelGroup)
+{
+    const auto project = file("t.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-medium -o " + project).exitCode, 0);
+    const std::string plan = "plan " + project + " --stages 4 --micro-batches 8 --device a100-40gb --algo dawnpiper";
+    const auto whole = runCli(plan + " --json --no-save");
+    ASSERT_EQ(whole.exitCode, 0) << whole.output;
+    const auto split = runCli(plan + " --json --tp 4");
+    ASSERT_EQ(split.exitCode, 0) << split.output;
+    const auto w = nlohmann::json::parse(whole.output)[0];
+    const auto s = nlohmann::json::parse(split.output)[0];
+    EXPECT_EQ(s["tensor_parallel"]["size"], 4);
+    EXPECT_EQ(s["tensor_parallel"]["column"], 2 * 24 + 1); // QKV and MLP-up per block, the LM head
+    EXPECT_EQ(s["tensor_parallel"]["row"], 2 * 24);
+    EXPECT_EQ(s["devices"], 16);
+    EXPECT_FALSE(s.contains("plan_id"));
+    EXPECT_LT(s["slowest_stage_ms"].get<double>(), w["slowest_stage_ms"].get<double>() / 2);
+    const auto text = runCli(plan + " --tp 4");
+    EXPECT_NE(text.output.find("tensor parallel 4: 49 column, 48 row"), std::string::npos) << text.output;
+    EXPECT_NE(text.output.find("not stored"), std::string::npos) << text.output;
+    const auto bad = runCli(plan + " --tp 3");
+    EXPECT_NE(bad.exitCode, 0);
+    EXPECT_NE(
+        bad.output.find("node 'h.0.attn.c_proj.matmul' has 1024 weight rows, not divisible by 3"), std::string::npos)
+        << bad.output;
+}
