@@ -77,7 +77,7 @@ void addTensorParallelOption(CLI::App* cmd, DeviceOptions& o)
     cmd->add_option("--tp", o.tensorParallel,
            "Tensor-parallel size of every stage: each stage runs on a group of this many devices, the model "
            "split by Megatron-LM's rule on the op graph (column- then row-parallel MatMuls, all-reduces over the "
-           "device's peer link); plans are then not stored")
+           "intra-node link); plans are then not stored")
         ->check(CLI::Range(1, 1024));
 }
 
@@ -90,12 +90,12 @@ void addProfileOption(CLI::App* cmd, DeviceOptions& o)
         "profile for --device), or a stored source name");
 }
 
-std::optional<TensorParallelPlan> applyTensorParallel(Graph& graph, Profile& profile, const DeviceSpec& device, int t)
+std::optional<TensorParallelPlan> applyTensorParallel(Graph& graph, Profile& profile, const LinkSpec& link, int t)
 {
     if (t <= 1)
         return std::nullopt;
     auto plan = shardTensorParallel(graph, t);
-    profile = tensorParallelProfile(graph, profile, plan, device.peerLink);
+    profile = tensorParallelProfile(graph, profile, plan, link);
     graph = tensorParallelGraph(graph, plan);
     return plan;
 }

@@ -46,9 +46,9 @@ void addTensorParallelOption(CLI::App* cmd, DeviceOptions& options);
 // what a planning command's output says it used.
 std::string profileLabel(const Profile& profile);
 // --tp T > 1: the graph and profile become one GPU's of each stage's T-GPU group (Megatron's rule on
-// the op graph, core/scale/tensor_parallel.h, all-reduces over the device's peer link); the plan of
+// the op graph, core/scale/tensor_parallel.h, all-reduces over `link`, the cluster's intra-node link); the plan of
 // the split, or nothing for T = 1. Throws ps::Error naming the node where T does not divide.
-std::optional<TensorParallelPlan> applyTensorParallel(Graph& graph, Profile& profile, const DeviceSpec& device, int t);
+std::optional<TensorParallelPlan> applyTensorParallel(Graph& graph, Profile& profile, const LinkSpec& link, int t);
 // On the cpu device, `devices` pipeline devices share the cores: the measured profile of their
 // thread count, or fitted to it (core/cost/profile_threads.h).
 Profile planningProfile(const ProjectStore& store, const Graph& graph, const DeviceSpec& device,

@@ -150,7 +150,7 @@ namespace {
         const auto spec = parseScheduleSpec(s.schedule, s.stages, s.microBatches);
         const auto cluster = buildCluster(s, o, spec.devices());
         auto profile = planningProfile(store, graph, cluster.device, o, spec.devices());
-        const auto tensorParallel = applyTensorParallel(graph, profile, cluster.device, o.tensorParallel);
+        const auto tensorParallel = applyTensorParallel(graph, profile, cluster.intraNode, o.tensorParallel);
         const auto partition = s.cuts == "auto" ? computeBalancedPartition(nodeTimes(profile, mb), s.stages)
                                                 : cutsOption(s.cuts, graph.nodeCount(), s.stages);
         const auto stages = computeStageCosts(graph, profile, partition, mb);

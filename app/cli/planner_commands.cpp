@@ -88,7 +88,7 @@ namespace {
         Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {}, {} };
         p.cluster = makeCluster(resolveDevice(d, static_cast<int>(p.spec.devices())), p.spec.devices());
         p.profile = planningProfile(store, p.graph, p.cluster.device, d, p.spec.devices());
-        p.tensorParallel = applyTensorParallel(p.graph, p.profile, p.cluster.device, d.tensorParallel);
+        p.tensorParallel = applyTensorParallel(p.graph, p.profile, p.cluster.intraNode, d.tensorParallel);
         if (!o.json)
             fmt::print("{} on {}, {}\n", p.graph.info().name, p.cluster.device.name, profileLabel(p.profile));
         return p;
@@ -145,7 +145,7 @@ namespace {
 
     // Prints (or returns as JSON) the ranked plans and stores the first `save` feasible ones.
     int reportPlans(const std::vector<Plan>& plans, const std::string& project, std::size_t save, std::size_t top,
-        bool json, const std::optional<TensorParallelPlan>& tensorParallel)
+        bool json, const std::optional<TensorParallelPlan>& tensorParallel, const Graph& graph)
     {
         if (tensorParallel && save > 0) {
             save = 0; // a stored plan has no tensor-parallel split to be reopened with
@@ -167,6 +167,14 @@ namespace {
                 tp["size"] = tensorParallel->size;
                 for (auto s : { Shard::Column, Shard::Row, Shard::Vocabulary, Shard::Split, Shard::Replicated })
                     tp[std::string(toString(s))] = tensorParallel->count(s);
+                // How each node is split (nodes not listed are replicated).
+                auto& nodes = tp["nodes"];
+                nodes = nlohmann::ordered_json::object();
+                for (const auto& n : graph.nodes()) {
+                    const auto shard = tensorParallel->nodes[n.id.index()];
+                    if (shard != Shard::Replicated)
+                        nodes[n.name] = std::string(toString(shard));
+                }
                 entry["devices"] = plan.deviceCount() * tensorParallel->size;
             }
             if (store && plan.feasible && saved < save) {
@@ -194,7 +202,8 @@ namespace {
         request.limits = limitsOf(o);
         request.device = p.cluster.device;
         const auto plans = searchPlans(p.graph, p.profile, request);
-        return reportPlans(plans, o.project, o.noSave ? 0 : plans.size(), plans.size(), o.json, p.tensorParallel);
+        return reportPlans(
+            plans, o.project, o.noSave ? 0 : plans.size(), plans.size(), o.json, p.tensorParallel, p.graph);
     }
 
     struct SearchCommandOptions
@@ -237,7 +246,8 @@ namespace {
         if (plans.empty())
             throw Error("no schedule and micro-batch size of the request can be built (a global batch of "
                 + fmt::format("{}", o.globalBatch) + " needs sizes that divide it)");
-        return reportPlans(plans, o.plan.project, o.plan.noSave ? 0 : o.save, o.top, o.plan.json, p.tensorParallel);
+        return reportPlans(
+            plans, o.plan.project, o.plan.noSave ? 0 : o.save, o.top, o.plan.json, p.tensorParallel, p.graph);
     }
 
     struct MaxBatchRow
@@ -306,7 +316,9 @@ namespace {
                 fmt::print("{:<26} {:>15} {:>14.3f}  {}\n", row.label, r.microBatch, r.plan.slowestStageNs / 1e6,
                     r.plan.partition.cutsText());
         }
-        if (listsAll(o.algorithm)) { // the data-parallel baseline: the whole model on every device
+        // The data-parallel baseline, the whole model on every device; not with --tp (its devices
+        // would be tensor-parallel groups, which ZeRO's baseline does not model).
+        if (listsAll(o.algorithm) && !p.tensorParallel) {
             const double capacity = o.memoryLimit.empty() ? static_cast<double>(p.cluster.device.memoryBytes)
                                                           : parseBytes(o.memoryLimit, "--memory-limit");
             for (int stage : { 2, 3 }) {

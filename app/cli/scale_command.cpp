@@ -31,7 +31,7 @@ namespace {
         std::int64_t globalBatch = 0;
         int tensor = 0, pipeline = 0, data = 0;
         std::int64_t microBatch = 0;
-        std::string schedule; // 1f1b | interleaved:V
+        std::string schedule; // 1f1b | interleaved:V | kfkb:K | zb-h1
         std::string recompute; // none | selective | full
         int top = 10;
         std::string exportTo; // megatron | deepspeed: the configuration (given, or the search's best)

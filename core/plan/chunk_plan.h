@@ -14,6 +14,7 @@
 
 #include "cluster/cluster.h"
 #include "cost/profile.h"
+#include "cost/runtime_memory.h"
 #include "graph/graph.h"
 
 #include <array>
@@ -226,16 +227,14 @@ struct ChunkPlanOptions
     double gpuMemoryFraction = 0.8;
     double hostMemoryFraction = 0.8;
     // What a PyTorch process holds on the GPU besides its tensors, and the caching allocator's
-    // rounding and fragmentation, measured on an H100 with PyTorch 2.11 and CUDA 13
-    // (`tests/gpu/torch_on_gpu.py memory`, tests/data/measured/h100_torch_memory.json): 0.72 GB of
-    // CUDA context and cuBLAS handle; 1.03-1.05x reserved over allocated while training GPT-2
-    // medium. Every system's GPU memory goes through both (PatrickStar's 0.8 share binds first).
-    double contextBytes = 0.72e9;
-    double allocatorOverhead = 1.05;
+    // rounding and fragmentation, as measured (cost/runtime_memory.h). Every system's GPU memory
+    // goes through both (PatrickStar's 0.8 share binds first).
+    double contextBytes = RuntimeMemory {}.contextBytes;
+    double allocatorOverhead = RuntimeMemory {}.allocatorOverhead;
     // The GPU bytes the allocator can hand out to tensors of a device with `deviceBytes`.
     [[nodiscard]] double usableGpuBytes(double deviceBytes) const
     {
-        return (deviceBytes - contextBytes) / allocatorOverhead;
+        return RuntimeMemory { contextBytes, allocatorOverhead }.usableBytes(deviceBytes);
     }
     std::int64_t chunkElements = 0; // 0: search (searchChunkSize)
     // Host memory traffic a vectorised CPU ADAM sustains for the whole node (the paper gives no

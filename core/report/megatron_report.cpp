@@ -135,8 +135,9 @@ namespace {
                   t.split)
             + "\n";
         md += "The search (`pipestudio scale` without sizes: t dividing the node, p dividing the layers, d = GPUs / (t "
-              "p), micro-batch 1-16, 1F1B or interleaved, no, selective or full recomputation; configurations that do "
-              "not fit are dropped) on each row's GPUs and global batch, its best against the paper's configuration "
+              "p), micro-batch 1-16, 1F1B, interleaved, kFkB or ZB-H1, no, selective or full recomputation; priced by "
+              "the closed form, what does not fit dropped, the fastest 32 and each split's best simulated and ranked "
+              "by the simulation) on each row's GPUs and global batch, its best against the paper's configuration "
               "(samples per second). Longest search: "
             + fixed(t.longestSearch, 2) + " s on this machine.\n\n";
         md += markdownTable({ "model", "best found", "TFLOP/s per GPU (Eq. 3)", "over the paper's configuration",

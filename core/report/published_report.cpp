@@ -239,16 +239,16 @@ namespace {
                   s.rows)
             + "\n";
         md += std::to_string(s.within) + " of " + std::to_string(s.count) + " runs within 15%.";
-        if (s.count >= 2) {
+        if (s.count >= 2 && s.measured.slope > 0 && s.predicted.slope > 0) {
             md += " Where the difference lies: a 1F1B iteration is m + p - 1 slots of the slowest stage's "
                   "forward and backward (m micro-batches per pipeline), plus what does not grow with m (the "
                   "gradient reduction after the flush, the optimizer step, the engine's own work per iteration). "
-                  "A line through the three runs by least squares: measured "
-                + fixed(s.measured.slope, 3) + " s per slot and " + fixed(s.measured.intercept, 1)
-                + " s per iteration besides; predicted " + fixed(s.predicted.slope, 3) + " s per slot and "
-                + fixed(s.predicted.intercept, 1) + " s. The model prices a slot "
-                + fixed(100 * (1 - s.predicted.slope / s.measured.slope), 1) + "% shorter than these runs took and "
-                + fixed(s.measured.intercept - s.predicted.intercept, 1)
+                  "A line through the "
+                + std::to_string(s.count) + " runs by least squares: measured " + fixed(s.measured.slope, 3)
+                + " s per slot and " + fixed(s.measured.intercept, 1) + " s per iteration besides; predicted "
+                + fixed(s.predicted.slope, 3) + " s per slot and " + fixed(s.predicted.intercept, 1)
+                + " s. The model prices a slot " + fixed(100 * (1 - s.predicted.slope / s.measured.slope), 1)
+                + "% shorter than these runs took and " + fixed(s.measured.intercept - s.predicted.intercept, 1)
                 + " s less per iteration outside the slots; it has no term for a pipeline engine's own cost. The same "
                   "model on the same GPUs under Megatron-LM's own interleaved pipeline is Table 1's 529.6B row "
                   "above.";

@@ -1,6 +1,7 @@
 #include "scale/scale_costs.h"
 
 #include "cost/gemm_model.h"
+#include "cost/runtime_memory.h"
 
 #include <algorithm>
 
@@ -128,8 +129,8 @@ LinkSpec pipelineLink(const ScaleConfig& c, const NodeSpec& node)
     return crossNode ? nicShare(node, node.gpus) : node.intra;
 }
 
-AfterPipeline afterPipeline(
-    const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device, double lastBackward)
+AfterPipeline afterPipeline(const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device,
+    double lastBackward, int stage)
 {
     // The stage's fp32 gradients all-reduced over d replicas after the backward (not overlapped, as
     // in the paper's runs, unless asked); ranks are tensor-major, so 8/t replicas share a node.
@@ -137,8 +138,10 @@ AfterPipeline afterPipeline(
     // an all-reduce of its bytes, and 1/d of Adam's work.
     const double layersPerStage = static_cast<double>(g.layers) / c.pipeline;
     const double h = static_cast<double>(g.hidden);
-    const double embeddings = static_cast<double>(g.vocab + g.seq) * h;
-    const double stageParams = (layersPerStage * layerParameters(g) + embeddings) / c.tensor; // the first stage
+    const double embeddings = stage == 0 ? static_cast<double>(g.vocab + g.seq) * h
+        : stage + 1 == c.pipeline        ? static_cast<double>(g.vocab) * h
+                                         : 0.0;
+    const double stageParams = (layersPerStage * layerParameters(g) + embeddings) / c.tensor;
     const int perNode = std::max(1, std::min(c.data, node.gpus / c.tensor));
     const CommGroup dataGroup { perNode, (c.data + perNode - 1) / perNode };
     const double gradientReduce = c.zero1
@@ -156,6 +159,19 @@ AfterPipeline afterPipeline(
         : gradientReduce;
     out.optimizer = kAdamBytes * stageParams / device.memoryBandwidth / (c.zero1 ? c.data : 1.0);
     return out;
+}
+
+double usableBytes(const DeviceSpec& device)
+{
+    return RuntimeMemory {}.usableBytes(static_cast<double>(device.memoryBytes));
+}
+
+std::string notFitting(double peakBytes, const DeviceSpec& device)
+{
+    const auto gib = [](double bytes) { return std::to_string(static_cast<long long>(bytes / (1 << 30))); };
+    return "needs " + gib(peakBytes) + " GiB per GPU, more than the " + gib(usableBytes(device)) + " GiB of "
+        + device.name + "'s " + gib(static_cast<double>(device.memoryBytes))
+        + " GiB a PyTorch process leaves for tensors (CUDA context and allocator, as measured)";
 }
 
 std::vector<double> stagePeakBytes(const GptShape& g, const ScaleConfig& c, double logitBytes)

@@ -52,15 +52,21 @@ struct HeadCost
 // else a GPU's share of the NICs (ranks are tensor-, then data-, then pipeline-major).
 [[nodiscard]] LinkSpec pipelineLink(const ScaleConfig& c, const NodeSpec& node);
 
-// After the pipeline: the data-parallel gradient reduction (overlapped with `lastBackward`, the
-// stage's last micro-batch's backward, where asked) and Adam on the first stage, the fullest.
+// After a stage's pipeline work: its data-parallel gradient reduction (overlapped with
+// `lastBackward`, the stage's last micro-batch's backward, where asked) and Adam, for stage `stage`
+// (0, the first, holds the embeddings: the fullest; the last holds its copy of the word embedding).
 struct AfterPipeline
 {
     double dataComm = 0;
     double optimizer = 0;
 };
-[[nodiscard]] AfterPipeline afterPipeline(
-    const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device, double lastBackward);
+[[nodiscard]] AfterPipeline afterPipeline(const GptShape& g, const ScaleConfig& c, const NodeSpec& node,
+    const DeviceSpec& device, double lastBackward, int stage = 0);
+// The bytes of a GPU a configuration may fill with tensors (cost/runtime_memory.h: a PyTorch
+// process's CUDA context and caching allocator, as measured, taken from the device's memory).
+[[nodiscard]] double usableBytes(const DeviceSpec& device);
+// "needs 82 GiB per GPU, more than the 75 GiB ... leaves for tensors"
+[[nodiscard]] std::string notFitting(double peakBytes, const DeviceSpec& device);
 
 // Each stage's peak memory on one of its GPUs: model states, the micro-batches it has in flight under
 // the schedule, one layer's working set, the last stage's logits.

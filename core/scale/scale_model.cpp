@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 namespace ps {
@@ -178,10 +179,9 @@ ScaleEstimate estimateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     e.samplesPerSecond = static_cast<double>(c.globalBatch) / e.iterationSeconds;
     e.stagePeakBytes = scale::stagePeakBytes(g, c, head.logitBytes);
     e.peakBytes = *std::max_element(e.stagePeakBytes.begin(), e.stagePeakBytes.end());
-    e.fits = e.peakBytes <= static_cast<double>(device.memoryBytes);
+    e.fits = e.peakBytes <= scale::usableBytes(device);
     if (!e.fits)
-        e.reason = "needs " + std::to_string(static_cast<long long>(e.peakBytes / (1 << 30)))
-            + " GiB per GPU, more than " + device.name + "'s " + std::to_string(device.memoryBytes >> 30) + " GiB";
+        e.reason = scale::notFitting(e.peakBytes, device);
     return e;
 }
 
@@ -224,7 +224,7 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
     ScaleFeatures features)
 {
     ScaleSearch out { gpus, globalBatch, {}, 0, 0, {} };
-    for (int t = 1; t <= node.gpus; t *= 2) {
+    for (int t = 1; t <= node.gpus; ++t) {
         if (node.gpus % t != 0 || g.heads % t != 0 || gpus % t != 0)
             continue;
         for (int p = 1; p <= g.layers && t * p <= gpus; ++p) {
@@ -261,11 +261,19 @@ ScaleSearch searchScale(const GptShape& g, int gpus, std::int64_t globalBatch, c
     };
     std::sort(out.ranked.begin(), out.ranked.end(), faster);
     out.ranked.resize(std::min(out.ranked.size(), std::max<std::size_t>(keep, 32)));
+    std::map<std::string, ScaleEstimate> simulated; // by configuration text: each simulated once
+    const auto simulateOnce = [&](ScaleEstimate& e) {
+        const auto key = e.config.text();
+        auto it = simulated.find(key);
+        if (it == simulated.end())
+            it = simulated.emplace(key, simulateScale(g, e.config, node)).first;
+        e = it->second;
+    };
     for (auto& e : out.ranked)
-        e = simulateScale(g, e.config, node);
+        simulateOnce(e);
     for (auto& e : out.bestPerShape)
-        e = simulateScale(g, e.config, node);
-    out.simulated = static_cast<int>(out.ranked.size() + out.bestPerShape.size());
+        simulateOnce(e);
+    out.simulated = static_cast<int>(simulated.size());
     // What fits goes by the simulator's memory model, the one `compare` holds against measured runs.
     std::erase_if(out.ranked, [](const ScaleEstimate& e) { return !e.fits; });
     std::sort(out.ranked.begin(), out.ranked.end(), faster);

@@ -116,7 +116,7 @@ struct ScaleSearch
     // fits the one with the least memory (fits false), to show what each shape gives.
     std::vector<ScaleEstimate> bestPerShape;
 };
-// Every t (a power of two dividing the node's GPUs, the heads and the GPUs), p (dividing the
+// Every t (dividing the node's GPUs, the heads and the GPUs), p (dividing the
 // layers), d = gpus / (t p), micro-batch b in 1, 2, 4, 8, 16 (with d b dividing B), schedule (1F1B,
 // interleaved v = 2..8 splitting the layers evenly, kFkB with k = 2 and 4, ZB-H1) and
 // recomputation, priced by the closed form; those that fit (memory prunes first), the fastest 32

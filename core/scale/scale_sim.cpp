@@ -59,6 +59,7 @@ namespace {
                 s.weightGradNs += 1e9 * head.weightGrad;
                 s.workspaceBytes += head.logitBytes;
             }
+            s.splitWorkspaceBytes = s.workspaceBytes; // ZB-H1's B and W hold the same working set
             s.sendForwardBytes = last ? 0.0 : scale::stageSendBytes(g, c);
             s.sendBackwardBytes = first ? 0.0 : scale::stageSendBytes(g, c);
         }
@@ -76,6 +77,7 @@ namespace {
         cluster.device = device;
         cluster.intraNode = node.intra;
         cluster.interNode = nicShare(node, node.gpus);
+        cluster.nicsPerNode = cluster.devicesPerNode; // each stage's GPUs send over NICs of their own
         return cluster;
     }
 
@@ -84,7 +86,9 @@ namespace {
 ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeSpec& node, const DeviceSpec& device)
 {
     auto e = estimateScale(g, c, node, device);
-    if (!e.valid)
+    // Beyond a few million actions (2 p v m) the simulation costs seconds and gigabytes: such a
+    // configuration keeps the closed form's numbers (simulated stays false).
+    if (!e.valid || 2.0 * c.pipeline * c.chunks * static_cast<double>(c.microBatches()) > kMaxSimulatedActions)
         return e;
     const auto schedule = generateSchedule(scaleScheduleSpec(c));
     const auto stages = chunkCosts(g, c, node, device);
@@ -99,36 +103,51 @@ ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     const auto withSends = simulate(input);
     input.options.communication = false;
     const auto computeOnly = simulate(input);
-    // The busiest GPU's compute stream: its layers (with their tensor-parallel all-reduces) and, on
-    // the last stage, the logits.
-    std::size_t busiest = 0;
-    for (std::size_t i = 0; i < withSends.devices.size(); ++i) {
-        if (withSends.devices[i].busyNs > withSends.devices[busiest].busyNs)
-            busiest = i;
-    }
-    const double busy = withSends.devices[busiest].busyNs / 1e9;
-    const double m = static_cast<double>(c.microBatches());
+    // Each stage reduces its gradients and steps as its own pipeline work ends (its last backward),
+    // while earlier stages still drain theirs; the iteration ends with the last stage to finish.
+    // The split is that stage's: its compute stream (its layers with their tensor-parallel
+    // all-reduces), the transfers the pipeline waited for, its idle time, its reduction and step.
     const auto layer = scale::layerCost(g, c, node, device);
     const double layersPerGpu = static_cast<double>(g.layers) / c.pipeline;
+    const double lastBackward = layersPerGpu * (layer.backward + layer.recompute);
+    std::vector<double> ends(withSends.devices.size(), 0.0);
+    for (const auto& ev : withSends.events) {
+        if (ev.stream == Stream::Compute)
+            ends[ev.device.index()] = std::max(ends[ev.device.index()], ev.endNs / 1e9);
+    }
+    std::size_t critical = 0;
+    scale::AfterPipeline after;
+    double end = -1;
+    for (std::size_t i = 0; i < ends.size(); ++i) {
+        const auto a = scale::afterPipeline(g, c, node, device, lastBackward, static_cast<int>(i));
+        if (ends[i] + a.dataComm + a.optimizer > end) {
+            end = ends[i] + a.dataComm + a.optimizer;
+            critical = i;
+            after = a;
+        }
+    }
+    const double busy = withSends.devices[critical].busyNs / 1e9;
+    const double idle = std::max(0.0, ends[critical] - busy);
+    const double m = static_cast<double>(c.microBatches());
     e.tensorCommSeconds = std::min(busy, m * layersPerGpu * layer.tensorComm());
     e.computeSeconds = busy - e.tensorCommSeconds;
-    e.pipelineCommSeconds = std::max(0.0, (withSends.iterationNs - computeOnly.iterationNs) / 1e9);
-    e.iterationSeconds = withSends.iterationNs / 1e9 + e.dataCommSeconds + e.optimizerSeconds;
-    e.bubbleSeconds = std::max(0.0, withSends.iterationNs / 1e9 - busy - e.pipelineCommSeconds);
+    e.pipelineCommSeconds = std::min(idle, std::max(0.0, (withSends.iterationNs - computeOnly.iterationNs) / 1e9));
+    e.bubbleSeconds = idle - e.pipelineCommSeconds;
+    e.dataCommSeconds = after.dataComm;
+    e.optimizerSeconds = after.optimizer;
+    e.iterationSeconds = end;
     e.tflopsPerGpu = megatronIterationFlops(g, c.globalBatch) / e.iterationSeconds / c.gpus() / 1e12;
     e.samplesPerSecond = static_cast<double>(c.globalBatch) / e.iterationSeconds;
     // Memory by the simulator's model (sim/memory_model.h, the one `compare` holds against the CPU
     // runtime): each GPU's states, its chunks' activations walked through its action list, gradients
-    // from the first weight-gradient pass, received messages, the largest working set.
+    // held in their buffers, received messages, the largest working set.
     e.stagePeakBytes.clear();
     for (const auto& gpu : withSends.devices)
         e.stagePeakBytes.push_back(gpu.peakBytes);
     e.stagePeakBytes.resize(static_cast<std::size_t>(c.pipeline));
     e.peakBytes = *std::max_element(e.stagePeakBytes.begin(), e.stagePeakBytes.end());
-    e.fits = e.peakBytes <= static_cast<double>(device.memoryBytes);
-    e.reason = e.fits ? std::string()
-                      : "needs " + std::to_string(static_cast<long long>(e.peakBytes / (1 << 30)))
-            + " GiB per GPU, more than " + device.name + "'s " + std::to_string(device.memoryBytes >> 30) + " GiB";
+    e.fits = e.peakBytes <= scale::usableBytes(device);
+    e.reason = e.fits ? std::string() : scale::notFitting(e.peakBytes, device);
     e.simulated = true;
     return e;
 }

@@ -17,6 +17,9 @@
 
 namespace ps {
 
+// The largest pipeline simulateScale runs (2 p v m compute actions); beyond it the closed form stands.
+inline constexpr double kMaxSimulatedActions = 1 << 21;
+
 // The configuration's schedule as core/schedule knows it: p x v chunk stages, m micro-batches.
 [[nodiscard]] ScheduleSpec scaleScheduleSpec(const ScaleConfig& config);
 
@@ -24,7 +27,8 @@ namespace ps {
 // simulation: each stage's peak by core/sim's memory model (the one `compare` holds against measured
 // runs) over Korthikanti et al.'s activation bytes per chunk, bf16 weights with fp32 gradient buffers
 // (Megatron-LM's main_grad, held for the whole run), fp32 master weights and Adam states (1/d of
-// them under ZeRO-1). Invalid configurations come back as estimateScale returns them.
+// them under ZeRO-1). Invalid configurations, and pipelines of more than kMaxSimulatedActions, come
+// back as estimateScale returns them.
 [[nodiscard]] ScaleEstimate simulateScale(
     const GptShape& model, const ScaleConfig& config, const NodeSpec& node, const DeviceSpec& device);
 [[nodiscard]] ScaleEstimate simulateScale(const GptShape& model, const ScaleConfig& config, const NodeSpec& node);

@@ -106,6 +106,15 @@ TensorParallelPlan shardTensorParallel(const Graph& g, int t)
             splitOutput = false;
         } else if (splitInput) {
             shard = Shard::Split;
+            // Attention splits by whole heads: the Reshape of a split tensor into (heads, head size),
+            // or a fused Attention's heads dimension.
+            const auto& in = g.tensor(n.inputs.front()).shape;
+            const auto& out = g.tensor(n.outputs.front()).shape;
+            if (n.op == OpType::Reshape && out.size() == in.size() + 1 && out.size() >= 2
+                && out[out.size() - 2] * out.back() == in.back())
+                requireDivides(out[out.size() - 2], t, n, "attention heads");
+            if (n.op == OpType::Attention && in.size() >= 4)
+                requireDivides(in[in.size() - 3], t, n, "attention heads");
             // The vocabulary-parallel cross-entropy reduces its split logits to a whole loss.
             splitOutput = n.op != OpType::CrossEntropy;
         }
@@ -129,23 +138,46 @@ Graph tensorParallelGraph(const Graph& g, const TensorParallelPlan& plan)
     if (plan.nodes.size() != g.nodeCount())
         throw Error("tensor parallel: the plan and the model disagree on the node count");
     std::vector<char> split(g.tensorCount(), 0);
+    std::vector<int> splitDim(g.tensorCount(), -1);
     for (const auto& n : g.nodes()) {
         const auto shard = plan.nodes[n.id.index()];
         if (shard == Shard::Column || (shard == Shard::Split && n.op != OpType::CrossEntropy)) {
-            for (const auto id : n.outputs)
+            for (const auto id : n.outputs) {
                 split[id.index()] = 1;
+                splitDim[id.index()] = static_cast<int>(g.tensor(id).shape.size()) - 1;
+            }
+        }
+        if (shard == Shard::Split || shard == Shard::Column) { // a column-parallel bias, split with its output
+            for (const auto id : n.inputs) {
+                const auto& t = g.tensor(id);
+                if (t.kind == TensorKind::Parameter && t.shape.size() == 1) {
+                    split[id.index()] = 1;
+                    splitDim[id.index()] = 0;
+                }
+            }
         }
         if (shard == Shard::Column || shard == Shard::Row || shard == Shard::Vocabulary) {
-            if (const auto* w = weightOf(g, n))
+            if (const auto* w = weightOf(g, n)) {
+                const bool transB = n.intAttr("trans_b", 0) != 0;
                 split[w->id.index()] = 1;
+                // (K, N), or (N, K) with trans_b; a table (V, C): columns N, rows K, rows V.
+                splitDim[w->id.index()] = shard == Shard::Vocabulary ? 0
+                    : shard == Shard::Column                         ? (transB ? 0 : 1)
+                                                                     : (transB ? 1 : 0);
+            }
         }
     }
     Graph out(g.info());
     for (const auto& t : g.tensors()) {
         auto copy = t;
         copy.data.reset();
-        if (split[t.id.index()] != 0 && !copy.shape.empty() && plan.size > 1)
-            copy.shape.back() = (copy.shape.back() + plan.size - 1) / plan.size;
+        // Activations and biases split along their last dimension; weights along the dimension the
+        // rule splits (splitDim), a vocabulary rounded up.
+        const int dim = split[t.id.index()] == 0 ? -1 : splitDim[t.id.index()];
+        if (dim >= 0 && static_cast<std::size_t>(dim) < copy.shape.size() && plan.size > 1) {
+            auto& size = copy.shape[static_cast<std::size_t>(dim)];
+            size = (size + plan.size - 1) / plan.size;
+        }
         out.addTensor(std::move(copy));
     }
     for (const auto& n : g.nodes())
@@ -201,8 +233,9 @@ Profile tensorParallelProfile(
         p.workspaceBytes = scaled(whole.workspaceBytes, 1 / t);
         if (shard == Shard::Column || shard == Shard::Split)
             p.outputBytes = scaled(whole.outputBytes, 1 / t);
-        if (shard == Shard::Column || shard == Shard::Row || shard == Shard::Vocabulary)
-            p.parameterCount = static_cast<std::int64_t>(static_cast<double>(whole.parameterCount) / t);
+        // Split weights, and a split node's bias (a column-parallel bias-add), a t-th (rounded up).
+        if (shard != Shard::Replicated)
+            p.parameterCount = (whole.parameterCount + plan.size - 1) / plan.size;
         if (shard == Shard::Row || shard == Shard::Vocabulary)
             p.forwardNs = plus(p.forwardNs, allReduceNs(plan.size, whole.outputBytes, link));
         if (shard == Shard::Column) {

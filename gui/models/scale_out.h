@@ -35,7 +35,7 @@ struct ScaleOut
 // The Cluster dock's sizes across nodes: the plan's pipeline (p = its devices, its schedule,
 // micro-batch size and count) replicated over `data` GPUs' worth of data parallelism, each stage
 // split over `tensor` GPUs of one node, on nodes of kind `node` (Megatron-LM's layout, bf16 and
-// Adam, priced by estimateScale).
+// Adam, priced by simulateScale; the layers split evenly over the stages, not by the plan's cuts).
 struct ClusterSizes
 {
     std::string node = "dgx-a100-80gb";

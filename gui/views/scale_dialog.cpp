@@ -4,6 +4,7 @@
 #include "plots/scale_out_plot.h"
 #include "plots/scale_shape_plot.h"
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
@@ -85,7 +86,11 @@ void ScaleDialog::search()
 {
     const auto& node = findNode(m_node->currentData().toString().toStdString());
     const ScaleFeatures features { m_sequenceParallel->isChecked(), m_zero1->isChecked(), m_overlap->isChecked() };
+    // Several searches (each GPU count of the curve), each simulating its leaders: a second or more
+    // for the largest models, on this thread; the cursor says so.
+    QApplication::setOverrideCursor(Qt::WaitCursor);
     m_result = scaleOut(m_model, node, m_gpus->value(), m_batch->value(), 20, features);
+    QApplication::restoreOverrideCursor();
     const auto& ranked = m_result.search.ranked;
     m_summary->setText(
         tr("%1 layers x %2 wide, %3 heads, seq %4 (%5B parameters) on %6 GPUs of %7: %8 "

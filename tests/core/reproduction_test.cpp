@@ -137,7 +137,10 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
         ASSERT_EQ(less.size(), 4U) << margins;
         EXPECT_GT(std::stod(less[2]), 0) << method;
         EXPECT_LE(std::stod(less[2]), std::stod(whole[2])) << method;
-        EXPECT_EQ(less[3], less[2] == whole[2] ? whole[4] : less[3]) << method;
+        if (less[2] == whole[2]) {
+            EXPECT_EQ(less[3], whole[4]) << method; // the same cell, the same ratio
+        }
+        EXPECT_EQ(less[3].back(), 'x') << method;
     }
     EXPECT_NE(margins.find(" with the measured margins."), std::string::npos);
 }
@@ -408,7 +411,20 @@ TEST(Reproduction, PublishedChecksASecondPublicationOutsideTheCalibration)
         within += std::abs(e.tflopsPerGpu / measured - 1) <= 0.15 ? 1 : 0;
     }
     EXPECT_NE(r.markdown.find(std::to_string(within) + " of 3 runs within 15%"), std::string::npos) << r.markdown;
-    EXPECT_NE(r.markdown.find("s per slot and"), std::string::npos);
+    // The least-squares line through the measured times, worked here: slots m + p - 1 = 274, 226, 194.
+    const double x[] = { 274, 226, 194 };
+    const double y[] = { 60.1, 50.2, 44.4 };
+    const double mx = (x[0] + x[1] + x[2]) / 3;
+    const double my = (y[0] + y[1] + y[2]) / 3;
+    double sxy = 0;
+    double sxx = 0;
+    for (int i = 0; i < 3; ++i) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+    }
+    char slot[64];
+    std::snprintf(slot, sizeof slot, "measured %.3f s per slot and %.1f s", sxy / sxx, my - sxy / sxx * mx);
+    EXPECT_NE(r.markdown.find(slot), std::string::npos) << slot << "\n" << r.markdown;
     ASSERT_EQ(r.figures.size(), 1U);
     EXPECT_EQ(r.figures[0].categories.back(), "MT-NLG 3360");
 }

@@ -71,6 +71,9 @@ TEST(ScaleSimulation, SchedulesOrderAsTheirBubblesSay)
     EXPECT_LT(t(interleaved), t(base));
     EXPECT_LT(t(zb), t(base));
     EXPECT_NEAR(t(kfkb) / t(base), 1.0, 0.01);
+    // ZB-H1 holds 1F1B's micro-batches and its working set, and what a split B keeps for W.
+    EXPECT_GE(
+        simulateScale(kGpt39, zb, dgx).stagePeakBytes.front(), simulateScale(kGpt39, base, dgx).stagePeakBytes.front());
     EXPECT_GT(simulateScale(kGpt39, kfkb, dgx).peakBytes, simulateScale(kGpt39, base, dgx).peakBytes);
     EXPECT_EQ(zb.text(), "t8 p4 d4 b1 zb-h1 full");
     EXPECT_EQ(kfkb.text(), "t8 p4 d4 b1 kfkb:2 full");
@@ -103,4 +106,17 @@ TEST(ScaleSimulation, Table1RowsWithinFifteenPercent)
         for (std::size_t i = 0; i < e.stagePeakBytes.size(); ++i)
             EXPECT_NEAR(e.stagePeakBytes[i] / closed.stagePeakBytes[i], 1.0, 0.01) << c.text() << " stage " << i;
     }
+}
+
+// A pipeline too long to simulate keeps the closed form's numbers, and says so.
+TEST(ScaleSimulation, PipelinesBeyondTheLimitKeepTheClosedForm)
+{
+    const auto& dgx = findNode("dgx-a100-80gb");
+    ScaleConfig c { 8, 8, 1, 1, 1 << 20 }; // m = 2^20 micro-batches
+    const auto e = simulateScale(kGpt39, c, dgx);
+    ASSERT_TRUE(e.valid) << e.reason;
+    EXPECT_FALSE(e.simulated);
+    EXPECT_DOUBLE_EQ(e.iterationSeconds, estimateScale(kGpt39, c, dgx).iterationSeconds);
+    c.globalBatch = 64;
+    EXPECT_TRUE(simulateScale(kGpt39, c, dgx).simulated);
 }

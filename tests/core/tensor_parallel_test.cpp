@@ -50,6 +50,32 @@ TEST(TensorParallel, GptBlocksSplitAsMegatronSplitsThem)
         EXPECT_NE(std::string(e.what()).find("not divisible by 5"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("node '"), std::string::npos) << e.what();
     }
+    // 12 heads do not split over 8 GPUs although every weight dimension does: refused at the heads.
+    try {
+        (void)shardTensorParallel(g, 8);
+        FAIL() << "12 heads split over 8";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("12 attention heads, not divisible by 8"), std::string::npos) << e.what();
+    }
+    // One GPU's graph: the weights split where the rule splits them, the vocabulary rounded up.
+    const auto perGpu = tensorParallelGraph(g, plan);
+    for (const auto& t : perGpu.tensors()) {
+        if (t.name == "h.0.attn.c_attn.weight") {
+            EXPECT_EQ(t.shape, (Shape { 768, 2304 / 4 }));
+        }
+        if (t.name == "h.0.attn.c_proj.weight") {
+            EXPECT_EQ(t.shape, (Shape { 768 / 4, 768 }));
+        }
+        if (t.name == "wte.weight") {
+            EXPECT_EQ(t.shape, (Shape { (50257 + 3) / 4, 768 }));
+        }
+        if (t.name == "h.0.ln_1.weight" || t.name == "h.0.attn.c_proj.bias" || t.name == "wpe.weight") {
+            EXPECT_EQ(t.shape, g.tensor(t.id).shape) << t.name; // replicated
+        }
+        if (t.name == "h.0.attn.c_attn.bias") {
+            EXPECT_EQ(t.shape, (Shape { 2304 / 4 })); // column-parallel: split with its output
+        }
+    }
     // A convolutional network keeps its convolutions whole; its classifier splits by columns.
     const auto cnn = buildZooModel(zooPreset("resnet-tiny"));
     const auto cnnPlan = shardTensorParallel(cnn, 2);

@@ -124,6 +124,9 @@ TEST_F(ScaleCli, PlanSplitsEachStageOverATensorParallelGroup)
     EXPECT_EQ(s["tensor_parallel"]["column"], 2 * 24 + 1); // QKV and MLP-up per block, the LM head
     EXPECT_EQ(s["tensor_parallel"]["row"], 2 * 24);
     EXPECT_EQ(s["devices"], 16);
+    EXPECT_EQ(s["tensor_parallel"]["nodes"]["h.0.attn.c_attn.matmul"], "column");
+    EXPECT_EQ(s["tensor_parallel"]["nodes"]["h.0.mlp.c_proj.matmul"], "row");
+    EXPECT_FALSE(s["tensor_parallel"]["nodes"].contains("h.0.ln_1")); // replicated
     EXPECT_FALSE(s.contains("plan_id"));
     EXPECT_LT(s["slowest_stage_ms"].get<double>(), w["slowest_stage_ms"].get<double>() / 2);
     const auto text = runCli(plan + " --tp 4");
@@ -131,7 +134,6 @@ TEST_F(ScaleCli, PlanSplitsEachStageOverATensorParallelGroup)
     EXPECT_NE(text.output.find("not stored"), std::string::npos) << text.output;
     const auto bad = runCli(plan + " --tp 3");
     EXPECT_NE(bad.exitCode, 0);
-    EXPECT_NE(
-        bad.output.find("node 'h.0.attn.c_proj.matmul' has 1024 weight rows, not divisible by 3"), std::string::npos)
+    EXPECT_NE(bad.output.find("node 'h.0.attn.q_heads' has 16 attention heads, not divisible by 3"), std::string::npos)
         << bad.output;
 }
