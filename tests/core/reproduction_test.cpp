@@ -153,6 +153,14 @@ TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
     EXPECT_NE(r.markdown.find("| 1 | "), std::string::npos) << r.markdown;
     EXPECT_NE(r.markdown.find("| 1.000 |"), std::string::npos) << "1F1B is the baseline: " << r.markdown;
     EXPECT_NE(r.markdown.find("+10% to +25%"), std::string::npos) << r.markdown;
+    // The paper's fp16 beside the table's fp32: the same candidates, 1F1B the baseline in both.
+    const auto fp16 = r.markdown.find("The same candidates on fp16");
+    ASSERT_NE(fp16, std::string::npos) << r.markdown;
+    const auto fp16k1 = rowCells(r.markdown.substr(fp16), "| 1 | ");
+    ASSERT_EQ(fp16k1.size(), 4U) << r.markdown.substr(fp16);
+    EXPECT_EQ(fp16k1[1], "1.000");
+    EXPECT_EQ(fp16k1[2], "1.000");
+    EXPECT_NE(r.markdown.find("In fp16 the best k is "), std::string::npos);
     // The paper's setting: whole-sample micro-batches (6/4 runs as 1) on one partition for every k;
     // re-partitioning each k is PipeStudio's own column.
     const auto k4 = rowCells(r.markdown, "| 4 | ");
