@@ -253,6 +253,14 @@ TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
     EXPECT_EQ(l16[3], t3[4]);
     EXPECT_NE(r.markdown.find("moves with L alone from "), std::string::npos);
     EXPECT_NE(r.markdown.find("the paper's 2.60 is "), std::string::npos);
+    // The optimizer-state sweep: its as-run row is Table 2's BoolQ row; each row runs.
+    const auto asRun = rowCells(r.markdown, "| 8 B: weights, gradients (as run) |");
+    ASSERT_EQ(asRun.size(), 4U) << r.markdown;
+    EXPECT_EQ(asRun[2], t2[6]);
+    EXPECT_EQ(asRun[3], t2[11]);
+    const auto adam = rowCells(r.markdown, "| 16 B: and two moments (Adam) |");
+    ASSERT_EQ(adam.size(), 4U) << r.markdown;
+    EXPECT_GT(std::stod(adam[3]), 0.0);
     // The headline claims: Table 2's async speedup with the paper's method (the cell above), our
     // best (never below it), the paper's.
     const auto claim = rowCells(r.markdown, "| boolq: async Mixed-pipe over GPipe Seq-pipe |");
