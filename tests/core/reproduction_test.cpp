@@ -131,16 +131,22 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
     const auto marginsAt = r.markdown.find("fill the whole GPU above");
     ASSERT_NE(marginsAt, std::string::npos) << r.markdown;
     const auto margins = r.markdown.substr(marginsAt);
-    for (const auto* method : { "| None | GPipe |", "| None | DPiper-S |", "| S+R | DPiper-S |" }) {
+    for (const auto* method : { "| None | GPipe |", "| None | DPiper-S |", "| S+R | DPiper-S |", "| None | PipeDream |",
+             "| S+R | DPiper-AS |" }) {
         const auto whole = rowCells(r.markdown, method);
-        const auto less = rowCells(margins, method);
-        ASSERT_EQ(less.size(), 4U) << margins;
-        EXPECT_GT(std::stod(less[2]), 0) << method;
-        EXPECT_LE(std::stod(less[2]), std::stod(whole[2])) << method;
-        if (less[2] == whole[2]) {
-            EXPECT_EQ(less[3], whole[4]) << method; // the same cell, the same ratio
+        const auto less = rowCells(margins,
+            std::string(std::string(method).find("AS") != std::string::npos
+                        || std::string(method).find("PipeDream") != std::string::npos
+                    ? "| async "
+                    : "| sync ")
+                + method);
+        ASSERT_EQ(less.size(), 5U) << method << "\n" << margins;
+        EXPECT_GT(std::stod(less[3]), 0) << method;
+        EXPECT_LE(std::stod(less[3]), std::stod(whole[2])) << method;
+        if (less[3] == whole[2]) {
+            EXPECT_EQ(less[4], whole[4]) << method; // the same cell, the same ratio
         }
-        EXPECT_EQ(less[3].back(), 'x') << method;
+        EXPECT_EQ(less[4].back(), 'x') << method;
     }
     EXPECT_NE(margins.find(" with the measured margins."), std::string::npos);
 }
