@@ -3,7 +3,7 @@
 // §5.3's Figs. 6-8 (training speed, stage balance) in dawnpiper_figures.cpp; the CNN workload here.
 #include "cluster/cluster.h"
 #include "cost/profile.h"
-#include "plan/chunk_plan.h"
+#include "cost/runtime_memory.h"
 #include "plan/planner.h"
 #include "plan/zero_baseline.h"
 #include "report/dawnpiper_figures.h"
@@ -378,13 +378,12 @@ namespace {
 
     // Table 1's paper rows again on GPUs that lose what a PyTorch process loses besides its tensors:
     // the CUDA context and library handles, and the caching allocator's rounding and fragmentation,
-    // as measured (ChunkPlanOptions: PyTorch 2.11 on an H100, tests/data/measured/h100_torch_memory.json).
+    // as measured (cost/runtime_memory.h: PyTorch 2.11 on an H100, tests/data/measured/h100_torch_memory.json).
     void addMemoryMargins(const DawnSetup& s, DawnCells& cells, const ReproduceOptions& options, std::string& md)
     {
-        const ChunkPlanOptions measured;
+        const RuntimeMemory measured;
         auto device = s.device;
-        device.memoryBytes =
-            static_cast<std::int64_t>(measured.usableGpuBytes(static_cast<double>(device.memoryBytes)));
+        device.memoryBytes = static_cast<std::int64_t>(measured.usableBytes(static_cast<double>(device.memoryBytes)));
         md += "\nThe memory model's tensors fill the whole GPU above; a PyTorch process cannot. Tables 1 and 2's rows "
               "again "
               "with what one loses besides its tensors taken from every GPU, as measured for PyTorch 2.11 on an "

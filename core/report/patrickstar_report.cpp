@@ -15,7 +15,8 @@
 namespace ps::detail {
 namespace {
 
-    MaxModelResult search(const nlohmann::ordered_json& paper, int gpus, double hostGb, bool initOnHost = false)
+    // The paper's search on `gpus` V100s with `hostGb` of host memory (§9.1), before any sweep's change.
+    MaxModelRequest requestFor(const nlohmann::ordered_json& paper, int gpus, double hostGb)
     {
         MaxModelRequest request;
         request.device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
@@ -23,6 +24,12 @@ namespace {
         request.hostMemoryBytes = static_cast<std::int64_t>(hostGb * 1e9);
         request.seq = paper.at("seq").get<std::int64_t>();
         request.minTflopsPerGpu = paper.at("min_tflops_per_gpu").get<double>();
+        return request;
+    }
+
+    MaxModelResult search(const nlohmann::ordered_json& paper, int gpus, double hostGb, bool initOnHost = false)
+    {
+        auto request = requestFor(paper, gpus, hostGb);
         request.options.initializeOnHost = initOnHost;
         return findMaxModelScale(request);
     }
@@ -121,11 +128,8 @@ namespace {
         std::vector<std::vector<double>> tflops; // by share, by rung
         const auto& device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
         for (const double share : { 1.0, 0.5, 0.25 }) {
-            MaxModelRequest request;
-            request.device = device;
+            auto request = requestFor(paper, 1, paper.at("host_memory_gb").get<double>());
             request.device.hostLink.bandwidth *= share;
-            request.hostMemoryBytes = static_cast<std::int64_t>(paper.at("host_memory_gb").get<double>() * 1e9);
-            request.seq = paper.at("seq").get<std::int64_t>();
             const auto r = findMaxModelScale(request);
             std::vector<std::string> row { fixed(request.device.hostLink.bandwidth / 1e9, 2) + " GB/s" };
             auto& values = tflops.emplace_back();
@@ -176,12 +180,7 @@ namespace {
             std::vector<std::string> row { fixed(share, 1)
                 + (share == ChunkPlanOptions {}.gpuMemoryFraction ? " (as run)" : "") };
             for (int gpus : gpuCounts) {
-                MaxModelRequest request;
-                request.device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
-                request.gpus = gpus;
-                request.hostMemoryBytes = static_cast<std::int64_t>(paper.at("host_memory_gb").get<double>() * 1e9);
-                request.seq = paper.at("seq").get<std::int64_t>();
-                request.minTflopsPerGpu = paper.at("min_tflops_per_gpu").get<double>();
+                auto request = requestFor(paper, gpus, paper.at("host_memory_gb").get<double>());
                 request.options.gpuMemoryFraction = share;
                 request.options.hostMemoryFraction = share;
                 row.push_back(largestText(findMaxModelScale(request), TrainingSystem::PatrickStar));

@@ -64,6 +64,32 @@ namespace {
                 + " " + what + ", not divisible by " + std::to_string(t));
     }
 
+    // The largest Embedding table: the word embedding (position and type tables are smaller).
+    const Tensor* wordTable(const Graph& g)
+    {
+        const Tensor* words = nullptr;
+        for (const auto& n : g.nodes()) {
+            const auto* table = n.op == OpType::Embedding ? weightOf(g, n) : nullptr;
+            if (table != nullptr && (words == nullptr || table->shape[0] > words->shape[0]))
+                words = table;
+        }
+        return words;
+    }
+
+    // Something was split, and nothing split reaches a graph output.
+    void requireWholeEnds(const Graph& g, int t, bool anyWeight, const std::vector<char>& split)
+    {
+        if (!anyWeight)
+            throw Error("tensor parallel " + std::to_string(t)
+                + ": the model has no MatMul or Embedding with a weight to split");
+        for (const auto id : g.outputs()) {
+            if (split[id.index()] != 0)
+                throw Error("tensor parallel " + std::to_string(t) + ": graph output '" + g.tensor(id).name
+                    + "' stays split over the tensor group (the model does not end in a row-parallel MatMul or a "
+                      "cross-entropy)");
+        }
+    }
+
 } // namespace
 
 TensorParallelPlan shardTensorParallel(const Graph& g, int t)
@@ -76,60 +102,70 @@ TensorParallelPlan shardTensorParallel(const Graph& g, int t)
     // Vocabularies (an Embedding table's rows) are padded to a multiple of t, as Megatron-LM pads
     // them; every other split dimension must divide.
     // The word embedding is the largest table; position and type embeddings stay whole (Megatron-LM).
-    const Tensor* words = nullptr;
-    for (const auto& n : g.nodes()) {
-        const auto* table = n.op == OpType::Embedding ? weightOf(g, n) : nullptr;
-        if (table != nullptr && (words == nullptr || table->shape[0] > words->shape[0]))
-            words = table;
-    }
+    const Tensor* words = wordTable(g);
     const auto isVocabulary = [&](std::int64_t size) { return words != nullptr && size == words->shape[0]; };
+    // One pass in node order. A normalization over the hidden (LayerNorm, RMSNorm, a decomposed
+    // one's ReduceMean) cannot read a split tensor: the column-parallel MatMul that split it stays
+    // whole instead (`whole`), and the pass runs again (BERT's MLM head transform, say).
     std::vector<char> split(g.tensorCount(), 0);
+    std::vector<char> whole(g.nodeCount(), 0);
     bool anyWeight = false;
-    for (const auto& n : g.nodes()) {
-        const bool splitInput = std::any_of(n.inputs.begin(), n.inputs.end(),
-            [&](TensorId id) { return g.tensor(id).kind != TensorKind::Parameter && split[id.index()] != 0; });
-        const auto* weight = weightOf(g, n);
-        auto& shard = plan.nodes[n.id.index()];
-        bool splitOutput = splitInput;
-        if (weight != nullptr && n.op == OpType::MatMul) {
-            anyWeight = true;
-            const bool transB = n.intAttr("trans_b", 0) != 0;
-            const auto rows = weight->shape[transB ? 1 : 0];
-            const auto columns = weight->shape[transB ? 0 : 1];
-            shard = splitInput ? Shard::Row : Shard::Column;
-            if (splitInput || !isVocabulary(columns))
-                requireDivides(splitInput ? rows : columns, t, n, splitInput ? "weight rows" : "weight columns");
-            splitOutput = !splitInput;
-        } else if (weight != nullptr && n.op == OpType::Embedding && weight == words) {
-            anyWeight = true;
-            shard = Shard::Vocabulary;
-            splitOutput = false;
-        } else if (splitInput) {
-            shard = Shard::Split;
-            // Attention splits by whole heads: the Reshape of a split tensor into (heads, head size),
-            // or a fused Attention's heads dimension.
-            const auto& in = g.tensor(n.inputs.front()).shape;
-            const auto& out = g.tensor(n.outputs.front()).shape;
-            if (n.op == OpType::Reshape && out.size() == in.size() + 1 && out.size() >= 2
-                && out[out.size() - 2] * out.back() == in.back())
-                requireDivides(out[out.size() - 2], t, n, "attention heads");
-            if (n.op == OpType::Attention && in.size() >= 4)
-                requireDivides(in[in.size() - 3], t, n, "attention heads");
-            // The vocabulary-parallel cross-entropy reduces its split logits to a whole loss.
-            splitOutput = n.op != OpType::CrossEntropy;
+    const auto pass = [&]() -> std::int64_t { // a column MatMul to keep whole, or -1
+        std::fill(split.begin(), split.end(), 0);
+        std::vector<std::int64_t> origin(g.tensorCount(), -1); // the column MatMul a split tensor comes from
+        plan.nodes.assign(g.nodeCount(), Shard::Replicated);
+        for (const auto& n : g.nodes()) {
+            std::int64_t from = -1;
+            for (const auto id : n.inputs) {
+                if (g.tensor(id).kind != TensorKind::Parameter && split[id.index()] != 0 && from < 0)
+                    from = origin[id.index()];
+            }
+            const bool splitInput = std::any_of(n.inputs.begin(), n.inputs.end(),
+                [&](TensorId id) { return g.tensor(id).kind != TensorKind::Parameter && split[id.index()] != 0; });
+            if (splitInput && (n.op == OpType::LayerNorm || n.op == OpType::RMSNorm || n.op == OpType::ReduceMean)
+                && from >= 0 && whole[static_cast<std::size_t>(from)] == 0)
+                return from;
+            const auto* weight = weightOf(g, n);
+            auto& shard = plan.nodes[n.id.index()];
+            bool splitOutput = splitInput;
+            if (weight != nullptr && n.op == OpType::MatMul && !(whole[n.id.index()] != 0 && !splitInput)) {
+                anyWeight = true;
+                const bool transB = n.intAttr("trans_b", 0) != 0;
+                const auto rows = weight->shape[transB ? 1 : 0];
+                const auto columns = weight->shape[transB ? 0 : 1];
+                shard = splitInput ? Shard::Row : Shard::Column;
+                if (splitInput || !isVocabulary(columns))
+                    requireDivides(splitInput ? rows : columns, t, n, splitInput ? "weight rows" : "weight columns");
+                splitOutput = !splitInput;
+                from = splitInput ? -1 : static_cast<std::int64_t>(n.id.index());
+            } else if (weight != nullptr && n.op == OpType::Embedding && weight == words) {
+                anyWeight = true;
+                shard = Shard::Vocabulary;
+                splitOutput = false;
+            } else if (splitInput) {
+                shard = Shard::Split;
+                // Attention splits by whole heads: the Reshape of a split tensor into (heads, head
+                // size), or a fused Attention's heads dimension.
+                const auto& in = g.tensor(n.inputs.front()).shape;
+                const auto& out = g.tensor(n.outputs.front()).shape;
+                if (n.op == OpType::Reshape && out.size() == in.size() + 1 && out.size() >= 2
+                    && out[out.size() - 2] * out.back() == in.back())
+                    requireDivides(out[out.size() - 2], t, n, "attention heads");
+                if (n.op == OpType::Attention && in.size() >= 4)
+                    requireDivides(in[in.size() - 3], t, n, "attention heads");
+                // The vocabulary-parallel cross-entropy reduces its split logits to a whole loss.
+                splitOutput = n.op != OpType::CrossEntropy;
+            }
+            for (const auto id : n.outputs) {
+                split[id.index()] = splitOutput ? 1 : 0;
+                origin[id.index()] = splitOutput ? from : -1;
+            }
         }
-        for (const auto id : n.outputs)
-            split[id.index()] = splitOutput ? 1 : 0;
-    }
-    if (!anyWeight)
-        throw Error(
-            "tensor parallel " + std::to_string(t) + ": the model has no MatMul or Embedding with a weight to split");
-    for (const auto id : g.outputs()) {
-        if (split[id.index()] != 0)
-            throw Error("tensor parallel " + std::to_string(t) + ": graph output '" + g.tensor(id).name
-                + "' stays split over the tensor group (the model does not end in a row-parallel MatMul or a "
-                  "cross-entropy)");
-    }
+        return -1;
+    };
+    for (auto keep = pass(); keep >= 0; keep = pass())
+        whole[static_cast<std::size_t>(keep)] = 1;
+    requireWholeEnds(g, t, anyWeight, split);
     return plan;
 }
 

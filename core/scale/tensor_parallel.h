@@ -8,7 +8,8 @@
 //           the forward (position and type embeddings stay whole);
 //   split:  any other node reading a split tensor (attention heads, GELU, the vocabulary-parallel
 //           cross-entropy): 1/t of its work and tensors on each GPU;
-//   replicated: the rest (LayerNorms, residual adds, dropout on whole tensors).
+//   replicated: the rest (LayerNorms, residual adds, dropout on whole tensors), and a MatMul that
+//           would split what a normalization then reads (BERT's MLM head transform).
 // So a transformer block is column (QKV, MLP up), split (attention core, GELU), row (output
 // projection, MLP down): two all-reduces forward, two backward. A profile of one GPU of the group
 // divides the sharded nodes' time, bytes and parameters by t and adds the all-reduces over the link

@@ -156,3 +156,31 @@ TEST(TensorParallel, OneGpuOfTheGroupDoesATthOfTheSplitWorkPlusTheAllReduces)
     const auto same = tensorParallelProfile(g, whole, shardTensorParallel(g, 1), nvlink);
     EXPECT_EQ(same.nodes[3].forwardNs, whole.nodes[3].forwardNs);
 }
+
+// A normalization never reads a split tensor: BERT's MLM head transform (dense, GELU, LayerNorm)
+// stays whole and its decoder is the vocabulary-parallel column; the pooler splits then joins.
+TEST(TensorParallel, NormalizationsReadWholeTensors)
+{
+    auto c = zooPreset("bert-large");
+    c.layers = 2;
+    const auto g = buildZooModel(c);
+    const auto plan = shardTensorParallel(g, 2);
+    const auto shardOf = [&](const std::string& name) {
+        for (const auto& n : g.nodes()) {
+            if (n.name == name)
+                return plan.nodes[n.id.index()];
+        }
+        ADD_FAILURE() << "no node " << name;
+        return Shard::Replicated;
+    };
+    EXPECT_EQ(shardOf("cls.predictions.transform.dense.matmul"), Shard::Replicated);
+    EXPECT_EQ(shardOf("cls.predictions.decoder"), Shard::Column);
+    EXPECT_EQ(shardOf("pooler.dense.matmul"), Shard::Column);
+    EXPECT_EQ(shardOf("cls.seq_relationship.linear.matmul"), Shard::Row);
+    for (const auto& n : g.nodes()) {
+        if (n.op == OpType::LayerNorm || n.op == OpType::RMSNorm) {
+            EXPECT_EQ(plan.nodes[n.id.index()], Shard::Replicated) << n.name;
+        }
+    }
+    EXPECT_EQ(plan.count(Shard::Column), 3 * 2 + 2 + 2); // Q, K, V and MLP-up per block, pooler, decoder
+}
