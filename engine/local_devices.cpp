@@ -1,6 +1,9 @@
 #include "local_devices.h"
 
+#include "cluster/device_catalog.h"
 #include "cuda/cuda_probe.h"
+#include "runtime/training_run.h"
+#include "util/error.h"
 
 #include <fstream>
 #include <thread>
@@ -64,6 +67,24 @@ SelfTestResult cudaSelfTest(int device)
         return { r.ran, r.passed, r.message };
     const auto e = cuda::runElementwiseSelfTest(device);
     return { e.ran, e.passed, r.message + "; " + e.message };
+}
+
+std::string localGpuCatalogId(int gpu)
+{
+    const auto report = probeLocalDevices();
+    for (const auto& d : report.devices) { // the CPU is id 0, GPU g is id g + 1
+        if (d.kind != "cuda" || d.id.value != static_cast<std::uint32_t>(gpu + 1))
+            continue;
+        const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes);
+        return spec != nullptr ? spec->id : std::string();
+    }
+    throw Error("cuda:" + std::to_string(gpu) + ": " + report.cudaStatus);
+}
+
+std::string runDeviceKind(const std::string& devices)
+{
+    const auto spec = parseDeviceSpec(devices);
+    return spec.cuda ? localGpuCatalogId(spec.gpus.front()) : std::string("cpu");
 }
 
 } // namespace ps::engine

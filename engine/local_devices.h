@@ -39,6 +39,14 @@ struct SelfTestResult
     std::string message;
 };
 
+// The catalog entry local GPU `gpu` (CUDA ordinal) is, from its name and memory
+// (DeviceCatalog::matchGpu); "" when none fits. Throws ps::Error saying why when there is no such
+// GPU (no driver, a build without CUDA, too few GPUs).
+[[nodiscard]] std::string localGpuCatalogId(int gpu);
+// The catalog device a run on `devices` (train --devices) is: "cpu" for CPU devices, the entry
+// its GPU matches ("" when none does: planned and predicted as this CPU's devices would be).
+[[nodiscard]] std::string runDeviceKind(const std::string& devices);
+
 // Runs a saxpy kernel, then the GELU and AdamW kernels over engine/kernel_math.h, on GPU `device`
 // and checks them against the CPU result.
 [[nodiscard]] SelfTestResult cudaSelfTest(int device);

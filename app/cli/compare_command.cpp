@@ -1,17 +1,14 @@
 // `pipestudio compare`: a finished run (or a trace imported as one) against the simulator's
 // prediction of it: iteration time, per-device peak memory, the largest action differences.
 #include "cli/commands.h"
-#include "cpu/ndarray.h"
 #include "graph/graph_summary.h"
-#include "runtime/run_prediction.h"
+#include "runtime/run_comparison.h"
 #include "store/project_store.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <array>
 #include <limits>
 
 namespace ps::app {
@@ -25,50 +22,35 @@ namespace {
         bool json = false;
     };
 
-    double median(std::vector<double> v)
+    // The comparison as `compare --json` prints it; a trace imported as a run measured no memory: its
+    // measured peaks are null, not zero.
+    nlohmann::ordered_json comparisonJson(const engine::RunComparison& c)
     {
-        if (v.empty())
-            return 0;
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-    }
-
-    // Each device's predicted peak (and its breakdown by use) against the run's measured one; a
-    // trace imported as a run measured no memory: its peaks are null, not zero.
-    nlohmann::ordered_json deviceComparisons(
-        const ProjectStore& store, std::int64_t runId, const SimulationResult& predicted)
-    {
-        const auto devices = static_cast<int>(predicted.devices.size());
-        std::vector<std::int64_t> peak(static_cast<std::size_t>(devices), 0);
-        std::vector<std::string> peakUses(static_cast<std::size_t>(devices), "{}");
-        for (const auto& m : store.loadRunDeviceMetrics(runId)) {
-            const auto k = static_cast<std::size_t>(m.device);
-            if (m.device < devices && m.peakBytes > peak[k]) {
-                peak[k] = m.peakBytes;
-                peakUses[k] = m.peakByUse;
-            }
-        }
+        nlohmann::ordered_json j { { "run", c.runId }, { "profile", c.profileSource }, { "schedule", c.schedule },
+            { "predicted_iteration_ms", c.predicted.iterationNs / 1e6 },
+            { "measured_iteration_ms", c.measuredStepNs / 1e6 },
+            { "iteration_error", c.measuredStepNs > 0 ? c.predicted.iterationNs / c.measuredStepNs - 1 : 0 } };
         auto devs = nlohmann::ordered_json::array();
-        for (std::size_t k = 0; k < peak.size() && k < predicted.devices.size(); ++k) {
-            // The model's breakdown at its peak against the allocator's at the measured one.
-            const auto& mem = predicted.devices[k].memory;
-            const auto measuredUses = nlohmann::json::parse(peakUses[k]);
-            const std::array<std::pair<const char*, double>, engine::kMemoryUses> modelled {
-                { { "parameters", mem.parameters + mem.stashedWeights }, { "gradients", mem.gradients },
-                    { "optimizer_states", mem.optimizerStates }, { "activations", mem.activations },
-                    { "workspace", mem.workspace }, { "messages", mem.messages } }
-            };
+        for (const auto& p : c.peaks) {
             auto uses = nlohmann::ordered_json::object();
-            for (const auto& [name, bytes] : modelled)
-                uses[name] = { { "predicted_bytes", bytes }, { "measured_bytes", measuredUses.value(name, 0.0) } };
-            const auto measuredPeak = peak[k] > 0 ? nlohmann::ordered_json(peak[k]) : nlohmann::ordered_json();
-            const auto peakError = peak[k] > 0
-                ? nlohmann::ordered_json(predicted.devices[k].peakBytes / static_cast<double>(peak[k]) - 1)
-                : nlohmann::ordered_json();
-            devs.push_back({ { "device", k }, { "predicted_peak_bytes", predicted.devices[k].peakBytes },
-                { "measured_peak_bytes", measuredPeak }, { "peak_error", peakError }, { "by_use", uses } });
+            for (const auto& u : p.byUse)
+                uses[u.use] = { { "predicted_bytes", u.predictedBytes }, { "measured_bytes", u.measuredBytes } };
+            const bool measured = p.measuredBytes > 0;
+            devs.push_back({ { "device", p.device }, { "predicted_peak_bytes", p.predictedBytes },
+                { "measured_peak_bytes",
+                    measured ? nlohmann::ordered_json(p.measuredBytes) : nlohmann::ordered_json() },
+                { "peak_error",
+                    measured ? nlohmann::ordered_json(p.predictedBytes / static_cast<double>(p.measuredBytes) - 1)
+                             : nlohmann::ordered_json() },
+                { "by_use", uses } });
         }
-        return devs;
+        j["devices"] = devs;
+        auto actions = nlohmann::ordered_json::array();
+        for (const auto& d : c.largestDifferences)
+            actions.push_back({ { "action", d.action }, { "device", d.device }, { "measured_ms", d.measuredMs },
+                { "predicted_ms", d.predictedMs } });
+        j["largest_action_differences"] = actions;
+        return j;
     }
 
     void printComparison(const nlohmann::ordered_json& j)
@@ -98,58 +80,19 @@ namespace {
                 a["predicted_ms"].get<double>());
     }
 
-    // Predicted against measured for a finished run (or a trace imported as one): the simulator fed
-    // with the profile asked for (default: the project's measured profile for the run's devices,
-    // else the analytical one; for a trace's run its imported profile) over the run's cuts and
-    // schedule, against the run's median step time, per-device peak memory (where measured) and
-    // the actions of its last stored timeline.
+    // Predicted against measured for a finished run (or a trace imported as one): engine::compareRun
+    // over the run's median step, per-device peak memory (where measured) and the actions of its last
+    // stored timeline.
     int runCompare(const CompareOptions& o)
     {
         const auto store = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly);
         const auto runId = o.run > 0 ? o.run : store.latestRunId();
         if (runId == 0)
             throw Error("'" + o.project + "' has no training runs");
-        const auto graph = store.loadGraph();
-        auto shape = engine::shapeFromRun(store, runId, graph.nodeCount());
-        const bool gpu = shape.deviceKind != "cpu";
-        if (!o.profile.empty())
-            shape.profileSource = o.profile;
-        const auto measuredProfile = engine::measuredProfileFor(store, shape);
-        if (!measuredProfile && !shape.profileSource.empty() && shape.profileSource != "analytical")
-            throw Error("'" + o.project + "' stores no '" + shape.profileSource + "' profile for " + shape.deviceKind
-                + " (" + (shape.profileSource == "imported" ? "pipestudio import-trace" : "pipestudio profile")
-                + " stores one; --profile analytical compares with the cost model)");
-        const auto prediction = engine::predictWithStoredProfile(store, graph, shape);
-        const auto& predicted = prediction.simulation;
-        const std::string source = measuredProfile ? engine::profileDescription(prediction)
-            : shape.profileSource == "analytical"  ? "analytical on " + shape.deviceKind
-            : gpu ? "analytical on " + shape.deviceKind + " (no measured profile: run `pipestudio profile " + o.project
-                + " --device cuda:0" + (shape.precision == "fp32" ? "" : " --precision " + shape.precision) + "`)"
-                  : "analytical (no measured profile: run `pipestudio profile`)";
-        std::vector<double> stepNs;
-        for (const auto& m : store.loadRunMetrics(runId))
-            stepNs.push_back(m.stepNs);
-        // The first step of a training run allocates and warms the caches; a trace's iterations
-        // come after the profiler's own warm-up (its schedule), so all of them count.
-        const bool traced = nlohmann::json::parse(store.runConfig(runId)).value("source", std::string()) == "trace";
-        if (stepNs.size() > 1 && !traced)
-            stepNs.erase(stepNs.begin());
-        const double measuredNs = median(stepNs);
-        nlohmann::ordered_json j { { "run", runId }, { "profile", source },
-            { "schedule", scheduleName(shape.schedule) }, { "predicted_iteration_ms", predicted.iterationNs / 1e6 },
-            { "measured_iteration_ms", measuredNs / 1e6 },
-            { "iteration_error", measuredNs > 0 ? predicted.iterationNs / measuredNs - 1 : 0 } };
-        j["devices"] = deviceComparisons(store, runId, predicted);
-        // Action by action over the last stored iteration.
-        const auto iterations = store.runEventIterations(runId);
-        auto actions = nlohmann::ordered_json::array();
-        if (!iterations.empty()) {
-            for (const auto& d :
-                engine::largestActionDifferences(store.loadRunEvents(runId, iterations.back()), predicted.events, 8))
-                actions.push_back({ { "action", d.action }, { "device", d.device }, { "measured_ms", d.measuredMs },
-                    { "predicted_ms", d.predictedMs } });
-        }
-        j["largest_action_differences"] = actions;
+        engine::RunComparisonOptions options;
+        options.profile = o.profile;
+        options.needTimeline = false;
+        const auto j = comparisonJson(engine::compareRun(store, runId, options));
         if (o.json)
             fmt::print("{}\n", j.dump(2));
         else

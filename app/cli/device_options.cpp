@@ -177,41 +177,12 @@ std::vector<KernelClass> nodeClasses(const Graph& graph, const DeviceSpec& devic
     return out;
 }
 
-std::string localGpuCatalogId(int gpu)
-{
-    const auto report = engine::probeLocalDevices();
-    for (const auto& d : report.devices) { // the CPU is id 0, GPU g is id g + 1
-        if (d.kind != "cuda" || d.id.value != static_cast<std::uint32_t>(gpu + 1))
-            continue;
-        const auto* spec = DeviceCatalog::builtin().matchGpu(d.name, d.memoryBytes);
-        return spec != nullptr ? spec->id : std::string();
-    }
-    throw Error("cuda:" + std::to_string(gpu) + ": " + report.cudaStatus);
-}
-
-std::string runDeviceKind(const std::string& devices)
-{
-    const auto spec = engine::parseDeviceSpec(devices);
-    return spec.cuda ? localGpuCatalogId(spec.gpus.front()) : std::string("cpu");
-}
-
 void noteBlasPin()
 {
     if (const auto advice = engine::blasPinAdvice(engine::blasCoreReport()); !advice.empty()) {
         std::fflush(stdout); // after what the run printed
         fmt::print(stderr, "note: {}\n", advice);
     }
-}
-
-engine::GemmPrecision trainingGemmPrecision(const std::string& precision)
-{
-    if (precision == "fp32")
-        return engine::GemmPrecision::Fp32;
-    if (precision == "tf32")
-        return engine::GemmPrecision::Tf32;
-    if (precision == "bf16")
-        return engine::GemmPrecision::Bf16;
-    throw Error("--precision '" + precision + "': the engine trains in fp32, or on GPUs tf32 or bf16");
 }
 
 std::vector<double> nodeTimes(const Profile& profile, double mb)

@@ -59,18 +59,9 @@ std::vector<KernelClass> nodeClasses(const Graph& graph, const DeviceSpec& devic
 // several are given.
 Precision precisionOf(const DeviceOptions& options);
 std::string readFile(const std::string& path);
-// The catalog entry local GPU `gpu` (CUDA ordinal) is, from its name and memory
-// (DeviceCatalog::matchGpu); "" when none fits. Throws ps::Error saying why when there is no such
-// GPU (no driver, a build without CUDA, too few GPUs).
-std::string localGpuCatalogId(int gpu);
-// The catalog device a run on `devices` (train --devices) is: "cpu" for CPU devices, the entry
-// its GPU matches ("" when none does: planned and predicted as this CPU's devices would be).
-std::string runDeviceKind(const std::string& devices);
 // Prints a note to stderr where the environment's OPENBLAS_CORETYPE pins GEMM kernels narrower than
 // this CPU runs (after a train or profile run on CPU devices, without --json; `devices` says the same).
 void noteBlasPin();
-// train --precision: fp32, tf32 or bf16; throws ps::Error for anything else.
-engine::GemmPrecision trainingGemmPrecision(const std::string& precision);
 // The stored profile `--profile measured` names on `deviceId`: "measured-cpu" on the CPU, else the
 // GPU's profile measured at the run's --precision (measuredCudaSource).
 std::string measuredSource(const std::string& deviceId, const DeviceOptions& o);

@@ -7,7 +7,8 @@
 #include "cpu_profiler.h"
 #include "cuda/cuda_backend.h"
 #include "cupti/cupti_tracer.h"
-#include "runtime/training_run.h"
+#include "local_devices.h"
+#include "runtime/training_job.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -141,7 +142,7 @@ namespace {
     int runProfile(const ProfileCommandOptions& o)
     {
         const int gpu = gpuIndex(o.device);
-        const auto gemm = trainingGemmPrecision(o.precision);
+        const auto gemm = engine::trainingGemmPrecision(o.precision);
         if (gpu < 0 && gemm != engine::GemmPrecision::Fp32)
             throw Error(
                 "--precision " + o.precision + ": the CPU backend computes in fp32; profile a GPU at tf32 or bf16");
@@ -149,7 +150,7 @@ namespace {
         const engine::Backend* backend = gpu >= 0 ? &engine::cuda::cudaBackend(gpu) : nullptr;
         auto deviceKind = std::string("cpu");
         if (gpu >= 0) {
-            deviceKind = o.as.empty() ? localGpuCatalogId(gpu) : DeviceCatalog::builtin().find(o.as).id;
+            deviceKind = o.as.empty() ? engine::localGpuCatalogId(gpu) : DeviceCatalog::builtin().find(o.as).id;
             if (deviceKind.empty())
                 throw Error("GPU " + std::to_string(gpu)
                     + " matches no device of the catalog: name the entry its rows belong to with --as ID");

@@ -1,5 +1,5 @@
-// Internal to the CLI: `pipestudio train`'s emulated link between CPU devices and Ada-Grouper's
-// group-size controller (--schedule kfkb:auto) over the run's measured transfers.
+// Internal to the CLI: `pipestudio train`'s emulated link between CPU devices and the pace of
+// Ada-Grouper's group-size controller (--schedule kfkb:auto; engine/runtime/training_job.h runs it).
 #pragma once
 
 #include "runtime/group_controller.h"
@@ -24,18 +24,4 @@ struct LinkOptions
 void addLinkOptions(CLI::App* cmd, LinkOptions& options);
 // Throws ps::Error for a bad bandwidth or trace, or a trace without a link.
 [[nodiscard]] engine::LinkEmulation linkEmulation(const LinkOptions& options);
-// The controller for `run` (its schedule a kFkB), on the project's measured profile if it has
-// one, over autoGroupCandidates' (k, b) (the memory-limit curve under --device-memory); sets the
-// run's first (k, b) to the one predicted fastest at the link's nominal bandwidth.
-// `deviceKind` and `precision` as the run's RunShape takes them ("cpu" or a GPU's catalog entry;
-// "fp32", "tf32", "bf16").
-[[nodiscard]] std::unique_ptr<engine::GroupSizeController> groupController(const ProjectStore& store, int adaptEvery,
-    std::int64_t deviceMemoryBytes, const std::string& deviceKind, const std::string& precision,
-    engine::TrainingRun& run);
-// After a step: the controller's decision, if one is due, applied from the next step on (a new
-// micro-batch size rebuilds the zoo model at that size) and printed (a JSON line with
-// "group_size" and "micro_batch" under --json).
-void adaptGroupSize(
-    engine::GroupSizeController* controller, engine::TrainingRun& run, const engine::RunStepResult& r, bool json);
-
 } // namespace ps::app

@@ -143,6 +143,16 @@ Profile engineAnalyticalProfile(const Graph& graph, const DeviceSpec& device, Co
     return profile;
 }
 
+DeviceSpec runDevice(const RunShape& shape)
+{
+    // A CPU run's devices each compute on their share of the cores (training_run.h).
+    auto device = shape.deviceKind == "cpu" ? thisCpu(threadsPerDevice(shape.schedule.devices()))
+                                            : DeviceCatalog::builtin().find(shape.deviceKind);
+    if (shape.deviceMemoryBytes > 0)
+        device.memoryBytes = shape.deviceMemoryBytes;
+    return device;
+}
+
 RunPrediction predictRun(const Graph& stored, const Profile* measured, const RunShape& shape)
 {
     const auto mb = shape.microBatch > 0 ? shape.microBatch : stored.info().microBatch;
@@ -152,11 +162,7 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     c.partition = shape.partition;
     c.memory = shape.memory;
     c.stageDevices = shape.stageDevices;
-    // A CPU run's devices each compute on their share of the cores (training_run.h).
-    auto device = shape.deviceKind == "cpu" ? thisCpu(threadsPerDevice(shape.schedule.devices()))
-                                            : DeviceCatalog::builtin().find(shape.deviceKind);
-    if (shape.deviceMemoryBytes > 0)
-        device.memoryBytes = shape.deviceMemoryBytes;
+    const auto device = runDevice(shape);
     auto cluster = makeCluster(device, static_cast<int>(shape.schedule.devices()));
     if (shape.link.enabled()) {
         cluster.intraNode = shape.link.spec();

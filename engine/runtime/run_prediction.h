@@ -71,6 +71,10 @@ struct RunPrediction
 // and thread count (about 0.3 s).
 [[nodiscard]] const DeviceSpec& thisCpu(int threads = 0);
 
+// The device a run of `shape` computes on: this CPU at each CPU device's share of the cores, or the
+// GPU's catalog entry; with the run's memory cap where it has one.
+[[nodiscard]] DeviceSpec runDevice(const RunShape& shape);
+
 // `measured`: the project's measured profile of shape.deviceKind, or null for the analytical estimate.
 [[nodiscard]] RunPrediction predictRun(const Graph& graph, const Profile* measured, const RunShape& shape);
 

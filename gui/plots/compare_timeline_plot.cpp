@@ -1,7 +1,7 @@
 #include "plots/compare_timeline_plot.h"
 
-#include "models/run_compare.h"
 #include "plots/event_style.h"
+#include "runtime/run_comparison.h"
 
 #include <QVBoxLayout>
 #include <qcustomplot.h>

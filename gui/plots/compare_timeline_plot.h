@@ -13,9 +13,13 @@ namespace ps {
 struct SimEvent;
 }
 
+namespace ps::engine {
+struct RunComparison;
+}
+
 namespace ps::gui {
 
-struct RunComparison;
+using engine::RunComparison;
 
 class CompareTimelinePlot : public QWidget
 {

@@ -1,9 +1,9 @@
 #include "views/run_compare_view.h"
 
 #include "graph/graph_summary.h"
-#include "models/run_compare.h"
 #include "models/runs_model.h"
 #include "plots/compare_timeline_plot.h"
+#include "runtime/run_comparison.h"
 #include "store/project_store.h"
 
 #include <QComboBox>
@@ -98,7 +98,7 @@ bool RunCompareView::showRun(std::int64_t runId, std::int64_t iteration)
 {
     try {
         const auto store = ProjectStore::open(m_runs->projectPath().toStdString(), ProjectStore::Access::ReadOnly);
-        m_comparison = std::make_unique<RunComparison>(compareRun(store, runId, iteration));
+        m_comparison = std::make_unique<RunComparison>(engine::compareRun(store, runId, { iteration, {}, true }));
     } catch (const std::exception& e) {
         m_comparison.reset();
         m_plot->clear();

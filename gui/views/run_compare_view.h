@@ -11,11 +11,15 @@ class QComboBox;
 class QLabel;
 class QTableWidget;
 
+namespace ps::engine {
+struct RunComparison;
+}
+
 namespace ps::gui {
 
 class CompareTimelinePlot;
 class RunsModel;
-struct RunComparison;
+using engine::RunComparison;
 
 class RunCompareView : public QWidget
 {

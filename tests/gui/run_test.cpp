@@ -1,12 +1,12 @@
 // Launch and monitor: real `pipestudio train` children on a gpt2-tiny project, driven through the
 // launch dialog's API, the launcher and the main window.
 #include "models/plan_session.h"
-#include "models/run_compare.h"
 #include "models/run_launcher.h"
 #include "models/run_monitor_model.h"
 #include "models/runs_model.h"
 #include "plots/compare_timeline_plot.h"
 #include "plots/run_monitor_plot.h"
+#include "runtime/run_comparison.h"
 #include "store/project_store.h"
 #include "store/sqlite.h"
 #include "views/launch_dialog.h"
