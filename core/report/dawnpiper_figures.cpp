@@ -2,6 +2,7 @@
 
 #include "cost/profile.h"
 #include "plan/planner.h"
+#include "report/dawnpiper_methods.h"
 #include "zoo/model_config.h"
 
 #include <nlohmann/json.hpp>
@@ -100,6 +101,81 @@ namespace {
 
 } // namespace
 
+namespace {
+
+    // A plan's stage time spread ((longest - shortest) / longest, memory optimization included) and
+    // its stages' mean peak over the GPU's capacity, as table cells; "does not fit: ..." otherwise.
+    std::pair<std::string, std::string> balanceCells(const Plan& plan, const DeviceSpec& device)
+    {
+        if (!plan.feasible || plan.stages.empty())
+            return { "does not fit: " + plan.reason, "-" };
+        double longest = 0;
+        double shortest = std::numeric_limits<double>::infinity();
+        double bytes = 0;
+        for (const auto& st : plan.stages) {
+            longest = std::max(longest, st.timeNs);
+            shortest = std::min(shortest, st.timeNs);
+            bytes += st.peakBytes;
+        }
+        const auto mean = bytes / static_cast<double>(plan.stages.size());
+        return { fixed(100 * (longest - shortest) / longest, 1) + "%",
+            fixed(100 * mean / static_cast<double>(device.memoryBytes), 1) + "%" };
+    }
+
+    Plan balancePlan(const Graph& graph, const Profile& profile, const Cluster& cluster, int stages, double b,
+        PlanAlgorithm algorithm)
+    {
+        const PlannerLimits sr { 0, true, true, false };
+        const auto spec = parseScheduleSpec("pipedream", stages, stages);
+        const StageModel stageModel(graph, profile, spec, cluster, b, sr);
+        PlannerOptions options;
+        options.algorithm = algorithm;
+        options.limits = sr;
+        return findPlan(stageModel, options);
+    }
+
+    // The spread against the micro-batch, up to the largest that fits: the paper ran Fig. 8 at
+    // `paperShare` of its own largest DPiper-AS batch (Table 2); the last samples before memory
+    // runs out leave the planner no room to balance.
+    std::string balanceSweep(const Graph& graph, const Profile& profile, const Cluster& cluster, int stages,
+        double fitted, double paperShare, const DeviceSpec& device)
+    {
+        std::set<double> batches;
+        for (const double share : { paperShare, 0.75, 0.9 })
+            batches.insert(std::max(1.0, std::round(share * fitted)));
+        for (const double back : { 2.0, 1.0, 0.0 })
+            batches.insert(std::max(1.0, fitted - back));
+        std::vector<std::vector<std::string>> rows;
+        std::map<double, double> spreads; // Alg. 1's, by micro-batch (feasible plans only)
+        for (const double b : batches) {
+            const auto plan = balancePlan(graph, profile, cluster, stages, b, PlanAlgorithm::DawnPiperPaper);
+            const auto paper = balanceCells(plan, device);
+            const auto ours =
+                balanceCells(balancePlan(graph, profile, cluster, stages, b, PlanAlgorithm::DawnPiper), device);
+            rows.push_back({ fixed(b, 0), fixed(100 * b / fitted, 0) + "%", paper.first, paper.second, ours.first });
+            if (plan.feasible && !plan.stages.empty())
+                spreads[b] = std::stod(paper.first) / 100;
+        }
+        std::string md = "The spread against the micro-batch (the paper ran at " + fixed(100 * paperShare, 0)
+            + "% of its largest DPiper-AS batch, Table 2's S+R cell; ours fits " + fixed(fitted, 0) + "):\n\n"
+            + markdownTable({ "micro-batch", "of the largest", "DPiper-AS (Alg. 1) spread", "its memory used",
+                                "DPiper-AS (ours) spread" },
+                rows)
+            + "\n";
+        if (spreads.size() >= 2) {
+            const auto below = std::prev(spreads.end(), 2);
+            md += "Alg. 1's spread is " + fixed(100 * spreads.begin()->second, 1)
+                + "% at the paper's share of the largest batch, " + fixed(100 * below->second, 1) + "% at "
+                + fixed(below->first, 0) + " samples and " + fixed(100 * spreads.rbegin()->second, 1)
+                + "% at the largest: the spread above is measured at the last sample before memory runs out, where "
+                  "every stage sits at its memory's edge and the planner has no room left to balance, not at the "
+                  "paper's operating point.\n";
+        }
+        return md;
+    }
+
+} // namespace
+
 void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<std::string>& models, const std::vector<int>& stageCounts, const LargestBatch& largest,
     std::string& md)
@@ -110,48 +186,23 @@ void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, cons
     const int stages =
         std::find(stageCounts.begin(), stageCounts.end(), 8) != stageCounts.end() ? 8 : stageCounts.back();
     const double fitted = largest(false, model, stages);
-    const double b = std::min(claims.at("fig8_t5_async_8_micro_batch").get<double>(), fitted);
+    const double paperBatch = claims.at("fig8_t5_async_8_micro_batch").get<double>();
+    const double b = std::min(paperBatch, fitted);
     if (b < 1)
         return;
     const auto graph = buildZooModel(zooPreset(paper.at("models").at(model).at("zoo").get<std::string>()));
     const auto profile = estimateProfile(graph, device, CostModelOptions {});
     auto cluster = makeCluster(device, stages);
     cluster.intraNode = link;
-    const PlannerLimits sr { 0, true, true, false };
-    const auto spec = parseScheduleSpec("pipedream", stages, stages);
-    const StageModel stageModel(graph, profile, spec, cluster, b, sr);
     std::vector<std::vector<std::string>> rows;
     for (const auto& [label, algorithm] : { std::pair { "DPiper-AS (Alg. 1)", PlanAlgorithm::DawnPiperPaper },
              std::pair { "DPiper-AS (ours)", PlanAlgorithm::DawnPiper },
              std::pair { "PipeDream's cuts (not vPipe)", PlanAlgorithm::PipeDream } }) {
-        PlannerOptions options;
-        options.algorithm = algorithm;
-        options.limits = sr;
-        const auto plan = findPlan(stageModel, options);
-        std::string spread = "-";
-        std::string used = "-";
-        if (plan.feasible && !plan.stages.empty()) {
-            double longest = 0;
-            double shortest = std::numeric_limits<double>::infinity();
-            double bytes = 0;
-            for (const auto& st : plan.stages) {
-                longest = std::max(longest, st.timeNs);
-                shortest = std::min(shortest, st.timeNs);
-                bytes += st.peakBytes;
-            }
-            spread = fixed(100 * (longest - shortest) / longest, 1) + "%";
-            used =
-                fixed(
-                    100 * bytes / static_cast<double>(plan.stages.size()) / static_cast<double>(device.memoryBytes), 1)
-                + "%";
-        } else {
-            spread = "does not fit: " + plan.reason;
-        }
+        const auto [spread, used] = balanceCells(balancePlan(graph, profile, cluster, stages, b, algorithm), device);
         rows.push_back({ label, std::string(toString(algorithm)) + ", pipedream + swap/recompute plan", spread, used });
     }
     md += "### Fig. 8: stage balance (" + model + ", asynchronous, " + std::to_string(stages) + " GPUs)\n\n";
-    md += "Micro-batch " + fixed(b, 0) + " (the paper's "
-        + fixed(claims.at("fig8_t5_async_8_micro_batch").get<double>(), 0)
+    md += "Micro-batch " + fixed(b, 0) + " (the paper's " + fixed(paperBatch, 0)
         + ", or the largest DPiper-AS fits with memory optimization above when smaller). Spread: (longest - "
           "shortest) / longest stage time, memory optimization included; memory: the stages' mean peak over "
           "the GPU's capacity. The paper: DawnPiper's spread "
@@ -160,6 +211,76 @@ void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, cons
         + "% (vPipe is not modelled), and DawnPiper's memory utilization "
         + fixed(100 * claims.at("fig8_memory_utilization_gain_vs_vpipe").get<double>(), 1) + "% above vPipe's.\n\n";
     md += markdownTable({ "plan", "as run", "stage time spread", "memory used" }, rows) + "\n";
+    // The paper's largest DPiper-AS batch for this model on these GPUs (Table 2, S+R).
+    double paperLargest = 0;
+    for (const auto& row : paper.at("table2_async")) {
+        if (row.at("gpus").get<int>() == stages && row.at("mo") == "S+R" && row.at("method") == "DPiper-AS")
+            paperLargest = row.value(model, 0.0);
+    }
+    if (paperLargest > 0 && fitted >= 1)
+        md += balanceSweep(graph, profile, cluster, stages, fitted, paperBatch / paperLargest, device);
+}
+
+void addAsyncReserve(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md)
+{
+    const auto graph = buildZooModel(zooPreset(paper.at("models").at("gpt2").at("zoo").get<std::string>()));
+    const auto profile = estimateProfile(graph, device, CostModelOptions {});
+    const auto cellOf = [&](int stages, const std::string& mo, const std::string& method) {
+        for (const auto& row : paper.at("table2_async")) {
+            if (row.at("gpus").get<int>() == stages && row.at("mo") == mo && row.at("method") == method)
+                return row.value("gpt2", kNaN);
+        }
+        return kNaN;
+    };
+    std::vector<std::vector<std::string>> rows;
+    std::map<int, std::string> atPaperCell; // per GPU count: the first reserve where PipeDream's cell is the paper's
+    for (const double reserveGb : { 0.0, 2.0, 4.0, 6.0 }) {
+        if (options.progress)
+            options.progress("dawnpiper: GPT-2 async with " + fixed(reserveGb, 0) + " GB reserved");
+        auto gpu = device;
+        gpu.memoryBytes -= static_cast<std::int64_t>(reserveGb * 1e9);
+        std::vector<std::string> row { fixed(reserveGb, 0) + " GB" };
+        for (const int stages : stageCounts) {
+            auto cluster = makeCluster(gpu, stages);
+            cluster.intraNode = link;
+            double baseline = 0;
+            double dawn = 0;
+            std::map<PlanAlgorithm, double> unused;
+            for (const auto& m : dawnMethods()) {
+                if (m.table == "table2_async" && m.key() == "None PipeDream")
+                    baseline = dawnBatch(m, graph, profile, cluster, stages, unused);
+                if (m.table == "table2_async" && m.key() == "S+R DPiper-AS")
+                    dawn = dawnBatch(m, graph, profile, cluster, stages, unused);
+            }
+            const double paperBaseline = cellOf(stages, "None", "PipeDream");
+            const double paperRatio = cellOf(stages, "S+R", "DPiper-AS") / paperBaseline;
+            if (baseline > 0 && baseline == paperBaseline && !atPaperCell.contains(stages))
+                atPaperCell[stages] = std::to_string(stages) + " GPUs from " + fixed(reserveGb, 0) + " GB held back ("
+                    + fixed(dawn / baseline, 1) + " against the paper's " + fixed(paperRatio, 1) + ")";
+            row.insert(row.end(),
+                { batchCellText(baseline), batchCellText(dawn),
+                    baseline > 0 ? fixed(dawn / baseline, 1) + " (paper " + fixed(paperRatio, 1) + ")" : "-" });
+        }
+        rows.push_back(std::move(row));
+    }
+    std::vector<std::string> header { "reserved per GPU" };
+    for (const int stages : stageCounts) {
+        const auto g = std::to_string(stages) + " GPUs";
+        header.insert(header.end(), { "PipeDream, " + g, "DPiper-AS S+R, " + g, "ratio, " + g });
+    }
+    md += "\nThe GPT-2 asynchronous headline against memory held back from the tensors on every GPU (Table 2's "
+          "None PipeDream and S+R DPiper-AS cells, the paper's methods): the baseline's micro-batch of two or three "
+          "samples is where the ratio moves.\n\n"
+        + markdownTable(header, rows) + "\n";
+    if (!atPaperCell.empty()) {
+        std::string where;
+        for (const auto& [stages, text] : atPaperCell)
+            where += (where.empty() ? "" : "; ") + text;
+        md += "PipeDream's cell is the paper's on " + where
+            + ": the headline's distance from the paper is the baseline's one sample of granularity, which a few GB "
+              "of memory outside the model's tensors decides.\n";
+    }
 }
 
 namespace {

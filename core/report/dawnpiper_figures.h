@@ -29,6 +29,12 @@ void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, cons
     const std::vector<std::string>& models, const std::vector<int>& stageCounts, const LargestBatch& largest,
     std::string& md);
 
+// The GPT-2 asynchronous headline (DPiper-AS with swap and recompute over PipeDream without, Table
+// 2) again on GPUs that keep a reserve of 2, 4 and 6 GB from the tensors: the baseline's cell is a
+// micro-batch of two or three, so a sample of granularity moves the ratio by half. Appends to `md`.
+void addAsyncReserve(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
+
 // Appends the Figs. 6-7 section (tables, figures, claims) to `report`. `models` and `stageCounts`
 // are the tables' (Fig. 7 runs where 8 is among them, on its models other than BERT).
 void addTrainingSpeed(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,

@@ -549,6 +549,8 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
     addDawnClaims(s, cells, searchSeconds, md);
     addPrecisionAblation(s, cells, options, md);
     addMemoryMargins(s, cells, options, md);
+    if (std::find(s.models.begin(), s.models.end(), "gpt2") != s.models.end())
+        addAsyncReserve(paper, device, link, stageCounts, options, md);
     addT5Lengths(s, cells, options, md);
     return report;
 }

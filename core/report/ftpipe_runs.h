@@ -39,8 +39,9 @@ struct DatasetResult
 {
     std::string name;
     // mixedSync/mixedAsync: Mixed-pipe at the paper's L = 2P (Table 2: two stages per GPU);
-    // sameSync: mixedAsync's partition run synchronously (Table 3); own*: Mixed-pipe's own L.
-    Run seqSync, dawnSync, mixedSync, mixedAsync, sameSync, ownSync, ownAsync;
+    // sameSync: mixedAsync's partition run synchronously (Table 3); asyncOnSync, where that does not
+    // fit: mixedSync's partition run asynchronously instead; own*: Mixed-pipe's own L.
+    Run seqSync, dawnSync, mixedSync, mixedAsync, sameSync, asyncOnSync, ownSync, ownAsync;
     double paperSync = kNaN, paperAsync = kNaN, paperAsyncVsSync = kNaN, paperComm = kNaN;
     int gpipeM = 0, syncM = 0, ftpipeM = 0; // micro-batches: Seq-pipe GPipe, Mixed-pipe sync, async
     double batch = 0;
@@ -54,6 +55,13 @@ struct DatasetResult
 // Table 2 and Table 3 with their figure; Figure 9 (returns the best L); Table 3's Seq-pipe rows.
 void addTables(const std::vector<DatasetResult>& results, PaperReport& report);
 int addBlockSweep(const Setup& s, const DatasetResult& r, bool quick, PaperReport& report);
+// §5.3's communication ratio against L on every dataset (`setups[i]` runs `results[i]`); returns
+// the sentence the headline claims say about it.
+std::string addCommunicationSweep(const std::vector<const Setup*>& setups, const std::vector<DatasetResult>& results,
+    bool quick, PaperReport& report);
+// Table 3's async over sync on one partition: the async plan's, else the sync plan's; NaN where
+// neither pipeline pair runs.
+[[nodiscard]] double asyncOverSyncOnePartition(const DatasetResult& r);
 void addSeqPipeRows(const nlohmann::json& paper, bool quick, PaperReport& report);
 // The encoder length a dataset runs at (WiC: 64, an assumption; the others the paper's).
 [[nodiscard]] std::int64_t encoderSeq(const std::string& dataset, std::int64_t paperSeq);

@@ -4,6 +4,7 @@
 // replay of plan/chunk_plan.h through findMaxModelScale.
 #include "cluster/device_catalog.h"
 #include "plan/max_model.h"
+#include "report/patrickstar_sweeps.h"
 #include "report/reproduction.h"
 
 #include <nlohmann/json.hpp>
@@ -15,56 +16,11 @@
 namespace ps::detail {
 namespace {
 
-    // The paper's search on `gpus` V100s with `hostGb` of host memory (§9.1), before any sweep's change.
-    MaxModelRequest requestFor(const nlohmann::ordered_json& paper, int gpus, double hostGb)
-    {
-        MaxModelRequest request;
-        request.device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
-        request.gpus = gpus;
-        request.hostMemoryBytes = static_cast<std::int64_t>(hostGb * 1e9);
-        request.seq = paper.at("seq").get<std::int64_t>();
-        request.minTflopsPerGpu = paper.at("min_tflops_per_gpu").get<double>();
-        return request;
-    }
-
     MaxModelResult search(const nlohmann::ordered_json& paper, int gpus, double hostGb, bool initOnHost = false)
     {
-        auto request = requestFor(paper, gpus, hostGb);
+        auto request = patrickstar::requestFor(paper, gpus, hostGb);
         request.options.initializeOnHost = initOnHost;
         return findMaxModelScale(request);
-    }
-
-    const RungResult* largest(const MaxModelResult& r, TrainingSystem system)
-    {
-        const int i = r.largest[static_cast<std::size_t>(system)];
-        return i < 0 ? nullptr : &r.rungs[static_cast<std::size_t>(i)];
-    }
-
-    // Billions of parameters of the system's largest model (uncapped: the ladder continues past the
-    // paper's 12B).
-    double billions(const MaxModelResult& r, TrainingSystem system)
-    {
-        const auto* row = largest(r, system);
-        return row == nullptr ? 0 : static_cast<double>(row->parameters) / 1e9;
-    }
-
-    std::string largestText(const MaxModelResult& r, TrainingSystem system)
-    {
-        const auto* row = largest(r, system);
-        if (row == nullptr)
-            return "none";
-        const auto& e = row->systems[static_cast<std::size_t>(system)];
-        return row->rung.label + " (" + fixed(static_cast<double>(row->parameters) / 1e9, 1) + "B, b"
-            + fixed(e.microBatch, 0) + ", " + fixed(e.tflopsPerGpu, 1) + " TF)";
-    }
-
-    const SystemEstimate* rungEstimate(const MaxModelResult& r, const std::string& label, TrainingSystem system)
-    {
-        for (const auto& row : r.rungs) {
-            if (row.rung.label == label)
-                return &row.systems[static_cast<std::size_t>(system)];
-        }
-        return nullptr;
     }
 
     void addTable3(const nlohmann::ordered_json& paper, const std::vector<int>& gpuCounts, PaperReport& report,
@@ -94,13 +50,13 @@ namespace {
             for (std::size_t s = 0; s < kTrainingSystems.size(); ++s) {
                 const auto system = kTrainingSystems[s];
                 const double theirs = row.is_null() ? kNaN : row.at(std::string(toString(system))).get<double>();
-                const double ours = billions(r, system);
+                const double ours = patrickstar::billions(r, system);
                 // The paper's ladder ends at its largest rung: a paper cell there means "that or more".
                 const bool atLadderEnd = std::isfinite(theirs) && theirs >= cap;
-                rows.push_back(
-                    { std::to_string(gpus), std::string(toString(system)), largestText(r, system), fixed(ours, 1),
-                        std::isfinite(theirs) ? fixed(theirs, 0) + (atLadderEnd ? " (ladder end)" : "") : "-",
-                        ratioText(ours, theirs) });
+                rows.push_back({ std::to_string(gpus), std::string(toString(system)),
+                    patrickstar::largestText(r, system), fixed(ours, 1),
+                    std::isfinite(theirs) ? fixed(theirs, 0) + (atLadderEnd ? " (ladder end)" : "") : "-",
+                    ratioText(ours, theirs) });
                 series[2 * s].values.push_back(ours);
                 series[2 * s + 1].values.push_back(theirs);
             }
@@ -128,13 +84,13 @@ namespace {
         std::vector<std::vector<double>> tflops; // by share, by rung
         const auto& device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
         for (const double share : { 1.0, 0.5, 0.25 }) {
-            auto request = requestFor(paper, 1, paper.at("host_memory_gb").get<double>());
+            auto request = patrickstar::requestFor(paper, 1, paper.at("host_memory_gb").get<double>());
             request.device.hostLink.bandwidth *= share;
             const auto r = findMaxModelScale(request);
             std::vector<std::string> row { fixed(request.device.hostLink.bandwidth / 1e9, 2) + " GB/s" };
             auto& values = tflops.emplace_back();
             for (const auto& [label, value] : fig12.items()) {
-                const auto* e = rungEstimate(r, label, TrainingSystem::PatrickStar);
+                const auto* e = patrickstar::rungEstimate(r, label, TrainingSystem::PatrickStar);
                 values.push_back(e != nullptr && e->feasible ? e->tflopsPerGpu : kNaN);
                 row.push_back(std::isfinite(values.back()) ? fixed(values.back(), 1) : "-");
             }
@@ -180,10 +136,10 @@ namespace {
             std::vector<std::string> row { fixed(share, 1)
                 + (share == ChunkPlanOptions {}.gpuMemoryFraction ? " (as run)" : "") };
             for (int gpus : gpuCounts) {
-                auto request = requestFor(paper, gpus, paper.at("host_memory_gb").get<double>());
+                auto request = patrickstar::requestFor(paper, gpus, paper.at("host_memory_gb").get<double>());
                 request.options.gpuMemoryFraction = share;
                 request.options.hostMemoryFraction = share;
-                row.push_back(largestText(findMaxModelScale(request), TrainingSystem::PatrickStar));
+                row.push_back(patrickstar::largestText(findMaxModelScale(request), TrainingSystem::PatrickStar));
             }
             rows.push_back(std::move(row));
         }
@@ -198,14 +154,14 @@ namespace {
         std::vector<std::vector<std::string>> rows;
         if (results.contains(1)) {
             for (const auto& [label, value] : paper.at("figure12_single_gpu_tflops").items()) {
-                const auto* e = rungEstimate(results.at(1), label, TrainingSystem::PatrickStar);
+                const auto* e = patrickstar::rungEstimate(results.at(1), label, TrainingSystem::PatrickStar);
                 const double ours = e != nullptr && e->feasible ? e->tflopsPerGpu : kNaN;
                 rows.push_back({ "1 GPU, " + label + " (Fig. 12)", std::isfinite(ours) ? fixed(ours, 1) : "-",
                     fixed(value.get<double>(), 0), ratioText(ours, value.get<double>()) });
             }
         }
         if (results.contains(8)) {
-            const auto* e = rungEstimate(results.at(8), "12B", TrainingSystem::PatrickStar);
+            const auto* e = patrickstar::rungEstimate(results.at(8), "12B", TrainingSystem::PatrickStar);
             const double ours = e != nullptr && e->feasible ? 8 * e->tflopsPerGpu : kNaN;
             const double theirs = paper.at("eight_gpu_12b_total_tflops").get<double>();
             rows.push_back({ "8 GPUs, 12B, all GPUs (§9.2.2)", std::isfinite(ours) ? fixed(ours, 0) : "-",
@@ -213,8 +169,10 @@ namespace {
         }
         report.markdown += "### Throughput of PatrickStar (TFLOPS)\n\n";
         report.markdown += markdownTable({ "case", "ours", "paper", "ratio" }, rows) + "\n";
-        if (results.contains(1))
+        if (results.contains(1)) {
             addHostLinkSweep(paper, report);
+            patrickstar::addBatchSweep(paper, report);
+        }
     }
 
     // Table 4: PatrickStar's throughput on g GPUs over its own on one, per model of the ladder,
@@ -236,8 +194,8 @@ namespace {
                 continue;
             std::vector<std::string> row { gpus };
             for (const auto& [label, theirs] : byModel.items()) {
-                const auto* one = rungEstimate(results.at(1), label, TrainingSystem::PatrickStar);
-                const auto* many = rungEstimate(results.at(g), label, TrainingSystem::PatrickStar);
+                const auto* one = patrickstar::rungEstimate(results.at(1), label, TrainingSystem::PatrickStar);
+                const auto* many = patrickstar::rungEstimate(results.at(g), label, TrainingSystem::PatrickStar);
                 if (one == nullptr || many == nullptr || !one->feasible || !many->feasible || one->tflopsPerGpu <= 0) {
                     row.push_back("- (" + fixed(theirs.get<double>(), 2) + ")");
                     continue;
@@ -256,7 +214,7 @@ namespace {
         // A speedup divides by the one-GPU throughput: where the paper's one-GPU run is slow (Fig. 12),
         // its speedup is large.
         const auto& fig12 = paper.at("figure12_single_gpu_tflops");
-        const auto* twelve = rungEstimate(results.at(1), "12B", TrainingSystem::PatrickStar);
+        const auto* twelve = patrickstar::rungEstimate(results.at(1), "12B", TrainingSystem::PatrickStar);
         if (fig12.contains("12B") && twelve != nullptr && twelve->feasible)
             report.markdown += " The paper's superlinear 12B cells divide by its one-GPU 12B throughput, "
                 + fixed(fig12.at("12B").get<double>(), 0) + " TFLOPS against our " + fixed(twelve->tflopsPerGpu, 1)
@@ -270,24 +228,24 @@ namespace {
         const auto& low = paper.at("low_host_memory");
         const auto r = search(paper, low.at("gpus").get<int>(), low.at("host_memory_gb").get<double>());
         const auto hostFirst = search(paper, low.at("gpus").get<int>(), low.at("host_memory_gb").get<double>(), true);
-        const double ps = billions(r, TrainingSystem::PatrickStar);
-        const double psHostFirst = billions(hostFirst, TrainingSystem::PatrickStar);
-        const double zero = billions(r, TrainingSystem::ZeroOffload);
+        const double ps = patrickstar::billions(r, TrainingSystem::PatrickStar);
+        const double psHostFirst = patrickstar::billions(hostFirst, TrainingSystem::PatrickStar);
+        const double zero = patrickstar::billions(r, TrainingSystem::ZeroOffload);
         const auto paperPs = fixed(low.at("patrickstar").get<double>(), 0) + "B at "
             + fixed(low.at("patrickstar_tflops").get<double>(), 2) + " TF";
         report.markdown += "### §9.2.4: " + std::to_string(low.at("gpus").get<int>()) + " GPUs, "
             + fixed(low.at("host_memory_gb").get<double>(), 0) + " GB host memory\n\n";
-        report.markdown +=
-            markdownTable({ "system", "largest ours", "paper", "ratio" },
-                { { "patrickstar", largestText(r, TrainingSystem::PatrickStar), paperPs,
-                      ratioText(ps, low.at("patrickstar").get<double>()) },
-                    { "patrickstar, model built in host memory first (reference code)",
-                        largestText(hostFirst, TrainingSystem::PatrickStar), paperPs,
-                        ratioText(psHostFirst, low.at("patrickstar").get<double>()) },
-                    { "zero-offload (paper: DeepSpeed with MP)", largestText(r, TrainingSystem::ZeroOffload),
-                        fixed(low.at("deepspeed").get<double>(), 0) + "B at "
-                            + fixed(low.at("deepspeed_tflops").get<double>(), 2) + " TF",
-                        ratioText(zero, low.at("deepspeed").get<double>()) } })
+        report.markdown += markdownTable({ "system", "largest ours", "paper", "ratio" },
+                               { { "patrickstar", patrickstar::largestText(r, TrainingSystem::PatrickStar), paperPs,
+                                     ratioText(ps, low.at("patrickstar").get<double>()) },
+                                   { "patrickstar, model built in host memory first (reference code)",
+                                       patrickstar::largestText(hostFirst, TrainingSystem::PatrickStar), paperPs,
+                                       ratioText(psHostFirst, low.at("patrickstar").get<double>()) },
+                                   { "zero-offload (paper: DeepSpeed with MP)",
+                                       patrickstar::largestText(r, TrainingSystem::ZeroOffload),
+                                       fixed(low.at("deepspeed").get<double>(), 0) + "B at "
+                                           + fixed(low.at("deepspeed_tflops").get<double>(), 2) + " TF",
+                                       ratioText(zero, low.at("deepspeed").get<double>()) } })
             + "\n";
         const double paperB = low.at("patrickstar").get<double>();
         if (psHostFirst <= paperB && paperB <= ps)
@@ -332,16 +290,20 @@ PaperReport reproducePatrickStar(const ReproduceOptions& options)
     addMemoryShareSweep(paper, gpuCounts, report);
     addThroughput(paper, results, report);
     addScalability(paper, results, report);
-    if (!options.quick)
+    patrickstar::addFigure13(paper, results, report);
+    const auto zeroBuffers = patrickstar::addZeroBufferSweep(paper, gpuCounts, report);
+    if (!options.quick) {
         addLowHost(paper, report);
+        patrickstar::addLowHostShares(paper, report);
+    }
     // Headline claims: PatrickStar's largest model on one GPU and its lead over DeepSpeed there,
     // and 8 GPUs' total throughput on 12B. PipeStudio runs only the paper's method here (the chunk
     // replay), so its best is the same cell.
     if (results.contains(1)) {
         std::vector<std::vector<std::string>> claims;
         const auto& row1 = paper.at("table3_max_model_billions").at(0);
-        const double ps = billions(results.at(1), TrainingSystem::PatrickStar);
-        const double zero = billions(results.at(1), TrainingSystem::ZeroOffload);
+        const double ps = patrickstar::billions(results.at(1), TrainingSystem::PatrickStar);
+        const double zero = patrickstar::billions(results.at(1), TrainingSystem::ZeroOffload);
         const auto both = [&](const std::string& v) { return std::vector<std::string> { v, v }; };
         const auto claim = [&](const std::string& text, const std::string& ours, const std::string& theirs) {
             auto row = std::vector<std::string> { text };
@@ -351,11 +313,12 @@ PaperReport reproducePatrickStar(const ReproduceOptions& options)
             claims.push_back(std::move(row));
         };
         claim("largest model on 1 GPU, billions (paper: its ladder ends at 12)",
-            largestText(results.at(1), TrainingSystem::PatrickStar), fixed(row1.at("patrickstar").get<double>(), 0));
+            patrickstar::largestText(results.at(1), TrainingSystem::PatrickStar),
+            fixed(row1.at("patrickstar").get<double>(), 0));
         claim("PatrickStar's largest over DeepSpeed's on 1 GPU", zero > 0 ? fixed(ps / zero, 2) : "-",
             fixed(row1.at("patrickstar").get<double>() / row1.at("zero-offload").get<double>(), 2));
         if (results.contains(8)) {
-            const auto* e = rungEstimate(results.at(8), "12B", TrainingSystem::PatrickStar);
+            const auto* e = patrickstar::rungEstimate(results.at(8), "12B", TrainingSystem::PatrickStar);
             claim("8 GPUs, 12B, total TFLOPS", e != nullptr && e->feasible ? fixed(8 * e->tflopsPerGpu, 0) : "-",
                 fixed(paper.at("eight_gpu_12b_total_tflops").get<double>(), 0));
         }
@@ -365,14 +328,11 @@ PaperReport reproducePatrickStar(const ReproduceOptions& options)
     }
     md += "Where ours differ from the paper by more than 25%: the paper's ladder ends at 12B, so a paper cell "
           "marked \"ladder end\" means \"12B or more\" and a ratio above 1 there is no disagreement; ours is "
-          "the largest size the search found, without a cap. DeepSpeed v0.4.3 keeps communication buffers proportional "
-          "to the "
-          "process count on every GPU (the paper's explanation for 4B on 8 GPUs), which our ZeRO-Offload "
-          "model does not, so ours grows with the GPU count. Throughput: the paper puts its drop at 8-12B "
-          "on fp16 parameter chunks moving over PCIe during forward and backward; ours moves the chunks the "
-          "replay moves at the host link's full bandwidth, without pinned-memory staging, so at the batch "
-          "sizes where compute dominates ours stays near the V100's compute bound; the host-link sweep above "
-          "measures how much of the paper's fall a slower link explains.\n";
+          "the largest size the search found, without a cap. "
+        + zeroBuffers
+        + " Throughput: the paper puts its drop at 8-12B on fp16 parameter chunks moving over PCIe during forward "
+          "and backward; the host-link sweep and the table of each batch above measure how much of the paper's "
+          "fall a slower link and a smaller batch explain.\n";
     return report;
 }
 

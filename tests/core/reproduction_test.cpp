@@ -1,6 +1,7 @@
 // `pipestudio reproduce`'s sections: the paper's numbers come from the shipped JSON and sit beside
 // ours with their ratio; our numbers come from the planner, not from the paper.
 #include "cluster/device_catalog.h"
+#include "report/dawnpiper_figures.h"
 #include "report/reproduction.h"
 #include "scale/collectives.h"
 #include "scale/scale_model.h"
@@ -82,6 +83,16 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
     EXPECT_EQ(balance[2].back(), '%') << balance[2];
     EXPECT_GE(std::stod(balance[2]), 0.0);
     EXPECT_LT(std::stod(balance[2]), 100.0);
+    // Fig. 8's spread against the micro-batch, up to the largest DPiper-AS fits (Table 2's S+R cell
+    // above): the last row is that batch, at 100% of it, with Alg. 1's spread of the table above.
+    const auto sweepAt = r.markdown.find("The spread against the micro-batch");
+    ASSERT_NE(sweepAt, std::string::npos) << r.markdown;
+    const auto sweep = r.markdown.substr(sweepAt, r.markdown.find("###", sweepAt) - sweepAt);
+    const auto largestAs = std::stod(rowCells(r.markdown, "| S+R | DPiper-AS |")[2]);
+    const auto atLargest = rowCells(sweep, "| " + std::to_string(std::lround(largestAs)) + " | 100% |");
+    ASSERT_EQ(atLargest.size(), 5U) << sweep;
+    EXPECT_EQ(atLargest[2], balance[2]) << "the table above runs at the largest batch here";
+    EXPECT_NE(sweep.find("at the paper's share of the largest batch"), std::string::npos) << sweep;
     // The claims put the paper's method and the best column beside the paper.
     EXPECT_NE(r.markdown.find("| claim | ours, paper's method | ours, best | paper |"), std::string::npos);
     ASSERT_EQ(r.figures.size(), 3U);
@@ -279,6 +290,47 @@ TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
     EXPECT_EQ(squad[8], "2.04");
     EXPECT_GT(std::stod(squad[4]), 0) << "GPipe fits the Seq-pipe partition";
     EXPECT_GT(std::stod(squad[7]), 1.0) << "no flush: async beats sync on one partition";
+    // §5.3's communication ratio against L on every dataset run: at L = 2P it is Table 3's cell,
+    // and the headline's sentence is the sweep's measurement, not a claim.
+    const auto comm = rowCells(r.markdown.substr(r.markdown.find("### §5.3")), "| boolq |");
+    ASSERT_EQ(comm.size(), 5U) << r.markdown; // dataset, L = 8, L = 16, paper, inside
+    EXPECT_EQ(comm[2], t3[4]);
+    EXPECT_EQ(comm[3], "2.60");
+    const double low = std::min(std::stod(comm[1]), std::stod(comm[2]));
+    const double high = std::max(std::stod(comm[1]), std::stod(comm[2]));
+    EXPECT_EQ(comm[4], low <= 2.60 && 2.60 <= high ? "yes" : "no");
+    EXPECT_NE(r.markdown.find("The communication ratio depends on L: the paper's value lies inside the range the L "
+                              "sweep gives for "),
+        std::string::npos);
+    // Table 3 compares the pipelines on one partition: the async plan's, or where sync cannot run it, the sync plan's.
+    EXPECT_GT(std::stod(t3[1]), 0) << t3[1];
+}
+
+// The GPT-2 asynchronous headline against memory held back on every GPU: the whole-GPU row is
+// Table 2's cells, and holding memory back never fits a larger batch.
+TEST(Reproduction, DawnPiperAsyncHeadlineAgainstAMemoryReserve)
+{
+    const auto all = nlohmann::json::parse(paperNumbersJson());
+    const auto& paper = all.at("dawnpiper");
+    const auto& device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
+    const LinkSpec link { paper.at("link").at("kind").get<std::string>(),
+        paper.at("link").at("bandwidth").get<double>(), 0 };
+    std::string md;
+    ps::detail::addAsyncReserve(paper, device, link, { 4 }, {}, md);
+    std::vector<double> baseline;
+    std::vector<double> dawn;
+    for (const auto* reserve : { "| 0 GB |", "| 2 GB |", "| 4 GB |", "| 6 GB |" }) {
+        const auto row = rowCells(md, reserve);
+        ASSERT_EQ(row.size(), 4U) << md;
+        baseline.push_back(std::stod(row[1]));
+        dawn.push_back(std::stod(row[2]));
+        EXPECT_NE(row[3].find("(paper 5.0)"), std::string::npos) << row[3];
+    }
+    for (std::size_t i = 1; i < baseline.size(); ++i) {
+        EXPECT_LE(baseline[i], baseline[i - 1]);
+        EXPECT_LE(dawn[i], dawn[i - 1]);
+    }
+    EXPECT_GT(dawn.back(), baseline.back());
 }
 
 TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
@@ -329,6 +381,40 @@ TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)
     for (std::size_t i = 1; i < full.size(); ++i)
         EXPECT_LT(std::stod(quarter[i]), std::stod(full[i])) << i;
     EXPECT_NE(r.markdown.find("the paper's by -39%"), std::string::npos);
+    // Fig. 12 at each batch: the table's one-GPU 12B throughput is the best of the batches.
+    const auto batchesAt = r.markdown.find("Fig. 12's rungs at each batch per GPU");
+    ASSERT_NE(batchesAt, std::string::npos) << r.markdown;
+    const auto batches = r.markdown.substr(batchesAt);
+    double best = 0;
+    for (const auto* b : { "| 4 |", "| 8 |", "| 16 |", "| 32 |", "| 64 |" }) {
+        const auto row = rowCells(batches, b);
+        ASSERT_EQ(row.size(), 5U) << batches.substr(0, 800);
+        if (row[4] != "does not fit")
+            best = std::max(best, std::stod(row[4]));
+    }
+    EXPECT_NEAR(best, std::stod(rowCells(r.markdown, "| 1 GPU, 12B (Fig. 12) |")[1]), 0.051);
+    // Fig. 13: PatrickStar's total throughput per GPU count with its speedup over DeepSpeed; two
+    // GPUs run at most twice one GPU's total.
+    const auto fig13At = r.markdown.find("### Fig. 13");
+    ASSERT_NE(fig13At, std::string::npos) << r.markdown;
+    const auto fig13 = r.markdown.substr(fig13At);
+    const auto one = rowCells(fig13, "| 1 | ");
+    const auto two = rowCells(fig13, "| 2 | ");
+    ASSERT_GE(one.size(), 8U) << fig13.substr(0, 800);
+    ASSERT_EQ(two.size(), one.size());
+    EXPECT_NE(one[1].find("x DS)"), std::string::npos) << one[1];
+    EXPECT_GT(std::stod(two[1]), std::stod(one[1]));
+    EXPECT_LE(std::stod(two[1]), 2.5 * std::stod(one[1]));
+    EXPECT_NE(fig13.find("the paper 0.90x to 1.49x, faster in 12 of 14"), std::string::npos);
+    // DeepSpeed's buffers swept: the as-run row is Table 3's ZeRO-Offload cell, and more memory held
+    // outside the model never fits a larger one.
+    const auto zero = rowCells(r.markdown, "| 1 | zero-offload |");
+    const auto none = rowCells(fig13, "| none (as run) |");
+    const auto four = rowCells(fig13, "| 4 GB |");
+    ASSERT_EQ(none.size(), 4U) << fig13; // label, 1 GPU, 2 GPUs, matches
+    ASSERT_EQ(four.size(), 4U);
+    EXPECT_EQ(zero[2].substr(0, zero[2].find(' ')), none[1]);
+    EXPECT_NE(r.markdown.find("DeepSpeed's own GPU buffers, the paper's explanation"), std::string::npos);
 }
 
 TEST(Reproduction, MegatronQuickPutsTable1BesideTheClusterModel)
