@@ -6,6 +6,7 @@
 #include "cost/runtime_memory.h"
 #include "plan/planner.h"
 #include "plan/zero_baseline.h"
+#include "report/dawnpiper_ablations.h"
 #include "report/dawnpiper_figures.h"
 #include "report/dawnpiper_methods.h"
 #include "report/reproduction.h"
@@ -546,11 +547,15 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
     addStageBalance(paper, device, link, models, stageCounts, largest, md);
     addTrainingSpeed(paper, device, link, models, stageCounts, largest, options, report);
     addCnnWorkload(paper, device, link, stageCounts, options, md);
+    if (!options.quick)
+        addCnnDepthSweep(paper, device, link, stageCounts, options, md);
     addDawnClaims(s, cells, searchSeconds, md);
     addPrecisionAblation(s, cells, options, md);
     addMemoryMargins(s, cells, options, md);
-    if (std::find(s.models.begin(), s.models.end(), "gpt2") != s.models.end())
+    if (std::find(s.models.begin(), s.models.end(), "gpt2") != s.models.end()) {
         addAsyncReserve(paper, device, link, stageCounts, options, md);
+        addSwapRecomputeSplit(paper, device, link, { "bert", "gpt2" }, stageCounts, options, md);
+    }
     addT5Lengths(s, cells, options, md);
     return report;
 }

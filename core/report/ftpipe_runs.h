@@ -41,7 +41,8 @@ struct DatasetResult
     // mixedSync/mixedAsync: Mixed-pipe at the paper's L = 2P (Table 2: two stages per GPU);
     // sameSync: mixedAsync's partition run synchronously (Table 3); asyncOnSync, where that does not
     // fit: mixedSync's partition run asynchronously instead; own*: Mixed-pipe's own L.
-    Run seqSync, dawnSync, mixedSync, mixedAsync, sameSync, asyncOnSync, ownSync, ownAsync;
+    // seqDp/seqUniform: the Seq-pipe baseline's two partitioners apart (seqSync is the better).
+    Run seqSync, seqDp, seqUniform, dawnSync, mixedSync, mixedAsync, sameSync, asyncOnSync, ownSync, ownAsync;
     double paperSync = kNaN, paperAsync = kNaN, paperAsyncVsSync = kNaN, paperComm = kNaN;
     int gpipeM = 0, syncM = 0, ftpipeM = 0; // micro-batches: Seq-pipe GPipe, Mixed-pipe sync, async
     double batch = 0;

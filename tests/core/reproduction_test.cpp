@@ -1,6 +1,7 @@
 // `pipestudio reproduce`'s sections: the paper's numbers come from the shipped JSON and sit beside
 // ours with their ratio; our numbers come from the planner, not from the paper.
 #include "cluster/device_catalog.h"
+#include "report/dawnpiper_ablations.h"
 #include "report/dawnpiper_figures.h"
 #include "report/reproduction.h"
 #include "scale/collectives.h"
@@ -302,21 +303,32 @@ TEST(Reproduction, FtpipeQuickPutsMixedPipeAndTheAsyncPipelineBesideThePaper)
     EXPECT_NE(r.markdown.find("The communication ratio depends on L: the paper's value lies inside the range the L "
                               "sweep gives for "),
         std::string::npos);
+    // The baseline's two partitioners apart: Table 2's speedup is over the faster of them.
+    const auto split = rowCells(r.markdown.substr(r.markdown.find("Seq-pipe baseline's partitioners")), "| boolq |");
+    ASSERT_EQ(split.size(), 6U) << r.markdown;
+    EXPECT_TRUE(split[3] == t2[11] || split[4] == t2[11]) << split[3] << " " << split[4] << " " << t2[11];
     // Table 3 compares the pipelines on one partition: the async plan's, or where sync cannot run it, the sync plan's.
     EXPECT_GT(std::stod(t3[1]), 0) << t3[1];
 }
+
+namespace {
+// DawnPiper's paper numbers, GPU and link, as its report reads them.
+struct DawnPiperSetup
+{
+    nlohmann::json all = nlohmann::json::parse(paperNumbersJson());
+    const nlohmann::json& paper = all.at("dawnpiper");
+    const DeviceSpec& device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
+    LinkSpec link { paper.at("link").at("kind").get<std::string>(), paper.at("link").at("bandwidth").get<double>(), 0 };
+};
+} // namespace
 
 // The GPT-2 asynchronous headline against memory held back on every GPU: the whole-GPU row is
 // Table 2's cells, and holding memory back never fits a larger batch.
 TEST(Reproduction, DawnPiperAsyncHeadlineAgainstAMemoryReserve)
 {
-    const auto all = nlohmann::json::parse(paperNumbersJson());
-    const auto& paper = all.at("dawnpiper");
-    const auto& device = DeviceCatalog::builtin().find(paper.at("device").get<std::string>());
-    const LinkSpec link { paper.at("link").at("kind").get<std::string>(),
-        paper.at("link").at("bandwidth").get<double>(), 0 };
+    const DawnPiperSetup d;
     std::string md;
-    ps::detail::addAsyncReserve(paper, device, link, { 4 }, {}, md);
+    ps::detail::addAsyncReserve(d.paper, d.device, d.link, { 4 }, {}, md);
     std::vector<double> baseline;
     std::vector<double> dawn;
     for (const auto* reserve : { "| 0 GB |", "| 2 GB |", "| 4 GB |", "| 6 GB |" }) {
@@ -331,6 +343,26 @@ TEST(Reproduction, DawnPiperAsyncHeadlineAgainstAMemoryReserve)
         EXPECT_LE(dawn[i], dawn[i - 1]);
     }
     EXPECT_GT(dawn.back(), baseline.back());
+}
+
+// The S+R cells with one kind of memory action each: neither alone fits more than both, and the
+// sentence counts the cells recomputation alone carries.
+TEST(Reproduction, DawnPiperSplitsSwapAndRecompute)
+{
+    const DawnPiperSetup d;
+    std::string md;
+    ps::detail::addSwapRecomputeSplit(d.paper, d.device, d.link, { "bert" }, { 4 }, {}, md);
+    int carried = 0;
+    for (const auto* row : { "| bert | sync | 4 | DPiper-S |", "| bert | async | 4 | DPiper-AS |" }) {
+        const auto cells = rowCells(md, row);
+        ASSERT_EQ(cells.size(), 9U) << md;
+        const double both = std::stod(cells[4]);
+        EXPECT_GE(both, std::stod(cells[5])) << row;
+        EXPECT_GE(both, std::stod(cells[6])) << row;
+        carried += cells[6] == cells[4] ? 1 : 0;
+    }
+    EXPECT_EQ(rowCells(md, "| bert | sync | 4 | DPiper-S |")[7], "160");
+    EXPECT_NE(md.find("gives the S+R cell in " + std::to_string(carried) + " of 2 cells"), std::string::npos) << md;
 }
 
 TEST(Reproduction, PatrickStarQuickFindsTheLargestModelPerSystemOnOneGpu)

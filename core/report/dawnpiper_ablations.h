@@ -1,0 +1,28 @@
+// DawnPiper ablations that measure why cells sit far from the paper's (dawnpiper_report.cpp calls
+// them): the S+R cells split into swap alone and recompute alone, and the CNN's ratios against the
+// depth of the network.
+// Depends on: report/dawnpiper_methods.h, cluster/, zoo/.
+#pragma once
+
+#include "cluster/cluster.h"
+#include "report/reproduction.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <vector>
+
+namespace ps::detail {
+
+// Table 1's and 2's S+R DawnPiper cells (Algorithm 1) for `models` (the tables' names, e.g.
+// "gpt2") again with swap alone and recompute alone, beside the paper's S+R cell. Appends to `md`.
+void addSwapRecomputeSplit(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const std::vector<std::string>& models, const std::vector<int>& stageCounts, const ReproduceOptions& options,
+    std::string& md);
+
+// The asynchronous S+R DPiper-AS batch over PipeDream's without memory optimization on ResNet-50,
+// -101 and -152, beside the paper's AmoebaNet ratio. Appends to `md`.
+void addCnnDepthSweep(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
+
+} // namespace ps::detail
