@@ -3,7 +3,7 @@
 #include "cli/report.h"
 #include "cli/validators.h"
 #include "graph/loss.h"
-#include "onnx/onnx_import.h"
+#include "onnx/model_import.h"
 #include "store/project_store.h"
 #include "util/error.h"
 #include "zoo/model_config.h"
@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -242,47 +241,23 @@ namespace {
         std::vector<std::string> dims; // NAME=SIZE
     };
 
-    OnnxImportOptions onnxOptionsOf(const ImportArgs& a)
+    ModelImportOptions importOptionsOf(const ImportArgs& a)
     {
-        OnnxImportOptions o;
-        o.keepWeights = !a.noWeights;
+        ModelImportOptions o;
+        o.onnx.keepWeights = !a.noWeights;
         if (a.batch > 0)
-            o.batch = a.batch;
+            o.onnx.batch = a.batch;
         if (a.sequence > 0)
-            o.sequence = a.sequence;
+            o.onnx.sequence = a.sequence;
         if (a.batchAxis >= 0)
-            o.batchAxis = a.batchAxis;
-        o.parameters.insert(a.parameters.begin(), a.parameters.end());
-        o.constants.insert(a.constants.begin(), a.constants.end());
-        for (const auto& d : a.dims) {
-            const auto eq = d.find('=');
-            std::int64_t size = 0;
-            const auto* end = d.data() + d.size();
-            if (eq == std::string::npos || eq == 0 || std::from_chars(d.data() + eq + 1, end, size).ptr != end
-                || size < 1)
-                throw Error("--dim '" + d + "' is not NAME=SIZE with a positive size (e.g. --dim past=32)");
-            o.dims[d.substr(0, eq)] = size;
-        }
+            o.onnx.batchAxis = a.batchAxis;
+        o.onnx.parameters.insert(a.parameters.begin(), a.parameters.end());
+        o.onnx.constants.insert(a.constants.begin(), a.constants.end());
+        addDimSizes(a.dims, o.onnx);
+        o.loss = a.loss;
+        if (!a.labelsShape.empty())
+            o.labelsShape = parseLabelsShape(a.labelsShape);
         return o;
-    }
-
-    LossSpec importLossOf(const ImportArgs& a)
-    {
-        LossSpec spec { *parseLossKind(a.loss), std::nullopt };
-        if (a.labelsShape.empty())
-            return spec;
-        Shape shape;
-        try {
-            shape = splitShape(a.labelsShape);
-        } catch (const std::exception&) {
-            throw Error("--labels-shape '" + a.labelsShape + "' is not a shape like 4,128");
-        }
-        for (auto d : shape) {
-            if (d < 1)
-                throw Error("--labels-shape '" + a.labelsShape + "' needs positive sizes");
-        }
-        spec.labelsShape = shape;
-        return spec;
     }
 
     void printImportSummary(const ImportArgs& a, const OnnxImport& imported)
@@ -380,23 +355,7 @@ void addImportCommand(CLI::App& app, Action& action)
             throw CLI::ValidationError("--labels-shape", "needs --loss");
         action = [a] {
             checkOutputFolder(a->output);
-            const auto options = onnxOptionsOf(*a);
-            if (!options.dims.empty()) { // a misspelt --dim would do nothing
-                std::vector<std::string> known;
-                for (const auto& d : describeOnnxInputs(a->input)) {
-                    if (d.dynamic && !d.param.empty() && std::find(known.begin(), known.end(), d.param) == known.end())
-                        known.push_back(d.param);
-                }
-                for (const auto& [name, size] : options.dims) {
-                    if (std::find(known.begin(), known.end(), name) == known.end())
-                        throw Error("--dim " + name + ": no dynamic input dimension of '" + a->input + "' is named '"
-                            + name + "' (its named dynamic dimensions: "
-                            + (known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))) + ")");
-                }
-            }
-            auto imported = importOnnx(a->input, options);
-            if (!a->loss.empty())
-                imported.graph = attachLoss(std::move(imported.graph), importLossOf(*a));
+            const auto imported = importModel(a->input, importOptionsOf(*a));
             writeProject(a->output, imported.graph, a->force);
             printImportSummary(*a, imported);
             return 0;

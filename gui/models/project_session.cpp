@@ -1,7 +1,6 @@
 #include "models/project_session.h"
 
-#include "graph/loss.h"
-#include "onnx/onnx_import.h"
+#include "onnx/model_import.h"
 #include "store/project_store.h"
 #include "util/error.h"
 
@@ -57,13 +56,7 @@ LoadedProject loadOnnxModel(
 LoadedProject loadOnnxModel(const QString& path, const OnnxImportOptions& options, const QString& loss)
 {
     const bool keepWeights = options.keepWeights;
-    auto imported = ps::importOnnx(path.toStdString(), options);
-    if (!loss.isEmpty()) {
-        const auto kind = parseLossKind(loss.toStdString());
-        if (!kind)
-            throw Error("unknown loss '" + loss.toStdString() + "' (cross-entropy or mse)");
-        imported.graph = attachLoss(std::move(imported.graph), { *kind, std::nullopt });
-    }
+    auto imported = importModel(path.toStdString(), { options, loss.toStdString(), std::nullopt });
     QStringList opaque;
     for (const auto& [op, count] : imported.report.opaqueOps)
         opaque << QStringLiteral("%1 x%2").arg(QString::fromStdString(op)).arg(count);
