@@ -148,16 +148,15 @@ namespace {
         return g;
     }
 
-    // The precision the paper trains in (fp16) against the fp32 the granularity table assumes: each k
-    // over 1F1B again on fp16 mixed-precision costs (half the activation bytes to send, tensor-core
-    // GEMMs), on 1F1B's partition at that precision.
+    // The precision the tables above price (the paper's, fp16) against `other`: each k over 1F1B
+    // again on `other`'s costs (bytes to send, GEMM speed), on 1F1B's partition at that precision.
     void addPrecisionSweep(const Graph& graph, const DeviceSpec& device, const Cluster& cluster,
-        const GroupingRequest& request, const std::vector<GroupingCandidate>& fp32, double fp32Base,
-        PaperReport& report)
+        const GroupingRequest& request, const std::vector<GroupingCandidate>& asRun, double asRunBase, Precision ran,
+        Precision other, PaperReport& report)
     {
-        CostModelOptions mixed;
-        mixed.setup.precision = Precision::Fp16;
-        const auto profile = estimateProfile(graph, device, mixed);
+        CostModelOptions costs;
+        costs.setup.precision = other;
+        const auto profile = estimateProfile(graph, device, costs);
         auto first = request;
         first.maxK = 1;
         first.partition.reset();
@@ -173,12 +172,12 @@ namespace {
         std::vector<std::vector<std::string>> rows;
         int bestK = 1;
         double best = 1;
-        int bestK32 = 1;
-        double best32 = 1;
-        for (const auto& c : fp32) {
-            if (fp32Base / c.plan.simulation->iterationNs > best32) {
-                best32 = fp32Base / c.plan.simulation->iterationNs;
-                bestK32 = c.k;
+        int bestKRun = 1;
+        double bestRun = 1;
+        for (const auto& c : asRun) {
+            if (asRunBase / c.plan.simulation->iterationNs > bestRun) {
+                bestRun = asRunBase / c.plan.simulation->iterationNs;
+                bestKRun = c.k;
             }
             const auto at =
                 std::find_if(candidates.begin(), candidates.end(), [&](const auto& x) { return x.k == c.k; });
@@ -189,16 +188,19 @@ namespace {
                 best = relative;
                 bestK = c.k;
             }
-            rows.push_back({ std::to_string(c.k), fixed(fp32Base / c.plan.simulation->iterationNs, 3),
+            rows.push_back({ std::to_string(c.k), fixed(asRunBase / c.plan.simulation->iterationNs, 3),
                 std::isnan(relative) ? "-" : fixed(relative, 3),
                 at == candidates.end() ? "-" : fixed(at->plan.simulation->iterationNs / 1e6, 1) });
         }
-        report.markdown += "The paper trains in fp16; the table above prices fp32. The same candidates on fp16 "
-                           "mixed-precision costs (1F1B's partition at that precision):\n\n";
-        report.markdown += markdownTable({ "k", "fp32 vs 1F1B", "fp16 vs 1F1B", "fp16 iteration ms" }, rows) + "\n";
-        report.markdown += "In fp16 the best k is " + std::to_string(bestK) + " at " + fixed(100 * (best - 1), 1)
-            + "% over 1F1B (fp32: k = " + std::to_string(bestK32) + " at " + fixed(100 * (best32 - 1), 1)
-            + "%): compute shrinks more than the bytes sent, so more of an iteration is transfers to overlap.\n\n";
+        const std::string a(toString(ran));
+        const std::string b(toString(other));
+        report.markdown += "The tables above price " + a + ", the paper's precision. The same candidates on " + b
+            + " costs (1F1B's partition at that precision):\n\n";
+        report.markdown +=
+            markdownTable({ "k", a + " vs 1F1B (as run)", b + " vs 1F1B", b + " iteration ms" }, rows) + "\n";
+        report.markdown += "In " + b + " the best k is " + std::to_string(bestK) + " at " + fixed(100 * (best - 1), 1)
+            + "% over 1F1B (" + a + ": k = " + std::to_string(bestKRun) + " at " + fixed(100 * (bestRun - 1), 1)
+            + "%).\n\n";
     }
 
     // Fig. 10: the controller under a preempted network against 1F1B; returns the adaptive gain.
@@ -290,8 +292,10 @@ namespace {
         const double smallest = sorted.back().plan.microBatch;
         const double dearer = perSampleNs(smallest) / perSampleNs(oneF1B.plan.microBatch) - 1;
         md += "kFkB gains by overlapping a group's sends with the next group's compute, so the gain grows with the "
-              "communication share of an iteration (here fp32 activations over the catalog link), and it is paid for "
-              "in smaller micro-batches: on the cost model's size-dependent kernel efficiency a sample costs "
+              "communication share of an iteration (here "
+            + std::string(toString(profile.setup.precision))
+            + " activations over the catalog link), and it is paid for in smaller micro-batches: on the cost model's "
+              "size-dependent kernel efficiency a sample costs "
             + fixed(100 * dearer, 1) + "% more compute at micro-batch " + fixed(smallest, 0) + " than at "
             + fixed(oneF1B.plan.microBatch, 0) + ". ";
         md += g.bestGain - g.gainAt3 <= 0.01
@@ -318,7 +322,10 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     if (options.quick)
         config.layers = 8;
     const auto graph = buildZooModel(config);
-    const auto profile = estimateProfile(graph, device, CostModelOptions {});
+    // The paper's precision (Table 1: float16): mixed-precision costs, tensor-core GEMMs.
+    CostModelOptions costs;
+    costs.setup.precision = parsePrecision(paper.at("precision").get<std::string>());
+    const auto profile = estimateProfile(graph, device, costs);
     const int stages = options.quick ? 4 : paper.at("stages").get<int>();
     // One GPU per worker machine (§6 "1 GPU per worker"): every stage boundary crosses the network.
     auto cluster = makeCluster(device, stages, 1);
@@ -346,9 +353,12 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
         + paper.at("model").at("paper").get<std::string>() + "), sequence " + std::to_string(config.seq) + ", "
         + std::to_string(config.layers) + " layers; " + std::to_string(stages) + " workers of one " + device.name
         + " each, linked by " + cluster.interNode.kind + "; global batch " + fixed(request.globalBatch, 0) + ".\n\n";
-    md += "Assumptions where the paper is silent: fp32 analytical costs (the paper trains in fp16 on "
-          "V100S-PCIE; the catalog's V100 SXM2 32GB stands in); the sequence length above. Setup "
-          "from the paper: its granularity setting, micro-batch 6/k (k groups in flight hold about what one "
+    md += "Assumptions where the paper is silent: the catalog's V100 SXM2 32GB stands in for its V100S-PCIE; the "
+          "sequence length above. Setup from the paper: "
+        + paper.at("precision").get<std::string>() + " mixed-precision costs ("
+        + paper.at("precision_source").get<std::string>()
+        + "; fp32 is measured beside it below); its granularity setting, micro-batch 6/k (k groups in flight hold "
+          "about what one "
           "6-sample micro-batch would) in whole samples (6/4 and 6/5 run as 1), M = 192/b; one partition for "
           "every k (DawnPiper's for 1F1B at b = 6), as the paper compiles its stages once; the adaptive run "
           "switches between these candidates. PipeStudio's own column re-partitions each k.\n\n";
@@ -362,8 +372,8 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.k < b.k; });
     const auto g = addGranularity(sorted, repartitioned, base, report);
     if (options.progress)
-        options.progress("adagrouper: fp16");
-    addPrecisionSweep(graph, device, cluster, request, sorted, base, report);
+        options.progress("adagrouper: fp32");
+    addPrecisionSweep(graph, device, cluster, request, sorted, base, costs.setup.precision, Precision::Fp32, report);
     const double adaptiveGain =
         addAdaptive(claims, graph, profile, cluster, candidates, *oneF1B, base, options.quick, report);
     if (options.progress)

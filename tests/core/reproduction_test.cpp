@@ -171,14 +171,16 @@ TEST(Reproduction, AdaGrouperQuickRanksKAgainst1F1BAndRunsTheController)
     EXPECT_NE(r.markdown.find("| 1 | "), std::string::npos) << r.markdown;
     EXPECT_NE(r.markdown.find("| 1.000 |"), std::string::npos) << "1F1B is the baseline: " << r.markdown;
     EXPECT_NE(r.markdown.find("+10% to +25%"), std::string::npos) << r.markdown;
-    // The paper's fp16 beside the table's fp32: the same candidates, 1F1B the baseline in both.
-    const auto fp16 = r.markdown.find("The same candidates on fp16");
-    ASSERT_NE(fp16, std::string::npos) << r.markdown;
-    const auto fp16k1 = rowCells(r.markdown.substr(fp16), "| 1 | ");
-    ASSERT_EQ(fp16k1.size(), 4U) << r.markdown.substr(fp16);
-    EXPECT_EQ(fp16k1[1], "1.000");
-    EXPECT_EQ(fp16k1[2], "1.000");
-    EXPECT_NE(r.markdown.find("In fp16 the best k is "), std::string::npos);
+    // The tables price the paper's fp16 (Table 1's caption); fp32 beside them: the same candidates,
+    // 1F1B the baseline in both, the as-run column the granularity table's.
+    EXPECT_NE(r.markdown.find("fp16 mixed-precision costs (Table 1's caption"), std::string::npos) << r.markdown;
+    const auto fp32 = r.markdown.find("The same candidates on fp32");
+    ASSERT_NE(fp32, std::string::npos) << r.markdown;
+    const auto fp32k1 = rowCells(r.markdown.substr(fp32), "| 1 | ");
+    ASSERT_EQ(fp32k1.size(), 4U) << r.markdown.substr(fp32);
+    EXPECT_EQ(fp32k1[1], "1.000");
+    EXPECT_EQ(fp32k1[2], "1.000");
+    EXPECT_NE(r.markdown.find("In fp32 the best k is "), std::string::npos);
     // The paper's setting: whole-sample micro-batches (6/4 runs as 1) on one partition for every k;
     // re-partitioning each k is PipeStudio's own column.
     const auto k4 = rowCells(r.markdown, "| 4 | ");
