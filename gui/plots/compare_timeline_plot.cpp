@@ -1,9 +1,9 @@
 #include "plots/compare_timeline_plot.h"
 
 #include "plots/event_style.h"
+#include "plots/plot_frame.h"
 #include "runtime/run_comparison.h"
 
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
@@ -12,10 +12,7 @@ CompareTimelinePlot::CompareTimelinePlot(QWidget* parent)
     : QWidget(parent)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
-    m_plot->setMinimumHeight(140);
+    plotframe::embed(this, m_plot, 140);
     m_plot->xAxis->setLabel(tr("time from the iteration's first action (ms)"));
     m_plot->yAxis->setRangeReversed(true);
     m_plot->axisRect()->setRangeDrag(Qt::Horizontal);

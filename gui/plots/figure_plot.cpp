@@ -1,5 +1,7 @@
 #include "plots/figure_plot.h"
 
+#include "plots/plot_frame.h"
+
 #include <qcustomplot.h>
 
 #include <cmath>
@@ -95,15 +97,8 @@ bool saveFigurePng(const ReportFigure& figure, const QString& path, int width, i
     else
         addLines(plot, figure);
     plot.yAxis->setRange(0, largest(figure) * 1.15);
-    plot.legend->setVisible(true);
-    plot.legend->setFont(QFont(plot.font().family(), 8));
     // Below the axes, in columns, so it never covers a bar or a line.
-    plot.axisRect()->insetLayout()->take(plot.legend);
-    plot.axisRect()->insetLayout()->simplify();
-    plot.plotLayout()->addElement(2, 0, plot.legend);
-    plot.legend->setWrap(3); // then the fill order re-lays the items out in rows of three
-    plot.legend->setFillOrder(QCPLegend::foColumnsFirst, true);
-    plot.plotLayout()->setRowStretchFactor(2, 0.001);
+    plotframe::rowLegend(&plot, 2, 3, plotframe::smallFont(&plot), plot.legend);
     return plot.savePng(path, width, height);
 }
 

@@ -1,8 +1,8 @@
 #include "plots/op_histogram_plot.h"
 
+#include "plots/plot_frame.h"
 #include "plots/plot_style.h"
 
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
@@ -11,13 +11,10 @@ OpHistogramPlot::OpHistogramPlot(QWidget* parent)
     : QWidget(parent)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
+    plotframe::embed(this, m_plot, 220);
     m_plot->yAxis->setLabel(tr("nodes"));
     m_plot->xAxis->setTickLabelRotation(60);
     m_plot->xAxis->grid()->setVisible(false);
-    m_plot->setMinimumHeight(220);
     applyPalette();
 }
 

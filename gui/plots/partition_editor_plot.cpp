@@ -3,11 +3,11 @@
 #include "graph/graph_summary.h"
 #include "models/partition_editor_data.h"
 #include "models/plan_session.h"
+#include "plots/plot_frame.h"
 #include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
 #include <QToolTip>
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include <array>
@@ -38,9 +38,7 @@ PartitionEditorPlot::PartitionEditorPlot(PlanSession* session, QWidget* parent)
     , m_session(session)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
+    plotframe::embed(this, m_plot);
     setFocusPolicy(Qt::StrongFocus);
     setupAxes();
     connect(session, &PlanSession::planChanged, this, &PartitionEditorPlot::rebuild);
@@ -56,7 +54,7 @@ void PartitionEditorPlot::setupAxes()
     m_plot->yAxis->setLabel(tr("time per micro-batch (ms)"));
     m_plot->yAxis2->setVisible(true);
     m_plot->legend->setVisible(true);
-    m_plot->legend->setFont(QFont(font().family(), 8));
+    m_plot->legend->setFont(plotframe::smallFont(this));
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
     m_plot->setInteractions(QCP::iRangeZoom);
     m_plot->axisRect()->setRangeZoom(Qt::Horizontal);

@@ -1,6 +1,7 @@
 // Colours by meaning, shared by every plot (issue P20): the same forward, backward, recompute,
 // swap, optimizer and send shades in the partition editor, the stage balance, the timelines and
-// the histogram; memory parts; the capacity and over-capacity red. Depends on: Qt Gui only.
+// the histogram; memory parts; the capacity and over-capacity red; the scale-out plots' curves.
+// Depends on: Qt Gui only.
 #pragma once
 
 #include <QColor>
@@ -25,5 +26,9 @@ inline const QColor workspace { 180, 180, 180 };
 // Measured against predicted (monitor, scale-out): measured blue, predicted orange.
 inline const QColor measured { 30, 100, 180 };
 inline const QColor predicted { 240, 140, 40 };
+// Scale-out (throughput against memory per GPU, both predicted): TFLOP/s in the compute blue of the
+// forward pass, memory per GPU in the stage-memory purple.
+inline const QColor throughput = forward;
+inline const QColor memoryPerDevice = stageMemory;
 
 } // namespace ps::gui::palette

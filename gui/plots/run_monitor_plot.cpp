@@ -1,10 +1,10 @@
 #include "plots/run_monitor_plot.h"
 
 #include "models/run_monitor_model.h"
+#include "plots/plot_frame.h"
 #include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
@@ -29,16 +29,6 @@ namespace {
 
     constexpr double kLegendHeadroom = 1.6;
 
-    // Five plots share a docked row: few ticks and small labels, so they do not crowd.
-    void compact(QCPAxisRect* rect, const QFont& font)
-    {
-        for (auto* axis : { rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft) }) {
-            axis->ticker()->setTickCount(4);
-            axis->setTickLabelFont(font);
-            axis->setLabelFont(font);
-        }
-    }
-
 } // namespace
 
 RunMonitorPlot::RunMonitorPlot(RunMonitorModel* model, QWidget* parent)
@@ -46,10 +36,7 @@ RunMonitorPlot::RunMonitorPlot(RunMonitorModel* model, QWidget* parent)
     , m_model(model)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
-    m_plot->setMinimumHeight(160);
+    plotframe::embed(this, m_plot, 160);
     m_plot->setAutoAddPlottableToLegend(false);
     // One row: the dock is wide and short at the bottom of the window.
     auto* grid = m_plot->plotLayout();
@@ -59,7 +46,7 @@ RunMonitorPlot::RunMonitorPlot(RunMonitorModel* model, QWidget* parent)
         grid->addElement(0, column, r);
         r->axis(QCPAxis::atBottom)->setLabel(x);
         r->axis(QCPAxis::atLeft)->setLabel(y);
-        compact(r, QFont(font().family(), 8));
+        plotframe::compactAxes(r, plotframe::smallFont(this), 4);
         return r;
     };
     m_loss = rect(0, tr("step"), tr("loss (measured)"));
@@ -84,12 +71,9 @@ RunMonitorPlot::RunMonitorPlot(RunMonitorModel* model, QWidget* parent)
     m_predictedTime = graph(m_time, kPredicted);
     m_predictedTime->setPen(QPen(kPredicted, 1.5, Qt::DashLine));
     m_predictedTime->setName(tr("predicted (simulated)"));
-    auto* timeLegend = new QCPLegend;
-    m_time->insetLayout()->addElement(timeLegend, Qt::AlignTop | Qt::AlignRight);
-    timeLegend->setLayer(QStringLiteral("legend"));
+    auto* timeLegend = plotframe::insetLegend(m_time, Qt::AlignTop | Qt::AlignRight, plotframe::smallFont(this));
     timeLegend->addItem(new QCPPlottableLegendItem(timeLegend, m_measuredTime));
     timeLegend->addItem(new QCPPlottableLegendItem(timeLegend, m_predictedTime));
-    timeLegend->setFont(QFont(font().family(), 8));
 
     m_predictedPeak = new QCPBars(m_memory->axis(QCPAxis::atBottom), m_memory->axis(QCPAxis::atLeft));
     m_predictedPeak->setName(tr("predicted (simulated)"));
@@ -104,12 +88,9 @@ RunMonitorPlot::RunMonitorPlot(RunMonitorModel* model, QWidget* parent)
     m_measuredPeak->setBarsGroup(group);
     for (auto* bars : { m_predictedPeak, m_measuredPeak })
         bars->setWidth(0.35);
-    auto* memLegend = new QCPLegend;
-    m_memory->insetLayout()->addElement(memLegend, Qt::AlignTop | Qt::AlignRight);
-    memLegend->setLayer(QStringLiteral("legend"));
+    auto* memLegend = plotframe::insetLegend(m_memory, Qt::AlignTop | Qt::AlignRight, plotframe::smallFont(this));
     memLegend->addItem(new QCPPlottableLegendItem(memLegend, m_predictedPeak));
     memLegend->addItem(new QCPPlottableLegendItem(memLegend, m_measuredPeak));
-    memLegend->setFont(QFont(font().family(), 8));
     m_busyBars = new QCPBars(m_busy->axis(QCPAxis::atBottom), m_busy->axis(QCPAxis::atLeft));
     m_busyBars->setBrush(kMeasured.lighter(130));
     m_busyBars->setPen(QPen(kMeasured));

@@ -1,8 +1,9 @@
 #include "plots/scale_out_plot.h"
 
+#include "plots/plot_frame.h"
+#include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include <algorithm>
@@ -13,9 +14,7 @@ ScaleOutPlot::ScaleOutPlot(QWidget* parent)
     : QWidget(parent)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
+    plotframe::embed(this, m_plot);
     m_plot->xAxis->setLabel(tr("GPUs"));
     m_plot->xAxis->setScaleType(QCPAxis::stLogarithmic);
     QSharedPointer<QCPAxisTickerLog> ticker(new QCPAxisTickerLog);
@@ -25,13 +24,14 @@ ScaleOutPlot::ScaleOutPlot(QWidget* parent)
     m_plot->yAxis2->setVisible(true);
     auto* tflops = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis);
     tflops->setName(tr("TFLOP/s per GPU"));
-    tflops->setPen(QPen(QColor(31, 119, 180), 2));
+    tflops->setPen(QPen(palette::throughput, 2));
     tflops->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
     auto* memory = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
     memory->setName(tr("memory per GPU"));
-    memory->setPen(QPen(QColor(255, 127, 14), 2, Qt::DashLine));
+    memory->setPen(QPen(palette::memoryPerDevice, 2, Qt::DashLine));
     memory->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, 6));
     m_plot->legend->setVisible(true);
+    m_plot->legend->setFont(plotframe::smallFont(this));
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
 }
 

@@ -1,9 +1,9 @@
 #include "plots/scale_shape_plot.h"
 
+#include "plots/plot_frame.h"
 #include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include <algorithm>
@@ -14,35 +14,28 @@ ScaleShapePlot::ScaleShapePlot(QWidget* parent)
     : QWidget(parent)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
+    plotframe::embed(this, m_plot);
     m_plot->xAxis->setLabel(tr("tensor x pipeline x data parallel sizes"));
     m_plot->xAxis->setTickLabelRotation(60);
     m_plot->yAxis->setLabel(tr("TFLOP/s per GPU"));
     m_plot->yAxis2->setVisible(true);
     auto* fits = new QCPBars(m_plot->xAxis, m_plot->yAxis);
     fits->setName(tr("TFLOP/s per GPU, best that fits"));
-    fits->setBrush(QColor(31, 119, 180));
+    fits->setBrush(palette::throughput);
     fits->setPen(Qt::NoPen);
     auto* over = new QCPBars(m_plot->xAxis, m_plot->yAxis);
     over->setName(tr("none fits: TFLOP/s of the least memory's"));
     over->setBrush(Qt::NoBrush);
-    over->setPen(QPen(QColor(31, 119, 180), 1, Qt::DashLine));
+    over->setPen(QPen(palette::throughput, 1, Qt::DashLine));
     auto* memory = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
     memory->setName(tr("memory per GPU"));
     memory->setLineStyle(QCPGraph::lsNone);
-    memory->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, QColor(255, 127, 14), 7));
+    memory->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, palette::memoryPerDevice, 7));
     auto* capacity = m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2);
     capacity->setName(tr("GPU memory"));
     capacity->setPen(QPen(palette::capacity, 1, Qt::DashLine));
     // The legend in a row of its own under the axes: the bars fill the plot.
-    m_plot->legend->setVisible(true);
-    m_plot->axisRect()->insetLayout()->take(m_plot->legend);
-    m_plot->plotLayout()->addElement(1, 0, m_plot->legend);
-    m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
-    m_plot->legend->setWrap(2);
-    m_plot->plotLayout()->setRowStretchFactor(1, 0.001);
+    plotframe::rowLegend(m_plot, 1, 2, plotframe::smallFont(this), m_plot->legend);
 }
 
 void ScaleShapePlot::setShapes(const std::vector<ScaleEstimate>& shapes, double capacityBytes)

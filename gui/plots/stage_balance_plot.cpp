@@ -2,10 +2,10 @@
 
 #include "graph/graph_summary.h"
 #include "models/stage_balance_model.h"
+#include "plots/plot_frame.h"
 #include "plots/plot_style.h"
 #include "plots/plot_units.h"
 
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
@@ -15,9 +15,7 @@ StageBalancePlot::StageBalancePlot(StageBalanceModel* model, QWidget* parent)
     , m_model(model)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
+    plotframe::embed(this, m_plot);
     m_plot->setAutoAddPlottableToLegend(false); // each axis rect has its own legend
     m_plot->plotLayout()->clear();
     m_compute = new QCPAxisRect(m_plot);
@@ -27,9 +25,7 @@ StageBalancePlot::StageBalancePlot(StageBalanceModel* model, QWidget* parent)
     m_compute->axis(QCPAxis::atLeft)->setLabel(tr("ms per micro-batch"));
     for (auto* rect : { m_compute, m_memory }) {
         rect->axis(QCPAxis::atBottom)->setLabel(tr("stage"));
-        auto* legend = new QCPLegend;
-        legend->setFont(QFont(font().family(), 8)); // the dock is narrow
-        rect->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
+        plotframe::insetLegend(rect, Qt::AlignTop | Qt::AlignRight, plotframe::smallFont(this)); // a narrow dock
     }
     connect(model, &QAbstractItemModel::modelReset, this, &StageBalancePlot::rebuild);
     rebuild();

@@ -2,10 +2,10 @@
 
 #include "models/plan_session.h"
 #include "plots/event_style.h"
+#include "plots/plot_frame.h"
 #include "plots/plot_units.h"
 
 #include <QToolTip>
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace ps::gui {
@@ -15,27 +15,17 @@ TimelinePlot::TimelinePlot(PlanSession* session, QWidget* parent)
     , m_session(session)
     , m_plot(new QCustomPlot(this))
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
+    plotframe::embed(this, m_plot, 260);
     m_plot->setAutoAddPlottableToLegend(false);
-    m_plot->setMinimumHeight(260);
     m_plot->plotLayout()->clear();
     m_gantt = new QCPAxisRect(m_plot);
     m_memory = new QCPAxisRect(m_plot);
     m_plot->plotLayout()->addElement(0, 0, m_gantt);
     m_plot->plotLayout()->addElement(1, 0, m_memory);
     // The shades' legend in a row of its own under the memory strip, its entries side by side.
-    m_legend = new QCPLegend;
-    m_plot->plotLayout()->addElement(2, 0, m_legend);
-    m_legend->setLayer(QStringLiteral("legend"));
-    m_legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    m_legend->setWrap(8);
-    m_legend->setBorderPen(Qt::NoPen);
-    m_legend->setFont(QFont(font().family(), 8));
+    m_legend = plotframe::rowLegend(m_plot, 2, 8, plotframe::smallFont(this));
     m_plot->plotLayout()->setRowStretchFactor(0, 2);
     m_plot->plotLayout()->setRowStretchFactor(1, 1);
-    m_plot->plotLayout()->setRowStretchFactor(2, 0.01);
     m_gantt->axis(QCPAxis::atLeft)->setLabel(tr("device"));
     m_gantt->axis(QCPAxis::atLeft)->setRangeReversed(true);
     // Zoom and pan in time; both rows follow.
