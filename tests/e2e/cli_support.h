@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
 #include <array>
@@ -10,9 +11,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace ps::e2e {
 
@@ -50,6 +53,28 @@ inline std::string quote(const std::filesystem::path& p)
 inline CliResult runCli(const std::string& args)
 {
     return runShell(std::string(PS_CLI_PATH) + " " + args);
+}
+
+// `r` failed (a non-zero exit) and its output says `text`; the output is the failure's message.
+inline ::testing::AssertionResult failedSaying(const CliResult& r, const std::string& text)
+{
+    if (r.exitCode == 0)
+        return ::testing::AssertionFailure() << "exited 0 where it should fail saying '" << text << "':\n" << r.output;
+    if (r.output.find(text) == std::string::npos)
+        return ::testing::AssertionFailure() << "failed (" << r.exitCode << ") without saying '" << text << "':\n"
+                                             << r.output;
+    return ::testing::AssertionSuccess();
+}
+
+// Every line of `output` as JSON (`--json` prints one object per line); a line that is not JSON
+// throws, failing the test.
+inline std::vector<nlohmann::json> jsonLines(const std::string& output)
+{
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);)
+        out.push_back(nlohmann::json::parse(line));
+    return out;
 }
 
 inline std::string readFile(const std::filesystem::path& p)

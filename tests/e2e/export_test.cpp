@@ -27,6 +27,7 @@ constexpr const char* kPython = "PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3"; //
 using Output = ps::e2e::CliResult;
 using ps::e2e::runShell;
 
+using ps::e2e::jsonLines;
 using ps::e2e::quote;
 
 Output cli(const std::string& args)
@@ -160,14 +161,12 @@ TEST_F(Export, ImportedGptWithALossTrainsOnTwoDevices)
         cli("train " + quote(project) + " --steps 3 --devices cpu:2 --data-format random --vocab 64 --json");
     ASSERT_EQ(trained.exitCode, 0) << trained.output;
     int steps = 0;
-    std::istringstream lines(trained.output);
-    for (std::string line; std::getline(lines, line);) {
-        const auto j = nlohmann::json::parse(line);
+    for (const auto& j : jsonLines(trained.output)) {
         if (j.contains("config")) {
-            EXPECT_EQ(j["config"].value("throughput_unit", ""), "tokens") << line;
+            EXPECT_EQ(j["config"].value("throughput_unit", ""), "tokens") << j.dump();
         }
         if (j.contains("loss") && !j.contains("summary")) {
-            EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << line;
+            EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << j.dump();
             ++steps;
         }
     }

@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using ps::e2e::CliResult;
+using ps::e2e::jsonLines;
 using ps::e2e::readFile;
 using ps::e2e::runCli;
 
@@ -59,16 +60,13 @@ TEST_F(TrainCli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
     ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
     const auto r = runCli("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 3 --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
-    std::istringstream lines(r.output);
-    std::string line;
     int steps = 0;
     bool summary = false;
-    while (std::getline(lines, line)) {
-        const auto j = nlohmann::json::parse(line); // every line is one JSON object
+    for (const auto& j : jsonLines(r.output)) {
         if (j.contains("step") && !j.contains("summary")) {
             ++steps;
-            EXPECT_EQ(j["peak_bytes"].size(), 2U) << line;
-            EXPECT_GT(j["tokens_per_s"].get<double>(), 0) << line;
+            EXPECT_EQ(j["peak_bytes"].size(), 2U) << j.dump();
+            EXPECT_GT(j["tokens_per_s"].get<double>(), 0) << j.dump();
         }
         summary = summary || j.value("summary", false);
     }
@@ -112,9 +110,8 @@ TEST_F(TrainCli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
         runCli("train " + p + " --devices cpu:2 --schedule zb-h1 --micro-batches 4 --steps 1 --resume");
     ASSERT_EQ(resumed.exitCode, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("with the optimizer's state"), std::string::npos) << resumed.output;
-    const auto oom = runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB");
-    EXPECT_NE(oom.exitCode, 0);
-    EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
+    EXPECT_TRUE(failedSaying(runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB"),
+        "out of memory on cpu:"));
     // With --json the reason comes as a line a parent process can parse, before the exit code.
     const auto jsonOom =
         runCli("train " + p + " --devices cpu:2 --micro-batches 4 --steps 1 --device-memory 1MiB --json");
@@ -132,24 +129,19 @@ TEST_F(TrainCli, TrainWithChunksRunsOnADeviceTooSmallForTheModelData)
     const auto p = file("chunks.pstudio");
     ASSERT_EQ(runCli("new -m gpt2-tiny --layers 2 --seq 16 -b 2 -o " + p).exitCode, 0);
     const std::string args = " --devices cpu:2 --micro-batches 4 --steps 2 --device-memory 1MiB --data-format random";
-    const auto oom = runCli("train " + p + args);
-    EXPECT_NE(oom.exitCode, 0);
-    EXPECT_NE(oom.output.find("out of memory on cpu:"), std::string::npos) << oom.output;
+    EXPECT_TRUE(failedSaying(runCli("train " + p + args), "out of memory on cpu:"));
     const auto r = runCli("train " + p + args + " --chunks --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
-    std::istringstream lines(r.output);
-    std::string line;
     int steps = 0;
-    while (std::getline(lines, line)) {
-        const auto j = nlohmann::json::parse(line);
+    for (const auto& j : jsonLines(r.output)) {
         if (!j.contains("chunks") || !j["chunks"].is_array())
             continue;
         ++steps;
-        ASSERT_EQ(j["chunks"].size(), 2U) << line;
+        ASSERT_EQ(j["chunks"].size(), 2U) << j.dump();
         for (const auto& d : j["chunks"]) {
-            EXPECT_GT(d["host_chunks"].get<int>(), 0) << line;
-            EXPECT_GT(d["host_optimizer_elements"].get<std::int64_t>(), 0) << line;
-            EXPECT_GT(d["uploads"].get<std::int64_t>(), 0) << line;
+            EXPECT_GT(d["host_chunks"].get<int>(), 0) << j.dump();
+            EXPECT_GT(d["host_optimizer_elements"].get<std::int64_t>(), 0) << j.dump();
+            EXPECT_GT(d["uploads"].get<std::int64_t>(), 0) << j.dump();
         }
     }
     EXPECT_EQ(steps, 2) << r.output;
@@ -164,16 +156,13 @@ TEST_F(TrainCli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
         + " --devices cpu:2 --schedule kfkb:auto --micro-batches 4 --steps 6 --adapt-every 2 --data-format random"
           " --link-bandwidth 5MB/s --link-latency 1e-4 --preempt 0.6,0.05,0.5 --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
-    std::istringstream lines(r.output);
-    std::string line;
     std::vector<nlohmann::json> decisions;
     std::string schedule;
-    while (std::getline(lines, line)) {
-        const auto j = nlohmann::json::parse(line);
+    for (const auto& j : jsonLines(r.output)) {
         if (j.contains("config")) {
             schedule = j["config"]["schedule"].get<std::string>();
-            EXPECT_DOUBLE_EQ(j["config"]["link"]["bandwidth"].get<double>(), 5e6) << line;
-            EXPECT_TRUE(j["config"]["adaptive_group_size"].get<bool>()) << line;
+            EXPECT_DOUBLE_EQ(j["config"]["link"]["bandwidth"].get<double>(), 5e6) << j.dump();
+            EXPECT_TRUE(j["config"]["adaptive_group_size"].get<bool>()) << j.dump();
         }
         if (j.contains("group_size"))
             decisions.push_back(j);
@@ -194,12 +183,10 @@ TEST_F(TrainCli, TrainAdaptsKToTheMeasuredLinkAndLogsTheTimeline)
         }
         EXPECT_TRUE(listed) << d.dump();
     }
-    const auto bad = runCli("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5");
-    EXPECT_NE(bad.exitCode, 0);
-    EXPECT_NE(bad.output.find("need --link-bandwidth"), std::string::npos) << bad.output;
-    const auto badRate = runCli("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast");
-    EXPECT_NE(badRate.exitCode, 0);
-    EXPECT_NE(badRate.output.find("is not a bandwidth"), std::string::npos) << badRate.output;
+    EXPECT_TRUE(
+        failedSaying(runCli("train " + p + " --devices cpu:2 --steps 1 --preempt 1,0.5,0.5"), "need --link-bandwidth"));
+    EXPECT_TRUE(
+        failedSaying(runCli("train " + p + " --devices cpu:2 --steps 1 --link-bandwidth fast"), "is not a bandwidth"));
 }
 
 TEST_F(TrainCli, AdaptiveGroupingUnderAMemoryCapSwitchesTheMicroBatchSize)
@@ -214,20 +201,17 @@ TEST_F(TrainCli, AdaptiveGroupingUnderAMemoryCapSwitchesTheMicroBatchSize)
         + " --devices cpu:2 --schedule kfkb:auto --micro-batches 4 --steps 4 --adapt-every 2 --data-format random"
           " --link-bandwidth 5MB/s --link-latency 1e-4 --device-memory 6MiB --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
-    std::istringstream lines(r.output);
-    std::string line;
     std::vector<nlohmann::json> decisions;
     int steps = 0;
-    while (std::getline(lines, line)) {
-        const auto j = nlohmann::json::parse(line);
+    for (const auto& j : jsonLines(r.output)) {
         if (j.contains("config")) {
-            EXPECT_EQ(j["config"]["micro_batch"].get<int>(), 1) << line;
-            EXPECT_EQ(j["config"]["micro_batches"].get<int>(), 8) << line;
+            EXPECT_EQ(j["config"]["micro_batch"].get<int>(), 1) << j.dump();
+            EXPECT_EQ(j["config"]["micro_batches"].get<int>(), 8) << j.dump();
         }
         if (j.contains("group_size"))
             decisions.push_back(j);
         if (j.contains("step_ms")) {
-            EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << line;
+            EXPECT_TRUE(std::isfinite(j["loss"].get<double>())) << j.dump();
             ++steps;
         }
     }
@@ -257,9 +241,7 @@ TEST_F(TrainCli, TrainOutOfMemoryNamesTheNodeAndMarksTheRun)
     EXPECT_NE(r.output.find("out of memory on cpu"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("node '"), std::string::npos) << r.output;
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
-    const auto bad = runCli("train " + p + " --steps 1 --data " + file("missing.txt"));
-    EXPECT_NE(bad.exitCode, 0);
-    EXPECT_NE(bad.output.find("missing.txt"), std::string::npos) << bad.output;
+    EXPECT_TRUE(failedSaying(runCli("train " + p + " --steps 1 --data " + file("missing.txt")), "missing.txt"));
 }
 
 TEST_F(TrainCli, TrainCheckpointsOnCtrlC)
