@@ -242,11 +242,13 @@ namespace {
                 evaluateDataflowPlan(evaluator, idsOf<StageId>(a->stageOf), idsOf<DeviceId>(a->deviceOf), algorithm);
             plan.seed = "L=" + std::to_string(blocks) + " " + c.coarsening + (checkpointing ? " checkpointed" : "");
             c.stages = plan.partition.stageCount();
+            c.interDeviceBytes = interDeviceBytesPerSample(plan);
             c.iterationNs = 0;
             c.feasible = false;
             if (plan.feasible) {
                 plan.simulation = simulatePlan(plan, model.graph(), model.profile(), model.cluster());
                 c.iterationNs = plan.simulation->iterationNs;
+                c.samplesPerSecond = plan.simulation->samplesPerSecond;
                 c.feasible = !plan.simulation->outOfMemory;
             }
             return plan;
@@ -264,8 +266,8 @@ namespace {
         const int rounds = attempt.checkpointing ? std::max(1, attempt.mixed.fixPointIterations) : 1;
         for (int round = 0; round < rounds; ++round) {
             attempt.checkCancel();
-            MixedPipeCandidate c { blocks, 0, std::string(toString(how)), round, attempt.checkpointing, 1, 0, 0,
-                false };
+            MixedPipeCandidate c { blocks, 0, std::string(toString(how)), round, attempt.checkpointing, 1, 0, 0, false,
+                0 };
             const auto weight = nodeWeights(graph, last, attempt.checkpointing);
             std::optional<Plan> plan;
             // [gap] The heuristics' memory estimate leaves out border inputs and messages; when
@@ -296,6 +298,29 @@ namespace {
     }
 
 } // namespace
+
+double interDeviceBytesPerSample(const Plan& plan)
+{
+    const auto device = [&](std::size_t stage) {
+        return plan.stageDevices.empty() ? stage : plan.stageDevices[stage].index();
+    };
+    double bytes = 0;
+    for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+        const auto& c = plan.stages[i].cost;
+        if (plan.partition.dataflow()) {
+            for (const auto* sends : { &c.forwardSends, &c.backwardSends }) {
+                for (const auto& send : *sends)
+                    bytes += device(send.stage.index()) != device(i) ? send.bytes : 0;
+            }
+            continue;
+        }
+        if (i + 1 < plan.stages.size() && device(i + 1) != device(i))
+            bytes += c.sendForwardBytes;
+        if (i > 0 && device(i - 1) != device(i))
+            bytes += c.sendBackwardBytes;
+    }
+    return plan.microBatch > 0 ? bytes / plan.microBatch : 0;
+}
 
 double ftpipeStagePeriodNs(double computeNs, double commForwardNs, double commBackwardNs)
 {

@@ -44,6 +44,8 @@ struct MixedPipeCandidate
     double periodNs = 0; // Eq. 1: the slowest device's summed stage periods
     double iterationNs = 0; // simulated (0 when infeasible)
     bool feasible = false;
+    double interDeviceBytes = 0; // per sample, between stages on different devices (§5.3's volume)
+    double samplesPerSecond = 0; // simulated; what the search ranks feasible candidates by
 };
 
 struct MixedPipeResult
@@ -55,6 +57,10 @@ struct MixedPipeResult
 // Eq. 1: T_i = C + max(0, T_comm_fwd - C) + max(0, T_comm_bwd - C), with C the stage's forward
 // plus backward (recomputation included): communication hides behind compute up to C each way.
 [[nodiscard]] double ftpipeStagePeriodNs(double computeNs, double commForwardNs, double commBackwardNs);
+
+// Activations and gradients a plan sends between stages on different devices, per sample (FTPipe
+// §5.3 counts inter-GPU volume only; a same-device stage-to-stage hand-over is not sent).
+[[nodiscard]] double interDeviceBytesPerSample(const Plan& plan);
 
 struct LptBlock
 {

@@ -308,11 +308,21 @@ TEST(MixedPipe, LastStageDoesNotRecomputeAndTheProfileIsIterated)
     EXPECT_GT(stages.front().overheadNs, 0); // the others re-run their forward
     EXPECT_DOUBLE_EQ(stages.front().overheadNs, stages.front().cost.forwardNs);
     bool second = false; // round 0 guesses no last stage, so a second round always runs
+    bool chosenListed = false; // the plan returned is the fastest candidate, its sends listed with it
+    double fastest = 0;
     for (const auto& c : r.candidates) {
         second = second || c.round == 1;
         EXPECT_TRUE(c.checkpointing);
+        fastest = std::max(fastest, c.feasible ? c.samplesPerSecond : 0);
+    }
+    for (const auto& c : r.candidates) {
+        chosenListed = chosenListed
+            || (c.feasible && c.samplesPerSecond == fastest && c.interDeviceBytes == interDeviceBytesPerSample(r.plan));
     }
     EXPECT_TRUE(second);
+    EXPECT_DOUBLE_EQ(fastest, r.plan.simulation->samplesPerSecond);
+    EXPECT_TRUE(chosenListed);
+    EXPECT_GT(interDeviceBytesPerSample(r.plan), 0) << "two devices exchange activations";
     EXPECT_FALSE(r.plan.seed.empty());
 }
 
