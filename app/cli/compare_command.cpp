@@ -26,7 +26,7 @@ namespace {
     // measured peaks are null, not zero.
     nlohmann::ordered_json comparisonJson(const engine::RunComparison& c)
     {
-        nlohmann::ordered_json j { { "run", c.runId }, { "profile", c.profileSource }, { "schedule", c.schedule },
+        nlohmann::ordered_json j { { "run", c.runId }, { "profile", c.profileExplained }, { "schedule", c.schedule },
             { "predicted_iteration_ms", c.predicted.iterationNs / 1e6 },
             { "measured_iteration_ms", c.measuredStepNs / 1e6 },
             { "iteration_error", c.measuredStepNs > 0 ? c.predicted.iterationNs / c.measuredStepNs - 1 : 0 } };

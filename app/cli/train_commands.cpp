@@ -147,7 +147,7 @@ namespace {
                 outcome.interrupted ? "Interrupted" : "Finished", outcome.step, o.project, runId);
     }
 
-    // kfkb:auto's decision after a step, where it switched: a JSON line ("group_size",
+    // Each of kfkb:auto's decisions after a step (switched or not): a JSON line ("group_size",
     // "micro_batch") or a text line with the predicted iteration of each candidate.
     void printAdaptation(const engine::GroupAdaptation& a, bool json)
     {
@@ -179,10 +179,9 @@ namespace {
     {
     public:
         InterruptScope()
-            : m_int(std::signal(SIGINT, onInterrupt))
+            : m_int((g_interrupted = false, std::signal(SIGINT, onInterrupt))) // cleared before a signal can set it
             , m_term(std::signal(SIGTERM, onInterrupt))
         {
-            g_interrupted = false;
         }
         ~InterruptScope()
         {
@@ -206,13 +205,14 @@ namespace {
             options.timeline += "; timed on the steps whose timeline is stored (--trace-iterations, --trace-every), "
                                 "the others run untimed";
         options.tracer = timeline.get();
-        engine::TrainingJob job(store, std::move(options));
-        // A run whose process was killed is "interrupted" before this one begins (and resumes it).
-        for (const auto id : job.staleRuns()) {
+        // A run whose process was killed is "interrupted" before this one begins (and resumes it),
+        // said here so that it is said even when this run cannot start.
+        for (const auto id : store.markStaleRunsInterrupted()) {
             if (!o.json)
                 fmt::print(
                     "Run {} of {} ended without finishing (its process is gone): marked interrupted\n", id, o.project);
         }
+        engine::TrainingJob job(store, std::move(options));
         for (const auto& w : job.warnings())
             fmt::print(stderr, "warning: {}\n", w);
         printRunStart(o, job);

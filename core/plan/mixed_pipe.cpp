@@ -244,6 +244,7 @@ namespace {
             c.stages = plan.partition.stageCount();
             c.interDeviceBytes = interDeviceBytesPerSample(plan);
             c.iterationNs = 0;
+            c.samplesPerSecond = 0;
             c.feasible = false;
             if (plan.feasible) {
                 plan.simulation = simulatePlan(plan, model.graph(), model.profile(), model.cluster());
@@ -267,7 +268,7 @@ namespace {
         for (int round = 0; round < rounds; ++round) {
             attempt.checkCancel();
             MixedPipeCandidate c { blocks, 0, std::string(toString(how)), round, attempt.checkpointing, 1, 0, 0, false,
-                0 };
+                0, 0 };
             const auto weight = nodeWeights(graph, last, attempt.checkpointing);
             std::optional<Plan> plan;
             // [gap] The heuristics' memory estimate leaves out border inputs and messages; when

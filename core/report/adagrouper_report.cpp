@@ -357,7 +357,7 @@ PaperReport reproduceAdaGrouper(const ReproduceOptions& options)
           "sequence length above. Setup from the paper: "
         + paper.at("precision").get<std::string>() + " mixed-precision costs ("
         + paper.at("precision_source").get<std::string>()
-        + "; fp32 is measured beside it below); its granularity setting, micro-batch 6/k (k groups in flight hold "
+        + "; fp32 is priced beside it below); its granularity setting, micro-batch 6/k (k groups in flight hold "
           "about what one "
           "6-sample micro-batch would) in whole samples (6/4 and 6/5 run as 1), M = 192/b; one partition for "
           "every k (DawnPiper's for 1F1B at b = 6), as the paper compiles its stages once; the adaptive run "

@@ -73,7 +73,7 @@ RunComparison compareRun(const ProjectStore& store, std::int64_t runId, const Ru
     if (!options.profile.empty())
         shape.profileSource = options.profile;
     const auto stored = measuredProfileFor(store, shape);
-    if (!stored && !shape.profileSource.empty() && shape.profileSource != "analytical")
+    if (options.strictProfile && !stored && !shape.profileSource.empty() && shape.profileSource != "analytical")
         throw Error("'" + project + "' stores no '" + shape.profileSource + "' profile for " + shape.deviceKind + " ("
             + (shape.profileSource == "imported" ? "pipestudio import-trace" : "pipestudio profile")
             + " stores one; --profile analytical compares with the cost model)");
@@ -92,7 +92,8 @@ RunComparison compareRun(const ProjectStore& store, std::int64_t runId, const Ru
     if (stored)
         prediction.profileNote = stored->note;
     c.schedule = scheduleName(shape.schedule);
-    c.profileSource = profileText(prediction, shape, stored.has_value(), project);
+    c.profileSource = profileDescription(prediction);
+    c.profileExplained = profileText(prediction, shape, stored.has_value(), project);
     c.predicted = prediction.simulation;
     for (std::size_t d = 0; d < c.predicted.devices.size(); ++d)
         c.deviceNames.push_back(deviceLabel(prediction, d));

@@ -38,13 +38,17 @@ struct RunComparisonOptions
     // run's own (imported for a trace's run, else measured where stored).
     std::string profile;
     bool needTimeline = true; // false: a run that stored no timeline compares time and memory only
+    // true: a profile asked for (or the run's own) that the project does not store is an error;
+    // false: the analytical estimate stands in (the studio's view, which names the profile it used).
+    bool strictProfile = true;
 };
 
 struct RunComparison
 {
     std::int64_t runId = 0;
     std::string schedule; // "1F1B"
-    std::string profileSource; // the profile predicted with, and why (or how to measure one)
+    std::string profileSource; // the profile predicted with: "analytical", "measured-cpu (...)"
+    std::string profileExplained; // the same for a reader of `compare`: on which device, how to measure one
     SimulationResult predicted;
     double measuredStepNs = 0; // the median step (a training run's first, warming up, left out)
     std::int64_t iteration = 0; // the stored iteration compared (0: none stored)

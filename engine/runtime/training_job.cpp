@@ -56,8 +56,9 @@ namespace {
             planning = parseScheduleSpec("1f1b", planning.stages, planning.microBatches);
         RunShape shape;
         shape.schedule = c.schedule;
-        shape.deviceKind = deviceKind.empty() ? "cpu" : deviceKind; // a GPU the catalog lacks: as this CPU's
-        shape.precision = deviceKind == "cpu" ? "fp32" : o.precision;
+        // A GPU the catalog lacks is planned as this CPU's devices would be, in fp32.
+        shape.deviceKind = deviceKind.empty() ? "cpu" : deviceKind;
+        shape.precision = shape.deviceKind == "cpu" ? "fp32" : o.precision;
         const auto matched = measuredProfileFor(store, shape);
         auto device = runDevice(shape);
         const auto cluster = makeCluster(device, planning.stages);

@@ -98,7 +98,8 @@ bool RunCompareView::showRun(std::int64_t runId, std::int64_t iteration)
 {
     try {
         const auto store = ProjectStore::open(m_runs->projectPath().toStdString(), ProjectStore::Access::ReadOnly);
-        m_comparison = std::make_unique<RunComparison>(engine::compareRun(store, runId, { iteration, {}, true }));
+        m_comparison =
+            std::make_unique<RunComparison>(engine::compareRun(store, runId, { iteration, {}, true, false }));
     } catch (const std::exception& e) {
         m_comparison.reset();
         m_plot->clear();

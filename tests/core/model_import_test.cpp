@@ -90,10 +90,11 @@ TEST(ModelImport, NamedDimensionsMustBeTheFilesDynamicOnes)
     }
     EXPECT_THROW(addDimSizes({ "seq=0" }, o.onnx), Error);
     EXPECT_THROW(addDimSizes({ "=4" }, o.onnx), Error);
+    fs::remove(linearModel());
 }
 
-// A loss makes the model trainable: a labels input of the shape asked for (or derived), and an
-// unknown loss or a bad shape is refused before anything is imported.
+// A loss makes the model trainable: a labels input of the shape asked for (or derived); an unknown
+// loss or a bad shape is refused.
 TEST(ModelImport, ALossAttachesLabelsOfTheShapeAsked)
 {
     ModelImportOptions o;
@@ -113,4 +114,5 @@ TEST(ModelImport, ALossAttachesLabelsOfTheShapeAsked)
     EXPECT_THROW((void)importModel(linearModel(), o), Error);
     EXPECT_THROW((void)parseLabelsShape("2,x"), Error);
     EXPECT_THROW((void)parseLabelsShape("2,0"), Error);
+    fs::remove(linearModel());
 }
