@@ -25,4 +25,10 @@ void addSwapRecomputeSplit(const nlohmann::json& paper, const DeviceSpec& device
 void addCnnDepthSweep(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
 
+// BERT's memory waste (1 - mean / largest stage peak, §3.2) under GPipe's cuts at a quarter, a half
+// and all of its largest batch, and under PipeDream's at its largest (the paper: about 28% and over
+// 40%, §3.2). Appends to `md`.
+void addBertMemoryWaste(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const ReproduceOptions& options, std::string& md);
+
 } // namespace ps::detail

@@ -547,8 +547,10 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
     addStageBalance(paper, device, link, models, stageCounts, largest, md);
     addTrainingSpeed(paper, device, link, models, stageCounts, largest, options, report);
     addCnnWorkload(paper, device, link, stageCounts, options, md);
-    if (!options.quick)
+    if (!options.quick) {
         addCnnDepthSweep(paper, device, link, stageCounts, options, md);
+        addBertMemoryWaste(paper, device, link, options, md);
+    }
     addDawnClaims(s, cells, searchSeconds, md);
     addPrecisionAblation(s, cells, options, md);
     addMemoryMargins(s, cells, options, md);

@@ -356,6 +356,29 @@ TEST(Reproduction, DawnPiperAsyncHeadlineAgainstAMemoryReserve)
     EXPECT_GT(dawn.back(), baseline.back());
 }
 
+// BERT's memory waste against the batch and under PipeDream: each a share of the largest stage
+// peak, and the sentence says what the table shows.
+TEST(Reproduction, DawnPiperBertMemoryWasteAgainstBatchAndPipeline)
+{
+    const DawnPiperSetup d;
+    std::string md;
+    ps::detail::addBertMemoryWaste(d.paper, d.device, d.link, {}, md);
+    for (const auto& row : { rowCells(md, "| GPipe |"), rowCells(md, "| PipeDream |") }) {
+        ASSERT_EQ(row.size(), 4U) << md;
+        const double waste = std::stod(row[2]);
+        EXPECT_GE(waste, 0.0);
+        EXPECT_LT(waste, 100.0);
+    }
+    const auto at = md.find("(100% of its largest)");
+    ASSERT_NE(at, std::string::npos) << md;
+    const double gpipeLargest = std::stod(rowCells(md.substr(md.rfind("| GPipe |", at)), "| GPipe |")[2]);
+    const double pipedream = std::stod(rowCells(md, "| PipeDream |")[2]);
+    EXPECT_NE(md.find(pipedream > gpipeLargest ? "weight versions raise it" : "weight versions do not raise it"),
+        std::string::npos)
+        << md;
+    EXPECT_EQ(rowCells(md, "| GPipe |")[3], "28% (Fig. 2)");
+}
+
 // The S+R cells with one kind of memory action each: neither alone fits more than both, and the
 // sentence counts the cells recomputation alone carries.
 TEST(Reproduction, DawnPiperSplitsSwapAndRecompute)
