@@ -143,11 +143,13 @@ MemoryWalk walkMemory(std::vector<MemoryDelta> deltas, double base, double start
     double messages = 0;
     walk.curve.push_back({ startNs, level });
     walk.peakBytes = level;
+    walk.peakWithoutMessagesBytes = level;
     for (const auto& delta : deltas) {
         level += delta.bytes;
         gradients += delta.kind == MemoryKind::Gradients ? delta.bytes : 0;
         messages += delta.kind == MemoryKind::Messages ? delta.bytes : 0;
         walk.curve.push_back({ delta.timeNs, level });
+        walk.peakWithoutMessagesBytes = std::max(walk.peakWithoutMessagesBytes, level - messages);
         if (level > walk.peakBytes) {
             walk.peakBytes = level;
             walk.gradientsAtPeak = gradients;

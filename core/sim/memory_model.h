@@ -77,6 +77,7 @@ struct MemoryWalk
     double peakBytes = 0;
     double gradientsAtPeak = 0;
     double messagesAtPeak = 0;
+    double peakWithoutMessagesBytes = 0; // the highest level of everything but messages
 };
 [[nodiscard]] MemoryWalk walkMemory(std::vector<MemoryDelta> deltas, double base, double startNs);
 

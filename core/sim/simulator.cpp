@@ -523,6 +523,7 @@ namespace {
                 std::move(m_memDeltas[d]), base, first == std::numeric_limits<double>::infinity() ? 0 : first);
             dev.memoryCurve = std::move(walk.curve);
             dev.peakBytes = walk.peakBytes;
+            dev.peakWithoutMessagesBytes = walk.peakWithoutMessagesBytes;
             dev.memory.gradients = m_in.setup.gradientBuffers ? memory[d].gradients : walk.gradientsAtPeak;
             dev.memory.messages = walk.messagesAtPeak;
             // The breakdown at the peak: what is neither static, gradients nor messages is activations.

@@ -36,6 +36,8 @@ struct DeviceSimResult
 {
     double busyNs = 0; // compute stream busy time
     double peakBytes = 0;
+    // The part of the peak that does not depend on how far senders run ahead of this device.
+    double peakWithoutMessagesBytes = 0;
     double capacityBytes = 0;
     bool outOfMemory = false;
     DeviceMemory memory; // breakdown at the peak (static parts + peak activations)

@@ -63,6 +63,7 @@ struct Allocator::State
     MemoryByUse byUse {};
     MemoryByUse peakByUse {};
     std::int64_t peakNonModel = 0;
+    std::int64_t peakWithoutMessages = 0;
     std::mutex mutex;
     std::unordered_map<std::size_t, std::vector<std::byte*>> cache; // by rounded size
     std::size_t cachedBytes = 0;
@@ -202,6 +203,8 @@ struct NdArray::Storage
                 on.peakByUse = on.byUse;
             }
             on.peakNonModel = std::max(on.peakNonModel, on.nonModel());
+            on.peakWithoutMessages =
+                std::max(on.peakWithoutMessages, on.current - on.byUse[static_cast<std::size_t>(MemoryUse::Messages)]);
         }
         auto* block = on.take(rounded);
         if (block == nullptr)
@@ -294,9 +297,16 @@ std::int64_t Allocator::peakNonModel() const
     return m_state->peakNonModel;
 }
 
+std::int64_t Allocator::peakWithoutMessages() const
+{
+    const std::lock_guard lock(m_state->mutex);
+    return m_state->peakWithoutMessages;
+}
+
 void Allocator::resetPeak()
 {
     const std::lock_guard lock(m_state->mutex);
+    m_state->peakWithoutMessages = m_state->current - m_state->byUse[static_cast<std::size_t>(MemoryUse::Messages)];
     m_state->peak = m_state->current;
     m_state->peakByUse = m_state->byUse;
     m_state->peakNonModel = m_state->nonModel();

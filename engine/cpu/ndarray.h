@@ -106,6 +106,9 @@ public:
     // The most bytes held at once for anything but parameters, gradients and optimizer states:
     // PatrickStar's non-model data (§8.1), what a chunk manager must leave room for.
     [[nodiscard]] std::int64_t peakNonModel() const;
+    // The most bytes held at once for anything but messages waiting at this device: the part of
+    // the peak that does not depend on how far its senders run ahead.
+    [[nodiscard]] std::int64_t peakWithoutMessages() const;
     void resetPeak();
 
     // The node whose work the calling thread's next allocations are for ("" outside node

@@ -358,6 +358,7 @@ IterationResult PipelineRunner::run(
     for (std::size_t d = 0; d < m_schedule.devices.size(); ++d) {
         result.devicePeakBytes.push_back(m_devices[d].memory->peak());
         result.devicePeakByUse.push_back(m_devices[d].memory->peakByUse());
+        result.devicePeakWithoutMessages.push_back(m_devices[d].memory->peakWithoutMessages());
     }
     std::int64_t total = 0;
     for (const auto& c : m_forward)

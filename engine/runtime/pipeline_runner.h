@@ -76,6 +76,7 @@ struct IterationResult
     std::vector<SimEvent> events; // times from the iteration's start
     std::vector<std::int64_t> devicePeakBytes;
     std::vector<MemoryByUse> devicePeakByUse; // what the peak bytes were for
+    std::vector<std::int64_t> devicePeakWithoutMessages; // Allocator::peakWithoutMessages
     std::vector<double> deviceBusyNs; // compute actions only
     std::int64_t transferredBytes = 0;
     std::vector<ChunkStats> deviceChunks; // per device, with chunks: placement and this iteration's moves

@@ -304,6 +304,7 @@ RunStepResult TrainingRun::step(bool timed)
     out.tokensPerSecond = static_cast<double>(tokensPerStep()) / r.seconds;
     out.devicePeakBytes = std::move(r.devicePeakBytes);
     out.devicePeakByUse = std::move(r.devicePeakByUse);
+    out.devicePeakWithoutMessages = std::move(r.devicePeakWithoutMessages);
     out.deviceBusyNs = std::move(r.deviceBusyNs);
     out.events = std::move(r.events);
     out.tracedActions = r.tracedActions;

@@ -67,6 +67,7 @@ struct RunStepResult
     double tokensPerSecond = 0;
     std::vector<std::int64_t> devicePeakBytes;
     std::vector<MemoryByUse> devicePeakByUse;
+    std::vector<std::int64_t> devicePeakWithoutMessages; // messages waiting at a receiver aside
     std::vector<double> deviceBusyNs;
     std::vector<SimEvent> events;
     std::int64_t transferredBytes = 0;

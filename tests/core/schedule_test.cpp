@@ -193,3 +193,15 @@ TEST(ScheduleSpec, BadParametersGiveClearErrors)
     EXPECT_EQ(parseScheduleSpec("kfkb:2", 4, 8).groupSize, 2);
     EXPECT_EQ(parseScheduleSpec("interleaved:2", 4, 8).devices(), 2);
 }
+
+// A memory walk's peak without messages is the highest level of everything else: here the overall
+// peak (a message beside a little workspace) is not where the activations peaked.
+TEST(MemoryModel, WalkSeparatesThePeakWithoutMessages)
+{
+    const auto walk = walkMemory({ { 1, 4000, MemoryKind::Activations }, { 2, -4000, MemoryKind::Activations },
+                                     { 3, 6000, MemoryKind::Messages }, { 4, 400, MemoryKind::Activations } },
+        100, 0);
+    EXPECT_DOUBLE_EQ(walk.peakBytes, 6500);
+    EXPECT_DOUBLE_EQ(walk.messagesAtPeak, 6000);
+    EXPECT_DOUBLE_EQ(walk.peakWithoutMessagesBytes, 4100);
+}

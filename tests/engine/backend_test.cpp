@@ -303,3 +303,24 @@ TEST(Allocator, KeepsFreedBlocksUpToItsMemorysCacheLimit)
     EXPECT_EQ(memory->used, std::size_t { 3 } << 20); // all three kept
     EXPECT_EQ(hostMemory()->cacheLimitBytes(), std::size_t { 4 } << 30);
 }
+
+// The peak without messages is the highest level of everything else, which need not be the
+// level at the overall peak: here the overall peak holds a message and little else.
+TEST(Allocator, PeakWithoutMessagesIgnoresWhatWaitsAtTheDevice)
+{
+    Allocator device("cpu", 0);
+    {
+        const auto activations = NdArray::empty(device, { 1000 }); // 4000 B
+    }
+    NdArray message;
+    {
+        const MemoryUseScope use(MemoryUse::Messages);
+        message = NdArray::empty(device, { 1500 }); // 6000 B
+    }
+    const auto workspace = NdArray::empty(device, { 100 }); // 400 B beside the message
+    EXPECT_EQ(device.peak(), 6400);
+    EXPECT_EQ(device.peakByUse()[static_cast<std::size_t>(MemoryUse::Messages)], 6000);
+    EXPECT_EQ(device.peakWithoutMessages(), 4000);
+    device.resetPeak();
+    EXPECT_EQ(device.peakWithoutMessages(), 400);
+}

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct MeasuredPeaks
 {
     std::vector<std::int64_t> bytes;
     std::vector<MemoryByUse> uses; // at each device's peak
+    std::vector<std::int64_t> withoutMessages; // Allocator::peakWithoutMessages
 };
 
 // Each device's peak over two steps (the first creates the optimizer state).
@@ -36,7 +38,9 @@ MeasuredPeaks measuredPeaks(TrainingRun& run)
         const auto r = run.step();
         p.bytes.resize(r.devicePeakBytes.size(), 0);
         p.uses.resize(r.devicePeakBytes.size());
+        p.withoutMessages.resize(r.devicePeakBytes.size(), 0);
         for (std::size_t d = 0; d < r.devicePeakBytes.size(); ++d) {
+            p.withoutMessages[d] = std::max(p.withoutMessages[d], r.devicePeakWithoutMessages.at(d));
             if (r.devicePeakBytes[d] > p.bytes[d]) {
                 p.bytes[d] = r.devicePeakBytes[d];
                 p.uses[d] = r.devicePeakByUse[d];
@@ -52,6 +56,35 @@ std::string describeUses(const MemoryByUse& uses)
     for (std::size_t u = 0; u < kMemoryUses; ++u)
         text += " " + std::string(toString(static_cast<MemoryUse>(u))) + " " + std::to_string(uses[u]);
     return text;
+}
+
+// Expects device `d`'s measured peak within `tolerance` of the prediction, messages aside: how
+// many boundary tensors wait at a receiver depends on how far its senders run ahead, which on CPU
+// devices sharing cores with other processes is the host's scheduling, not the plan (CI once saw
+// a GPipe first device hold all four micro-batches' gradients where the timing predicted one).
+// So the peaks of everything else are compared, and what waits at the peak is checked against
+// every micro-batch's messages from every stage.
+void expectPeakAsPredicted(const DeviceSimResult& predicted, const MeasuredPeaks& peaks, std::size_t d,
+    const std::vector<StageCost>& costs, int microBatches, double tolerance, const std::string& label)
+{
+    const auto& uses = peaks.uses[d];
+    const auto waiting = uses[static_cast<std::size_t>(MemoryUse::Messages)];
+    const double error = predicted.peakWithoutMessagesBytes / static_cast<double>(peaks.withoutMessages[d]) - 1;
+    const auto& m = predicted.memory;
+    const auto context = [&] {
+        return label + ": predicted " + std::to_string(predicted.peakBytes) + " B (parameters "
+            + std::to_string(m.parameters + m.stashedWeights) + ", gradients " + std::to_string(m.gradients)
+            + ", optimizer states " + std::to_string(m.optimizerStates) + ", activations "
+            + std::to_string(m.activations) + ", workspace " + std::to_string(m.workspace) + ", messages "
+            + std::to_string(m.messages) + "; without messages " + std::to_string(predicted.peakWithoutMessagesBytes)
+            + "), measured " + std::to_string(peaks.bytes[d]) + " B (" + describeUses(uses) + "; without messages "
+            + std::to_string(peaks.withoutMessages[d]) + ")";
+    };
+    EXPECT_LT(std::abs(error), tolerance) << context();
+    double bound = 0;
+    for (const auto& c : costs)
+        bound += microBatches * (c.sendForwardBytes + c.sendBackwardBytes);
+    EXPECT_LE(waiting, bound) << context();
 }
 
 } // namespace
@@ -79,20 +112,13 @@ TEST(Pipeline, MeasuredPeakMemoryIsTheSimulatorsPrediction)
                 { "interleaved:2", 4 }, { "zb-h1", 2 }, { "pipedream", 2 }, { "ftpipe-async:2", 2 } }) {
             auto config = configFor(graph, schedule, stages, 4, "adamw");
             TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
-            const auto [measured, uses] = measuredPeaks(run);
+            const auto measured = measuredPeaks(run);
             const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
             const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, 2),
                 profile.setup, static_cast<double>(c.microBatch), config.memory, { true, true } });
             for (std::size_t d = 0; d < 2; ++d) {
-                const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
-                const auto& m = predicted.devices[d].memory;
-                const auto breakdown = describeUses(uses[d]);
-                EXPECT_LT(std::abs(error), 0.05)
-                    << schedule << " dropout " << dropout << " device " << d << ": predicted "
-                    << predicted.devices[d].peakBytes << " B (parameters " << m.parameters + m.stashedWeights
-                    << ", gradients " << m.gradients << ", optimizer states " << m.optimizerStates << ", activations "
-                    << m.activations << ", workspace " << m.workspace << "), measured " << measured[d] << " B ("
-                    << breakdown << ")";
+                expectPeakAsPredicted(predicted.devices[d], measured, d, costs, 4, 0.05,
+                    schedule + " dropout " + std::to_string(dropout) + " device " + std::to_string(d));
             }
         }
     }
@@ -111,18 +137,14 @@ void expectPeaksAsPredicted(const Graph& graph, const std::string& schedule, int
     const auto config = configFor(graph, schedule, stages, microBatches, "adamw");
     TrainingRun run(
         graph, randomCorpus(), makeDevices(stages == 1 ? "cpu" : "cpu:" + std::to_string(stages), 0), config);
-    const auto [measured, uses] = measuredPeaks(run);
+    const auto measured = measuredPeaks(run);
     const auto costs = computeStageCosts(graph, profile, config.partition, graph.info().microBatch);
     const auto predicted = simulate({ withCommunication(runtimeSchedule(config)), costs, makeCluster(device, stages),
         profile.setup, static_cast<double>(graph.info().microBatch), config.memory, { true, true } });
-    ASSERT_EQ(measured.size(), predicted.devices.size()) << label;
-    for (std::size_t d = 0; d < measured.size(); ++d) {
-        const double error = predicted.devices[d].peakBytes / static_cast<double>(measured[d]) - 1;
-        const auto& m = predicted.devices[d].memory;
-        EXPECT_LT(std::abs(error), tolerance)
-            << label << " " << schedule << " device " << d << ": predicted " << predicted.devices[d].peakBytes
-            << " B (gradients " << m.gradients << ", activations " << m.activations << ", workspace " << m.workspace
-            << "), measured " << measured[d] << " B (" << describeUses(uses[d]) << ")";
+    ASSERT_EQ(measured.bytes.size(), predicted.devices.size()) << label;
+    for (std::size_t d = 0; d < measured.bytes.size(); ++d) {
+        expectPeakAsPredicted(predicted.devices[d], measured, d, costs, microBatches, tolerance,
+            label + " " + schedule + " device " + std::to_string(d));
     }
 }
 
