@@ -3,6 +3,7 @@
 #include "cost/calibration.h"
 #include "cost/profile_threads.h"
 #include "cpu/blas_core.h"
+#include "cpu/packed_gemm.h"
 #include "cpu_probe.h"
 #include "local_devices.h"
 #include "runtime/training_run.h"
@@ -179,6 +180,8 @@ std::vector<KernelClass> nodeClasses(const Graph& graph, const DeviceSpec& devic
 
 void noteBlasPin()
 {
+    if (engine::cpuGemmKernels() == "packed") // OpenBLAS's kernels run no product of 4 rows or more
+        return;
     if (const auto advice = engine::blasPinAdvice(engine::blasCoreReport()); !advice.empty()) {
         std::fflush(stdout); // after what the run printed
         fmt::print(stderr, "note: {}\n", advice);

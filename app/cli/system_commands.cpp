@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cpu/blas_core.h"
+#include "cpu/packed_gemm.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_libraries.h"
 #include "graph/graph_summary.h"
@@ -38,8 +39,12 @@ namespace {
         if (!blas.detected.empty())
             line += " (chosen by PipeStudio: OpenBLAS picked " + blas.detected + ", narrower than this CPU's vectors"
                 + "; OPENBLAS_CORETYPE overrides, PS_KEEP_BLAS_CORE=1 keeps OpenBLAS's choice)";
-        if (const auto advice = engine::blasPinAdvice(blas); !advice.empty())
+        const bool packed = engine::cpuGemmKernels() == "packed";
+        if (const auto advice = engine::blasPinAdvice(blas); !advice.empty() && !packed)
             line += " (" + advice + ")";
+        line += packed ? "\nCPU GEMM: PipeStudio's packed AVX-512 kernels (OpenBLAS for products of fewer than 4 rows; "
+                         "PS_CPU_GEMM=openblas runs OpenBLAS's)"
+                       : "\nCPU GEMM: OpenBLAS";
         return line;
     }
 
@@ -63,6 +68,7 @@ namespace {
             blasJson["detected_core"] = blas.detected;
         if (!blas.widerCore.empty())
             blasJson["wider_core"] = blas.widerCore;
+        blasJson["cpu_gemm"] = engine::cpuGemmKernels(); // "packed" or "openblas"
         return { { "blas", blasJson }, { "cuda_built", report.cudaBuilt }, { "cuda_status", report.cudaStatus },
             { "devices", devices }, { "cuda_libraries", libraries }, { "cuda_backend_ops", cudaOps() },
             { "profilers", backends } };

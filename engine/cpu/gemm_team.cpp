@@ -1,5 +1,6 @@
 #include "cpu/gemm_team.h"
 
+#include "cpu/packed_gemm.h"
 #include "cpu/thread_affinity.h"
 
 #include <algorithm>
@@ -17,6 +18,12 @@ namespace {
     void plainSgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
         const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc)
     {
+        // The packed kernels where they are the engine's choice (cpu/packed_gemm.h), for products of
+        // at least 4 rows (fewer fill too little of a 12-row tile); a split keeps 16 rows a member.
+        if (m >= 4 && cpuGemmKernels() == "packed") {
+            packedSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+            return;
+        }
         cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
             static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
             static_cast<int>(ldb), beta, c, static_cast<int>(ldc));

@@ -1,13 +1,14 @@
 // A CPU device's GEMM team: the device's worker thread plus one helper thread per further core of
 // its share, each helper pinned to its own core. While a thread has a team (GemmTeamScope), sgemm()
 // splits a large product by rows (or columns) of C across the team, each part a single-threaded
-// OpenBLAS call, so the device's BLAS work stays on its cores.
+// GEMM (the packed kernels of cpu/packed_gemm.h where they are the engine's choice, else OpenBLAS),
+// so the device's BLAS work stays on its cores.
 //
 // Why not OpenBLAS's own threads: its pthread build has one pool for the process, and 0.3.21
 // serializes level-3 calls that use it (gemm_driver takes a global lock), so two pipeline workers
 // with several BLAS threads each would take turns instead of running side by side. With teams the
 // runtime sets OpenBLAS to one thread and no call takes that lock.
-// Depends on: nothing of the engine; OpenBLAS's cblas.h.
+// Depends on: cpu/packed_gemm.h; OpenBLAS's cblas.h.
 #pragma once
 
 #include <condition_variable>

@@ -4,9 +4,12 @@
 // micro-batch 4 (1024 token rows): QKV projection, MLP up and down, one attention head's scores.
 // Then a Linear with a bias on the CPU backend (one device on every core): MatMul then BiasAdd
 // against the fused GEMM + bias of engine/fusion.h (the bias added in place).
+// Last, one thread's GEMM side by side: OpenBLAS (whatever kernels it runs in this process) against
+// the engine's packed AVX-512 kernels (cpu/packed_gemm.h), forward and both backward layouts.
 //   build/ci/tests/bench/engine_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm_team.h"
+#include "cpu/packed_gemm.h"
 #include "cpu/thread_affinity.h"
 
 #include <benchmark/benchmark.h>
@@ -163,6 +166,50 @@ void BM_LinearGemmBiasFused(benchmark::State& state)
     linear(state, true);
 }
 
+// One product on one thread: OpenBLAS's kernels against the packed ones, for the forward layout
+// (A B) and the two backward ones (A B^T for the input gradient, A^T B for the weight gradient).
+struct Layout
+{
+    bool transA, transB;
+};
+constexpr Layout kLayouts[] = { { false, false }, { false, true }, { true, false } };
+
+void oneThreadGemm(benchmark::State& state, bool packed)
+{
+    const auto& s = kShapes[state.range(0)];
+    const auto& layout = kLayouts[state.range(1)];
+    if (packed && !packedGemmAvailable()) {
+        state.SkipWithError("this CPU has no AVX-512");
+        return;
+    }
+    openblas_set_num_threads(1);
+    Buffers buffers(s);
+    const auto lda = layout.transA ? s.m : s.k;
+    const auto ldb = layout.transB ? s.k : s.n;
+    for (auto _ : state) {
+        if (packed)
+            packedSgemm(layout.transA, layout.transB, s.m, s.n, s.k, 1.0F, buffers.a.data(), lda, buffers.b.data(), ldb,
+                0.0F, buffers.c.data(), s.n);
+        else
+            cblas_sgemm(CblasRowMajor, layout.transA ? CblasTrans : CblasNoTrans,
+                layout.transB ? CblasTrans : CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+                static_cast<int>(s.k), 1.0F, buffers.a.data(), static_cast<int>(lda), buffers.b.data(),
+                static_cast<int>(ldb), 0.0F, buffers.c.data(), static_cast<int>(s.n));
+        benchmark::DoNotOptimize(buffers.c.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_GemmOneThreadOpenBlas(benchmark::State& state)
+{
+    oneThreadGemm(state, false);
+}
+
+void BM_GemmOneThreadPacked(benchmark::State& state)
+{
+    oneThreadGemm(state, true);
+}
+
 } // namespace
 
 BENCHMARK(BM_LinearMatMulThenBiasAdd)->DenseRange(0, 2)->UseRealTime();
@@ -171,3 +218,5 @@ BENCHMARK(BM_OneDeviceOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_OneDeviceTeam)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_TwoDevicesOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_TwoDevicesTeams)->DenseRange(0, 3)->UseRealTime();
+BENCHMARK(BM_GemmOneThreadOpenBlas)->ArgsProduct({ { 0, 1, 2, 3 }, { 0, 1, 2 } });
+BENCHMARK(BM_GemmOneThreadPacked)->ArgsProduct({ { 0, 1, 2, 3 }, { 0, 1, 2 } });

@@ -109,6 +109,8 @@ def engine_blas(a):
     out = subprocess.run([a.pipestudio, "devices", "--json"], check=True, capture_output=True, text=True).stdout
     blas = json.loads(out)["blas"]
     pinned = " pinned by the environment" if "wider_core" in blas else ""
+    if blas.get("cpu_gemm") == "packed":
+        return f"PipeStudio's packed AVX-512 GEMM; OpenBLAS {blas['core']}{pinned} for products under 4 rows"
     return f"OpenBLAS, {blas['core']} kernels{pinned}"
 
 

@@ -167,10 +167,12 @@ TEST_F(Cli, DevicesListsTheCpu)
 // runs, `devices` names the wider core and says how to get it.
 TEST_F(Cli, DevicesNamesAnEnvironmentPinBelowTheCpu)
 {
+    // With OpenBLAS's GEMMs (PS_CPU_GEMM=openblas) the pin matters, and `devices` says so.
     const std::string pinned = "env -u PS_BLAS_CORE_DETECTED OPENBLAS_CORETYPE=Prescott " + std::string(PS_CLI_PATH);
-    const auto r = ps::e2e::runShell(pinned + " devices --json");
+    const auto r = ps::e2e::runShell("PS_CPU_GEMM=openblas " + pinned + " devices --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["blas"]["cpu_gemm"], "openblas") << r.output;
     if (j["blas"]["library"].get<std::string>().find("DYNAMIC_ARCH") == std::string::npos)
         GTEST_SKIP() << "this OpenBLAS is built for one core type";
     EXPECT_EQ(j["blas"]["core"], "Prescott") << r.output;
@@ -180,12 +182,21 @@ TEST_F(Cli, DevicesNamesAnEnvironmentPinBelowTheCpu)
     ASSERT_TRUE(j["blas"].contains("wider_core")) << r.output;
     const auto wider = j["blas"]["wider_core"].get<std::string>();
     EXPECT_TRUE(wider == "Haswell" || wider == "SkylakeX") << wider;
-    const auto text = ps::e2e::runShell(pinned + " devices");
-    EXPECT_NE(text.output.find("OPENBLAS_CORETYPE=Prescott (set in the environment) runs narrower GEMM kernels than "
+    const std::string advice = "OPENBLAS_CORETYPE=Prescott (set in the environment) runs narrower GEMM kernels than "
                                "this CPU's "
-                  + wider),
-        std::string::npos)
-        << text.output;
+        + wider;
+    const auto text = ps::e2e::runShell("PS_CPU_GEMM=openblas " + pinned + " devices");
+    EXPECT_NE(text.output.find(advice), std::string::npos) << text.output;
+    EXPECT_NE(text.output.find("CPU GEMM: OpenBLAS"), std::string::npos) << text.output;
+    // On an AVX-512 CPU the engine's own kernels run its GEMMs by default: the pin no longer
+    // slows them, and no advice is given.
+    if (!__builtin_cpu_supports("avx512f"))
+        return;
+    const auto packed = ps::e2e::runShell(pinned + " devices");
+    EXPECT_EQ(packed.output.find(advice), std::string::npos) << packed.output;
+    EXPECT_NE(packed.output.find("CPU GEMM: PipeStudio's packed AVX-512 kernels"), std::string::npos) << packed.output;
+    const auto packedJson = nlohmann::json::parse(ps::e2e::runShell(pinned + " devices --json").output);
+    EXPECT_EQ(packedJson["blas"]["cpu_gemm"], "packed");
 #endif
 }
 
