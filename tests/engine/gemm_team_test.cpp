@@ -18,6 +18,7 @@
 
 using namespace ps;
 using namespace ps::engine;
+using ps::engine::testing::randomMatrix;
 
 namespace {
 
@@ -28,16 +29,6 @@ std::vector<int> twoCores()
     while (cores.size() < 2) // a one-core machine: both members share it
         cores.push_back(cores.front());
     return cores;
-}
-
-std::vector<float> randomMatrix(std::size_t n, std::uint32_t seed)
-{
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1, 1);
-    std::vector<float> v(n);
-    for (auto& x : v)
-        x = u(rng);
-    return v;
 }
 
 } // namespace

@@ -29,6 +29,17 @@ inline Node makeNode(OpType op, Attributes attrs = {})
     return n;
 }
 
+// `n` seeded values uniform in [-1, 1) (GEMM operands).
+inline std::vector<float> randomMatrix(std::size_t n, std::uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> v(n);
+    for (auto& x : v)
+        x = u(rng);
+    return v;
+}
+
 // One gradient check: the node, its inputs and which of them to differentiate.
 struct GradCase
 {

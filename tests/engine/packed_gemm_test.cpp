@@ -3,6 +3,7 @@
 // reading C); rows computed apart equal to the bit the same rows of one call. Skips where the CPU
 // has no AVX-512 (the engine then runs OpenBLAS only).
 #include "cpu/packed_gemm.h"
+#include "kernel_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -12,18 +13,9 @@
 #include <vector>
 
 using namespace ps::engine;
+using ps::engine::testing::randomMatrix;
 
 namespace {
-
-std::vector<float> randomValues(std::size_t n, std::uint32_t seed)
-{
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1, 1);
-    std::vector<float> v(n);
-    for (auto& x : v)
-        x = u(rng);
-    return v;
-}
 
 struct Product
 {
@@ -78,11 +70,11 @@ TEST(PackedGemm, EqualsTheReferenceForEveryLayoutEdgeAndScaling)
         for (int t = 0; t < 4; ++t) {
             for (const std::int64_t pad : { 0, 5 }) {
                 const Product p { m, n, k, (t & 1) != 0, (t & 2) != 0, pad };
-                const auto a = randomValues(static_cast<std::size_t>((p.transA ? k : m) * p.lda()), 1);
-                const auto b = randomValues(static_cast<std::size_t>((p.transB ? n : k) * p.ldb()), 2);
+                const auto a = randomMatrix(static_cast<std::size_t>((p.transA ? k : m) * p.lda()), 1);
+                const auto b = randomMatrix(static_cast<std::size_t>((p.transB ? n : k) * p.ldb()), 2);
                 for (const auto& [alpha, beta] :
                     std::vector<std::pair<float, float>> { { 1, 0 }, { 0.5F, 1 }, { -2, 0.25F } }) {
-                    auto c = randomValues(static_cast<std::size_t>(m * p.ldc()), 3);
+                    auto c = randomMatrix(static_cast<std::size_t>(m * p.ldc()), 3);
                     if (beta == 0.0F) // never read: a NaN there would show
                         std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
                     const auto expected = reference(p, a, b, c, alpha, beta);
@@ -115,8 +107,8 @@ TEST(PackedGemm, RowsAndColumnsComputedApartEqualOneCall)
     if (!packedGemmAvailable())
         GTEST_SKIP() << "this CPU has no AVX-512: the engine runs OpenBLAS's GEMM only";
     const std::int64_t m = 61, n = 1500, k = 700;
-    const auto a = randomValues(static_cast<std::size_t>(m * k), 4);
-    const auto b = randomValues(static_cast<std::size_t>(k * n), 5);
+    const auto a = randomMatrix(static_cast<std::size_t>(m * k), 4);
+    const auto b = randomMatrix(static_cast<std::size_t>(k * n), 5);
     std::vector<float> whole(static_cast<std::size_t>(m * n));
     packedSgemm(false, false, m, n, k, 1, a.data(), k, b.data(), n, 0, whole.data(), n);
     std::vector<float> parts(whole.size());
