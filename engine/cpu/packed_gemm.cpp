@@ -11,7 +11,11 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define PS_PACKED_GEMM 1
-#define PS_AVX512 __attribute__((target("avx512f")))
+// Packing and the micro-kernel touch only the caller's operands and its thread's own buffers; they
+// are left uninstrumented by ThreadSanitizer, as OpenBLAS is (instrumented, every pipeline test under
+// TSan would spend most of its time in GEMMs).
+#define PS_UNRACED __attribute__((no_sanitize("thread")))
+#define PS_AVX512 __attribute__((target("avx512f"), no_sanitize("thread")))
 #else
 #define PS_PACKED_GEMM 0
 #endif
@@ -54,8 +58,8 @@ namespace {
 
     // Rows [i0, i0 + mc) and depths [k0, k0 + kc) of op(A), as panels of kMr rows: panel p holds
     // depth k's kMr values at (p kc + k) kMr, rows past mc zero.
-    void packA(bool transA, const float* a, std::int64_t lda, std::int64_t i0, std::int64_t mc, std::int64_t k0,
-        std::int64_t kc, float* out)
+    PS_UNRACED void packA(bool transA, const float* a, std::int64_t lda, std::int64_t i0, std::int64_t mc,
+        std::int64_t k0, std::int64_t kc, float* out)
     {
         for (std::int64_t p = 0; p * kMr < mc; ++p) {
             const auto rows = std::min<std::int64_t>(kMr, mc - p * kMr);
@@ -77,8 +81,8 @@ namespace {
     }
 
     // Depths [k0, k0 + kc) and columns [j0, j0 + nc) of op(B), as panels of kNr columns.
-    void packB(bool transB, const float* b, std::int64_t ldb, std::int64_t k0, std::int64_t kc, std::int64_t j0,
-        std::int64_t nc, float* out)
+    PS_UNRACED void packB(bool transB, const float* b, std::int64_t ldb, std::int64_t k0, std::int64_t kc,
+        std::int64_t j0, std::int64_t nc, float* out)
     {
         for (std::int64_t q = 0; q * kNr < nc; ++q) {
             const auto cols = std::min<std::int64_t>(kNr, nc - q * kNr);
