@@ -93,6 +93,29 @@ std::string storedStatus(const QString& path, std::int64_t run)
     return ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly).runStatus(run);
 }
 
+// The studio launching the tiny project's plan for a million steps, to be stopped, killed or
+// crashed once `steps` of them have reached the monitor.
+struct EndlessRun
+{
+    explicit EndlessRun(std::size_t steps)
+    {
+        dialog.setSteps(1'000'000);
+        launched = studio.window.launch(dialog) && waitForSteps(studio.window.monitorModel(), steps);
+    }
+    RunOutcome outcome()
+    {
+        return waitForOutcome(launcher, done);
+    }
+    QTemporaryDir dir;
+    QString path = tinyProject(dir);
+    Studio studio { path };
+    MainWindow& window = studio.window;
+    LaunchDialog dialog { window.planSession(), path };
+    RunLauncher* launcher = window.launcher();
+    QSignalSpy done { launcher, &RunLauncher::finished };
+    bool launched = false;
+};
+
 } // namespace
 
 TEST(RunLaunch, ParsesTheTrainJsonLines)
@@ -271,15 +294,9 @@ TEST(RunLaunch, ATwoDeviceRunFromTheDialogReachesTheMonitorAndTheProject)
 
 TEST(RunLaunch, StopEndsTheRunWithinFiveSecondsWithACheckpoint)
 {
-    QTemporaryDir dir;
-    const auto path = tinyProject(dir);
-    Studio s(path);
-    LaunchDialog dialog(s.window.planSession(), path);
-    dialog.setSteps(1'000'000);
-    auto* launcher = s.window.launcher();
-    QSignalSpy done(launcher, &RunLauncher::finished);
-    ASSERT_TRUE(s.window.launch(dialog));
-    ASSERT_TRUE(waitForSteps(s.window.monitorModel(), 3));
+    EndlessRun run(3);
+    ASSERT_TRUE(run.launched);
+    auto& s = run.studio;
     EXPECT_TRUE(s.window.monitor()->stopButton()->isEnabled());
     // The runs table follows the going run (re-read every few seconds), not only its start.
     ASSERT_GT(s.window.runsModel()->rowCount(), 0);
@@ -295,11 +312,12 @@ TEST(RunLaunch, StopEndsTheRunWithinFiveSecondsWithACheckpoint)
     QElapsedTimer t;
     t.start();
     s.window.monitor()->stopButton()->click();
-    const auto outcome = waitForOutcome(launcher, done);
+    const auto outcome = run.outcome();
     EXPECT_LT(t.elapsed(), 5000);
     EXPECT_EQ(outcome.status, QStringLiteral("interrupted")) << outcome.message.toStdString();
-    EXPECT_EQ(storedStatus(path, outcome.runId), "interrupted");
-    const auto checkpoint = ProjectStore::open(path.toStdString(), ProjectStore::Access::ReadOnly).latestCheckpoint();
+    EXPECT_EQ(storedStatus(run.path, outcome.runId), "interrupted");
+    const auto checkpoint =
+        ProjectStore::open(run.path.toStdString(), ProjectStore::Access::ReadOnly).latestCheckpoint();
     ASSERT_TRUE(checkpoint.has_value());
     EXPECT_EQ(checkpoint->runId, outcome.runId);
     EXPECT_EQ(checkpoint->step, outcome.lastStep);
@@ -307,26 +325,20 @@ TEST(RunLaunch, StopEndsTheRunWithinFiveSecondsWithACheckpoint)
 
 TEST(RunLaunch, AChildKilledBySigkillIsStoredAsFailedAndTheGuiStaysResponsive)
 {
-    QTemporaryDir dir;
-    const auto path = tinyProject(dir);
-    Studio s(path);
-    LaunchDialog dialog(s.window.planSession(), path);
-    dialog.setSteps(1'000'000);
-    auto* launcher = s.window.launcher();
-    QSignalSpy done(launcher, &RunLauncher::finished);
-    ASSERT_TRUE(s.window.launch(dialog));
-    ASSERT_TRUE(waitForSteps(s.window.monitorModel(), 2));
+    EndlessRun run(2);
+    ASSERT_TRUE(run.launched);
+    auto& s = run.studio;
     int ticks = 0;
     QTimer timer;
     QObject::connect(&timer, &QTimer::timeout, [&ticks] { ++ticks; });
     timer.start(10);
-    ::kill(static_cast<pid_t>(launcher->processId()), SIGKILL); // as the OOM killer would
-    const auto outcome = waitForOutcome(launcher, done);
+    ::kill(static_cast<pid_t>(run.launcher->processId()), SIGKILL); // as the OOM killer would
+    const auto outcome = run.outcome();
     QTest::qWait(50);
     EXPECT_GT(ticks, 0); // the event loop kept running
     EXPECT_EQ(outcome.status, QStringLiteral("failed"));
     EXPECT_TRUE(outcome.message.contains(QStringLiteral("crashed"))) << outcome.message.toStdString();
-    EXPECT_EQ(storedStatus(path, outcome.runId), "failed");
+    EXPECT_EQ(storedStatus(run.path, outcome.runId), "failed");
     EXPECT_EQ(s.window.monitorModel()->status(), QStringLiteral("failed"));
     s.window.runsModel()->reload();
     EXPECT_EQ(s.window.runsModel()->row(0)->status, "failed");
@@ -334,19 +346,12 @@ TEST(RunLaunch, AChildKilledBySigkillIsStoredAsFailedAndTheGuiStaysResponsive)
 
 TEST(RunLaunch, KillFromTheMonitorStoresTheRunAsInterrupted)
 {
-    QTemporaryDir dir;
-    const auto path = tinyProject(dir);
-    Studio s(path);
-    LaunchDialog dialog(s.window.planSession(), path);
-    dialog.setSteps(1'000'000);
-    auto* launcher = s.window.launcher();
-    QSignalSpy done(launcher, &RunLauncher::finished);
-    ASSERT_TRUE(s.window.launch(dialog));
-    ASSERT_TRUE(waitForSteps(s.window.monitorModel(), 2));
-    s.window.monitor()->killButton()->click();
-    const auto outcome = waitForOutcome(launcher, done);
+    EndlessRun run(2);
+    ASSERT_TRUE(run.launched);
+    run.window.monitor()->killButton()->click();
+    const auto outcome = run.outcome();
     EXPECT_EQ(outcome.status, QStringLiteral("interrupted"));
-    EXPECT_EQ(storedStatus(path, outcome.runId), "interrupted");
+    EXPECT_EQ(storedStatus(run.path, outcome.runId), "interrupted");
 }
 
 TEST(RunLaunch, APlanPredictedOutOfMemoryIsRefusedNamingTheDeviceAndBytes)
