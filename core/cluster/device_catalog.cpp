@@ -1,6 +1,7 @@
 #include "cluster/device_catalog.h"
 
 #include "cluster/json_detail.h"
+#include "util/enum_names.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -108,11 +109,7 @@ std::string_view toString(MathMode mode)
 
 MathMode parseMathMode(std::string_view text)
 {
-    for (auto mode : { MathMode::Fp32, MathMode::Tf32, MathMode::Fp16, MathMode::Bf16 }) {
-        if (toString(mode) == text)
-            return mode;
-    }
-    throw Error("unknown math mode '" + std::string(text) + "' (fp32, tf32, fp16, bf16)");
+    return parseByName("math mode", text, { MathMode::Fp32, MathMode::Tf32, MathMode::Fp16, MathMode::Bf16 });
 }
 
 const DeviceCatalog& DeviceCatalog::builtin()

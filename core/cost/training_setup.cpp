@@ -1,5 +1,6 @@
 #include "cost/training_setup.h"
 
+#include "util/enum_names.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -84,11 +85,7 @@ std::string describePrecision(Precision precision)
 
 Precision parsePrecision(std::string_view text)
 {
-    for (auto p : kPrecisions) {
-        if (toString(p) == text)
-            return p;
-    }
-    throw Error("unknown precision '" + std::string(text) + "' (fp32, tf32, bf16, fp16)");
+    return parseByName("precision", text, kPrecisions);
 }
 
 std::string measuredCudaSource(Precision gemm)
@@ -123,11 +120,7 @@ std::string_view toString(Optimizer optimizer)
 
 Optimizer parseOptimizer(std::string_view text)
 {
-    for (auto o : { Optimizer::Sgd, Optimizer::SgdMomentum, Optimizer::Adam }) {
-        if (toString(o) == text)
-            return o;
-    }
-    throw Error("unknown optimizer '" + std::string(text) + "' (sgd, sgd-momentum, adam)");
+    return parseByName("optimizer", text, { Optimizer::Sgd, Optimizer::SgdMomentum, Optimizer::Adam });
 }
 
 } // namespace ps

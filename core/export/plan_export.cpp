@@ -2,6 +2,7 @@
 
 #include "export/scope_mapping.h"
 #include "schedule/schedule_validate.h"
+#include "util/enum_names.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>
@@ -143,12 +144,8 @@ namespace {
 
 ExportFormat parseExportFormat(std::string_view text)
 {
-    for (auto f :
-        { ExportFormat::Torchrun, ExportFormat::PipeliningCsv, ExportFormat::DeepSpeed, ExportFormat::Megatron }) {
-        if (toString(f) == text)
-            return f;
-    }
-    throw Error("unknown export format '" + std::string(text) + "' (torchrun, pipelining-csv, deepspeed, megatron)");
+    return parseByName("export format", text,
+        { ExportFormat::Torchrun, ExportFormat::PipeliningCsv, ExportFormat::DeepSpeed, ExportFormat::Megatron });
 }
 
 std::string_view toString(ExportFormat format)

@@ -223,6 +223,15 @@ namespace {
         return d;
     }
 
+    // One FLOP per element of `basis` forward and one backward (a copy, a reduction, a pool).
+    OpDef onePass(OpDef d, CostBasis basis = CostBasis::Output)
+    {
+        d.forwardFlops = 1;
+        d.backwardFlops = 1;
+        d.basis = basis;
+        return d;
+    }
+
     std::vector<OpDef> buildTable()
     {
         std::vector<OpDef> t;
@@ -242,9 +251,7 @@ namespace {
             add(d);
         }
         {
-            OpDef d { OpType::BiasAdd, "BiasAdd", "(x (..., N), bias (N)) -> x", 2, 2, biasAddShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
+            auto d = onePass({ OpType::BiasAdd, "BiasAdd", "(x (..., N), bias (N)) -> x", 2, 2, biasAddShape });
             d.weightGradShare = 1.0;
             add(d);
         }
@@ -271,10 +278,8 @@ namespace {
             add(d);
         }
         {
-            OpDef d { OpType::Mask, "Mask", "scores with a causal mask (causal) and/or a (B, T) padding mask", 1, 2,
-                maskShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
+            auto d = onePass({ OpType::Mask, "Mask", "scores with a causal mask (causal) and/or a (B, T) padding mask",
+                1, 2, maskShape });
             d.savedInputs = 0b10; // the padding mask: the masked scores get no gradient
             add(d);
         }
@@ -305,13 +310,8 @@ namespace {
         add(unary(OpType::Erf, "Erf", "erf x", 8, 4, saveInput(0)));
         add(unary(OpType::Sin, "Sin", "sin x", 8, 9, saveInput(0)));
         add(unary(OpType::Cos, "Cos", "cos x", 8, 9, saveInput(0)));
-        {
-            OpDef d { OpType::ReduceMean, "ReduceMean", "mean over axes (empty: all); keepdims", 1, 1, reduceShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
-            add(d);
-        }
+        add(onePass({ OpType::ReduceMean, "ReduceMean", "mean over axes (empty: all); keepdims", 1, 1, reduceShape },
+            CostBasis::Input));
         add({ OpType::Select, "Select", "x[..., index, ...] on axis; the axis is removed", 1, 1, selectShape });
         {
             OpDef d { OpType::Expand, "Expand", "x broadcast to shape", 1, 1, expandShape };
@@ -330,23 +330,17 @@ namespace {
                               batchNormShape },
             8, 14, batchNormState));
         {
-            OpDef d { OpType::MaxPool, "MaxPool", "(N, C, [D,] H, W); kernel, strides, pads, dilations, ceil_mode", 1,
-                1, poolShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
+            auto d = onePass({ OpType::MaxPool, "MaxPool",
+                                 "(N, C, [D,] H, W); kernel, strides, pads, dilations, ceil_mode", 1, 1, poolShape },
+                CostBasis::Input);
             d.savedInputs = saveInput(0);
             d.saved = maxPoolState;
             add(d);
         }
-        {
-            OpDef d { OpType::GlobalAvgPool, "GlobalAvgPool",
-                "(N, C, spatial...) -> (N, C, 1, ...): the mean of every plane or volume", 1, 1, globalPoolShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
-            add(d);
-        }
+        add(onePass(
+            { OpType::GlobalAvgPool, "GlobalAvgPool",
+                "(N, C, spatial...) -> (N, C, 1, ...): the mean of every plane or volume", 1, 1, globalPoolShape },
+            CostBasis::Input));
         // Activations and elementwise math of traced models.
         add(unary(OpType::Sigmoid, "Sigmoid", "1 / (1 + exp(-x))", 4, 3, kSaveNoInputs, true));
         add(unary(
@@ -378,49 +372,23 @@ namespace {
         add(unary(OpType::IsNaN, "IsNaN", "x is NaN -> bool", 1, 0, kSaveNoInputs));
         add(binary(OpType::And, "And", "a && b (bool)", 1, 0));
         add(binary(OpType::Or, "Or", "a || b (bool)", 1, 0));
+        add(onePass({ OpType::Cast, "Cast", "x converted to the element type to", 1, 1, castShape }));
+        add(onePass({ OpType::ReduceSum, "ReduceSum", "sum over axes (empty: all); keepdims", 1, 1, reduceShape },
+            CostBasis::Input));
         {
-            OpDef d { OpType::Cast, "Cast", "x converted to the element type to", 1, 1, castShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            add(d);
-        }
-        {
-            OpDef d { OpType::ReduceSum, "ReduceSum", "sum over axes (empty: all); keepdims", 1, 1, reduceShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
-            add(d);
-        }
-        {
-            OpDef d { OpType::ReduceMax, "ReduceMax", "max over axes (empty: all); keepdims", 1, 1, reduceShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
+            auto d =
+                onePass({ OpType::ReduceMax, "ReduceMax", "max over axes (empty: all); keepdims", 1, 1, reduceShape },
+                    CostBasis::Input);
             d.saved = reduceMaxState;
             add(d);
         }
-        {
-            OpDef d { OpType::CumSum, "CumSum", "running sum along axis; exclusive, reverse", 1, 1, cumSumShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            add(d);
-        }
-        {
-            OpDef d { OpType::Trilu, "Trilu", "lower (upper 0) or upper triangle of the last two dims; k", 1, 1,
-                triluShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            add(d);
-        }
+        add(onePass({ OpType::CumSum, "CumSum", "running sum along axis; exclusive, reverse", 1, 1, cumSumShape }));
+        add(onePass(
+            { OpType::Trilu, "Trilu", "lower (upper 0) or upper triangle of the last two dims; k", 1, 1, triluShape }));
         // Pools, padding, resampling and indexing.
-        {
-            OpDef d { OpType::AvgPool, "AvgPool",
-                "(N, C, [D,] H, W); kernel, strides, pads, ceil_mode, count_include_pad", 1, 1, poolShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
-            add(d);
-        }
+        add(onePass({ OpType::AvgPool, "AvgPool",
+                        "(N, C, [D,] H, W); kernel, strides, pads, ceil_mode, count_include_pad", 1, 1, poolShape },
+            CostBasis::Input));
         {
             OpDef d { OpType::Pad, "Pad", "x padded by pads (begins, then ends); mode, value", 1, 1, padShape };
             d.backwardFlops = 1;
@@ -442,10 +410,8 @@ namespace {
             add(d);
         }
         {
-            OpDef d { OpType::ScatterND, "ScatterND", "(data, indices (..., k), updates) -> data with updates written",
-                3, 3, scatterNdShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
+            auto d = onePass({ OpType::ScatterND, "ScatterND",
+                "(data, indices (..., k), updates) -> data with updates written", 3, 3, scatterNdShape });
             d.savedInputs = saveInput(1);
             add(d);
         }
@@ -488,13 +454,11 @@ namespace {
             add(d);
         }
         {
-            OpDef d { OpType::ScatterElements, "ScatterElements",
-                "(data, indices, updates) -> data with updates written (or added) at indices on axis; "
-                "axis, add",
-                3, 3, scatterElementsShape };
-            d.forwardFlops = 1;
-            d.backwardFlops = 1;
-            d.basis = CostBasis::Input;
+            auto d = onePass({ OpType::ScatterElements, "ScatterElements",
+                                 "(data, indices, updates) -> data with updates written (or added) at indices on axis; "
+                                 "axis, add",
+                                 3, 3, scatterElementsShape },
+                CostBasis::Input);
             d.savedInputs = saveInput(1);
             add(d);
         }

@@ -199,7 +199,6 @@ std::vector<std::size_t> equalLayerCuts(const StageModel& m)
 
 std::vector<std::size_t> memoryBalancedStarts(const StageModel& m, std::size_t b, std::size_t e, int first, int last)
 {
-    const int count = last - first + 1;
     const auto fill = [&](double target) {
         std::vector<std::size_t> starts { b };
         std::size_t from = b;
@@ -218,11 +217,17 @@ std::vector<std::size_t> memoryBalancedStarts(const StageModel& m, std::size_t b
         }
         return std::make_pair(m.approxMemoryBytes(from, e, last) <= target, starts);
     };
+    return smallestFittingFill(m, b, e, first, last, fill);
+}
+
+std::vector<std::size_t> smallestFittingFill(
+    const StageModel& m, std::size_t b, std::size_t e, int first, int last, const MemoryFill& fill)
+{
     double lo = 0;
     double hi = 0;
     for (int x = first; x <= last; ++x)
         hi = std::max(hi, m.approxMemoryBytes(b, e, x));
-    for (int i = 0; i < 50 && count > 1; ++i) {
+    for (int i = 0; i < 50 && last > first; ++i) {
         const double target = (lo + hi) / 2;
         (fill(target).first ? hi : lo) = target;
     }

@@ -4,7 +4,9 @@
 
 #include "plan/planner.h"
 
+#include <functional>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace ps::detail {
@@ -56,6 +58,13 @@ std::vector<std::size_t> greedyBisection(const Search& search);
 std::vector<std::size_t> pipeDreamCuts(const Search& search, bool memoryChecked);
 std::vector<std::size_t> equalLayerCuts(const StageModel& m);
 std::vector<std::size_t> memoryBalancedStarts(const StageModel& m, std::size_t b, std::size_t e, int first, int last);
+// A greedy fill of nodes [b, e) into stages first..last under a per-device peak `target`: whether
+// the last stage fits it, and the stage starts.
+using MemoryFill = std::function<std::pair<bool, std::vector<std::size_t>>(double target)>;
+// The starts `fill` gives at the smallest target it fits, bisected (50 steps) between 0 and the
+// largest peak of all of [b, e) on one stage.
+std::vector<std::size_t> smallestFittingFill(
+    const StageModel& m, std::size_t b, std::size_t e, int first, int last, const MemoryFill& fill);
 std::vector<std::size_t> memoryBalancedCuts(const StageModel& m);
 std::vector<std::size_t> exhaustiveStarts(const Search& search);
 std::vector<double> nodeComputeTimes(const StageModel& m);

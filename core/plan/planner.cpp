@@ -2,6 +2,7 @@
 
 #include "plan/mixed_pipe.h"
 #include "plan/partition_search.h"
+#include "util/enum_names.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>
@@ -389,13 +390,7 @@ const std::vector<PlanAlgorithm>& allPlanAlgorithms()
 
 PlanAlgorithm parsePlanAlgorithm(std::string_view text)
 {
-    for (auto a : allPlanAlgorithms()) {
-        if (toString(a) == text)
-            return a;
-    }
-    throw Error("unknown planning algorithm '" + std::string(text)
-        + "' (dawnpiper, dawnpiper-paper, pipedream, pipedream-mem, gpipe, compute-balanced, memory-balanced, "
-          "exhaustive, mixed-pipe)");
+    return parseByName("planning algorithm", text, allPlanAlgorithms());
 }
 
 namespace {

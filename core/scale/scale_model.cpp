@@ -2,6 +2,7 @@
 
 #include "scale/scale_costs.h"
 #include "scale/scale_sim.h"
+#include "util/enum_names.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -33,11 +34,7 @@ std::string_view toString(Recompute r)
 
 Recompute parseRecompute(std::string_view text)
 {
-    for (auto r : { Recompute::None, Recompute::Selective, Recompute::Full }) {
-        if (toString(r) == text)
-            return r;
-    }
-    throw Error("unknown recomputation '" + std::string(text) + "' (none, selective, full)");
+    return parseByName("recomputation", text, { Recompute::None, Recompute::Selective, Recompute::Full });
 }
 
 std::int64_t ScaleConfig::microBatches() const

@@ -36,7 +36,9 @@ struct DeviceSimResult
 {
     double busyNs = 0; // compute stream busy time
     double peakBytes = 0;
-    // The part of the peak that does not depend on how far senders run ahead of this device.
+    // The most bytes held at once for anything but messages received and not yet taken in (a
+    // maximum of its own, maybe at another moment than peakBytes'): what does not depend on how
+    // far senders run ahead of this device.
     double peakWithoutMessagesBytes = 0;
     double capacityBytes = 0;
     bool outOfMemory = false;

@@ -11,14 +11,22 @@
 namespace ps {
 namespace {
 
-    ModelConfig gpt2(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads)
+    // A preset's name, family and size; each family's factory sets the rest.
+    ModelConfig preset(
+        std::string name, ModelFamily family, std::int64_t layers, std::int64_t hidden, std::int64_t heads)
     {
         ModelConfig c;
         c.name = std::move(name);
-        c.family = ModelFamily::Gpt2;
+        c.family = family;
         c.layers = layers;
         c.hidden = hidden;
         c.heads = heads;
+        return c;
+    }
+
+    ModelConfig gpt2(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads)
+    {
+        ModelConfig c = preset(std::move(name), ModelFamily::Gpt2, layers, hidden, heads);
         c.vocab = 50257;
         c.maxPositions = 1024;
         c.seq = 1024;
@@ -39,13 +47,8 @@ namespace {
     ModelConfig t5(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t headDim,
         std::int64_t ffn)
     {
-        ModelConfig c;
-        c.name = std::move(name);
-        c.family = ModelFamily::T5;
-        c.layers = layers;
+        ModelConfig c = preset(std::move(name), ModelFamily::T5, layers, hidden, heads);
         c.decoderLayers = layers;
-        c.hidden = hidden;
-        c.heads = heads;
         c.headDim = headDim;
         c.ffn = ffn;
         c.vocab = 32128;
@@ -56,12 +59,7 @@ namespace {
 
     ModelConfig mlp()
     {
-        ModelConfig c;
-        c.name = "mlp";
-        c.family = ModelFamily::Mlp;
-        c.layers = 8;
-        c.hidden = 1024;
-        c.heads = 1;
+        ModelConfig c = preset("mlp", ModelFamily::Mlp, 8, 1024, 1);
         c.vocab = 10;
         c.seq = 1;
         c.maxPositions = 0;
@@ -74,12 +72,7 @@ namespace {
     ModelConfig resnet(
         std::string name, std::int64_t depth, std::int64_t width, std::int64_t image, std::int64_t classes)
     {
-        ModelConfig c;
-        c.name = std::move(name);
-        c.family = ModelFamily::ResNet;
-        c.layers = depth;
-        c.hidden = width;
-        c.heads = 1;
+        ModelConfig c = preset(std::move(name), ModelFamily::ResNet, depth, width, 1);
         c.seq = image;
         c.vocab = classes;
         c.maxPositions = 0;

@@ -15,12 +15,18 @@ namespace {
     constexpr std::int64_t kSplitWork = std::int64_t { 1 } << 20;
     constexpr std::int64_t kMinRowsPerMember = 16;
 
-    void plainSgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+    // The packed kernels where they are the engine's choice (cpu/packed_gemm.h), for products of at
+    // least 4 rows and 8 columns (fewer fill too little of a 12 x 32 tile). Decided once for a whole
+    // product, so that every part of a split runs the same kernels.
+    bool packedFor(std::int64_t m, std::int64_t n)
+    {
+        return m >= 4 && n >= 8 && cpuGemmKernels() == "packed";
+    }
+
+    void plainSgemm(bool packed, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
         const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc)
     {
-        // The packed kernels where they are the engine's choice (cpu/packed_gemm.h), for products of
-        // at least 4 rows (fewer fill too little of a 12-row tile); a split keeps 16 rows a member.
-        if (m >= 4 && cpuGemmKernels() == "packed") {
+        if (packed) {
             packedSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
             return;
         }
@@ -146,8 +152,9 @@ void sgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_
 {
     auto* team = tTeam;
     const int members = team == nullptr ? 1 : team->size();
+    const bool packed = packedFor(m, n);
     if (members == 1 || m * n * k < kSplitWork) {
-        plainSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        plainSgemm(packed, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     // Rows of C when there are enough of them (op(A)'s rows go with them), else columns (op(B)'s).
@@ -160,10 +167,10 @@ void sgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_
             return;
         if (byRows) {
             const float* ap = transA ? a + first : a + first * lda;
-            plainSgemm(transA, transB, last - first, n, k, alpha, ap, lda, b, ldb, beta, c + first * ldc, ldc);
+            plainSgemm(packed, transA, transB, last - first, n, k, alpha, ap, lda, b, ldb, beta, c + first * ldc, ldc);
         } else {
             const float* bp = transB ? b + first * ldb : b + first;
-            plainSgemm(transA, transB, m, last - first, k, alpha, a, lda, bp, ldb, beta, c + first, ldc);
+            plainSgemm(packed, transA, transB, m, last - first, k, alpha, a, lda, bp, ldb, beta, c + first, ldc);
         }
     });
 }

@@ -68,19 +68,38 @@ struct Allocator::State
     std::unordered_map<std::size_t, std::vector<std::byte*>> cache; // by rounded size
     std::size_t cachedBytes = 0;
 
+    // The two peaks of a part of the bytes, after `current` or a use's bytes changed (the
+    // overall peak changes only when `current` grows, in acquire).
+    void notePartPeaks()
+    {
+        peakNonModel = std::max(peakNonModel, nonModel());
+        peakWithoutMessages = std::max(peakWithoutMessages, current - of(MemoryUse::Messages));
+    }
+
+    [[nodiscard]] std::int64_t of(MemoryUse use) const
+    {
+        return byUse[static_cast<std::size_t>(use)];
+    }
+
     [[nodiscard]] std::int64_t nonModel() const
     {
-        return current - byUse[static_cast<std::size_t>(MemoryUse::Parameters)]
-            - byUse[static_cast<std::size_t>(MemoryUse::Gradients)]
-            - byUse[static_cast<std::size_t>(MemoryUse::OptimizerStates)];
+        return current - of(MemoryUse::Parameters) - of(MemoryUse::Gradients) - of(MemoryUse::OptimizerStates);
     }
 
     ~State()
+    {
+        releaseCached();
+    }
+
+    // Returns every cached block to the memory (the caller holds the mutex, or owns the state).
+    void releaseCached()
     {
         for (auto& [size, blocks] : cache) {
             for (auto* b : blocks)
                 memory->release(b, size);
         }
+        cache.clear();
+        cachedBytes = 0;
     }
 
     std::byte* take(std::size_t rounded)
@@ -100,12 +119,7 @@ struct Allocator::State
     void trim()
     {
         const std::lock_guard lock(mutex);
-        for (auto& [size, blocks] : cache) {
-            for (auto* b : blocks)
-                memory->release(b, size);
-        }
-        cache.clear();
-        cachedBytes = 0;
+        releaseCached();
     }
 
     void give(std::byte* b, std::size_t rounded)
@@ -122,7 +136,6 @@ struct Allocator::State
 
 namespace {
 
-    thread_local MemoryUse tCurrentUse = MemoryUse::Workspace;
     // What the calling thread allocates for (a node, "parameters", ...): per thread, as a channel's
     // sender allocates on the receiving device while that device's worker runs its own node.
     thread_local std::string tOwner;
@@ -131,9 +144,6 @@ namespace {
     {
         return tOwner.empty() ? std::string("the engine") : "node '" + tOwner + "'";
     }
-
-    constexpr std::array<std::string_view, kMemoryUses> kUseNames = { "parameters", "gradients", "optimizer_states",
-        "activations", "workspace", "messages" };
 
     std::string formatMiB(std::int64_t bytes)
     {
@@ -147,28 +157,12 @@ namespace {
 
 } // namespace
 
-std::string_view toString(MemoryUse use)
-{
-    return kUseNames[static_cast<std::size_t>(use)];
-}
-
-MemoryUseScope::MemoryUseScope(MemoryUse use)
-    : m_previous(tCurrentUse)
-{
-    tCurrentUse = use;
-}
-
-MemoryUseScope::~MemoryUseScope()
-{
-    tCurrentUse = m_previous;
-}
-
 struct NdArray::Storage
 {
     Storage(std::shared_ptr<Allocator::State> s, std::int64_t n)
         : state(std::move(s))
         , size(n)
-        , use(tCurrentUse)
+        , use(currentMemoryUse())
         // 64-byte alignment for vector loads; at least one line so empty arrays have an address.
         , rounded(static_cast<std::size_t>((std::max<std::int64_t>(n, 1) + 63) / 64 * 64))
     {
@@ -202,9 +196,7 @@ struct NdArray::Storage
                 on.peak = on.current;
                 on.peakByUse = on.byUse;
             }
-            on.peakNonModel = std::max(on.peakNonModel, on.nonModel());
-            on.peakWithoutMessages =
-                std::max(on.peakWithoutMessages, on.current - on.byUse[static_cast<std::size_t>(MemoryUse::Messages)]);
+            on.notePartPeaks();
         }
         auto* block = on.take(rounded);
         if (block == nullptr)
@@ -306,10 +298,11 @@ std::int64_t Allocator::peakWithoutMessages() const
 void Allocator::resetPeak()
 {
     const std::lock_guard lock(m_state->mutex);
-    m_state->peakWithoutMessages = m_state->current - m_state->byUse[static_cast<std::size_t>(MemoryUse::Messages)];
     m_state->peak = m_state->current;
     m_state->peakByUse = m_state->byUse;
-    m_state->peakNonModel = m_state->nonModel();
+    m_state->peakNonModel = 0;
+    m_state->peakWithoutMessages = 0;
+    m_state->notePartPeaks();
 }
 
 void Allocator::setOwner(std::string_view owner)
@@ -535,11 +528,13 @@ void NdArray::relabel(MemoryUse use)
         const std::lock_guard lock(s.state->mutex);
         s.state->byUse[static_cast<std::size_t>(s.use)] -= s.size;
         s.state->byUse[static_cast<std::size_t>(use)] += s.size;
+        s.state->notePartPeaks();
     }
     if (s.hostData != nullptr) {
         const std::lock_guard lock(s.host->mutex);
         s.host->byUse[static_cast<std::size_t>(s.use)] -= s.size;
         s.host->byUse[static_cast<std::size_t>(use)] += s.size;
+        s.host->notePartPeaks();
     }
     s.use = use;
 }
@@ -588,6 +583,7 @@ void NdArray::refill(NdArray& fresh)
         const std::lock_guard lock(s.state->mutex);
         s.state->byUse[static_cast<std::size_t>(f.use)] -= s.size;
         s.state->byUse[static_cast<std::size_t>(s.use)] += s.size;
+        s.state->notePartPeaks();
     }
     s.data = f.data;
     s.rounded = f.rounded;

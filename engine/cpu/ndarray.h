@@ -45,6 +45,9 @@ enum class MemoryUse : std::uint8_t {
 inline constexpr std::size_t kMemoryUses = 6;
 [[nodiscard]] std::string_view toString(MemoryUse use);
 
+// The calling thread's allocation label: its innermost MemoryUseScope's, Workspace outside any.
+[[nodiscard]] MemoryUse currentMemoryUse();
+
 // Sets the calling thread's allocation label for its lifetime (Workspace outside any scope).
 class MemoryUseScope
 {
@@ -106,8 +109,9 @@ public:
     // The most bytes held at once for anything but parameters, gradients and optimizer states:
     // PatrickStar's non-model data (§8.1), what a chunk manager must leave room for.
     [[nodiscard]] std::int64_t peakNonModel() const;
-    // The most bytes held at once for anything but messages waiting at this device: the part of
-    // the peak that does not depend on how far its senders run ahead.
+    // The most bytes held at once for anything but messages waiting at this device: a maximum of
+    // its own (it may fall at another moment than peak()'s) that does not depend on how far the
+    // device's senders run ahead.
     [[nodiscard]] std::int64_t peakWithoutMessages() const;
     void resetPeak();
 

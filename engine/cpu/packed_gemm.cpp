@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cblas.h>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -46,11 +49,13 @@ namespace {
         }
         void make()
         {
-            if (a != nullptr)
+            if (a != nullptr && b != nullptr)
                 return;
-            a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
-            b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
-            if (a == nullptr || b == nullptr)
+            if (a == nullptr)
+                a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
+            if (b == nullptr)
+                b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
+            if (a == nullptr || b == nullptr) // the next product tries again
                 throw std::bad_alloc();
         }
     };
@@ -162,7 +167,10 @@ namespace {
 
 bool packedGemmAvailable()
 {
-    static const bool available = __builtin_cpu_supports("avx512f");
+    static const bool available = [] {
+        __builtin_cpu_init(); // in case this runs during static initialisation
+        return __builtin_cpu_supports("avx512f") != 0;
+    }();
     return available;
 }
 
@@ -171,7 +179,7 @@ void packedSgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::
 {
     if (m <= 0 || n <= 0)
         return;
-    if (k <= 0) {
+    if (k <= 0 || alpha == 0.0F) { // C = beta C; A and B are not read (BLAS's rule)
         scaleRows(m, n, beta, c, ldc);
         return;
     }
@@ -218,6 +226,8 @@ std::string_view cpuGemmKernels()
     static const std::string_view kernels = [] {
         const char* asked = std::getenv("PS_CPU_GEMM");
         const std::string choice = asked == nullptr ? "" : asked;
+        if (!choice.empty() && choice != "openblas" && choice != "packed")
+            std::fprintf(stderr, "note: PS_CPU_GEMM=%s ignored (openblas or packed)\n", choice.c_str());
         if (choice == "openblas" || !packedGemmAvailable())
             return std::string_view("openblas");
         if (choice == "packed")

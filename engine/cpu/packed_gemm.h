@@ -17,15 +17,17 @@ namespace ps::engine {
 [[nodiscard]] bool packedGemmAvailable();
 
 // Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm(CblasRowMajor, ...) (beta 0: C is
-// written, never read). Single-threaded; only where packedGemmAvailable(). Each element of C
-// sums its products in k order within blocks of 256, so a row's (or a column's) result does not
-// depend on how a product is split into rows or columns.
+// written, never read; alpha 0: C = beta C, A and B not read). Single-threaded; only where packedGemmAvailable(). Each
+// element of C sums its products in k order within blocks of 256, so a row's (or a column's) result does not depend on
+// how a product is split into rows or columns.
 void packedSgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
     std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 
-// Which GEMM the engine's CPU kernels run: "packed" (packedSgemm) or "openblas". Packed where it
-// is available and OpenBLAS runs narrower than AVX-512 kernels; PS_CPU_GEMM=openblas|packed
-// overrides (packed only where available).
+// Which GEMM the engine's CPU kernels run: "packed" (packedSgemm, for products of at least 4 rows
+// and 8 columns; engine::sgemm decides once per product) or "openblas". Packed where it is
+// available and OpenBLAS runs narrower than AVX-512 kernels; PS_CPU_GEMM=openblas|packed overrides
+// (packed only where available). Each GEMM thread keeps 1.1 MiB of packing buffers, outside the
+// device allocators' accounting (as OpenBLAS's own buffers are).
 [[nodiscard]] std::string_view cpuGemmKernels();
 
 } // namespace ps::engine

@@ -37,9 +37,17 @@ struct Buffers
         , c(static_cast<std::size_t>(s.m * s.n))
     {
     }
+    // engine::sgemm: the engine's kernels, on the calling thread's team where it has one.
     void run(const Shape& s)
     {
         sgemm(false, false, s.m, s.n, s.k, 1.0F, a.data(), s.k, b.data(), s.n, 0.0F, c.data(), s.n);
+    }
+    // OpenBLAS itself, on its own threads, whatever kernels the engine would choose.
+    void runOpenBlas(const Shape& s)
+    {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+            static_cast<int>(s.k), 1.0F, a.data(), static_cast<int>(s.k), b.data(), static_cast<int>(s.n), 0.0F,
+            c.data(), static_cast<int>(s.n));
     }
 };
 
@@ -56,11 +64,11 @@ void BM_OneDeviceOpenBlasThreads(benchmark::State& state)
     openblas_set_num_threads(static_cast<int>(cores.size()));
     Buffers buf(s);
     for (auto _ : state)
-        buf.run(s);
+        buf.runOpenBlas(s);
     state.counters["GFLOP/s"] = benchmark::Counter(flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// One device on every core: its team, OpenBLAS single-threaded in each member.
+// One device on every core: its team, the engine's GEMM single-threaded in each member.
 void BM_OneDeviceTeam(benchmark::State& state)
 {
     const auto& s = kShapes[state.range(0)];
@@ -74,7 +82,8 @@ void BM_OneDeviceTeam(benchmark::State& state)
 }
 
 // Two devices, each on half the cores, both computing at once (a pipeline's steady state). `team`
-// 0: each worker calls OpenBLAS with its share of threads (the process-wide pool); 1: teams.
+// 0: each worker calls OpenBLAS with its share of threads (the process-wide pool); 1: teams, the
+// engine's GEMM single-threaded in each member.
 void twoDevices(benchmark::State& state, bool teams)
 {
     const auto& s = kShapes[state.range(0)];
@@ -93,8 +102,12 @@ void twoDevices(benchmark::State& state, bool teams)
                 std::unique_ptr<GemmTeam> team = teams ? std::make_unique<GemmTeam>(mine) : nullptr;
                 const GemmTeamScope scope(team.get());
                 Buffers buf(s);
-                for (int i = 0; i < kPerIteration; ++i)
-                    buf.run(s);
+                for (int i = 0; i < kPerIteration; ++i) {
+                    if (teams)
+                        buf.run(s);
+                    else
+                        buf.runOpenBlas(s);
+                }
             });
         }
         for (auto& w : workers)

@@ -228,15 +228,7 @@ TEST(PlannerFastPaths, MemoryBalancedFillMatchesTheLinearScan)
             }
             return std::make_pair(m.approxMemoryBytes(from, e, last) <= target, starts);
         };
-        double lo = 0;
-        double hi = 0;
-        for (int x = first; x <= last; ++x)
-            hi = std::max(hi, m.approxMemoryBytes(b, e, x));
-        for (int i = 0; i < 50 && last > first; ++i) {
-            const double target = (lo + hi) / 2;
-            (fill(target).first ? hi : lo) = target;
-        }
-        return fill(hi).second;
+        return detail::smallestFittingFill(m, b, e, first, last, fill);
     };
     for (const char* name : { "gpt2-small", "t5-small" }) {
         const auto graph = zooGraph(name);

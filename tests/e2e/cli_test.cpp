@@ -168,8 +168,10 @@ TEST_F(Cli, DevicesListsTheCpu)
 TEST_F(Cli, DevicesNamesAnEnvironmentPinBelowTheCpu)
 {
     // With OpenBLAS's GEMMs (PS_CPU_GEMM=openblas) the pin matters, and `devices` says so.
-    const std::string pinned = "env -u PS_BLAS_CORE_DETECTED OPENBLAS_CORETYPE=Prescott " + std::string(PS_CLI_PATH);
-    const auto r = ps::e2e::runShell("PS_CPU_GEMM=openblas " + pinned + " devices --json");
+    const std::string env = "env -u PS_BLAS_CORE_DETECTED -u PS_CPU_GEMM OPENBLAS_CORETYPE=Prescott ";
+    const std::string pinned = env + PS_CLI_PATH;
+    const std::string openblas = env + "PS_CPU_GEMM=openblas " + PS_CLI_PATH;
+    const auto r = ps::e2e::runShell(openblas + " devices --json");
     ASSERT_EQ(r.exitCode, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["blas"]["cpu_gemm"], "openblas") << r.output;
@@ -185,7 +187,7 @@ TEST_F(Cli, DevicesNamesAnEnvironmentPinBelowTheCpu)
     const std::string advice = "OPENBLAS_CORETYPE=Prescott (set in the environment) runs narrower GEMM kernels than "
                                "this CPU's "
         + wider;
-    const auto text = ps::e2e::runShell("PS_CPU_GEMM=openblas " + pinned + " devices");
+    const auto text = ps::e2e::runShell(openblas + " devices");
     EXPECT_NE(text.output.find(advice), std::string::npos) << text.output;
     EXPECT_NE(text.output.find("CPU GEMM: OpenBLAS"), std::string::npos) << text.output;
     // On an AVX-512 CPU the engine's own kernels run its GEMMs by default: the pin no longer

@@ -64,6 +64,25 @@ TEST(GemmTeam, SplitProductsEqualOneCall)
     }
 }
 
+// A product of few rows split across the team (by columns here; by rows of 3 or 4 with more
+// members) runs one kernel for all its parts, chosen for the whole product: the same bits as one
+// call, with OpenBLAS's kernels or the packed ones (the engine_packed_gemm run).
+TEST(GemmTeam, FewRowsSplitRunOneKernelForTheWholeProduct)
+{
+    GemmTeam team(twoCores());
+    const std::int64_t m = 6, n = 64, k = 4096;
+    const auto a = randomMatrix(static_cast<std::size_t>(m * k), 7);
+    const auto b = randomMatrix(static_cast<std::size_t>(k * n), 8);
+    std::vector<float> alone(static_cast<std::size_t>(m * n));
+    std::vector<float> split(alone.size());
+    sgemm(false, false, m, n, k, 1, a.data(), k, b.data(), n, 0, alone.data(), n);
+    {
+        const GemmTeamScope scope(&team);
+        sgemm(false, false, m, n, k, 1, a.data(), k, b.data(), n, 0, split.data(), n);
+    }
+    EXPECT_EQ(split, alone);
+}
+
 TEST(GemmTeam, HelpersRunOnTheirOwnCoreAndFailuresReachTheCaller)
 {
     const auto cores = twoCores();
