@@ -42,7 +42,8 @@ namespace {
         const bool packed = engine::cpuGemmKernels() == "packed";
         if (const auto advice = engine::blasPinAdvice(blas); !advice.empty() && !packed)
             line += " (" + advice + ")";
-        line += packed ? "\nCPU GEMM: PipeStudio's packed AVX-512 kernels (OpenBLAS for products of fewer than 4 rows; "
+        line += packed ? "\nCPU GEMM: PipeStudio's packed AVX-512 kernels (OpenBLAS for products of fewer than 4 rows "
+                         "or 8 columns; "
                          "PS_CPU_GEMM=openblas runs OpenBLAS's)"
                        : "\nCPU GEMM: OpenBLAS";
         return line;

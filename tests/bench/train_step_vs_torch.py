@@ -110,7 +110,7 @@ def engine_blas(a):
     blas = json.loads(out)["blas"]
     pinned = " pinned by the environment" if "wider_core" in blas else ""
     if blas.get("cpu_gemm") == "packed":
-        return f"PipeStudio's packed AVX-512 GEMM; OpenBLAS {blas['core']}{pinned} for products under 4 rows"
+        return f"PipeStudio's packed AVX-512 GEMM; OpenBLAS {blas['core']}{pinned} for products under 4 rows or 8 columns"
     return f"OpenBLAS, {blas['core']} kernels{pinned}"
 
 
