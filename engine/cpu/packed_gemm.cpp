@@ -31,59 +31,31 @@ namespace {
     constexpr int kMr = 12; // rows of a micro-tile: 24 accumulators, two per row
     constexpr int kNr = 32; // columns: two 16-float vectors
     constexpr std::int64_t kKc = 256; // depth of a block: a 256 x 32 panel of B (32 KiB) stays in L1
-    constexpr std::int64_t kMc = 144; // rows of a block of A (12 panels, 144 KiB): L2
+    constexpr std::int64_t kMc = 144; // rows of A a block reads across B's panels (144 KiB): L2
     constexpr std::int64_t kNc = 1024; // columns of a block of B (1 MiB): L2/L3
 
-    // One thread's packing buffers, 64-byte aligned, made on its first product.
-    struct PackBuffers
+    // One thread's buffer for B's packed panels, 64-byte aligned, made on its first product (a
+    // failed allocation throws, and the next product tries again).
+    struct PackBuffer
     {
-        float* a = nullptr;
         float* b = nullptr;
-        PackBuffers() = default;
-        PackBuffers(const PackBuffers&) = delete;
-        PackBuffers& operator=(const PackBuffers&) = delete;
-        ~PackBuffers()
+        PackBuffer() = default;
+        PackBuffer(const PackBuffer&) = delete;
+        PackBuffer& operator=(const PackBuffer&) = delete;
+        ~PackBuffer()
         {
-            std::free(a);
             std::free(b);
         }
-        void make()
+        float* get()
         {
-            if (a != nullptr && b != nullptr)
-                return;
-            if (a == nullptr)
-                a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
             if (b == nullptr)
                 b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
-            if (a == nullptr || b == nullptr) // the next product tries again
+            if (b == nullptr)
                 throw std::bad_alloc();
+            return b;
         }
     };
-    thread_local PackBuffers tPack;
-
-    // Rows [i0, i0 + mc) and depths [k0, k0 + kc) of op(A), as panels of kMr rows: panel p holds
-    // depth k's kMr values at (p kc + k) kMr, rows past mc zero.
-    PS_UNRACED void packA(bool transA, const float* a, std::int64_t lda, std::int64_t i0, std::int64_t mc,
-        std::int64_t k0, std::int64_t kc, float* out)
-    {
-        for (std::int64_t p = 0; p * kMr < mc; ++p) {
-            const auto rows = std::min<std::int64_t>(kMr, mc - p * kMr);
-            float* panel = out + p * kc * kMr;
-            if (rows < kMr)
-                std::memset(panel, 0, sizeof(float) * static_cast<std::size_t>(kc * kMr));
-            if (transA) { // op(A)'s rows are contiguous in A's columns: a depth at a time
-                for (std::int64_t k = 0; k < kc; ++k)
-                    std::memcpy(panel + k * kMr, a + (k0 + k) * lda + i0 + p * kMr,
-                        sizeof(float) * static_cast<std::size_t>(rows));
-                continue;
-            }
-            for (std::int64_t i = 0; i < rows; ++i) {
-                const float* src = a + (i0 + p * kMr + i) * lda + k0;
-                for (std::int64_t k = 0; k < kc; ++k)
-                    panel[k * kMr + i] = src[k];
-            }
-        }
-    }
+    thread_local PackBuffer tPack;
 
     // Depths [k0, k0 + kc) and columns [j0, j0 + nc) of op(B), as panels of kNr columns.
     PS_UNRACED void packB(bool transB, const float* b, std::int64_t ldb, std::int64_t k0, std::int64_t kc,
@@ -108,28 +80,30 @@ namespace {
         }
     }
 
-    // C's rows x cols tile (at most kMr x kNr) = alpha A B + beta C over one panel of each
-    // (beta 0: C not read).
-    PS_AVX512 void microKernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c,
-        std::int64_t ldc, int rows, int cols, float alpha, float beta)
+    // C's rows x cols tile (at most kMr x kNr) = alpha A B + beta C over a panel of B and A read in
+    // place: element (i, k) of the tile's rows at a[i aRow + k aK] (rows past `rows` read the last
+    // one; their sums are not stored). Beta 0: C not read.
+    PS_AVX512 void microKernel(std::int64_t kc, const float* __restrict a, std::int64_t aRow, std::int64_t aK,
+        const float* __restrict b, float* c, std::int64_t ldc, int rows, int cols, float alpha, float beta)
     {
         __m512 acc[kMr][2];
+        const float* aRows[kMr];
 #pragma GCC unroll 12
         for (int i = 0; i < kMr; ++i) {
             acc[i][0] = _mm512_setzero_ps();
             acc[i][1] = _mm512_setzero_ps();
+            aRows[i] = a + std::min(i, rows - 1) * aRow;
         }
         for (std::int64_t k = 0; k < kc; ++k) {
-            const __m512 b0 = _mm512_load_ps(b);
-            const __m512 b1 = _mm512_load_ps(b + 16);
+            const __m512 b0 = _mm512_load_ps(b + k * kNr);
+            const __m512 b1 = _mm512_load_ps(b + k * kNr + 16);
+            const std::int64_t at = k * aK;
 #pragma GCC unroll 12
             for (int i = 0; i < kMr; ++i) {
-                const __m512 ai = _mm512_set1_ps(a[i]);
+                const __m512 ai = _mm512_set1_ps(aRows[i][at]);
                 acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
                 acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
             }
-            a += kMr;
-            b += kNr;
         }
         const auto lanes = [](int n) -> __mmask16 {
             return n >= 16 ? __mmask16 { 0xFFFF } : static_cast<__mmask16>((1U << std::max(n, 0)) - 1U);
@@ -183,22 +157,25 @@ void packedSgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::
         scaleRows(m, n, beta, c, ldc);
         return;
     }
-    tPack.make();
+    float* packedB = tPack.get();
+    // op(A)'s element (i, k) is a[i aRow + k aK].
+    const std::int64_t aRow = transA ? 1 : lda;
+    const std::int64_t aK = transA ? lda : 1;
     for (std::int64_t jc = 0; jc < n; jc += kNc) {
         const auto nc = std::min(kNc, n - jc);
         for (std::int64_t pc = 0; pc < k; pc += kKc) {
             const auto kc = std::min(kKc, k - pc);
-            packB(transB, b, ldb, pc, kc, jc, nc, tPack.b);
+            packB(transB, b, ldb, pc, kc, jc, nc, packedB);
             const float blockBeta = pc == 0 ? beta : 1.0F; // later depths add to the first's sum
             for (std::int64_t ic = 0; ic < m; ic += kMc) {
                 const auto mc = std::min(kMc, m - ic);
-                packA(transA, a, lda, ic, mc, pc, kc, tPack.a);
                 for (std::int64_t q = 0; q * kNr < nc; ++q) {
                     const auto cols = static_cast<int>(std::min<std::int64_t>(kNr, nc - q * kNr));
                     for (std::int64_t p = 0; p * kMr < mc; ++p) {
                         const auto rows = static_cast<int>(std::min<std::int64_t>(kMr, mc - p * kMr));
-                        microKernel(kc, tPack.a + p * kc * kMr, tPack.b + q * kc * kNr,
-                            c + (ic + p * kMr) * ldc + jc + q * kNr, ldc, rows, cols, alpha, blockBeta);
+                        const auto i0 = ic + p * kMr; // op(A)'s first row here, read in place
+                        microKernel(kc, transA ? a + pc * lda + i0 : a + i0 * lda + pc, aRow, aK,
+                            packedB + q * kc * kNr, c + i0 * ldc + jc + q * kNr, ldc, rows, cols, alpha, blockBeta);
                     }
                 }
             }

@@ -1,5 +1,6 @@
-// The engine's own single-precision GEMM for CPUs with AVX-512: packed panels of op(A) (12 rows)
-// and op(B) (32 columns) and a 12 x 32 register-blocked micro-kernel (24 accumulators, two FMAs per
+// The engine's own single-precision GEMM for CPUs with AVX-512: packed panels of op(B) (32 columns),
+// op(A) read in place 12 rows at a time (packing it cost as much as the multiply-adds of a head-sized
+// 128 x 32 x 128 product), and a 12 x 32 register-blocked micro-kernel (24 accumulators, two FMAs per
 // broadcast), blocked for the caches as BLIS and OpenBLAS are (Goto and van de Geijn, "Anatomy of
 // High-Performance Matrix Multiplication", 2008). It exists because the OpenBLAS a process loads
 // may run narrower kernels than its CPU: Debian 12's 0.3.21 does not know recent CPUs, and an
@@ -26,7 +27,7 @@ void packedSgemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::
 // Which GEMM the engine's CPU kernels run: "packed" (packedSgemm, for products of at least 4 rows
 // and 8 columns; engine::sgemm decides once per product) or "openblas". Packed where it is
 // available and OpenBLAS runs narrower than AVX-512 kernels; PS_CPU_GEMM=openblas|packed overrides
-// (packed only where available). Each GEMM thread keeps 1.1 MiB of packing buffers, outside the
+// (packed only where available). Each GEMM thread keeps a 1 MiB packing buffer, outside the
 // device allocators' accounting (as OpenBLAS's own buffers are).
 [[nodiscard]] std::string_view cpuGemmKernels();
 
