@@ -219,7 +219,7 @@ DeviceSpec measureCpuDevice(int threads)
     if (threads <= 0) // every core this process may use, as the runtime counts them (threadsPerDevice)
         threads = static_cast<int>(cores.size());
     DeviceSpec d = DeviceCatalog::builtin().find("cpu");
-    d.name = cpu.name + " (" + std::to_string(threads) + " threads, measured)";
+    d.name = cpu.name + " (" + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + ", measured)";
     d.memoryBytes = cpu.memoryBytes;
     const auto caches = readCpuCaches();
     // The last level is shared by `sharedBy` CPUs (unknown: by every core); a device's threads on

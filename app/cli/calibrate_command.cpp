@@ -56,6 +56,22 @@ namespace {
         }
     }
 
+    // The thread count a CPU calibration runs at: the one given; else every core where the project
+    // holds a profile measured so, else the largest count it holds one at (a profile of one thread
+    // per device, `profile --threads 1`, is fitted against the CPU measured at one thread, not at
+    // every core).
+    int calibrationThreads(const ProjectStore& store, const std::string& source, int given)
+    {
+        if (given > 0)
+            return given;
+        const int all = engine::threadsPerDevice(1);
+        const auto stored = store.profileThreads("cpu", source); // 0: a profile that records no count
+        const int most = stored.empty() ? 0 : *std::max_element(stored.begin(), stored.end());
+        if (most <= 0 || std::find(stored.begin(), stored.end(), all) != stored.end())
+            return all;
+        return most;
+    }
+
     int runCalibrate(const CalibrateOptions& o, DeviceOptions d)
     {
         if (d.profile.empty() || d.profile == "analytical" || d.profile == "calibrated")
@@ -65,10 +81,12 @@ namespace {
         auto store =
             ProjectStore::open(o.project, o.noSave ? ProjectStore::Access::ReadOnly : ProjectStore::Access::ReadWrite);
         const auto graph = store.loadGraph();
+        const auto source = d.profile == "measured" ? measuredSource(d.device, d) : d.profile;
+        // On the CPU the model is measured at the thread count it is fitted at (calibrationThreads).
+        if (d.device == "cpu")
+            d.threads = calibrationThreads(store, source, d.threads);
         const auto device = resolveDevice(d);
-        const auto source = d.profile == "measured" ? measuredSource(device.id, d) : d.profile;
-        const int threads = d.threads > 0 ? d.threads : engine::threadsPerDevice(1);
-        const auto matched = loadMatchedProfile(store, device.id, source, device.id == "cpu" ? threads : 0);
+        const auto matched = loadMatchedProfile(store, device.id, source, device.id == "cpu" ? d.threads : 0);
         if (!matched || matched->profile.nodes.size() != graph.nodeCount())
             throw Error("--profile " + d.profile + ": '" + o.project + "' has no " + source + " profile of its "
                 + std::to_string(graph.nodeCount()) + " nodes for device '" + device.id + "'");
@@ -106,6 +124,7 @@ namespace {
                     { "analytical_ms", n.analyticalNs / 1e6 } });
             }
             nlohmann::ordered_json out { { "device", device.id }, { "profile", source },
+                { "threads", device.id == "cpu" ? d.threads : 0 }, { "profile_note", matched->note },
                 { "compared_on",
                     deviceTime ? "device time (kernels with their fixed device time, no launch cost)" : "step time" },
                 { "forward_only", calibration.forwardOnly }, { "covered_nodes", calibration.coveredNodes },
@@ -114,8 +133,9 @@ namespace {
             fmt::print("{}\n", out.dump(2));
             return 0;
         }
-        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}{}{}\n",
+        fmt::print("Analytical model on {} against the {} profile ({} of {} nodes with a time), micro-batch {}{}{}{}\n",
             device.name, source, calibration.coveredNodes, graph.nodeCount(), mb,
+            matched->note.empty() ? "" : "; profile " + matched->note,
             deviceTime ? "; on device time: the model's kernels, each with its fixed device time, no launch cost" : "",
             calibration.forwardOnly ? "; forward only (the profile times no backward)" : "");
         fmt::print("{:<14} {:>5} {:>12} {:>14} {:>8}  {}\n", "class", "nodes", "measured ms", "analytical ms", "factor",
@@ -148,7 +168,8 @@ void addCalibrateCommand(CLI::App& app, Action& action)
     cmd->add_option("--profile", d->profile, "The profile to fit to: measured (default), imported, or a stored source");
     cmd->add_option("--threads", d->threads,
            "cpu: the thread count to fit at (a profile measured at it, `profile --threads N`; the CPU measured with "
-           "as many); default every core")
+           "as many); default every core, or the most threads a stored profile was measured with where none was "
+           "measured with every core")
         ->check(CLI::Range(1, 256));
     cmd->add_option("--nodes", o->worstNodes,
            "Also list the N nodes the model (before the class factors) misses by the most time")

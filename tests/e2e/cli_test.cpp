@@ -389,6 +389,25 @@ TEST_F(Cli, CompareMatchesTheProfileToTheDevicesThreads)
         << profile;
 }
 
+// `calibrate` fits the model at the thread count the profile was measured with: a profile of one
+// thread per device against the CPU measured at one thread (not at every core), and says so; a
+// count no profile was measured at is fitted against the nearest profile, with a note.
+TEST_F(Cli, CalibrateFitsAtTheProfilesThreadCount)
+{
+    const auto p = file("calibrate.pstudio");
+    ASSERT_EQ(runCli("new -m gpt2-tiny --layers 1 --seq 16 -b 2 -o " + p).exitCode, 0);
+    ASSERT_EQ(runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1").exitCode, 0);
+    const auto fit = runCli("calibrate " + p + " --no-save --json");
+    ASSERT_EQ(fit.exitCode, 0) << fit.output;
+    const auto j = nlohmann::json::parse(fit.output);
+    EXPECT_EQ(j["threads"], 1) << fit.output;
+    EXPECT_NE(j["profile_note"].get<std::string>().find("as the devices run"), std::string::npos) << fit.output;
+    const auto other = runCli("calibrate " + p + " --no-save --threads 3");
+    ASSERT_EQ(other.exitCode, 0) << other.output;
+    EXPECT_NE(other.output.find("(3 threads, measured)"), std::string::npos) << other.output;
+    EXPECT_NE(other.output.find("profile with --threads 3 to match"), std::string::npos) << other.output;
+}
+
 // plan, search, simulate and grouping plan with a stored profile when asked (--profile), and say so.
 TEST_F(Cli, PlanningCommandsUseAStoredProfileWhenAsked)
 {
