@@ -460,6 +460,24 @@ int coRunnersFor(int threads, int cores)
     return threads > 0 && cores > threads ? cores / threads - 1 : 0;
 }
 
+std::int64_t trainingStepBytesBound(const Graph& graph)
+{
+    std::int64_t bytes = 0;
+    for (const auto& t : graph.tensors())
+        bytes += t.kind == TensorKind::Parameter ? 4 * numBytes(t.shape, t.dtype) : 0;
+    for (const auto& c : computeOpCosts(graph))
+        bytes += c.outputBytes + c.savedBytes + c.workspaceBytes + c.backwardWorkspaceBytes + c.fixedWorkspaceBytes;
+    return bytes;
+}
+
+int coRunnersThatFit(const Graph& graph, int wanted, std::int64_t memoryBytes)
+{
+    if (wanted <= 0 || memoryBytes <= 0)
+        return std::max(wanted, 0);
+    const auto each = std::max<std::int64_t>(1, trainingStepBytesBound(graph));
+    return static_cast<int>(std::min<std::int64_t>(wanted, memoryBytes / 2 / each));
+}
+
 CpuProfileRun measureOnCpu(
     const Graph& graph, const CpuProfileOptions& options, const std::function<void(std::size_t, std::size_t)>& progress)
 {
@@ -484,7 +502,9 @@ CpuProfileRun measureOnCpu(
         team = std::make_unique<engine::GemmTeam>(cores);
     const engine::GemmTeamScope scope(team.get());
     HostClockTracer tracer;
-    return measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
+    auto run = measureOnDevice(graph, engine::cpuBackend(), tracer, options, progress);
+    run.coRunners = static_cast<int>(others.size());
+    return run;
 }
 
 Profile toProfile(const Graph& graph, const CpuProfileRun& a, const CpuProfileRun& b)

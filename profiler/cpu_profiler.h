@@ -26,7 +26,8 @@ struct CpuProfileOptions
     // CPU: copies of the training step kept running meanwhile on the cores after the first `threads`
     // (`threads` each), as a pipeline's other CPU devices run beside the one measured, for machines
     // whose cores slow each other (shared caches and memory bandwidth, a lower all-core clock).
-    // 0: measured alone (profile's default).
+    // 0: measured alone. `pipestudio profile` runs coRunnersFor(threads, cores) of them, as many as
+    // fit in memory (coRunnersThatFit), unless told --alone.
     int coRunners = 0;
 };
 
@@ -48,6 +49,7 @@ struct CpuProfileRun
     double isolatedSumNs = 0; // the same with each node run alone, repeatedly, on the same inputs
     double outsideNodesNs = 0; // per step, device time outside every node (GPU tracers; host clock: 0)
     SampleStats optimizerNs; // the AdamW update of every parameter, per step (no samples: no loss to train)
+    int coRunners = 0; // copies of the step that ran on the other cores meanwhile
 };
 
 // Throws ps::Error naming the node when one cannot run on the CPU backend. `progress` gets
@@ -60,6 +62,15 @@ struct CpuProfileRun
 // `cores` cores: the other devices of a pipeline whose devices get `threads` cores each, so
 // cores / threads - 1 (0 where one device takes every core).
 [[nodiscard]] int coRunnersFor(int threads, int cores);
+
+// The bytes one copy of `graph`'s training step holds at most: its parameters with their gradients
+// and AdamW's two states (16 B per fp32 parameter element), and every node's output, saved state
+// and scratch as if all were alive at once.
+[[nodiscard]] std::int64_t trainingStepBytesBound(const Graph& graph);
+
+// How many of `wanted` co-runners of `graph` fit in half of `memoryBytes` (the other half for the
+// measured copy and the rest of the machine); 0 memory (unknown): all of them.
+[[nodiscard]] int coRunnersThatFit(const Graph& graph, int wanted, std::int64_t memoryBytes);
 
 // Linear models through two runs of the same graph at different micro-batch sizes (or one run,
 // proportional to the micro-batch). The weight-gradient share of backward follows the op formulas.

@@ -7,6 +7,7 @@
 #include "cpu_profiler.h"
 #include "cuda/cuda_backend.h"
 #include "cupti/cupti_tracer.h"
+#include "graph/graph_summary.h"
 #include "local_devices.h"
 #include "runtime/training_job.h"
 #include "store/project_store.h"
@@ -35,7 +36,7 @@ namespace {
         int warmup = 2;
         int threads = 0;
         std::string precision = "fp32"; // what a GPU's GEMMs compute with (train --precision)
-        bool coRun = false; // CPU: copies of the step on the other cores meanwhile (CpuProfileOptions::coRunners)
+        bool coRun = true; // CPU: copies of the step on the other cores meanwhile (CpuProfileOptions::coRunners)
         bool json = false;
     };
 
@@ -95,11 +96,20 @@ namespace {
 
     // One measurement per micro-batch size, each announced as it starts.
     std::vector<profiler::CpuProfileRun> measureSizes(const Graph& stored, const std::vector<std::int64_t>& sizes,
-        const ProfileTarget& target, const profiler::CpuProfileOptions& options, bool quiet)
+        const ProfileTarget& target, const profiler::CpuProfileOptions& asked, bool quiet)
     {
         std::vector<profiler::CpuProfileRun> runs;
+        const auto memory = engine::probeLocalDevices().devices.front().memoryBytes;
         for (auto b : sizes) {
             const auto graph = buildAtMicroBatch(stored, b);
+            auto options = asked;
+            options.coRunners = profiler::coRunnersThatFit(graph, asked.coRunners, memory);
+            if (options.coRunners < asked.coRunners && !quiet)
+                fmt::print("Running {} of the {} copies of the step the other cores would take: each may hold {}, "
+                           "the copies at most half of this machine's {}\n",
+                    options.coRunners, asked.coRunners,
+                    formatBytes(static_cast<double>(profiler::trainingStepBytesBound(graph))),
+                    formatBytes(static_cast<double>(memory)));
             if (!quiet)
                 fmt::print("Profiling {} nodes at micro-batch {}{}{} ({} repeats after {} warm-up)\n",
                     graph.nodeCount(), b, target.gpu < 0 ? fmt::format(" on {} BLAS thread(s)", options.threads) : "",
@@ -128,8 +138,10 @@ namespace {
             nlohmann::json row { { "micro_batch", r.microBatch }, { "node_sum_ms", r.nodeSumNs / 1e6 },
                 { "isolated_node_sum_ms", r.isolatedSumNs / 1e6 }, { "step_ms", r.stepNs.median / 1e6 },
                 { "step_spread_ms", r.stepNs.mad / 1e6 }, { "ratio", r.nodeSumNs / r.stepNs.median } };
-            if (threads > 0)
+            if (threads > 0) {
                 row["threads"] = threads;
+                row["co_runners"] = r.coRunners;
+            }
             out["runs"].push_back(row);
             if (!quiet)
                 fmt::print("Micro-batch {}: nodes within steps {:.1f} ms (alone {:.1f} ms), measured training "
@@ -231,10 +243,11 @@ void addProfileCommand(CLI::App& app, Action& action)
            "Cores the GEMMs and element-wise loops share (0: a CPU profile on every core and, where there are "
            "several, one on one thread, for runs whose devices share the cores)")
         ->check(CLI::Range(0, 1024));
-    cmd->add_flag("--co-run", o->coRun,
-        "CPU: at fewer threads than cores, keep copies of the step running on the other cores while measuring, as "
-        "a pipeline's other CPU devices load them (where devices slow each other: shared caches, memory "
-        "bandwidth, a lower all-core clock); each copy holds the whole model and its optimizer states");
+    cmd->add_flag("--co-run,!--alone", o->coRun,
+        "CPU, at fewer threads than cores: keep copies of the step running on the other cores while measuring, as "
+        "a pipeline's other CPU devices load them (devices slow each other: shared caches, memory bandwidth, a "
+        "lower all-core clock), as many as fit in half the memory (each holds the whole model and its optimizer "
+        "states); the default. --alone measures with the other cores idle");
     cmd->add_option("--precision", o->precision,
            "What a GPU's GEMMs compute with, as `train --precision` runs them: fp32, tf32 or bf16 (CPU: fp32)")
         ->check(CLI::IsMember({ "fp32", "tf32", "bf16" }));

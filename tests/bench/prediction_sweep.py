@@ -2,7 +2,8 @@
 """Predicted against measured on CPU devices, over configurations no test tunes on.
 
 For each configuration: `pipestudio new` (a zoo model at a size of its own), `profile --device cpu`
-(the default: every core and one thread), `train` on CPU devices for a few steps, then `compare
+(the default: every core, and one thread beside copies of the step on the other cores; --alone:
+with them idle), `train` on CPU devices for a few steps, then `compare
 --json`. Prints the iteration error and each device's peak-memory error; exits 1 when a row misses
 the bounds (--iteration-bound, --peak-bound) so a run can gate on it.
 
@@ -18,7 +19,7 @@ to the next (a shared VM), one profile and one run apart in time say more about 
 about the model.
 
 Usage: prediction_sweep.py [--pipestudio PATH] [--only NAME ...] [--steps N] [--keep DIR]
-                           [--profile measured|analytical] [--trials N]
+                           [--profile measured|analytical] [--trials N] [--alone] [--ab-co-run N]
 """
 import argparse
 import json
@@ -69,7 +70,7 @@ def ab_co_run(ps, project, name, pairs):
     """Iteration errors of alone and co-run profiles against one stored run, alternately."""
     errors = {"alone": [], "co-run": []}
     for _ in range(pairs):
-        for kind, extra in (("alone", []), ("co-run", ["--co-run"])):
+        for kind, extra in (("alone", ["--alone"]), ("co-run", ["--co-run"])):
             run([ps, "profile", project, "--device", "cpu"] + extra)
             c = json.loads(run([ps, "compare", project, "--json", "--profile", "measured"]))
             errors[kind].append(100 * c["iteration_error"])
@@ -90,10 +91,11 @@ def main():
     ap.add_argument("--trials", type=int, default=1,
                     help="profile-run-compare rounds per configuration, alternately; rows report the median error")
     ap.add_argument("--keep", help="directory for the projects (default: a temporary one)")
-    ap.add_argument("--co-run", action="store_true",
-                    help="profile with `profile --co-run` (copies of the step on the other cores while it measures)")
+    ap.add_argument("--alone", action="store_true",
+                    help="profile with `profile --alone` (the other cores idle while it measures; the default "
+                         "profile keeps copies of the step running on them)")
     ap.add_argument("--ab-co-run", type=int, default=0, metavar="N",
-                    help="after each run, N profiles without and N with --co-run, taken alternately, each "
+                    help="after each run, N profiles --alone and N with --co-run, taken alternately, each "
                          "followed by `compare` on the same run: the two profiles' errors side by side")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="ps-sweep-")
@@ -109,7 +111,7 @@ def main():
         trials = []
         for trial in range(max(1, args.trials)):
             if args.profile == "measured":
-                run([ps, "profile", project, "--device", "cpu"] + (["--co-run"] if args.co_run else []))
+                run([ps, "profile", project, "--device", "cpu"] + (["--alone"] if args.alone else []))
             run([ps, "train", project, *train_args, "--steps", str(args.steps)])
             if args.ab_co_run > 0 and trial == 0:
                 ab_co_run(ps, project, name, args.ab_co_run)

@@ -362,11 +362,21 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
     // --threads N measures at N alone and replaces only that count's rows.
     ASSERT_EQ(runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1").exitCode, 0);
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM profiles"), 2 * nodes * counts);
-    // --co-run: the other cores run copies of the step meanwhile, as a pipeline's other devices would.
-    const auto loaded = runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1 --co-run");
+    // By default (and with --co-run) the other cores run copies of the step meanwhile, as a pipeline's
+    // other devices would; --alone leaves them idle.
+    const auto loaded = runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1 --json");
     ASSERT_EQ(loaded.exitCode, 0) << loaded.output;
+    const auto alone = runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1 --json --alone");
+    ASSERT_EQ(alone.exitCode, 0) << alone.output;
+    const auto coRunners = [](const std::string& out) {
+        return nlohmann::json::parse(out)["runs"][0]["co_runners"].get<int>();
+    };
+    EXPECT_EQ(coRunners(alone.output), 0);
     if (counts > 1) {
-        EXPECT_NE(loaded.output.find(" of the step on the other cores"), std::string::npos) << loaded.output;
+        EXPECT_GE(coRunners(loaded.output), 1) << loaded.output;
+        EXPECT_NE(runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1 --co-run")
+                      .output.find(" of the step on the other cores"),
+            std::string::npos);
     }
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM profiles"), 2 * nodes * counts);
 }

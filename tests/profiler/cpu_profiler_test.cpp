@@ -78,6 +78,23 @@ TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
     fs::remove(path);
 }
 
+// Co-runners hold whole copies of the step: no more run than fit in half the machine's memory, each
+// counted at its parameters with gradients and AdamW's states and every activation, state and scratch.
+TEST(CpuProfiler, CoRunnersAreAsManyAsFitInHalfTheMemory)
+{
+    const auto graph = buildZooModel(zooPreset("gpt2-tiny")); // costed, not run
+    std::int64_t parameterBytes = 0;
+    for (const auto& t : graph.tensors())
+        parameterBytes += t.kind == TensorKind::Parameter ? numBytes(t.shape, t.dtype) : 0;
+    const auto each = profiler::trainingStepBytesBound(graph);
+    EXPECT_GT(each, 4 * parameterBytes); // the activations on top of 16 B per parameter
+    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 0), 3); // memory unknown
+    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 100 * each), 3);
+    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 4 * each + 1), 2);
+    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, each), 0);
+    EXPECT_EQ(profiler::coRunnersThatFit(graph, 0, 100 * each), 0);
+}
+
 // A profile at fewer threads than cores is taken beside copies of the step on the other cores (the
 // pipeline's other devices) when asked: while it measures, other threads of the process work about
 // as much as the measuring one, where alone they do not. Measured in CPU time (the process's less
@@ -116,6 +133,8 @@ TEST(CpuProfiler, CoRunnersKeepTheOtherCoresBusyWhileOneDeviceIsMeasured)
     const double loaded = othersPerMine(1);
     std::cout << "[ NOTE ] other threads' CPU time per second of the measuring thread's: alone " << alone
               << ", with a co-runner " << loaded << "\n";
-    EXPECT_LT(alone, 0.1);
-    EXPECT_GT(loaded, 0.3);
+    // Alone, what other threads do is the libraries' idle threads (0.11-0.22 on a 2-core AMD host);
+    // a co-runner adds about a core's worth.
+    EXPECT_LT(alone, 0.5 * loaded);
+    EXPECT_GT(loaded, 0.5);
 }
