@@ -29,35 +29,32 @@ namespace {
         return cluster;
     }
 
-    // 1 - mean / largest stage peak of `algorithm`'s plan under `schedule` on `stages` GPUs, without
-    // memory optimization (or with torchgpipe's checkpointing of every stage), at `share` of its
-    // largest batch; the batch in `batch`.
-    double memoryWaste(const Graph& g, const Profile& p, const DeviceSpec& device, const LinkSpec& link, int stages,
-        const std::string& schedule, PlanAlgorithm algorithm, bool checkpoint, double share, double& batch)
-    {
-        const auto spec = parseScheduleSpec(schedule, stages, stages);
-        const auto cluster = clusterOf(device, link, stages);
-        PlannerOptions o;
-        o.algorithm = algorithm;
-        o.limits = { 0, false, false, checkpoint };
-        const auto r = findMaxMicroBatch(g, p, spec, cluster, o, 1 << 12);
-        batch = std::max(1.0, std::round(share * r.microBatch));
-        const auto plan = findPlan(StageModel(g, p, spec, cluster, batch, o.limits), o);
-        double largest = 0;
-        double sum = 0;
-        for (const auto& st : plan.stages) {
-            largest = std::max(largest, st.peakBytes);
-            sum += st.peakBytes;
-        }
-        return largest > 0 && !plan.stages.empty() ? 1 - sum / static_cast<double>(plan.stages.size()) / largest : kNaN;
-    }
-
     std::string percentOrDash(double x)
     {
         return std::isfinite(x) ? fixed(100 * x, 1) + "%" : "-";
     }
 
 } // namespace
+
+double memoryWaste(const Graph& g, const Profile& p, const DeviceSpec& device, const LinkSpec& link, int stages,
+    const std::string& schedule, PlanAlgorithm algorithm, bool checkpoint, double share, double& batch)
+{
+    const auto spec = parseScheduleSpec(schedule, stages, stages);
+    const auto cluster = clusterOf(device, link, stages);
+    PlannerOptions o;
+    o.algorithm = algorithm;
+    o.limits = { 0, false, false, checkpoint };
+    const auto r = findMaxMicroBatch(g, p, spec, cluster, o, 1 << 12);
+    batch = std::max(1.0, std::round(share * r.microBatch));
+    const auto plan = findPlan(StageModel(g, p, spec, cluster, batch, o.limits), o);
+    double largest = 0;
+    double sum = 0;
+    for (const auto& st : plan.stages) {
+        largest = std::max(largest, st.peakBytes);
+        sum += st.peakBytes;
+    }
+    return largest > 0 && !plan.stages.empty() ? 1 - sum / static_cast<double>(plan.stages.size()) / largest : kNaN;
+}
 
 void addBertMemoryWaste(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const ReproduceOptions& options, std::string& md)

@@ -1,10 +1,13 @@
 // DawnPiper ablations that measure why cells sit far from the paper's (dawnpiper_report.cpp calls
-// them): the S+R cells split into swap alone and recompute alone, and the CNN's ratios against the
-// depth of the network.
-// Depends on: report/dawnpiper_methods.h, cluster/, zoo/.
+// them): the S+R cells split into swap alone and recompute alone, the CNN's ratios against the
+// depth of the network, and the memory GPipe and PipeDream leave unused.
+// Depends on: report/dawnpiper_methods.h, cluster/, cost/, plan/, zoo/.
 #pragma once
 
 #include "cluster/cluster.h"
+#include "cost/profile.h"
+#include "graph/graph.h"
+#include "plan/planner.h"
 #include "report/reproduction.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,9 +28,16 @@ void addSwapRecomputeSplit(const nlohmann::json& paper, const DeviceSpec& device
 void addCnnDepthSweep(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
 
-// BERT's memory waste (1 - mean / largest stage peak, §3.2) under GPipe's cuts at a quarter, a half
-// and all of its largest batch, and under PipeDream's at its largest (the paper: about 28% and over
-// 40%, §3.2). Appends to `md`.
+// 1 - mean / largest stage peak of `algorithm`'s plan under `schedule` on `stages` GPUs, without
+// memory optimization (or, with `checkpoint`, torchgpipe's checkpointing of every stage), at `share`
+// of its largest batch; the batch in `batch`. NaN where no plan has a stage.
+[[nodiscard]] double memoryWaste(const Graph& g, const Profile& p, const DeviceSpec& device, const LinkSpec& link,
+    int stages, const std::string& schedule, PlanAlgorithm algorithm, bool checkpoint, double share, double& batch);
+
+// BERT's memory waste (1 - mean / largest stage peak, §3.2) under GPipe at a quarter, a half and all
+// of its largest batch, with equal-layer cuts, equal-time cuts and torchgpipe's checkpointed stages,
+// and under PipeDream's at its largest on 4 and 8 GPUs (the paper: about 28% on 4 and over 40% on 8,
+// §3.1). Appends to `md`.
 void addBertMemoryWaste(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const ReproduceOptions& options, std::string& md);
 
