@@ -12,9 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -327,6 +329,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
             backend.synchronize();
         });
     }
+    const auto stepPeak = ex.allocator().peak();
     (void)tracer.collect(); // the timed steps' records: not per node
 
     std::vector<cupti::NodeLaunch> stepLaunches;
@@ -352,6 +355,7 @@ CpuProfileRun measureOnDevice(const Graph& graph, const engine::Backend& backend
     run.outsideNodesNs = inPlace.unattributedNs / std::max(1, options.repeats);
     run.stepNs = stepNs;
     run.optimizerNs = optimizerStats;
+    run.stepPeakBytes = stepPeak;
     return run;
 }
 
@@ -463,10 +467,14 @@ int coRunnersFor(int threads, int cores)
 std::int64_t trainingStepBytesBound(const Graph& graph)
 {
     std::int64_t bytes = 0;
-    for (const auto& t : graph.tensors())
-        bytes += t.kind == TensorKind::Parameter ? 4 * numBytes(t.shape, t.dtype) : 0;
+    for (const auto& t : graph.tensors()) {
+        const bool isFloat =
+            t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::F16 || t.dtype == DType::BF16;
+        const auto engineBytes = numElements(t.shape) * (isFloat ? 4 : 8);
+        bytes += (t.kind == TensorKind::Parameter ? 6 : 2) * engineBytes;
+    }
     for (const auto& c : computeOpCosts(graph))
-        bytes += c.outputBytes + c.savedBytes + c.workspaceBytes + c.backwardWorkspaceBytes + c.fixedWorkspaceBytes;
+        bytes += c.savedExtraBytes + c.workspaceBytes + c.backwardWorkspaceBytes + c.fixedWorkspaceBytes;
     return bytes;
 }
 
@@ -476,6 +484,43 @@ int coRunnersThatFit(const Graph& graph, int wanted, std::int64_t memoryBytes)
         return std::max(wanted, 0);
     const auto each = std::max<std::int64_t>(1, trainingStepBytesBound(graph));
     return static_cast<int>(std::min<std::int64_t>(wanted, memoryBytes / 2 / each));
+}
+
+namespace {
+
+    // The first number in `path` (or after `key` where one is given), times `unit`; -1 where none.
+    std::int64_t readNumber(const std::string& path, const std::string& key = {}, std::int64_t unit = 1)
+    {
+        std::ifstream in(path);
+        std::string word;
+        while (in >> word) {
+            if (!key.empty() && word != key)
+                continue;
+            std::string value = word;
+            if (!key.empty() && !(in >> value))
+                return -1;
+            try {
+                return std::stoll(value) * unit;
+            } catch (const std::exception&) {
+                return -1; // "max": no limit
+            }
+        }
+        return -1;
+    }
+
+} // namespace
+
+std::int64_t availableMemoryBytes()
+{
+    std::int64_t available = readNumber("/proc/meminfo", "MemAvailable:", 1024);
+    const auto keep = [&available](std::int64_t limit, std::int64_t used) {
+        if (limit > 0 && used >= 0)
+            available = available < 0 ? limit - used : std::min(available, limit - used);
+    };
+    keep(readNumber("/sys/fs/cgroup/memory.max"), readNumber("/sys/fs/cgroup/memory.current"));
+    keep(readNumber("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+        readNumber("/sys/fs/cgroup/memory/memory.usage_in_bytes"));
+    return std::max<std::int64_t>(available, 0);
 }
 
 CpuProfileRun measureOnCpu(

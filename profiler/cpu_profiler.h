@@ -50,6 +50,7 @@ struct CpuProfileRun
     double outsideNodesNs = 0; // per step, device time outside every node (GPU tracers; host clock: 0)
     SampleStats optimizerNs; // the AdamW update of every parameter, per step (no samples: no loss to train)
     int coRunners = 0; // copies of the step that ran on the other cores meanwhile
+    std::int64_t stepPeakBytes = 0; // the executor's allocator peak over the whole steps timed first
 };
 
 // Throws ps::Error naming the node when one cannot run on the CPU backend. `progress` gets
@@ -63,14 +64,20 @@ struct CpuProfileRun
 // cores / threads - 1 (0 where one device takes every core).
 [[nodiscard]] int coRunnersFor(int threads, int cores);
 
-// The bytes one copy of `graph`'s training step holds at most: its parameters with their gradients
-// and AdamW's two states (16 B per fp32 parameter element), and every node's output, saved state
-// and scratch as if all were alive at once.
+// More bytes than one copy of `graph`'s training step on the CPU engine holds at its peak, at the
+// engine's widths (floating types as fp32, the rest as int64): each parameter six times (its value,
+// its gradient and the gradient's own buffer, a tied weight's second gradient, AdamW's two
+// states), every other tensor (activations, inputs, constants) twice (its value and its gradient,
+// all alive at once), and every node's saved state and scratch.
 [[nodiscard]] std::int64_t trainingStepBytesBound(const Graph& graph);
 
 // How many of `wanted` co-runners of `graph` fit in half of `memoryBytes` (the other half for the
 // measured copy and the rest of the machine); 0 memory (unknown): all of them.
 [[nodiscard]] int coRunnersThatFit(const Graph& graph, int wanted, std::int64_t memoryBytes);
+
+// The memory this process may still take: /proc/meminfo's MemAvailable, less where its cgroup
+// (v2 memory.max less memory.current, or v1's limit less usage) leaves less; 0 where none is read.
+[[nodiscard]] std::int64_t availableMemoryBytes();
 
 // Linear models through two runs of the same graph at different micro-batch sizes (or one run,
 // proportional to the micro-batch). The weight-gradient share of backward follows the op formulas.

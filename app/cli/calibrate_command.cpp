@@ -57,19 +57,23 @@ namespace {
     }
 
     // The thread count a CPU calibration runs at: the one given; else every core where the project
-    // holds a profile measured so, else the largest count it holds one at (a profile of one thread
-    // per device, `profile --threads 1`, is fitted against the CPU measured at one thread, not at
-    // every core).
+    // holds a profile measured so, else the most threads a stored profile was measured with that
+    // this machine's cores can run (a profile of one thread per device, `profile --threads 1`, is
+    // fitted against the CPU measured at one thread, not at every core); every core where no stored
+    // profile records a count this machine can run.
     int calibrationThreads(const ProjectStore& store, const std::string& source, int given)
     {
         if (given > 0)
             return given;
         const int all = engine::threadsPerDevice(1);
-        const auto stored = store.profileThreads("cpu", source); // 0: a profile that records no count
-        const int most = stored.empty() ? 0 : *std::max_element(stored.begin(), stored.end());
-        if (most <= 0 || std::find(stored.begin(), stored.end(), all) != stored.end())
-            return all;
-        return most;
+        int most = 0; // 0: a profile that records no count
+        for (const int t : store.profileThreads("cpu", source)) {
+            if (t == all)
+                return all;
+            if (t <= all)
+                most = std::max(most, t);
+        }
+        return most > 0 ? most : all;
     }
 
     int runCalibrate(const CalibrateOptions& o, DeviceOptions d)

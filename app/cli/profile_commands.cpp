@@ -99,14 +99,14 @@ namespace {
         const ProfileTarget& target, const profiler::CpuProfileOptions& asked, bool quiet)
     {
         std::vector<profiler::CpuProfileRun> runs;
-        const auto memory = engine::probeLocalDevices().devices.front().memoryBytes;
+        const auto memory = asked.coRunners > 0 ? profiler::availableMemoryBytes() : 0;
         for (auto b : sizes) {
             const auto graph = buildAtMicroBatch(stored, b);
             auto options = asked;
             options.coRunners = profiler::coRunnersThatFit(graph, asked.coRunners, memory);
             if (options.coRunners < asked.coRunners && !quiet)
-                fmt::print("Running {} of the {} copies of the step the other cores would take: each may hold {}, "
-                           "the copies at most half of this machine's {}\n",
+                fmt::print("Co-runners: {} of the {} the other cores would take, each copy of the step holding up to "
+                           "{}, within half of the {} this process may still take\n",
                     options.coRunners, asked.coRunners,
                     formatBytes(static_cast<double>(profiler::trainingStepBytesBound(graph))),
                     formatBytes(static_cast<double>(memory)));

@@ -64,15 +64,19 @@ void addBertMemoryWaste(const nlohmann::json& paper, const DeviceSpec& device, c
     const auto graph = buildZooModel(zooPreset(paper.at("models").at("bert").at("zoo").get<std::string>()));
     const auto profile = estimateProfile(graph, device, CostModelOptions {});
     const auto& claims = paper.at("claims");
+    const int gpipeGpus = claims.at("fig2_gpipe_gpus").get<int>();
+    const int pipedreamGpus = claims.at("fig3_pipedream_gpus").get<int>();
     const auto gpipePaper = fixed(100 * claims.at("fig2_gpipe_memory_waste_bert").get<double>(), 0) + "% (Fig. 2)";
-    const auto pipedreamPaper = "over "
-        + fixed(100 * claims.at("fig3_pipedream_memory_waste_bert_above").get<double>(), 0) + "% (§3.2, Fig. 3)";
+    const auto pipedreamPaper =
+        "over " + fixed(100 * claims.at("fig3_pipedream_memory_waste_bert_above").get<double>(), 0) + "% (Fig. 3)";
     std::vector<std::vector<std::string>> rows;
     double batch = 0;
-    // GPipe three ways: equal-layer cuts (the GPipe column of the tables), cuts of equal compute
-    // time (torchgpipe's balance by time; the paper puts GPipe's waste on layers whose time and
-    // memory differ, §3.1), and equal layers with torchgpipe's default checkpointing (each stage
-    // keeps its input per micro-batch and re-runs its forward before the backward).
+    // GPipe three ways, on the paper's GPU count: equal-layer cuts (the GPipe column of the tables),
+    // cuts of equal compute time (torchgpipe's balance by time; the paper puts GPipe's waste on
+    // layers whose time and memory differ, §3.1), and equal layers with every stage checkpointed
+    // (torchgpipe's checkpoint="always": each stage keeps its input per micro-batch and re-runs its
+    // forward before the backward; its default, "except_last", also keeps the last micro-batch's
+    // activations, which "always" rematerialises before that micro-batch's backward).
     struct Variant
     {
         std::string name;
@@ -83,45 +87,50 @@ void addBertMemoryWaste(const nlohmann::json& paper, const DeviceSpec& device, c
         { "equal compute time", PlanAlgorithm::ComputeBalanced, false },
         { "equal layers, checkpointed stages", PlanAlgorithm::GPipe, true } };
     std::map<std::string, std::pair<double, double>> range; // variant -> (lowest, highest) waste
+    const auto gpus = [](int n) { return std::to_string(n) + " GPUs"; };
     for (const auto& v : variants) {
         auto& [low, high] = range[v.name];
-        low = 1;
-        high = 0;
+        low = kNaN;
+        high = kNaN;
         for (const double share : { 0.25, 0.5, 1.0 }) {
             const double waste =
-                memoryWaste(graph, profile, device, link, 4, "gpipe", v.algorithm, v.checkpoint, share, batch);
+                memoryWaste(graph, profile, device, link, gpipeGpus, "gpipe", v.algorithm, v.checkpoint, share, batch);
             if (std::isfinite(waste)) {
-                low = std::min(low, waste);
-                high = std::max(high, waste);
+                low = std::isfinite(low) ? std::min(low, waste) : waste;
+                high = std::isfinite(high) ? std::max(high, waste) : waste;
             }
-            rows.push_back(
-                { "GPipe, " + v.name + ", 4 GPUs", fixed(batch, 0) + " (" + fixed(100 * share, 0) + "% of its largest)",
-                    percentOrDash(waste), gpipePaper });
+            rows.push_back({ "GPipe, " + v.name + ", " + gpus(gpipeGpus),
+                fixed(batch, 0) + " (" + fixed(100 * share, 0) + "% of its largest)", percentOrDash(waste),
+                gpipePaper });
         }
     }
-    // PipeDream's: the paper measured it on 8 GPUs (§3.1); 4 as the GPipe rows, for comparison.
-    double pipedream8 = kNaN;
-    for (const int stages : { 4, 8 }) {
+    // PipeDream's: on the paper's GPU count, and on GPipe's for comparison.
+    double pipedreamPapers = kNaN;
+    for (const int stages : { gpipeGpus, pipedreamGpus }) {
         const double waste =
             memoryWaste(graph, profile, device, link, stages, "pipedream", PlanAlgorithm::PipeDream, false, 1.0, batch);
-        if (stages == 8)
-            pipedream8 = waste;
-        rows.push_back({ "PipeDream, " + std::to_string(stages) + " GPUs" + (stages == 8 ? " (the paper's)" : ""),
+        const bool papers = stages == pipedreamGpus;
+        if (papers)
+            pipedreamPapers = waste;
+        rows.push_back({ "PipeDream, " + gpus(stages) + (papers ? " (the paper's)" : ""),
             fixed(batch, 0) + " (its largest)", percentOrDash(waste), pipedreamPaper });
+        if (pipedreamGpus == gpipeGpus)
+            break;
     }
-    md += "BERT's memory waste (1 - mean / largest stage peak, no memory optimization) against the batch, GPipe's "
-          "cuts and PipeDream's weight versions, beside the paper's (GPipe measured on 4 GPUs, PipeDream on 8, "
-          "§3.1):\n\n"
+    md += "BERT's memory waste (1 - mean / largest stage peak; no memory optimization but the checkpointed rows') "
+          "against the batch, GPipe's cuts and checkpoints, and PipeDream's weight versions, beside the paper's "
+          "(§3.1: GPipe measured on "
+        + gpus(gpipeGpus) + ", PipeDream on " + gpus(pipedreamGpus) + "):\n\n"
         + markdownTable({ "pipeline", "batch", "waste ours", "paper" }, rows) + "\n";
     const auto span = [&range](const std::string& name) {
         const auto& [low, high] = range.at(name);
-        return fixed(100 * low, 1) + "-" + fixed(100 * high, 1) + "%";
+        return std::isfinite(low) ? fixed(100 * low, 1) + "-" + fixed(100 * high, 1) + "%" : std::string("-");
     };
     md += "Under equal-layer cuts ours is " + span("equal layers") + " at every batch tried; with the cuts balancing "
-        + "compute time instead, " + span("equal compute time") + "; with torchgpipe's checkpointing, "
+        + "compute time instead, " + span("equal compute time") + "; with every stage checkpointed, "
         + span("equal layers, checkpointed stages") + "; the paper's is " + gpipePaper
-        + ". PipeDream's weight versions on the paper's 8 GPUs give " + percentOrDash(pipedream8) + " ("
-        + pipedreamPaper + ").\n\n";
+        + ". PipeDream's weight versions on the paper's " + gpus(pipedreamGpus) + " give "
+        + percentOrDash(pipedreamPapers) + "; the paper's is " + pipedreamPaper + ".\n\n";
 }
 
 void addSwapRecomputeSplit(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,

@@ -29,15 +29,15 @@ void addCnnDepthSweep(const nlohmann::json& paper, const DeviceSpec& device, con
     const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
 
 // 1 - mean / largest stage peak of `algorithm`'s plan under `schedule` on `stages` GPUs, without
-// memory optimization (or, with `checkpoint`, torchgpipe's checkpointing of every stage), at `share`
+// memory optimization (or, with `checkpoint`, every stage checkpointed: torchgpipe's "always"), at `share`
 // of its largest batch; the batch in `batch`. NaN where no plan has a stage.
 [[nodiscard]] double memoryWaste(const Graph& g, const Profile& p, const DeviceSpec& device, const LinkSpec& link,
     int stages, const std::string& schedule, PlanAlgorithm algorithm, bool checkpoint, double share, double& batch);
 
-// BERT's memory waste (1 - mean / largest stage peak, §3.2) under GPipe at a quarter, a half and all
-// of its largest batch, with equal-layer cuts, equal-time cuts and torchgpipe's checkpointed stages,
-// and under PipeDream's at its largest on 4 and 8 GPUs (the paper: about 28% on 4 and over 40% on 8,
-// §3.1). Appends to `md`.
+// BERT's memory waste (1 - mean / largest stage peak, §3.1) under GPipe at a quarter, a half and all
+// of its largest batch, with equal-layer cuts, equal-time cuts and every stage checkpointed,
+// and under PipeDream's at its largest on GPipe's GPU count and the paper's (the paper: about 28% on
+// 4 and over 40% on 8, §3.1). Appends to `md`.
 void addBertMemoryWaste(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const ReproduceOptions& options, std::string& md);
 

@@ -89,7 +89,7 @@ namespace {
             + "\n";
         // The cause the paper gives, measured on the models it measured it on (§3.1, Fig. 2:
         // ResNet-152 and BERT under GPipe on 4 GPUs): the memory GPipe's plan at its largest batch
-        // leaves unused, with equal-layer cuts, without and with torchgpipe's checkpointed stages.
+        // leaves unused, with equal-layer cuts, without and with every stage checkpointed.
         const auto waste = [&](const Graph& g, const Profile& p, int stages, bool checkpoint) {
             double batch = 0;
             const double w =
@@ -100,8 +100,9 @@ namespace {
         const auto bertProfile = estimateProfile(bert, device, CostModelOptions {});
         md += "The cause the paper gives, measured where it measured it (§3.1, Fig. 2: GPipe on 4 GPUs): the share "
               "of memory GPipe's cuts leave unused, 1 - mean / largest stage peak, GPipe's plan (equal layers) at its "
-              "largest batch, without and with torchgpipe's checkpointed stages (its default: each stage keeps its "
-              "inputs per micro-batch and re-runs its forward before the backward). The more memory GPipe leaves "
+              "largest batch, without and with every stage checkpointed (torchgpipe's checkpoint=\"always\": each "
+              "stage keeps its inputs per micro-batch and re-runs its forward before the backward; its default, "
+              "\"except_last\", also keeps the last micro-batch's activations). The more memory GPipe leaves "
               "unused, the smaller its batch and the larger every ratio over it above.\n\n";
         const auto paperWaste = [&claims = paper.at("claims")](
                                     const char* key) { return fixed(100 * claims.at(key).get<double>(), 0) + "%"; };

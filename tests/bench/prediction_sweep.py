@@ -113,9 +113,9 @@ def main():
             if args.profile == "measured":
                 run([ps, "profile", project, "--device", "cpu"] + (["--alone"] if args.alone else []))
             run([ps, "train", project, *train_args, "--steps", str(args.steps)])
-            if args.ab_co_run > 0 and trial == 0:
-                ab_co_run(ps, project, name, args.ab_co_run)
             trials.append(json.loads(run([ps, "compare", project, "--json", "--profile", args.profile])))
+            if args.ab_co_run > 0 and trial == 0:  # after the row's own compare: it re-profiles
+                ab_co_run(ps, project, name, args.ab_co_run)
         errors = sorted(100 * c["iteration_error"] for c in trials)
         mid = trials[[100 * c["iteration_error"] for c in trials].index(errors[(len(errors) - 1) // 2])]
         median = statistics.median_low(errors)

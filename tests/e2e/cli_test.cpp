@@ -359,7 +359,8 @@ TEST_F(Cli, ProfileStoresMeasuredCpuRowsForEveryNode)
         ps::e2e::queryInt(p, "SELECT count(*) FROM profiles WHERE source = 'measured-cpu' AND device_kind = 'cpu'"),
         2 * nodes * counts);
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(DISTINCT micro_batch) FROM profiles"), 2);
-    // --threads N measures at N alone and replaces only that count's rows.
+    // --threads N measures at N (beside co-runners where N is fewer than the cores) and replaces only
+    // that count's rows.
     ASSERT_EQ(runCli("profile " + p + " --repeats 1 --warmup 0 --threads 1").exitCode, 0);
     EXPECT_EQ(ps::e2e::queryInt(p, "SELECT count(*) FROM profiles"), 2 * nodes * counts);
     // By default (and with --co-run) the other cores run copies of the step meanwhile, as a pipeline's

@@ -78,21 +78,36 @@ TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
     fs::remove(path);
 }
 
-// Co-runners hold whole copies of the step: no more run than fit in half the machine's memory, each
-// counted at its parameters with gradients and AdamW's states and every activation, state and scratch.
+// Co-runners hold whole copies of the step: no more run than fit in half the memory this process
+// may still take, each counted by a bound that a measured step stays under: a model whose
+// parameters dominate (GPT-2 small's embeddings at a short sequence), an MLP, and a BERT whose
+// activations do.
 TEST(CpuProfiler, CoRunnersAreAsManyAsFitInHalfTheMemory)
 {
-    const auto graph = buildZooModel(zooPreset("gpt2-tiny")); // costed, not run
-    std::int64_t parameterBytes = 0;
-    for (const auto& t : graph.tensors())
-        parameterBytes += t.kind == TensorKind::Parameter ? numBytes(t.shape, t.dtype) : 0;
-    const auto each = profiler::trainingStepBytesBound(graph);
-    EXPECT_GT(each, 4 * parameterBytes); // the activations on top of 16 B per parameter
-    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 0), 3); // memory unknown
-    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 100 * each), 3);
-    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 4 * each + 1), 2);
-    EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, each), 0);
-    EXPECT_EQ(profiler::coRunnersThatFit(graph, 0, 100 * each), 0);
+    struct Model
+    {
+        const char* preset;
+        std::int64_t layers, seq, microBatch;
+    };
+    for (const auto& m :
+        { Model { "gpt2-small", 2, 16, 1 }, Model { "mlp", 2, 0, 8 }, Model { "bert-base", 1, 64, 2 } }) {
+        auto c = zooPreset(m.preset);
+        c.layers = m.layers;
+        c.seq = m.seq > 0 ? m.seq : c.seq;
+        c.microBatch = m.microBatch;
+        const auto graph = buildZooModel(c);
+        const auto run = profiler::measureOnCpu(graph, profiler::CpuProfileOptions { 0, 1, 0, 1 });
+        const auto bound = profiler::trainingStepBytesBound(graph);
+        EXPECT_GT(run.stepPeakBytes, 0) << m.preset;
+        EXPECT_LE(run.stepPeakBytes, bound) << m.preset;
+        std::cout << "[ NOTE ] " << m.preset << ": step peak " << run.stepPeakBytes << " B, bound " << bound << " B\n";
+        EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 0), 3); // memory unknown
+        EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 100 * bound), 3);
+        EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, 4 * bound + 1), 2);
+        EXPECT_EQ(profiler::coRunnersThatFit(graph, 3, bound), 0);
+        EXPECT_EQ(profiler::coRunnersThatFit(graph, 0, 100 * bound), 0);
+    }
+    EXPECT_GT(profiler::availableMemoryBytes(), 0);
 }
 
 // A profile at fewer threads than cores is taken beside copies of the step on the other cores (the
@@ -125,6 +140,7 @@ TEST(CpuProfiler, CoRunnersKeepTheOtherCoresBusyWhileOneDeviceIsMeasured)
         const double mine = seconds(CLOCK_THREAD_CPUTIME_ID);
         const auto run = profiler::measureOnCpu(graph, o);
         EXPECT_GT(run.stepNs.median, 0);
+        EXPECT_EQ(run.coRunners, coRunners);
         const double myTime = seconds(CLOCK_THREAD_CPUTIME_ID) - mine;
         return (seconds(CLOCK_PROCESS_CPUTIME_ID) - process - myTime) / myTime;
     };
