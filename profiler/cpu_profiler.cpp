@@ -471,7 +471,7 @@ std::int64_t trainingStepBytesBound(const Graph& graph)
         const bool isFloat =
             t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::F16 || t.dtype == DType::BF16;
         const auto engineBytes = numElements(t.shape) * (isFloat ? 4 : 8);
-        bytes += (t.kind == TensorKind::Parameter ? 6 : 2) * engineBytes;
+        bytes += (t.kind == TensorKind::Parameter ? 8 : 2) * engineBytes;
     }
     for (const auto& c : computeOpCosts(graph))
         bytes += c.savedExtraBytes + c.workspaceBytes + c.backwardWorkspaceBytes + c.fixedWorkspaceBytes;

@@ -65,10 +65,11 @@ struct CpuProfileRun
 [[nodiscard]] int coRunnersFor(int threads, int cores);
 
 // More bytes than one copy of `graph`'s training step on the CPU engine holds at its peak, at the
-// engine's widths (floating types as fp32, the rest as int64): each parameter six times (its value,
-// its gradient and the gradient's own buffer, a tied weight's second gradient, AdamW's two
-// states), every other tensor (activations, inputs, constants) twice (its value and its gradient,
-// all alive at once), and every node's saved state and scratch.
+// engine's widths (floating types as fp32, the rest as int64): each parameter eight times (its
+// value, its gradient and the gradient's own buffer, a tied weight's second gradient, AdamW's two
+// states, and two more for transient copies: a step of GPT-2's embeddings at a short sequence
+// measured 5.8 times its parameters), every other tensor (activations, inputs, constants) twice
+// (its value and its gradient, all alive at once), and every node's saved state and scratch.
 [[nodiscard]] std::int64_t trainingStepBytesBound(const Graph& graph);
 
 // How many of `wanted` co-runners of `graph` fit in half of `memoryBytes` (the other half for the

@@ -80,19 +80,20 @@ TEST(CpuProfiler, EveryNodeMeasuredAtTwoSizesAndStored)
 
 // Co-runners hold whole copies of the step: no more run than fit in half the memory this process
 // may still take, each counted by a bound that a measured step stays under: a model whose
-// parameters dominate (GPT-2 small's embeddings at a short sequence), an MLP, and a BERT whose
-// activations do.
+// parameters dominate (GPT-2's 50257-token embeddings at a short sequence), an MLP, and a BERT.
 TEST(CpuProfiler, CoRunnersAreAsManyAsFitInHalfTheMemory)
 {
     struct Model
     {
         const char* preset;
-        std::int64_t layers, seq, microBatch;
+        std::int64_t layers, hidden, seq, microBatch; // 0: the preset's
     };
     for (const auto& m :
-        { Model { "gpt2-small", 2, 16, 1 }, Model { "mlp", 2, 0, 8 }, Model { "bert-base", 1, 64, 2 } }) {
+        { Model { "gpt2-small", 2, 256, 16, 1 }, Model { "mlp", 2, 0, 0, 8 }, Model { "bert-base", 1, 256, 64, 2 } }) {
         auto c = zooPreset(m.preset);
         c.layers = m.layers;
+        c.hidden = m.hidden > 0 ? m.hidden : c.hidden;
+        c.heads = m.hidden > 0 ? 4 : c.heads;
         c.seq = m.seq > 0 ? m.seq : c.seq;
         c.microBatch = m.microBatch;
         const auto graph = buildZooModel(c);
