@@ -62,35 +62,43 @@ public:
         m_ready.notify_all();
     }
 
-    // Waits for every holder's deposit and gives the stage the sum (in stage order).
+    // Waits for every holder's deposit and gives the stage the sum, in stage order, on its device:
+    // the stage's own gradient where it comes first (summed in place), else the first deposit
+    // uploaded; each later one added to it (the stage's own from its device, others uploaded).
     void apply(StageExecutor& stage, const Backend& backend, const Graph& graph)
     {
         for (auto id : stage.parameterIds()) {
             const auto it = m_holders.find(id.value);
             if (it == m_holders.end())
                 continue;
-            const auto n = static_cast<std::size_t>(numElements(graph.tensor(id).shape));
-            std::vector<float> sum(n, 0.0F);
             std::unique_lock lock(m_mutex);
             if (!m_abort.wait(m_ready, lock, [&] {
                     const auto d = m_deposits.find(id.value);
                     return d != m_deposits.end() && d->second.size() == it->second.size();
                 }))
                 throw Aborted("aborted while summing the gradients of tied parameter '" + graph.tensor(id).name + "'");
-            bool first = true;
-            for (const auto& [s, bytes] : m_deposits[id.value]) { // std::map: stage order
+            const auto& deposits = m_deposits[id.value]; // std::map: stage order; complete, so no longer written
+            lock.unlock();
+            const auto& shape = graph.tensor(id).shape;
+            stage.allocator().setOwner("gradients");
+            NdArray sum;
+            bool inPlace = false; // sum is the stage's own gradient (in a chunk, perhaps): nothing to set
+            for (const auto& [s, bytes] : deposits) {
                 if (bytes.empty())
                     continue;
-                const auto* g = reinterpret_cast<const float*>(bytes.data());
-                for (std::size_t i = 0; i < n; ++i)
-                    sum[i] = first ? g[i] : sum[i] + g[i];
-                first = false;
+                const bool own = s == stage.id().index();
+                if (!sum.defined()) {
+                    sum = own ? stage.gradient(id) : backend.fromHost(stage.allocator(), shape, DType::F32, bytes);
+                    inPlace = own;
+                    continue;
+                }
+                backend.accumulate(
+                    sum, own ? stage.gradient(id) : backend.fromHost(stage.allocator(), shape, DType::F32, bytes));
             }
-            lock.unlock();
-            stage.allocator().setOwner("gradients");
-            stage.setGradient(id,
-                backend.fromHost(stage.allocator(), graph.tensor(id).shape, DType::F32,
-                    std::as_bytes(std::span<const float>(sum.data(), sum.size()))));
+            if (!sum.defined()) // no holder's backward reached it: a zero gradient, as for an unused parameter
+                sum = backend.zeros(stage.allocator(), shape);
+            if (!inPlace)
+                stage.setGradient(id, sum);
             stage.allocator().setOwner("");
         }
     }
