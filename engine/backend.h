@@ -206,6 +206,12 @@ public:
         Allocator& allocator, const Shape& shape, DType dtype, std::span<const std::byte> bytes) const = 0;
     // The buffer's bytes on the host.
     [[nodiscard]] virtual std::vector<std::byte> toHost(const NdArray& array) const = 0;
+    // The same into host memory the caller keeps and reuses (exactly the array's bytes long): no
+    // fresh pages to fault in on every copy.
+    virtual void copyToHost(const NdArray& array, std::span<std::byte> out) const
+    {
+        array.toBytes(out);
+    }
     // A copy of `array` (on this backend) into `allocator`'s memory, `target` being the backend
     // that owns that memory (device to device, or to a host pool for swapping).
     [[nodiscard]] virtual NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const = 0;
@@ -216,6 +222,12 @@ public:
 
     // dst += src (same shape); dst must not share storage with another live array.
     virtual void accumulate(NdArray& dst, const NdArray& src) const = 0;
+    // dst += the f32 elements in `src` (host bytes, dst's size): uploaded into `scratch` first by
+    // default; a backend whose device memory is the host's adds them where they lie.
+    virtual void accumulateFromHost(NdArray& dst, std::span<const std::byte> src, Allocator& scratch) const
+    {
+        accumulate(dst, fromHost(scratch, dst.shape(), DType::F32, src));
+    }
     // A new buffer a + b (same shape), so views sharing a's storage stay intact.
     [[nodiscard]] virtual NdArray add(const NdArray& a, const NdArray& b, Allocator& allocator) const = 0;
     virtual void fill(NdArray& dst, float value) const = 0;

@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include "sim/shared_compute.h"
+#include "sim/tied_exchange.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -360,9 +361,15 @@ namespace {
     {
         if (!m_handedIn[device]) { // the device's backwards are done: every stage on it hands in
             m_handedIn[device] = 1;
+            double handedIn = m_computeFree[device];
             for (std::size_t st = 0; st < m_tiedArrival.size(); ++st) {
                 if (m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(st))).index() == device)
-                    m_tiedArrival[st] = m_computeFree[device];
+                    handedIn += sim::tiedHandInNs(m_in.cluster.device, m_in.stages[st].tiedParameters);
+            }
+            m_busy[device] += handedIn - m_computeFree[device];
+            for (std::size_t st = 0; st < m_tiedArrival.size(); ++st) {
+                if (m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(st))).index() == device)
+                    m_tiedArrival[st] = handedIn;
             }
             for (std::size_t d = 0; d < m_waitingOn.size(); ++d) {
                 if (m_waitingOn[d] == kTiedWait) {
@@ -379,13 +386,7 @@ namespace {
             for (auto holder : it->second) {
                 if (m_tiedArrival[holder] == kUnknown)
                     return kUnknown;
-                const auto other = m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(holder))).index();
-                double exchangeNs = 0;
-                if (other != device && m_in.options.communication) { // to the sum and back
-                    const auto& link = *channel(other, device).link;
-                    exchangeNs = 1e9 * (2 * link.latencySeconds + 2 * t.gradientBytes / link.bandwidth);
-                }
-                ready = std::max(ready, m_tiedArrival[holder] + exchangeNs);
+                ready = std::max(ready, m_tiedArrival[holder]);
             }
         }
         return ready;
@@ -439,10 +440,11 @@ namespace {
                 m_waitingOn[device] = kTiedWait;
                 return false;
             }
-            // The step starts when the device gets to it and includes the wait for the sum, as the
-            // engine records it.
+            // The step starts when the device gets to it and includes its hand-in, the wait for the
+            // others' and the sum, as the engine records it.
             const double start = m_computeFree[device];
-            compute(device, a, optimizerNs(a.stage), ready);
+            const double sumNs = sim::tiedSumNs(m_in.cluster.device, cost(a.stage).tiedParameters, m_tiedHolders);
+            compute(device, a, optimizerNs(a.stage) + sumNs, ready);
             m_events.back().startNs = start;
             return true;
         }

@@ -97,6 +97,21 @@ void CpuBackend::accumulate(NdArray& dst, const NdArray& src) const
         d[i] += s[i];
 }
 
+void CpuBackend::accumulateFromHost(NdArray& dst, std::span<const std::byte> src, Allocator& /*scratch*/) const
+{
+    requireF32(dst, "accumulate");
+    if (src.size() != static_cast<std::size_t>(dst.bytes()))
+        throw Error("cpu backend: accumulate of " + std::to_string(src.size()) + " host bytes into a "
+            + std::to_string(dst.bytes()) + "-byte array");
+    float* d = dst.f32();
+    const auto n = dst.numel();
+    for (std::int64_t i = 0; i < n; ++i) {
+        float v = 0;
+        std::memcpy(&v, src.data() + i * static_cast<std::int64_t>(sizeof(float)), sizeof(float));
+        d[i] += v;
+    }
+}
+
 NdArray CpuBackend::add(const NdArray& a, const NdArray& b, Allocator& allocator) const
 {
     requireSameSize(a, b, "add");

@@ -34,6 +34,7 @@ public:
     [[nodiscard]] NdArray copyTo(const NdArray& array, const Backend& target, Allocator& allocator) const override;
 
     void accumulate(NdArray& dst, const NdArray& src) const override;
+    void accumulateFromHost(NdArray& dst, std::span<const std::byte> src, Allocator& scratch) const override;
     [[nodiscard]] NdArray add(const NdArray& a, const NdArray& b, Allocator& allocator) const override;
     void fill(NdArray& dst, float value) const override;
     void adamw(NdArray& param, const NdArray& grad, NdArray& m, NdArray& v, const AdamWUpdate& u) const override;

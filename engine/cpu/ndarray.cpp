@@ -470,12 +470,13 @@ NdArray NdArray::fromBytes(Allocator& allocator, Shape shape, DType dtype, std::
     return a;
 }
 
-std::vector<std::byte> NdArray::toBytes() const
+void NdArray::toBytes(std::span<std::byte> out) const
 {
-    std::vector<std::byte> bytes(static_cast<std::size_t>(this->bytes()));
-    if (!bytes.empty())
-        memory().copy(bytes.data(), data(), bytes.size());
-    return bytes;
+    if (out.size() != static_cast<std::size_t>(bytes()))
+        throw Error("toBytes: " + std::to_string(out.size()) + " bytes of room for a " + std::to_string(bytes())
+            + "-byte array");
+    if (!out.empty())
+        memory().copy(out.data(), data(), out.size());
 }
 
 NdArray NdArray::shapeOnly(Shape shape, DType dtype)

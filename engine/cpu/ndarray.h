@@ -189,7 +189,14 @@ public:
     // Throws ps::Error when the byte count does not fit the shape.
     static NdArray fromBytes(Allocator& allocator, Shape shape, DType dtype, std::span<const std::byte> bytes);
     // The array's bytes on the host, copied out through its memory.
-    [[nodiscard]] std::vector<std::byte> toBytes() const;
+    [[nodiscard]] std::vector<std::byte> toBytes() const
+    {
+        std::vector<std::byte> out(static_cast<std::size_t>(bytes()));
+        toBytes(out);
+        return out;
+    }
+    // The same into `out`, host memory the caller keeps (exactly bytes() long; else ps::Error).
+    void toBytes(std::span<std::byte> out) const;
 
     // Storage-level residency, seen by every array sharing the storage (views, the node values that
     // hold it): swap and recompute act on a storage, not on one reference to it.

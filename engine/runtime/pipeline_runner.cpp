@@ -1,6 +1,7 @@
 #include "runtime/pipeline_runner.h"
 
 #include "cpu/thread_affinity.h"
+#include "runtime/tied_gradients.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -13,103 +14,6 @@
 #include <thread>
 
 namespace ps::engine {
-
-// The gradients of parameters that several stages hold (tied weights), summed across those stages
-// in stage order before each synchronous update, so every copy receives the same update.
-class PipelineRunner::TiedGradients
-{
-public:
-    TiedGradients(const std::vector<std::unique_ptr<StageExecutor>>& stages, AbortSignal& abort)
-        : m_abort(abort)
-    {
-        std::map<std::uint32_t, std::vector<std::size_t>> holders;
-        for (std::size_t s = 0; s < stages.size(); ++s) {
-            for (auto id : stages[s]->parameterIds())
-                holders[id.value].push_back(s);
-        }
-        for (auto& [id, list] : holders) {
-            if (list.size() > 1)
-                m_holders[id] = list;
-        }
-    }
-
-    [[nodiscard]] bool any() const
-    {
-        return !m_holders.empty();
-    }
-
-    void reset()
-    {
-        const std::lock_guard lock(m_mutex);
-        m_deposits.clear();
-    }
-
-    // Copies the stage's final gradients of its tied parameters to the host.
-    void deposit(const StageExecutor& stage, const Backend& backend)
-    {
-        std::vector<std::pair<std::uint32_t, std::vector<std::byte>>> grads;
-        for (auto id : stage.parameterIds()) {
-            if (!m_holders.contains(id.value))
-                continue;
-            const auto& g = stage.gradient(id);
-            grads.emplace_back(id.value, g.defined() ? backend.toHost(g) : std::vector<std::byte>());
-        }
-        {
-            const std::lock_guard lock(m_mutex);
-            for (auto& [id, bytes] : grads)
-                m_deposits[id][stage.id().index()] = std::move(bytes);
-        }
-        m_ready.notify_all();
-    }
-
-    // Waits for every holder's deposit and gives the stage the sum, in stage order, on its device:
-    // the stage's own gradient where it comes first (summed in place), else the first deposit
-    // uploaded; each later one added to it (the stage's own from its device, others uploaded).
-    void apply(StageExecutor& stage, const Backend& backend, const Graph& graph)
-    {
-        for (auto id : stage.parameterIds()) {
-            const auto it = m_holders.find(id.value);
-            if (it == m_holders.end())
-                continue;
-            std::unique_lock lock(m_mutex);
-            if (!m_abort.wait(m_ready, lock, [&] {
-                    const auto d = m_deposits.find(id.value);
-                    return d != m_deposits.end() && d->second.size() == it->second.size();
-                }))
-                throw Aborted("aborted while summing the gradients of tied parameter '" + graph.tensor(id).name + "'");
-            const auto& deposits = m_deposits[id.value]; // std::map: stage order; complete, so no longer written
-            lock.unlock();
-            const auto& shape = graph.tensor(id).shape;
-            stage.allocator().setOwner("gradients");
-            NdArray sum;
-            bool inPlace = false; // sum is the stage's own gradient (in a chunk, perhaps): nothing to set
-            for (const auto& [s, bytes] : deposits) {
-                if (bytes.empty())
-                    continue;
-                const bool own = s == stage.id().index();
-                if (!sum.defined()) {
-                    sum = own ? stage.gradient(id) : backend.fromHost(stage.allocator(), shape, DType::F32, bytes);
-                    inPlace = own;
-                    continue;
-                }
-                backend.accumulate(
-                    sum, own ? stage.gradient(id) : backend.fromHost(stage.allocator(), shape, DType::F32, bytes));
-            }
-            if (!sum.defined()) // no holder's backward reached it: a zero gradient, as for an unused parameter
-                sum = backend.zeros(stage.allocator(), shape);
-            if (!inPlace)
-                stage.setGradient(id, sum);
-            stage.allocator().setOwner("");
-        }
-    }
-
-private:
-    AbortSignal& m_abort;
-    std::map<std::uint32_t, std::vector<std::size_t>> m_holders; // tensor -> stages
-    std::mutex m_mutex;
-    std::condition_variable m_ready;
-    std::map<std::uint32_t, std::map<std::size_t, std::vector<std::byte>>> m_deposits;
-};
 
 namespace {
 

@@ -33,6 +33,8 @@
 
 namespace ps::engine {
 
+class TiedGradients;
+
 // A device the runtime runs stages on: its backend, its memory (capacity enforced by the
 // allocator) and, for CPU devices, the cores its worker is confined to (its GEMMs are split across
 // a team of one thread per core; its elementwise kernels run on the worker).
@@ -124,7 +126,6 @@ public:
     }
 
 private:
-    class TiedGradients;
     void runDevice(std::size_t device, const std::vector<HostBatch>& batches, double lr, IterationResult& result);
     void makeStages();
     void makeChannels();

@@ -288,6 +288,46 @@ TEST(Simulator, OptimizerStepTakesTheProfilesMeasuredRateElseMemoryBandwidth)
     EXPECT_DOUBLE_EQ(optimizerNs(measured, 1), 15000);
 }
 
+// A weight held by both stages: each device copies its gradient to the host once its backwards
+// are done, then adds the other's copy to its own (engine/runtime/tied_gradients.h). A GPU copies
+// over its host link and uploads the other's copy; a CPU device's copy reads and writes memory and
+// its add reads the copy where it lies.
+TEST(Simulator, TiedGradientsAreCopiedOutAndSummedOnEachDevice)
+{
+    auto stages = equalStages(2, 1, 2);
+    const double G = 1e8;
+    for (auto& s : stages)
+        s.tiedParameters = { { 7, G } };
+    const auto schedule = generateSchedule(parseScheduleSpec("1f1b", 2, 2));
+    const auto optimizerSpan = [&](const Cluster& cluster, std::uint32_t device) {
+        const auto r = simulate({ schedule, stages, cluster, {}, 1.0, {}, { true, true } });
+        double lastCompute = 0;
+        for (const auto& e : r.events) {
+            if (e.device.value == device && e.stream == Stream::Compute && e.action != ActionType::OptimizerStep)
+                lastCompute = std::max(lastCompute, e.endNs);
+        }
+        for (const auto& e : r.events) {
+            if (e.device.value == device && e.action == ActionType::OptimizerStep) {
+                EXPECT_DOUBLE_EQ(e.startNs, lastCompute);
+                return (e.endNs - e.startNs) / kNsPerMs;
+            }
+        }
+        return -1.0;
+    };
+    auto gpu = testCluster(2);
+    gpu.device.hostLink = { "pcie", 1e10, 0 };
+    // Device 0 finishes its backwards last: hand-in 10 ms, then an upload (10 ms) and an add
+    // (3 G at 1e12 B/s: 0.3 ms).
+    EXPECT_NEAR(optimizerSpan(gpu, 0), 20.3, 1e-9);
+    auto cpu = testCluster(2);
+    cpu.device.memoryBandwidth = 1e10;
+    cpu.device.hostLink = { "memory", 1e10, 0 };
+    // A copy moves 2 G, the add 3 G: 20 + 30 ms.
+    EXPECT_NEAR(optimizerSpan(cpu, 0), 50, 1e-9);
+    // Device 1 waits for device 0's hand-in, then adds: it ends with device 0.
+    EXPECT_GT(optimizerSpan(cpu, 1), 50);
+}
+
 // Transfers between two nodes go over the sender's NIC (its place in the node mod the NIC count):
 // with one NIC two devices' sends across queue on it, with two they do not; more NICs than devices
 // change nothing. The count travels in the cluster's JSON, and a zero count is refused.

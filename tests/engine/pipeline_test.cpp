@@ -279,6 +279,54 @@ TEST(Pipeline, NonAdjacentStagesShareADevice)
     expectSame(ref, pipeline(graph, config, "cpu:2"), "stage map 0,1,0,1");
 }
 
+TEST(Pipeline, AWeightTiedAcrossThreeStagesGetsOneSumOnEach)
+{
+    // T5's shared embedding is read by the encoder's embedding, the decoder's and the LM head: cut
+    // so that each is on its own stage, the three gradients are summed in stage order on every
+    // stage (the first in place, the second added to its own, the third into an uploaded copy).
+    auto c = zooPreset("t5-small");
+    c.layers = 1;
+    c.decoderLayers = 1;
+    c.hidden = 32;
+    c.heads = 2;
+    c.seq = 8;
+    c.vocab = 256; // randomCorpus()'s
+    c.relativeBuckets = 8;
+    c.microBatch = 2;
+    c.dropout = 0;
+    const auto graph = buildZooModel(c);
+    std::map<std::uint32_t, std::vector<std::size_t>> readers;
+    for (const auto& n : graph.nodes()) {
+        for (auto in : n.inputs) {
+            if (graph.tensor(in).kind == TensorKind::Parameter)
+                readers[in.value].push_back(n.id.index());
+        }
+    }
+    const auto shared =
+        std::find_if(readers.begin(), readers.end(), [](const auto& r) { return r.second.size() == 3; });
+    ASSERT_NE(shared, readers.end()) << "no parameter read by three nodes";
+    auto config = configFor(graph, "1f1b", 3, 4);
+    config.partition.stageStarts = { 0, shared->second[1], shared->second[2] };
+    const auto ref = singleDevice(graph, 4);
+    TrainingRun run(graph, randomCorpus(), makeDevices("cpu:3", 0), config);
+    Outcome got;
+    for (int s = 0; s < kSteps; ++s)
+        got.losses.push_back(run.step().loss);
+    for (auto id : run.runner().parameterIds())
+        got.params.emplace_back(id, asFloats(run.runner().parameterBytes(id)));
+    expectSame(ref, got, "t5 on three stages");
+    const TensorId id(shared->first);
+    std::vector<std::vector<std::byte>> copies;
+    for (const auto& stage : run.runner().stages()) {
+        const auto& ids = stage->parameterIds();
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            copies.push_back(stage->parameterBytes(id));
+    }
+    ASSERT_EQ(copies.size(), 3U);
+    EXPECT_EQ(copies[0], copies[1]);
+    EXPECT_EQ(copies[0], copies[2]);
+}
+
 TEST(Pipeline, PipeDreamStashesTheModelledWeightVersionsAndLearns)
 {
     auto c = zooPreset("gpt2-tiny");
