@@ -1,4 +1,5 @@
-// ONNX import: a model exported by torch.onnx.export (opsets 13-17) becomes a fine-grained graph
+// ONNX import: a model exported by torch.onnx.export (opsets 13-25; 18 and newer lowered to opset-17
+// forms first, onnx/opset_lowering.h) becomes a fine-grained graph
 // with bound shapes and its initializers as parameters (with their values).
 //
 // Dynamic dimensions are bound from user-given sizes (batch, sequence). A model exported with fixed

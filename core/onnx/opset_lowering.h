@@ -17,10 +17,11 @@
 // - Subgraphs (If/Loop bodies) are not lowered: those operators are refused after 17 anyway.
 // - Gelu (20) stays: the op mapping takes it as the IR's Gelu (approximate "tanh" or exact), and
 //   shape inference sees it as the elementwise op it is.
-// - GroupNormalization and RMSNormalization never reach this: onnx/composite_lowering.h writes them out
-//   in opset-17 operators first.
-// - Anything else changed or added after 17 (Attention, RotaryEmbedding,
-//   control flow, quantization, strings, ...) is refused, naming the node, operator and version.
+// - GroupNormalization and RMSNormalization never reach this, nor Attention and RotaryEmbedding in
+//   the forms onnx/attention_lowering.h reads: onnx/composite_lowering.h writes them out in
+//   opset-17 operators first.
+// - Anything else changed or added after 17 (the other forms of Attention, control flow,
+//   quantization, strings, ...) is refused, naming the node, operator and version.
 // Depends on: onnx protobuf types; util/error.h.
 #pragma once
 
