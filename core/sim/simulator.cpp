@@ -361,16 +361,15 @@ namespace {
     {
         if (!m_handedIn[device]) { // the device's backwards are done: every stage on it hands in
             m_handedIn[device] = 1;
-            double handedIn = m_computeFree[device];
-            for (std::size_t st = 0; st < m_tiedArrival.size(); ++st) {
-                if (m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(st))).index() == device)
-                    handedIn += sim::tiedHandInNs(m_in.cluster.device, m_in.stages[st].tiedParameters);
-            }
+            const auto here = [&](std::size_t st) {
+                return m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(st))).index() == device;
+            };
+            double handedIn = m_computeFree[device]; // all its stages' deposits, before any sum
+            for (std::size_t st = 0; st < m_tiedArrival.size(); ++st)
+                handedIn += here(st) ? sim::tiedHandInNs(m_in.cluster.device, m_in.stages[st].tiedParameters) : 0;
             m_busy[device] += handedIn - m_computeFree[device];
-            for (std::size_t st = 0; st < m_tiedArrival.size(); ++st) {
-                if (m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(st))).index() == device)
-                    m_tiedArrival[st] = handedIn;
-            }
+            for (std::size_t st = 0; st < m_tiedArrival.size(); ++st)
+                m_tiedArrival[st] = here(st) ? handedIn : m_tiedArrival[st];
             for (std::size_t d = 0; d < m_waitingOn.size(); ++d) {
                 if (m_waitingOn[d] == kTiedWait) {
                     m_waitingOn[d] = 0;
@@ -386,7 +385,11 @@ namespace {
             for (auto holder : it->second) {
                 if (m_tiedArrival[holder] == kUnknown)
                     return kUnknown;
-                ready = std::max(ready, m_tiedArrival[holder]);
+                const auto other = m_schedule.deviceOf(StageId(static_cast<std::uint32_t>(holder))).index();
+                const double exchangeNs = other != device && m_in.options.communication
+                    ? sim::tiedLinkNs(m_in.cluster.device, *channel(other, device).link, t.gradientBytes)
+                    : 0;
+                ready = std::max(ready, m_tiedArrival[holder] + exchangeNs);
             }
         }
         return ready;

@@ -3,11 +3,6 @@
 namespace ps::sim {
 namespace {
 
-    bool memoryIsHosts(const DeviceSpec& d)
-    {
-        return d.hostLink.kind == "memory";
-    }
-
     // Streaming `traffic` bytes over arrays of `footprint` bytes: at the cache's rate where they fit.
     double streamNs(const DeviceSpec& d, double traffic, double footprint)
     {
@@ -18,34 +13,40 @@ namespace {
 
 } // namespace
 
-double hostCopyNs(const DeviceSpec& device, double bytes)
+bool memoryIsHosts(const DeviceSpec& device)
 {
-    if (memoryIsHosts(device))
-        return streamNs(device, 2 * bytes, 2 * bytes);
-    return device.hostLink.bandwidth > 0
-        ? 1e9 * bytes / device.hostLink.bandwidth + 1e9 * device.hostLink.latencySeconds
-        : 0;
+    return device.hostLink.kind == "memory";
+}
+
+double tiedLinkNs(const DeviceSpec& device, const LinkSpec& link, double gradientBytes)
+{
+    if (memoryIsHosts(device) || link.bandwidth <= 0)
+        return 0;
+    return 1e9 * (2 * link.latencySeconds + 2 * gradientBytes / link.bandwidth);
 }
 
 double tiedHandInNs(const DeviceSpec& device, const std::vector<TiedParameter>& tied)
 {
+    if (!memoryIsHosts(device))
+        return 0;
     double ns = 0;
     for (const auto& t : tied)
-        ns += hostCopyNs(device, t.gradientBytes);
+        ns += streamNs(device, 2 * t.gradientBytes, 2 * t.gradientBytes);
     return ns;
 }
 
 double tiedSumNs(const DeviceSpec& device, const std::vector<TiedParameter>& tied,
     const std::map<std::uint32_t, std::vector<std::size_t>>& holders)
 {
+    if (!memoryIsHosts(device))
+        return 0;
     double ns = 0;
     for (const auto& t : tied) {
         const auto it = holders.find(t.tensor);
         if (it == holders.end() || it->second.size() < 2)
             continue;
         const double others = static_cast<double>(it->second.size() - 1);
-        const double upload = memoryIsHosts(device) ? 0 : hostCopyNs(device, t.gradientBytes);
-        ns += others * (upload + streamNs(device, 3 * t.gradientBytes, 2 * t.gradientBytes));
+        ns += others * streamNs(device, 3 * t.gradientBytes, 2 * t.gradientBytes);
     }
     return ns;
 }

@@ -288,10 +288,10 @@ TEST(Simulator, OptimizerStepTakesTheProfilesMeasuredRateElseMemoryBandwidth)
     EXPECT_DOUBLE_EQ(optimizerNs(measured, 1), 15000);
 }
 
-// A weight held by both stages: each device copies its gradient to the host once its backwards
-// are done, then adds the other's copy to its own (engine/runtime/tied_gradients.h). A GPU copies
-// over its host link and uploads the other's copy; a CPU device's copy reads and writes memory and
-// its add reads the copy where it lies.
+// A weight held by both stages. A CPU device (memory the host's) does what the runtime does
+// (engine/runtime/tied_gradients.h): once its backwards are done it copies its gradient within
+// memory, then adds the other's copy to its own. A GPU exchanges it over the link between the
+// holders (to the sum and back), as an NCCL all-reduce would, and does no host copies.
 TEST(Simulator, TiedGradientsAreCopiedOutAndSummedOnEachDevice)
 {
     auto stages = equalStages(2, 1, 2);
@@ -299,7 +299,8 @@ TEST(Simulator, TiedGradientsAreCopiedOutAndSummedOnEachDevice)
     for (auto& s : stages)
         s.tiedParameters = { { 7, G } };
     const auto schedule = generateSchedule(parseScheduleSpec("1f1b", 2, 2));
-    const auto optimizerSpan = [&](const Cluster& cluster, std::uint32_t device) {
+    // Device d's OPT_STEP: (its end, its length) in ms; it starts when d's last backward ends.
+    const auto optimizerStep = [&](const Cluster& cluster, std::uint32_t device) {
         const auto r = simulate({ schedule, stages, cluster, {}, 1.0, {}, { true, true } });
         double lastCompute = 0;
         for (const auto& e : r.events) {
@@ -309,23 +310,27 @@ TEST(Simulator, TiedGradientsAreCopiedOutAndSummedOnEachDevice)
         for (const auto& e : r.events) {
             if (e.device.value == device && e.action == ActionType::OptimizerStep) {
                 EXPECT_DOUBLE_EQ(e.startNs, lastCompute);
-                return (e.endNs - e.startNs) / kNsPerMs;
+                return std::pair { e.endNs / kNsPerMs, (e.endNs - e.startNs) / kNsPerMs };
             }
         }
-        return -1.0;
+        return std::pair { -1.0, -1.0 };
     };
     auto gpu = testCluster(2);
     gpu.device.hostLink = { "pcie", 1e10, 0 };
-    // Device 0 finishes its backwards last: hand-in 10 ms, then an upload (10 ms) and an add
-    // (3 G at 1e12 B/s: 0.3 ms).
-    EXPECT_NEAR(optimizerSpan(gpu, 0), 20.3, 1e-9);
+    gpu.intraNode = { "link", 1e11, 0 };
+    // Device 0 finishes its backwards last and waits for nothing (no host copies, no adds); device
+    // 1 ends when device 0's gradient has reached the sum and come back: 2 G over 1e11 B/s, 2 ms.
+    const auto [gpuEnd0, gpuLength0] = optimizerStep(gpu, 0);
+    EXPECT_NEAR(gpuLength0, 0, 1e-9);
+    EXPECT_NEAR(optimizerStep(gpu, 1).first, gpuEnd0 + 2, 1e-9);
     auto cpu = testCluster(2);
     cpu.device.memoryBandwidth = 1e10;
     cpu.device.hostLink = { "memory", 1e10, 0 };
     // A copy moves 2 G, the add 3 G: 20 + 30 ms.
-    EXPECT_NEAR(optimizerSpan(cpu, 0), 50, 1e-9);
+    const auto [cpuEnd0, cpuLength0] = optimizerStep(cpu, 0);
+    EXPECT_NEAR(cpuLength0, 50, 1e-9);
     // Device 1 waits for device 0's hand-in, then adds: it ends with device 0.
-    EXPECT_GT(optimizerSpan(cpu, 1), 50);
+    EXPECT_NEAR(optimizerStep(cpu, 1).first, cpuEnd0, 1e-9);
 }
 
 // Transfers between two nodes go over the sender's NIC (its place in the node mod the NIC count):
