@@ -401,6 +401,7 @@ void StageModel::checkpointStage(std::size_t begin, std::size_t end, int stage, 
     e.memoryPlan = std::move(plan);
     e.fits = e.peakBytes <= m_capacity;
     e.overBytes = e.fits ? 0 : e.peakBytes - m_capacity;
+    accountRecompute(begin, end, stage, e);
 }
 
 std::vector<SavedTensorInfo> StageModel::savedTensors(std::size_t begin, std::size_t end) const
@@ -478,6 +479,7 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
             continue;
         StageEvaluation trial = e;
         applyPolicy(candidates, stage, useSwap, trial);
+        accountRecompute(begin, end, stage, trial);
         const bool better = !haveBest || (trial.fits && !best.fits)
             || (trial.fits == best.fits
                 && (trial.fits ? trial.overheadNs < best.overheadNs : trial.overBytes < best.overBytes));

@@ -169,6 +169,9 @@ private:
     [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
     void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
+    // The plan's recompute as the runtime runs it (stage_recompute.cpp): the stage inputs it keeps
+    // net of the recomputed bytes, the nodes it re-runs beyond the producers in its time.
+    void accountRecompute(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void applyPolicy(const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
     void setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const;
@@ -202,6 +205,10 @@ private:
     mutable std::vector<std::uint32_t> m_savedStamp; // per tensor: last savedTensors call that listed it
     mutable std::vector<std::size_t> m_savedPosition; // per tensor: its index in that call's list
     mutable std::uint32_t m_savedGeneration = 0;
+    // accountRecompute's marks per tensor (its call's generation): saved by the stage, a saved
+    // storage, a stage input the recompute keeps.
+    mutable std::vector<std::uint32_t> m_recomputeSaved, m_recomputeSavedRoot, m_recomputeKept;
+    mutable std::uint32_t m_recomputeGeneration = 0;
     struct RangeKey
     {
         std::size_t begin, end;
@@ -219,5 +226,11 @@ private:
     mutable std::unordered_map<RangeKey, StageEvaluation, RangeHash> m_evaluations;
     bool m_cacheEvaluations = true;
 };
+
+// The nodes of [begin, end) a recompute of the storages `roots` re-runs, ascending, as the runtime
+// runs it (engine/runtime/stage_recompute.cpp): their producers and, for every input no node of
+// the range saves, that input's producer in turn. `costs`: computeOpCosts(graph).
+[[nodiscard]] std::vector<std::size_t> recomputedNodes(const Graph& graph, const std::vector<OpCost>& costs,
+    std::size_t begin, std::size_t end, const std::vector<TensorId>& roots);
 
 } // namespace ps

@@ -5,6 +5,7 @@
 #include "cpu_probe.h"
 #include "graph/graph_summary.h"
 #include "plan/partition.h"
+#include "plan/stage_model.h"
 #include "runtime/training_run.h"
 #include "store/project_store.h"
 #include "util/error.h"
@@ -26,6 +27,22 @@ namespace {
         if (j.is_array()) {
             for (const auto& v : j)
                 out.emplace_back(v.get<std::uint32_t>());
+        }
+        return out;
+    }
+
+    // Each stage's swap and recompute plan as a stored plan's stage_details (and a run's
+    // memory_plans) write it.
+    std::vector<StageMemoryPlan> memoryPlansFromJson(const nlohmann::json& stages)
+    {
+        std::vector<StageMemoryPlan> out;
+        for (const auto& st : stages) {
+            StageMemoryPlan m;
+            m.swappedBytes = st.value("swapped_bytes", 0.0);
+            m.recomputedBytes = st.value("recomputed_bytes", 0.0);
+            m.swappedTensors = tensorList(st.value("swapped_tensors", nlohmann::json()));
+            m.recomputedTensors = tensorList(st.value("recomputed_tensors", nlohmann::json()));
+            out.push_back(m);
         }
         return out;
     }
@@ -74,14 +91,7 @@ RunShape shapeFromPlanJson(const std::string& json, std::size_t nodeCount)
     s.schedule = parseScheduleSpec(j.value("schedule", std::string("1f1b")), stages, j.value("micro_batches", 1));
     s.partition = partitionFromCuts(j.value("cuts", std::string()), nodeCount, stages);
     s.microBatch = static_cast<std::int64_t>(std::llround(j.value("micro_batch", 0.0)));
-    for (const auto& st : j.value("stage_details", nlohmann::json::array())) {
-        StageMemoryPlan m;
-        m.swappedBytes = st.value("swapped_bytes", 0.0);
-        m.recomputedBytes = st.value("recomputed_bytes", 0.0);
-        m.swappedTensors = tensorList(st.value("swapped_tensors", nlohmann::json()));
-        m.recomputedTensors = tensorList(st.value("recomputed_tensors", nlohmann::json()));
-        s.memory.push_back(m);
-    }
+    s.memory = memoryPlansFromJson(j.value("stage_details", nlohmann::json::array()));
     if (j.contains("stage_devices")) {
         for (const auto& d : j["stage_devices"])
             s.stageDevices.emplace_back(d.get<std::uint32_t>());
@@ -113,6 +123,8 @@ RunShape shapeFromRun(const ProjectStore& store, std::int64_t runId, std::size_t
     }
     if (cfg.contains("link"))
         s.link = linkFromJson(cfg["link"].dump());
+    if (const auto plans = cfg.find("memory_plans"); plans != cfg.end()) // planned by the run itself
+        s.memory = memoryPlansFromJson(*plans);
     if (const auto planId = cfg.value("plan_id", std::int64_t { 0 }); planId > 0) {
         for (const auto& p : store.loadPlans()) {
             if (p.id == planId) {
@@ -174,6 +186,18 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
     options.setup.precision = parsePrecision(shape.precision);
     const auto profile = measured ? *measured : engineAnalyticalProfile(graph, device, options);
     const auto stages = computeStageCosts(graph, profile, c.partition, static_cast<double>(mb));
+    // A recompute takes the forward time of the nodes it re-runs, on this profile.
+    const auto costs = computeOpCosts(graph);
+    for (std::size_t s = 0; s < c.memory.size() && s < static_cast<std::size_t>(c.partition.stageCount()); ++s) {
+        auto& plan = c.memory[s];
+        if (plan.recomputedTensors.empty() || c.partition.dataflow())
+            continue;
+        const StageId id(static_cast<std::uint32_t>(s));
+        plan.recomputeNs = 0;
+        for (auto n : recomputedNodes(graph, costs, c.partition.stageBegin(id),
+                 c.partition.stageEnd(id, graph.nodeCount()), plan.recomputedTensors))
+            plan.recomputeNs += profile.nodes.at(n).forwardNs.at(static_cast<double>(mb));
+    }
     const auto schedule = withCommunication(runtimeSchedule(c));
     p.simulation =
         simulate({ schedule, stages, cluster, profile.setup, static_cast<double>(mb), c.memory, { true, true } });

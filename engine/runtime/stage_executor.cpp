@@ -366,49 +366,6 @@ void StageExecutor::settleSwaps(MicroBatch& s)
     m_device.setOwner("");
 }
 
-void StageExecutor::recompute(MicroBatchId mb)
-{
-    const MemoryUseScope use(MemoryUse::Activations);
-    auto& s = state(mb, "recompute");
-    applyPending(s, mb);
-    if (!m_memory.swappedTensors.empty()) // a recompute may read a swapped storage: have it back
-        settleSwaps(s);
-    for (auto root : s.dropped)
-        refillDropped(s, mb, root);
-    s.dropped.clear();
-}
-
-void StageExecutor::refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root)
-{
-    auto array = s.values[static_cast<std::size_t>(slotOf(root))];
-    if (array.resident())
-        return;
-    const auto producer = m_graph.tensor(root).producer;
-    const auto& node = m_graph.node(producer);
-    const auto& kept = s.nodes[producer.index() - m_begin];
-    NodeValues fresh;
-    for (std::size_t j = 0; j < kept.in.size(); ++j) {
-        if (!kept.in[j].resident()) { // an input dropped too: recompute it first (a chain of drops)
-            const auto inRoot = m_roots[node.inputs[j].index()];
-            if (std::find(s.dropped.begin(), s.dropped.end(), inRoot) == s.dropped.end())
-                throw Error("stage " + std::to_string(m_id.value) + ": recompute of '" + node.name + "' reads '"
-                    + m_graph.tensor(node.inputs[j]).name + "', which is swapped out");
-            refillDropped(s, mb, inRoot);
-        }
-        fresh.in.push_back(kept.in[j]);
-    }
-    std::mt19937_64 rng(nodeSeed(mb, producer)); // the forward's dropout mask again
-    m_device.setOwner("recompute");
-    KernelContext ctx { m_device, rng, true, m_gemm };
-    const NodeAccess access(*this, producer.index() - m_begin);
-    m_backend.forward(node, fresh, ctx);
-    for (std::size_t k = 0; k < node.outputs.size(); ++k) {
-        if (node.outputs[k] == root)
-            array.refill(fresh.out[k]);
-    }
-    m_device.setOwner("");
-}
-
 void StageExecutor::receiveGradients(MicroBatchId mb, std::vector<NdArray> grads)
 {
     auto& s = state(mb, "gradient receive");

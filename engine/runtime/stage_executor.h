@@ -37,6 +37,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ps::engine {
@@ -233,7 +234,14 @@ private:
     // the values no backward reads dropped, and the recomputed ones marked to drop.
     void finishForward(MicroBatch& s, MicroBatchId mb);
     void accumulateParameterGradient(int paramIndex, const NdArray& grad);
-    void refillDropped(MicroBatch& s, MicroBatchId mb, TensorId root);
+    // Recompute (stage_recompute.cpp): the local nodes a recompute of the micro-batch's dropped
+    // storages runs, and one node's input as the recompute finds it (kept, refilled or recomputed).
+    [[nodiscard]] std::vector<char> recomputeNodes(const MicroBatch& s) const;
+    // `keep` (by tensor id: backward keeps it) gains the stage inputs a recompute of the planned
+    // storages reads; sets m_recomputeFinds.
+    void keepRecomputeInputs(std::vector<char>& keep);
+    [[nodiscard]] NdArray recomputeInput(MicroBatch& s, std::size_t local, std::size_t j,
+        const std::unordered_map<std::uint32_t, NdArray>& recomputed) const;
     void applyPending(MicroBatch& s, MicroBatchId mb);
     // Waits for the micro-batch's copies and brings back anything still on the host.
     void settleSwaps(MicroBatch& s);
@@ -266,6 +274,9 @@ private:
     std::vector<std::vector<char>> m_keepIn, m_keepOut;
     std::vector<std::vector<char>> m_keepForWeight; // inputs a split backward's W reads, by local node
     std::vector<char> m_keepValue; // by slot: stays in the micro-batch's value table after forward
+    // By tensor id: a recompute finds it in place (a backward keeps it, or it is no activation of
+    // this stage); the activations of this stage it does not find are recomputed from their producers.
+    std::vector<char> m_recomputeFinds;
     std::vector<std::vector<int>> m_releaseAfter; // by local node: slots whose last reader it is
     FusionPlan m_fusion;
     int m_lossSlot = -1;

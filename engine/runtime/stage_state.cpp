@@ -29,13 +29,7 @@ void StageExecutor::buildKeepSets()
         for (auto t : costs[n].savedTensors)
             keep[t.index()] = 1;
     }
-    for (auto root : m_memory.recomputedTensors) { // recompute re-runs the producer from its inputs
-        const auto producer = root.index() < keep.size() ? m_graph.tensor(root).producer : NodeId();
-        if (producer.valid() && producer.index() >= m_begin && producer.index() < m_end) {
-            for (auto in : m_graph.node(producer).inputs)
-                keep[in.index()] = 1;
-        }
-    }
+    keepRecomputeInputs(keep);
     const auto kept = [&](TensorId t) {
         // The loader's data stays with every node that reads it: the kernels' backward and W passes
         // read more of it than op_cost lists (a weight fed as data, Gather's indices, Mul's operand).

@@ -15,6 +15,14 @@
 namespace ps::engine {
 namespace {
 
+    nlohmann::json tensorIdList(const std::vector<TensorId>& ids)
+    {
+        auto out = nlohmann::json::array();
+        for (auto id : ids)
+            out.push_back(id.value);
+        return out;
+    }
+
     // A stored plan's cuts, schedule and memory actions, used as they are; returns its id.
     std::int64_t applyStoredPlan(const ProjectStore& store, const std::string& which, const Graph& graph, RunConfig& c)
     {
@@ -221,6 +229,16 @@ TrainingJob::TrainingJob(ProjectStore& store, TrainingJobOptions options)
         { "link", nlohmann::json::parse(linkToJson(ran.link)) }, { "adaptive_group_size", m_controller != nullptr },
         { "chunks", o.chunks.enabled }, { "chunk_elements", o.chunks.chunkElements }, { "throughput_unit", m_unit },
         { "device_kind", deviceKind }, { "precision", o.precision }, { "timeline", o.timeline } });
+    if (planId == 0 && std::any_of(ran.memory.begin(), ran.memory.end(), [](const StageMemoryPlan& p) {
+            return !p.swappedTensors.empty() || !p.recomputedTensors.empty();
+        })) { // planned here: kept with the run, so that its prediction has them
+        auto plans = nlohmann::json::array();
+        for (const auto& p : ran.memory)
+            plans.push_back({ { "swapped_bytes", p.swappedBytes }, { "recomputed_bytes", p.recomputedBytes },
+                { "swapped_tensors", tensorIdList(p.swappedTensors) },
+                { "recomputed_tensors", tensorIdList(p.recomputedTensors) } });
+        (*m_config)["memory_plans"] = plans;
+    }
     m_runId = store.beginRun(m_config->dump());
 }
 
