@@ -56,6 +56,15 @@ CONFIGS = [
     ("gpt2 8x192 s128 drop gpipe cpu:4", ["-m", "gpt2-tiny", "--layers", "8", "--hidden", "192", "--heads", "6",
                                            "--seq", "128", "-b", "1", "--dropout", "0.1"],
      ["--devices", "cpu:4", "--schedule", "gpipe", "--micro-batches", "8"]),
+    # FTPipe's async schedule with its checkpointing (every stage but the last recomputes).
+    ("gpt2 6x160 s80 nodrop ftpipe-async:3 cpu:3", ["-m", "gpt2-tiny", "--layers", "6", "--hidden", "160", "--heads",
+                                                     "5", "--seq", "80", "-b", "2", "--dropout", "0"],
+     ["--devices", "cpu:3", "--schedule", "ftpipe-async:3", "--micro-batches", "9"]),
+    # An encoder-decoder whose shared embedding both stages hold (tied gradients summed).
+    ("t5 2+2x256 s64 drop 1f1b cpu:2", ["-m", "t5-small", "--layers", "2", "--decoder-layers", "2", "--hidden", "256",
+                                         "--heads", "4", "--seq", "64", "--decoder-seq", "32", "-b", "2",
+                                         "--dropout", "0.1"],
+     ["--devices", "cpu:2", "--schedule", "1f1b", "--micro-batches", "4"]),
 ]
 
 
