@@ -420,8 +420,8 @@ std::string planToJson(const Plan& plan)
         stages.push_back({ { "time_ms", s.timeNs / 1e6 }, { "overhead_ms", s.overheadNs / 1e6 },
             { "peak_bytes", s.peakBytes }, { "fits", s.fits }, { "parameters", s.cost.parameterCount },
             { "activation_bytes", s.cost.activationBytes }, { "swapped_bytes", s.memoryPlan.swappedBytes },
-            { "recomputed_bytes", s.memoryPlan.recomputedBytes }, { "send_bytes", s.cost.sendForwardBytes },
-            { "swapped_tensors", tensorIds(s.memoryPlan.swappedTensors) },
+            { "recomputed_bytes", s.memoryPlan.recomputedBytes }, { "kept_input_bytes", s.memoryPlan.keptInputBytes },
+            { "send_bytes", s.cost.sendForwardBytes }, { "swapped_tensors", tensorIds(s.memoryPlan.swappedTensors) },
             { "recomputed_tensors", tensorIds(s.memoryPlan.recomputedTensors) } });
         if (!s.cost.forwardSends.empty())
             stages.back()["send_to"] = sendList(s.cost.forwardSends);

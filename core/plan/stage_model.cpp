@@ -69,7 +69,7 @@ namespace {
     // hold their kept bytes, the newest one its full activations, one more is being swapped back.
     double peakUnderPlan(double staticBytes, double act, int inFlight, const StageMemoryPlan& p)
     {
-        const double kept = std::max(0.0, act - p.swappedBytes - p.recomputedBytes);
+        const double kept = std::max(0.0, act - p.swappedBytes - p.recomputedBytes) + p.keptInputBytes;
         return staticBytes + inFlight * kept + 2 * p.swappedBytes + p.recomputedBytes;
     }
 

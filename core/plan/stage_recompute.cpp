@@ -61,7 +61,7 @@ void StageModel::accountRecompute(std::size_t begin, std::size_t end, int stage,
             }
         }
     }
-    plan.recomputedBytes = std::max(0.0, plan.recomputedBytes - keptBytes);
+    plan.keptInputBytes = keptBytes;
     const double extra = std::max(0.0, ns - plan.recomputeNs); // nodes beyond the producers
     plan.recomputeNs += extra;
     e.overheadNs += extra;

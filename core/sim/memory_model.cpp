@@ -12,7 +12,7 @@ namespace {
 
     double keptBytes(const StageCost& c, const StageMemoryPlan& p)
     {
-        return std::max(0.0, c.activationBytes - p.swappedBytes - p.recomputedBytes);
+        return std::max(0.0, c.activationBytes - p.swappedBytes - p.recomputedBytes) + p.keptInputBytes;
     }
 
     bool freesActivations(ActionType t)

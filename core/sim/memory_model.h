@@ -27,6 +27,9 @@ struct StageMemoryPlan
     // drops. Empty with non-zero bytes for plans stored before the tensors were recorded.
     std::vector<TensorId> swappedTensors;
     std::vector<TensorId> recomputedTensors;
+    // Stage inputs from other stages the recompute reads that no node of the stage saves (so not
+    // in activationBytes): kept from F to B besides what the stage saves, one micro-batch.
+    double keptInputBytes = 0;
 };
 
 struct DeviceMemory

@@ -251,7 +251,7 @@ namespace {
             // Counted when the forward that produces them finishes (transients are workspace);
             // the recomputed part is dropped right away and rebuilt before backward.
             memory(device, end, -received, MemoryKind::Messages);
-            memory(device, end, c.activationBytes - p.recomputedBytes);
+            memory(device, end, c.activationBytes - p.recomputedBytes + p.keptInputBytes);
             break;
         case ActionType::Recompute:
             memory(device, start, p.recomputedBytes);
@@ -265,14 +265,14 @@ namespace {
                 memory(device, start, c.firstBackwardExtraBytes, MemoryKind::Gradients);
                 memory(device, end, -c.firstBackwardExtraBytes, MemoryKind::Gradients);
             }
-            memory(device, end, -c.activationBytes);
+            memory(device, end, -c.activationBytes - p.keptInputBytes);
             gradients(device, a.stage, end, true);
             break;
         case ActionType::BackwardInput: // keeps the output gradients W reads
             memory(device, start, -received, MemoryKind::Messages);
             memory(device, start, c.inputPassExtraBytes);
             memory(device, end, -c.inputPassExtraBytes);
-            memory(device, end, -(c.activationBytes - wOnly) + c.weightGradHeldBytes);
+            memory(device, end, -(c.activationBytes - wOnly) - p.keptInputBytes + c.weightGradHeldBytes);
             break;
         case ActionType::BackwardWeight:
             memory(device, end, -(wOnly + c.weightGradHeldBytes));

@@ -40,6 +40,7 @@ namespace {
             StageMemoryPlan m;
             m.swappedBytes = st.value("swapped_bytes", 0.0);
             m.recomputedBytes = st.value("recomputed_bytes", 0.0);
+            m.keptInputBytes = st.value("kept_input_bytes", 0.0);
             m.swappedTensors = tensorList(st.value("swapped_tensors", nlohmann::json()));
             m.recomputedTensors = tensorList(st.value("recomputed_tensors", nlohmann::json()));
             out.push_back(m);

@@ -235,7 +235,7 @@ TrainingJob::TrainingJob(ProjectStore& store, TrainingJobOptions options)
         auto plans = nlohmann::json::array();
         for (const auto& p : ran.memory)
             plans.push_back({ { "swapped_bytes", p.swappedBytes }, { "recomputed_bytes", p.recomputedBytes },
-                { "swapped_tensors", tensorIdList(p.swappedTensors) },
+                { "kept_input_bytes", p.keptInputBytes }, { "swapped_tensors", tensorIdList(p.swappedTensors) },
                 { "recomputed_tensors", tensorIdList(p.recomputedTensors) } });
         (*m_config)["memory_plans"] = plans;
     }
