@@ -92,13 +92,14 @@ bool saveFigurePng(const ReportFigure& figure, const QString& path, int width, i
     plot.plotLayout()->addElement(0, 0, new QCPTextElement(&plot, QString::fromStdString(figure.title)));
     plot.xAxis->setLabel(QString::fromStdString(figure.xLabel));
     plot.yAxis->setLabel(QString::fromStdString(figure.yLabel));
+    // Below the axes, in columns, so it never covers a bar or a line: placed before the series
+    // fill it (placed after them, it came out as an empty frame below the image's edge).
+    plotframe::rowLegend(&plot, 2, 3, plotframe::smallFont(&plot), plot.legend);
     if (figure.x.empty())
         addBars(plot, figure);
     else
         addLines(plot, figure);
     plot.yAxis->setRange(0, largest(figure) * 1.15);
-    // Below the axes, in columns, so it never covers a bar or a line.
-    plotframe::rowLegend(&plot, 2, 3, plotframe::smallFont(&plot), plot.legend);
     return plot.savePng(path, width, height);
 }
 
