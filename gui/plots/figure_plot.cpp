@@ -95,9 +95,18 @@ bool saveFigurePng(const ReportFigure& figure, const QString& path, int width, i
     // Below the axes, in columns, so it never covers a bar or a line: placed before the series
     // fill it (placed after them, it came out as an empty frame below the image's edge).
     plotframe::rowLegend(&plot, 2, 3, plotframe::smallFont(&plot), plot.legend);
-    if (figure.x.empty())
+    if (figure.x.empty()) {
         addBars(plot, figure);
-    else
+        // Category names wider than their share of the axis are slanted rather than overlapped.
+        const QFontMetrics metrics(plot.xAxis->tickLabelFont());
+        int widest = 0;
+        for (const auto& c : figure.categories)
+            widest = std::max(widest, metrics.horizontalAdvance(QString::fromStdString(c)));
+        const auto share =
+            static_cast<double>(width) * 0.85 / static_cast<double>(std::max<std::size_t>(1, figure.categories.size()));
+        if (widest > share)
+            plot.xAxis->setTickLabelRotation(-30); // each ends at its tick: none past the right edge
+    } else
         addLines(plot, figure);
     plot.yAxis->setRange(0, largest(figure) * 1.15);
     return plot.savePng(path, width, height);
