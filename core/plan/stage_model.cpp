@@ -477,9 +477,20 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
     for (const bool useSwap : { true, false }) {
         if ((useSwap && !m_limits.allowSwap) || (!useSwap && !m_limits.allowRecompute))
             continue;
+        // The stage inputs a recompute reaches are kept with every micro-batch in flight
+        // (accountRecompute): where they push the plan over, the policy aims that much lower and
+        // runs again, until it fits or a lower aim drops nothing more.
         StageEvaluation trial = e;
-        applyPolicy(candidates, stage, useSwap, trial);
-        accountRecompute(begin, end, stage, trial);
+        double target = m_capacity;
+        for (int round = 0; round < 8; ++round) {
+            trial = e;
+            applyPolicy(candidates, stage, useSwap, target, trial);
+            const bool reached = trial.peakBytes <= target; // else it ran out of choices: aiming lower cannot help
+            accountRecompute(begin, end, stage, trial);
+            if (trial.fits || !reached || trial.memoryPlan.keptInputBytes <= 0)
+                break;
+            target -= trial.overBytes;
+        }
         const bool better = !haveBest || (trial.fits && !best.fits)
             || (trial.fits == best.fits
                 && (trial.fits ? trial.overheadNs < best.overheadNs : trial.overBytes < best.overBytes));
@@ -496,7 +507,7 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
 }
 
 void StageModel::applyPolicy(
-    const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, StageEvaluation& e) const
+    const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, double target, StageEvaluation& e) const
 {
     const int inFlight = inFlightMicroBatches(m_schedule, stage);
     const double period = e.cost.forwardNs + e.cost.backwardNs; // one micro-batch per period in steady state
@@ -518,7 +529,7 @@ void StageModel::applyPolicy(
     double streamBusy = 0; // copy-stream time per micro-batch already used
     const auto peak = [&] { return peakUnderPlan(e.staticBytes, e.cost.activationBytes, inFlight, plan); };
     std::vector<bool> used(candidates.size(), false);
-    for (std::size_t i = 0; i < candidates.size() && peak() > m_capacity && swapAllowed; ++i) {
+    for (std::size_t i = 0; i < candidates.size() && peak() > target && swapAllowed; ++i) {
         const double swap = 1e9 * candidates[i].bytes / hostBandwidth;
         if (free[i] < 0 || streamBusy + swap > swapBudget)
             continue;
@@ -547,7 +558,7 @@ void StageModel::applyPolicy(
         return a.saving * b.cost > b.saving * a.cost; // saving/cost descending without dividing by 0
     });
     for (const auto& ch : choices) {
-        if (peak() <= m_capacity)
+        if (peak() <= target)
             break;
         const auto& s = candidates[ch.index];
         if (ch.swap && streamBusy + 1e9 * s.bytes / hostBandwidth > swapBudget)

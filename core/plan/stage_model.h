@@ -172,7 +172,10 @@ private:
     // The plan's recompute as the runtime runs it (stage_recompute.cpp): the stage inputs it keeps
     // net of the recomputed bytes, the nodes it re-runs beyond the producers in its time.
     void accountRecompute(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
-    void applyPolicy(const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, StageEvaluation& e) const;
+    // Chooses swaps and recomputes until the stage's peak is at most `target` bytes; fits is judged
+    // against the device's capacity.
+    void applyPolicy(
+        const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, double target, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;
     void setDirectTraffic(std::size_t begin, std::size_t end, StageEvaluation& e) const;
     void setWorkingSets(std::size_t begin, std::size_t end, bool cpuScratch, StageCost& c) const;

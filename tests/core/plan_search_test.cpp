@@ -33,6 +33,27 @@ const DeviceSpec& searchDevice()
     return device;
 }
 
+// GPT-2 small cut to four layers, its analytical profile on the A100, and the four stages the
+// recompute tests evaluate (starting at nodes 0, 40, 80, 120).
+struct FourLayerGpt
+{
+    Graph graph;
+    Profile profile;
+    Cluster cluster;
+    Partition starts { { 0, 40, 80, 120 } };
+
+    FourLayerGpt()
+        : graph(buildZooModel([] {
+            auto config = zooPreset("gpt2-small");
+            config.layers = 4;
+            return config;
+        }()))
+        , profile(estimateProfile(graph, searchDevice(), {}))
+        , cluster(makeCluster(searchDevice(), 4))
+    {
+    }
+};
+
 } // namespace
 
 // Without memory pressure Algorithm 1 cuts where compute balances: with eight equal layers and a
@@ -156,15 +177,11 @@ TEST(PlanSearch, RanksEverySizeAndScheduleBySimulatedThroughput)
 // produces, pays one more forward, and holds one micro-batch's activations instead of all in flight.
 TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
 {
-    auto config = zooPreset("gpt2-small");
-    config.layers = 4;
-    const auto graph = buildZooModel(config);
-    const auto profile = estimateProfile(graph, searchDevice(), {});
+    const FourLayerGpt gpt;
+    const auto& [graph, profile, cluster, starts] = gpt;
     const ScheduleSpec spec { ScheduleKind::GPipe, 4, 8, 1, 1 };
-    const auto cluster = makeCluster(searchDevice(), 4);
     const StageModel plain(graph, profile, spec, cluster, 8, { 0, false, false, false });
     const StageModel checkpointed(graph, profile, spec, cluster, 8, { 0, false, false, true });
-    const auto starts = Partition { { 0, 40, 80, 120 } };
     for (int s = 0; s < 4; ++s) {
         const StageId id(static_cast<std::uint32_t>(s));
         const auto b = starts.stageBegin(id);
@@ -191,6 +208,36 @@ TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
     o.limits.checkpointStages = false;
     const auto without = findMaxMicroBatch(graph, profile, spec, cluster, o, 512);
     EXPECT_GT(withR.microBatch, without.microBatch);
+}
+
+// A recompute keeps the stage inputs it reads with every micro-batch in flight. Where those push a
+// plan the swap/recompute policy chose over the memory limit, the policy aims lower and chooses
+// more: whenever recomputing the whole stage (the checkpointed plan) fits, S+R finds a plan that
+// fits too. (Before, the policy stopped at the limit, the kept inputs then pushed it over, and an
+// AmoebaNet stage that fits at micro-batch 539 was refused above 338.)
+TEST(PlanSearch, SwapAndRecomputeFitWhereRecomputingTheStageFits)
+{
+    const FourLayerGpt gpt;
+    const auto& [graph, profile, cluster, starts] = gpt;
+    const ScheduleSpec spec { ScheduleKind::PipeDream, 4, 4, 1, 1 };
+    int tried = 0;
+    for (int s = 1; s < 4; ++s) { // stages whose recompute reads inputs from the stage before
+        const StageId id(static_cast<std::uint32_t>(s));
+        const auto b = starts.stageBegin(id);
+        const auto e = starts.stageEnd(id, graph.nodeCount());
+        const StageModel unlimited(graph, profile, spec, cluster, 8, { 0, false, false, true });
+        const auto checkpointed = unlimited.evaluate(b, e, s);
+        ASSERT_GT(checkpointed.memoryPlan.keptInputBytes, 0) << "stage " << s;
+        for (int step = 0; step <= 10; ++step) {
+            const double limit = checkpointed.peakBytes * (1.0 + 0.05 * step);
+            const StageModel sr(graph, profile, spec, cluster, 8, { limit, false, true, false });
+            const auto plan = sr.evaluate(b, e, s);
+            EXPECT_TRUE(plan.fits) << "stage " << s << " under " << limit << " B: peak " << plan.peakBytes;
+            EXPECT_LE(plan.peakBytes, limit) << "stage " << s;
+            ++tried;
+        }
+    }
+    EXPECT_EQ(tried, 33);
 }
 
 // ZeRO's per-device model states, worked by hand on the 176-parameter MLP with fp32 AdamW
