@@ -57,22 +57,24 @@ namespace {
     {
         cmd->add_option("--model,-m", o.model,
                "Zoo model: gpt2-tiny|small|medium|large|xl, bert-base|large, "
-               "t5-small|base|large|3b, mlp, resnet-tiny, resnet50|101|152")
+               "t5-small|base|large|3b, mlp, resnet-tiny, resnet50|101|152, amoebanet-tiny, amoebanet-d")
             ->required();
-        cmd->add_option(
-               "--layers", o.layers, "Transformer blocks (T5: encoder blocks; ResNet: depth 18, 34, 50, 101 or 152)")
+        cmd->add_option("--layers", o.layers,
+               "Transformer blocks (T5: encoder blocks; ResNet: depth 18, 34, 50, 101 or 152; AmoebaNet: normal "
+               "cells, a multiple of 3)")
             ->check(CLI::Range(1, 4096));
         cmd->add_option("--decoder-layers", o.decoderLayers, "T5 decoder blocks")->check(CLI::Range(1, 4096));
-        cmd->add_option("--hidden", o.hidden, "Hidden size (d_model; ResNet: the stem's width)")
+        cmd->add_option("--hidden", o.hidden, "Hidden size (d_model; ResNet: the stem's width; AmoebaNet: filters D)")
             ->check(CLI::Range(1, 1 << 17));
         cmd->add_option("--heads", o.heads, "Attention heads")->check(CLI::Range(1, 4096));
         cmd->add_option("--head-dim", o.headDim, "Per-head dimension (default hidden/heads)")
             ->check(CLI::Range(1, 1 << 16));
         cmd->add_option("--ffn", o.ffn, "Feed-forward inner size (default 4*hidden)")->check(CLI::Range(1, 1 << 20));
-        cmd->add_option("--seq", o.seq, "Sequence length (T5: encoder length; ResNet: image side in pixels)")
+        cmd->add_option("--seq", o.seq, "Sequence length (T5: encoder length; ResNet, AmoebaNet: image side in pixels)")
             ->check(CLI::Range(1, 1 << 17));
         cmd->add_option("--decoder-seq", o.decoderSeq, "T5 decoder length")->check(CLI::Range(1, 1 << 17));
-        cmd->add_option("--vocab", o.vocab, "Vocabulary size (MLP, ResNet: classes)")->check(CLI::Range(1, 1 << 24));
+        cmd->add_option("--vocab", o.vocab, "Vocabulary size (MLP, ResNet, AmoebaNet: classes)")
+            ->check(CLI::Range(1, 1 << 24));
         cmd->add_option("--max-positions", o.maxPositions, "Learned position table size")
             ->check(CLI::Range(1, 1 << 17));
         cmd->add_option("--micro-batch,-b", o.microBatch, "Samples per micro-batch")->check(CLI::Range(1, 1 << 20));

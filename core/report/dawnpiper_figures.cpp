@@ -198,7 +198,7 @@ void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, cons
     const double b = std::min(paperBatch, fitted);
     if (b < 1)
         return;
-    const auto graph = buildZooModel(zooPreset(paper.at("models").at(model).at("zoo").get<std::string>()));
+    const auto graph = buildZooModel(paperModel(paper.at("models").at(model)));
     const auto profile = estimateProfile(graph, device, CostModelOptions {});
     auto cluster = makeCluster(device, stages);
     cluster.intraNode = link;
@@ -233,7 +233,7 @@ void addStageBalance(const nlohmann::json& paper, const DeviceSpec& device, cons
 void addAsyncReserve(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md)
 {
-    const auto graph = buildZooModel(zooPreset(paper.at("models").at("gpt2").at("zoo").get<std::string>()));
+    const auto graph = buildZooModel(paperModel(paper.at("models").at("gpt2")));
     const auto profile = estimateProfile(graph, device, CostModelOptions {});
     const auto cellOf = [&](int stages, const std::string& mo, const std::string& method) {
         for (const auto& row : paper.at("table2_async")) {
@@ -331,7 +331,7 @@ namespace {
                 if (stages == 8 && model == "bert") // Fig. 7: BERT is too small for 8 GPUs (§5.3)
                     continue;
                 const auto zoo = paper.at("models").at(model).at("zoo").get<std::string>();
-                const auto graph = buildZooModel(zooPreset(zoo));
+                const auto graph = buildZooModel(paperModel(paper.at("models").at(model)));
                 const auto profile = estimateProfile(graph, device, CostModelOptions {});
                 for (const auto& p : pairs()) {
                     const double top = largest(p.sync, model, stages);

@@ -24,8 +24,9 @@
 namespace ps::detail {
 namespace {
 
-    // Each method's batch on `graph` over its table's baseline without memory optimization (GPipe
-    // sync, PipeDream async) at each stage count, beside the paper's AmoebaNet ratio.
+    // Each method's batch on `graph` beside the paper's AmoebaNet cell, and over its table's baseline
+    // without memory optimization (GPipe sync, PipeDream async) at each stage count beside the
+    // paper's same ratio.
     std::vector<std::vector<std::string>> cnnRatioRows(const nlohmann::json& paper, const Graph& graph,
         const Profile& profile, const DeviceSpec& device, const LinkSpec& link, const std::vector<int>& stageCounts)
     {
@@ -54,37 +55,40 @@ namespace {
                     const double ourRatio = ours / base.first;
                     const double theirRatio = theirs / base.second;
                     rows.push_back({ std::string(table) == "table1_sync" ? "sync" : "async", std::to_string(stages),
-                        m.mo, m.paperName, batchCellText(ours), fixed(ourRatio, 2) + "x", fixed(theirRatio, 2) + "x",
-                        ratioText(ourRatio, theirRatio) });
+                        m.mo, m.paperName, batchCellText(ours), batchCellText(theirs), ratioText(ours, theirs),
+                        fixed(ourRatio, 2) + "x", fixed(theirRatio, 2) + "x", ratioText(ourRatio, theirRatio) });
                 }
             }
         }
         return rows;
     }
 
-    // A CNN workload (the tables' AmoebaNet column): the zoo's ResNet-152 (DawnPiper's Fig. 3
-    // profiles it) in place of AmoebaNet, which the zoo lacks. Batches of two models do not compare;
-    // the ratios between methods on one model do: each cell over GPipe's (sync) or PipeDream's
-    // (async) without memory optimization at the same stage count, ours beside the paper's.
+    // The tables' CNN column: AmoebaNet-D at the paper's 28M (papers.json: the paper gives no (L, D)
+    // and no image side). Each cell beside the paper's, and each method's batch over its table's
+    // baseline without memory optimization (GPipe sync, PipeDream async) beside the paper's.
     void addCnnWorkload(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
         const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md)
     {
         const auto& cnn = paper.at("models").at("amoebanet");
-        const auto config = zooPreset(cnn.at("zoo").get<std::string>());
+        const auto config = paperModel(cnn);
         if (options.progress)
             options.progress("dawnpiper: " + config.name);
         const auto graph = buildZooModel(config);
         const auto profile = estimateProfile(graph, device, CostModelOptions {});
-        md += "### A CNN workload: ResNet-152 beside the paper's AmoebaNet\n\n";
-        md += "The zoo's " + config.name + " (" + std::to_string(config.seq) + "-pixel images, "
-            + std::to_string(config.vocab)
-            + " classes, fp32) in place of AmoebaNet, which the zoo does not have. Their batches do not compare "
-              "(different models); each method's batch over its table's baseline without memory optimization "
-              "(GPipe sync, PipeDream async) does: ours on ResNet-152 beside the paper's on AmoebaNet. The paper "
-              "explains the CNN's rows (§5.2): a convolution's time and memory are not proportional, so cuts "
-              "balanced for compute leave memory unbalanced.\n\n";
-        md += markdownTable({ "pipeline", "GPUs", "MO", "method", "ResNet-152 batch", "over the baseline",
-                                "paper (AmoebaNet) over the baseline", "ours / paper" },
+        const auto name = "AmoebaNet-D (" + std::to_string(config.layers) + ", " + std::to_string(config.hidden) + ")";
+        md += "### The CNN workload: " + name + ", the tables' AmoebaNet column\n\n";
+        md += "The zoo's " + config.name + " with " + std::to_string(config.layers) + " normal cells and "
+            + std::to_string(config.hidden) + " filters (" + fixed(static_cast<double>(graph.parameterCount()) / 1e6, 1)
+            + "M parameters; the paper: " + cnn.at("paper").get<std::string>() + "; "
+            + cnn.at("assumption").get<std::string>() + "), " + std::to_string(config.seq)
+            + "-pixel images (the paper gives none; ImageNet's usual side), " + std::to_string(config.vocab)
+            + " classes, fp32. Each cell beside the paper's, then each method's batch over its table's baseline "
+              "without "
+              "memory optimization (GPipe sync, PipeDream async) beside the paper's. The paper explains the CNN's "
+              "rows (§5.2): a convolution's time and memory are not proportional, so cuts balanced for compute leave "
+              "memory unbalanced.\n\n";
+        md += markdownTable({ "pipeline", "GPUs", "MO", "method", "ours", "paper", "ours / paper",
+                                "ours over the baseline", "paper over the baseline", "ours / paper" },
                   cnnRatioRows(paper, graph, profile, device, link, stageCounts))
             + "\n";
         // The cause the paper gives, measured on the models it measured it on (§3.1, Fig. 2:
@@ -96,7 +100,7 @@ namespace {
                 memoryWaste(g, p, device, link, stages, "gpipe", PlanAlgorithm::GPipe, checkpoint, 1.0, batch);
             return std::isfinite(w) ? fixed(100 * w, 1) + "%" : std::string("-");
         };
-        const auto bert = buildZooModel(zooPreset(paper.at("models").at("bert").at("zoo").get<std::string>()));
+        const auto bert = buildZooModel(paperModel(paper.at("models").at("bert")));
         const auto bertProfile = estimateProfile(bert, device, CostModelOptions {});
         md += "The cause the paper gives, measured where it measured it (§3.1, Fig. 2: GPipe on 4 GPUs): the share "
               "of memory GPipe's cuts leave unused, 1 - mean / largest stage peak, GPipe's plan (equal layers) at its "
@@ -106,12 +110,15 @@ namespace {
               "unused, the smaller its batch and the larger every ratio over it above.\n\n";
         const auto paperWaste = [&claims = paper.at("claims")](
                                     const char* key) { return fixed(100 * claims.at(key).get<double>(), 0) + "%"; };
+        const auto resnet = buildZooModel(zooPreset("resnet152"));
+        const auto resnetProfile = estimateProfile(resnet, device, CostModelOptions {});
         md += markdownTable({ "model", "ours", "ours, checkpointed stages", "paper (Fig. 2)" },
-                  { { "ResNet-152, 4 GPUs", waste(graph, profile, 4, false), waste(graph, profile, 4, true),
-                        paperWaste("fig2_gpipe_memory_waste_resnet152") },
-                      { "ResNet-152, 8 GPUs (the paper has 4 only)", waste(graph, profile, 8, false),
-                          waste(graph, profile, 8, true), "-" },
-                      { "AmoebaNet", "-", "-", paperWaste("fig2_gpipe_memory_waste_amoebanet") },
+                  { { "ResNet-152, 4 GPUs", waste(resnet, resnetProfile, 4, false),
+                        waste(resnet, resnetProfile, 4, true), paperWaste("fig2_gpipe_memory_waste_resnet152") },
+                      { "ResNet-152, 8 GPUs (the paper has 4 only)", waste(resnet, resnetProfile, 8, false),
+                          waste(resnet, resnetProfile, 8, true), "-" },
+                      { name + ", 4 GPUs", waste(graph, profile, 4, false), waste(graph, profile, 4, true),
+                          paperWaste("fig2_gpipe_memory_waste_amoebanet") },
                       { "BERT (bert-large), 4 GPUs", waste(bert, bertProfile, 4, false),
                           waste(bert, bertProfile, 4, true), paperWaste("fig2_gpipe_memory_waste_bert") } })
             + "\n";
@@ -143,7 +150,7 @@ namespace {
             const auto zoo = paper.at("models").at(model).at("zoo").get<std::string>();
             if (options.progress)
                 options.progress("dawnpiper: " + zoo);
-            const auto config = zooPreset(zoo);
+            const auto config = paperModel(paper.at("models").at(model));
             const auto graph = buildZooModel(config);
             const auto profile = estimateProfile(graph, device, CostModelOptions {});
             setups[model] = zoo + " (" + paper.at("models").at(model).at("paper").get<std::string>() + "), sequence "
@@ -339,7 +346,7 @@ namespace {
             for (const auto& model : models) {
                 if (options.progress)
                     options.progress("dawnpiper: " + model + " in fp16");
-                const auto graph = buildZooModel(zooPreset(paper.at("models").at(model).at("zoo").get<std::string>()));
+                const auto graph = buildZooModel(paperModel(paper.at("models").at(model)));
                 const auto profile = estimateProfile(graph, device, mixed);
                 std::vector<std::string> row { model };
                 for (const auto& m : dawnMethods()) {
@@ -394,8 +401,7 @@ namespace {
         std::map<std::string, Graph> graphs;
         std::map<std::string, Profile> profiles;
         for (const auto& model : s.models) {
-            graphs.emplace(
-                model, buildZooModel(zooPreset(s.paper.at("models").at(model).at("zoo").get<std::string>())));
+            graphs.emplace(model, buildZooModel(paperModel(s.paper.at("models").at(model))));
             profiles.emplace(model, estimateProfile(graphs.at(model), device, CostModelOptions {}));
         }
         for (const auto& m : dawnMethods()) {
@@ -445,7 +451,7 @@ namespace {
         }
         if (t5Cells > 0 && t5Ratio / t5Cells < 0.5) {
             const auto t5 = paper.at("models").at("t5");
-            auto config = zooPreset(t5.at("zoo").get<std::string>());
+            auto config = paperModel(t5);
             md += "\nT5 cells average " + fixed(t5Ratio / t5Cells, 2)
                 + "x of the paper's on every row, the ZeRO and GPipe baselines as much as DawnPiper, so the gap is in "
                   "the workload, not the planner. The paper does not give T5's input or target lengths; ours are "

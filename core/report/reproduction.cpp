@@ -2,6 +2,8 @@
 
 #include "util/error.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdio>
 
@@ -15,6 +17,15 @@ namespace detail {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
         return buf;
+    }
+
+    ModelConfig paperModel(const nlohmann::json& entry)
+    {
+        auto config = zooPreset(entry.at("zoo").get<std::string>());
+        config.layers = entry.value("layers", config.layers);
+        config.hidden = entry.value("hidden", config.hidden);
+        config.seq = entry.value("seq", config.seq);
+        return config;
     }
 
     std::string ratioText(double ours, double paper)

@@ -7,6 +7,10 @@
 // Depends on: plan/, sim/, zoo/, cost/; no Qt.
 #pragma once
 
+#include "zoo/model_config.h"
+
+#include <nlohmann/json_fwd.hpp>
+
 #include <functional>
 #include <limits>
 #include <string>
@@ -70,6 +74,9 @@ namespace detail {
     // A Markdown table.
     std::string markdownTable(
         const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+    // A paper's model from its papers.json entry: the zoo preset "zoo" with the sizes the entry
+    // sets ("layers", "hidden", "seq"; e.g. DawnPiper's 28M AmoebaNet-D at 120 filters).
+    ModelConfig paperModel(const nlohmann::json& entry);
 } // namespace detail
 
 } // namespace ps

@@ -81,6 +81,17 @@ namespace {
         return c;
     }
 
+    // AmoebaNet-D (L normal cells, D filters; zoo/amoebanet.cpp) on 224-pixel images and 1000
+    // classes as GPipe trains it; amoebanet-tiny (3 cells, 32 filters, 32-pixel images, 10 classes)
+    // trains on a CPU in seconds.
+    ModelConfig amoebanet(
+        std::string name, std::int64_t cells, std::int64_t filters, std::int64_t image, std::int64_t classes)
+    {
+        ModelConfig c = resnet(std::move(name), cells, filters, image, classes);
+        c.family = ModelFamily::AmoebaNet;
+        return c;
+    }
+
     // A byte-level GPT (vocabulary 256) small enough to train on a CPU in seconds: the engine's
     // demo, its convergence and PyTorch reference tests.
     ModelConfig gpt2Tiny()
@@ -113,10 +124,12 @@ namespace {
             resnet("resnet50", 50, 64, 224, 1000),
             resnet("resnet101", 101, 64, 224, 1000),
             resnet("resnet152", 152, 64, 224, 1000),
+            amoebanet("amoebanet-tiny", 3, 32, 32, 10),
+            amoebanet("amoebanet-d", 18, 208, 224, 1000),
         };
     }
 
-    constexpr std::array kFamilyNames = { "gpt2", "bert", "t5", "mlp", "resnet" };
+    constexpr std::array kFamilyNames = { "gpt2", "bert", "t5", "mlp", "resnet", "amoebanet" };
 
     void requirePositive(std::int64_t value, const char* field)
     {
@@ -160,7 +173,7 @@ void checkModelConfig(const ModelConfig& c)
     requirePositive(c.seq, "seq");
     requirePositive(c.vocab, "vocab");
     requirePositive(c.microBatch, "micro-batch");
-    if (c.family == ModelFamily::Mlp || c.family == ModelFamily::ResNet) {
+    if (c.family == ModelFamily::Mlp || c.family == ModelFamily::ResNet || c.family == ModelFamily::AmoebaNet) {
         if (c.fusedAttention)
             throw Error("model configuration: fused attention asked for a model without attention");
         return;
@@ -244,6 +257,8 @@ namespace {
             return zoo::buildMlp(config);
         case ModelFamily::ResNet:
             return zoo::buildResNet(config);
+        case ModelFamily::AmoebaNet:
+            return zoo::buildAmoebaNet(config);
         }
         throw Error("unknown model family");
     }

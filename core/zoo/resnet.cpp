@@ -22,41 +22,9 @@ namespace {
         std::int64_t stride = 1;
     };
 
-    TensorId conv(GraphBuilder& b, TensorId x, const Conv& c, const std::string& name)
-    {
-        const auto in = b.shape(x)[1];
-        const auto w = b.parameter(name + ".weight", { c.out, in, c.kernel, c.kernel });
-        const auto pad = c.kernel / 2;
-        Attributes attrs;
-        attrs["strides"] = std::vector<std::int64_t> { c.stride, c.stride };
-        attrs["pads"] = std::vector<std::int64_t> { pad, pad, pad, pad };
-        attrs["dilations"] = std::vector<std::int64_t> { 1, 1 };
-        attrs["group"] = std::int64_t { 1 };
-        return b.op(OpType::Conv, name, { x, w }, attrs);
-    }
-
-    TensorId batchNorm(GraphBuilder& b, TensorId x, const std::string& name)
-    {
-        const auto channels = b.shape(x)[1];
-        const auto n = static_cast<std::size_t>(channels);
-        const auto gamma = b.parameter(name + ".weight", { channels });
-        const auto beta = b.parameter(name + ".bias", { channels });
-        const auto mean = b.constant(name + ".running_mean", { channels }, std::vector<float>(n, 0.0F));
-        const auto var = b.constant(name + ".running_var", { channels }, std::vector<float>(n, 1.0F));
-        Attributes attrs;
-        attrs["epsilon"] = 1e-5;
-        attrs["momentum"] = 0.9; // ONNX's convention: running = 0.9 running + 0.1 batch (PyTorch's 0.1)
-        return b.op(OpType::BatchNorm, name, { x, gamma, beta, mean, var }, attrs);
-    }
-
     TensorId convBn(GraphBuilder& b, TensorId x, const Conv& c, const std::string& conv_, const std::string& bn)
     {
-        return batchNorm(b, conv(b, x, c, conv_), bn);
-    }
-
-    TensorId relu(GraphBuilder& b, TensorId x, const std::string& name)
-    {
-        return b.op(OpType::Relu, name, { x });
+        return batchNorm2d(b, conv2d(b, x, { c.out, c.kernel, c.kernel, c.stride, c.stride }, conv_), bn);
     }
 
     // One residual block; `width` is its 3x3 convolutions' width (bottleneck: 4x that out).
@@ -115,15 +83,7 @@ Graph buildResNet(const ModelConfig& c)
     auto x = b.input("images", { c.microBatch, 3, c.seq, c.seq }, DType::F32);
     const auto labels = b.input("labels", { c.microBatch }, DType::I64);
     x = relu(b, convBn(b, x, { c.hidden, 7, 2 }, "conv1", "bn1"), "relu");
-    {
-        Attributes pool;
-        pool["kernel"] = std::vector<std::int64_t> { 3, 3 };
-        pool["strides"] = std::vector<std::int64_t> { 2, 2 };
-        pool["pads"] = std::vector<std::int64_t> { 1, 1, 1, 1 };
-        pool["dilations"] = std::vector<std::int64_t> { 1, 1 };
-        pool["ceil_mode"] = std::int64_t { 0 };
-        x = b.op(OpType::MaxPool, "maxpool", { x }, pool);
-    }
+    x = pool2d(b, OpType::MaxPool, x, { 3, 2, 1 }, "maxpool");
     std::int32_t layer = 0;
     for (std::size_t stage = 0; stage < blocks.size(); ++stage) {
         const auto width = c.hidden << stage;
@@ -134,13 +94,7 @@ Graph buildResNet(const ModelConfig& c)
         }
     }
     b.setLayer(kNoLayer);
-    x = b.op(OpType::GlobalAvgPool, "avgpool", { x });
-    const auto features = b.shape(x)[1];
-    Attributes flat;
-    flat["shape"] = std::vector<std::int64_t> { -1, features };
-    x = b.op(OpType::Reshape, "flatten", { x }, flat);
-    const auto logits = linear(b, x, c.vocab, true, "fc");
-    return b.finish({ b.op(OpType::CrossEntropy, "loss", { logits, labels }) });
+    return b.finish({ classifierHead(b, x, labels, c.vocab) });
 }
 
 } // namespace ps::zoo

@@ -51,16 +51,21 @@ void NewModelDialog::selectModel(const QString& name)
 void NewModelDialog::loadPreset()
 {
     const auto preset = zooPreset(m_model->currentText().toStdString());
-    // A ResNet's "layers" are its depth and its "sequence" the image side (model_config.h).
-    const bool cnn = preset.family == ModelFamily::ResNet;
+    // A CNN's "layers" are a ResNet's depth or AmoebaNet's normal cells, its "sequence" the image
+    // side (model_config.h).
+    const bool resnet = preset.family == ModelFamily::ResNet;
+    const bool amoeba = preset.family == ModelFamily::AmoebaNet;
+    const bool cnn = resnet || amoeba;
     if (auto* label = qobject_cast<QLabel*>(m_form->labelForField(m_layers)))
-        label->setText(cnn ? tr("Depth (18, 34, 50, 101, 152)") : tr("Layers"));
+        label->setText(resnet ? tr("Depth (18, 34, 50, 101, 152)")
+                : amoeba      ? tr("Normal cells (3, 6, 9, ...)")
+                              : tr("Layers"));
     if (auto* label = qobject_cast<QLabel*>(m_form->labelForField(m_seq)))
         label->setText(cnn ? tr("Image side (pixels)") : tr("Sequence length"));
     m_layers->setValue(static_cast<int>(preset.layers));
     m_seq->setValue(static_cast<int>(preset.seq));
     m_microBatch->setValue(static_cast<int>(preset.microBatch));
-    const bool attention = preset.family != ModelFamily::ResNet && preset.family != ModelFamily::Mlp;
+    const bool attention = !cnn && preset.family != ModelFamily::Mlp;
     m_fusedAttention->setEnabled(attention);
     if (!attention)
         m_fusedAttention->setChecked(false);

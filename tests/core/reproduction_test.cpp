@@ -101,19 +101,24 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
     EXPECT_TRUE(std::is_sorted(speed.x.begin(), speed.x.end()));
     for (const auto& series : speed.series)
         EXPECT_EQ(series.values.size(), speed.x.size()) << series.name;
-    // The CNN workload: the zoo's ResNet-152, compared with the paper's AmoebaNet through each
-    // method's batch over its table's baseline (1.00x for the baseline itself).
-    EXPECT_NE(r.markdown.find("### A CNN workload: ResNet-152 beside the paper's AmoebaNet"), std::string::npos);
+    // The CNN workload: AmoebaNet-D at the paper's 28M, each cell beside the paper's AmoebaNet cell
+    // and each method's batch over its table's baseline (1.00x for the baseline itself).
+    EXPECT_NE(r.markdown.find("### The CNN workload: AmoebaNet-D (18, 120), the tables' AmoebaNet column"),
+        std::string::npos);
+    EXPECT_NE(r.markdown.find("28.0M parameters"), std::string::npos);
     const auto gpipe = rowCells(r.markdown, "| sync | 4 | None | GPipe |");
-    ASSERT_EQ(gpipe.size(), 8U) << r.markdown;
+    ASSERT_EQ(gpipe.size(), 10U) << r.markdown;
     EXPECT_GT(std::stod(gpipe[4]), 0);
-    EXPECT_EQ(gpipe[5], "1.00x");
-    EXPECT_EQ(gpipe[6], "1.00x");
+    EXPECT_EQ(gpipe[5], "280"); // the paper's cell
+    EXPECT_EQ(gpipe[7], "1.00x");
+    EXPECT_EQ(gpipe[8], "1.00x");
     const auto dawnpiper = rowCells(r.markdown, "| sync | 4 | S+R | DPiper-S |");
-    ASSERT_EQ(dawnpiper.size(), 8U);
+    ASSERT_EQ(dawnpiper.size(), 10U);
     EXPECT_GT(std::stod(dawnpiper[4]), std::stod(gpipe[4])) << "swap and recompute fit more than no optimization";
-    EXPECT_EQ(dawnpiper[6], "4.36x"); // 1220 / 280, the paper's AmoebaNet cells
-    // The paper's cause, measured on ResNet-152 itself: the memory GPipe's cuts leave unused.
+    EXPECT_EQ(dawnpiper[5], "1220");
+    EXPECT_EQ(dawnpiper[8], "4.36x"); // 1220 / 280, the paper's AmoebaNet cells
+    // The paper's cause, measured on ResNet-152 and AmoebaNet themselves: the memory GPipe's cuts
+    // leave unused.
     // Without and with torchgpipe's checkpointed stages; on BERT the checkpoints leave more unused
     // (its embedding and head stages hold more parameters and states than the others).
     const auto waste = rowCells(r.markdown, "| ResNet-152, 4 GPUs |");
@@ -124,6 +129,10 @@ TEST(Reproduction, DawnPiperQuickTablesPutThePapersCellsBesideOurs)
         EXPECT_LT(std::stod(waste[i]), 100.0);
     }
     EXPECT_EQ(waste[3], "40%");
+    const auto amoebaWaste = rowCells(r.markdown, "| AmoebaNet-D (18, 120), 4 GPUs |");
+    ASSERT_EQ(amoebaWaste.size(), 4U) << r.markdown;
+    EXPECT_GT(std::stod(amoebaWaste[1]), 0.0);
+    EXPECT_EQ(amoebaWaste[3], "34%");
     const auto bertWaste = rowCells(r.markdown, "| BERT (bert-large), 4 GPUs |");
     ASSERT_EQ(bertWaste.size(), 4U) << r.markdown;
     EXPECT_GT(std::stod(bertWaste[2]), std::stod(bertWaste[1]));

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -111,6 +112,55 @@ TEST(Zoo, ResNetsHaveTorchvisionsSizes)
     }
     // A configuration round-trips through the project's JSON.
     EXPECT_EQ(modelConfigFromJson(modelConfigToJson(zooPreset("resnet152"))).family, ModelFamily::ResNet);
+}
+
+TEST(Zoo, AmoebaNetsHaveGPipesSizes)
+{
+    // AmoebaNet-D (L, D) as torchgpipe's benchmark builds it in PyTorch (GPipe's architecture,
+    // TensorFlow's normal-cell concatenation): parameters, convolutions and BatchNorms (the stem's
+    // included), convolution and classifier multiply-adds per 224-pixel image, counted there.
+    // GPipe's Table 1 lists (18, 208) as 82M; DawnPiper's AmoebaNet is 28M.
+    for (const auto& [cells, filters, params, convs, gmacs] :
+        { std::tuple { 18, 208, 81'505'540, 279, 10.02 }, std::tuple { 18, 120, 27'982'675, 279, 3.34 } }) {
+        auto c = zooPreset("amoebanet-d");
+        c.layers = cells;
+        c.hidden = filters;
+        c.microBatch = 1;
+        const auto g = buildZooModel(c);
+        EXPECT_EQ(g.parameterCount(), params) << cells << " x " << filters;
+        int convCount = 0;
+        int norms = 0;
+        for (const auto& n : g.nodes()) {
+            convCount += n.op == OpType::Conv;
+            norms += n.op == OpType::BatchNorm;
+        }
+        EXPECT_EQ(convCount, convs) << cells << " x " << filters;
+        EXPECT_EQ(norms, convs - 4) << "the 4 factorized reductions' two convolutions share one BatchNorm";
+        EXPECT_NEAR(summarizeGraph(g).forwardFlopsPerSample / 2e9, gmacs, 0.03 * gmacs) << cells;
+        EXPECT_TRUE(validateGraph(g).empty()) << cells;
+        EXPECT_EQ(summarizeGraph(g).layerCount, cells + 4); // the cells: normal, 2 stem and 2 inner reductions
+    }
+    EXPECT_EQ(buildZooModel(zooPreset("amoebanet-tiny")).parameterCount(), 391'354); // (3, 32), 10 classes
+    // The last cell's output at 224 pixels: 7 x 7 (five halvings), four states of 4D channels each.
+    const auto d = buildZooModel(zooPreset("amoebanet-d"));
+    const auto pooled =
+        std::find_if(d.nodes().begin(), d.nodes().end(), [](const Node& n) { return n.op == OpType::GlobalAvgPool; });
+    ASSERT_NE(pooled, d.nodes().end());
+    EXPECT_EQ(d.tensor(pooled->inputs.front()).shape, (Shape { 32, 16 * 208, 7, 7 }));
+    EXPECT_EQ(d.info().family, "amoebanet");
+    EXPECT_EQ(modelConfigFromJson(modelConfigToJson(zooPreset("amoebanet-d"))).family, ModelFamily::AmoebaNet);
+    // Configurations the architecture cannot take are refused with the field.
+    for (const auto& [field, value, message] : { std::tuple { "layers", 4, "multiple of 3" },
+             std::tuple { "hidden", 30, "multiple of 4" }, std::tuple { "seq", 48, "multiple of 32" } }) {
+        auto bad = zooPreset("amoebanet-tiny");
+        (std::string(field) == "layers" ? bad.layers : std::string(field) == "hidden" ? bad.hidden : bad.seq) = value;
+        try {
+            (void)buildZooModel(bad);
+            ADD_FAILURE() << field << " " << value << " built";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(Zoo, ConfigurableSizes)

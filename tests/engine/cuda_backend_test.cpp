@@ -60,7 +60,7 @@ std::vector<double> trainLosses(const Graph& graph, const RunConfig& c, const st
 
 } // namespace
 
-// Every op of every zoo model (GPT-2, BERT, T5, the MLP) has a CUDA kernel, so a zoo model is
+// Every op of every zoo model (GPT-2, BERT, T5, the MLP, ResNet, AmoebaNet) has a CUDA kernel, so a zoo model is
 // never refused by the CUDA backend. Needs no GPU, only a build with CUDA.
 TEST(CudaKernels, CoverEveryZooModelsOps)
 {
@@ -69,8 +69,11 @@ TEST(CudaKernels, CoverEveryZooModelsOps)
         GTEST_SKIP() << "built without CUDA";
     for (const auto& name : zooModelNames()) {
         auto c = zooPreset(name);
-        // The op set does not depend on depth (a ResNet's is one of five: the smallest).
-        c.layers = c.family == ModelFamily::ResNet ? 18 : std::min<std::int64_t>(c.layers, 2);
+        // The op set does not depend on depth (a ResNet's is one of five: the smallest; AmoebaNet's
+        // normal cells come in threes).
+        c.layers = c.family == ModelFamily::ResNet ? 18
+            : c.family == ModelFamily::AmoebaNet   ? 3
+                                                   : std::min<std::int64_t>(c.layers, 2);
         const auto graph = buildZooModel(c);
         for (const auto& node : graph.nodes())
             EXPECT_NE(std::find(ops.begin(), ops.end(), node.op), ops.end())

@@ -256,6 +256,12 @@ TEST(Pipeline, ConvolutionalStagesPeakAsPredicted)
     for (const std::string schedule : { "gpipe", "1f1b" })
         expectPeaksAsPredicted(graph, schedule, 2, 4, 0.05, "resnet-tiny");
     expectPeaksAsPredicted(graph, "zb-h1", 2, 4, 0.10, "resnet-tiny");
+    // AmoebaNet's cells keep states alive across two cells and concatenate them.
+    auto amoeba = zooPreset("amoebanet-tiny");
+    amoeba.microBatch = 4;
+    const auto cells = buildZooModel(amoeba);
+    expectPeaksAsPredicted(cells, "1f1b", 1, 1, 0.05, "amoebanet-tiny, one device");
+    expectPeaksAsPredicted(cells, "1f1b", 2, 4, 0.05, "amoebanet-tiny");
 }
 
 // Data the loader feeds and a backward reads: an MLP's feature batch (its first MatMul's weight

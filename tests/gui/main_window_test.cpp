@@ -294,6 +294,14 @@ TEST(NewModelDialog, AResNetAsksForItsDepthAndImageSide)
     auto* fused = dialog.findChild<QCheckBox*>(QStringLiteral("fusedAttention"));
     ASSERT_NE(fused, nullptr);
     EXPECT_FALSE(fused->isEnabled()) << "a ResNet has no attention";
+    dialog.selectModel(QStringLiteral("amoebanet-d"));
+    EXPECT_EQ(labelOf("layers"), QStringLiteral("Normal cells (3, 6, 9, ...)"));
+    EXPECT_EQ(labelOf("seq"), QStringLiteral("Image side (pixels)"));
+    EXPECT_FALSE(fused->isEnabled()) << "AmoebaNet has no attention";
+    c = dialog.config();
+    EXPECT_EQ(c.family, ModelFamily::AmoebaNet);
+    EXPECT_EQ(buildZooModel(c).parameterCount(), 81'505'540);
+    EXPECT_TRUE(dialog.grab().save(QStringLiteral(PS_SCREENSHOT_DIR "/new-model-amoebanet.png")));
     dialog.selectModel(QStringLiteral("gpt2-small"));
     EXPECT_EQ(labelOf("layers"), QStringLiteral("Layers"));
     EXPECT_EQ(labelOf("seq"), QStringLiteral("Sequence length"));
