@@ -1,6 +1,6 @@
 // DawnPiper ablations that measure why cells sit far from the paper's (dawnpiper_report.cpp calls
 // them): the S+R cells split into swap alone and recompute alone, the CNN's ratios against the
-// depth of the network, and the memory GPipe and PipeDream leave unused.
+// depth of the network and its cells against the image side, and the memory GPipe and PipeDream leave unused.
 // Depends on: report/dawnpiper_methods.h, cluster/, cost/, plan/, zoo/.
 #pragma once
 
@@ -23,9 +23,21 @@ void addSwapRecomputeSplit(const nlohmann::json& paper, const DeviceSpec& device
     const std::vector<std::string>& models, const std::vector<int>& stageCounts, const ReproduceOptions& options,
     std::string& md);
 
-// The asynchronous S+R DPiper-AS batch over PipeDream's without memory optimization on ResNet-50,
-// -101 and -152, beside the paper's AmoebaNet ratio. Appends to `md`.
+// The asynchronous S+R DPiper-AS batch over PipeDream's without memory optimization on AmoebaNet-D
+// with 6, 12 and the paper's normal cells, beside the paper's AmoebaNet ratio. Appends to `md`.
 void addCnnDepthSweep(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
+
+// The AmoebaNet column's cells on 4 GPUs (memory optimization none, and S+R for DawnPiper) at
+// image sides of 224, 288 and 320 pixels, each beside the paper's (which gives no side). Appends
+// to `md`.
+void addCnnImageSweep(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
+    const ReproduceOptions& options, std::string& md);
+
+// PipeDream's asynchronous cell on the AmoebaNet column without memory optimization, cut by its
+// dynamic program over operations and with the cells shared equally among the stages, and the
+// DPiper-AS S+R ratio over each beside the paper's. Appends to `md`.
+void addCnnPipeDreamCuts(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md);
 
 // 1 - mean / largest stage peak of `algorithm`'s plan under `schedule` on `stages` GPUs, without

@@ -538,6 +538,8 @@ PaperReport reproduceDawnPiper(const ReproduceOptions& options)
     addTrainingSpeed(paper, device, link, models, stageCounts, largest, options, report);
     addCnnWorkload(paper, device, link, stageCounts, options, md);
     if (!options.quick) {
+        addCnnImageSweep(paper, device, link, options, md);
+        addCnnPipeDreamCuts(paper, device, link, stageCounts, options, md);
         addCnnDepthSweep(paper, device, link, stageCounts, options, md);
         addBertMemoryWaste(paper, device, link, options, md);
     }

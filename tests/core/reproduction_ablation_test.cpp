@@ -115,3 +115,45 @@ TEST(Reproduction, DawnPiperSplitsSwapAndRecompute)
     EXPECT_EQ(rowCells(md, "| bert | sync | 4 | DPiper-S |")[7], "160");
     EXPECT_NE(md.find("gives the S+R cell in " + std::to_string(carried) + " of 2 cells"), std::string::npos) << md;
 }
+
+// The AmoebaNet column's cells against the image side the paper does not give: every method fits
+// fewer samples on larger images, and the last row is the paper's cells.
+TEST(Reproduction, DawnPiperAmoebaNetCellsAgainstTheImageSide)
+{
+    const DawnPiperSetup d;
+    std::string md;
+    ps::detail::addCnnImageSweep(d.paper, d.device, d.link, {}, md);
+    const auto small = rowCells(md, "| 224 |");
+    const auto large = rowCells(md, "| 320 |");
+    ASSERT_EQ(small.size(), 8U) << md;
+    ASSERT_EQ(large.size(), 8U) << md;
+    for (std::size_t i = 1; i < small.size(); ++i) {
+        EXPECT_LT(std::stod(large[i]), std::stod(small[i])) << md;
+        EXPECT_NE(small[i].find("x)"), std::string::npos) << small[i]; // over the paper's cell
+    }
+    const auto paper = rowCells(md, "| paper |");
+    ASSERT_EQ(paper.size(), 8U);
+    EXPECT_EQ(paper[1], "412"); // ZeRO-2, 4 GPUs
+    EXPECT_EQ(paper[7], "480"); // DPiper-AS S+R, 4 GPUs
+}
+
+// PipeDream's AmoebaNet cell with its dynamic program over operations and with equal cells per
+// stage: the async ratio over each, beside the paper's (480 / 70 on 4 GPUs), and DawnPiper's own
+// S+R gain in the sentence under it.
+TEST(Reproduction, DawnPiperAmoebaNetPipeDreamAgainstItsCuts)
+{
+    const DawnPiperSetup d;
+    std::string md;
+    ps::detail::addCnnPipeDreamCuts(d.paper, d.device, d.link, { 4 }, {}, md);
+    const auto row = rowCells(md, "| 4 |");
+    ASSERT_EQ(row.size(), 7U) << md;
+    EXPECT_GT(std::stod(row[1]), 0);
+    EXPECT_GT(std::stod(row[2]), 0);
+    EXPECT_EQ(row[3], "70");
+    EXPECT_EQ(row[6], "6.86x");
+    // The ratio over each baseline is ours S+R over that cell.
+    EXPECT_NEAR(std::stod(row[4]) * std::stod(row[1]), std::stod(row[5]) * std::stod(row[2]),
+        0.01 * std::stod(row[4]) * std::stod(row[1]));
+    EXPECT_NE(md.find("4 GPUs: ours "), std::string::npos) << md;
+    EXPECT_NE(md.find("the paper's 3.20x"), std::string::npos) << md; // 480 / 150
+}
