@@ -28,8 +28,12 @@ namespace {
     {
         nlohmann::ordered_json j { { "run", c.runId }, { "profile", c.profileExplained }, { "schedule", c.schedule },
             { "predicted_iteration_ms", c.predicted.iterationNs / 1e6 },
-            { "measured_iteration_ms", c.measuredStepNs / 1e6 },
-            { "iteration_error", c.measuredStepNs > 0 ? c.predicted.iterationNs / c.measuredStepNs - 1 : 0 } };
+            // null where no step finished (a run that failed before its first step)
+            { "measured_iteration_ms",
+                c.measuredStepNs > 0 ? nlohmann::ordered_json(c.measuredStepNs / 1e6) : nlohmann::ordered_json() },
+            { "iteration_error",
+                c.measuredStepNs > 0 ? nlohmann::ordered_json(c.predicted.iterationNs / c.measuredStepNs - 1)
+                                     : nlohmann::ordered_json() } };
         auto devs = nlohmann::ordered_json::array();
         for (const auto& p : c.peaks) {
             auto uses = nlohmann::ordered_json::object();
@@ -57,9 +61,13 @@ namespace {
     {
         fmt::print("run {} ({}), profile {}\n", j["run"].get<std::int64_t>(), j["schedule"].get<std::string>(),
             j["profile"].get<std::string>());
-        fmt::print("iteration: predicted {:.2f} ms, measured {:.2f} ms (median), error {:+.1f}%\n",
-            j["predicted_iteration_ms"].get<double>(), j["measured_iteration_ms"].get<double>(),
-            100 * j["iteration_error"].get<double>());
+        if (j["measured_iteration_ms"].is_null())
+            fmt::print("iteration: predicted {:.2f} ms, not measured (no step of the run finished)\n",
+                j["predicted_iteration_ms"].get<double>());
+        else
+            fmt::print("iteration: predicted {:.2f} ms, measured {:.2f} ms (median), error {:+.1f}%\n",
+                j["predicted_iteration_ms"].get<double>(), j["measured_iteration_ms"].get<double>(),
+                100 * j["iteration_error"].get<double>());
         for (const auto& dv : j["devices"]) {
             if (dv["measured_peak_bytes"].is_null()) {
                 fmt::print("device {}: peak predicted {}, not measured\n", dv["device"].get<int>(),

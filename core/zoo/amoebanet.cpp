@@ -53,12 +53,10 @@ namespace {
         ScopeGuard scope(b, name);
         x = relu(b, x, "relu");
         const auto left = conv2d(b, x, { out / 2, 1, 1, 2, 2 }, "conv1");
-        auto shifted =
-            b.op(OpType::Slice, "shift_h", { x }, { { "axis", std::int64_t { 2 } }, { "start", std::int64_t { 1 } } });
-        shifted = b.op(
-            OpType::Slice, "shift_w", { shifted }, { { "axis", std::int64_t { 3 } }, { "start", std::int64_t { 1 } } });
-        shifted =
-            b.op(OpType::Pad, "pad", { shifted }, { { "pads", std::vector<std::int64_t> { 0, 0, 0, 0, 0, 0, 1, 1 } } });
+        // x[:, :, 1:, 1:] padded by a zero row and column: one Pad, cropping where its pads are
+        // negative (a new array, as PyTorch's slice view and its pad make one).
+        const auto shifted =
+            b.op(OpType::Pad, "shift", { x }, { { "pads", std::vector<std::int64_t> { 0, 0, -1, -1, 0, 0, 1, 1 } } });
         const auto right = conv2d(b, shifted, { out / 2, 1, 1, 2, 2 }, "conv2");
         const auto joined = b.op(OpType::Concat, "concat", { left, right }, { { "axis", std::int64_t { 1 } } });
         return batchNorm2d(b, joined, "bn");

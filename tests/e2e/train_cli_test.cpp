@@ -122,6 +122,16 @@ TEST_F(TrainCli, TrainRunsAPipelineWithJsonLinesTimelineAndTrace)
         nlohmann::json::parse(jsonOom.output.substr(errorLine, jsonOom.output.find('\n', errorLine) - errorLine));
     EXPECT_NE(error["error"].get<std::string>().find("out of memory on cpu:"), std::string::npos) << error.dump();
     EXPECT_GT(error["run"].get<std::int64_t>(), 0);
+    // `compare` on that run: predicted, and said to be not measured (no step finished), not 0 ms.
+    const auto failed = runCli("compare " + p + " --run " + std::to_string(error["run"].get<std::int64_t>()));
+    ASSERT_EQ(failed.exitCode, 0) << failed.output;
+    EXPECT_NE(failed.output.find("not measured (no step of the run finished)"), std::string::npos) << failed.output;
+    const auto failedJson =
+        runCli("compare " + p + " --run " + std::to_string(error["run"].get<std::int64_t>()) + " --json");
+    ASSERT_EQ(failedJson.exitCode, 0) << failedJson.output;
+    const auto cj = nlohmann::json::parse(failedJson.output);
+    EXPECT_TRUE(cj["measured_iteration_ms"].is_null()) << failedJson.output;
+    EXPECT_TRUE(cj["iteration_error"].is_null()) << failedJson.output;
 }
 
 // FTPipe's asynchronous schedule with the checkpointing `train` plans for it (every stage but the

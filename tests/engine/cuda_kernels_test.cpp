@@ -163,6 +163,8 @@ public:
             { random({ 1, 2, 4, 5 }) }, { true });
         add(OpType::Pad, { { "pads", Shape { 0, 0, 1, 2, 0, 0, 2, 1 } }, { "mode", std::string("edge") } },
             { random({ 1, 2, 3, 3 }) }, { true });
+        // AmoebaNet's factorized reduction: the first row and column cropped, a zero row and column added.
+        add(OpType::Pad, { { "pads", Shape { 0, 0, -1, -1, 0, 0, 1, 1 } } }, { random({ 2, 3, 5, 6 }) }, { true });
         add(OpType::Conv, { { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } },
             { random({ 3, 3, 11, 10 }), random({ 8, 3, 3, 3 }), random({ 8 }) }, { true, true, true }, 1e-4);
         add(OpType::Conv, { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1 } } },

@@ -212,7 +212,7 @@ TEST(PipelineOps, ZooFamiliesMatchTheWholeGraph)
     auto resnet = zooPreset("resnet-tiny");
     resnet.microBatch = 2;
     expectEveryPlanMatches(buildZooModel(resnet), "resnet-tiny");
-    // AmoebaNet-D's cells: several states concatenated, factorized reductions (Slice, Pad),
+    // AmoebaNet-D's cells: several states concatenated, factorized reductions (a cropping Pad),
     // max and average pooling beside 1x7 and 7x1 convolutions, and states read two cells later.
     auto amoeba = zooPreset("amoebanet-tiny");
     amoeba.microBatch = 2;
