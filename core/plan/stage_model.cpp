@@ -474,29 +474,33 @@ void StageModel::optimizeMemory(std::size_t begin, std::size_t end, int stage, S
     const auto candidates = savedTensors(begin, end);
     StageEvaluation best = e;
     bool haveBest = false;
-    for (const bool useSwap : { true, false }) {
-        if ((useSwap && !m_limits.allowSwap) || (!useSwap && !m_limits.allowRecompute))
-            continue;
-        // The stage inputs a recompute reaches are kept with every micro-batch in flight
-        // (accountRecompute): where they push the plan over, the policy aims that much lower and
-        // runs again, until it fits or a lower aim drops nothing more.
-        StageEvaluation trial = e;
-        double target = m_capacity;
-        for (int round = 0; round < 8; ++round) {
-            trial = e;
-            applyPolicy(candidates, stage, useSwap, target, trial);
-            const bool reached = trial.peakBytes <= target; // else it ran out of choices: aiming lower cannot help
-            accountRecompute(begin, end, stage, trial);
-            if (trial.fits || !reached || trial.memoryPlan.keptInputBytes <= 0)
-                break;
-            target -= trial.overBytes;
-        }
+    const auto keepBetter = [&](const StageEvaluation& trial) {
         const bool better = !haveBest || (trial.fits && !best.fits)
             || (trial.fits == best.fits
                 && (trial.fits ? trial.overheadNs < best.overheadNs : trial.overBytes < best.overBytes));
         if (better) {
             best = trial;
             haveBest = true;
+        }
+        return trial.fits;
+    };
+    for (const bool useSwap : { true, false }) {
+        if ((useSwap && !m_limits.allowSwap) || (!useSwap && !m_limits.allowRecompute))
+            continue;
+        // The stage inputs a recompute reaches are kept with every micro-batch in flight
+        // (accountRecompute): where they push the plan over, the policy aims that much lower and
+        // runs again, until it fits, it runs out of choices, or after a few aims; then once more
+        // with every choice taken (aim 0), so that a stage fits whenever its whole recompute does.
+        double target = m_capacity;
+        for (int round = 0; round < 5; ++round) {
+            StageEvaluation trial = e;
+            applyPolicy(candidates, stage, useSwap, target, trial);
+            const bool reached = trial.peakBytes <= target; // else it ran out of choices: aiming lower cannot help
+            accountRecompute(begin, end, stage, trial);
+            const bool fits = keepBetter(trial);
+            if (fits || !reached || trial.memoryPlan.keptInputBytes <= 0)
+                break;
+            target = round < 3 ? std::max(0.0, target - trial.overBytes) : 0.0;
         }
     }
     if (haveBest) {

@@ -173,7 +173,7 @@ private:
     // net of the recomputed bytes, the nodes it re-runs beyond the producers in its time.
     void accountRecompute(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     // Chooses swaps and recomputes until the stage's peak is at most `target` bytes; fits is judged
-    // against the device's capacity.
+    // against the stage's memory limit (the device's capacity unless PlannerLimits sets one).
     void applyPolicy(
         const std::vector<SavedTensorInfo>& saved, int stage, bool useSwap, double target, StageEvaluation& e) const;
     [[nodiscard]] std::vector<SavedTensorInfo> savedTensors(std::size_t begin, std::size_t end) const;

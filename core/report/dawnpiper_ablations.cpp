@@ -261,10 +261,6 @@ void addCnnDepthSweep(const nlohmann::json& paper, const DeviceSpec& device, con
                       : ".\n\n");
 }
 
-} // namespace ps::detail
-
-namespace ps::detail {
-
 void addCnnImageSweep(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const ReproduceOptions& options, std::string& md)
 {
@@ -303,10 +299,6 @@ void addCnnImageSweep(const nlohmann::json& paper, const DeviceSpec& device, con
           "cell):\n\n"
         + markdownTable(header, rows) + "\n";
 }
-
-} // namespace ps::detail
-
-namespace ps::detail {
 
 void addCnnPipeDreamCuts(const nlohmann::json& paper, const DeviceSpec& device, const LinkSpec& link,
     const std::vector<int>& stageCounts, const ReproduceOptions& options, std::string& md)

@@ -1,6 +1,9 @@
 // AmoebaNet-D (Real et al., "Regularized Evolution for Image Classifier Architecture Search",
-// AAAI 2019), as GPipe (Huang et al., NeurIPS 2019, §4, Table 1) and torchgpipe's benchmarks train
-// it: AmoebaNet-D (L, D) has L normal cells in three groups of L / 3 and D filters. A 3x3 stride-2
+// AAAI 2019), as GPipe (Huang et al., NeurIPS 2019, §4, Table 1) trains it and torchgpipe's
+// benchmarks build it (one difference: the genotype's 3x3 max pools are max pools here, where
+// torchgpipe's module averages; the parameters and multiply-adds are the same, what the pool keeps
+// for its backward is not): AmoebaNet-D (L, D) has L normal cells in three groups of L / 3 and D
+// filters. A 3x3 stride-2
 // stem, two reduction cells, then normal cells, a reduction, normal cells, a reduction, normal
 // cells, global average pooling and a fully connected classifier. Each cell reads the two cells
 // before it (each brought to the cell's width by ReLU, 1x1 convolution, BatchNorm, or a factorized
@@ -8,7 +11,8 @@
 // concatenates some of them: normal cells the genotype's states 0, 3, 4 and 6 (TensorFlow's
 // reference implementation, which GPipe's parameter counts follow), reduction cells 4, 5 and 6.
 // Normal cells keep the width; each reduction halves the image and doubles it. GPipe's (18, 208)
-// has 81.5M parameters (Table 1: 82M); DawnPiper's AmoebaNet of 28M is (18, 120) at 28.0M.
+// has 81.5M parameters (Table 1: 82M). DawnPiper gives its AmoebaNet's size only (28M); the
+// reproduction report assumes (18, 120), 28.0M (resources/reproduction/papers.json).
 // Configuration: layers = L (a multiple of 3), hidden = D (a multiple of 4), seq = the image side
 // (a multiple of 32: five halvings), vocab = classes.
 #include "util/error.h"

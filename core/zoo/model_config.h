@@ -19,8 +19,8 @@ struct ModelConfig
 {
     std::string name = "custom";
     ModelFamily family = ModelFamily::Gpt2;
-    std::int64_t layers = 12; // transformer blocks (T5: encoder blocks); MLP: hidden layers; ResNet: depth;
-    // AmoebaNet: normal cells
+    // Transformer blocks (T5: encoder blocks); MLP: hidden layers; ResNet: depth; AmoebaNet: normal cells.
+    std::int64_t layers = 12;
     std::int64_t decoderLayers = 0; // T5 decoder blocks
     std::int64_t hidden = 768; // d_model; ResNet: the stem's width (64); AmoebaNet: filters (D)
     std::int64_t heads = 12;
