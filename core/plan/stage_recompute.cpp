@@ -49,7 +49,10 @@ void StageModel::accountRecompute(std::size_t begin, std::size_t end, int stage,
             continue;
         ns += m_nodeFwd[n];
         for (auto in : m_graph.nodes()[n].inputs) {
-            if (m_graph.tensor(in).kind != TensorKind::Activation)
+            // The loader's data a recompute reads is kept per micro-batch like a stage input
+            // (parameters and constants are there anyway).
+            const auto kind = m_graph.tensor(in).kind;
+            if (kind != TensorKind::Activation && kind != TensorKind::Input)
                 continue;
             const auto root = m_root[in.index()];
             if (!producedHere(in)) {

@@ -3,6 +3,7 @@
 // run (parameters, gradients, optimizer state). Forward, backward and the memory actions are in
 // stage_executor.cpp.
 #include "graph/op_cost.h"
+#include "graph/op_registry.h"
 #include "runtime/stage_executor.h"
 #include "util/error.h"
 
@@ -30,16 +31,21 @@ void StageExecutor::buildKeepSets()
             keep[t.index()] = 1;
     }
     keepRecomputeInputs(keep);
-    const auto kept = [&](TensorId t) {
+    const auto kept = [&](const Node& node, TensorId t) {
         // The loader's data stays with every node that reads it: the kernels' backward and W passes
         // read more of it than op_cost lists (a weight fed as data, Gather's indices, Mul's operand).
-        return keep[t.index()] != 0 || m_graph.tensor(t).kind != TensorKind::Activation;
+        // Not with a one-input op whose backward reads no input (a ReLU over the images, AmoebaNet's
+        // stem), which the memory model does not count either.
+        if (keep[t.index()] != 0 || m_graph.tensor(t).kind == TensorKind::Activation)
+            return keep[t.index()] != 0;
+        const auto& def = opDef(node.op);
+        return node.inputs.size() != 1 || def.savedInputs != 0 || def.weightGradReadsInput;
     };
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
         auto& in = m_keepIn.emplace_back();
         for (auto t : node.inputs)
-            in.push_back(kept(t) ? 1 : 0);
+            in.push_back(kept(node, t) ? 1 : 0);
         auto& forWeight = m_keepForWeight.emplace_back();
         for (auto t : node.inputs) {
             const auto& w = costs[n].savedForWeightGrad;
