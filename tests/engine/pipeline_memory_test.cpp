@@ -114,6 +114,24 @@ void expectPeakAsPredicted(const DeviceSimResult& predicted, const MeasuredPeaks
         << context();
 }
 
+// Trains `graph` with `config` on `stages` CPU devices (one: "cpu") and expects each device's
+// measured peak within `tolerance` of the simulation's on `profile` for `device`.
+void expectRunPeaksAsPredicted(const Graph& graph, const Profile& profile, const DeviceSpec& device,
+    const RunConfig& config, int stages, int microBatches, double tolerance, const std::string& label)
+{
+    TrainingRun run(
+        graph, randomCorpus(), makeDevices(stages == 1 ? "cpu" : "cpu:" + std::to_string(stages), 0), config);
+    const auto measured = measuredPeaks(run);
+    const auto costs = computeStageCosts(graph, profile, config.partition, graph.info().microBatch);
+    const auto actions = withCommunication(runtimeSchedule(config));
+    const auto predicted = simulate({ actions, costs, makeCluster(device, stages), profile.setup,
+        static_cast<double>(graph.info().microBatch), config.memory, { true, true } });
+    ASSERT_EQ(measured.bytes.size(), predicted.devices.size()) << label;
+    for (std::size_t d = 0; d < measured.bytes.size(); ++d)
+        expectPeakAsPredicted(predicted.devices[d], measured, d, costs, actions, microBatches, tolerance,
+            label + " device " + std::to_string(d));
+}
+
 } // namespace
 
 // The memory model against the allocator: what the planner promises is what the run uses. Bytes,
@@ -178,16 +196,8 @@ TEST(Pipeline, FtpipeCheckpointedStagesPeakAsPredicted)
         config.partition = plan.partition;
         config.memory = plan.memoryPlans();
         ASSERT_FALSE(config.memory.at(0).recomputedTensors.empty()) << "stage 0 is not checkpointed";
-        TrainingRun run(graph, randomCorpus(), makeDevices("cpu:" + std::to_string(stages), 0), config);
-        const auto measured = measuredPeaks(run);
-        const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
-        const auto actions = withCommunication(runtimeSchedule(config));
-        const auto predicted = simulate({ actions, costs, makeCluster(device, stages), profile.setup,
-            static_cast<double>(c.microBatch), config.memory, { true, true } });
-        for (std::size_t d = 0; d < static_cast<std::size_t>(stages); ++d) {
-            expectPeakAsPredicted(predicted.devices[d], measured, d, costs, actions, 6, 0.05,
-                "ftpipe-async:2 on " + std::to_string(stages) + " devices, device " + std::to_string(d));
-        }
+        expectRunPeaksAsPredicted(graph, profile, device, config, stages, 6, 0.05,
+            "ftpipe-async:2 on " + std::to_string(stages) + " devices,");
     }
 }
 
@@ -215,15 +225,7 @@ TEST(Pipeline, ImagesARecomputeReadsPeakAsPredicted)
         if (limitMiB > 0) {
             ASSERT_GT(config.memory.at(0).keptInputBytes, 0) << label << ": the stem's ReLU is not recomputed";
         }
-        TrainingRun run(graph, randomCorpus(), makeDevices("cpu:2", 0), config);
-        const auto measured = measuredPeaks(run);
-        const auto costs = computeStageCosts(graph, profile, config.partition, c.microBatch);
-        const auto actions = withCommunication(runtimeSchedule(config));
-        const auto predicted = simulate({ actions, costs, makeCluster(device, 2), profile.setup,
-            static_cast<double>(c.microBatch), config.memory, { true, true } });
-        for (std::size_t d = 0; d < 2; ++d)
-            expectPeakAsPredicted(
-                predicted.devices[d], measured, d, costs, actions, 4, 0.02, label + ", device " + std::to_string(d));
+        expectRunPeaksAsPredicted(graph, profile, device, config, 2, 4, 0.02, label + ",");
     }
 }
 
@@ -238,18 +240,7 @@ void expectPeaksAsPredicted(const Graph& graph, const std::string& schedule, int
     const auto device = engine::measureCpuDevice(1);
     const auto profile = estimateProfile(graph, device, CostModelOptions {});
     const auto config = configFor(graph, schedule, stages, microBatches, "adamw");
-    TrainingRun run(
-        graph, randomCorpus(), makeDevices(stages == 1 ? "cpu" : "cpu:" + std::to_string(stages), 0), config);
-    const auto measured = measuredPeaks(run);
-    const auto costs = computeStageCosts(graph, profile, config.partition, graph.info().microBatch);
-    const auto actions = withCommunication(runtimeSchedule(config));
-    const auto predicted = simulate({ actions, costs, makeCluster(device, stages), profile.setup,
-        static_cast<double>(graph.info().microBatch), config.memory, { true, true } });
-    ASSERT_EQ(measured.bytes.size(), predicted.devices.size()) << label;
-    for (std::size_t d = 0; d < measured.bytes.size(); ++d) {
-        expectPeakAsPredicted(predicted.devices[d], measured, d, costs, actions, microBatches, tolerance,
-            label + " " + schedule + " device " + std::to_string(d));
-    }
+    expectRunPeaksAsPredicted(graph, profile, device, config, stages, microBatches, tolerance, label + " " + schedule);
 }
 
 } // namespace
