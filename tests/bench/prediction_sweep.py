@@ -65,6 +65,9 @@ CONFIGS = [
                                          "--heads", "4", "--seq", "64", "--decoder-seq", "32", "-b", "2",
                                          "--dropout", "0.1"],
      ["--devices", "cpu:2", "--schedule", "1f1b", "--micro-batches", "4"]),
+    # A CNN of cells whose states are read two cells later (AmoebaNet-D), under GPipe.
+    ("amoebanet 6x32 i32 b16 gpipe cpu:2", ["-m", "amoebanet-tiny", "--layers", "6", "-b", "16"],
+     ["--devices", "cpu:2", "--schedule", "gpipe", "--micro-batches", "4"]),
 ]
 
 
