@@ -79,8 +79,9 @@ namespace {
                 formatBytes(static_cast<double>(dv["measured_peak_bytes"].get<std::int64_t>())),
                 100 * dv["peak_error"].get<double>());
             for (const auto& [name, u] : dv["by_use"].items())
-                fmt::print("  {:<17} predicted {:>10}  measured {:>10}\n", name,
-                    formatBytes(u["predicted_bytes"].get<double>()), formatBytes(u["measured_bytes"].get<double>()));
+                fmt::print("  {:<17} predicted {:>10}  measured {:>10}{}\n", name,
+                    formatBytes(u["predicted_bytes"].get<double>()), formatBytes(u["measured_bytes"].get<double>()),
+                    name == "messages" ? "  (predicted: as many as any timing lets wait)" : "");
         }
         for (const auto& a : j["largest_action_differences"])
             fmt::print("  {:>8} on device {}: measured {:.3f} ms, predicted {:.3f} ms\n",

@@ -12,6 +12,7 @@
 #include "graph/op_cost.h"
 #include "plan/partition.h"
 #include "plan/range_facts.h"
+#include "schedule/message_wait.h"
 #include "sim/memory_model.h"
 
 #include <cstdint>
@@ -49,7 +50,11 @@ struct SavedTensorInfo
 struct StageEvaluation
 {
     StageCost cost;
-    double staticBytes = 0; // parameters, gradients, optimizer states, stashed weights, workspace, messages
+    double staticBytes = 0; // parameters, gradients, optimizer states, stashed weights, workspace
+    // One message each way along the chain: the previous stage's activations, the next's gradients
+    // (a dataflow partition's direct traffic is in staticBytes instead).
+    double receivedForwardBytes = 0;
+    double receivedBackwardBytes = 0;
     double peakBytes = 0; // with the memory plan applied
     double timeNs = 0; // forward + backward per micro-batch + memory-optimization overhead
     double overheadNs = 0;
@@ -167,6 +172,10 @@ private:
     void precomputeNodes();
     void precomputeCuts();
     [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
+    // The stage's peak under `p`, as the simulator walks it: its static bytes, the most its
+    // in-flight micro-batches' kept bytes and the messages that can wait beside them hold at once
+    // (the schedule's WaitPoints), and the swap/recompute buffers.
+    [[nodiscard]] double peakUnder(const StageEvaluation& e, int stage, const StageMemoryPlan& p) const;
     void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     // The plan's recompute as the runtime runs it (stage_recompute.cpp): the stage inputs it keeps
@@ -201,6 +210,7 @@ private:
     std::vector<double> m_prefixFirstParams; // parameters counted at their first reader only
     std::vector<double> m_stageBytesPerParameter; // by stage
     std::vector<int> m_stageInFlight; // by stage
+    std::vector<std::vector<WaitPoint>> m_waitPoints; // by stage (chains only): schedule/message_wait.h
     std::vector<double> m_cutBytes; // index c: bytes crossing the cut before node c
     std::vector<double> m_cutGradBytes; // the part of m_cutBytes whose gradient flows back
     mutable std::vector<std::uint32_t> m_stamp; // per tensor: last evaluation that counted it

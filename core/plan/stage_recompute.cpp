@@ -69,7 +69,7 @@ void StageModel::accountRecompute(std::size_t begin, std::size_t end, int stage,
     plan.recomputeNs += extra;
     e.overheadNs += extra;
     e.timeNs += extra;
-    e.peakBytes = peakUnderPlan(e.staticBytes, e.cost.activationBytes, inFlightMicroBatches(m_schedule, stage), plan);
+    e.peakBytes = peakUnder(e, stage, plan);
     e.fits = e.peakBytes <= m_capacity;
     e.overBytes = e.fits ? 0 : e.peakBytes - m_capacity;
 }

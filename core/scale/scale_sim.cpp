@@ -100,6 +100,7 @@ ScaleEstimate simulateScale(const GptShape& g, const ScaleConfig& c, const NodeS
     setup.gradientBuffers = true;
     SimulationInput input { schedule, stages, cluster, setup, static_cast<double>(c.microBatch), {}, {} };
     input.options.optimizerStep = false;
+    input.options.messagesAtEarliest = false; // Megatron-LM receives at its schedule's steps
     const auto withSends = simulate(input);
     input.options.communication = false;
     const auto computeOnly = simulate(input);

@@ -462,6 +462,18 @@ Schedule placeStages(const Schedule& perStage, const std::vector<DeviceId>& stag
     return out;
 }
 
+bool hasCommunication(const Schedule& schedule)
+{
+    for (const auto& d : schedule.devices) {
+        for (const auto& a : d) {
+            if (a.type == ActionType::SendForward || a.type == ActionType::RecvForward
+                || a.type == ActionType::SendBackward || a.type == ActionType::RecvBackward)
+                return true;
+        }
+    }
+    return false;
+}
+
 Schedule withCommunication(const Schedule& schedule)
 {
     const int S = schedule.spec.stages;

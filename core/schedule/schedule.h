@@ -112,6 +112,8 @@ struct StageFlow
     const Schedule& perStage, const std::vector<DeviceId>& stageDevices, const StageFlow& flow);
 // Adds SEND/RECV around the compute actions (lowering, as PyTorch's _add_send_recv).
 [[nodiscard]] Schedule withCommunication(const Schedule& schedule);
+// Has SEND/RECV actions (lowered).
+[[nodiscard]] bool hasCommunication(const Schedule& schedule);
 
 [[nodiscard]] std::string_view actionCode(ActionType type); // "F", "I", "SEND_F", ...
 [[nodiscard]] std::string formatAction(const Action& action); // "1F3"

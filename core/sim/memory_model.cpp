@@ -136,7 +136,9 @@ std::vector<int> peakInFlightFromActions(const Schedule& schedule)
 
 MemoryWalk walkMemory(std::vector<MemoryDelta> deltas, double base, double startNs)
 {
-    std::stable_sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.timeNs < b.timeNs; });
+    std::stable_sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
+        return a.timeNs < b.timeNs || (a.timeNs == b.timeNs && a.order < b.order);
+    });
     MemoryWalk walk;
     double level = base;
     double gradients = 0;

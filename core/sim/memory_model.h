@@ -69,11 +69,14 @@ struct MemoryDelta
     double timeNs;
     double bytes;
     MemoryKind kind;
+    // Among changes at one time, lower first (the simulator: 2i + 1 for action i's own changes,
+    // 2i for a message that can arrive before action i starts).
+    std::uint64_t order = 0;
 };
 
 // A device's memory over time: `base` bytes from `startNs`, then the deltas in time order (a
-// stable sort: changes at one time apply in the order made). Its peak, with the gradients and
-// messages held then.
+// stable sort by time, then `order`: changes at one time and order apply in the order made). Its
+// peak, with the gradients and messages held then.
 struct MemoryWalk
 {
     std::vector<MemoryPoint> curve;

@@ -72,4 +72,19 @@ std::string simulationSummaryJson(const SimulationResult& r)
     return j.dump(2);
 }
 
+std::string_view toString(Stream stream)
+{
+    switch (stream) {
+    case Stream::Compute:
+        return "compute";
+    case Stream::CopyToHost:
+        return "copy-d2h";
+    case Stream::CopyFromHost:
+        return "copy-h2d";
+    case Stream::Send:
+        return "send";
+    }
+    return "compute";
+}
+
 } // namespace ps

@@ -1,11 +1,13 @@
 #include "sim/simulator.h"
 
+#include "sim/earliest_arrival.h"
 #include "sim/shared_compute.h"
 #include "sim/tied_exchange.h"
 #include "util/error.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <utility>
@@ -70,6 +72,10 @@ namespace {
         // When stage `s`'s tied gradients are summed (kUnknown: a holder has not handed in yet).
         double tiedReadyNs(std::size_t device, StageId s);
         void memory(std::size_t device, double timeNs, double delta, MemoryKind kind = MemoryKind::Activations);
+        // A message of `bytes` to device `to`: counted from the timeline's arrival, or from the
+        // earliest any durations allow (SimulationOptions::messagesAtEarliest).
+        void arrive(
+            std::size_t from, std::size_t to, std::size_t arrivalKey, bool forward, double arrivalNs, double bytes);
         void finish(SimulationResult& result);
 
         const SimulationInput& m_in;
@@ -79,6 +85,7 @@ namespace {
         std::vector<double> m_computeFree, m_copyOutFree, m_copyInFree;
         std::vector<double> m_fwdArrival, m_bwdArrival, m_swapOutEnd, m_swapInEnd;
         std::vector<double> m_fwdMessage, m_bwdMessage; // bytes received and not yet taken in, by key
+        sim::EarliestArrivals m_earliest; // when each message can first be at its receiver
         // Sends still to arrive, by key: one along a chain; a dataflow partition's stage waits for
         // every producer (forward) and every consumer (backward) stage.
         std::vector<int> m_fwdPending, m_bwdPending;
@@ -106,22 +113,11 @@ namespace {
         std::vector<std::size_t> m_ready;
     };
 
-    bool isLowered(const Schedule& s)
-    {
-        for (const auto& d : s.devices) {
-            for (const auto& a : d) {
-                if (a.type == ActionType::SendForward || a.type == ActionType::RecvForward
-                    || a.type == ActionType::SendBackward || a.type == ActionType::RecvBackward)
-                    return true;
-            }
-        }
-        return s.spec.stages == 1;
-    }
-
     // Lowers communication and inserts the memory plan's swap/recompute actions when missing.
     Schedule prepare(const SimulationInput& in)
     {
-        auto s = isLowered(in.schedule) ? in.schedule : withCommunication(in.schedule);
+        auto s = hasCommunication(in.schedule) || in.schedule.spec.stages == 1 ? in.schedule
+                                                                               : withCommunication(in.schedule);
         const bool planned = std::any_of(in.memoryPlans.begin(), in.memoryPlans.end(),
             [](const StageMemoryPlan& p) { return p.swappedBytes > 0 || p.recomputedBytes > 0 || p.recomputeNs > 0; });
         return planned && !hasMemoryActions(s) ? withMemoryActions(s, in.memoryPlans) : s;
@@ -131,6 +127,8 @@ namespace {
         : m_in(in)
         , m_schedule(prepare(in))
         , m_microBatches(static_cast<std::size_t>(std::max(1, in.schedule.spec.microBatches)))
+        , m_earliest(m_schedule.devices.size(),
+              static_cast<std::size_t>(std::max(0, in.schedule.spec.stages)) * m_microBatches)
         , m_slowdown(slowdown)
     {
         const auto devices = m_schedule.devices.size();
@@ -212,8 +210,23 @@ namespace {
 
     void Simulator::memory(std::size_t device, double timeNs, double delta, MemoryKind kind)
     {
+        // Without earliest arrivals, changes at one time keep the order made.
+        const auto order = m_in.options.messagesAtEarliest ? 2 * std::uint64_t { m_next[device] } + 1 : 0;
         if (delta != 0)
-            m_memDeltas[device].push_back({ timeNs, delta, kind });
+            m_memDeltas[device].push_back({ timeNs, delta, kind, order });
+    }
+
+    void Simulator::arrive(
+        std::size_t from, std::size_t to, std::size_t arrivalKey, bool forward, double arrivalNs, double bytes)
+    {
+        if (!m_in.options.messagesAtEarliest) {
+            memory(to, arrivalNs, bytes, MemoryKind::Messages);
+            return;
+        }
+        // Empty messages too: what the receiver learns from them orders its later actions.
+        const auto earliest = m_earliest.sent(from, to, arrivalKey, forward, arrivalNs);
+        if (bytes != 0)
+            m_memDeltas[to].push_back({ earliest.timeNs, bytes, MemoryKind::Messages, earliest.order });
     }
 
     void Simulator::gradients(std::size_t device, StageId s, double timeNs, bool allocate)
@@ -323,7 +336,7 @@ namespace {
         --(forward ? m_fwdPending : m_bwdPending)[key(arrival)];
         // The receiver holds a copy from its arrival until the action that takes it in.
         (forward ? m_fwdMessage : m_bwdMessage)[key(arrival)] += bytes;
-        memory(to, end, bytes, MemoryKind::Messages);
+        arrive(device, to, key(arrival), forward, end, bytes);
         if (m_waitingOn[to] == waitKey(arrival)) {
             m_waitingOn[to] = 0;
             m_ready.push_back(to);
@@ -408,6 +421,7 @@ namespace {
             }
             // kUnknown (nothing was sent: a dataflow stage without producers) changes nothing.
             m_computeFree[device] = std::max(m_computeFree[device], (forward ? m_fwdArrival : m_bwdArrival)[key(a)]);
+            m_earliest.received(device, key(a), forward);
             return true;
         }
         case ActionType::SendForward:
@@ -461,6 +475,7 @@ namespace {
         bool progressed = false;
         while (m_next[device] < list.size() && execute(device, list[m_next[device]])) {
             ++m_next[device];
+            m_earliest.done(device, m_computeFree[device]);
             progressed = true;
         }
         return progressed;
@@ -580,21 +595,6 @@ SimulationResult simulate(const SimulationInput& input)
             break;
     }
     return result;
-}
-
-std::string_view toString(Stream stream)
-{
-    switch (stream) {
-    case Stream::Compute:
-        return "compute";
-    case Stream::CopyToHost:
-        return "copy-d2h";
-    case Stream::CopyFromHost:
-        return "copy-h2d";
-    case Stream::Send:
-        return "send";
-    }
-    return "compute";
 }
 
 } // namespace ps

@@ -52,6 +52,12 @@ struct SimulationOptions
     bool communication = true; // false: transfers take no time (analysis of pure compute balance)
     // Where on the cluster's bandwidth traces the iteration starts (an iteration later in a run).
     double traceOffsetSeconds = 0;
+    // true: a message counts at its receiver from the earliest moment any durations let it arrive
+    // (the engine's channels copy onto the receiver as the sender sends, so how many wait depends
+    // on how far senders run ahead; the peak is the most any timing gives). false: from its
+    // simulated arrival (runtimes that receive at the schedule's step, as Megatron-LM's batched
+    // isend/irecv does).
+    bool messagesAtEarliest = true;
 };
 
 struct SimulationResult

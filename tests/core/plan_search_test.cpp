@@ -199,7 +199,15 @@ TEST(PlanSearch, CheckpointedStagesRecomputeTheirWholeForward)
         // the recompute reads and no node here saves (none for the first stage: token ids).
         const double kept = a.cost.activationBytes - c.memoryPlan.recomputedBytes + c.memoryPlan.keptInputBytes;
         EXPECT_EQ(c.memoryPlan.keptInputBytes > 0, s > 0) << "stage " << s;
-        EXPECT_NEAR(c.peakBytes, c.staticBytes + 8 * kept + c.memoryPlan.recomputedBytes, 1);
+        // Messages: during its k-th forward the stage can hold the activations of micro-batches k..7
+        // from the stage before (which runs its forwards ahead); during its first backward every
+        // micro-batch's gradient from the stage after (whose backwards need nothing more from it).
+        double held = 8 * kept + 8 * c.receivedBackwardBytes;
+        for (int k = 0; k < 8; ++k)
+            held = std::max(held, (k + 1) * kept + (8 - k) * c.receivedForwardBytes);
+        EXPECT_EQ(c.receivedForwardBytes > 0, s > 0) << "stage " << s;
+        EXPECT_EQ(c.receivedBackwardBytes > 0, s < 3) << "stage " << s;
+        EXPECT_NEAR(c.peakBytes, c.staticBytes + held + c.memoryPlan.recomputedBytes, 1) << "stage " << s;
     }
     PlannerOptions o;
     o.algorithm = PlanAlgorithm::GPipe;

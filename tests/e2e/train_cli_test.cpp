@@ -150,11 +150,24 @@ TEST_F(TrainCli, AFtpipeRunIsPredictedWithTheMemoryPlansItRanWith)
     ASSERT_EQ(c.exitCode, 0) << c.output;
     const auto cmp = nlohmann::json::parse(c.output);
     ASSERT_EQ(cmp["devices"].size(), 3U) << c.output;
-    // Within 10%: how many messages wait at a device at its peak is the host's timing (one is up
-    // to a tenth of these small devices' peaks); without the run's plans the first two were 23-56%
-    // above.
-    for (const auto& d : cmp["devices"])
-        EXPECT_LT(std::abs(d["peak_error"].get<double>()), 0.10) << c.output;
+    // How many messages wait at a device at its peak is the host's timing (one is up to a tenth of
+    // these small devices' peaks): the prediction holds as many as any timing can leave there, so
+    // the measured peak is at most the predicted one, and the rest within 10% (without the run's
+    // plans the first two were 23-56% above).
+    for (const auto& d : cmp["devices"]) {
+        const auto messages = [&](const char* side) {
+            for (const auto& u : d["by_use"].items()) {
+                if (u.key() == "messages")
+                    return u.value()[side].get<double>();
+            }
+            return 0.0;
+        };
+        const double predicted = d["predicted_peak_bytes"].get<double>();
+        const double measured = d["measured_peak_bytes"].get<double>();
+        EXPECT_LE(measured, predicted * 1.02) << c.output;
+        EXPECT_NEAR((predicted - messages("predicted_bytes")) / (measured - messages("measured_bytes")), 1.0, 0.10)
+            << c.output;
+    }
 }
 
 TEST_F(TrainCli, TrainWithChunksRunsOnADeviceTooSmallForTheModelData)

@@ -87,8 +87,9 @@ double messageBound(const Schedule& schedule, const std::vector<StageCost>& cost
 // many boundary tensors wait at a receiver depends on how far its senders run ahead, which on CPU
 // devices sharing cores with other processes is the host's scheduling, not the plan (CI once saw
 // a GPipe first device hold all four micro-batches' gradients where the timing predicted one).
-// So the peaks of everything else are compared; the messages waiting, measured and predicted, and
-// the whole measured peak are held to what every micro-batch's messages to the device could add.
+// So the peaks of everything else are compared; the prediction counts each message from the
+// earliest moment the schedule lets it arrive, so the whole measured peak is at most the whole
+// predicted one, whatever the timing, and the messages waiting stay within every micro-batch's.
 void expectPeakAsPredicted(const DeviceSimResult& predicted, const MeasuredPeaks& peaks, std::size_t d,
     const std::vector<StageCost>& costs, const Schedule& schedule, int microBatches, double tolerance,
     const std::string& label)
@@ -110,8 +111,7 @@ void expectPeakAsPredicted(const DeviceSimResult& predicted, const MeasuredPeaks
     const double bound = messageBound(schedule, costs, d, microBatches);
     EXPECT_LE(waiting, bound) << context();
     EXPECT_LE(m.messages, bound) << context();
-    EXPECT_LE(static_cast<double>(peaks.bytes[d]), predicted.peakWithoutMessagesBytes * (1 + tolerance) + bound)
-        << context();
+    EXPECT_LE(static_cast<double>(peaks.bytes[d]), predicted.peakBytes * (1 + tolerance)) << context();
 }
 
 // Trains `graph` with `config` on `stages` CPU devices (one: "cpu") and expects each device's
