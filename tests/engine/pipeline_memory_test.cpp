@@ -114,13 +114,15 @@ void expectPeakAsPredicted(const DeviceSimResult& predicted, const MeasuredPeaks
     EXPECT_LE(static_cast<double>(peaks.bytes[d]), predicted.peakBytes * (1 + tolerance)) << context();
 }
 
-// Trains `graph` with `config` on `stages` CPU devices (one: "cpu") and expects each device's
-// measured peak within `tolerance` of the simulation's on `profile` for `device`.
+// Trains `graph` with `config` on `stages` CPU devices (one: "cpu") of `capBytes` each (0: no cap)
+// and expects each device's measured peak within `tolerance` of the simulation's on `profile` for
+// `device`.
 void expectRunPeaksAsPredicted(const Graph& graph, const Profile& profile, const DeviceSpec& device,
-    const RunConfig& config, int stages, int microBatches, double tolerance, const std::string& label)
+    const RunConfig& config, int stages, int microBatches, double tolerance, const std::string& label,
+    std::int64_t capBytes = 0)
 {
     TrainingRun run(
-        graph, randomCorpus(), makeDevices(stages == 1 ? "cpu" : "cpu:" + std::to_string(stages), 0), config);
+        graph, randomCorpus(), makeDevices(stages == 1 ? "cpu" : "cpu:" + std::to_string(stages), capBytes), config);
     const auto measured = measuredPeaks(run);
     const auto costs = computeStageCosts(graph, profile, config.partition, graph.info().microBatch);
     const auto actions = withCommunication(runtimeSchedule(config));
@@ -225,7 +227,11 @@ TEST(Pipeline, ImagesARecomputeReadsPeakAsPredicted)
         if (limitMiB > 0) {
             ASSERT_GT(config.memory.at(0).keptInputBytes, 0) << label << ": the stem's ReLU is not recomputed";
         }
-        expectRunPeaksAsPredicted(graph, profile, device, config, 2, 4, 0.02, label + ",");
+        // With a limit the devices have that capacity: the plan runs in it however far either
+        // device runs ahead (before messages counted from their earliest arrival, a capped CLI run
+        // of this model ran out of memory in 2 of 6 tries under load).
+        expectRunPeaksAsPredicted(
+            graph, profile, device, config, 2, 4, 0.02, label + ",", static_cast<std::int64_t>(limitMiB * 1024 * 1024));
     }
 }
 
