@@ -1,8 +1,10 @@
 // engine/conv_math.h, the index math the CUDA CNN kernels run, against the CPU backend's kernels
 // and against plain scatter references written here: the wide im2col + one GEMM per group and its
 // gathered adjoint give the CPU's Conv forward and gradients; the gathered pooling gradients give
-// what scattering each window's gradient back gives (dilations, ceil_mode, overlaps, pads); the
-// BatchNorm channel sums of many lanes give the one-lane sums the CPU takes.
+// what scattering each window's gradient back gives (dilations, ceil_mode, overlaps, pads), and
+// the CPU's max pooling (bounds-free interior windows, gradients scattered) the GPU's bits; the
+// BatchNorm channel sums of many lanes give the one-lane sums, and the CPU's eight lanes exactly
+// those of channelPartial's lanes combined pairwise.
 #include "backend.h"
 #include "conv_geometry.h"
 #include "conv_math.h"
@@ -147,6 +149,8 @@ TEST_F(ConvMath, GatheredPoolGradientsEqualTheWindowScatter)
     const Shape planes { 2, 2, 9, 8 };
     const std::vector<Case> maxCases {
         { { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } } }, planes },
+        // AmoebaNet's 3x3 max pool: stride 1, same padding (interior and border windows)
+        { { { "kernel", Shape { 3, 3 } }, { "strides", Shape { 1, 1 } }, { "pads", Shape { 1, 1, 1, 1 } } }, planes },
         { { { "kernel", Shape { 2, 3 } }, { "strides", Shape { 1, 2 } }, { "dilations", Shape { 2, 2 } },
               { "ceil_mode", std::int64_t { 1 } } },
             planes },
@@ -175,6 +179,22 @@ TEST_F(ConvMath, GatheredPoolGradientsEqualTheWindowScatter)
         }
         const auto grads = backwardCpu(node, v, dy);
         EXPECT_LT(worstDifference(want.data(), grads[0].f32(), grads[0].numel()), 1e-6F) << "MaxPool " << c.x.size();
+        // The CPU's windows and scattered gradients are the GPU's gathered ones, bit for bit.
+        const auto volume = w.id * w.h * w.w;
+        for (std::int64_t vol = 0; vol < c.x[0] * c.x[1]; ++vol) {
+            const float* img = v.in[0].f32() + vol * volume;
+            for (std::int64_t o = 0; o < outVolume; ++o) {
+                const auto z = o / (w.oh * w.ow);
+                const auto tap = math::maxPoolWindow(img, w, z, (o / w.ow) % w.oh, o % w.ow);
+                ASSERT_EQ(out[0].f32()[vol * outVolume + o], tap.value) << "MaxPool " << c.x.size() << " output " << o;
+                ASSERT_EQ(v.saved[0].i64()[vol * outVolume + o], tap.at);
+            }
+            for (std::int64_t p = 0; p < volume; ++p) {
+                const auto gathered = math::maxPoolGradPixel(dy.f32() + vol * outVolume,
+                    v.saved[0].i64() + vol * outVolume, w, p / (w.h * w.w), (p / w.w) % w.h, p % w.w);
+                ASSERT_EQ(grads[0].f32()[vol * volume + p], gathered) << "MaxPool " << c.x.size() << " pixel " << p;
+            }
+        }
     }
     const std::vector<Case> avgCases {
         { { { "kernel", Shape { 3, 2 } }, { "strides", Shape { 2, 2 } }, { "pads", Shape { 1, 1, 1, 1 } },
@@ -363,4 +383,43 @@ TEST_F(ConvMath, ManyLaneChannelSumsEqualOneLane)
     EXPECT_FLOAT_EQ(train.mean, 2.0F); // var 30 / 5 - 4 = 2, unbiased 2.5
     EXPECT_NEAR(runningMean, 0.9 * 0.5 + 0.1 * 2.0, 1e-6);
     EXPECT_NEAR(runningVar, 0.9 * 2.0 + 0.1 * 2.5, 1e-6);
+}
+
+// The CPU's BatchNorm sums each channel in eight lanes (lane = element mod 8 in each plane, so
+// that the adds do not wait on one another) combined pairwise: exactly channelPartial's and
+// channelGradPartial's eight lanes so combined, through the statistics and the parameter
+// gradients. A plane of 63 elements leaves a partial block.
+TEST_F(ConvMath, CpuBatchNormSumsEightLanesPairwise)
+{
+    const Shape shape { 5, 3, 7, 9 };
+    const auto x = random(shape, -2.0F, 3.0F);
+    const auto dy = random(shape);
+    const auto node = makeNode(OpType::BatchNorm, { { "epsilon", 1e-5 } });
+    NodeValues v;
+    const auto gamma = random({ 3 });
+    const auto beta = random({ 3 });
+    (void)forwardCpu(node, { x, gamma, beta, random({ 3 }, 0.0F, 1.0F), random({ 3 }, 1.0F, 2.0F) }, v);
+    const auto grads = backwardCpu(node, v, dy);
+    const auto pairwise = [](std::vector<math::ChannelSums> lanes) {
+        for (std::size_t half = lanes.size() / 2; half > 0; half /= 2) {
+            for (std::size_t l = 0; l < half; ++l)
+                lanes[l] = { lanes[l].sum + lanes[l + half].sum, lanes[l].squares + lanes[l + half].squares };
+        }
+        return lanes.front();
+    };
+    for (std::int64_t ch = 0; ch < 3; ++ch) {
+        std::vector<math::ChannelSums> lanes;
+        for (int lane = 0; lane < 8; ++lane)
+            lanes.push_back(math::channelPartial(x.f32(), 5, 3, 63, ch, lane, 8));
+        const auto sums = pairwise(lanes);
+        const auto mean = static_cast<float>(sums.sum / 315);
+        EXPECT_EQ(v.saved[0].f32()[ch], mean) << "channel " << ch;
+        const float rstd = v.saved[1].f32()[ch];
+        lanes.clear();
+        for (int lane = 0; lane < 8; ++lane)
+            lanes.push_back(math::channelGradPartial(x.f32(), dy.f32(), 5, 3, 63, ch, mean, rstd, lane, 8));
+        const auto grad = pairwise(lanes);
+        EXPECT_EQ(grads[1].f32()[ch], static_cast<float>(grad.squares)) << "channel " << ch << " dgamma";
+        EXPECT_EQ(grads[2].f32()[ch], static_cast<float>(grad.sum)) << "channel " << ch << " dbeta";
+    }
 }
