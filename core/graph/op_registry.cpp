@@ -54,6 +54,23 @@ namespace {
         }
     }
 
+    // A Conv whose one-tap window visits every pixel once (a 1x1 kernel, no pads, the image's size
+    // out): its column matrix is the image itself, which the CPU kernels read in place.
+    bool columnsAreTheImage(const Graph& g, const Node& node)
+    {
+        if (node.op != OpType::Conv)
+            return false;
+        const auto& w = g.tensor(node.inputs[1]).shape;
+        const auto& in = g.tensor(node.inputs[0]).shape;
+        const auto& out = g.tensor(node.outputs[0]).shape;
+        const auto pads = node.intsAttr("pads");
+        return in.size() == out.size()
+            && std::all_of(
+                w.begin() + std::min<std::ptrdiff_t>(2, std::ssize(w)), w.end(), [](auto k) { return k == 1; })
+            && std::equal(in.begin() + 2, in.end(), out.begin() + 2)
+            && std::all_of(pads.begin(), pads.end(), [](auto p) { return p == 0; });
+    }
+
     // Conv: each output element is a dot product over C_in / groups x kernel taps. ConvTranspose (the
     // Conv whose input gradient it is): each input element meets C_out / groups x kernel taps. The
     // column matrix of one image is those taps by the positions of `perElementOf` (Conv: backward
@@ -75,7 +92,7 @@ namespace {
         const double positions = images > 0 ? elements / images : 0; // of one image, per channel
         // The CPU kernels' columns: Conv's backward holds the input's columns for dW and their
         // gradient for dX, each only where needed; ConvTranspose's the output gradient's columns once.
-        const auto columns = static_cast<std::int64_t>(4 * taps * positions);
+        const auto columns = columnsAreTheImage(g, node) ? 0 : static_cast<std::int64_t>(4 * taps * positions);
         const bool dx = anyGrad && ctx.requiresGrad[node.inputs[0].index()];
         const bool dw = anyGrad && ctx.requiresGrad[node.inputs[1].index()];
         const int backwardColumns = node.op == OpType::Conv ? (dx ? 1 : 0) + (dw ? 1 : 0) : (dx || dw ? 1 : 0);

@@ -91,6 +91,14 @@ namespace {
         std::int64_t n, cin, cout, group, cinG, coutG, patch, pixels;
     };
 
+    // A 1x1 window over every pixel, no pads: the column matrix of an image is the image (core's
+    // op cost counts no columns for it either).
+    bool columnsAreTheImage(const Window& w)
+    {
+        return w.kh == 1 && w.kw == 1 && w.kd == 1 && w.pt == 0 && w.pl == 0 && w.pf == 0 && w.oh == w.h && w.ow == w.w
+            && w.od == w.id;
+    }
+
     ConvDims convDims(const Node& node, const NdArray& x, const NdArray& weight)
     {
         const auto& ws = weight.shape();
@@ -140,13 +148,16 @@ namespace {
         const auto d = convDims(node, x, weight);
         auto out =
             NdArray::empty(ctx.allocator, batchShape(d.n, d.cout, d.w.od, d.w.oh, d.w.ow, x.shape().size() == 5));
-        auto col = NdArray::empty(ctx.allocator, { d.patch, d.pixels });
+        const bool inPlace = columnsAreTheImage(d.w);
+        auto col = inPlace ? NdArray() : NdArray::empty(ctx.allocator, { d.patch, d.pixels });
         const auto volume = d.w.id * d.w.h * d.w.w;
         for (std::int64_t i = 0; i < d.n; ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
-                im2col(x.f32() + (i * d.cin + grp * d.cinG) * volume, d.cinG, d.w, col.f32());
+                const float* img = x.f32() + (i * d.cin + grp * d.cinG) * volume;
+                if (!inPlace)
+                    im2col(img, d.cinG, d.w, col.f32());
                 sgemm(false, false, static_cast<int>(d.coutG), static_cast<int>(d.pixels), static_cast<int>(d.patch),
-                    1.0F, weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), col.f32(),
+                    1.0F, weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), inPlace ? img : col.f32(),
                     static_cast<int>(d.pixels), 0.0F, out.f32() + (i * d.cout + grp * d.coutG) * d.pixels,
                     static_cast<int>(d.pixels));
             }
@@ -164,24 +175,30 @@ namespace {
         const auto d = convDims(node, x, weight);
         NdArray dx = g.needGrad[0] ? NdArray::zeros(ctx.allocator, x.shape()) : NdArray();
         NdArray dw = g.needGrad[1] ? NdArray::zeros(ctx.allocator, weight.shape()) : NdArray();
-        // Only the columns a needed gradient uses (op_cost's fixed workspace counts the same).
-        auto col = dw.defined() ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
-        auto dcol = dx.defined() ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
+        // Only the columns a needed gradient uses (op_cost's fixed workspace counts the same); a
+        // 1x1 convolution over every pixel reads the image and writes dX in place.
+        const bool inPlace = columnsAreTheImage(d.w);
+        auto col = dw.defined() && !inPlace ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
+        auto dcol = dx.defined() && !inPlace ? NdArray::empty(ctx.allocator, { d.patch, d.pixels }) : NdArray();
         for (std::int64_t i = 0; i < d.n && (dx.defined() || dw.defined()); ++i) {
             for (std::int64_t grp = 0; grp < d.group; ++grp) {
                 const float* dyi = dy.f32() + (i * d.cout + grp * d.coutG) * d.pixels;
                 const auto imgOffset = (i * d.cin + grp * d.cinG) * d.w.id * d.w.h * d.w.w;
                 if (dw.defined()) { // dW (coutG, patch) += dY (coutG, pixels) col^T
-                    im2col(x.f32() + imgOffset, d.cinG, d.w, col.f32());
+                    if (!inPlace)
+                        im2col(x.f32() + imgOffset, d.cinG, d.w, col.f32());
                     sgemm(false, true, static_cast<int>(d.coutG), static_cast<int>(d.patch), static_cast<int>(d.pixels),
-                        1.0F, dyi, static_cast<int>(d.pixels), col.f32(), static_cast<int>(d.pixels), 1.0F,
-                        dw.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch));
+                        1.0F, dyi, static_cast<int>(d.pixels), inPlace ? x.f32() + imgOffset : col.f32(),
+                        static_cast<int>(d.pixels), 1.0F, dw.f32() + grp * d.coutG * d.patch,
+                        static_cast<int>(d.patch));
                 }
-                if (dx.defined()) { // dcol (patch, pixels) = W^T dY
+                if (dx.defined()) { // dcol (patch, pixels) = W^T dY, added into dX (zeros) as col2im adds it
                     sgemm(true, false, static_cast<int>(d.patch), static_cast<int>(d.pixels), static_cast<int>(d.coutG),
                         1.0F, weight.f32() + grp * d.coutG * d.patch, static_cast<int>(d.patch), dyi,
-                        static_cast<int>(d.pixels), 0.0F, dcol.f32(), static_cast<int>(d.pixels));
-                    col2im(dcol.f32(), d.cinG, d.w, dx.f32() + imgOffset);
+                        static_cast<int>(d.pixels), inPlace ? 1.0F : 0.0F, inPlace ? dx.f32() + imgOffset : dcol.f32(),
+                        static_cast<int>(d.pixels));
+                    if (!inPlace)
+                        col2im(dcol.f32(), d.cinG, d.w, dx.f32() + imgOffset);
                 }
             }
         }

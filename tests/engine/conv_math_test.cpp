@@ -82,6 +82,10 @@ TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
             { 2, 2, 5, 6, 5 }, { 3, 2, 2, 2, 3 } },
         { { { "group", std::int64_t { 2 } }, { "dilations", Shape { 2, 1, 1 } } }, { 1, 4, 6, 3, 4 },
             { 4, 2, 2, 2, 2 } },
+        // 1x1 over every pixel: the CPU reads the image as its columns and writes dX in place
+        { {}, { 3, 4, 5, 6 }, { 5, 4, 1, 1 } },
+        { { { "group", std::int64_t { 2 } } }, { 2, 4, 3, 7 }, { 6, 2, 1, 1 } },
+        { { { "strides", Shape { 2, 2 } } }, { 2, 3, 5, 6 }, { 4, 3, 1, 1 } }, // strided: columns as before
     };
     for (const auto& c : cases) {
         const auto node = makeNode(OpType::Conv, c.attrs);
