@@ -40,12 +40,15 @@ namespace {
             for (const auto& u : p.byUse)
                 uses[u.use] = { { "predicted_bytes", u.predictedBytes }, { "measured_bytes", u.measuredBytes } };
             const bool measured = p.measuredBytes > 0;
+            const auto error = [&](double predicted) {
+                return measured ? nlohmann::ordered_json(predicted / static_cast<double>(p.measuredBytes) - 1)
+                                : nlohmann::ordered_json();
+            };
             devs.push_back({ { "device", p.device }, { "predicted_peak_bytes", p.predictedBytes },
+                { "predicted_timed_peak_bytes", p.predictedTimedBytes },
                 { "measured_peak_bytes",
                     measured ? nlohmann::ordered_json(p.measuredBytes) : nlohmann::ordered_json() },
-                { "peak_error",
-                    measured ? nlohmann::ordered_json(p.predictedBytes / static_cast<double>(p.measuredBytes) - 1)
-                             : nlohmann::ordered_json() },
+                { "peak_error", error(p.predictedBytes) }, { "timed_peak_error", error(p.predictedTimedBytes) },
                 { "by_use", uses } });
         }
         j["devices"] = devs;
@@ -74,10 +77,15 @@ namespace {
                     formatBytes(dv["predicted_peak_bytes"].get<double>()));
                 continue;
             }
-            fmt::print("device {}: peak predicted {}, measured {}, error {:+.1f}%\n", dv["device"].get<int>(),
+            fmt::print("device {}: peak predicted {}, measured {}, error {:+.1f}%", dv["device"].get<int>(),
                 formatBytes(dv["predicted_peak_bytes"].get<double>()),
                 formatBytes(static_cast<double>(dv["measured_peak_bytes"].get<std::int64_t>())),
                 100 * dv["peak_error"].get<double>());
+            if (dv["predicted_timed_peak_bytes"].get<double>() < dv["predicted_peak_bytes"].get<double>())
+                fmt::print(" (with the messages the simulated timing leaves: {}, {:+.1f}%)",
+                    formatBytes(dv["predicted_timed_peak_bytes"].get<double>()),
+                    100 * dv["timed_peak_error"].get<double>());
+            fmt::print("\n");
             for (const auto& [name, u] : dv["by_use"].items())
                 fmt::print("  {:<17} predicted {:>10}  measured {:>10}{}\n", name,
                     formatBytes(u["predicted_bytes"].get<double>()), formatBytes(u["measured_bytes"].get<double>()),

@@ -5,8 +5,10 @@
 // clock[d][e] counts device e's actions that happen before device d's next one; a message sent
 // from d with clock[d][e] = p can be at e once e's action p - 1 is done. The same rule over a
 // schedule alone is schedule/message_wait.h's.
-// Depends on: nothing but the standard library.
+// Depends on: sim/memory_model.h (MemoryDelta).
 #pragma once
+
+#include "sim/memory_model.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -22,16 +24,17 @@ public:
     // Device `device` finished its next action at `timeNs`.
     void done(std::size_t device, double timeNs);
 
-    // The earliest a message counts at its receiver: a time, and an order among the receiver's
-    // changes at that time (MemoryDelta::order: 2i for "before action i", 2i + 1 for action i's own).
-    struct Arrival
-    {
-        double timeNs = 0;
-        std::uint64_t order = 0;
-    };
-    // A message from `from` to `to` for arrival `key` (forward or backward), delivered by the
-    // timeline at `arrivalNs`: kept for the receive, and when the receiver can first hold it.
-    Arrival sent(std::size_t from, std::size_t to, std::size_t key, bool forward, double arrivalNs);
+    // A message of `bytes` from `from` to `to` for arrival `key` (forward or backward), delivered
+    // by the timeline at `arrivalNs` while the receiver is before its action `receiverNext`: its
+    // sender's clock is kept for the receive (empty messages too: what the receiver learns from
+    // them orders its later actions), and its charge to the receiver from the earliest moment it
+    // can be there (and, where `timed`, from its arrival).
+    void sent(std::size_t from, std::size_t to, std::size_t key, bool forward, double arrivalNs, double bytes,
+        std::size_t receiverNext, bool timed);
+    // `deltas` (device `device`'s own changes) with its messages: from their earliest arrival, or
+    // from the timeline's where `timed`.
+    [[nodiscard]] std::vector<MemoryDelta> withMessages(
+        std::size_t device, std::vector<MemoryDelta> deltas, bool timed) const;
     // Device `device` received `key`'s message(s) (every sender's, once): it now knows what their
     // senders knew.
     void received(std::size_t device, std::size_t key, bool forward);
@@ -42,6 +45,7 @@ private:
     std::vector<std::vector<std::uint32_t>> m_clock; // [d][e]
     std::vector<std::vector<std::uint32_t>> m_sent[2]; // by direction (0 forward), by key: the senders' clocks
     std::vector<std::vector<double>> m_doneAt; // by device: when each of its actions was done
+    std::vector<std::vector<MemoryDelta>> m_earliest, m_timed; // by receiving device: the charges
 };
 
 } // namespace ps::sim

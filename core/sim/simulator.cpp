@@ -72,10 +72,6 @@ namespace {
         // When stage `s`'s tied gradients are summed (kUnknown: a holder has not handed in yet).
         double tiedReadyNs(std::size_t device, StageId s);
         void memory(std::size_t device, double timeNs, double delta, MemoryKind kind = MemoryKind::Activations);
-        // A message of `bytes` to device `to`: counted from the timeline's arrival, or from the
-        // earliest any durations allow (SimulationOptions::messagesAtEarliest).
-        void arrive(
-            std::size_t from, std::size_t to, std::size_t arrivalKey, bool forward, double arrivalNs, double bytes);
         void finish(SimulationResult& result);
 
         const SimulationInput& m_in;
@@ -216,19 +212,6 @@ namespace {
             m_memDeltas[device].push_back({ timeNs, delta, kind, order });
     }
 
-    void Simulator::arrive(
-        std::size_t from, std::size_t to, std::size_t arrivalKey, bool forward, double arrivalNs, double bytes)
-    {
-        if (!m_in.options.messagesAtEarliest) {
-            memory(to, arrivalNs, bytes, MemoryKind::Messages);
-            return;
-        }
-        // Empty messages too: what the receiver learns from them orders its later actions.
-        const auto earliest = m_earliest.sent(from, to, arrivalKey, forward, arrivalNs);
-        if (bytes != 0)
-            m_memDeltas[to].push_back({ earliest.timeNs, bytes, MemoryKind::Messages, earliest.order });
-    }
-
     void Simulator::gradients(std::size_t device, StageId s, double timeNs, bool allocate)
     {
         if (m_in.setup.gradientBuffers || s.index() >= m_gradientsLive.size()
@@ -336,7 +319,11 @@ namespace {
         --(forward ? m_fwdPending : m_bwdPending)[key(arrival)];
         // The receiver holds a copy from its arrival until the action that takes it in.
         (forward ? m_fwdMessage : m_bwdMessage)[key(arrival)] += bytes;
-        arrive(device, to, key(arrival), forward, end, bytes);
+        // Counted from the timeline's arrival, or from the earliest any durations allow.
+        if (m_in.options.messagesAtEarliest)
+            m_earliest.sent(device, to, key(arrival), forward, end, bytes, m_next[to], m_in.options.timedPeak);
+        else
+            memory(to, end, bytes, MemoryKind::Messages);
         if (m_waitingOn[to] == waitKey(arrival)) {
             m_waitingOn[to] = 0;
             m_ready.push_back(to);
@@ -539,10 +526,14 @@ namespace {
             dev.memory = memory[d];
             // Gradients are not static, unless held in buffers: they come and go with the deltas.
             const double base = memory[d].staticBytes() - (m_in.setup.gradientBuffers ? 0.0 : memory[d].gradients);
-            auto walk = walkMemory(
-                std::move(m_memDeltas[d]), base, first == std::numeric_limits<double>::infinity() ? 0 : first);
+            const double start = first == std::numeric_limits<double>::infinity() ? 0 : first;
+            if (m_in.options.timedPeak)
+                dev.timedPeakBytes =
+                    walkMemory(m_earliest.withMessages(d, m_memDeltas[d], true), base, start).peakBytes;
+            auto walk = walkMemory(m_earliest.withMessages(d, std::move(m_memDeltas[d]), false), base, start);
             dev.memoryCurve = std::move(walk.curve);
             dev.peakBytes = walk.peakBytes;
+            dev.timedPeakBytes = m_in.options.timedPeak ? dev.timedPeakBytes : walk.peakBytes;
             dev.peakWithoutMessagesBytes = walk.peakWithoutMessagesBytes;
             dev.memory.gradients = m_in.setup.gradientBuffers ? memory[d].gradients : walk.gradientsAtPeak;
             dev.memory.messages = walk.messagesAtPeak;

@@ -36,6 +36,9 @@ struct DeviceSimResult
 {
     double busyNs = 0; // compute stream busy time
     double peakBytes = 0;
+    // With SimulationOptions::timedPeak: the peak with each message from its simulated arrival, what
+    // this timing gives (peakBytes, with messagesAtEarliest, is the most any timing gives).
+    double timedPeakBytes = 0;
     // The most bytes held at once for anything but messages received and not yet taken in (a
     // maximum of its own, maybe at another moment than peakBytes'): what does not depend on how
     // far senders run ahead of this device.
@@ -58,6 +61,7 @@ struct SimulationOptions
     // simulated arrival (runtimes that receive at the schedule's step, as Megatron-LM's batched
     // isend/irecv does).
     bool messagesAtEarliest = true;
+    bool timedPeak = false; // also DeviceSimResult::timedPeakBytes (a second walk of the memory)
 };
 
 struct SimulationResult

@@ -200,8 +200,9 @@ RunPrediction predictRun(const Graph& stored, const Profile* measured, const Run
             plan.recomputeNs += profile.nodes.at(n).forwardNs.at(static_cast<double>(mb));
     }
     const auto schedule = withCommunication(runtimeSchedule(c));
-    p.simulation =
-        simulate({ schedule, stages, cluster, profile.setup, static_cast<double>(mb), c.memory, { true, true } });
+    SimulationInput input { schedule, stages, cluster, profile.setup, static_cast<double>(mb), c.memory, {} };
+    input.options.timedPeak = true; // compare and the monitor show what this timing leaves as well
+    p.simulation = simulate(input);
     for (std::size_t d = 0; d < p.simulation.devices.size(); ++d) {
         const auto& dev = p.simulation.devices[d];
         if (dev.outOfMemory)

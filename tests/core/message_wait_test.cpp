@@ -58,13 +58,14 @@ std::vector<StageCost> stages(const std::vector<double>& speed)
     return out;
 }
 
-std::vector<double> peaks(const Schedule& schedule, const std::vector<double>& speed, bool earliest)
+std::vector<double> peaks(const Schedule& schedule, const std::vector<double>& speed, bool earliest, bool timed = false)
 {
     SimulationInput in { schedule, stages(speed), fastLinks(schedule.spec.devices()), {}, 1, {}, {} };
     in.options.messagesAtEarliest = earliest;
+    in.options.timedPeak = true;
     std::vector<double> out;
     for (const auto& d : simulate(in).devices)
-        out.push_back(d.peakBytes);
+        out.push_back(timed ? d.timedPeakBytes : d.peakBytes);
     return out;
 }
 
@@ -120,6 +121,9 @@ TEST(MessageWait, TheSimulatedPeakIsTheSameWhateverTheDurations)
             const auto arrived = peaks(schedule, even, false);
             for (std::size_t d = 0; d < reference.size(); ++d)
                 EXPECT_GE(reference[d], arrived[d]) << label << " device " << d;
+            // The timed peak beside it (compare's lower end) is the simulated arrivals' peak.
+            EXPECT_EQ(peaks(schedule, even, true, true), arrived) << label;
+            EXPECT_EQ(peaks(schedule, lastSlow, true, true), peaks(schedule, lastSlow, false)) << label;
         }
     }
 }
