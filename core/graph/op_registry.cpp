@@ -54,8 +54,8 @@ namespace {
         }
     }
 
-    // A Conv whose one-tap window visits every pixel once (a 1x1 kernel, no pads, the image's size
-    // out): its column matrix is the image itself, which the CPU kernels read in place.
+    // A Conv whose one-tap window visits every pixel once (a 1x1 kernel, unit strides, no pads, the
+    // image's size out): its column matrix is the image itself, which the CPU kernels read in place.
     bool columnsAreTheImage(const Graph& g, const Node& node)
     {
         if (node.op != OpType::Conv)
@@ -64,11 +64,13 @@ namespace {
         const auto& in = g.tensor(node.inputs[0]).shape;
         const auto& out = g.tensor(node.outputs[0]).shape;
         const auto pads = node.intsAttr("pads");
+        const auto strides = node.intsAttr("strides");
         return in.size() == out.size()
             && std::all_of(
                 w.begin() + std::min<std::ptrdiff_t>(2, std::ssize(w)), w.end(), [](auto k) { return k == 1; })
             && std::equal(in.begin() + 2, in.end(), out.begin() + 2)
-            && std::all_of(pads.begin(), pads.end(), [](auto p) { return p == 0; });
+            && std::all_of(pads.begin(), pads.end(), [](auto p) { return p == 0; })
+            && std::all_of(strides.begin(), strides.end(), [](auto s) { return s == 1; });
     }
 
     // Conv: each output element is a dot product over C_in / groups x kernel taps. ConvTranspose (the

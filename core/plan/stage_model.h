@@ -172,9 +172,10 @@ private:
     void precomputeNodes();
     void precomputeCuts();
     [[nodiscard]] double staticBytesFor(double parameterCount, int stage) const;
-    // The stage's peak under `p`, as the simulator walks it: its static bytes, the most its
-    // in-flight micro-batches' kept bytes and the messages that can wait beside them hold at once
-    // (the schedule's WaitPoints), and the swap/recompute buffers.
+    // The stage's peak under `p`, an upper bound of what the simulator walks (by up to the message
+    // an action takes in): its static bytes, the most its in-flight micro-batches' kept bytes and
+    // the messages that can wait beside them hold at once (the schedule's WaitPoints), and the
+    // swap/recompute buffers.
     [[nodiscard]] double peakUnder(const StageEvaluation& e, int stage, const StageMemoryPlan& p) const;
     void optimizeMemory(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;
     void checkpointStage(std::size_t begin, std::size_t end, int stage, StageEvaluation& e) const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 namespace ps {
 namespace {
@@ -115,20 +116,24 @@ namespace {
         std::vector<Message> m_messages;
     };
 
-    // Drops duplicates and points another point of the list dominates.
+    // Drops duplicates (first, so that what remains is a handful of points, not one per action)
+    // and points another point of the list dominates.
     void keepUndominated(std::vector<WaitPoint>& points)
     {
+        const auto key = [](const WaitPoint& p) {
+            return std::tuple(p.inFlight, p.forwardMessages, p.backwardMessages);
+        };
+        std::sort(
+            points.begin(), points.end(), [&](const WaitPoint& a, const WaitPoint& b) { return key(a) < key(b); });
+        points.erase(std::unique(points.begin(), points.end()), points.end());
         const auto dominates = [](const WaitPoint& a, const WaitPoint& b) {
-            return a.inFlight >= b.inFlight && a.forwardMessages >= b.forwardMessages
+            return a != b && a.inFlight >= b.inFlight && a.forwardMessages >= b.forwardMessages
                 && a.backwardMessages >= b.backwardMessages;
         };
         std::vector<WaitPoint> kept;
-        for (std::size_t i = 0; i < points.size(); ++i) {
-            bool dominated = false;
-            for (std::size_t j = 0; j < points.size() && !dominated; ++j)
-                dominated = j != i && dominates(points[j], points[i]) && (points[j] != points[i] || j < i);
-            if (!dominated)
-                kept.push_back(points[i]);
+        for (const auto& p : points) {
+            if (std::none_of(points.begin(), points.end(), [&](const WaitPoint& q) { return dominates(q, p); }))
+                kept.push_back(p);
         }
         points = std::move(kept);
     }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace ps {
@@ -81,7 +82,8 @@ namespace {
         std::vector<double> m_computeFree, m_copyOutFree, m_copyInFree;
         std::vector<double> m_fwdArrival, m_bwdArrival, m_swapOutEnd, m_swapInEnd;
         std::vector<double> m_fwdMessage, m_bwdMessage; // bytes received and not yet taken in, by key
-        sim::EarliestArrivals m_earliest; // when each message can first be at its receiver
+        // When each message can first be at its receiver (with messagesAtEarliest only).
+        std::optional<sim::EarliestArrivals> m_earliest;
         // Sends still to arrive, by key: one along a chain; a dataflow partition's stage waits for
         // every producer (forward) and every consumer (backward) stage.
         std::vector<int> m_fwdPending, m_bwdPending;
@@ -123,8 +125,6 @@ namespace {
         : m_in(in)
         , m_schedule(prepare(in))
         , m_microBatches(static_cast<std::size_t>(std::max(1, in.schedule.spec.microBatches)))
-        , m_earliest(m_schedule.devices.size(),
-              static_cast<std::size_t>(std::max(0, in.schedule.spec.stages)) * m_microBatches)
         , m_slowdown(slowdown)
     {
         const auto devices = m_schedule.devices.size();
@@ -142,6 +142,8 @@ namespace {
         m_busy.assign(devices, 0);
         m_waitingOn.assign(devices, 0);
         m_memDeltas.resize(devices);
+        if (in.options.messagesAtEarliest)
+            m_earliest.emplace(devices, keys);
         m_gradientsLive.assign(m_in.stages.size(), 0);
         m_fwdArrival.assign(keys, kUnknown);
         m_fwdMessage.assign(keys, 0.0);
@@ -321,7 +323,7 @@ namespace {
         (forward ? m_fwdMessage : m_bwdMessage)[key(arrival)] += bytes;
         // Counted from the timeline's arrival, or from the earliest any durations allow.
         if (m_in.options.messagesAtEarliest)
-            m_earliest.sent(device, to, key(arrival), forward, end, bytes, m_next[to], m_in.options.timedPeak);
+            m_earliest->sent(device, to, key(arrival), forward, end, bytes, m_next[to], m_in.options.timedPeak);
         else
             memory(to, end, bytes, MemoryKind::Messages);
         if (m_waitingOn[to] == waitKey(arrival)) {
@@ -408,7 +410,8 @@ namespace {
             }
             // kUnknown (nothing was sent: a dataflow stage without producers) changes nothing.
             m_computeFree[device] = std::max(m_computeFree[device], (forward ? m_fwdArrival : m_bwdArrival)[key(a)]);
-            m_earliest.received(device, key(a), forward);
+            if (m_earliest)
+                m_earliest->received(device, key(a), forward);
             return true;
         }
         case ActionType::SendForward:
@@ -462,7 +465,8 @@ namespace {
         bool progressed = false;
         while (m_next[device] < list.size() && execute(device, list[m_next[device]])) {
             ++m_next[device];
-            m_earliest.done(device, m_computeFree[device]);
+            if (m_earliest)
+                m_earliest->done(device, m_computeFree[device]);
             progressed = true;
         }
         return progressed;
@@ -527,10 +531,12 @@ namespace {
             // Gradients are not static, unless held in buffers: they come and go with the deltas.
             const double base = memory[d].staticBytes() - (m_in.setup.gradientBuffers ? 0.0 : memory[d].gradients);
             const double start = first == std::numeric_limits<double>::infinity() ? 0 : first;
+            const auto withMessages = [&](std::vector<MemoryDelta> deltas, bool timed) {
+                return m_earliest ? m_earliest->withMessages(d, std::move(deltas), timed) : deltas;
+            };
             if (m_in.options.timedPeak)
-                dev.timedPeakBytes =
-                    walkMemory(m_earliest.withMessages(d, m_memDeltas[d], true), base, start).peakBytes;
-            auto walk = walkMemory(m_earliest.withMessages(d, std::move(m_memDeltas[d]), false), base, start);
+                dev.timedPeakBytes = walkMemory(withMessages(m_memDeltas[d], true), base, start).peakBytes;
+            auto walk = walkMemory(withMessages(std::move(m_memDeltas[d]), false), base, start);
             dev.memoryCurve = std::move(walk.curve);
             dev.peakBytes = walk.peakBytes;
             dev.timedPeakBytes = m_in.options.timedPeak ? dev.timedPeakBytes : walk.peakBytes;

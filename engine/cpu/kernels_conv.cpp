@@ -91,12 +91,12 @@ namespace {
         std::int64_t n, cin, cout, group, cinG, coutG, patch, pixels;
     };
 
-    // A 1x1 window over every pixel, no pads: the column matrix of an image is the image (core's
-    // op cost counts no columns for it either).
+    // A 1x1 window at unit strides, no leading pads, as many outputs as pixels (so no trailing pads
+    // either): the column matrix of an image is the image (core's op cost counts no columns for it).
     bool columnsAreTheImage(const Window& w)
     {
-        return w.kh == 1 && w.kw == 1 && w.kd == 1 && w.pt == 0 && w.pl == 0 && w.pf == 0 && w.oh == w.h && w.ow == w.w
-            && w.od == w.id;
+        return w.kh == 1 && w.kw == 1 && w.kd == 1 && w.sh == 1 && w.sw == 1 && w.sd == 1 && w.pt == 0 && w.pl == 0
+            && w.pf == 0 && w.oh == w.h && w.ow == w.w && w.od == w.id;
     }
 
     ConvDims convDims(const Node& node, const NdArray& x, const NdArray& weight)
@@ -315,7 +315,8 @@ namespace {
         return { sum[0], squares[0] };
     }
 
-    math::ChannelSums channelSums(const float* x, std::int64_t n, std::int64_t c, std::int64_t spatial, std::int64_t ch)
+    math::ChannelSums batchNormSums(
+        const float* x, std::int64_t n, std::int64_t c, std::int64_t spatial, std::int64_t ch)
     {
         return laneSums(n, c, spatial, ch, [x](std::int64_t e, double& sum, double& squares) {
             const double v = x[e];
@@ -324,7 +325,7 @@ namespace {
         });
     }
 
-    math::ChannelSums channelGradSums(const float* x, const float* dy, std::int64_t n, std::int64_t c,
+    math::ChannelSums batchNormGradSums(const float* x, const float* dy, std::int64_t n, std::int64_t c,
         std::int64_t spatial, std::int64_t ch, float mean, float rstd)
     {
         return laneSums(n, c, spatial, ch, [=](std::int64_t e, double& sum, double& squares) {
@@ -348,7 +349,7 @@ namespace {
         auto runningVar = v.in[4];
         const auto count = static_cast<double>(n * spatial);
         for (std::int64_t ch = 0; ch < c; ++ch) {
-            const auto sums = ctx.training ? channelSums(x.f32(), n, c, spatial, ch) : math::ChannelSums {};
+            const auto sums = ctx.training ? batchNormSums(x.f32(), n, c, spatial, ch) : math::ChannelSums {};
             const auto st = math::batchNormStats(
                 sums, count, eps, momentum, ctx.training, runningMean.f32()[ch], runningVar.f32()[ch]);
             mean.f32()[ch] = st.mean;
@@ -381,7 +382,7 @@ namespace {
             const float mu = v.saved[0].f32()[ch];
             const float rs = v.saved[1].f32()[ch];
             const float gamma = v.in[1].f32()[ch];
-            const auto sums = channelGradSums(x.f32(), dy.f32(), n, c, spatial, ch, mu, rs);
+            const auto sums = batchNormGradSums(x.f32(), dy.f32(), n, c, spatial, ch, mu, rs);
             dgamma.f32()[ch] = static_cast<float>(sums.squares);
             dbeta.f32()[ch] = static_cast<float>(sums.sum);
             const auto mg = static_cast<float>(sums.sum / count);

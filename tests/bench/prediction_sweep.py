@@ -74,7 +74,6 @@ CONFIGS = [
 ]
 
 
-
 def peak_range_error(device):
     """The measured peak against the predicted range [timed, any timing]: 0 inside, else the relative
     distance to the nearer end (negative: the prediction is below what was measured)."""
@@ -86,6 +85,7 @@ def peak_range_error(device):
     if measured > high:
         return high / measured - 1
     return 0.0
+
 
 def run(cmd):
     done = subprocess.run(cmd, capture_output=True, text=True)

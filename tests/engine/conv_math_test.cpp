@@ -86,6 +86,8 @@ TEST_F(ConvMath, WideIm2colGemmAndGatheredCol2imGiveTheCpuConv)
         { {}, { 3, 4, 5, 6 }, { 5, 4, 1, 1 } },
         { { { "group", std::int64_t { 2 } } }, { 2, 4, 3, 7 }, { 6, 2, 1, 1 } },
         { { { "strides", Shape { 2, 2 } } }, { 2, 3, 5, 6 }, { 4, 3, 1, 1 } }, // strided: columns as before
+        // strided with trailing pads: as many outputs as pixels, the last row and column padding
+        { { { "strides", Shape { 2, 2 } }, { "pads", Shape { 0, 0, 1, 1 } } }, { 1, 2, 2, 2 }, { 3, 2, 1, 1 } },
     };
     for (const auto& c : cases) {
         const auto node = makeNode(OpType::Conv, c.attrs);
