@@ -46,6 +46,7 @@ namespace {
             };
             devs.push_back({ { "device", p.device }, { "predicted_peak_bytes", p.predictedBytes },
                 { "predicted_timed_peak_bytes", p.predictedTimedBytes },
+                { "predicted_peak_without_messages_bytes", p.predictedWithoutMessagesBytes },
                 { "measured_peak_bytes",
                     measured ? nlohmann::ordered_json(p.measuredBytes) : nlohmann::ordered_json() },
                 { "peak_error", error(p.predictedBytes) }, { "timed_peak_error", error(p.predictedTimedBytes) },

@@ -28,8 +28,8 @@ namespace {
         std::vector<DevicePeakComparison> out;
         std::vector<std::string> measuredUses(predicted.devices.size(), "{}");
         for (std::size_t d = 0; d < predicted.devices.size(); ++d)
-            out.push_back(
-                { static_cast<int>(d), predicted.devices[d].peakBytes, predicted.devices[d].timedPeakBytes, 0, {} });
+            out.push_back({ static_cast<int>(d), predicted.devices[d].peakBytes, predicted.devices[d].timedPeakBytes,
+                predicted.devices[d].peakWithoutMessagesBytes, 0, {} });
         for (const auto& m : store.loadRunDeviceMetrics(runId)) {
             const auto k = static_cast<std::size_t>(m.device);
             if (m.device >= 0 && k < out.size() && m.peakBytes > out[k].measuredBytes) {

@@ -28,6 +28,7 @@ struct DevicePeakComparison
     int device = 0;
     double predictedBytes = 0; // with as many messages as any timing can leave waiting
     double predictedTimedBytes = 0; // with the messages the simulated timing leaves
+    double predictedWithoutMessagesBytes = 0; // everything else: what no timing changes
     std::int64_t measuredBytes = 0; // the largest peak any stored step measured; 0: not measured (a trace)
     std::vector<MemoryUseComparison> byUse; // at those peaks
 };

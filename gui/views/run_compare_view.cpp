@@ -67,7 +67,11 @@ RunCompareView::RunCompareView(RunsModel* runs, QWidget* parent)
     m_plot = new CompareTimelinePlot(split);
     auto* tables = new QSplitter(Qt::Vertical, split);
     m_actions = makeTable({ tr("Action"), tr("Device"), tr("Predicted ms"), tr("Measured ms"), tr("Error") }, tables);
-    m_peaks = makeTable({ tr("Device"), tr("Predicted peak"), tr("Measured peak"), tr("Error") }, tables);
+    m_peaks = makeTable(
+        { tr("Device"), tr("Predicted peak"), tr("At simulated timing"), tr("Measured peak"), tr("Error") }, tables);
+    m_peaks->horizontalHeaderItem(1)->setToolTip(
+        tr("With as many boundary messages waiting as any timing of the other devices can leave"));
+    m_peaks->horizontalHeaderItem(2)->setToolTip(tr("With the messages the simulated timing leaves waiting"));
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     split->setSizes({ 700, 420 });
@@ -152,7 +156,7 @@ void RunCompareView::fillTables()
     for (int r = 0; r < m_peaks->rowCount(); ++r) {
         const auto& p = c.peaks[static_cast<std::size_t>(r)];
         const bool measured = p.measuredBytes > 0; // a trace imported as a run records no memory
-        const QStringList cells { deviceName(c, p.device), bytes(p.predictedBytes),
+        const QStringList cells { deviceName(c, p.device), bytes(p.predictedBytes), bytes(p.predictedTimedBytes),
             measured ? bytes(static_cast<double>(p.measuredBytes)) : tr("not measured"),
             measured ? percent(p.predictedBytes, static_cast<double>(p.measuredBytes)) : QString() };
         for (int k = 0; k < cells.size(); ++k)

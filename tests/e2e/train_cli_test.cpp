@@ -167,6 +167,12 @@ TEST_F(TrainCli, AFtpipeRunIsPredictedWithTheMemoryPlansItRanWith)
         EXPECT_LE(measured, predicted * 1.02) << c.output;
         EXPECT_NEAR((predicted - messages("predicted_bytes")) / (measured - messages("measured_bytes")), 1.0, 0.10)
             << c.output;
+        // The range a timing can give: from none waiting to the bound, the simulated timing's inside.
+        const double none = d["predicted_peak_without_messages_bytes"].get<double>();
+        const double timed = d["predicted_timed_peak_bytes"].get<double>();
+        EXPECT_LE(none, timed) << c.output;
+        EXPECT_LE(timed, predicted) << c.output;
+        EXPECT_NEAR(none / measured, 1.0, 0.10) << c.output;
     }
 }
 

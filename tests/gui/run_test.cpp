@@ -282,6 +282,11 @@ TEST(RunLaunch, ATwoDeviceRunFromTheDialogReachesTheMonitorAndTheProject)
     EXPECT_EQ(s.window.compareView()->peaksTable()->rowCount(), 2);
     EXPECT_GT(comparison->peaks[0].measuredBytes, 0);
     EXPECT_GT(comparison->peaks[0].predictedBytes, 0);
+    // Beside the peak any timing can give, the one the simulated timing gives (no more than it).
+    EXPECT_GT(comparison->peaks[0].predictedTimedBytes, 0);
+    EXPECT_LE(comparison->peaks[0].predictedTimedBytes, comparison->peaks[0].predictedBytes);
+    ASSERT_EQ(s.window.compareView()->peaksTable()->columnCount(), 5);
+    EXPECT_FALSE(s.window.compareView()->peaksTable()->item(0, 2)->text().isEmpty());
 
     // Reopening the finished run shows the same curves with its prediction.
     s.window.monitorModel()->clear();
