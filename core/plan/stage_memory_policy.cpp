@@ -52,6 +52,9 @@ namespace {
 double StageModel::peakUnder(const StageEvaluation& e, int stage, const StageMemoryPlan& p) const
 {
     const double kept = std::max(0.0, e.cost.activationBytes - p.swappedBytes - p.recomputedBytes) + p.keptInputBytes;
+    // After a split backward's B a micro-batch keeps what its W reads until W ends (the simulator's
+    // weight-gradient inputs and the output gradients held for W).
+    const double forW = std::min(e.cost.weightGradOnlyBytes, e.cost.activationBytes) + e.cost.weightGradHeldBytes;
     double held = 0;
     if (m_directSends) {
         held = m_stageInFlight.at(static_cast<std::size_t>(stage)) * kept;
@@ -59,7 +62,7 @@ double StageModel::peakUnder(const StageEvaluation& e, int stage, const StageMem
         for (const auto& w : m_waitPoints.at(static_cast<std::size_t>(stage)))
             held = std::max(held,
                 w.inFlight * kept + w.forwardMessages * e.receivedForwardBytes
-                    + w.backwardMessages * e.receivedBackwardBytes);
+                    + w.backwardMessages * e.receivedBackwardBytes + w.weightPending * forW);
     }
     return e.staticBytes + held + 2 * p.swappedBytes + p.recomputedBytes;
 }

@@ -121,14 +121,14 @@ namespace {
     void keepUndominated(std::vector<WaitPoint>& points)
     {
         const auto key = [](const WaitPoint& p) {
-            return std::tuple(p.inFlight, p.forwardMessages, p.backwardMessages);
+            return std::tuple(p.inFlight, p.forwardMessages, p.backwardMessages, p.weightPending);
         };
         std::sort(
             points.begin(), points.end(), [&](const WaitPoint& a, const WaitPoint& b) { return key(a) < key(b); });
         points.erase(std::unique(points.begin(), points.end()), points.end());
         const auto dominates = [](const WaitPoint& a, const WaitPoint& b) {
             return a != b && a.inFlight >= b.inFlight && a.forwardMessages >= b.forwardMessages
-                && a.backwardMessages >= b.backwardMessages;
+                && a.backwardMessages >= b.backwardMessages && a.weightPending >= b.weightPending;
         };
         std::vector<WaitPoint> kept;
         for (const auto& p : points) {
@@ -158,6 +158,7 @@ std::vector<std::vector<WaitPoint>> messageWaitPoints(const Schedule& schedule)
             (m.forward ? fwdIn : bwdIn)[m.until + 1] -= 1;
         }
         std::vector<int> inFlight(points.size(), 0);
+        std::vector<int> pending(points.size(), 0); // split backward: B done, W not
         int forward = 0;
         int backward = 0;
         for (std::size_t i = 0; i < list.size(); ++i) {
@@ -170,9 +171,13 @@ std::vector<std::vector<WaitPoint>> messageWaitPoints(const Schedule& schedule)
             if (a.type == ActionType::Forward)
                 ++inFlight[st];
             if (a.type == ActionType::Forward || takesBackward(a.type) || a.type == ActionType::BackwardWeight)
-                points[st].push_back({ inFlight[st], forward, backward });
+                points[st].push_back({ inFlight[st], forward, backward, pending[st] });
             if (takesBackward(a.type))
                 --inFlight[st];
+            if (a.type == ActionType::BackwardInput)
+                ++pending[st];
+            if (a.type == ActionType::BackwardWeight)
+                --pending[st];
         }
     }
     for (auto& p : points)

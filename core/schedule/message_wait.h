@@ -15,13 +15,15 @@
 namespace ps {
 
 // During one compute action of a stage: its micro-batches in flight (forward done, input-gradient
-// backward not yet, the action's own forward counted) and the messages that can be at its device,
-// the ones the action takes in included.
+// backward not yet, the action's own forward counted), the messages that can be at its device (the
+// ones the action takes in included), and under a split backward the micro-batches whose
+// input-gradient pass ran and whose weight-gradient pass has not ended (what W reads stays).
 struct WaitPoint
 {
     int inFlight = 0;
     int forwardMessages = 0; // activations from the previous stage
     int backwardMessages = 0; // gradients from the next stage
+    int weightPending = 0; // B (input gradient) done, W not
     friend bool operator==(const WaitPoint&, const WaitPoint&) = default;
 };
 

@@ -20,6 +20,7 @@ WaitPoint most(const std::vector<WaitPoint>& points)
         m.inFlight = std::max(m.inFlight, p.inFlight);
         m.forwardMessages = std::max(m.forwardMessages, p.forwardMessages);
         m.backwardMessages = std::max(m.backwardMessages, p.backwardMessages);
+        m.weightPending = std::max(m.weightPending, p.weightPending);
     }
     return m;
 }
@@ -125,5 +126,21 @@ TEST(MessageWait, TheSimulatedPeakIsTheSameWhateverTheDurations)
             EXPECT_EQ(peaks(schedule, even, true, true), arrived) << label;
             EXPECT_EQ(peaks(schedule, lastSlow, true, true), peaks(schedule, lastSlow, false)) << label;
         }
+    }
+}
+
+// ZB-H1 defers W passes: after its B, a micro-batch keeps what W reads until W ends, so the points
+// count those too. The last of 4 stages runs 3 more B passes before the W of the first: during
+// its next forward 3 are pending beside the forward's own micro-batch (the planner held only the
+// in-flight ones: gpt2-small's last ZB-H1 stage, 2.3 GB planned against 4.8 GB simulated).
+TEST(MessageWait, ZeroBubbleCountsTheWeightPassesItDefers)
+{
+    const auto points = messageWaitPoints(generateSchedule({ ScheduleKind::ZeroBubbleH1, 4, 8, 1, 1 }));
+    ASSERT_EQ(points.size(), 4U);
+    EXPECT_TRUE(contains(points[3], { 1, 2, 0, 3 }));
+    EXPECT_EQ(most(points[3]).inFlight, 1);
+    for (const auto& stage : messageWaitPoints(generateSchedule({ ScheduleKind::OneFOneB, 4, 8, 1, 1 }))) {
+        for (const auto& p : stage)
+            EXPECT_EQ(p.weightPending, 0) << "1F1B runs W inside B";
     }
 }
