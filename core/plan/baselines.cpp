@@ -12,6 +12,39 @@ namespace ps::detail {
 // stage time and memory a little; BiPar's candidate interval is exact only under Theorem 4.1's
 // conditions, and this pass repairs the cases where they do not hold.
 
+double transferWaitShare(const ScheduleSpec& spec)
+{
+    switch (spec.kind) {
+    case ScheduleKind::OneFOneB:
+    case ScheduleKind::Interleaved:
+    case ScheduleKind::ZeroBubbleH1:
+        return 1;
+    case ScheduleKind::KFKB:
+        return 1.0 / std::max(1, spec.groupSize);
+    default:
+        return 0;
+    }
+}
+
+double exposedTransferNs(const StageModel& m, std::size_t cut, int stage)
+{
+    const auto& spec = m.schedule();
+    const double share = transferWaitShare(spec);
+    if (share <= 0)
+        return 0;
+    const double bytes = m.cutBytes(cut) + m.cutGradBytes(cut);
+    if (bytes <= 0)
+        return 0;
+    const auto& cluster = m.cluster();
+    const int devices = std::max(1, spec.devices());
+    const DeviceId from { static_cast<std::uint32_t>(stage % devices) };
+    const DeviceId to { static_cast<std::uint32_t>((stage + 1) % devices) };
+    const auto& link = cluster.nodeOf(from) == cluster.nodeOf(to) ? cluster.intraNode : cluster.interNode;
+    if (link.bandwidth <= 0)
+        return 0;
+    return share * 1e9 * (bytes / link.bandwidth + 2 * link.latencySeconds);
+}
+
 Score scoreOf(const StageModel& m, const std::vector<std::size_t>& starts)
 {
     Score s { 0, 0 };
@@ -19,9 +52,32 @@ Score scoreOf(const StageModel& m, const std::vector<std::size_t>& starts)
         const auto end = x + 1 < starts.size() ? starts[x + 1] : m.nodeCount();
         const auto ev = m.evaluate(starts[x], end, static_cast<int>(x));
         s.overBytes += ev.fits ? 0 : std::max(ev.overBytes, ev.peakBytes - m.capacityBytes());
-        s.slowestNs = std::max(s.slowestNs, ev.timeNs);
+        const int stage = static_cast<int>(x);
+        const double waits = std::max(x > 0 ? exposedTransferNs(m, starts[x], stage - 1) : 0.0,
+            end < m.nodeCount() ? exposedTransferNs(m, end, stage) : 0.0);
+        s.slowestNs = std::max(s.slowestNs, ev.timeNs + waits);
     }
     return s;
+}
+
+std::vector<std::size_t> narrowWaistCuts(
+    const StageModel& m, const std::vector<std::size_t>& starts, std::size_t window)
+{
+    const std::size_t n = m.nodeCount();
+    std::vector<std::size_t> moved { 0 };
+    for (std::size_t s = 1; s < starts.size(); ++s) {
+        const auto c = starts[s];
+        const auto lo = std::max(moved.back() + 1, c > window ? c - window : 1);
+        const auto hi = std::min(c + window, n - (starts.size() - s));
+        const auto distance = [c](std::size_t y) { return y > c ? y - c : c - y; };
+        auto best = std::clamp(c, lo, std::max(lo, hi));
+        for (auto x = lo; x <= hi; ++x) {
+            if (m.cutBytes(x) < m.cutBytes(best) || (m.cutBytes(x) == m.cutBytes(best) && distance(x) < distance(best)))
+                best = x;
+        }
+        moved.push_back(best);
+    }
+    return moved;
 }
 
 // Moves cuts first..last (1-based cut indices into starts) by `delta` nodes; false if a stage

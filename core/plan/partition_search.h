@@ -51,7 +51,22 @@ struct Score
     }
 };
 
+// Each stage's time plus the boundary transfer its schedule waits on (exposedTransferNs, the larger
+// of the stage's two boundaries).
 Score scoreOf(const StageModel& m, const std::vector<std::size_t>& starts);
+// Per micro-batch, how long a synchronous pipeline waits on the transfers across the cut before
+// node `cut` (stage `stage` on its left): 1F1B's steady state (interleaved's, ZB-H1's) sends a
+// micro-batch's activations and receives its gradient between a stage's forward and its backward,
+// so each cycle grows by the round trip; kFkB overlaps it with the rest of a group of k (one round
+// trip per group); GPipe, PipeDream and FTPipe's asynchronous pipeline keep other micro-batches'
+// compute behind the transfers (0). Nominal link bandwidth, no traces.
+double exposedTransferNs(const StageModel& m, std::size_t cut, int stage);
+// The round trips per micro-batch exposedTransferNs charges under `spec` (1, 1/k, or 0).
+double transferWaitShare(const ScheduleSpec& spec);
+// Each cut moved to the cut that sends the fewest activation bytes within `window` nodes either
+// side (ties: the nearest), left to right, keeping every stage non-empty.
+std::vector<std::size_t> narrowWaistCuts(
+    const StageModel& m, const std::vector<std::size_t>& starts, std::size_t window);
 // Hill-climbs over moves of one cut or of a run of neighbouring cuts by up to `reach` nodes.
 std::vector<std::size_t> refineBoundaries(const Search& search, std::vector<std::size_t> starts, std::size_t reach);
 std::vector<std::size_t> greedyBisection(const Search& search);

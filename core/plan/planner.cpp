@@ -183,16 +183,30 @@ namespace {
                 { "memory-balanced", memoryBalancedCuts(m) },
                 { "compute-balanced", computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts }
             };
+            // Where the schedule waits on boundary transfers (scoreOf), each seed also runs with its
+            // cuts moved to the narrowest cut within a quarter of a stage's nodes: on a slow link a cut
+            // inside attention (its scores cross) costs more than the compute balance it buys.
+            const bool waits = m.stages() > 1 && transferWaitShare(m.schedule()) > 0;
+            const std::size_t window =
+                std::max<std::size_t>(1, m.nodeCount() / (4 * static_cast<std::size_t>(m.stages())));
             std::vector<std::size_t> best;
-            for (const auto& [name, start] : seeds) {
-                if (start.empty())
-                    continue;
-                auto seed = start;
+            const auto consider = [&](std::vector<std::size_t> seed, const std::string& name) {
+                const auto start = seed;
                 if (o.refineReach > 0)
                     seed = refineBoundaries(s, std::move(seed), o.refineReach);
                 if (scoreOf(m, seed).overBytes == 0 && (best.empty() || scoreOf(m, seed) < scoreOf(m, best))) {
                     best = seed;
-                    winner = std::string(name) + (seed != start ? " refined" : "");
+                    winner = name + (seed != start ? " refined" : "");
+                }
+            };
+            for (const auto& [name, start] : seeds) {
+                if (start.empty())
+                    continue;
+                consider(start, name);
+                if (waits) {
+                    auto narrowed = narrowWaistCuts(m, start, window);
+                    if (narrowed != start)
+                        consider(std::move(narrowed), std::string(name) + " narrowed");
                 }
             }
             return best;

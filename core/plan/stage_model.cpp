@@ -211,6 +211,11 @@ double StageModel::cutBytes(std::size_t cut) const
     return cut == 0 || cut >= m_cutBytes.size() - 1 ? 0 : m_cutBytes[cut];
 }
 
+double StageModel::cutGradBytes(std::size_t cut) const
+{
+    return cut == 0 || cut >= m_cutGradBytes.size() - 1 ? 0 : m_cutGradBytes[cut];
+}
+
 double StageModel::staticBytesFor(double parameterCount, int stage) const
 {
     return parameterCount * m_stageBytesPerParameter.at(static_cast<std::size_t>(stage));

@@ -117,6 +117,8 @@ public:
     [[nodiscard]] double approxMemoryBytes(std::size_t begin, std::size_t end, int stage) const;
     // Activation bytes crossing a cut before node `cut`, one micro-batch, forward direction.
     [[nodiscard]] double cutBytes(std::size_t cut) const;
+    // The part of cutBytes(cut) whose gradient comes back in the backward pass.
+    [[nodiscard]] double cutGradBytes(std::size_t cut) const;
     [[nodiscard]] int stages() const
     {
         return m_schedule.stages;

@@ -9,7 +9,9 @@ namespace ps::test {
 // The cells of the first Markdown row starting with `prefix`, split on '|'.
 inline std::vector<std::string> rowCells(const std::string& markdown, const std::string& prefix)
 {
-    const auto at = markdown.find(prefix);
+    auto at = markdown.find(prefix);
+    while (at != std::string::npos && at > 0 && markdown[at - 1] != '\n')
+        at = markdown.find(prefix, at + 1);
     if (at == std::string::npos)
         return {};
     const auto line = markdown.substr(at, markdown.find('\n', at) - at);
