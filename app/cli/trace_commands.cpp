@@ -7,10 +7,9 @@
 // `pipestudio trace`: a training run's measured timeline as a Chrome trace.
 #include "cli/commands.h"
 #include "cli/validators.h"
-#include "cluster/device_catalog.h"
-#include "plan/partition.h"
 #include "sim/simulator.h"
 #include "store/project_store.h"
+#include "trace_files.h"
 #include "trace_import.h"
 #include "trace_timeline.h"
 #include "util/error.h"
@@ -21,9 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
-#include <sstream>
 
 namespace ps::app {
 namespace {
@@ -128,172 +125,13 @@ namespace {
                 device, microBatch, o.project);
     }
 
-    // The iterations' shape: micro-batches (forward passes) per iteration and whether they run
-    // F B F B (gradient accumulation, 1F1B on one stage) or F F B B (GPipe). Throws when the
-    // iterations disagree.
-    std::pair<int, std::string> timelineShape(const std::vector<profiler::TraceIteration>& iterations)
+    void printJson(const ImportTraceOptions& o, const profiler::TraceFilesImport& t)
     {
-        int micro = -1;
-        bool interleaved = false;
-        for (const auto& it : iterations) {
-            int forwards = 0;
-            bool backwardSeen = false;
-            for (const auto& a : it.actions) {
-                if (a.kind == profiler::TraceActionKind::Forward) {
-                    ++forwards;
-                    interleaved = interleaved || backwardSeen;
-                }
-                backwardSeen = backwardSeen || a.kind == profiler::TraceActionKind::Backward;
-            }
-            if (micro >= 0 && forwards != micro)
-                throw Error("iterations of the trace run " + std::to_string(micro) + " and " + std::to_string(forwards)
-                    + " forward passes");
-            micro = forwards;
-        }
-        return { micro, interleaved || micro <= 1 ? "1f1b" : "gpipe" };
-    }
-
-    // The iterations' shape of every stage's trace (stage 0's), checked to agree.
-    std::pair<int, std::string> stagesShape(const std::vector<profiler::TraceImport>& stages)
-    {
-        const auto shape = timelineShape(stages.front().iterations);
-        for (std::size_t s = 1; s < stages.size(); ++s) {
-            if (timelineShape(stages[s].iterations).first != shape.first)
-                throw Error("the traces of stage 0 and stage " + std::to_string(s)
-                    + " run different numbers of forward passes per iteration");
-        }
-        return shape;
-    }
-
-    // The timeline as a finished run, a device per stage's trace (rank): its options, one metric
-    // per iteration (from the first rank's start to the last rank's end; the ranks' traces share
-    // the host's clock), and each iteration's passes as events. Returns the run id.
-    std::int64_t storeTimelineRun(ProjectStore& store, const ImportTraceOptions& o,
-        const std::vector<profiler::TraceImport>& stages, const std::string& device, std::int64_t microBatch,
-        const std::string& cuts)
-    {
-        const auto [micro, schedule] = stagesShape(stages);
-        const auto ranks = static_cast<int>(stages.size());
-        std::size_t iterations = stages.front().iterations.size();
-        for (const auto& t : stages)
-            iterations = std::min(iterations, t.iterations.size());
-        const std::string devices = ranks == 1 ? (device == "cpu" ? "cpu" : device + " (traced)")
-                                               : fmt::format("{} x {} (traced ranks)", device, ranks);
-        const nlohmann::ordered_json config { { "source", "trace" }, { "trace", o.trace },
-            { "format", stages.front().format }, { "device_kind", device }, { "devices", devices },
-            { "device_count", ranks }, { "stages", ranks }, { "schedule", schedule },
-            { "micro_batches", std::max(1, micro) }, { "micro_batch", microBatch }, { "cuts", cuts },
-            { "profile_source", "imported" }, { "precision", "fp32" }, { "steps", iterations } };
-        const auto runId = store.beginRun(config.dump());
-        std::vector<ProjectStore::RunMetric> metrics;
-        for (std::size_t i = 0; i < iterations; ++i) {
-            double origin = stages.front().iterations[i].startNs; // each iteration's events from its start
-            double end = origin;
-            for (const auto& t : stages) {
-                origin = std::min(origin, t.iterations[i].startNs);
-                end = std::max(end, t.iterations[i].endNs);
-            }
-            metrics.push_back({ static_cast<std::int64_t>(i + 1), 0.0, end - origin, 0.0 });
-            std::vector<SimEvent> events;
-            for (int r = 0; r < ranks; ++r) {
-                for (const auto& a : stages[static_cast<std::size_t>(r)].iterations[i].actions) {
-                    const auto type = a.kind == profiler::TraceActionKind::Forward ? ActionType::Forward
-                        : a.kind == profiler::TraceActionKind::Backward            ? ActionType::Backward
-                                                                                   : ActionType::OptimizerStep;
-                    events.push_back({ DeviceId(static_cast<std::uint32_t>(r)), Stream::Compute, type,
-                        StageId(static_cast<std::uint32_t>(r)), MicroBatchId(static_cast<std::uint32_t>(a.microBatch)),
-                        a.startNs - origin, a.endNs - origin });
-                }
-            }
-            store.saveRunEvents(runId, static_cast<std::int64_t>(i + 1), events);
-        }
-        store.appendRunMetrics(runId, metrics);
-        store.endRun(runId, "finished");
-        return runId;
-    }
-
-    // The stages' node windows from `--cuts` (node indices or names, as `plan --cuts` takes them).
-    std::pair<std::vector<profiler::NodeWindow>, std::string> stageWindows(
-        const ImportTraceOptions& o, const Graph& graph)
-    {
-        const auto stages = static_cast<int>(o.traces.size());
-        if (stages == 1) {
-            if (!o.cuts.empty())
-                throw Error("--cuts splits the model over several traces, one per pipeline rank; one trace was given");
-            return { { profiler::NodeWindow {} }, "" };
-        }
-        if (o.cuts.empty())
-            throw Error(fmt::format("{} traces: say where their stages start with --cuts (the first node of stages "
-                                    "1..{}, by index or name)",
-                stages, stages - 1));
-        std::string indices;
-        std::stringstream in(o.cuts);
-        for (std::string cut; std::getline(in, cut, ',');) {
-            const bool number = !cut.empty() && std::all_of(cut.begin(), cut.end(), [](char c) {
-                return std::isdigit(static_cast<unsigned char>(c));
-            });
-            std::string index = cut;
-            if (!number) {
-                const auto& nodes = graph.nodes();
-                const auto it = std::find_if(nodes.begin(), nodes.end(), [&](const Node& n) { return n.name == cut; });
-                if (it == nodes.end())
-                    throw Error("--cuts: no node named '" + cut + "' in '" + o.project + "'");
-                index = std::to_string(it->id.index());
-            }
-            indices += (indices.empty() ? "" : ",") + index;
-        }
-        Partition partition;
-        try {
-            partition = partitionFromCuts(indices, graph.nodeCount(), stages);
-        } catch (const Error& e) {
-            throw Error(std::string("--cuts: ") + e.what());
-        }
-        std::vector<profiler::NodeWindow> windows;
-        for (int st = 0; st < stages; ++st) {
-            const StageId id(static_cast<std::uint32_t>(st));
-            windows.push_back({ partition.stageBegin(id), partition.stageEnd(id, graph.nodeCount()) });
-        }
-        return { windows, partition.cutsText() };
-    }
-
-    // Each trace imported over its stage's window; a trace that maps onto nothing, or covers under
-    // --min-coverage (unless a dry run), is refused with the report of what it covered.
-    std::vector<profiler::TraceImport> importStages(
-        const ImportTraceOptions& o, const Graph& graph, const std::vector<profiler::NodeWindow>& windows)
-    {
-        std::vector<profiler::TraceImport> stages;
-        for (std::size_t s = 0; s < o.traces.size(); ++s) {
-            const auto& path = o.traces[s];
-            auto trace = profiler::importTrace(graph, path, windows[s]);
-            if (trace.nodesMatched == 0)
-                throw Error("'" + path + "': no range names a node or scope of the model in '" + o.project + "' ("
-                    + std::to_string(trace.activities) + " activities, none matched), and no framework operator of "
-                    + "the trace aligns with its nodes; record it with torch.profiler.profile(record_shapes=True), or "
-                    + "name NVTX or record_function ranges after nodes such as '" + graph.nodes().front().name + "'");
-            // A half profile is refused with the report of what the trace covered.
-            if (trace.coverage() < o.minCoverage && !o.dryRun) {
-                std::string missed;
-                for (std::size_t i = 0; i < trace.unmatched.size() && i < 3; ++i)
-                    missed += (i > 0 ? "; " : "") + trace.unmatched[i].name.substr(0, 60) + " "
-                        + fmt::format("{:.3f} ms", trace.unmatched[i].totalNs / 1e6);
-                throw Error(fmt::format("'{}': only {:.1f}% of its forward and backward time maps to nodes of '{}' "
-                                        "({} of {} nodes matched; --min-coverage {:.2f}); unmatched: {}",
-                    path, 100 * trace.coverage(), o.project, trace.nodesMatched, graph.nodeCount(), o.minCoverage,
-                    missed));
-            }
-            stages.push_back(std::move(trace));
-        }
-        return stages;
-    }
-
-    void printJson(const ImportTraceOptions& o, const Graph& graph, const profiler::TraceImport& trace,
-        const std::vector<profiler::TraceImport>& stages, const std::vector<profiler::NodeWindow>& windows,
-        const std::string& cuts, const std::string& device, std::int64_t microBatch, std::int64_t runId,
-        const std::string& timelineNote)
-    {
-        auto j = toJson(o, graph, trace, device, microBatch);
+        const auto& stages = t.stages;
+        const auto& windows = t.windows;
+        auto j = toJson(o, t.graph, t.merged, t.device, t.microBatch);
         if (stages.size() > 1) {
-            j["cuts"] = cuts;
+            j["cuts"] = t.cuts;
             j["stages"] = nlohmann::ordered_json::array();
             for (std::size_t s = 0; s < stages.size(); ++s)
                 j["stages"].push_back({ { "trace", o.traces[s] }, { "first_node", windows[s].first },
@@ -312,94 +150,43 @@ namespace {
             }
             j["iterations"].push_back(row);
         }
-        j["run"] = runId > 0 ? nlohmann::ordered_json(runId) : nlohmann::ordered_json();
-        if (!timelineNote.empty())
-            j["timeline_note"] = timelineNote;
+        j["run"] = t.runId > 0 ? nlohmann::ordered_json(t.runId) : nlohmann::ordered_json();
+        if (!t.timelineNote.empty())
+            j["timeline_note"] = t.timelineNote;
         fmt::print("{}\n", j.dump(2));
-    }
-
-    // The device kind of a trace's rows where --device names none: the CPU for a CPU-only trace, the
-    // catalog GPU its device properties match, else "cuda".
-    std::string traceDevice(const profiler::TraceImport& trace)
-    {
-        if (!trace.deviceActivity)
-            return "cpu";
-        const auto* gpu =
-            trace.gpuName.empty() ? nullptr : DeviceCatalog::builtin().matchGpu(trace.gpuName, trace.gpuMemoryBytes);
-        return gpu != nullptr ? gpu->id : "cuda";
     }
 
     int runImportTrace(ImportTraceOptions o)
     {
-        o.trace.clear();
-        for (const auto& t : o.traces)
-            o.trace += (o.trace.empty() ? "" : ", ") + t;
-        // Everything is read and checked before the project is opened for writing.
-        const auto graph = ProjectStore::open(o.project, ProjectStore::Access::ReadOnly).loadGraph();
-        const auto [windows, cuts] = stageWindows(o, graph);
-        const auto stages = importStages(o, graph, windows);
-        const auto trace = stages.size() == 1 ? stages.front() : profiler::mergeStageTraces(stages, windows);
-        const auto device = !o.device.empty() ? o.device : traceDevice(trace);
-        const auto microBatch = o.microBatch > 0 ? o.microBatch : graph.info().microBatch;
-        // A timeline is a run where the simulator can predict it: on the CPU or a catalog GPU.
-        const auto& catalog = DeviceCatalog::builtin().devices();
-        const bool predictable = device == "cpu"
-            || std::any_of(catalog.begin(), catalog.end(), [&](const DeviceSpec& d) { return d.id == device; });
-        const bool timeline = std::all_of(
-            stages.begin(), stages.end(), [](const profiler::TraceImport& t) { return !t.iterations.empty(); });
-        // A trace without backward work (inference, a forward benchmark) is no training step to compare.
-        const bool training = std::any_of(stages.begin(), stages.end(), [](const profiler::TraceImport& t) {
-            return std::any_of(t.iterations.begin(), t.iterations.end(), [](const profiler::TraceIteration& it) {
-                return std::any_of(it.actions.begin(), it.actions.end(),
-                    [](const profiler::TraceAction& a) { return a.kind == profiler::TraceActionKind::Backward; });
-            });
-        });
-        std::string timelineNote;
-        if (!timeline) {
-            timelineNote = "no timeline: no forward or backward pass matched";
-        } else if (!training) {
-            timelineNote = "timeline not stored as a run: the trace has forward passes only (no training step to "
-                           "compare with a prediction)";
-        } else if (!predictable) {
-            timelineNote = "timeline not stored as a run: '" + device
-                + "' is not a catalog device to predict it on (--device a100-80gb, h100-80gb, ...)";
-        } else {
-            try { // checked before anything is written
-                (void)stagesShape(stages);
-            } catch (const Error& e) {
-                timelineNote = std::string("timeline not stored as a run: ") + e.what();
-            }
-        }
-        std::int64_t runId = 0;
-        if (!o.dryRun) {
-            const auto profile = profiler::toImportedProfile(graph, trace, device, microBatch);
-            const auto b = static_cast<double>(microBatch);
-            auto store = ProjectStore::open(o.project);
-            store.saveProfile(profile, b, b);
-            if (timelineNote.empty())
-                runId = storeTimelineRun(store, o, stages, device, microBatch, cuts);
-        }
+        const profiler::TraceFilesRequest request { o.project, o.traces, o.cuts, o.device, o.microBatch, o.dryRun,
+            o.minCoverage };
+        auto read = profiler::readTraceFiles(request);
+        o.trace = read.traceLine;
+        if (!o.dryRun)
+            profiler::saveTraceFiles(request, read);
         if (o.json) {
-            printJson(o, graph, trace, stages, windows, cuts, device, microBatch, runId, timelineNote);
+            printJson(o, read);
             return 0;
         }
+        const auto& stages = read.stages;
         for (std::size_t s = 0; s < stages.size() && stages.size() > 1; ++s)
             fmt::print(
                 "Stage {}        nodes {}..{} from '{}': {} matched, coverage {:.1f}%, communication {:.3f} ms\n", s,
-                windows[s].first, windows[s].end - 1, o.traces[s], stages[s].nodesMatched, 100 * stages[s].coverage(),
-                stages[s].communicationNs / 1e6);
-        printText(o, graph, trace, device, microBatch);
-        if (timeline) {
+                read.windows[s].first, read.windows[s].end - 1, o.traces[s], stages[s].nodesMatched,
+                100 * stages[s].coverage(), stages[s].communicationNs / 1e6);
+        printText(o, read.graph, read.merged, read.device, read.microBatch);
+        if (read.timeline) {
             const auto& its = stages.front().iterations;
             fmt::print("Timeline       {} iteration(s){}, {} pass(es) each on stage 0; iteration {:.3f} ms (first), "
                        "{:.3f} ms (last)\n",
                 its.size(), its.front().marked ? " (ProfilerStep ranges)" : "", its.front().actions.size(),
                 (its.front().endNs - its.front().startNs) / 1e6, (its.back().endNs - its.back().startNs) / 1e6);
         }
-        if (runId > 0)
-            fmt::print("Stored the timeline as run {}: pipestudio compare {} --run {}\n", runId, o.project, runId);
-        if (!timelineNote.empty())
-            fmt::print("{}\n", timelineNote);
+        if (read.runId > 0)
+            fmt::print(
+                "Stored the timeline as run {}: pipestudio compare {} --run {}\n", read.runId, o.project, read.runId);
+        if (!read.timelineNote.empty())
+            fmt::print("{}\n", read.timelineNote);
         return 0;
     }
 

@@ -1,5 +1,6 @@
 // Runs left "running" by a process that no longer exists become "interrupted" when the project is
 // opened; live runs, runs of another host and runs that ended are left alone.
+#include "scratch_test.h"
 #include "store/project_store.h"
 #include "store/sqlite.h"
 #include "test_graphs.h"
@@ -20,22 +21,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class RunRecoveryTest : public ::testing::Test
+class RunRecoveryTest : public test::ScratchTest
 {
 protected:
     void SetUp() override
     {
-        m_dir = fs::temp_directory_path()
-            / ("ps_run_recovery_" + std::to_string(::getpid()) + "_"
-                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(m_dir);
-        fs::create_directories(m_dir);
+        ScratchTest::SetUp();
         m_path = m_dir / "p.pstudio";
         ProjectStore::create(m_path).saveGraph(test::tinyMlp());
-    }
-    void TearDown() override
-    {
-        fs::remove_all(m_dir);
     }
 
     // A child process begins a run and dies by SIGKILL before ending it. With `reap` false the
@@ -91,7 +84,6 @@ protected:
         st.bind(1, value).bind(2, run).execute();
     }
 
-    fs::path m_dir;
     fs::path m_path;
     pid_t m_zombie = 0;
 };

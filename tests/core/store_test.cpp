@@ -1,4 +1,5 @@
 #include "plan/partition.h"
+#include "scratch_test.h"
 #include "sim/simulator.h"
 #include "store/project_store.h"
 #include "store/schema.h"
@@ -19,27 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class StoreTest : public ::testing::Test
+class StoreTest : public test::ScratchTest
 {
 protected:
-    void SetUp() override
-    {
-        m_dir = fs::temp_directory_path()
-            / ("ps_store_test_" + std::to_string(::getpid()) + "_"
-                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(m_dir);
-        fs::create_directories(m_dir);
-    }
-    void TearDown() override
-    {
-        fs::remove_all(m_dir);
-    }
-    fs::path file(const std::string& name) const
-    {
-        return m_dir / name;
-    }
-
-    fs::path m_dir;
 };
 
 std::string readAll(const fs::path& p)

@@ -2,6 +2,8 @@
 // user would, reading what it wrote, and a scratch folder per test.
 #pragma once
 
+#include "scratch_test.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -99,29 +101,7 @@ inline std::int64_t queryInt(const std::string& path, const std::string& sql)
     return n;
 }
 
-// A test with an empty scratch folder of its own (m_dir), removed afterwards.
-class ScratchTest : public ::testing::Test
-{
-protected:
-    void SetUp() override
-    {
-        m_dir = std::filesystem::temp_directory_path()
-            / ("ps_e2e_" + std::to_string(::getpid()) + "_"
-                + ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_"
-                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(m_dir);
-        std::filesystem::create_directories(m_dir);
-    }
-    void TearDown() override
-    {
-        std::filesystem::remove_all(m_dir);
-    }
-    // A path in the test's scratch directory.
-    [[nodiscard]] std::string file(const std::string& name) const
-    {
-        return (m_dir / name).string();
-    }
-    std::filesystem::path m_dir;
-};
+// A test with an empty scratch folder of its own (tests/common/scratch_test.h).
+using ScratchTest = ps::test::ScratchTest;
 
 } // namespace ps::e2e

@@ -3,6 +3,7 @@
 // layers.0 and layers.1), plus a real trace of the torch 1.13 CPU profiler when torch is installed.
 #include "graph/op_cost.h"
 #include "nsys_export.h"
+#include "scratch_test.h"
 #include "store/project_store.h"
 #include "store/sqlite.h"
 #include "tiny_mlp.h"
@@ -44,21 +45,9 @@ double forwardShare(const Graph& g, const std::string& node, const std::string& 
     return costs[nodeIndex(g, node)].forwardFlops / total;
 }
 
-class TraceImportTest : public ::testing::Test
+class TraceImportTest : public test::ScratchTest
 {
 protected:
-    void SetUp() override
-    {
-        m_dir = fs::temp_directory_path()
-            / ("ps_trace_" + std::to_string(::getpid()) + "_"
-                + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(m_dir);
-        fs::create_directories(m_dir);
-    }
-    void TearDown() override
-    {
-        fs::remove_all(m_dir);
-    }
     fs::path write(const std::string& name, const std::string& text) const
     {
         std::ofstream(m_dir / name, std::ios::binary) << text;
@@ -74,7 +63,6 @@ protected:
         return "no error";
     }
 
-    fs::path m_dir;
     Graph m_graph = tinyMlp();
 };
 
