@@ -36,6 +36,7 @@ namespace {
         bool json = false;
         bool noSave = false;
         int upperLimit = 4096;
+        std::string clusterFile; // --cluster: the devices and links to plan on
     };
 
     void addCommonOptions(CLI::App* cmd, PlanCommandOptions& o, DeviceOptions& d)
@@ -52,6 +53,10 @@ namespace {
         cmd->add_option("--micro-batches,-m", o.microBatches, "Micro-batches per iteration")
             ->check(CLI::Range(1, 1 << 20));
         cmd->add_option("--memory-limit", o.memoryLimit, "Per-device memory limit (e.g. 30GiB); default: the device's");
+        cmd->add_option("--cluster", o.clusterFile,
+               "Cluster JSON to plan on (nodes, devices per node, links; its device kind replaces --device); "
+               "default: --device x the stages' devices, 8 to a node")
+            ->check(CLI::ExistingFile);
         cmd->add_flag("--no-swap", o.noSwap, "Do not swap activations to host memory");
         cmd->add_flag("--no-recompute", o.noRecompute, "Do not recompute activations");
         cmd->add_flag("--checkpoint-stages", o.checkpointStages,
@@ -86,7 +91,14 @@ namespace {
             throw Error("--stages " + std::to_string(o.stages) + ": the model of '" + o.project + "' has only "
                 + std::to_string(graph.nodeCount()) + " nodes (at least one per stage)");
         Problem p { std::move(graph), {}, parseScheduleSpec(o.schedule, o.stages, o.microBatches), {}, {} };
-        p.cluster = makeCluster(resolveDevice(d, static_cast<int>(p.spec.devices())), p.spec.devices());
+        if (o.clusterFile.empty()) {
+            p.cluster = makeCluster(resolveDevice(d, static_cast<int>(p.spec.devices())), p.spec.devices());
+        } else {
+            p.cluster = clusterFromJson(readFile(o.clusterFile), o.clusterFile);
+            if (p.cluster.deviceCount() < p.spec.devices())
+                throw Error("--cluster '" + o.clusterFile + "' has " + std::to_string(p.cluster.deviceCount())
+                    + " devices; " + std::to_string(p.spec.devices()) + " are needed");
+        }
         p.profile = planningProfile(store, p.graph, p.cluster.device, d, p.spec.devices());
         p.tensorParallel = applyTensorParallel(p.graph, p.profile, p.cluster.intraNode, d.tensorParallel);
         if (!o.json)
@@ -201,6 +213,8 @@ namespace {
         request.microBatch = o.microBatch > 0 ? o.microBatch : static_cast<double>(p.graph.info().microBatch);
         request.limits = limitsOf(o);
         request.device = p.cluster.device;
+        if (!o.clusterFile.empty())
+            request.cluster = p.cluster;
         const auto plans = searchPlans(p.graph, p.profile, request);
         return reportPlans(
             plans, o.project, o.noSave ? 0 : plans.size(), plans.size(), o.json, p.tensorParallel, p.graph);
@@ -242,6 +256,8 @@ namespace {
         request.globalBatch = o.globalBatch;
         request.limits = limitsOf(o.plan);
         request.device = p.cluster.device;
+        if (!o.plan.clusterFile.empty())
+            request.cluster = p.cluster;
         const auto plans = searchPlans(p.graph, p.profile, request);
         if (plans.empty())
             throw Error("no schedule and micro-batch size of the request can be built (a global batch of "

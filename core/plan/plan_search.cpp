@@ -183,6 +183,12 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
     const std::function<void(double)>& progress, const std::atomic<bool>* cancel)
 {
     const auto points = searchPoints(request);
+    for (const auto& [spec, size] : points) {
+        if (request.cluster && request.cluster->deviceCount() < spec.devices())
+            throw Error("the cluster '" + request.cluster->name + "' has "
+                + std::to_string(request.cluster->deviceCount()) + " devices; " + scheduleName(spec) + " over "
+                + std::to_string(spec.stages) + " stages needs " + std::to_string(spec.devices()));
+    }
     const auto algorithms = request.algorithms.size();
     SearchProgress tracker(progress, points.size(), algorithms);
     const auto advance = [&](std::size_t point, double fraction, bool unitDone) {
@@ -195,7 +201,7 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
     parallelFor(points.size(), request.threads, [&](std::size_t i) {
         const auto& [spec, size] = points[i];
         auto& out = slots[i];
-        const auto cluster = makeCluster(request.device, spec.devices());
+        const auto cluster = request.cluster ? *request.cluster : makeCluster(request.device, spec.devices());
         std::optional<StageModel> built;
         try {
             built.emplace(graph, profile, spec, cluster, size, request.limits);

@@ -136,6 +136,10 @@ struct SearchRequest
     double globalBatch = 0;
     PlannerLimits limits;
     DeviceSpec device;
+    // The devices and links to plan on (its device kind the profile's); absent: `device` x the
+    // schedule's devices, 8 to a node (makeCluster). searchPlans throws when it has fewer devices
+    // than a schedule needs.
+    std::optional<Cluster> cluster;
     // Threads for the (schedule, size) points, which are independent; 0: defaultSearchThreads().
     // The result does not depend on it.
     int threads = 0;
