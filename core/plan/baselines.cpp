@@ -56,6 +56,7 @@ Score scoreOf(const StageModel& m, const std::vector<std::size_t>& starts)
         const double waits = std::max(x > 0 ? exposedTransferNs(m, starts[x], stage - 1) : 0.0,
             end < m.nodeCount() ? exposedTransferNs(m, end, stage) : 0.0);
         s.slowestNs = std::max(s.slowestNs, ev.timeNs + waits);
+        s.slowestComputeNs = std::max(s.slowestComputeNs, ev.timeNs);
     }
     return s;
 }

@@ -45,6 +45,7 @@ struct Score
 {
     double overBytes;
     double slowestNs;
+    double slowestComputeNs = 0; // the slowest stage's time without the transfers it waits on
     bool operator<(const Score& o) const
     {
         return overBytes != o.overBytes ? overBytes < o.overBytes : slowestNs < o.slowestNs;

@@ -157,6 +157,90 @@ namespace {
         return cuts;
     }
 
+    // The finalist whose plan simulates the shortest iteration on the model's cluster (`best` where
+    // none simulates shorter); `winner` gets its name and " (simulated)".
+    std::vector<std::size_t> fastestSimulated(const StageModel& m,
+        const std::vector<std::pair<std::vector<std::size_t>, std::string>>& finalists, std::vector<std::size_t> best,
+        std::string& winner)
+    {
+        const auto iterationOf = [&](const std::vector<std::size_t>& starts) {
+            const auto plan = evaluatePlan(m, Partition { starts }, "dawnpiper");
+            return plan.feasible ? simulatePlan(plan, m.graph(), m.profile(), m.cluster()).iterationNs : kInfinity;
+        };
+        double fastest = iterationOf(best);
+        for (const auto& [starts, name] : finalists) {
+            if (starts == best)
+                continue;
+            const double ns = iterationOf(starts);
+            if (ns < fastest) {
+                fastest = ns;
+                best = starts;
+                winner = name + " (simulated)";
+            }
+        }
+        return best;
+    }
+
+    // PipeStudio's DawnPiper: Algorithm 1 and four other seeds, refined, scored with the transfers
+    // the schedule waits on; `winner` gets the winning seed's name.
+    std::vector<std::size_t> dawnPiperPortfolio(const StageModel& m, const PlannerOptions& o, std::string& winner)
+    {
+        const Search s(m, o);
+        DawnPiper d(m, o);
+        const auto r = d.solve();
+        // BiPar's answer, refined by sliding cuts; plus the same refinement from the greedy
+        // bisection and the baselines' partitions, for the cases where Theorem 4.1's conditions
+        // do not hold (e.g. a last stage with one micro-batch in flight cannot trade memory for
+        // recompute, so the optimum leaves [rho_mb, rho_cb]). The best plan that fits wins.
+        const std::vector<std::pair<const char*, std::vector<std::size_t>>> seeds {
+            { "bipar", r.time < kInfinity ? withZero(r.cuts) : std::vector<std::size_t> {} },
+            { "greedy-bisection", greedyBisection(s) }, { "equal-layers", equalLayerCuts(m) },
+            { "memory-balanced", memoryBalancedCuts(m) },
+            { "compute-balanced", computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts }
+        };
+        // Where the schedule waits on boundary transfers (scoreOf), each seed also runs with its
+        // cuts moved to the narrowest cut within a quarter of a stage's nodes: on a slow link a cut
+        // inside attention (its scores cross) costs more than the compute balance it buys.
+        const bool waits = m.stages() > 1 && transferWaitShare(m.schedule()) > 0;
+        const std::size_t window = std::max<std::size_t>(1, m.nodeCount() / (4 * static_cast<std::size_t>(m.stages())));
+        std::vector<std::size_t> best;
+        std::vector<std::pair<std::vector<std::size_t>, std::string>> finalists; // distinct, fitting
+        const auto consider = [&](std::vector<std::size_t> seed, const std::string& name) {
+            const auto start = seed;
+            if (o.refineReach > 0)
+                seed = refineBoundaries(s, std::move(seed), o.refineReach);
+            const auto score = scoreOf(m, seed);
+            if (score.overBytes > 0)
+                return;
+            const auto label = name + (seed != start ? " refined" : "");
+            if (std::none_of(finalists.begin(), finalists.end(), [&](const auto& f) { return f.first == seed; }))
+                finalists.emplace_back(seed, label);
+            if (best.empty() || score < scoreOf(m, best)) {
+                best = seed;
+                winner = label;
+            }
+        };
+        for (const auto& [name, start] : seeds) {
+            if (start.empty())
+                continue;
+            consider(start, name);
+            if (waits) {
+                auto narrowed = narrowWaistCuts(m, start, window);
+                if (narrowed != start)
+                    consider(std::move(narrowed), std::string(name) + " narrowed");
+            }
+        }
+        // Where the transfers are a material part of the slowest stage's cycle, how they compound
+        // along the chain (a transfer-bound 1F1B waits on more than one round trip a slot) is
+        // the simulator's to say: the finalists are ranked by their simulated iteration.
+        if (waits && finalists.size() > 1) {
+            const auto score = scoreOf(m, best);
+            if (score.slowestNs > 1.02 * score.slowestComputeNs)
+                best = fastestSimulated(m, finalists, best, winner);
+        }
+        return best;
+    }
+
     // `winner`: the portfolio's winning seed (dawnpiper only).
     std::vector<std::size_t> runAlgorithm(const StageModel& m, const PlannerOptions& o, std::string& winner)
     {
@@ -170,47 +254,8 @@ namespace {
             const auto r = d.solve();
             return r.time < kInfinity ? withZero(r.cuts) : std::vector<std::size_t> {};
         }
-        case PlanAlgorithm::DawnPiper: {
-            DawnPiper d(m, o);
-            const auto r = d.solve();
-            // BiPar's answer, refined by sliding cuts; plus the same refinement from the greedy
-            // bisection and the baselines' partitions, for the cases where Theorem 4.1's conditions
-            // do not hold (e.g. a last stage with one micro-batch in flight cannot trade memory for
-            // recompute, so the optimum leaves [rho_mb, rho_cb]). The best plan that fits wins.
-            const std::vector<std::pair<const char*, std::vector<std::size_t>>> seeds {
-                { "bipar", r.time < kInfinity ? withZero(r.cuts) : std::vector<std::size_t> {} },
-                { "greedy-bisection", greedyBisection(s) }, { "equal-layers", equalLayerCuts(m) },
-                { "memory-balanced", memoryBalancedCuts(m) },
-                { "compute-balanced", computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts }
-            };
-            // Where the schedule waits on boundary transfers (scoreOf), each seed also runs with its
-            // cuts moved to the narrowest cut within a quarter of a stage's nodes: on a slow link a cut
-            // inside attention (its scores cross) costs more than the compute balance it buys.
-            const bool waits = m.stages() > 1 && transferWaitShare(m.schedule()) > 0;
-            const std::size_t window =
-                std::max<std::size_t>(1, m.nodeCount() / (4 * static_cast<std::size_t>(m.stages())));
-            std::vector<std::size_t> best;
-            const auto consider = [&](std::vector<std::size_t> seed, const std::string& name) {
-                const auto start = seed;
-                if (o.refineReach > 0)
-                    seed = refineBoundaries(s, std::move(seed), o.refineReach);
-                if (scoreOf(m, seed).overBytes == 0 && (best.empty() || scoreOf(m, seed) < scoreOf(m, best))) {
-                    best = seed;
-                    winner = name + (seed != start ? " refined" : "");
-                }
-            };
-            for (const auto& [name, start] : seeds) {
-                if (start.empty())
-                    continue;
-                consider(start, name);
-                if (waits) {
-                    auto narrowed = narrowWaistCuts(m, start, window);
-                    if (narrowed != start)
-                        consider(std::move(narrowed), std::string(name) + " narrowed");
-                }
-            }
-            return best;
-        }
+        case PlanAlgorithm::DawnPiper:
+            return dawnPiperPortfolio(m, o, winner);
         case PlanAlgorithm::PipeDream:
         case PlanAlgorithm::PipeDreamMemory: {
             const auto cuts = pipeDreamCuts(s, o.algorithm == PlanAlgorithm::PipeDreamMemory);

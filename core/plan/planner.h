@@ -71,7 +71,8 @@ struct Plan
     std::string reason; // why not feasible: the stage and how many bytes over, or "cancelled"
     double searchSeconds = 0;
     // The dawnpiper portfolio's winning seed ("bipar", "greedy-bisection", "equal-layers",
-    // "memory-balanced", "compute-balanced"), with " refined" when sliding cuts improved it;
+    // "memory-balanced", "compute-balanced"), with " narrowed" when its cuts were moved to narrow
+    // waists, " refined" when sliding cuts improved it, " (simulated)" when the simulation chose it;
     // Mixed-pipe's chosen block count and coarsening ("L=16 by-scope").
     std::string seed;
     // The device of every stage (Mixed-pipe: several, possibly non-adjacent, stages per device).

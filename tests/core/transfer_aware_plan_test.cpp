@@ -115,3 +115,35 @@ TEST(TransferAwarePlan, OneFOneBCutsOnASlowLinkSendLessAndRunFaster)
     ASSERT_TRUE(gpipe.feasible);
     EXPECT_EQ(gpipe.seed.find("narrowed"), std::string::npos) << gpipe.seed;
 }
+
+// Where the transfers bound the cycle (T5-base on four V100s over 10 Gb/s: a boundary's round trip
+// outlasts a stage's compute), how they compound along the chain is the simulator's to say: the
+// portfolio ranks its finalists by the simulated iteration, and its plan simulates no slower than
+// any other algorithm's, equal-layer cuts included.
+TEST(TransferAwarePlan, WhereTransfersBoundTheCycleThePortfolioRanksBySimulation)
+{
+    const auto graph = buildZooModel(zooPreset("t5-base"));
+    CostModelOptions costs;
+    costs.setup.precision = Precision::Fp16;
+    const auto& v100 = DeviceCatalog::builtin().find("v100-32gb");
+    const auto profile = estimateProfile(graph, v100, costs);
+    auto cluster = makeCluster(v100, 4, 1);
+    cluster.interNode = { "eth-10g", 1.25e9, 2e-5 };
+    const StageModel model(graph, profile, { ScheduleKind::OneFOneB, 4, 8, 1, 1 }, cluster, 4, {});
+    const auto planned = [&](PlanAlgorithm algorithm) {
+        PlannerOptions options;
+        options.algorithm = algorithm;
+        auto p = findPlan(model, options);
+        EXPECT_TRUE(p.feasible) << p.reason;
+        return p.feasible ? simulatePlan(p, graph, profile, cluster).iterationNs : 0.0;
+    };
+    PlannerOptions options;
+    const auto ours = findPlan(model, options);
+    ASSERT_TRUE(ours.feasible);
+    EXPECT_NE(ours.seed.find("(simulated)"), std::string::npos) << ours.seed;
+    const double oursNs = simulatePlan(ours, graph, profile, cluster).iterationNs;
+    for (const auto other : { PlanAlgorithm::GPipe, PlanAlgorithm::DawnPiperPaper, PlanAlgorithm::PipeDream,
+             PlanAlgorithm::ComputeBalanced }) {
+        EXPECT_LE(oursNs, planned(other) * 1.001) << static_cast<int>(other);
+    }
+}
