@@ -58,6 +58,16 @@ bool PlanSession::setModel(std::shared_ptr<const Graph> graph, const PlanSetup& 
     return configure(setup);
 }
 
+Cluster PlanSession::clusterOf(const PlanSetup& setup, const DeviceSpec& device, int devices)
+{
+    auto cluster = makeCluster(device, std::max(1, devices), std::max(1, setup.devicesPerNode));
+    if (setup.intraNodeGBps > 0)
+        cluster.intraNode.bandwidth = setup.intraNodeGBps * 1e9;
+    cluster.interNode.bandwidth = setup.interNodeGBps * 1e9;
+    cluster.nicsPerNode = setup.nicsPerNode;
+    return cluster;
+}
+
 bool PlanSession::configure(const PlanSetup& setup)
 {
     if (!m_graph)
@@ -68,11 +78,7 @@ bool PlanSession::configure(const PlanSetup& setup)
         const auto device = setup.deviceId == "cpu"
             ? thisCpu(engine::threadsPerDevice(static_cast<std::size_t>(std::max(1, setup.schedule.devices()))))
             : DeviceCatalog::builtin().find(setup.deviceId);
-        auto shape = makeCluster(device, std::max(1, setup.devicesPerNode), std::max(1, setup.devicesPerNode));
-        if (setup.intraNodeGBps > 0)
-            shape.intraNode.bandwidth = setup.intraNodeGBps * 1e9;
-        shape.interNode.bandwidth = setup.interNodeGBps * 1e9;
-        shape.nicsPerNode = setup.nicsPerNode;
+        auto shape = clusterOf(setup, device, std::max(1, setup.devicesPerNode));
         shape.check();
         std::unique_ptr<Profile> profile;
         if (setup.profileSource == "analytical") {

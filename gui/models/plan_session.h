@@ -61,6 +61,9 @@ public:
     {
         return m_setup;
     }
+    // `devices` devices of kind `device`, with `setup`'s devices per node and links (the Cluster
+    // dock's): the plan's cluster, and the one the auto-search plans on.
+    [[nodiscard]] static Cluster clusterOf(const PlanSetup& setup, const DeviceSpec& device, int devices);
     [[nodiscard]] const EditorSnapshot& snapshot() const;
     [[nodiscard]] const PlanEditor& editor() const;
     [[nodiscard]] std::shared_ptr<const Graph> graph() const

@@ -138,6 +138,12 @@ SearchRequest AutoSearchDialog::request() const
         r.algorithms = allPlanAlgorithms();
     else
         r.algorithms = { parsePlanAlgorithm(m_algorithm->currentText().toStdString()) };
+    // The Cluster dock's nodes and links: on a slow link between nodes the plans are cut and ranked
+    // for it.
+    int devices = 1;
+    for (const auto& spec : r.schedules)
+        devices = std::max(devices, spec.devices());
+    r.cluster = PlanSession::clusterOf(m_session->setup(), r.device, devices);
     return r;
 }
 

@@ -351,3 +351,23 @@ TEST(AutoSearch, ResultsStreamInBeforeTheSearchFinishes)
     ASSERT_TRUE(finished.wait(30'000));
     EXPECT_EQ(dialog.results()->rowCount(), 1);
 }
+
+// The auto-search plans on the Cluster dock's nodes and links: its request carries the session's
+// devices per node and inter-node bandwidth, with devices for every stage of its schedules.
+TEST(AutoSearch, PlansOnTheClusterDocksNodesAndLinks)
+{
+    MainWindow window;
+    ASSERT_TRUE(window.session()->newFromZoo(zooPreset("gpt2-tiny")));
+    auto setup = window.planSession()->setup();
+    setup.devicesPerNode = 1;
+    setup.interNodeGBps = 1.25; // 10 Gb/s between machines
+    ASSERT_TRUE(window.planSession()->configure(setup));
+    AutoSearchDialog dialog(window.planSession());
+    const auto request = dialog.request();
+    ASSERT_TRUE(request.cluster.has_value());
+    EXPECT_EQ(request.cluster->devicesPerNode, 1);
+    EXPECT_DOUBLE_EQ(request.cluster->interNode.bandwidth, 1.25e9);
+    EXPECT_EQ(request.cluster->device.id, request.device.id);
+    for (const auto& spec : request.schedules)
+        EXPECT_GE(request.cluster->deviceCount(), spec.devices());
+}
