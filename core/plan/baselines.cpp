@@ -72,8 +72,10 @@ std::vector<std::size_t> narrowWaistCuts(
         const auto hi = std::min(c + window, n - (starts.size() - s));
         const auto distance = [c](std::size_t y) { return y > c ? y - c : c - y; };
         auto best = std::clamp(c, lo, std::max(lo, hi));
+        // A cut's traffic both ways, as exposedTransferNs charges it.
+        const auto bytes = [&m](std::size_t x) { return m.cutBytes(x) + m.cutGradBytes(x); };
         for (auto x = lo; x <= hi; ++x) {
-            if (m.cutBytes(x) < m.cutBytes(best) || (m.cutBytes(x) == m.cutBytes(best) && distance(x) < distance(best)))
+            if (bytes(x) < bytes(best) || (bytes(x) == bytes(best) && distance(x) < distance(best)))
                 best = x;
         }
         moved.push_back(best);

@@ -64,8 +64,9 @@ Score scoreOf(const StageModel& m, const std::vector<std::size_t>& starts);
 double exposedTransferNs(const StageModel& m, std::size_t cut, int stage);
 // The round trips per micro-batch exposedTransferNs charges under `spec` (1, 1/k, or 0).
 double transferWaitShare(const ScheduleSpec& spec);
-// Each cut moved to the cut that sends the fewest activation bytes within `window` nodes either
-// side (ties: the nearest), left to right, keeping every stage non-empty.
+// Each cut moved to the cut that sends the fewest bytes both ways (activations and their gradient)
+// within `window` nodes either side (ties: the nearest), left to right, keeping every stage
+// non-empty (a window that overlaps the previous moved cut is clipped to after it).
 std::vector<std::size_t> narrowWaistCuts(
     const StageModel& m, const std::vector<std::size_t>& starts, std::size_t window);
 // Hill-climbs over moves of one cut or of a run of neighbouring cuts by up to `reach` nodes.

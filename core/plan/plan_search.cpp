@@ -34,7 +34,9 @@ MaxBatchResult findMaxMicroBatch(const Graph& graph, const Profile& profile, con
 {
     const auto attempt = [&](int b) {
         const StageModel model(graph, profile, schedule, cluster, b, options.limits);
-        return findPlan(model, options);
+        auto feasibility = options; // the largest size that fits: which fitting cuts are fastest does not matter
+        feasibility.rankBySimulation = false;
+        return findPlan(model, feasibility);
     };
     // Sizes per round: up to `threads`, and beyond the first only on cores no other task is using
     // (searches running side by side keep them busy: a size tried in vain would only slow them).

@@ -159,16 +159,26 @@ namespace {
 
     // The finalist whose plan simulates the shortest iteration on the model's cluster (`best` where
     // none simulates shorter); `winner` gets its name and " (simulated)".
-    std::vector<std::size_t> fastestSimulated(const StageModel& m,
+    std::vector<std::size_t> fastestSimulated(const Search& search,
         const std::vector<std::pair<std::vector<std::size_t>, std::string>>& finalists, std::vector<std::size_t> best,
         std::string& winner)
     {
+        const auto& m = search.m_model;
+        // A finalist the simulator cannot run, or that runs out of memory in it, does not compete.
         const auto iterationOf = [&](const std::vector<std::size_t>& starts) {
-            const auto plan = evaluatePlan(m, Partition { starts }, "dawnpiper");
-            return plan.feasible ? simulatePlan(plan, m.graph(), m.profile(), m.cluster()).iterationNs : kInfinity;
+            try {
+                const auto plan = evaluatePlan(m, Partition { starts }, "dawnpiper");
+                if (!plan.feasible)
+                    return kInfinity;
+                const auto sim = simulatePlan(plan, m.graph(), m.profile(), m.cluster());
+                return sim.outOfMemory ? kInfinity : sim.iterationNs;
+            } catch (const Error&) {
+                return kInfinity;
+            }
         };
         double fastest = iterationOf(best);
         for (const auto& [starts, name] : finalists) {
+            search.checkCancel();
             if (starts == best)
                 continue;
             const double ns = iterationOf(starts);
@@ -198,10 +208,17 @@ namespace {
             { "memory-balanced", memoryBalancedCuts(m) },
             { "compute-balanced", computeBalancedPartition(nodeComputeTimes(m), m.stages()).stageStarts }
         };
-        // Where the schedule waits on boundary transfers (scoreOf), each seed also runs with its
-        // cuts moved to the narrowest cut within a quarter of a stage's nodes: on a slow link a cut
-        // inside attention (its scores cross) costs more than the compute balance it buys.
-        const bool waits = m.stages() > 1 && transferWaitShare(m.schedule()) > 0;
+        // Where the schedule waits on boundary transfers (scoreOf) and they are material (over 2% of
+        // some seed's slowest stage), each seed also runs with its cuts moved to the narrowest cut
+        // within a quarter of a stage's nodes: on a slow link a cut that sends much (inside
+        // attention, its scores) costs more than the compute balance it buys.
+        const auto material = [&m](const std::vector<std::size_t>& starts) {
+            const auto score = scoreOf(m, starts);
+            return score.slowestNs > 1.02 * score.slowestComputeNs;
+        };
+        const bool waits = m.stages() > 1 && transferWaitShare(m.schedule()) > 0
+            && std::any_of(seeds.begin(), seeds.end(),
+                [&](const auto& seed) { return !seed.second.empty() && material(seed.second); });
         const std::size_t window = std::max<std::size_t>(1, m.nodeCount() / (4 * static_cast<std::size_t>(m.stages())));
         std::vector<std::size_t> best;
         std::vector<std::pair<std::vector<std::size_t>, std::string>> finalists; // distinct, fitting
@@ -233,11 +250,8 @@ namespace {
         // Where the transfers are a material part of the slowest stage's cycle, how they compound
         // along the chain (a transfer-bound 1F1B waits on more than one round trip a slot) is
         // the simulator's to say: the finalists are ranked by their simulated iteration.
-        if (waits && finalists.size() > 1) {
-            const auto score = scoreOf(m, best);
-            if (score.slowestNs > 1.02 * score.slowestComputeNs)
-                best = fastestSimulated(m, finalists, best, winner);
-        }
+        if (waits && o.rankBySimulation && finalists.size() > 1 && material(best))
+            best = fastestSimulated(s, finalists, best, winner);
         return best;
     }
 

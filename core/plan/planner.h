@@ -46,6 +46,9 @@ struct PlannerOptions
     std::size_t maxCandidates = 48; // DawnPiper: cut positions tried per boundary
     std::size_t widenCandidates = 2; // DawnPiper: nodes added on both sides of [rho_cb, rho_mb]
     std::size_t refineReach = 4; // DawnPiper: nodes each cut may slide in the refinement pass (0: off)
+    // DawnPiper: where the transfers a schedule waits on are material, rank the portfolio's
+    // finalists by their simulated iteration (off where only feasibility counts: findMaxMicroBatch).
+    bool rankBySimulation = true;
 };
 
 struct PlanSimulation

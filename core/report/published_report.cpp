@@ -6,9 +6,10 @@
 // (`gemm_efficiency.tensor` in the device catalog), by bisection until the calibration row's predicted
 // throughput equals the measured one. Every other row is predicted with the catalog's constant and
 // with the fitted one. A second publication's runs (Megatron-Turing NLG 530B, Smith et al. 2022: three
-// data-parallel sizes under DeepSpeed's pipeline engine) are priced at every micro-batch that fits, since
-// the publication does not state it; their iteration times are split into per-slot and per-iteration
-// parts by a least-squares line, measured beside predicted, and the micro-batch whose split agrees is named.
+// data-parallel sizes under DeepSpeed's pipeline engine) are priced at each candidate micro-batch, since
+// the publication does not state it (papers.json lists the candidates); their iteration times are
+// split into per-slot and per-iteration parts by a least-squares line, measured beside predicted, and
+// the micro-batch whose split agrees is named.
 #include "cluster/device_catalog.h"
 #include "report/megatron_rows.h"
 #include "report/reproduction.h"
@@ -220,11 +221,12 @@ namespace {
             const auto a = simulateScale(model, config, node, catalog);
             const auto f = simulateScale(model, config, node, fitted);
             if (!a.valid || !f.valid || !a.fits) {
-                if (c.valid) // the first run's reason (the fewest GPUs: the most micro-batches in flight)
-                    c.reason = !a.valid ? a.reason : !f.valid ? f.reason : a.reason; // a's: does not fit
+                const auto reason = !a.valid ? a.reason : !f.valid ? f.reason : a.reason; // a's: does not fit
+                if (c.valid) // the first run's (the fewest GPUs: the most micro-batches in flight)
+                    c.reason = reason;
                 c.valid = false;
                 c.rows.push_back({ std::to_string(config.gpus()), config.text(), fixed(seconds, 1), "-",
-                    fixed(measured, 0), "-", c.reason });
+                    fixed(measured, 0), "-", reason });
                 c.peakGiB = std::max(c.peakGiB, a.peakBytes / static_cast<double>(1ULL << 30));
                 continue;
             }
@@ -249,6 +251,7 @@ namespace {
     {
         std::vector<MicroBatchCandidate> candidates;
         std::size_t identified = 0; // index into candidates
+        bool any = false; // some candidate runs every run
         int count = 0;
     };
 
@@ -264,9 +267,12 @@ namespace {
             if (c.valid && !(gap >= closest)) {
                 closest = gap;
                 s.identified = s.candidates.size();
+                s.any = true;
             }
             s.candidates.push_back(std::move(c));
         }
+        if (!s.any)
+            return s;
         const auto& chosen = s.candidates.at(s.identified);
         for (std::size_t i = 0; i < chosen.ratios.size(); ++i) {
             first.figure.categories.push_back("MT-NLG " + set.at("runs").at(i).at("gpus").dump());
@@ -278,11 +284,18 @@ namespace {
 
     std::string mtNlgMarkdown(const nlohmann::json& set, const SecondSet& s)
     {
-        const auto& chosen = s.candidates.at(s.identified);
-        const auto b = std::to_string(chosen.microBatch);
         std::string md = "### A second publication, outside the calibration: Megatron-Turing NLG 530B\n\nSource: "
             + set.at("source").get<std::string>() + ". Setup: " + set.at("setup").get<std::string>()
-            + ". Assumed where the measurement leaves it open: " + set.at("assumptions").get<std::string>()
+            + ". Assumed where the measurement leaves it open: " + set.at("assumptions").get<std::string>();
+        if (!s.any) {
+            std::string why;
+            for (const auto& c : s.candidates)
+                why += (why.empty() ? "" : "; ") + std::to_string(c.microBatch) + ": " + c.reason;
+            return md + ".\n\nNo candidate micro-batch runs every run (" + why + ").\n\n";
+        }
+        const auto& chosen = s.candidates.at(s.identified);
+        const auto b = std::to_string(chosen.microBatch);
+        md += std::string()
             + ". Predicted with the catalog's constants (the figure below shows the calibrated ones too), at "
               "micro-batch "
             + b + ", the one the runs' scaling names (the next table).\n\n";
@@ -319,13 +332,16 @@ namespace {
             + "\n";
         md += "The micro-batch named is the one whose measured time outside the slots comes nearest the model's ("
             + fixed(chosen.measured.intercept, 1) + " s against " + fixed(chosen.predicted.intercept, 1)
-            + " s at micro-batch " + b
-            + "): counted at another, the measured line leaves seconds per iteration that no term of a 1F1B "
-              "iteration accounts for, or a negative time. At micro-batch "
-            + b + " the model prices a slot " + fixed(100 * (1 - chosen.predicted.slope / chosen.measured.slope), 1)
-            + "% shorter than these runs took. The choice reads the three measured times, so these runs are not "
-              "wholly outside the fit: one discrete setting is taken from them, no constant. The same model on the "
-              "same GPUs under Megatron-LM's own interleaved pipeline is Table 1's 529.6B row above.\n\n";
+            + " s at micro-batch " + b + "; the table gives the others).";
+        if (chosen.measured.slope > 0 && chosen.predicted.slope > 0) {
+            const double ratio = chosen.predicted.slope / chosen.measured.slope;
+            md += " At micro-batch " + b + " the model prices a slot " + fixed(100 * std::abs(1 - ratio), 1) + "% "
+                + (ratio <= 1 ? "shorter" : "longer") + " than these runs took.";
+        }
+        md += " The choice reads the " + std::to_string(s.count)
+            + " measured times, so these runs are not wholly outside the fit: one discrete setting is taken from "
+              "them, no constant. The same model on the same GPUs under Megatron-LM's own interleaved pipeline is "
+              "Table 1's 529.6B row above.\n\n";
         return md;
     }
 

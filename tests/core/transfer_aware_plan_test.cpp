@@ -78,15 +78,19 @@ TEST(TransferAwarePlan, A1F1BStageWaitsOnItsBoundarysRoundTrip)
     EXPECT_NEAR(exposedTransferNs(kfkb, cut, 1), byHand / 4, 1e-6 * byHand);
     const StageModel gpipe(gpt.graph, gpt.profile, { ScheduleKind::GPipe, 4, 32, 1, 1 }, gpt.cluster, 6, {});
     EXPECT_EQ(exposedTransferNs(gpipe, cut, 1), 0);
-    // The narrowest cut nearby: no wider than the cut it moves, within the window, in order.
-    const std::vector<std::size_t> starts { 0, cut - 7, cut, cut + 9 };
-    const auto moved = narrowWaistCuts(oneF1B, starts, 12);
+    // The narrowest cut nearby (windows apart, so none is clipped): no wider both ways than the cut
+    // it moves, the narrowest of its window, in order.
+    const auto both = [&](std::size_t c) { return oneF1B.cutBytes(c) + oneF1B.cutGradBytes(c); };
+    const std::vector<std::size_t> starts { 0, cut - 9, cut, cut + 9 };
+    const std::size_t window = 4;
+    const auto moved = narrowWaistCuts(oneF1B, starts, window);
     ASSERT_EQ(moved.size(), starts.size());
-    EXPECT_EQ(moved[0], 0U);
     for (std::size_t s = 1; s < moved.size(); ++s) {
-        EXPECT_LE(oneF1B.cutBytes(moved[s]), oneF1B.cutBytes(starts[s])) << s;
+        EXPECT_LE(both(moved[s]), both(starts[s])) << s;
         EXPECT_GT(moved[s], moved[s - 1]) << s;
-        EXPECT_LE(moved[s] > starts[s] ? moved[s] - starts[s] : starts[s] - moved[s], 12U) << s;
+        EXPECT_LE(moved[s] > starts[s] ? moved[s] - starts[s] : starts[s] - moved[s], window) << s;
+        for (auto c = starts[s] - window; c <= starts[s] + window; ++c)
+            EXPECT_GE(both(c), both(moved[s])) << s << " " << c;
     }
 }
 
