@@ -94,7 +94,12 @@ namespace {
         if (o.clusterFile.empty()) {
             p.cluster = makeCluster(resolveDevice(d, static_cast<int>(p.spec.devices())), p.spec.devices());
         } else {
-            p.cluster = clusterFromJson(readFile(o.clusterFile), o.clusterFile);
+            try {
+                p.cluster = clusterFromJson(readFile(o.clusterFile), o.clusterFile);
+                p.cluster.check();
+            } catch (const Error& e) {
+                throw Error("--cluster '" + o.clusterFile + "': " + e.what());
+            }
             if (p.cluster.deviceCount() < p.spec.devices())
                 throw Error("--cluster '" + o.clusterFile + "' has " + std::to_string(p.cluster.deviceCount())
                     + " devices; " + std::to_string(p.spec.devices()) + " are needed");

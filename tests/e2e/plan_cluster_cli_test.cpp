@@ -55,6 +55,11 @@ TEST_F(PlanClusterCli, PlansAreMadeAndSimulatedOnTheGivenCluster)
     ASSERT_EQ(maxbatch.exitCode, 0) << maxbatch.output;
     EXPECT_GT(nlohmann::json::parse(maxbatch.output)[0]["max_micro_batch"].get<int>(), 0);
 
+    const auto empty = file("empty.json");
+    std::ofstream(empty) << R"({"device": "v100-32gb", "nodes": 0})";
+    const auto none = runCli("plan " + p + " --cluster " + empty + " --no-save");
+    EXPECT_NE(none.exitCode, 0);
+    EXPECT_NE(none.output.find("--cluster '" + empty + "': "), std::string::npos) << none.output;
     const auto small = runCli("plan " + p + " --cluster " + slow + " -s 8 --no-save");
     EXPECT_NE(small.exitCode, 0);
     EXPECT_NE(small.output.find("--cluster '" + slow + "' has 4 devices; 8 are needed"), std::string::npos)
