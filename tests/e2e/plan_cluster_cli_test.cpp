@@ -40,8 +40,8 @@ TEST_F(PlanClusterCli, PlansAreMadeAndSimulatedOnTheGivenCluster)
     ASSERT_EQ(r.exitCode, 0) << r.output;
     const auto plans = nlohmann::json::parse(r.output);
     EXPECT_LT(iterationMs(plans, "dawnpiper"), 0.9 * iterationMs(plans, "dawnpiper-paper")) << plans.dump(1);
-    // The same plan on the default cluster (four V100s in one node, NVLink) simulates faster: the
-    // cluster reached the simulation.
+    // Planned on the default cluster instead (four V100s in one node, NVLink), the portfolio's plan
+    // simulates faster: the cluster given reached the planner and the simulation.
     const auto local = runCli("plan " + p
         + " -a dawnpiper -d v100-32gb -s 4 -m 32 -b 6 --precision fp16 --no-save "
           "--json");
