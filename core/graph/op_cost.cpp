@@ -1,6 +1,7 @@
 #include "graph/op_cost.h"
 
 #include "graph/op_registry.h"
+#include "graph/tensor_scratch.h"
 
 #include <algorithm>
 #include <array>
@@ -8,6 +9,8 @@
 #include <unordered_set>
 
 namespace ps {
+
+using detail::TensorScratch;
 namespace {
 
     struct CostContext
@@ -215,96 +218,6 @@ GradientFlow gradientFlow(const Graph& graph)
     return flow;
 }
 
-namespace {
-
-    // A per-tensor map for one call, cleared in O(1) by a generation stamp: planners ask for
-    // thousands of ranges of graphs with tens of thousands of tensors.
-    class TensorScratch
-    {
-    public:
-        TensorScratch(std::size_t slot, std::size_t tensors)
-            : m_pool(pools()[slot])
-        {
-            if (m_pool.stamp.size() < tensors) {
-                m_pool.stamp.assign(tensors, 0);
-                m_pool.value.assign(tensors, 0);
-                m_pool.generation = 0;
-            }
-            if (++m_pool.generation == 0) { // wrapped: stale stamps could match again
-                std::fill(m_pool.stamp.begin(), m_pool.stamp.end(), 0);
-                m_pool.generation = 1;
-            }
-        }
-        [[nodiscard]] bool contains(TensorId t) const
-        {
-            return m_pool.stamp[t.index()] == m_pool.generation;
-        }
-        [[nodiscard]] std::size_t at(TensorId t) const
-        {
-            return m_pool.value[t.index()];
-        }
-        // False (and no change) when `t` is there already.
-        bool insert(TensorId t, std::size_t value)
-        {
-            if (contains(t))
-                return false;
-            m_pool.stamp[t.index()] = m_pool.generation;
-            m_pool.value[t.index()] = value;
-            return true;
-        }
-        void erase(TensorId t)
-        {
-            m_pool.stamp[t.index()] = 0;
-        }
-
-    private:
-        struct Pool
-        {
-            std::vector<std::uint32_t> stamp;
-            std::vector<std::size_t> value;
-            std::uint32_t generation = 0;
-        };
-        static std::array<Pool, 3>& pools()
-        {
-            thread_local std::array<Pool, 3> p;
-            return p;
-        }
-        Pool& m_pool;
-    };
-
-} // namespace
-
-std::int64_t weightGradHeldBytes(const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)
-{
-    // The storage of t's gradient: follow single readers that pass their output gradient through.
-    const auto gradientRoot = [&](TensorId t) {
-        while (
-            flow.readers[t.index()] == 1 && flow.lastReader[t.index()] > begin && flow.lastReader[t.index()] <= end) {
-            const auto& reader = graph.nodes()[flow.lastReader[t.index()] - 1];
-            const bool passes = reader.op == OpType::Reshape
-                || ((reader.op == OpType::Add || reader.op == OpType::BiasAdd
-                        || (reader.op == OpType::Sub && reader.inputs[0] == t))
-                    && graph.tensor(t).shape == graph.tensor(reader.outputs[0]).shape);
-            if (!passes)
-                break;
-            t = reader.outputs[0];
-        }
-        return t;
-    };
-    TensorScratch held(0, graph.tensorCount());
-    std::int64_t bytes = 0;
-    for (std::size_t n = begin; n < end; ++n) {
-        if (flow.trains[n] == 0)
-            continue;
-        for (auto out : graph.nodes()[n].outputs) {
-            const auto root = gradientRoot(out);
-            if (held.insert(root, 1))
-                bytes += flow.bytes[root.index()];
-        }
-    }
-    return bytes;
-}
-
 std::int64_t backwardWorkingBytes(const Graph& graph, std::size_t begin, std::size_t end)
 {
     return backwardWorkingBytes(graph, gradientFlow(graph), begin, end);
@@ -374,14 +287,6 @@ namespace {
     }
 
 } // namespace
-
-std::int64_t weightPassWorkingBytes(const GradientFlow& flow, std::size_t begin, std::size_t end, bool scratch)
-{
-    std::int64_t most = 0;
-    for (std::size_t n = begin; n < end; ++n)
-        most = std::max(most, flow.weightPassBytes[n] + (scratch ? flow.weightPassScratch[n] : 0));
-    return most;
-}
 
 std::vector<std::int64_t> forwardPendingKept(
     const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end)

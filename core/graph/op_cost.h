@@ -148,6 +148,14 @@ struct WorkingProfile
 [[nodiscard]] std::int64_t weightPassWorkingBytes(
     const GradientFlow& flow, std::size_t begin, std::size_t end, bool scratch);
 
+// The same as W runs: its nodes last first, each node's new parameter gradients (`fixed`, with its
+// columns in `withScratch`) beside what W still keeps of the B before it, less what the nodes run
+// before it freed (a weight-gradient input or a held output gradient goes once its last reader in
+// W is done; a norm's internal state with its node): `working` is minus those freed bytes, at the
+// graph's micro-batch. Its `bytes` is 0; peak(scale, scratch) is W's most above what B kept.
+[[nodiscard]] WorkingProfile weightPassProfile(
+    const Graph& graph, const GradientFlow& flow, std::size_t begin, std::size_t end);
+
 // For each node of [begin, end) (index i for node begin + i): bytes of the range's kept state
 // (its saved storages produced in the range, each once, and the nodes' internal state) that do
 // not exist yet while that node's forward runs, one micro-batch at the graph's batch. A node's

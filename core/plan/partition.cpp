@@ -253,12 +253,12 @@ namespace {
         const double nodeScratch = c.workspaceBytes;
         c.workspaceBytes =
             std::max(nodeScratch, backwardWorkingProfile(g, flow, begin, end).peak(workScale, cpuScratch));
-        const double outsideB =
-            std::max(nodeScratch, static_cast<double>(weightPassWorkingBytes(flow, begin, end, cpuScratch)));
+        const double weightPass = weightPassProfile(g, flow, begin, end).peak(workScale, cpuScratch);
         const double inputPass =
             backwardWorkingProfile(g, flow, begin, end, BackwardPass::InputOnly).peak(workScale, cpuScratch);
-        c.splitWorkspaceBytes = std::max(outsideB, inputPass);
-        c.inputPassExtraBytes = std::max(0.0, inputPass - outsideB);
+        c.inputPassExtraBytes = std::max(0.0, inputPass - nodeScratch);
+        c.weightPassExtraBytes = std::max(0.0, weightPass - nodeScratch);
+        c.splitWorkspaceBytes = nodeScratch + std::max(c.inputPassExtraBytes, c.weightPassExtraBytes);
         c.firstBackwardExtraBytes = std::max(0.0,
             backwardWorkingProfile(g, flow, begin, end, BackwardPass::Full, true).peak(workScale, cpuScratch)
                 - c.workspaceBytes);

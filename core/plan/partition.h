@@ -92,9 +92,12 @@ struct StageCost
     // What the first full backward after an optimizer step holds beyond workspaceBytes: the
     // parameter gradients it allocates node by node (they count from its end otherwise).
     double firstBackwardExtraBytes = 0;
-    // The part of splitWorkspaceBytes only zero-bubble's B holds (its working set above any node's
-    // scratch and W's): the simulator counts it while B runs, not beside the gradients B leaves W.
+    // What zero-bubble's B and W each hold above the stage's largest node scratch (B: its working
+    // set; W: one node's new parameter gradients, with its columns on the CPU): the simulator counts
+    // each while its pass runs, not beside the activations other micro-batches keep meanwhile.
+    // splitWorkspaceBytes is that scratch plus the larger of the two.
     double inputPassExtraBytes = 0;
+    double weightPassExtraBytes = 0;
     std::int64_t parameterCount = 0; // parameters the stage reads (tied weights count in each stage)
     double sendForwardBytes = 0; // activations to the next stage (dataflow: to all), 1 micro-batch
     double sendBackwardBytes = 0; // gradients to the previous stage (dataflow: to all), 1 micro-batch

@@ -52,7 +52,7 @@ template <typename Compute>
 std::shared_ptr<const WorkingProfile> RangeFacts::memo(
     Kind kind, std::size_t begin, std::size_t end, Compute compute) const
 {
-    const auto key = (static_cast<std::uint64_t>(begin) << 34) ^ (static_cast<std::uint64_t>(end) << 2)
+    const auto key = (static_cast<std::uint64_t>(begin) << 35) ^ (static_cast<std::uint64_t>(end) << 3)
         ^ static_cast<std::uint64_t>(kind);
     {
         const std::lock_guard lock(m_mutex);
@@ -89,6 +89,13 @@ std::int64_t RangeFacts::weightGradHeld(const Graph& graph, std::size_t begin, s
     return memo(Kind::WeightHeld, begin, end, [&] {
         return WorkingProfile { weightGradHeldBytes(graph, m_flow, begin, end), {}, {} };
     })->bytes;
+}
+
+std::shared_ptr<const WorkingProfile> RangeFacts::weightPass(
+    const Graph& graph, std::size_t begin, std::size_t end) const
+{
+    checkRevision(graph);
+    return memo(Kind::WeightPass, begin, end, [&] { return weightPassProfile(graph, m_flow, begin, end); });
 }
 
 } // namespace ps

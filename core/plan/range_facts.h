@@ -1,6 +1,6 @@
 // What a graph's structure implies for its node ranges, shared by every StageModel planned on that
 // graph whatever the micro-batch, schedule, device or profile: op costs, the gradient flow, and
-// per range [begin, end) the backward's working set (whole and zero-bubble's B) and the output
+// per range [begin, end) the backward's working set (whole and zero-bubble's B and W) and the output
 // gradients a split B holds for W, in bytes of one micro-batch at the graph's own batch. The
 // planners evaluate the same ranges at many micro-batch sizes (maxbatch's bisection, search's
 // sizes, several algorithms): each is computed once per graph revision (Graph::revision), where
@@ -45,9 +45,12 @@ public:
     [[nodiscard]] std::shared_ptr<const WorkingProfile> backwardWorking(
         const Graph& graph, std::size_t begin, std::size_t end, BackwardPass pass, bool growingGradients = false) const;
     [[nodiscard]] std::int64_t weightGradHeld(const Graph& graph, std::size_t begin, std::size_t end) const;
+    // weightPassProfile, memoised likewise.
+    [[nodiscard]] std::shared_ptr<const WorkingProfile> weightPass(
+        const Graph& graph, std::size_t begin, std::size_t end) const;
 
 private:
-    enum class Kind : std::uint64_t { Full, InputOnly, WeightHeld, FullGrowing };
+    enum class Kind : std::uint64_t { Full, InputOnly, WeightHeld, FullGrowing, WeightPass };
     template <typename Compute>
     [[nodiscard]] std::shared_ptr<const WorkingProfile> memo(
         Kind kind, std::size_t begin, std::size_t end, Compute compute) const;

@@ -271,12 +271,12 @@ void StageModel::setWorkingSets(std::size_t begin, std::size_t end, bool cpuScra
         nodeScratch, m_facts->backwardWorking(m_graph, begin, end, BackwardPass::Full)->peak(scale, cpuScratch));
     c.splitWorkspaceBytes = c.workspaceBytes;
     if (m_schedule.kind == ScheduleKind::ZeroBubbleH1) {
-        const double outsideB =
-            std::max(nodeScratch, static_cast<double>(weightPassWorkingBytes(m_flow, begin, end, cpuScratch)));
+        const double weightPass = m_facts->weightPass(m_graph, begin, end)->peak(scale, cpuScratch);
         const double inputPass =
             m_facts->backwardWorking(m_graph, begin, end, BackwardPass::InputOnly)->peak(scale, cpuScratch);
-        c.splitWorkspaceBytes = std::max(outsideB, inputPass);
-        c.inputPassExtraBytes = std::max(0.0, inputPass - outsideB);
+        c.inputPassExtraBytes = std::max(0.0, inputPass - nodeScratch);
+        c.weightPassExtraBytes = std::max(0.0, weightPass - nodeScratch);
+        c.splitWorkspaceBytes = nodeScratch + std::max(c.inputPassExtraBytes, c.weightPassExtraBytes);
     }
     c.weightGradHeldBytes = static_cast<double>(m_facts->weightGradHeld(m_graph, begin, end)) * scale;
     // firstBackwardExtraBytes only moves the simulator's curve (computeStageCosts sets it), never a

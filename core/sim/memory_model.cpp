@@ -180,9 +180,10 @@ std::vector<DeviceMemory> estimateDeviceMemory(const Schedule& schedule, const s
         d.gradients += params * perParam.gradients;
         d.optimizerStates += params * perParam.optimizerStates;
         d.stashedWeights += params * perParam.weights * (weightVersions(schedule.spec, static_cast<int>(s)) - 1);
-        // B's own working set is not static: the simulator counts it while B runs.
+        // B's and W's own working sets are not static: the simulator counts each while it runs.
         d.workspace = std::max(d.workspace,
-            splitsBackward[s] ? stages[s].splitWorkspaceBytes - stages[s].inputPassExtraBytes
+            splitsBackward[s] ? stages[s].splitWorkspaceBytes
+                    - std::max(stages[s].inputPassExtraBytes, stages[s].weightPassExtraBytes)
                               : stages[s].workspaceBytes);
     }
     for (std::size_t dev = 0; dev < schedule.devices.size(); ++dev) {

@@ -272,7 +272,9 @@ namespace {
             memory(device, end, -c.inputPassExtraBytes);
             memory(device, end, -(c.activationBytes - wOnly) - p.keptInputBytes + c.weightGradHeldBytes);
             break;
-        case ActionType::BackwardWeight:
+        case ActionType::BackwardWeight: // its nodes' new parameter gradients while it runs
+            memory(device, start, c.weightPassExtraBytes);
+            memory(device, end, -c.weightPassExtraBytes);
             memory(device, end, -(wOnly + c.weightGradHeldBytes));
             gradients(device, a.stage, end, true);
             break;

@@ -21,8 +21,13 @@ and each device's worst peak error over the trials: on a host whose speed drifts
 to the next (a shared VM), one profile and one run apart in time say more about the host than
 about the model.
 
+With --configs FILE the configurations are read from a JSON file instead of the list below: an
+array of [name, [`new` arguments], [`train` arguments]], so a model, size or schedule of one's own
+is checked the same way.
+
 Usage: prediction_sweep.py [--pipestudio PATH] [--only NAME ...] [--steps N] [--keep DIR]
                            [--profile measured|analytical] [--trials N] [--alone] [--ab-co-run N]
+                           [--configs FILE]
 """
 import argparse
 import json
@@ -108,6 +113,20 @@ def ab_co_run(ps, project, name, pairs):
               + f"  (mean {sum(values) / len(values):+.1f}%)", flush=True)
 
 
+def measure(ps, project, new_args, train_args, args, name):
+    """Creates the project, then profiles, trains and compares it --trials times."""
+    run([ps, "new", *new_args, "-o", project, "--force"])
+    trials = []
+    for trial in range(max(1, args.trials)):
+        if args.profile == "measured":
+            run([ps, "profile", project, "--device", "cpu"] + (["--alone"] if args.alone else []))
+        run([ps, "train", project, *train_args, "--steps", str(args.steps)])
+        trials.append(json.loads(run([ps, "compare", project, "--json", "--profile", args.profile])))
+        if args.ab_co_run > 0 and trial == 0:  # after the row's own compare: it re-profiles
+            ab_co_run(ps, project, name, args.ab_co_run)
+    return trials
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -126,25 +145,28 @@ def main():
     ap.add_argument("--ab-co-run", type=int, default=0, metavar="N",
                     help="after each run, N profiles --alone and N with --co-run, taken alternately, each "
                          "followed by `compare` on the same run: the two profiles' errors side by side")
+    ap.add_argument("--configs", metavar="FILE",
+                    help="a JSON array of [name, [new arguments], [train arguments]] to run instead of the built-in list")
     args = ap.parse_args()
+    configs = CONFIGS
+    if args.configs:
+        with open(args.configs) as f:
+            configs = [(str(c[0]), [str(a) for a in c[1]], [str(a) for a in c[2]]) for c in json.load(f)]
     work = args.keep or tempfile.mkdtemp(prefix="ps-sweep-")
     os.makedirs(work, exist_ok=True)
     ps = args.pipestudio
     failed = 0
     print(f"{'configuration':44} {'predicted':>10} {'measured':>10} {'iter err':>9}  peak errors by device")
-    for i, (name, new_args, train_args) in enumerate(CONFIGS):
+    for i, (name, new_args, train_args) in enumerate(configs):
         if args.only and not any(s in name for s in args.only):
             continue
         project = os.path.join(work, f"sweep{i}.pstudio")
-        run([ps, "new", *new_args, "-o", project, "--force"])
-        trials = []
-        for trial in range(max(1, args.trials)):
-            if args.profile == "measured":
-                run([ps, "profile", project, "--device", "cpu"] + (["--alone"] if args.alone else []))
-            run([ps, "train", project, *train_args, "--steps", str(args.steps)])
-            trials.append(json.loads(run([ps, "compare", project, "--json", "--profile", args.profile])))
-            if args.ab_co_run > 0 and trial == 0:  # after the row's own compare: it re-profiles
-                ab_co_run(ps, project, name, args.ab_co_run)
+        try:
+            trials = measure(ps, project, new_args, train_args, args, name)
+        except RuntimeError as e:  # a configuration that cannot run is a row, not the end of the sweep
+            failed += 1
+            print(f"{name:44} FAILED: {e}", flush=True)
+            continue
         errors = sorted(100 * c["iteration_error"] for c in trials)
         mid = trials[[100 * c["iteration_error"] for c in trials].index(errors[(len(errors) - 1) // 2])]
         median = statistics.median_low(errors)
