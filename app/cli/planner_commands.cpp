@@ -132,10 +132,8 @@ namespace {
                 chosen.push_back(parsePlanAlgorithm(name));
                 continue;
             }
-            for (auto a : allPlanAlgorithms()) {
-                if (a != PlanAlgorithm::Exhaustive || (nodes <= 80 && stages <= 5))
-                    chosen.push_back(a);
-            }
+            const auto every = everyPlanAlgorithmFor(nodes, stages);
+            chosen.insert(chosen.end(), every.begin(), every.end());
         }
         if (chosen.empty())
             throw Error("--algo: give at least one algorithm");

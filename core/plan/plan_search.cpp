@@ -200,6 +200,20 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
     // slot, so the ranking below sees the same list whatever the thread count.
     std::vector<std::vector<Plan>> slots(points.size());
     std::mutex foundMutex; // onPlan: one call at a time
+    // A row without a plan: `algorithm` did not plan (spec, size) for `reason`.
+    const auto refused = [&](std::vector<Plan>& out, std::string algorithm, const ScheduleSpec& spec, double size,
+                             std::string reason) {
+        Plan plan;
+        plan.algorithm = std::move(algorithm);
+        plan.schedule = spec;
+        plan.microBatch = size;
+        plan.reason = std::move(reason);
+        if (request.onPlan) {
+            const std::lock_guard lock(foundMutex);
+            request.onPlan(plan);
+        }
+        out.push_back(std::move(plan));
+    };
     parallelFor(points.size(), request.threads, [&](std::size_t i) {
         const auto& [spec, size] = points[i];
         auto& out = slots[i];
@@ -208,16 +222,7 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
         try {
             built.emplace(graph, profile, spec, cluster, size, request.limits);
         } catch (const Error& e) { // e.g. a schedule the planner cannot cut for: one row says why
-            Plan plan;
-            plan.algorithm = "-";
-            plan.schedule = spec;
-            plan.microBatch = size;
-            plan.reason = e.what();
-            if (request.onPlan) {
-                const std::lock_guard lock(foundMutex);
-                request.onPlan(plan);
-            }
-            out.push_back(std::move(plan));
+            refused(out, "-", spec, size, e.what());
             for (std::size_t a = 0; a < algorithms; ++a)
                 advance(i, 0, true);
             return;
@@ -226,7 +231,9 @@ std::vector<Plan> searchPlans(const Graph& graph, const Profile& profile, const 
         for (auto algorithm : request.algorithms) {
             if (cancel && cancel->load())
                 break;
-            if (algorithm == PlanAlgorithm::Exhaustive && (graph.nodeCount() > 80 || spec.stages > 5)) {
+            // Asked for by name ("all" leaves it out: everyPlanAlgorithmFor): one row says why.
+            if (auto why = outOfReach(algorithm, graph.nodeCount(), spec.stages); !why.empty()) {
+                refused(out, std::string(toString(algorithm)), spec, size, std::move(why));
                 advance(i, 0, true);
                 continue;
             }

@@ -461,6 +461,24 @@ const std::vector<PlanAlgorithm>& allPlanAlgorithms()
     return kAll;
 }
 
+std::string outOfReach(PlanAlgorithm algorithm, std::size_t nodes, int stages)
+{
+    if (algorithm != PlanAlgorithm::Exhaustive || (nodes <= 80 && stages <= 5))
+        return {};
+    return "exhaustive search is limited to 80 nodes and 5 stages (the graph has " + std::to_string(nodes)
+        + " nodes, the plan " + std::to_string(stages) + " stages)";
+}
+
+std::vector<PlanAlgorithm> everyPlanAlgorithmFor(std::size_t nodes, int stages)
+{
+    std::vector<PlanAlgorithm> out;
+    for (auto a : allPlanAlgorithms()) {
+        if (outOfReach(a, nodes, stages).empty())
+            out.push_back(a);
+    }
+    return out;
+}
+
 PlanAlgorithm parsePlanAlgorithm(std::string_view text)
 {
     return parseByName("planning algorithm", text, allPlanAlgorithms());

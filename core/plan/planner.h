@@ -97,6 +97,11 @@ struct Plan
 [[nodiscard]] std::string_view toString(PlanAlgorithm algorithm);
 [[nodiscard]] PlanAlgorithm parsePlanAlgorithm(std::string_view text);
 [[nodiscard]] const std::vector<PlanAlgorithm>& allPlanAlgorithms();
+// Why `algorithm` cannot plan a graph of `nodes` nodes into `stages` stages ("" where it can):
+// exhaustive search is limited to 80 nodes and 5 stages.
+[[nodiscard]] std::string outOfReach(PlanAlgorithm algorithm, std::size_t nodes, int stages);
+// "all" for such a problem: every algorithm that can plan it.
+[[nodiscard]] std::vector<PlanAlgorithm> everyPlanAlgorithmFor(std::size_t nodes, int stages);
 
 // Runs one algorithm. Never throws for an infeasible problem: the Plan says why.
 [[nodiscard]] Plan findPlan(const StageModel& model, const PlannerOptions& options);

@@ -134,10 +134,12 @@ SearchRequest AutoSearchDialog::request() const
     } else {
         r.schedules.push_back(parseScheduleSpec(m_schedule->currentText().toStdString(), S, M));
     }
-    if (m_algorithm->currentIndex() == 0)
-        r.algorithms = allPlanAlgorithms();
-    else
+    if (m_algorithm->currentIndex() == 0) {
+        const auto graph = m_session->graph();
+        r.algorithms = everyPlanAlgorithmFor(graph ? graph->nodeCount() : 0, S);
+    } else {
         r.algorithms = { parsePlanAlgorithm(m_algorithm->currentText().toStdString()) };
+    }
     // The Cluster dock's nodes and links: on a slow link between nodes the plans are cut and ranked
     // for it.
     int devices = 1;

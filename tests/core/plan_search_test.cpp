@@ -284,3 +284,29 @@ TEST(PlanSearch, ZeroBaselineShardsModelStatesByStage)
     EXPECT_GT(zeroMemory(graph, profile, b + 1, 4, 3).total(), capacity);
     EXPECT_THROW((void)zeroMemory(graph, profile, 4, 4, 4), Error);
 }
+
+// Exhaustive search covers up to 80 nodes and 5 stages. Asked for by name on a larger graph it is
+// a row that says so (it used to vanish from the list without a word); "all" leaves it out.
+TEST(PlanSearch, AnAlgorithmOutOfReachIsARowThatSaysWhy)
+{
+    const FourLayerGpt gpt;
+    ASSERT_GT(gpt.graph.nodeCount(), 80U);
+    SearchRequest request;
+    request.schedules = { parseScheduleSpec("1f1b", 2, 4) };
+    request.algorithms = { PlanAlgorithm::GPipe, PlanAlgorithm::Exhaustive };
+    request.device = searchDevice();
+    const auto plans = searchPlans(gpt.graph, gpt.profile, request);
+    ASSERT_EQ(plans.size(), 2U);
+    EXPECT_TRUE(plans[0].feasible);
+    EXPECT_EQ(plans[1].algorithm, "exhaustive");
+    EXPECT_FALSE(plans[1].feasible);
+    EXPECT_NE(plans[1].reason.find("80 nodes and 5 stages"), std::string::npos) << plans[1].reason;
+    const auto contains = [](const std::vector<PlanAlgorithm>& list, PlanAlgorithm a) {
+        return std::find(list.begin(), list.end(), a) != list.end();
+    };
+    EXPECT_FALSE(contains(everyPlanAlgorithmFor(gpt.graph.nodeCount(), 2), PlanAlgorithm::Exhaustive));
+    EXPECT_FALSE(contains(everyPlanAlgorithmFor(40, 6), PlanAlgorithm::Exhaustive));
+    EXPECT_TRUE(contains(everyPlanAlgorithmFor(40, 5), PlanAlgorithm::Exhaustive));
+    EXPECT_EQ(everyPlanAlgorithmFor(40, 5).size(), allPlanAlgorithms().size());
+    EXPECT_TRUE(outOfReach(PlanAlgorithm::DawnPiper, 100000, 64).empty());
+}
