@@ -91,10 +91,13 @@ void CpuBackend::accumulate(NdArray& dst, const NdArray& src) const
 {
     requireSameSize(dst, src, "accumulate");
     float* d = dst.f32();
-    const float* s = src.f32();
     const auto n = dst.numel();
-    for (std::int64_t i = 0; i < n; ++i)
-        d[i] += s[i];
+    if (d == src.f32()) { // the vector loop takes arrays apart: an array added to itself doubles
+        for (std::int64_t i = 0; i < n; ++i)
+            d[i] += d[i];
+        return;
+    }
+    cpu::addInto(d, src.f32(), n);
 }
 
 void CpuBackend::accumulateFromHost(NdArray& dst, std::span<const std::byte> src, Allocator& /*scratch*/) const
@@ -116,12 +119,7 @@ NdArray CpuBackend::add(const NdArray& a, const NdArray& b, Allocator& allocator
 {
     requireSameSize(a, b, "add");
     auto sum = NdArray::empty(allocator, a.shape());
-    float* o = sum.f32();
-    const float* x = a.f32();
-    const float* y = b.f32();
-    const auto n = sum.numel();
-    for (std::int64_t i = 0; i < n; ++i)
-        o[i] = x[i] + y[i];
+    cpu::addArrays(a.f32(), b.f32(), sum.f32(), sum.numel());
     return sum;
 }
 

@@ -56,6 +56,19 @@ namespace {
             math::adamwElement(w[i], grad[i], m[i], v[i], c);
     }
 
+    PS_VECTOR_CLONES void addIntoRange(float* __restrict dst, const float* __restrict src, std::int64_t n)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            dst[i] += src[i];
+    }
+
+    PS_VECTOR_CLONES void addRange(
+        const float* __restrict a, const float* __restrict b, float* __restrict out, std::int64_t n)
+    {
+        for (std::int64_t i = 0; i < n; ++i)
+            out[i] = a[i] + b[i];
+    }
+
     constexpr int kLanes = 16;
 
     // Lane k holds the elements k, k + 16, ...; the lanes are combined pairwise, in a fixed order.
@@ -396,6 +409,16 @@ void adamwStep(float* w, const float* grad, float* m, float* v, std::int64_t n, 
 {
     shareAcrossTeam(
         n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { adamwRange(w + b, grad + b, m + b, v + b, e - b, c); });
+}
+
+void addInto(float* dst, const float* src, std::int64_t n)
+{
+    shareAcrossTeam(n, kMinLoopShare, [&](std::int64_t b, std::int64_t e) { addIntoRange(dst + b, src + b, e - b); });
+}
+
+void addArrays(const float* a, const float* b, float* out, std::int64_t n)
+{
+    shareAcrossTeam(n, kMinLoopShare, [&](std::int64_t s, std::int64_t e) { addRange(a + s, b + s, out + s, e - s); });
 }
 
 float multiplyAddPeakLoop(std::int64_t iterations)

@@ -66,6 +66,11 @@ void normRowsForward(const float* x, const float* gamma, const float* beta, floa
 void normRowsBackward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
     float* dx, float* dgamma, float* dbeta, float* scratch, std::int64_t rows, std::int64_t c, bool rms);
 
+// dst += src and out = a + b over n elements (gradient accumulation, a value's gradients from its
+// several readers): each element one rounded add, as the scalar loops did; the arrays do not overlap.
+void addInto(float* dst, const float* src, std::int64_t n);
+void addArrays(const float* a, const float* b, float* out, std::int64_t n);
+
 // torch.optim.AdamW's step over n elements, kernel_math.h's adamwElement per element (the same bits
 // as the scalar loop: square roots and divisions are correctly rounded in every lane).
 void adamwStep(float* w, const float* grad, float* m, float* v, std::int64_t n, const math::AdamWCoefficients& c);

@@ -6,6 +6,7 @@
 // against the fused GEMM + bias of engine/fusion.h (the bias added in place).
 // Last, one thread's GEMM side by side: OpenBLAS (whatever kernels it runs in this process) against
 // the engine's packed AVX-512 kernels (cpu/packed_gemm.h), forward and both backward layouts.
+// And gradient accumulation: the backend's former scalar loop against its vector loop.
 //   build/ci/tests/bench/engine_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm_team.h"
@@ -223,6 +224,45 @@ void BM_GemmOneThreadPacked(benchmark::State& state)
     oneThreadGemm(state, true);
 }
 
+// Gradient accumulation on one thread (a micro-batch's parameter gradient added into the one held
+// since the optimizer step, Backend::accumulate): the scalar loop the CPU backend ran until
+// 2026-11-29, compiled here as cpu_backend.cpp is, against the backend's vector loop. Sizes: a
+// 384 x 384 weight, GPT-2 small's 768 x 3072 MLP weight.
+constexpr std::int64_t kAccumulateSizes[] = { 384 * 384, 768 * 3072 };
+
+void accumulate(benchmark::State& state, bool backend)
+{
+    const auto n = kAccumulateSizes[state.range(0)];
+    auto& cpu = cpuBackend();
+    Allocator allocator("cpu", 0, cpu.memory());
+    auto dst = NdArray::zeros(allocator, { n });
+    auto src = NdArray::zeros(allocator, { n });
+    cpu.fill(src, 1e-3F);
+    for (auto _ : state) {
+        if (backend) {
+            cpu.accumulate(dst, src);
+        } else {
+            float* d = dst.f32();
+            const float* x = src.f32();
+            for (std::int64_t i = 0; i < n; ++i)
+                d[i] += x[i];
+        }
+        benchmark::DoNotOptimize(dst.f32());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() * n * 3 * static_cast<std::int64_t>(sizeof(float)));
+}
+
+void BM_AccumulateScalarLoop(benchmark::State& state)
+{
+    accumulate(state, false);
+}
+
+void BM_AccumulateBackend(benchmark::State& state)
+{
+    accumulate(state, true);
+}
+
 } // namespace
 
 BENCHMARK(BM_LinearMatMulThenBiasAdd)->DenseRange(0, 2)->UseRealTime();
@@ -233,3 +273,5 @@ BENCHMARK(BM_TwoDevicesOpenBlasThreads)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_TwoDevicesTeams)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_GemmOneThreadOpenBlas)->ArgsProduct({ { 0, 1, 2, 3 }, { 0, 1, 2 } });
 BENCHMARK(BM_GemmOneThreadPacked)->ArgsProduct({ { 0, 1, 2, 3 }, { 0, 1, 2 } });
+BENCHMARK(BM_AccumulateScalarLoop)->DenseRange(0, 1);
+BENCHMARK(BM_AccumulateBackend)->DenseRange(0, 1);
