@@ -107,6 +107,16 @@ StageExecutor::MicroBatch& StageExecutor::state(MicroBatchId mb, const char* act
     return it->second;
 }
 
+std::mt19937_64& StageExecutor::rngFor(MicroBatchId mb, const Node& node)
+{
+    // Dropout's mask is the one draw a kernel makes (Attention runs Dropout's kernel on its
+    // probabilities); seeding an engine for every other node only cost time.
+    if (node.op != OpType::Dropout && node.op != OpType::Attention)
+        return m_idleRng;
+    m_nodeRng.seed(nodeSeed(mb, node.id));
+    return m_nodeRng;
+}
+
 std::uint64_t StageExecutor::nodeSeed(MicroBatchId mb, NodeId node) const
 {
     return mix(mix(mix(m_seed ^ mix(static_cast<std::uint64_t>(m_iteration))) ^ mb.value) ^ node.value);
@@ -180,7 +190,6 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
     loadDataInputs(s, batch);
     s.nodes.assign(m_end - m_begin, NodeValues());
     startChunkAction();
-    std::mt19937_64 rng;
     for (std::size_t n = m_begin; n < m_end; ++n) {
         const auto& node = m_graph.nodes()[n];
         auto& nv = s.nodes[n - m_begin];
@@ -200,8 +209,7 @@ void StageExecutor::forward(MicroBatchId mb, const HostBatch& batch)
         }
         for (auto in : node.inputs)
             nv.in.push_back(forwardInput(s, node, in));
-        rng.seed(nodeSeed(mb, node.id));
-        KernelContext ctx { m_device, rng, true, m_gemm };
+        KernelContext ctx { m_device, rngFor(mb, node), true, m_gemm };
         const NodeAccess access(*this, n - m_begin);
         m_backend.forward(node, nv, ctx);
         for (std::size_t i = 0; i < node.outputs.size(); ++i)
@@ -451,8 +459,7 @@ void StageExecutor::runNodeBackward(MicroBatch& s, std::size_t local, BackwardMo
         anyNeed = anyNeed || wanted;
     }
     if (anyNeed) {
-        std::mt19937_64 rng(0);
-        KernelContext ctx { m_device, rng, true, m_gemm };
+        KernelContext ctx { m_device, m_idleRng, true, m_gemm };
         const NodeAccess access(*this, local);
         auto gradIn = m_backend.backward(node, s.nodes[local], gradOut, need, ctx);
         m_device.setOwner(node.name + " (backward)");
@@ -508,8 +515,7 @@ void StageExecutor::backwardWeight(MicroBatchId mb)
         std::vector<bool> need;
         for (auto in : node.inputs)
             need.push_back(m_paramIndex[in.index()] >= 0 && m_requiresGrad[in.index()]);
-        std::mt19937_64 rng(0);
-        KernelContext ctx { m_device, rng, true, m_gemm };
+        KernelContext ctx { m_device, m_idleRng, true, m_gemm };
         const NodeAccess access(*this, local);
         auto gradIn = m_backend.backward(node, s.nodes[local], s.gradOut[local], need, ctx);
         m_device.setOwner(node.name + " (weight gradient)");

@@ -63,8 +63,7 @@ void StageExecutor::forwardGemmChain(MicroBatch& s, const GemmBiasChain& chain)
     const auto x = forwardInput(s, matmul, matmul.inputs[0]);
     const auto w = forwardInput(s, matmul, matmul.inputs[1]);
     const auto bias = forwardInput(s, add, add.inputs[1 - chain.productInput]);
-    std::mt19937_64 rng(0);
-    KernelContext ctx { m_device, rng, true, m_gemm };
+    KernelContext ctx { m_device, m_idleRng, true, m_gemm };
     auto both = FusionPlan::runGemmChain(m_backend, m_graph, chain, x, w, bias, ctx);
     auto y = std::move(both.sum);
     auto activated = std::move(both.activated);
@@ -104,8 +103,7 @@ void StageExecutor::backwardChain(MicroBatch& s, const SoftmaxChain& chain)
                 throw Error("stage " + std::to_string(m_id.value) + ": the backward of '" + softmax.name
                     + "' lost its padding mask");
         }
-        std::mt19937_64 rng(0);
-        KernelContext ctx { m_device, rng, true, m_gemm };
+        KernelContext ctx { m_device, m_idleRng, true, m_gemm };
         const NodeAccess access(*this, local);
         m_device.setOwner(softmax.name + " (backward)");
         auto dx = m_backend.kernels().maskedSoftmax().backward(

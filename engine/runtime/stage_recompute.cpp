@@ -44,8 +44,7 @@ void StageExecutor::recompute(MicroBatchId mb)
             const NodeAccess access(*this, local); // its parameters on the device (chunks)
             for (std::size_t j = 0; j < node.inputs.size(); ++j)
                 fresh.in.push_back(recomputeInput(s, local, j, recomputed));
-            std::mt19937_64 rng(nodeSeed(mb, node.id)); // the forward's dropout mask again
-            KernelContext ctx { m_device, rng, true, m_gemm };
+            KernelContext ctx { m_device, rngFor(mb, node), true, m_gemm }; // the forward's dropout mask again
             m_backend.forward(node, fresh, ctx);
         }
         for (std::size_t k = 0; k < node.outputs.size(); ++k) {

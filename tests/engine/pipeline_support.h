@@ -95,8 +95,9 @@ inline RunConfig configFor(
 }
 
 // Every stage swaps half of its saved storages and recomputes the rest (storages produced on
-// another stage can only be swapped).
-inline std::vector<StageMemoryPlan> swapAndRecompute(const Graph& graph, const Partition& partition)
+// another stage can only be swapped); with `recomputeAll`, recomputes every one it can.
+inline std::vector<StageMemoryPlan> swapAndRecompute(
+    const Graph& graph, const Partition& partition, bool recomputeAll = false)
 {
     const auto costs = computeOpCosts(graph);
     std::vector<StageMemoryPlan> plans;
@@ -114,7 +115,7 @@ inline std::vector<StageMemoryPlan> swapAndRecompute(const Graph& graph, const P
                     continue; // the loader's data is neither swapped nor recomputed
                 seen.push_back(root);
                 const bool here = rt.producer.valid() && rt.producer.index() >= begin && rt.producer.index() < end;
-                if (seen.size() % 2 == 0 || !here)
+                if ((seen.size() % 2 == 0 && !recomputeAll) || !here)
                     p.swappedTensors.push_back(root);
                 else
                     p.recomputedTensors.push_back(root);

@@ -170,18 +170,26 @@ TEST(Pipeline, FourLayerGptMatchesSingleDeviceWithSwapAndRecompute)
 // With dropout on, a stage's boundary output can be a tensor its memory plan drops or swaps after
 // forward; the send must read it first (it once threw "a kernel read a value that is swapped out
 // or dropped" at SEND_F). Recompute regenerates the same masks, so the losses stay those of the
-// run that keeps everything.
+// run that keeps everything. With fused attention too (its node draws and keeps its probabilities'
+// mask).
 TEST(Pipeline, SwapAndRecomputeWithDropoutKeepTheLosses)
 {
-    auto c = zooPreset("gpt2-tiny");
-    c.seq = 32;
-    c.microBatch = 2;
-    c.dropout = 0.1;
-    const auto graph = buildZooModel(c);
-    auto config = configFor(graph, "1f1b", 2, 4, "adamw");
-    const auto keepAll = pipeline(graph, config, "cpu:2");
-    config.memory = swapAndRecompute(graph, config.partition);
-    expectSame(keepAll, pipeline(graph, config, "cpu:2"), "1f1b, dropout 0.1, with swap and recompute", 1e-6);
+    for (const bool fused : { false, true }) {
+        auto c = zooPreset("gpt2-tiny");
+        c.seq = 32;
+        c.microBatch = 2;
+        c.dropout = 0.1;
+        c.fusedAttention = fused;
+        const auto graph = buildZooModel(c);
+        auto config = configFor(graph, "1f1b", 2, 4, "adamw");
+        const auto keepAll = pipeline(graph, config, "cpu:2");
+        const std::string label = std::string("1f1b, dropout 0.1") + (fused ? ", fused attention" : "");
+        config.memory = swapAndRecompute(graph, config.partition);
+        expectSame(keepAll, pipeline(graph, config, "cpu:2"), label + ", with swap and recompute", 1e-6);
+        // Every storage recomputed: each node that draws draws the forward's mask again.
+        config.memory = swapAndRecompute(graph, config.partition, true);
+        expectSame(keepAll, pipeline(graph, config, "cpu:2"), label + ", everything recomputed", 1e-6);
+    }
 }
 
 // Devices with several cores split their GEMMs across a team of threads (one per core): the
