@@ -248,6 +248,9 @@ private:
     void settleSwaps(MicroBatch& s);
     [[nodiscard]] std::vector<NdArray> swappedArrays(const MicroBatch& s) const;
     [[nodiscard]] std::uint64_t nodeSeed(MicroBatchId mb, NodeId node) const;
+    // The engine node `node`'s forward for micro-batch `mb` draws from: m_nodeRng seeded with
+    // nodeSeed where the node draws (Dropout, and Attention with its dropout), else m_idleRng.
+    [[nodiscard]] std::mt19937_64& rngFor(MicroBatchId mb, const Node& node);
     void trackVersions();
 
     const Graph& m_graph;
@@ -266,9 +269,6 @@ private:
     // about 1.7 us, which per node and micro-batch was a tenth of a small model's step.
     std::mt19937_64 m_idleRng { 0 };
     std::mt19937_64 m_nodeRng { 0 }; // rngFor's, seeded per node that draws
-    // The engine node `node`'s forward for micro-batch `mb` draws from: m_nodeRng seeded with
-    // nodeSeed where the node draws (Dropout, and Attention with its dropout), else m_idleRng.
-    [[nodiscard]] std::mt19937_64& rngFor(MicroBatchId mb, const Node& node);
     std::int64_t m_iteration = 0;
 
     std::vector<int> m_slot; // by tensor id: local value slot, -1 if the stage never touches it
